@@ -1,0 +1,180 @@
+--- Options declared as data (sysbench's model) and the parser that turns argv into them.
+-- A declaration is a list of entries:
+--   { "num-executions", "Inferences per runner process", 1, "posint", short = "n" }
+--   [1] long name   [2] help text   [3] default (nil = none)   [4] type:
+--   "string" | "int" | "posint" | "number" | "bool" (a flag) | "file" (must exist and be readable) |
+--   "list" (comma-separated; repeatable) | "choice" (needs choices = {...})
+-- Extra keys: short (one letter), required, choices, metavar, repeat (collect every use into a list).
+-- Parsed values land in a table keyed by the name with dashes turned into underscores.
+local errors = require("odp.errors")
+
+local M = {}
+
+--- Options every script gets.
+M.global_options = {
+  { "format", "Output format", nil, "choice", choices = { "human", "json", "jsonl", "csv" } },
+  { "out", "Also write the result to FILE (format from --format or the file's extension)", nil, "string",
+    metavar = "FILE" },
+  { "quiet", "Only errors on stderr; no progress", false, "bool", short = "q" },
+  { "verbose", "More detail on stderr (repeat for more)", false, "bool", short = "v" },
+  { "help", "Show this help", false, "bool", short = "h" },
+}
+
+local function key(name) return (name:gsub("-", "_")) end
+
+local function usage(msg) errors.fail("EUSAGE", msg, 2) end
+
+local function convert(opt, raw)
+  local name, typ = opt[1], opt[4] or "string"
+  if typ == "int" or typ == "posint" then
+    local v = math.tointeger(tonumber(raw))
+    if not v then usage(("--%s expects an integer, got '%s'"):format(name, raw)) end
+    if typ == "posint" and v < 1 then usage(("--%s must be a positive integer, got %s"):format(name, raw)) end
+    return v
+  elseif typ == "number" then
+    local v = tonumber(raw)
+    if not v or v ~= v then usage(("--%s expects a number, got '%s'"):format(name, raw)) end
+    return v
+  elseif typ == "choice" then
+    for _, c in ipairs(opt.choices) do if c == raw then return raw end end
+    usage(("--%s must be one of %s, got '%s'"):format(name, table.concat(opt.choices, "|"), raw))
+  elseif typ == "file" then
+    local f = io.open(raw, "rb")
+    if not f then usage(("--%s: cannot read '%s'"):format(name, raw)) end
+    f:close()
+    return raw
+  elseif typ == "list" then
+    local out = {}
+    for item in (raw .. ","):gmatch("([^,]*),") do if item ~= "" then out[#out + 1] = item end end
+    return out
+  end
+  return raw
+end
+
+--- Parses argv (a list of strings) against the declarations (lists of entries, in order).
+-- Returns opts (defaults filled in) and rest (the words after "--", or positional words).
+function M.parse(argv, ...)
+  local decls, by_long, by_short = {}, {}, {}
+  for _, list in ipairs({ ... }) do
+    for _, o in ipairs(list) do
+      decls[#decls + 1] = o
+      by_long[o[1]] = o
+      if o.short then by_short[o.short] = o end
+    end
+  end
+  local opts, rest, seen = {}, {}, {}
+  local i = 1
+  local function value_for(o, inline)
+    if inline then return inline end
+    i = i + 1
+    local v = argv[i]
+    if v == nil then usage(("--%s needs a value"):format(o[1])) end
+    return v
+  end
+  local function set(o, raw)
+    local k = key(o[1])
+    if o[4] == "bool" then
+      opts[k] = true
+    elseif o[4] == "list" or o["repeat"] then
+      opts[k] = opts[k] or {}
+      local v = convert(o, raw)
+      if type(v) == "table" then
+        for _, x in ipairs(v) do table.insert(opts[k], x) end
+      else
+        table.insert(opts[k], v)
+      end
+    else
+      if seen[k] then usage(("--%s given twice"):format(o[1])) end
+      opts[k] = convert(o, raw)
+    end
+    seen[k] = true
+  end
+  while i <= #argv do
+    local a = argv[i]
+    if a == "--" then
+      table.move(argv, i + 1, #argv, 1, rest)
+      break
+    end
+    local long, inline = a:match("^%-%-([^=]+)=(.*)$")
+    long = long or a:match("^%-%-(.+)$")
+    if long then
+      local o = by_long[long]
+      if not o and long:sub(1, 3) == "no-" and by_long[long:sub(4)] and by_long[long:sub(4)][4] == "bool" then
+        opts[key(long:sub(4))] = false
+        seen[key(long:sub(4))] = true
+      elseif not o then
+        usage(("unknown option --%s (see --help)"):format(long))
+      elseif o[4] == "bool" then
+        if inline then usage(("--%s takes no value"):format(long)) end
+        set(o)
+      else
+        set(o, value_for(o, inline))
+      end
+    elseif a:match("^%-%a") then
+      local letter, attached = a:sub(2, 2), a:sub(3)
+      local o = by_short[letter]
+      if not o then usage(("unknown option -%s (see --help)"):format(letter)) end
+      if o[4] == "bool" then
+        if attached ~= "" then usage(("-%s takes no value"):format(letter)) end
+        set(o)
+      else
+        set(o, value_for(o, attached ~= "" and attached or nil))
+      end
+    else
+      rest[#rest + 1] = a
+    end
+    i = i + 1
+  end
+  if not opts.help then
+    for _, o in ipairs(decls) do
+      local k = key(o[1])
+      if opts[k] == nil then
+        if o.required then usage(("--%s is required (see --help)"):format(o[1])) end
+        if o[3] ~= nil then opts[k] = o[3] end
+      end
+    end
+  end
+  return opts, rest
+end
+
+local function placeholder(o)
+  if o[4] == "bool" then return "" end
+  if o.metavar then return " " .. o.metavar end
+  if o[4] == "choice" then return " " .. table.concat(o.choices, "|") end
+  local t = o[4] or "string"
+  return " " .. ((t == "posint" or t == "int") and "N" or t == "number" and "X" or t == "list" and "A,B,..."
+    or t == "file" and "FILE" or "VALUE")
+end
+
+--- The generated --help text.
+function M.help(usage_line, description, ...)
+  local lines, rows, width = { "usage: " .. usage_line, "" }, {}, 0
+  if description and description ~= "" then
+    lines[#lines + 1] = description
+    lines[#lines + 1] = ""
+  end
+  for gi, list in ipairs({ ... }) do
+    rows[gi] = {}
+    for _, o in ipairs(list) do
+      local left = (o.short and ("-" .. o.short .. ", ") or "    ") .. "--" .. o[1] .. placeholder(o)
+      local help = o[2] or ""
+      if o.required then help = help .. " (required)" end
+      if o[3] ~= nil and o[4] ~= "bool" then help = help .. (" [default: %s]"):format(tostring(o[3])) end
+      rows[gi][#rows[gi] + 1] = { left, help }
+      width = math.max(width, #left)
+    end
+  end
+  local titles = { "Options:", "Common options:" }
+  for gi, group in ipairs(rows) do
+    if #group > 0 then
+      lines[#lines + 1] = titles[math.min(gi, 2)]
+      for _, r in ipairs(group) do
+        lines[#lines + 1] = ("  %-" .. width .. "s  %s"):format(r[1], r[2])
+      end
+      lines[#lines + 1] = ""
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+return M

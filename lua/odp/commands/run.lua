@@ -1,0 +1,62 @@
+--- odp run SCRIPT [options] [-- args]
+-- A script either returns a declaration {name, description, options, validate, run} (odp parses the options,
+-- generates --help, validates, runs and reports), or does its work itself and returns nothing (a plain Lua
+-- program with every odp module at hand; its arguments are `...` and `arg`).
+local cli = require("odp.cli")
+local errors = require("odp.errors")
+local report = require("odp.report")
+
+local M = { summary = "Run a script: a device flow (scripts/*.lua), a sweep, or your own Lua" }
+
+local function traceback(e)
+  if errors.is_failure(e) then return e end
+  return debug.traceback(tostring(e), 2)
+end
+
+--- Runs a declared script with its argument list; returns the exit code.
+function M.run_declared(spec, argv, path)
+  local options = spec.options or {}
+  local opts, rest = cli.parse(argv, options, cli.global_options)
+  if opts.help then
+    print(cli.help(("odp run %s [options]%s"):format(path, spec.passes_args and " [-- runner args]" or ""),
+      spec.description, options, cli.global_options))
+    return 0
+  end
+  if #rest > 0 and not spec.passes_args then
+    errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]), 2)
+  end
+  local ui = require("odp.ui").new { quiet = opts.quiet, verbose = opts.verbose }
+  local ctx = { opts = opts, args = rest, script = path, ui = ui, spec = spec }
+  if spec.validate then spec.validate(ctx) end
+  local out = spec.run(ctx)
+  if out == nil then return 0 end
+  local records = out.schema and { out } or out
+  report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet })
+  return report.exit_code(records)
+end
+
+function M.main(args)
+  local path = args[1]
+  if path == nil or path == "--help" or path == "-h" then
+    print("usage: odp run SCRIPT [script options]\n\n" ..
+      "SCRIPT is a Lua file: scripts/host.lua, scripts/rpi5.lua, ... or your own.\n" ..
+      "`odp run SCRIPT --help` lists the script's options.")
+    return path == nil and 2 or 0
+  end
+  local chunk, err = loadfile(path)
+  if not chunk then
+    if not io.open(path, "r") then errors.fail("EUSAGE", ("cannot read script '%s'"):format(path), 2) end
+    error(err, 0)
+  end
+  local argv = table.move(args, 2, #args, 1, {})
+  local argt = table.move(argv, 1, #argv, 1, { [0] = path })
+  _G.arg = argt
+  local ok, spec = xpcall(chunk, traceback, table.unpack(argv))
+  if not ok then error(spec, 0) end
+  if type(spec) == "table" and type(spec.run) == "function" then
+    return M.run_declared(spec, argv, path)
+  end
+  return math.tointeger(spec) or 0
+end
+
+return M

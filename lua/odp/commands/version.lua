@@ -1,0 +1,23 @@
+--- odp version [-v]
+local host = require("odp.host")
+
+local M = { summary = "Print odp's version (-v: build and library details)" }
+
+function M.main(args)
+  print("odp " .. host.version)
+  if args[1] == "-v" or args[1] == "--verbose" then
+    local lpeg = require("lpeg")
+    print("lua      " .. host.lua_release)
+    print("lpeg     " .. (lpeg.version and (type(lpeg.version) == "function" and lpeg.version() or lpeg.version) or "?"))
+    print("root     " .. host.root)
+    print("built    " .. host.built .. (host.compiler and (" with " .. host.compiler) or ""))
+    for _, m in ipairs({ "proc", "ssh", "adb", "probe", "rtt", "xmodem", "serial", "etdump", "pte", "elf" }) do
+      local ok, mod = pcall(require, "odp." .. m)
+      local info = ok and type(mod) == "table" and mod.backend_version and (" (" .. mod.backend_version() .. ")") or ""
+      print(("module   odp.%-7s %s%s"):format(m, ok and "yes" or "no", info))
+    end
+  end
+  return 0
+end
+
+return M

@@ -1,0 +1,57 @@
+--- odp's command line: `odp <command> ...`. Each command is a module odp.commands.<name> with
+-- `summary` (one line for `odp help`) and `main(args) -> exit code`; adding a command is adding a file.
+local errors = require("odp.errors")
+
+local M = {}
+
+local COMMANDS = { "run", "repl", "devices", "inspect", "plot", "version" }
+
+local function usage()
+  local lines = { "usage: odp <command> [options]", "", "Commands:" }
+  for _, name in ipairs(COMMANDS) do
+    local ok, cmd = pcall(require, "odp.commands." .. name)
+    if ok then lines[#lines + 1] = ("  %-9s %s"):format(name, cmd.summary) end
+  end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "Run `odp <command> --help` or `odp run SCRIPT --help` for details."
+  return table.concat(lines, "\n")
+end
+
+--- Presents an error raised anywhere below: a structured failure is one line; anything else is a script
+-- or odp bug, shown with its traceback. Returns the exit code.
+function M.present(err)
+  if errors.is_failure(err) then
+    io.stderr:write("odp: ", err.message, "\n")
+    return err.exit
+  end
+  io.stderr:write("odp: error: ", tostring(err), "\n")
+  return 2
+end
+
+local function traceback(e)
+  if errors.is_failure(e) then return e end
+  return debug.traceback(tostring(e), 2)
+end
+
+function M.main(args)
+  local name = args[1]
+  if name == nil or name == "help" or name == "--help" or name == "-h" then
+    print(usage())
+    return name == nil and 2 or 0
+  end
+  if name == "--version" then name = "version" end
+  local ok, cmd = pcall(require, "odp.commands." .. name)
+  if not ok then
+    if not tostring(cmd):find("module 'odp.commands." .. name .. "' not found", 1, true) then
+      return M.present(cmd)
+    end
+    io.stderr:write(("odp: unknown command '%s'\n\n"):format(name), usage(), "\n")
+    return 2
+  end
+  local rest = table.move(args, 2, #args, 1, {})
+  local done, code = xpcall(cmd.main, traceback, rest)
+  if not done then return M.present(code) end
+  return code or 0
+end
+
+return M

@@ -1,0 +1,236 @@
+--- Reporters: result records -> text. Each format is a function (records) -> string, picked by name
+-- (sysbench's model); `odp.report.formats` can be extended by a user script.
+local json = require("odp.json")
+local sys = require("odp.sys")
+
+local M = {}
+
+--- Aligns rows under columns. columns: list of {key=, title=, fmt=function(v, row)|string, align="l"|"r"}.
+function M.table(rows, columns)
+  local cells, widths = {}, {}
+  for c, col in ipairs(columns) do widths[c] = #(col.title or col.key) end
+  for r, row in ipairs(rows) do
+    cells[r] = {}
+    for c, col in ipairs(columns) do
+      local v = row[col.key]
+      local s
+      if type(col.fmt) == "function" then s = col.fmt(v, row)
+      elseif v == nil then s = "-"
+      elseif col.fmt and type(v) == "number" then s = col.fmt:format(v)
+      else s = tostring(v) end
+      cells[r][c] = s
+      widths[c] = math.max(widths[c], utf8.len(s) or #s)
+    end
+  end
+  local function line(vals, header)
+    local parts = {}
+    for c, col in ipairs(columns) do
+      local s = vals[c]
+      local pad = (" "):rep(widths[c] - (utf8.len(s) or #s))
+      local right = col.align == "r" or (col.align == nil and col.fmt ~= nil and not header)
+      if header then right = col.align == "r" or col.fmt ~= nil end
+      parts[#parts + 1] = right and (pad .. s) or (s .. pad)
+    end
+    return (table.concat(parts, "  "):gsub("%s+$", ""))
+  end
+  local out, titles = {}, {}
+  for c, col in ipairs(columns) do titles[c] = col.title or col.key end
+  out[1] = line(titles, true)
+  for r = 1, #rows do out[#out + 1] = line(cells[r]) end
+  return table.concat(out, "\n")
+end
+
+local function fmt_ms(v)
+  if type(v) ~= "number" then return "-" end
+  if v >= 100 then return ("%.1f"):format(v) end
+  if v >= 1 then return ("%.3f"):format(v) end
+  return ("%.4f"):format(v)
+end
+M.fmt_ms = fmt_ms
+
+local function human_one(r, out)
+  local function kv(k, v) out[#out + 1] = ("  %-16s %s"):format(k, v) end
+  out[#out + 1] = ("%s  %s on %s: %s"):format(r.ok and "OK  " or "FAIL", r.flow or "?", r.target or r.device or "?",
+    r.ok and "measured" or ((r.error and r.error.message) or "failed"))
+  if r.model then
+    kv("model", ("%s (%s, sha256 %s)"):format(r.model.path, r.model.bytes and (r.model.bytes .. " B") or "?",
+      (r.model.sha256 or "?"):sub(1, 12)))
+  end
+  if r.runner then kv("runner", r.runner.path) end
+  if r.params and next(r.params) then
+    local keys = {}
+    for k in pairs(r.params) do keys[#keys + 1] = k end
+    table.sort(keys)
+    local parts = {}
+    for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(r.params[k]) end
+    kv("params", table.concat(parts, " "))
+  end
+  if r.status ~= nil or r.signal then
+    kv("exit", r.signal and ("signal %s"):format(r.signal) or ("status %d"):format(r.status))
+  end
+  local l = r.latency_ms
+  if l and l.n and l.n > 0 then
+    out[#out + 1] = ""
+    out[#out + 1] = ("  latency (ms, from %s)"):format(l.source or "?")
+    local t = M.table({ l }, {
+      { key = "n", fmt = "%d" }, { key = "mean", fmt = fmt_ms }, { key = "min", fmt = fmt_ms },
+      { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "p99", fmt = fmt_ms },
+      { key = "max", fmt = fmt_ms }, { key = "std", fmt = fmt_ms } })
+    for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+    out[#out + 1] = ""
+  end
+  if r.load_ms then kv("model load", fmt_ms(r.load_ms) .. " ms") end
+  if r.peak_rss_kb then kv("peak RSS", ("%d kB (%.1f MB)"):format(r.peak_rss_kb, r.peak_rss_kb * 1024 / 1e6)) end
+  if r.planned_buffers and #r.planned_buffers > 0 then
+    for i, b in ipairs(r.planned_buffers) do
+      kv(i == 1 and "planned buffers" or "", ("[%d] %d B (%.1f MB)"):format(i - 1, b, b / 1e6))
+    end
+  end
+  for i, o in ipairs(r.outputs or {}) do
+    local vals = {}
+    for j = 1, math.min(#(o.values or {}), 8) do vals[j] = tostring(o.values[j]) end
+    if o.values and (#o.values > 8 or o.elided) then vals[#vals + 1] = "..." end
+    kv(i == 1 and "outputs" or "", ("[%d] sizes [%s]: %s"):format(i - 1, table.concat(o.sizes or {}, ", "),
+      table.concat(vals, ", ")))
+  end
+  if r.artifacts then
+    local keys = {}
+    for k in pairs(r.artifacts) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do kv(k, r.artifacts[k]) end
+  end
+  if r.ops and #r.ops > 0 then
+    out[#out + 1] = ""
+    out[#out + 1] = "  operators (ms)"
+    local t = M.table(r.ops, {
+      { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" }, { key = "p10", fmt = fmt_ms },
+      { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "avg", fmt = fmt_ms },
+      { key = "min", fmt = fmt_ms }, { key = "max", fmt = fmt_ms } })
+    for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+  end
+  for _, w in ipairs(r.warnings or {}) do kv("warning", w) end
+  if r.error then kv("error", ("%s: %s"):format(r.error.code or "?", r.error.message or "?")) end
+end
+
+--- A one-row-per-record summary (sweeps).
+function M.summary(records)
+  local rows, pkeys, seen = {}, {}, {}
+  for _, r in ipairs(records) do
+    for k in pairs(r.params or {}) do if not seen[k] then seen[k] = true pkeys[#pkeys + 1] = k end end
+  end
+  table.sort(pkeys)
+  for _, r in ipairs(records) do
+    local row = { ok = r.ok and "ok" or ("FAIL " .. ((r.error and r.error.code) or "")) }
+    for _, k in ipairs(pkeys) do row["p:" .. k] = r.params and r.params[k] end
+    local l = r.latency_ms or {}
+    row.n, row.mean, row.p50, row.p90, row.max = l.n, l.mean, l.p50, l.p90, l.max
+    row.rss = r.peak_rss_kb
+    rows[#rows + 1] = row
+  end
+  local cols = {}
+  for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
+  for _, c in ipairs({ { key = "ok" }, { key = "n", fmt = "%d" }, { key = "mean", fmt = fmt_ms },
+    { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "max", fmt = fmt_ms },
+    { key = "rss", title = "peak RSS kB", fmt = "%d" } }) do cols[#cols + 1] = c end
+  return M.table(rows, cols)
+end
+
+-- CSV: records flattened to dotted columns; lists joined with ';'.
+local function flatten(v, prefix, out)
+  if type(v) == "table" and not (#v > 0 or getmetatable(v) == getmetatable(json.array())) then
+    for k, x in pairs(v) do flatten(x, prefix and (prefix .. "." .. k) or k, out) end
+  elseif type(v) == "table" then
+    local parts = {}
+    for i, x in ipairs(v) do
+      parts[i] = type(x) == "table" and json.encode(x) or tostring(x)
+    end
+    out[prefix] = table.concat(parts, ";")
+  elseif v ~= nil then
+    out[prefix] = v
+  end
+end
+
+local function csv_cell(v)
+  if v == nil then return "" end
+  local s = type(v) == "number" and json.encode(v) or tostring(v)
+  if s:find('[,"\n\r]') then s = '"' .. s:gsub('"', '""') .. '"' end
+  return s
+end
+
+M.formats = {}
+
+function M.formats.human(records)
+  local out = {}
+  for i, r in ipairs(records) do
+    if i > 1 then out[#out + 1] = "" end
+    human_one(r, out)
+  end
+  if #records > 1 then
+    out[#out + 1] = ""
+    out[#out + 1] = M.summary(records)
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+function M.formats.json(records)
+  return json.encode(#records == 1 and records[1] or json.array(records), { indent = "  " }) .. "\n"
+end
+
+function M.formats.jsonl(records)
+  local out = {}
+  for i, r in ipairs(records) do out[i] = json.encode(r) end
+  return table.concat(out, "\n") .. "\n"
+end
+
+function M.formats.csv(records)
+  local flat, cols, seen = {}, {}, {}
+  for i, r in ipairs(records) do
+    flat[i] = {}
+    local rr = {}
+    for k, v in pairs(r) do if k ~= "ops" and k ~= "outputs" then rr[k] = v end end
+    flatten(rr, nil, flat[i])
+    for k in pairs(flat[i]) do if not seen[k] then seen[k] = true cols[#cols + 1] = k end end
+  end
+  local order = { schema = 1, ok = 2, flow = 3, device = 4, target = 5, started_at = 6 }
+  table.sort(cols, function(a, b)
+    local oa, ob = order[a] or 100, order[b] or 100
+    if oa ~= ob then return oa < ob end
+    return a < b
+  end)
+  local lines = { table.concat(cols, ",") }
+  for _, f in ipairs(flat) do
+    local cells = {}
+    for j, c in ipairs(cols) do cells[j] = csv_cell(f[c]) end
+    lines[#lines + 1] = table.concat(cells, ",")
+  end
+  return table.concat(lines, "\n") .. "\n"
+end
+
+local function format_for(path)
+  return path and (path:match("%.(jsonl)$") or path:match("%.(json)$") or path:match("%.(csv)$")) or nil
+end
+
+--- Writes records: to stdout in opts.format (default human); with opts.out, also to that file (atomically),
+-- in opts.format or the format its extension names (default json), while stdout gets the human table.
+function M.emit(records, opts)
+  opts = opts or {}
+  local stdout_format = opts.out and "human" or (opts.format or "human")
+  if opts.out then
+    local f = opts.format or format_for(opts.out) or "json"
+    local ok, err, code = sys.write_file(opts.out, M.formats[f](records))
+    if not ok then require("odp.errors").fail(code, err, 3) end
+  end
+  io.stdout:write(M.formats[stdout_format](records))
+  io.stdout:flush()
+end
+
+--- 0 when every record is ok; otherwise the largest exit code the failures ask for (1 by default).
+function M.exit_code(records)
+  local code = 0
+  for _, r in ipairs(records) do
+    if not r.ok then code = math.max(code, (r.error and r.error.exit) or 1) end
+  end
+  return code
+end
+
+return M

@@ -1,0 +1,66 @@
+--- What the user sees while odp works: messages on stderr, progress bars on terminals.
+-- Libraries report (events, return values); the CLI presents through this module.
+local sys = require("odp.sys")
+
+local M = {}
+local UI = {}
+UI.__index = UI
+
+---@param opts {quiet?: boolean, verbose?: boolean|integer, tty?: boolean}
+function M.new(opts)
+  opts = opts or {}
+  local tty = opts.tty
+  if tty == nil then tty = sys.isatty("stderr") and os.getenv("TERM") ~= "dumb" end
+  return setmetatable({ quiet = opts.quiet, verbose = opts.verbose, tty = tty, warnings = {} }, UI)
+end
+
+local function out(self, s)
+  if self.bar_shown then io.stderr:write("\r\27[K") self.bar_shown = false end
+  io.stderr:write(s, "\n")
+end
+
+function UI:info(fmt, ...) if not self.quiet then out(self, fmt:format(...)) end end
+function UI:debug(fmt, ...) if self.verbose then out(self, fmt:format(...)) end end
+
+--- A warning is shown and kept: flows copy ui.warnings into the result record.
+function UI:warn(fmt, ...)
+  local msg = fmt:format(...)
+  self.warnings[#self.warnings + 1] = msg
+  if not self.quiet then out(self, "warning: " .. msg) end
+end
+
+local function human_bytes(n)
+  local units, i = { "B", "kB", "MB", "GB" }, 1
+  while n >= 1000 and i < #units do n, i = n / 1000, i + 1 end
+  return (i == 1 and "%d %s" or "%.1f %s"):format(n, units[i])
+end
+M.human_bytes = human_bytes
+
+--- A progress bar for work of `total` units ("bytes" shows rates). Returns an object with
+-- :update(done[, note]) and :finish([note]). Draws only on a terminal, at most 10 times a second.
+function UI:progress(label, total, unit)
+  local bar = { started = sys.now(), last = 0 }
+  local ui = self
+  function bar.update(_, done, note)
+    if ui.quiet or not ui.tty then return end
+    local now = sys.now()
+    if now - bar.last < 0.1 and done < (total or math.huge) then return end
+    bar.last = now
+    local width = math.max(10, math.min(40, (sys.term_width("stderr") or 80) - 50))
+    local frac = total and total > 0 and math.min(1, done / total) or 0
+    local fill = math.floor(frac * width + 0.5)
+    local rate = done / math.max(now - bar.started, 1e-6)
+    local text = unit == "bytes" and (human_bytes(done) .. " " .. human_bytes(rate) .. "/s") or tostring(done)
+    local eta = (total and rate > 0 and done > 0) and (" ETA %ds"):format(math.ceil((total - done) / rate)) or ""
+    io.stderr:write(("\r\27[K%s [%s%s] %3d%% %s%s%s"):format(label, ("#"):rep(fill), (" "):rep(width - fill),
+      math.floor(frac * 100), text, eta, note and ("  " .. note) or ""))
+    ui.bar_shown = true
+  end
+  function bar.finish(_, note)
+    if ui.bar_shown then io.stderr:write("\r\27[K") ui.bar_shown = false end
+    if note then ui:info("%s: %s", label, note) end
+  end
+  return bar
+end
+
+return M

@@ -1,0 +1,248 @@
+/* odp.sys: the small system services Lua lacks (hashes, base64, atomic files, clocks, terminals). */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "l_util.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/wait.h"
+
+static int push_errno(lua_State *L, const char *what)
+{
+    odp_err err;
+    odp_fail_errno(&err, odp_code_from_errno(errno), errno, "%s", what);
+    return odp_pushfail(L, &err);
+}
+
+static int l_sha256(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    char hex[ODP_SHA256_HEX];
+    odp_sha256_hex(s, n, hex);
+    lua_pushstring(L, hex);
+    return 1;
+}
+
+static int l_sha256_file(lua_State *L)
+{
+    char hex[ODP_SHA256_HEX];
+    odp_err err;
+    if (odp_sha256_file_hex(luaL_checkstring(L, 1), hex, &err))
+        return odp_pushfail(L, &err);
+    lua_pushstring(L, hex);
+    return 1;
+}
+
+static int l_base64_encode(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    luaL_Buffer b;
+    char *out = luaL_buffinitsize(L, &b, 4 * ((n + 2) / 3) + 1);
+    luaL_pushresultsize(&b, odp_base64_encode(s, n, out));
+    return 1;
+}
+
+/* base64_decode(s) -> bytes | nil, "EPROTO: ...", "EPROTO" (malformed input is data from a device). */
+static int l_base64_decode(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    luaL_Buffer b;
+    unsigned char *out = (unsigned char *)luaL_buffinitsize(L, &b, 3 * (n / 4) + 3);
+    long len = odp_base64_decode(s, n, out);
+    if (len < 0) {
+        odp_err err;
+        odp_fail(&err, ODP_EPROTO, "malformed base64 (%zu characters)", n);
+        return odp_pushfail(L, &err);
+    }
+    luaL_pushresultsize(&b, (size_t)len);
+    return 1;
+}
+
+static int l_now(lua_State *L)
+{
+    lua_pushnumber(L, odp_now());
+    return 1;
+}
+
+static int l_time(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
+/* sleep(seconds) -> true | nil, "ECANCELED: interrupted", "ECANCELED" */
+static int l_sleep(lua_State *L)
+{
+    double s = luaL_checknumber(L, 1);
+    odp_err err;
+    if (odp_sleep_until(odp_deadline(s < 0 ? 0 : s), &err))
+        return odp_pushfail(L, &err);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int check_fd(lua_State *L, int idx)
+{
+    static const char *const names[] = {"stdin", "stdout", "stderr", NULL};
+    if (lua_type(L, idx) == LUA_TNUMBER)
+        return (int)luaL_checkinteger(L, idx);
+    return luaL_checkoption(L, idx, "stdout", names);
+}
+
+static int l_isatty(lua_State *L)
+{
+    lua_pushboolean(L, isatty(check_fd(L, 1)));
+    return 1;
+}
+
+static int l_term_width(lua_State *L)
+{
+    struct winsize ws;
+    if (ioctl(check_fd(L, 1), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        lua_pushinteger(L, ws.ws_col);
+    else
+        luaL_pushfail(L);
+    return 1;
+}
+
+static int l_write_file(lua_State *L)
+{
+    static const char *const allowed[] = {"mode", NULL};
+    const char *path = luaL_checkstring(L, 1);
+    size_t n;
+    const char *data = luaL_checklstring(L, 2, &n);
+    odp_checkopts(L, 3, allowed);
+    mode_t mode = (mode_t)odp_optinteger(L, 3, "mode", 0644);
+    odp_err err;
+    if (odp_write_atomic(path, data, n, mode, &err))
+        return odp_pushfail(L, &err);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_append_sync(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    size_t n;
+    const char *data = luaL_checklstring(L, 2, &n);
+    odp_err err;
+    if (odp_append_sync(path, data, n, &err))
+        return odp_pushfail(L, &err);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_mkdir_p(lua_State *L)
+{
+    odp_err err;
+    if (odp_mkdir_p(luaL_checkstring(L, 1), (mode_t)luaL_optinteger(L, 2, 0755), &err))
+        return odp_pushfail(L, &err);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_rename(lua_State *L)
+{
+    if (rename(luaL_checkstring(L, 1), luaL_checkstring(L, 2)))
+        return push_errno(L, lua_tostring(L, 1));
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* stat(path) -> {type="file"|"dir"|"link"|"other", size, mode, mtime, executable} | nil, err, code */
+static int l_stat(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    struct stat st;
+    if (stat(path, &st))
+        return push_errno(L, path);
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir" : "other");
+    lua_setfield(L, -2, "type");
+    lua_pushinteger(L, st.st_size);
+    lua_setfield(L, -2, "size");
+    lua_pushinteger(L, st.st_mode & 07777);
+    lua_setfield(L, -2, "mode");
+    lua_pushnumber(L, (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9);
+    lua_setfield(L, -2, "mtime");
+    lua_pushboolean(L, access(path, X_OK) == 0);
+    lua_setfield(L, -2, "executable");
+    lua_pushboolean(L, access(path, R_OK) == 0);
+    lua_setfield(L, -2, "readable");
+    return 1;
+}
+
+static int l_realpath(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    char buf[PATH_MAX];
+    if (!realpath(path, buf))
+        return push_errno(L, path);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+static int l_readdir(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    DIR *d = opendir(path);
+    if (!d)
+        return push_errno(L, path);
+    lua_newtable(L);
+    int i = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            lua_pushstring(L, e->d_name);
+            lua_rawseti(L, -2, ++i);
+        }
+    closedir(d);
+    return 1;
+}
+
+static int l_getpid(lua_State *L)
+{
+    lua_pushinteger(L, getpid());
+    return 1;
+}
+
+static int l_hostname(lua_State *L)
+{
+    char buf[256] = "";
+    gethostname(buf, sizeof buf - 1);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+static int l_cancel_requested(lua_State *L)
+{
+    lua_pushboolean(L, odp_cancel_requested());
+    return 1;
+}
+
+int luaopen_odp_sys(lua_State *L)
+{
+    static const luaL_Reg funcs[] = {
+        {"sha256", l_sha256}, {"sha256_file", l_sha256_file},
+        {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode},
+        {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
+        {"isatty", l_isatty}, {"term_width", l_term_width},
+        {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
+        {"rename", l_rename}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
+        {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
+        {NULL, NULL}};
+    luaL_newlib(L, funcs);
+    return 1;
+}

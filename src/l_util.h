@@ -1,0 +1,50 @@
+/* Helpers shared by the Lua bindings (src/l_*.c): the error triple, option tables, classes, callbacks.
+ * Bindings check arguments, call a C core, push results; nothing else. */
+#ifndef ODP_L_UTIL_H
+#define ODP_L_UTIL_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "stream/stream.h"
+#include "util/err.h"
+
+/* Operational failure: pushes nil, "ECODE: message", "ECODE" and returns 3 (luv's convention). */
+int odp_pushfail(lua_State *L, const odp_err *err);
+
+/* Options tables. The table at idx may be absent (nil/none). odp_checkopts raises on a key that is not in
+ * `allowed` (NULL-terminated): a typo in an option must not be silently ignored. */
+void odp_checkopts(lua_State *L, int idx, const char *const allowed[]);
+lua_Number odp_optnumber(lua_State *L, int idx, const char *key, lua_Number def);
+lua_Integer odp_optinteger(lua_State *L, int idx, const char *key, lua_Integer def);
+const char *odp_optstring(lua_State *L, int idx, const char *key, const char *def);
+int odp_optboolean(lua_State *L, int idx, const char *key, int def);
+/* Reads opts.timeout (seconds; absent = def, negative = forever) and returns an absolute deadline. */
+double odp_optdeadline(lua_State *L, int idx, double def);
+/* Pushes opts[key] (or nil) and returns its type. */
+int odp_optfield(lua_State *L, int idx, const char *key);
+
+/* Creates the metatable `name` with methods in __index, plus the given metamethods (__gc/__close etc.). */
+void odp_newclass(lua_State *L, const char *name, const luaL_Reg *methods, const luaL_Reg *meta);
+
+/* A Lua function called from a C core's callback. A Lua error inside it is kept, the core is asked to
+ * stop (call returns -1), and odp_luacb_release re-raises the error once the core has cleaned up. */
+typedef struct {
+    lua_State *L;
+    int fn_ref;
+    int err_ref;
+} odp_luacb;
+/* fn_idx may hold nil: then the callback is absent (odp_luacb_present is false). */
+void odp_luacb_init(odp_luacb *cb, lua_State *L, int fn_idx);
+int odp_luacb_present(const odp_luacb *cb);
+/* Pushes the function; push nargs arguments after it, then call odp_luacb_call. */
+void odp_luacb_push(odp_luacb *cb);
+int odp_luacb_call(odp_luacb *cb, int nargs);
+void odp_luacb_release(odp_luacb *cb);
+
+/* Streams (one userdata type odp.Stream for every odp_stream implementation). Takes ownership of s. */
+void odp_pushstream(lua_State *L, odp_stream *s);
+/* Returns the stream at idx or raises (wrong type, closed). */
+odp_stream *odp_checkstream(lua_State *L, int idx);
+
+#endif

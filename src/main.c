@@ -1,0 +1,201 @@
+/* odp: the Lua host. Creates the state, registers the C modules, finds the Lua library and hands the
+ * command line to odp.main (Lua), which owns the CLI. Ctrl-C: the first asks every wait to stop
+ * (children are killed, partial results kept); the second interrupts Lua code; the third exits. */
+#include <lauxlib.h>
+#include <limits.h>
+#include <lua.h>
+#include <lualib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/wait.h"
+
+#ifndef ODP_VERSION
+#define ODP_VERSION "0.0.0-dev"
+#endif
+#ifndef ODP_DATADIR
+#define ODP_DATADIR "/usr/local/share/odp"
+#endif
+
+#define ODP_MODULE(name) int luaopen_odp_##name(lua_State *L);
+#include "modules.h"
+#undef ODP_MODULE
+int luaopen_lpeg(lua_State *L);
+
+static lua_State *main_L;
+static volatile sig_atomic_t interrupts;
+
+static void interrupt_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted");
+}
+
+static void on_interrupt(int sig)
+{
+    interrupts++;
+    if (interrupts == 1) {
+        odp_cancel_request();
+    } else if (interrupts == 2 && main_L) {
+        lua_sethook(main_L, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    } else {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+}
+
+static int file_exists(const char *p) { return access(p, F_OK) == 0; }
+
+/* The directory holding lua/, scripts/, devices/: the source tree when run from it (build/odp),
+ * else the install data dir. */
+static void find_root(char *root, size_t n)
+{
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            char probe[PATH_MAX + 32];
+            snprintf(probe, sizeof probe, "%s/../lua/odp/main.lua", exe);
+            if (file_exists(probe)) {
+                snprintf(probe, sizeof probe, "%s/..", exe);
+                if (realpath(probe, root))
+                    return;
+            }
+        }
+    }
+    snprintf(root, n, "%s", ODP_DATADIR);
+}
+
+static void set_paths(lua_State *L, const char *root)
+{
+    lua_getglobal(L, "package");
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    const char *user = getenv("ODP_PATH");
+    if (user && *user) {
+        /* ODP_PATH: directories, ':'-separated, each searched like lua/ (dir/?.lua, dir/?/init.lua). */
+        char *copy = strdup(user), *save = NULL;
+        for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+            lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", d, d);
+            luaL_addvalue(&b);
+        }
+        free(copy);
+    }
+    lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua", root, root);
+    luaL_addvalue(&b);
+    luaL_pushresult(&b);
+    lua_setfield(L, -2, "path");
+    lua_pop(L, 1);
+}
+
+static void preload(lua_State *L)
+{
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+#define ODP_MODULE(name)                         \
+    lua_pushcfunction(L, luaopen_odp_##name);    \
+    lua_setfield(L, -2, "odp." #name);
+#include "modules.h"
+#undef ODP_MODULE
+    lua_pushcfunction(L, luaopen_lpeg);
+    lua_setfield(L, -2, "lpeg");
+    lua_pop(L, 1);
+}
+
+/* package.loaded["odp.host"]: facts about this binary for the Lua side. */
+static void push_host_info(lua_State *L, const char *root, int argc, char **argv)
+{
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_createtable(L, 0, 8);
+    lua_pushstring(L, ODP_VERSION);
+    lua_setfield(L, -2, "version");
+    lua_pushstring(L, root);
+    lua_setfield(L, -2, "root");
+    lua_pushstring(L, LUA_RELEASE);
+    lua_setfield(L, -2, "lua_release");
+    lua_pushstring(L, __DATE__ " " __TIME__);
+    lua_setfield(L, -2, "built");
+#ifdef __VERSION__
+    lua_pushstring(L, "cc " __VERSION__);
+    lua_setfield(L, -2, "compiler");
+#endif
+    lua_createtable(L, argc, 0);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i);
+    }
+    lua_setfield(L, -2, "argv");
+    lua_setfield(L, -2, "odp.host");
+    lua_pop(L, 1);
+}
+
+static int traceback(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL && !lua_isnoneornil(L, 1) && !luaL_callmeta(L, 1, "__tostring")) {
+        /* a structured error (odp.fail): hand it back untouched for odp.main to present */
+        return 1;
+    }
+    if (msg == NULL)
+        msg = lua_tostring(L, -1);
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (odp_wait_init()) {
+        perror("odp: pipe");
+        return 3;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_interrupt;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    lua_State *L = luaL_newstate();
+    if (!L) {
+        fprintf(stderr, "odp: out of memory\n");
+        return 3;
+    }
+    main_L = L;
+    luaL_openlibs(L);
+    char root[PATH_MAX];
+    find_root(root, sizeof root);
+    set_paths(L, root);
+    preload(L);
+    push_host_info(L, root, argc, argv);
+
+    int code = 2;
+    lua_pushcfunction(L, traceback);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "odp.main");
+    if (lua_pcall(L, 1, 1, 1) != LUA_OK) {
+        fprintf(stderr, "odp: cannot load the Lua library from %s/lua (set ODP_PATH?)\n%s\n", root,
+                lua_tostring(L, -1));
+        lua_close(L);
+        return 2;
+    }
+    lua_getfield(L, -1, "main");
+    lua_createtable(L, argc, 0);
+    for (int i = 1; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i);
+    }
+    if (lua_pcall(L, 1, 1, 1) != LUA_OK) {
+        /* odp.main catches everything it can present; what reaches here is a bug in odp itself */
+        fprintf(stderr, "odp: internal error: %s\n", lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
+        code = 2;
+    } else {
+        code = (int)luaL_optinteger(L, -1, 0);
+    }
+    lua_close(L);
+    return code;
+}

@@ -1,0 +1,211 @@
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../util/wait.h"
+
+extern char **environ;
+
+/* After the child has exited, its output pipes are drained for this long at most: a grandchild that
+ * keeps them open must not hold the run hostage. */
+#define DRAIN_GRACE_S 1.0
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+static int spawn(const odp_proc_opts *o, int out[2], int errp[2], int in[2], pid_t *pid, odp_err *err)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGQUIT);
+
+    posix_spawn_file_actions_init(&fa);
+    if (in[0] >= 0)
+        posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    else
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
+    if (o->cwd)
+        posix_spawn_file_actions_addchdir_np(&fa, o->cwd);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+
+    int rc = posix_spawnp(pid, o->argv[0], &fa, &attr, (char *const *)o->argv, o->envp ? o->envp : environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc == 0)
+        return 0;
+    if (rc == ENOENT && o->cwd && access(o->cwd, F_OK) != 0)
+        return odp_fail_errno(err, ODP_ENOTFOUND, rc, "cannot start %s in %s", o->argv[0], o->cwd);
+    return odp_fail_errno(err, rc == ENOENT ? ODP_ENOTFOUND : ODP_EIO, rc, "cannot start %s", o->argv[0]);
+}
+
+/* Reads what is there; returns 1 at end of file. */
+static int pump(const odp_proc_opts *o, odp_proc_result *r, int *fd, int stream)
+{
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(*fd, chunk, sizeof chunk);
+        if (n > 0) {
+            odp_buf *b = stream == 1 ? &r->out : &r->err;
+            odp_buf_append(b, chunk, (size_t)n);
+            if (o->on_output && !r->aborted && o->on_output(o->ctx, stream, chunk, (size_t)n))
+                r->aborted = 1;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return 0;
+        close_fd(fd);
+        return 1;
+    }
+}
+
+int odp_proc_run(const odp_proc_opts *o, odp_proc_result *r, odp_err *err)
+{
+    memset(r, 0, sizeof *r);
+    r->out.limit = r->err.limit = o->capture_limit;
+    int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1}, pidfd = -1;
+    int rc = 0;
+    if (pipe2(out, O_CLOEXEC) || pipe2(errp, O_CLOEXEC) || (o->stdin_data && pipe2(in, O_CLOEXEC))) {
+        rc = odp_fail_errno(err, ODP_EIO, errno, "pipe");
+        goto done;
+    }
+    double t0 = odp_now();
+    pid_t pid;
+    rc = spawn(o, out, errp, in, &pid, err);
+    close_fd(&out[1]);
+    close_fd(&errp[1]);
+    close_fd(&in[0]);
+    if (rc)
+        goto done;
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        rc = odp_fail_errno(err, ODP_EIO, errno, "pidfd_open");
+        kill(-pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        goto done;
+    }
+    fcntl(out[0], F_SETFL, O_NONBLOCK);
+    fcntl(errp[0], F_SETFL, O_NONBLOCK);
+    if (in[1] >= 0)
+        fcntl(in[1], F_SETFL, O_NONBLOCK);
+
+    size_t in_off = 0;
+    int reaped = 0, stopping = 0, killed = 0;
+    double kill_at = ODP_FOREVER, drain_until = ODP_FOREVER;
+    int wstatus = 0;
+    while (!reaped || out[0] >= 0 || errp[0] >= 0) {
+        if (reaped && (odp_now() >= drain_until || odp_cancel_requested()))
+            break;
+        if (!reaped && odp_cancel_requested()) {
+            /* Ctrl-C: the user wants out now, so no grace; keep what was read so far. */
+            r->canceled = 1;
+            kill(-pid, SIGKILL);
+            wait4(pid, &wstatus, 0, &r->ru);
+            r->wall_s = odp_now() - t0;
+            if (out[0] >= 0)
+                pump(o, r, &out[0], 1);
+            if (errp[0] >= 0)
+                pump(o, r, &errp[0], 2);
+            break;
+        }
+        if (!stopping && (r->aborted || odp_now() >= o->deadline)) {
+            /* The whole group: the runner and anything it started. */
+            stopping = 1;
+            r->timed_out = !r->aborted;
+            kill(-pid, SIGTERM);
+            kill_at = odp_now() + (o->kill_grace > 0 ? o->kill_grace : 0);
+            close_fd(&in[1]);
+        }
+        if (stopping && !killed && odp_now() >= kill_at) {
+            killed = 1;
+            kill(-pid, SIGKILL);
+        }
+        struct pollfd p[4];
+        nfds_t n = 0;
+        int idx_out = -1, idx_err = -1, idx_in = -1, idx_pid = -1;
+        if (out[0] >= 0) { idx_out = (int)n; p[n++] = (struct pollfd){out[0], POLLIN, 0}; }
+        if (errp[0] >= 0) { idx_err = (int)n; p[n++] = (struct pollfd){errp[0], POLLIN, 0}; }
+        if (in[1] >= 0) { idx_in = (int)n; p[n++] = (struct pollfd){in[1], POLLOUT, 0}; }
+        if (!reaped) { idx_pid = (int)n; p[n++] = (struct pollfd){pidfd, POLLIN, 0}; }
+        double until = reaped ? drain_until : stopping ? (killed ? ODP_FOREVER : kill_at) : o->deadline;
+        odp_err werr;
+        int w = odp_wait(p, n, until, &werr);
+        if (w == ODP_ETIMEDOUT || w == ODP_ECANCELED)
+            continue; /* handled at the top of the loop */
+        if (w) {
+            *err = werr;
+            rc = w;
+            kill(-pid, SIGKILL);
+            if (!reaped)
+                waitpid(pid, NULL, 0);
+            goto done;
+        }
+        if (idx_out >= 0 && p[idx_out].revents)
+            pump(o, r, &out[0], 1);
+        if (idx_err >= 0 && p[idx_err].revents)
+            pump(o, r, &errp[0], 2);
+        if (idx_in >= 0 && p[idx_in].revents) {
+            ssize_t k = write(in[1], o->stdin_data + in_off, o->stdin_len - in_off);
+            if (k > 0)
+                in_off += (size_t)k;
+            if ((k < 0 && errno != EAGAIN && errno != EINTR) || in_off == o->stdin_len)
+                close_fd(&in[1]);
+        }
+        if (idx_pid >= 0 && p[idx_pid].revents) {
+            if (wait4(pid, &wstatus, WNOHANG, &r->ru) == pid) {
+                reaped = 1;
+                r->wall_s = odp_now() - t0;
+                close_fd(&in[1]);
+                if (stopping)
+                    kill(-pid, SIGKILL); /* grandchildren that ignored SIGTERM */
+                drain_until = odp_now() + DRAIN_GRACE_S;
+            }
+        }
+    }
+    if (WIFEXITED(wstatus)) {
+        r->status = WEXITSTATUS(wstatus);
+    } else if (WIFSIGNALED(wstatus)) {
+        r->signal = WTERMSIG(wstatus);
+        r->core_dumped = WCOREDUMP(wstatus) != 0;
+    }
+done:
+    close_fd(&out[0]);
+    close_fd(&out[1]);
+    close_fd(&errp[0]);
+    close_fd(&errp[1]);
+    close_fd(&in[0]);
+    close_fd(&in[1]);
+    close_fd(&pidfd);
+    if (rc)
+        odp_proc_result_free(r);
+    return rc;
+}
+
+void odp_proc_result_free(odp_proc_result *r)
+{
+    odp_buf_free(&r->out);
+    odp_buf_free(&r->err);
+}

@@ -1,0 +1,45 @@
+/* Process spawn with rusage. No shell: argv is executed directly (PATH lookup for argv[0]).
+ * The child leads its own process group so a timeout or Ctrl-C can end it with everything it started. */
+#ifndef ODP_PROC_H
+#define ODP_PROC_H
+
+#include <stddef.h>
+#include <sys/resource.h>
+
+#include "../util/buf.h"
+#include "../util/err.h"
+
+typedef struct {
+    const char *const *argv;    /* NULL-terminated, argv[0] looked up in PATH */
+    const char *cwd;            /* NULL = inherit */
+    char *const *envp;          /* NULL = inherit */
+    const char *stdin_data;     /* NULL = /dev/null */
+    size_t stdin_len;
+    double deadline;            /* absolute (util/wait.h); ODP_FOREVER for none */
+    double kill_grace;          /* seconds between SIGTERM and SIGKILL of the group */
+    size_t capture_limit;       /* bytes kept per stream; 0 = keep everything */
+    /* Each chunk of output as it arrives (stream 1 = stdout, 2 = stderr). Non-zero stops the run
+     * (the group is killed, result.aborted set). */
+    int (*on_output)(void *ctx, int stream, const char *data, size_t n);
+    void *ctx;
+} odp_proc_opts;
+
+typedef struct {
+    int status;            /* exit status when the process exited, else 0 */
+    int signal;            /* terminating signal, else 0 */
+    int timed_out;         /* the deadline passed and the group was killed */
+    int canceled;          /* Ctrl-C: the group was killed */
+    int aborted;           /* on_output asked to stop */
+    int core_dumped;
+    odp_buf out, err;      /* captured output; .dropped counts what capture_limit refused */
+    double wall_s;         /* spawn to reap */
+    struct rusage ru;      /* from wait4: this child only (ru_maxrss in KiB) */
+} odp_proc_result;
+
+/* Runs the process to completion. Returns 0 when it ran (whatever its exit: a process exit is data),
+ * or a negative odp_code when it could not be started (ENOTFOUND: no such program; EIO otherwise).
+ * The caller frees result with odp_proc_result_free. */
+int odp_proc_run(const odp_proc_opts *opts, odp_proc_result *result, odp_err *err);
+void odp_proc_result_free(odp_proc_result *result);
+
+#endif

@@ -1,0 +1,17 @@
+/* File helpers that keep their promises: a file written atomically is either complete or absent. */
+#ifndef ODP_FS_H
+#define ODP_FS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* Writes data to path through a temporary file in the same directory, fsync, rename, fsync the directory. */
+int odp_write_atomic(const char *path, const void *data, size_t n, mode_t mode, odp_err *err);
+/* Appends data (one JSONL record, say) to path and fsyncs: a finished record survives a crash. */
+int odp_append_sync(const char *path, const void *data, size_t n, odp_err *err);
+/* mkdir -p. */
+int odp_mkdir_p(const char *path, mode_t mode, odp_err *err);
+
+#endif

@@ -1,0 +1,19 @@
+/* SHA-256 and base64 through OpenSSL's libcrypto (already linked through libssh2). */
+#ifndef ODP_HASH_H
+#define ODP_HASH_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+#define ODP_SHA256_HEX 65
+
+void odp_sha256_hex(const void *data, size_t n, char out[ODP_SHA256_HEX]);
+int odp_sha256_file_hex(const char *path, char out[ODP_SHA256_HEX], odp_err *err);
+/* out must hold 4 * ((n + 2) / 3) + 1 bytes; returns the length written (without the NUL). */
+size_t odp_base64_encode(const void *in, size_t n, char *out);
+/* Strict decode (standard alphabet, padding required, ASCII whitespace ignored). out must hold 3 * (n / 4) + 3
+ * bytes. Returns the decoded length or -1 on malformed input. */
+long odp_base64_decode(const char *in, size_t n, unsigned char *out);
+
+#endif

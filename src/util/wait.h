@@ -1,0 +1,31 @@
+/* The one waiting point. Every blocking C call in odp waits here, with an absolute deadline, so that
+ * timeouts and Ctrl-C work everywhere and a later scheduler (coroutines, many boards at once) has a
+ * single place to plug in. Nothing else in odp may sleep or poll. */
+#ifndef ODP_WAIT_H
+#define ODP_WAIT_H
+
+#include <poll.h>
+
+#include "err.h"
+
+#define ODP_FOREVER 1e300
+
+/* Monotonic clock, seconds. */
+double odp_now(void);
+/* Absolute deadline for a relative timeout in seconds; timeout < 0 means forever. */
+double odp_deadline(double timeout);
+
+/* Waits until one of fds is ready (revents filled), the deadline passes (ODP_ETIMEDOUT) or a cancel
+ * is requested (ODP_ECANCELED). Returns 0 when something is ready. nfds may be 0: a cancellable sleep. */
+int odp_wait(struct pollfd *fds, nfds_t nfds, double deadline, odp_err *err);
+
+/* Sleeps until the deadline; returns 0, or ODP_ECANCELED. */
+int odp_sleep_until(double deadline, odp_err *err);
+
+/* Cancellation (Ctrl-C). odp_cancel_request is async-signal-safe. */
+int odp_wait_init(void);
+void odp_cancel_request(void);
+int odp_cancel_requested(void);
+void odp_cancel_clear(void);
+
+#endif

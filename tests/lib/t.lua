@@ -1,0 +1,119 @@
+--- A small test library for Lua tests executed by the odp binary (so every C module is present).
+-- Usage, in tests/lua/<area>_test.lua:
+--   local T = require("t")
+--   T.test("parses the RPi5 example", function() T.eq(x, 10) end)
+--   T.done()            -- prints the summary; exit code 1 if anything failed
+-- Output is TAP-like: "ok N - name", "not ok N - name" (+ indented diagnostics), "ok N - name # SKIP why".
+local T = {}
+local n, failed = 0, 0
+
+local function repr(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  if type(v) ~= "table" then return tostring(v) end
+  local ok, json = pcall(require, "odp.json")
+  if ok then return json.encode(v) end
+  return tostring(v)
+end
+
+local function deep_eq(a, b)
+  if a == b then return true end
+  if type(a) ~= "table" or type(b) ~= "table" then return false end
+  for k, v in pairs(a) do if not deep_eq(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
+
+local Fail = {}
+local function fail(msg, level) error(setmetatable({ msg = msg }, Fail), (level or 1) + 1) end
+
+function T.eq(got, want, what)
+  if not deep_eq(got, want) then
+    fail(string.format("%s: expected %s, got %s", what or "value", repr(want), repr(got)), 2)
+  end
+end
+
+function T.near(got, want, tol, what)
+  tol = tol or 1e-9
+  if type(got) ~= "number" or math.abs(got - want) > tol * math.max(1, math.abs(want)) then
+    fail(string.format("%s: expected %s (rel tol %g), got %s", what or "value", repr(want), tol, repr(got)), 2)
+  end
+end
+
+function T.ok(v, what)
+  if not v then fail((what or "condition") .. " is false", 2) end
+  return v
+end
+
+function T.match(s, pattern, what)
+  if type(s) ~= "string" or not s:find(pattern) then
+    fail(string.format("%s: %s does not match %q", what or "string", repr(s), pattern), 2)
+  end
+end
+
+--- Asserts that fn raises; returns the error message. pattern (optional) must be found in it.
+function T.raises(fn, pattern, what)
+  local ok, err = pcall(fn)
+  if ok then fail((what or "call") .. " did not raise", 2) end
+  local msg = type(err) == "table" and (err.message or err.msg) or tostring(err)
+  if pattern and not tostring(msg):find(pattern) then
+    fail(string.format("%s raised %q, which does not match %q", what or "call", tostring(msg), pattern), 2)
+  end
+  return msg
+end
+
+function T.test(name, fn)
+  n = n + 1
+  local ok, err = xpcall(fn, function(e)
+    if getmetatable(e) == Fail then return e.msg end
+    return debug.traceback(tostring(type(e) == "table" and (e.message or e.msg) or e), 2)
+  end)
+  if ok then
+    print(string.format("ok %d - %s", n, name))
+  else
+    failed = failed + 1
+    print(string.format("not ok %d - %s", n, name))
+    for line in tostring(err):gmatch("[^\n]+") do print("#   " .. line) end
+  end
+  io.stdout:flush()
+end
+
+function T.skip(name, why)
+  n = n + 1
+  print(string.format("ok %d - %s # SKIP %s", n, name, why))
+end
+
+--- Path of the project's top directory (tests run from anywhere).
+function T.root() return require("odp.host").root end
+
+--- A fresh temporary directory, removed at exit unless ODP_KEEP_TMP is set.
+local tmpdirs = {}
+function T.tmpdir()
+  local p = io.popen("mktemp -d /tmp/odp-test.XXXXXX")
+  local d = p:read("l")
+  p:close()
+  tmpdirs[#tmpdirs + 1] = d
+  return d
+end
+
+function T.read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+function T.write(path, data)
+  local f = assert(io.open(path, "wb"))
+  f:write(data)
+  f:close()
+end
+
+function T.done()
+  if not os.getenv("ODP_KEEP_TMP") then
+    for _, d in ipairs(tmpdirs) do os.execute("rm -rf '" .. d .. "'") end
+  end
+  io.stdout:flush()
+  os.exit(failed == 0 and 0 or 1)
+end
+
+return T
