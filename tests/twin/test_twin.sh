@@ -145,6 +145,17 @@ grep -q -a "odp-twin done" "$W/can.log" || "$R" -s "$S" up -u "odp-twin done" -t
 check "CAN CAN from the sender -> 'Failed = -1'" grep -q -a "Failed = -1" "$W/can.log"
 "$here/stop.sh" "$S"
 
+# ---- flasher with the 'C' phase cut to 1 try: the NAK/checksum fallback, and sx -k's 1028-byte checksum frames
+check "flasher with TWIN_XMODEM_C_TRIES=1 builds" sh -c "cmake -S '$here' -B '$W/fw-nak' -DTWIN_XMODEM_C_TRIES=1 \
+	>'$W/cmake-nak.log' 2>&1 && make -C '$W/fw-nak' -j2 twin_flasher >'$W/make-nak.log' 2>&1"
+check "launch flasher (checksum fallback)" launch "$W/fw-nak/twin_flasher.elf" flasher-nak
+"$R" -s "$S" up -u "Starting xmodemReceive...
+C" -t 10 >/dev/null
+"$R" -s "$S" up -n 1 -t 5 >"$W/nak.log"
+check "after the 'C' tries the flasher sends NAK" [ "$(od -An -tx1 "$W/nak.log" | tr -d ' ')" = "15" ]
+xfer "-k" "XMODEM-1K/checksum (1028-byte frames)"
+"$here/stop.sh" "$S"
+
 # ---- stream: 2 MiB of 32-byte lines, no loss
 check "launch stream" launch "$W/fw/twin_stream.elf" stream
 "$R" -s "$S" up -u "stream: 2097152 bytes
