@@ -156,6 +156,24 @@ check "after the 'C' tries the flasher sends NAK" [ "$(od -An -tx1 "$W/nak.log" 
 xfer "-k" "XMODEM-1K/checksum (1028-byte frames)"
 "$here/stop.sh" "$S"
 
+# ---- fault injection for the flow's failure paths
+fault() { # fault NAME -> builds the runner with TWIN_FAULT=NAME into $W/fw-NAME
+	cmake -S "$here" -B "$W/fw-$1" -DTWIN_FAULT="$1" -DTWIN_INFERENCES=3 >"$W/cmake-$1.log" 2>&1 &&
+		make -C "$W/fw-$1" -j2 twin_runner >"$W/make-$1.log" 2>&1
+}
+check "TWIN_FAULT=corrupt_base64 builds" fault corrupt_base64
+launch "$W/fw-corrupt_base64/twin_runner.elf" corrupt
+"$R" -s "$S" up -u "odp-twin done" -t 20 >"$W/corrupt.log"
+line=$(sed -n 's/^echo "\(.*\)" | base64 -d >etdump.bin$/\1/p' "$W/corrupt.log")
+check "corrupt_base64: the block is framed but does not decode" sh -c \
+	"[ -n '$line' ] && ! echo '$line' | base64 -d >/dev/null 2>&1"
+"$here/stop.sh" "$S"
+check "TWIN_FAULT=no_rtt builds" fault no_rtt
+launch "$W/fw-no_rtt/twin_runner.elf" nortt
+"$R" -s "$S" wait-id -t 1.5
+check "no_rtt: no RTT ID appears" [ $? -ne 0 ]
+"$here/stop.sh" "$S"
+
 # ---- stream: 2 MiB of 32-byte lines, no loss
 check "launch stream" launch "$W/fw/twin_stream.elf" stream
 "$R" -s "$S" up -u "stream: 2097152 bytes

@@ -19,6 +19,14 @@
 #ifndef TWIN_XMODEM_C_TRIES
 #define TWIN_XMODEM_C_TRIES 80
 #endif
+/* Fault injection for the flow's failure-path tests (TWIN_FAULT cache variable). */
+#define FAULT_NONE 0
+#define FAULT_NO_RTT 1
+#define FAULT_TRUNCATED_BASE64 2
+#define FAULT_CORRUPT_BASE64 3
+#ifndef TWIN_FAULT
+#define TWIN_FAULT FAULT_NONE
+#endif
 #ifndef TWIN_FLASH_MAX
 #define TWIN_FLASH_MAX 33554432u
 #endif
@@ -81,12 +89,18 @@ extern uint8_t twin_activation[]; /* 0x64000000, TWIN_ACTIVATION_BUF_SZ bytes, t
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-/* Base64 of p[0..n) to up 0; line_len 0 = one line, else a newline every line_len characters. */
-static void put_base64(const uint8_t *p, uint32_t n, uint32_t line_len)
+/* Base64 of p[0..n) to up 0; line_len 0 = one line, else a newline every line_len characters.
+ * corrupt: put '!' (not in the alphabet) in place of the character group at the middle of the data. */
+static void put_base64(const uint8_t *p, uint32_t n, uint32_t line_len, int corrupt)
 {
 	char out[80];
 	uint32_t o = 0, col = 0;
 	for (uint32_t i = 0; i < n; i += 3) {
+		if (corrupt && i == n / 2 / 3 * 3) {
+			out[o++] = '!', out[o++] = '!', out[o++] = '!', out[o++] = '!';
+			col += 4;
+			continue;
+		}
 		uint32_t v = (uint32_t)p[i] << 16;
 		if (i + 1 < n)
 			v |= (uint32_t)p[i + 1] << 8;
@@ -162,11 +176,16 @@ static void run(void)
 
 	rtt_printf("[base64] buffer size: %lu\n", (unsigned long)etdump_sz);
 	rtt_puts("#[RUN THIS]\necho \"");
-	put_base64(twin_etdump, etdump_sz, 0);
+	if (TWIN_FAULT == FAULT_TRUNCATED_BASE64) { /* the stream stops mid-block: no closing quote, no #[END] */
+		put_base64(twin_etdump, etdump_sz / 2, 0, 0);
+		rtt_puts("\n");
+		finish(ST_FAILED);
+	}
+	put_base64(twin_etdump, etdump_sz, 0, TWIN_FAULT == FAULT_CORRUPT_BASE64);
 	rtt_puts("\" | base64 -d >etdump.bin\n#[END]\n");
 	if (output_sz) {
 		rtt_puts("begin output.bin\n");
-		put_base64(twin_output, output_sz, 76);
+		put_base64(twin_output, output_sz, 76, 0);
 		rtt_puts("end\n");
 	}
 	finish(ST_DONE);
@@ -359,6 +378,9 @@ static void run(void)
 
 int main(void)
 {
+	if (TWIN_FAULT == FAULT_NO_RTT) /* "reset without RTT": the firmware never sets up its control block */
+		for (;;)
+			idle();
 	rtt_init(RTT_FLAG_BLOCK);
 	info.state = ST_BOOTING;
 	if (info.magic != TWIN_MAGIC) {
