@@ -31,7 +31,7 @@ R=$W/rttcat
 
 # ---- build
 fix=$root/tests/fixtures
-model=$fix/mnist_ethos_u55.pte
+model=$fix/pte/mnist_ethos_u55.pte
 etdump=$fix/etdump/docs_tutorial.etdp
 head -c 1000 /dev/urandom >"$W/output.bin"
 N=7
@@ -146,7 +146,7 @@ check "CAN CAN from the sender -> 'Failed = -1'" grep -q -a "Failed = -1" "$W/ca
 "$here/stop.sh" "$S"
 
 # ---- flasher with the 'C' phase cut to 1 try: the NAK/checksum fallback, and sx -k's 1028-byte checksum frames
-check "flasher with TWIN_XMODEM_C_TRIES=1 builds" sh -c "cmake -S '$here' -B '$W/fw-nak' -DTWIN_XMODEM_C_TRIES=1 \
+check "flasher with TWIN_XMODEM_C_TRIES=1 builds" sh -c "cmake -S '$here' -B '$W/fw-nak' -DTWIN_XMODEM_C_TRIES=1 -DTWIN_MODEL_PATH='$model' \
 	>'$W/cmake-nak.log' 2>&1 && make -C '$W/fw-nak' -j2 twin_flasher >'$W/make-nak.log' 2>&1"
 check "launch flasher (checksum fallback)" launch "$W/fw-nak/twin_flasher.elf" flasher-nak
 "$R" -s "$S" up -u "Starting xmodemReceive...
@@ -158,7 +158,7 @@ xfer "-k" "XMODEM-1K/checksum (1028-byte frames)"
 
 # ---- fault injection for the flow's failure paths
 fault() { # fault NAME -> builds the runner with TWIN_FAULT=NAME into $W/fw-NAME
-	cmake -S "$here" -B "$W/fw-$1" -DTWIN_FAULT="$1" -DTWIN_INFERENCES=3 >"$W/cmake-$1.log" 2>&1 &&
+	cmake -S "$here" -B "$W/fw-$1" -DTWIN_FAULT="$1" -DTWIN_MODEL_PATH="$model" -DTWIN_INFERENCES=3 >"$W/cmake-$1.log" 2>&1 &&
 		make -C "$W/fw-$1" -j2 twin_runner >"$W/make-$1.log" 2>&1
 }
 check "TWIN_FAULT=corrupt_base64 builds" fault corrupt_base64
