@@ -344,11 +344,8 @@ end
 local function on_bare(text)
   local kind = dispatch(lpeg.match(KNOWN, text))
   if kind == "probe" then return end
-  if not kind and lpeg.match(FAIL_HEAD, text) then
-    add_error(nil, text)
-  elseif not kind then
-    return
-  end
+  local failed = lpeg.match(FAIL_HEAD, text)
+  if failed then add_error(nil, text) elseif not kind then return end
   if #st.messages < lim.max_messages then
     st.messages[#st.messages + 1] = { text = cut(text) }
   else
