@@ -83,7 +83,8 @@ local function human_one(r, out)
   if r.peak_rss_kb then kv("peak RSS", ("%d kB (%.1f MB)"):format(r.peak_rss_kb, r.peak_rss_kb * 1024 / 1e6)) end
   if r.planned_buffers and #r.planned_buffers > 0 then
     for i, b in ipairs(r.planned_buffers) do
-      kv(i == 1 and "planned buffers" or "", ("[%d] %d B (%.1f MB)"):format(i - 1, b, b / 1e6))
+      kv(i == 1 and "planned buffers" or "", ("[%d] %d B%s"):format(i - 1, b,
+        b >= 1000 and (" (" .. require("odp.ui").human_bytes(b) .. ")") or ""))
     end
   end
   for i, o in ipairs(r.outputs or {}) do
