@@ -222,4 +222,7 @@ function M.block_names(doc)
   return names
 end
 
+--- Decodes bytes that are certainly a ETDump (no path guessing): same results as read.
+M.decode = core.decode
+
 return M
