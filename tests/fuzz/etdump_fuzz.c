@@ -40,6 +40,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         sink += odp_fb_rd64(base + v->tensors[t].strides.pos + 8 * (size_t)k);
             }
         }
+        odp_etdump_blocks_t bl;
+        if (odp_etdump_blocks(&d, &bl, &err) == 0) {
+            for (uint32_t i = 0; i < bl.n; i++)
+                for (uint32_t j = 0; j < bl.blocks[i].nevents; j++)
+                    sink += bl.blocks[i].events[j].nsamples + (uint64_t)bl.blocks[i].events[j].rep->instruction_id;
+            odp_etdump_blocks_free(&bl);
+        }
         (void)sink;
         odp_etdump_free(&d);
     }

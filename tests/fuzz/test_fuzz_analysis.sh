@@ -39,7 +39,7 @@ run() { # name seed-dir...
   fi
 }
 
-build etdump_fuzz "$top/tests/fuzz/etdump_fuzz.c" "$top/src/etdump/etdump.c" && \
+build etdump_fuzz "$top/tests/fuzz/etdump_fuzz.c" "$top/src/etdump/etdump.c" "$top/src/etdump/blocks.c" && \
   run etdump_fuzz "$top/tests/fixtures/etdump"
 build pte_fuzz "$top/tests/fuzz/pte_fuzz.c" "$top/src/pte/pte.c" && \
   run pte_fuzz "$top/tests/fixtures/pte"
