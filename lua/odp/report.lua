@@ -100,10 +100,13 @@ local function human_one(r, out)
     table.sort(keys)
     for _, k in ipairs(keys) do kv(k, r.artifacts[k]) end
   end
-  if r.ops and #r.ops > 0 then
+  -- like ExecuTorch's Inspector, the table hides OPERATOR_CALL (framework overhead); JSON keeps it, flagged
+  local ops = {}
+  for _, op in ipairs(r.ops or {}) do if not op.framework then ops[#ops + 1] = op end end
+  if #ops > 0 then
     out[#out + 1] = ""
-    out[#out + 1] = "  operators (ms)"
-    local t = M.table(r.ops, {
+    out[#out + 1] = ("  operators (%s)"):format(r.ops_unit or "ms")
+    local t = M.table(ops, {
       { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" }, { key = "p10", fmt = fmt_ms },
       { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "avg", fmt = fmt_ms },
       { key = "min", fmt = fmt_ms }, { key = "max", fmt = fmt_ms } })
