@@ -13,7 +13,7 @@ local lpeg = require("lpeg")
 local json = require("odp.json")
 
 local P, R, S, C, Cc, Cp, Ct = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cc, lpeg.Cp, lpeg.Ct
-local tonumber, tointeger, type, byte, find, match, sub = tonumber, math.tointeger, type, string.byte,
+local tonumber, tointeger, type, find, match, sub = tonumber, math.tointeger, type,
   string.find, string.match, string.sub
 
 local M = {}
