@@ -316,6 +316,11 @@ T.test("old and new buffer spellings, device buffers, index order", function()
   T.eq(r.planned_buffers, { 9633856, 32, 4096 })
   T.eq(r.planned_buffers_info[3], { index = 2, size = 4096, device = "device", device_type = 1 })
   T.eq(r.planned_buffers_info[2].device, "cpu")
+  -- a cut log: index 1 without index 0, out of order, repeated -> dense, sorted, last wins
+  local c = et.parse("Setting up planned buffer 2, size 7.\nSetting up planned buffer 1, size 5.\n" ..
+    "Setting up planned buffer 2, size 9.\n")
+  T.eq(c.planned_buffers, { 5, 9 })
+  T.eq(#c.planned_buffers_info, 3)
 end)
 
 T.test("Model loaded in, Iteration i of N, executed, outputs line with trailing space", function()
@@ -524,6 +529,10 @@ T.test("--print_output all: int, char, bool, Not Tensor", function()
   T.eq(r.outputs[2].dtype, "char")
   T.eq(r.outputs[3].values, { true, false })
   T.eq(r.outputs[4].kind, "not_tensor")
+  local cut = et.parse(nil, "Output[0][0]: (float) 1.000000\nOutput[0][2]: (float) 3.000000\n")
+  T.eq(cut.outputs[1].numel, 3)
+  T.eq(cut.outputs[1].values[2], require("odp.json").null)
+  T.eq(cut.outputs[1].elided, true)
 end)
 
 T.test("an output print cut off before `])` keeps its shape, marked truncated", function()

@@ -267,11 +267,10 @@ function H.model_file(p) st.model_path = p end
 function H.method(m) st.method = m end
 function H.buffer(kind, idx, size, dtype)
   idx = tointeger(idx)
-  if not idx or idx < 0 or idx > 4096 then return end
-  st.planned_buffers[idx + 1] = size
-  for k = 1, idx do if st.planned_buffers[k] == nil then st.planned_buffers[k] = false end end
-  st.planned_buffers_info[#st.planned_buffers_info + 1] = { index = idx, size = size,
-    device = kind == "device" and "device" or "cpu", device_type = dtype or nil }
+  local info = st.planned_buffers_info
+  if not idx or idx < 0 or #info >= 4096 then return end
+  info[#info + 1] = { index = idx, size = size, device = kind == "device" and "device" or "cpu",
+    device_type = dtype or nil }
 end
 function H.loaded_in(ms) st.load_ms = ms end
 function H.executed(n, ms) st.num_executions, st.total_ms, st.executed = n, ms, true end
@@ -431,7 +430,15 @@ local function scan(text)
 end
 
 local function finish(r)
-  -- planned buffer indexes that never appeared stay `false` placeholders only between real ones
+  -- planned_buffers: sizes by ascending index, one per index (the last line for an index wins); dense even
+  -- when a cut log lacks an index (planned_buffers_info keeps the indexes)
+  local by_index, order = {}, {}
+  for _, b in ipairs(r.planned_buffers_info) do
+    if by_index[b.index] == nil then order[#order + 1] = b.index end
+    by_index[b.index] = b.size
+  end
+  table.sort(order)
+  for i, idx in ipairs(order) do r.planned_buffers[i] = by_index[idx] end
   if r.pmu then
     local names = r.pmu.events or M.pmu_default_events[#r.pmu.counters]
     for i, c in ipairs(r.pmu.counters) do c.event = names and names[i] or nil end
@@ -440,6 +447,11 @@ local function finish(r)
   for _, o in ipairs(r.outputs) do
     if o.sizes == nil then o.sizes = {} end
     if o.numel == nil then o.numel = #o.values end
+    if o.flat then -- `all` format with lines missing (a cut log): holes become json.null, marked elided
+      for j = 1, o.numel do
+        if o.values[j] == nil then o.values[j] = json.null; o.elided = true end
+      end
+    end
   end
 end
 
@@ -460,7 +472,7 @@ end
 ---@field executed boolean         a `Model executed successfully` line was seen
 ---@field iterations_ms number[]   per-iteration times (`Iteration i of N: f ms`, v1.3+)
 ---@field load_ms number?          `Model loaded in f ms` (v1.3+)
----@field planned_buffers (integer|false)[] sizes in bytes by buffer index (index 0 first)
+---@field planned_buffers integer[] sizes in bytes in buffer index order (index 0 first)
 ---@field threads integer?         `Resetting threadpool with num threads = N`
 ---@field outputs odp.parse.ExecutorchOutput[]
 ---@field etdump_path string?
