@@ -75,7 +75,7 @@ local function run_once(ctx, t, argv, label, files)
     sys.write_file(files .. ".stderr", r.stderr)
   end
   local parse = require("odp.parse.executorch")
-  local parsed = parse.parse(r.stderr .. (r.log or ""), r.stdout)
+  local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
 end
 
