@@ -115,13 +115,16 @@ function Server:alive()
   return self.pid ~= nil and proc.run { "kill", "-0", tostring(self.pid) }.ok
 end
 
---- Stops sshd (listener and any session processes it forked) by PID: TERM, then KILL.
+--- Stops sshd by PID: the listener and every process under it (per-connection monitors, their privsep
+-- children holding the sockets, sftp-server, commands), TERM first, then KILL.
 function Server:stop(signal)
   if not self.pid then return end
-  proc.run { "sh", "-c", string.format(
-    "pkill -%s -P %d 2>/dev/null; kill -%s %d 2>/dev/null; i=0; while kill -0 %d 2>/dev/null && [ $i -lt 40 ]; "
-    .. "do sleep 0.05; i=$((i+1)); done; kill -KILL %d 2>/dev/null; true",
-    signal or "TERM", self.pid, signal or "TERM", self.pid, self.pid, self.pid) }
+  sh(string.format([[
+desc() { local c; for c in $(pgrep -P "$1"); do desc "$c"; echo "$c"; done; }
+all="$(desc %d) %d"
+kill -%s $all 2>/dev/null
+i=0; while kill -0 %d 2>/dev/null && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done
+kill -KILL $all 2>/dev/null; true]], self.pid, self.pid, signal or "TERM", self.pid))
   self.pid = nil
 end
 
