@@ -134,9 +134,11 @@ end
 -- Where the odp-rusage helper for an architecture lives on this machine (build tree or install).
 local function local_helper(arch)
   local root = require("odp.host").root
-  for _, dir in ipairs { os.getenv("ODP_BUILD_DIR"), root .. "/build", root .. "/helpers" } do
-    local p = dir and (dir .. "/odp-rusage-" .. arch)
-    if p and sys.stat(p) then return p end
+  local dirs = { root .. "/build", root .. "/helpers" }
+  if os.getenv("ODP_BUILD_DIR") then table.insert(dirs, 1, os.getenv("ODP_BUILD_DIR")) end
+  for _, dir in ipairs(dirs) do
+    local p = dir .. "/odp-rusage-" .. arch
+    if sys.stat(p) then return p end
   end
 end
 M.local_helper = local_helper
