@@ -77,6 +77,39 @@ T.test("a runner hanging under odp-rusage is gone from the board after the timeo
   T.eq(sshd.sh("ps -eo stat,args | grep 'sleep 20[01]' | grep -v '^Z' || true"), "")
 end)
 
+T.test("without a helper for the board, rusage comes from GNU time -v (odp.parse.gnutime)", function()
+  local saved_method, saved_helper = t.cache.rusage, t.cache.helper
+  t.cache.rusage, t.cache.helper = "gnutime", nil
+  local r = assert(t:exec({ "sh", "-c", "head -c 30000000 /dev/zero | tail -c 1 >/dev/null; echo err >&2; exit 2" }))
+  t.cache.rusage, t.cache.helper = saved_method, saved_helper
+  T.eq(r.status, 2); T.eq(r.stderr, "err\n")
+  T.ok(r.rusage and r.rusage.maxrss_kb > 0, "maxrss from time -v")
+end)
+
+T.test("the full scripts/rpi5.lua flow against the loopback board with the test runner", function()
+  local odp = os.getenv("ODP") or "build/odp"
+  local fake = (os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")) .. "/tests/fake_runner"
+  local pte = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+  local rd = srv.remote_dir .. "/flow"
+  local args = { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
+    "--remote-dir", rd, "--runner", fake, "--model", pte, "-n", "10", "--repeat", "2",
+    "--etdump", tmp .. "/p.etdump", "--runs-dir", tmp .. "/runs", "--format", "json",
+    "--", "--fake_etdump=" .. T.root() .. "/tests/fixtures/etdump/add_n10.etdump", cwd = tmp, timeout = 120 }
+  local r = proc.run(args)
+  T.eq(r.status, 0, r.stderr .. r.stdout)
+  local rec = assert(require("odp.json").decode(r.stdout))
+  T.eq(rec.ok, true); T.match(rec.target, "^ssh://odptest@127%.0%.0%.1")
+  T.eq(rec.latency_ms.n, 20); T.ok(rec.peak_rss_kb > 0, "peak RSS from odp-rusage on the board")
+  T.eq(sys.sha256_file(tmp .. "/p.etdump"), sys.sha256_file(T.root() .. "/tests/fixtures/etdump/add_n10.etdump"),
+    "ETDump pulled back")
+  T.eq(sys.sha256_file(rd .. "/fake_runner"), sys.sha256_file(fake))
+  T.ok(sys.stat(rd .. "/.odp/odp-rusage"), "helper pushed")
+  -- a second run uploads nothing: everything hash-skipped
+  r = proc.run(args)
+  T.eq(r.status, 0, r.stderr); T.match(r.stderr, "unchanged fake_runner")
+end)
+
 -- Preflight raises structured failures (exit 3); returns {code, message, exit}.
 local function preflight_failure(o)
   local ok, e = pcall(preflight.check, t, o)

@@ -201,14 +201,18 @@ function Target:exec(argv, opts)
       r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
     end
   elseif method == "gnutime" then
-    local ok, gnutime = pcall(require, "odp.parse.gnutime")
-    if ok then
-      local t, rest = gnutime.parse(r.stderr)
-      if t then
-        r.rusage = { maxrss_kb = t.maxrss_kb, utime_s = t.utime_s, stime_s = t.stime_s, minflt = t.minflt,
-          majflt = t.majflt, nvcsw = t.nvcsw, nivcsw = t.nivcsw }
-        if type(rest) == "string" then r.stderr = rest end
+    local t = require("odp.parse.gnutime").parse(r.stderr)
+    if t then
+      r.rusage = { maxrss_kb = t.max_rss_kb, utime_s = t.user_s, stime_s = t.system_s, minflt = t.minor_faults,
+        majflt = t.major_faults, nvcsw = t.voluntary_switches, nivcsw = t.involuntary_switches }
+      -- the report is the tail of stderr, from its "Command being timed" line (or "Command terminated by")
+      local cut
+      for _, p in ipairs { "Command exited with non%-zero status", "Command terminated by signal",
+        "Command being timed:" } do
+        local at = r.stderr:find("\n?[ \t]*" .. p)
+        if at and (not cut or at < cut) then cut = at end
       end
+      if cut then r.stderr = r.stderr:sub(1, cut - 1) .. (cut > 1 and "\n" or "") end
     end
   end
   return r
