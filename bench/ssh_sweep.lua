@@ -11,6 +11,7 @@ local POINTS = tonumber(os.getenv("POINTS") or "20")
 local MB = tonumber(os.getenv("MB") or "256")
 local srv = sshd.start()
 local dir = sshd.sh("mktemp -d /tmp/odp-bench.XXXXXX"):match("%S+")
+local ok, err = pcall(function()
 local rdir = srv.remote_dir
 local sh = sshd.sh
 
@@ -86,5 +87,7 @@ print(("  put: odp %6.0f   scp %6.0f (%.2fx)   sftp %6.0f (%.2fx)"):format(rate(
   scp_put / tput, rate(sftp_put), sftp_put / tput))
 print(("  get: odp %6.0f   scp %6.0f (%.2fx)   sftp %6.0f (%.2fx)"):format(rate(tget), rate(scp_get),
   scp_get / tget, rate(sftp_get), sftp_get / tget))
+end)
 srv:stop()
-sh("rm -rf " .. dir)
+sshd.sh("rm -rf " .. dir)
+if not ok then error(err, 0) end
