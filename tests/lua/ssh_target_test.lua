@@ -149,6 +149,7 @@ end)
 
 T.test("scripts/rpi5.lua: a preflight failure is one line, exit 3, before any upload", function()
   local odp = os.getenv("ODP") or "build/odp"
+  local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte" -- a real .pte: the flow parses it first
   local rd = srv.remote_dir .. "/script"
   local r = proc.run { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
     "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
