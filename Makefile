@@ -31,8 +31,26 @@ UNITTESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/*_test.c
 PEERS     := $(filter-out $(UNITTESTS),$(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/*.c)))
 TESTPROGS := $(UNITTESTS) $(PEERS)
 
-.PHONY: all test asan demo install clean deps bench testprogs
-all: $(BUILD)/odp
+# odp-rusage: a tiny static helper pushed to boards (tools/odp-rusage.c); never linked into odp.
+# aarch64 is built when Debian's gcc-aarch64-linux-gnu is installed.
+HELPER_CC     ?= cc
+HELPER_CFLAGS := -std=c11 -O2 -Wall -Wextra -Werror -static
+AARCH64_CC    ?= aarch64-linux-gnu-gcc
+HELPERS       := $(BUILD)/odp-rusage-x86_64 \
+                 $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/odp-rusage-aarch64)
+
+.PHONY: all test asan demo install clean deps bench testprogs helpers
+all: $(BUILD)/odp helpers
+
+helpers: $(HELPERS)
+
+$(BUILD)/odp-rusage-x86_64: tools/odp-rusage.c
+	@mkdir -p $(dir $@)
+	$(HELPER_CC) $(HELPER_CFLAGS) -o $@ $<
+
+$(BUILD)/odp-rusage-aarch64: tools/odp-rusage.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(HELPER_CFLAGS) -o $@ $<
 
 testprogs: $(BUILD)/odp $(TESTPROGS)
 
@@ -53,6 +71,14 @@ $(BUILD)/libodp.a: $(LIBOBJS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ODP_CFLAGS) -c -o $@ $<
+
+# libFuzzer targets (tests/fuzz/<name>.c), built with clang and the sanitizers together with the C core they
+# exercise; tests/fuzz/test_*.sh run them for a bounded time.
+FUZZ_CC := clang
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Isrc
+$(BUILD)/fuzz/elf_fuzz: tests/fuzz/elf_fuzz.c src/elf/elf.c src/util/err.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
 
 deps:
 	vendor/install-deps.sh build
@@ -75,6 +101,8 @@ bench: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/odp
 	install -m 0755 $(BUILD)/odp $(DESTDIR)$(PREFIX)/bin/odp
+	install -d $(DESTDIR)$(PREFIX)/share/odp/helpers
+	install -m 0755 $(HELPERS) $(DESTDIR)$(PREFIX)/share/odp/helpers/
 	cp -R lua scripts devices $(DESTDIR)$(PREFIX)/share/odp/
 
 clean:

@@ -3,4 +3,5 @@
 set -u
 cd "$(dirname "$0")/.."
 for b in bench/*_bench.lua; do echo "== $b"; build/odp run "$b"; done
+[ -e bench/ssh_sweep.sh ] && { echo "== bench/ssh_sweep.sh"; sh bench/ssh_sweep.sh; }
 for b in bench/*_bench.sh; do [ -e "$b" ] && { echo "== $b"; sh "$b"; }; done

@@ -1,0 +1,322 @@
+/* odp.ssh: SSH sessions (exec, SFTP put/get) over libssh2; the C core is src/ssh/ssh.h. */
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "l_util.h"
+#include "ssh/ssh.h"
+#include "util/wait.h"
+
+#define SESSION "odp.ssh.Session"
+#define DEFAULT_CONNECT_TIMEOUT_S 30.0
+
+typedef struct {
+    odp_ssh *s;
+} session_ud;
+
+static session_ud *check_session(lua_State *L)
+{
+    session_ud *u = luaL_checkudata(L, 1, SESSION);
+    if (!u->s)
+        luaL_error(L, "attempt to use a closed odp.ssh.Session");
+    return u;
+}
+
+static const char *home_dir(void)
+{
+    const char *h = getenv("HOME");
+    if (h && *h)
+        return h;
+    struct passwd *pw = getpwuid(getuid());
+    return pw ? pw->pw_dir : "/";
+}
+
+/* ssh.connect{host=, port=22, user=$USER, identity=, known_hosts=~/.ssh/known_hosts, accept_new=false,
+ *             agent=true, timeout=30} -> Session | nil, err, code. The passphrase comes only from the
+ * environment (ODP_SSH_PASSPHRASE): never from argv, where `ps` would show it. */
+static int l_connect(lua_State *L)
+{
+    static const char *const allowed[] = {"host", "port", "user", "identity", "known_hosts", "accept_new",
+                                          "agent", "timeout", NULL};
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    odp_checkopts(L, 1, allowed);
+    odp_ssh_opts o = {0};
+    o.host = odp_optstring(L, 1, "host", NULL);
+    luaL_argcheck(L, o.host && *o.host, 1, "option 'host' is required");
+    lua_Integer port = odp_optinteger(L, 1, "port", 22);
+    luaL_argcheck(L, port > 0 && port < 65536, 1, "port must be 1..65535");
+    o.port = (int)port;
+    const char *user = getenv("USER");
+    if (!user) {
+        struct passwd *pw = getpwuid(getuid());
+        user = pw ? pw->pw_name : "root";
+    }
+    o.user = odp_optstring(L, 1, "user", user);
+    o.identity = odp_optstring(L, 1, "identity", NULL);
+    const char *home = home_dir();
+    lua_pushfstring(L, "%s/.ssh/known_hosts", home);
+    o.known_hosts = odp_optstring(L, 1, "known_hosts", lua_tostring(L, -1));
+    o.accept_new = odp_optboolean(L, 1, "accept_new", 0);
+    o.use_agent = odp_optboolean(L, 1, "agent", 1);
+    o.deadline = odp_optdeadline(L, 1, DEFAULT_CONNECT_TIMEOUT_S);
+    o.passphrase = getenv("ODP_SSH_PASSPHRASE");
+    lua_pushfstring(L, "%s/.ssh/id_ed25519", home);
+    lua_pushfstring(L, "%s/.ssh/id_ecdsa", home);
+    const char *keys[] = {lua_tostring(L, -2), lua_tostring(L, -1), NULL};
+    o.default_keys = keys;
+
+    session_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->s = NULL; /* created closed: __gc is safe whatever happens next */
+    luaL_setmetatable(L, SESSION);
+    odp_err err;
+    if (odp_ssh_connect(&o, &u->s, &err))
+        return odp_pushfail(L, &err);
+    return 1;
+}
+
+static int session_close(lua_State *L)
+{
+    session_ud *u = luaL_checkudata(L, 1, SESSION);
+    odp_ssh_close(u->s);
+    u->s = NULL;
+    return 0;
+}
+
+/* Shell-quotes argv for the remote login shell: exec 'a' 'b'\''c'. */
+static const char *quote_argv(lua_State *L, int t)
+{
+    lua_Integer n = (lua_Integer)lua_rawlen(L, t);
+    luaL_argcheck(L, n >= 1, 2, "argv must not be empty");
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "exec");
+    for (lua_Integer i = 1; i <= n; i++) {
+        int ty = lua_rawgeti(L, t, i);
+        if (ty != LUA_TSTRING && ty != LUA_TNUMBER)
+            luaL_error(L, "argv[%d] must be a string (got %s)", (int)i, luaL_typename(L, -1));
+        size_t len;
+        const char *a = lua_tolstring(L, -1, &len);
+        lua_pop(L, 1);
+        luaL_addstring(&b, " '");
+        for (size_t k = 0; k < len; k++) {
+            if (a[k] == 0)
+                luaL_error(L, "argv[%d] contains a NUL byte", (int)i);
+            if (a[k] == '\'')
+                luaL_addstring(&b, "'\\''");
+            else
+                luaL_addchar(&b, a[k]);
+        }
+        luaL_addchar(&b, '\'');
+    }
+    luaL_pushresult(&b);
+    return lua_tostring(L, -1);
+}
+
+typedef struct {
+    lua_State *L;
+    odp_luacb on_stdout, on_stderr;
+} output_ctx;
+
+static int on_output(void *ctx, int stream, const char *data, size_t n)
+{
+    output_ctx *c = ctx;
+    odp_luacb *cb = stream == 1 ? &c->on_stdout : &c->on_stderr;
+    if (!odp_luacb_present(cb))
+        return 0;
+    odp_luacb_push(cb);
+    lua_pushlstring(c->L, data, n);
+    return odp_luacb_call(cb, 1);
+}
+
+static void push_exec_result(lua_State *L, const odp_ssh_exec_result *r)
+{
+    int signalled = r->signal_name[0] != 0;
+    lua_createtable(L, 0, 12);
+    lua_pushboolean(L, r->status == 0 && !signalled && !r->timed_out && !r->canceled && !r->aborted);
+    lua_setfield(L, -2, "ok");
+    lua_pushinteger(L, r->status);
+    lua_setfield(L, -2, "status");
+    if (signalled) {
+        lua_pushinteger(L, r->signal);
+        lua_setfield(L, -2, "signal");
+        lua_pushstring(L, r->signal_name);
+        lua_setfield(L, -2, "signal_name");
+    }
+    lua_pushboolean(L, r->timed_out);
+    lua_setfield(L, -2, "timed_out");
+    lua_pushboolean(L, r->canceled);
+    lua_setfield(L, -2, "canceled");
+    if (r->aborted) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "aborted");
+    }
+    lua_pushlstring(L, r->out.data ? r->out.data : "", r->out.len);
+    lua_setfield(L, -2, "stdout");
+    lua_pushlstring(L, r->err.data ? r->err.data : "", r->err.len);
+    lua_setfield(L, -2, "stderr");
+    if (r->out.dropped || r->err.dropped) {
+        lua_pushinteger(L, (lua_Integer)r->out.dropped);
+        lua_setfield(L, -2, "stdout_dropped");
+        lua_pushinteger(L, (lua_Integer)r->err.dropped);
+        lua_setfield(L, -2, "stderr_dropped");
+    }
+    lua_pushnumber(L, r->wall_s);
+    lua_setfield(L, -2, "wall_s");
+    if (r->pgid > 0) {
+        lua_pushinteger(L, r->pgid);
+        lua_setfield(L, -2, "remote_pgid");
+    }
+    if (r->timed_out || r->canceled || r->aborted) {
+        lua_pushboolean(L, r->killed_group);
+        lua_setfield(L, -2, "remote_killed");
+    }
+}
+
+/* session:exec(argv_table | "shell command", {timeout=, stdin=, capture_limit=, on_stdout=, on_stderr=})
+ *   -> result (the odp.proc.run shape, without rusage) | nil, err, code */
+static int l_exec(lua_State *L)
+{
+    static const char *const allowed[] = {"timeout", "stdin", "capture_limit", "on_stdout", "on_stderr", NULL};
+    session_ud *u = check_session(L);
+    lua_settop(L, 3);
+    odp_checkopts(L, 3, allowed);
+    odp_ssh_exec_opts o = {0};
+    if (lua_type(L, 2) == LUA_TTABLE)
+        o.command = quote_argv(L, 2);
+    else
+        o.command = luaL_checkstring(L, 2);
+    o.deadline = odp_optdeadline(L, 3, -1);
+    size_t in_len = 0;
+    if (odp_optfield(L, 3, "stdin") != LUA_TNIL) {
+        if (!lua_isstring(L, -1))
+            luaL_error(L, "option 'stdin' must be a string");
+        o.stdin_data = lua_tolstring(L, -1, &in_len);
+    }
+    o.stdin_len = in_len;
+    lua_Integer cap = odp_optinteger(L, 3, "capture_limit", 0);
+    luaL_argcheck(L, cap >= 0, 3, "capture_limit must be >= 0");
+    o.capture_limit = (size_t)cap;
+    output_ctx ctx = {.L = L};
+    odp_optfield(L, 3, "on_stdout");
+    odp_luacb_init(&ctx.on_stdout, L, -1);
+    odp_optfield(L, 3, "on_stderr");
+    odp_luacb_init(&ctx.on_stderr, L, -1);
+    o.on_output = on_output;
+    o.ctx = &ctx;
+    odp_ssh_exec_result r;
+    odp_err err;
+    int rc = odp_ssh_exec(u->s, &o, &r, &err);
+    if (rc)
+        odp_pushfail(L, &err);
+    else {
+        push_exec_result(L, &r);
+        odp_ssh_exec_result_free(&r);
+    }
+    odp_luacb_release(&ctx.on_stdout);
+    odp_luacb_release(&ctx.on_stderr);
+    return rc ? 3 : 1;
+}
+
+typedef struct {
+    odp_luacb cb;
+} progress_ctx;
+
+static int on_progress(void *ctx, long long done, long long total)
+{
+    progress_ctx *p = ctx;
+    if (!odp_luacb_present(&p->cb))
+        return 0;
+    odp_luacb_push(&p->cb);
+    lua_pushinteger(p->cb.L, done);
+    if (total >= 0)
+        lua_pushinteger(p->cb.L, total);
+    else
+        lua_pushnil(p->cb.L);
+    return odp_luacb_call(&p->cb, 2);
+}
+
+/* session:put(local, remote, {mode=, on_progress=function(done, total), timeout=}) -> bytes | nil, err, code */
+static int l_put(lua_State *L)
+{
+    static const char *const allowed[] = {"mode", "on_progress", "timeout", NULL};
+    session_ud *u = check_session(L);
+    const char *local = luaL_checkstring(L, 2), *remote = luaL_checkstring(L, 3);
+    lua_settop(L, 4);
+    odp_checkopts(L, 4, allowed);
+    lua_Integer mode = odp_optinteger(L, 4, "mode", -1);
+    luaL_argcheck(L, mode >= -1 && mode <= 07777, 4, "mode must be 0..0o7777");
+    double deadline = odp_optdeadline(L, 4, -1);
+    progress_ctx p;
+    odp_optfield(L, 4, "on_progress");
+    odp_luacb_init(&p.cb, L, -1);
+    long long bytes = 0;
+    odp_err err;
+    int rc = odp_ssh_put(u->s, local, remote, (int)mode, deadline, on_progress, &p, &bytes, &err);
+    if (rc)
+        odp_pushfail(L, &err);
+    else
+        lua_pushinteger(L, bytes);
+    odp_luacb_release(&p.cb);
+    return rc ? 3 : 1;
+}
+
+/* session:get(remote, local, {on_progress=, timeout=}) -> bytes | nil, err, code */
+static int l_get(lua_State *L)
+{
+    static const char *const allowed[] = {"on_progress", "timeout", NULL};
+    session_ud *u = check_session(L);
+    const char *remote = luaL_checkstring(L, 2), *local = luaL_checkstring(L, 3);
+    lua_settop(L, 4);
+    odp_checkopts(L, 4, allowed);
+    double deadline = odp_optdeadline(L, 4, -1);
+    progress_ctx p;
+    odp_optfield(L, 4, "on_progress");
+    odp_luacb_init(&p.cb, L, -1);
+    long long bytes = 0;
+    odp_err err;
+    int rc = odp_ssh_get(u->s, remote, local, deadline, on_progress, &p, &bytes, &err);
+    if (rc)
+        odp_pushfail(L, &err);
+    else
+        lua_pushinteger(L, bytes);
+    odp_luacb_release(&p.cb);
+    return rc ? 3 : 1;
+}
+
+static int l_uri(lua_State *L)
+{
+    lua_pushstring(L, odp_ssh_uri(check_session(L)->s));
+    return 1;
+}
+
+static int l_fingerprint(lua_State *L)
+{
+    lua_pushstring(L, odp_ssh_fingerprint(check_session(L)->s));
+    return 1;
+}
+
+static int session_tostring(lua_State *L)
+{
+    session_ud *u = luaL_checkudata(L, 1, SESSION);
+    if (u->s)
+        lua_pushfstring(L, SESSION " (%s)", odp_ssh_uri(u->s));
+    else
+        lua_pushliteral(L, SESSION " (closed)");
+    return 1;
+}
+
+int luaopen_odp_ssh(lua_State *L)
+{
+    static const luaL_Reg methods[] = {{"exec", l_exec},   {"put", l_put},
+                                       {"get", l_get},     {"uri", l_uri},
+                                       {"fingerprint", l_fingerprint},
+                                       {"close", session_close}, {NULL, NULL}};
+    static const luaL_Reg meta[] = {{"__gc", session_close}, {"__close", session_close},
+                                    {"__tostring", session_tostring}, {NULL, NULL}};
+    odp_newclass(L, SESSION, methods, meta);
+    static const luaL_Reg funcs[] = {{"connect", l_connect}, {NULL, NULL}};
+    luaL_newlib(L, funcs);
+    return 1;
+}

@@ -1,0 +1,894 @@
+#include "ssh.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libssh2.h>
+#include <libssh2_sftp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../util/hash.h"
+#include "../util/wait.h"
+#include "known_hosts.h"
+
+#define IO_CHUNK (256 * 1024)       /* measured sweet spot for libssh2 SFTP (FACTS.md §7) */
+#define MAX_KNOWN_HOSTS (4 << 20)
+#define STOP_GRACE_S 3.0            /* after a timeout: killing the remote group and collecting its end */
+#define CLOSE_GRACE_S 2.0
+#define PGID_HEAD_MAX 4096
+
+struct odp_ssh {
+    LIBSSH2_SESSION *session;
+    LIBSSH2_SFTP *sftp;
+    int fd;
+    char uri[600];
+    char fingerprint[80];
+};
+
+static int lib_ready;
+
+const char *odp_ssh_uri(const odp_ssh *s) { return s->uri; }
+const char *odp_ssh_fingerprint(const odp_ssh *s) { return s->fingerprint; }
+
+/* Fails with libssh2's own last error appended; a dropped connection is EIO and says so. */
+static int ssh_fail_err(odp_ssh *s, odp_err *err, odp_code code, const char *what)
+{
+    char *msg = NULL;
+    int len = 0, rc = s->session ? libssh2_session_last_error(s->session, &msg, &len, 0) : 0;
+    if (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV || rc == LIBSSH2_ERROR_SOCKET_SEND)
+        return odp_fail(err, ODP_EIO, "%s: connection to %s lost (%s)", what, s->uri, msg && *msg ? msg : "closed");
+    return odp_fail(err, code, "%s: %s (libssh2 %d)", what, msg && *msg ? msg : "failed", rc);
+}
+
+/* The one place a libssh2 EAGAIN waits: on the socket, in the directions libssh2 is blocked on. */
+static int wait_socket(odp_ssh *s, double deadline, odp_err *err)
+{
+    int dir = libssh2_session_block_directions(s->session);
+    short ev = 0;
+    if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
+        ev |= POLLIN;
+    if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
+        ev |= POLLOUT;
+    struct pollfd p = {.fd = s->fd, .events = ev ? ev : POLLIN};
+    return odp_wait(&p, 1, deadline, err);
+}
+
+/* Runs a libssh2 call until it stops saying EAGAIN, waiting in between (NSE's DO_OR_YIELD, with
+ * odp_wait in place of a coroutine yield). Leaves the final return code in rc, or returns the wait's code. */
+#define DO_OR_WAIT(s, rc, call, deadline, err)                      \
+    do {                                                            \
+        while (((rc) = (call)) == LIBSSH2_ERROR_EAGAIN) {           \
+            int w_ = wait_socket((s), (deadline), (err));           \
+            if (w_)                                                 \
+                return w_;                                          \
+        }                                                           \
+    } while (0)
+
+/* The same for calls that return a pointer and signal EAGAIN through last_errno. */
+#define PTR_OR_WAIT(s, p, call, deadline, err)                                              \
+    do {                                                                                    \
+        while (!((p) = (call)) && libssh2_session_last_errno((s)->session) == LIBSSH2_ERROR_EAGAIN) { \
+            int w_ = wait_socket((s), (deadline), (err));                                   \
+            if (w_)                                                                         \
+                return w_;                                                                  \
+        }                                                                                   \
+    } while (0)
+
+static int tcp_connect(odp_ssh *s, const char *host, int port, double deadline, odp_err *err)
+{
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res = NULL;
+    int g = getaddrinfo(host, service, &hints, &res);
+    if (g)
+        return odp_fail(err, ODP_ENOTFOUND, "cannot resolve %s: %s", host, gai_strerror(g));
+    int rc = odp_fail(err, ODP_EIO, "no address for %s", host);
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0)
+            continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
+            rc = odp_fail_errno(err, ODP_EIO, errno, "cannot connect to %s port %d", host, port);
+            close(fd);
+            continue;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int w = odp_wait(&p, 1, deadline, err);
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        if (w == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* ~2x SFTP get (FACTS §7) */
+            s->fd = fd;
+            rc = 0;
+            break;
+        }
+        if (w == ODP_ETIMEDOUT)
+            rc = odp_fail(err, ODP_ETIMEDOUT, "connecting to %s port %d timed out", host, port);
+        else if (w == 0)
+            rc = odp_fail_errno(err, soerr == ECONNREFUSED ? ODP_ENODEV : ODP_EIO, soerr,
+                                "cannot connect to %s port %d", host, port);
+        else
+            rc = w;
+        close(fd);
+        if (w)
+            break;
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
+static char *read_small_file(const char *path, size_t max, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(max + 1);
+    size_t n = buf ? fread(buf, 1, max, f) : 0;
+    fclose(f);
+    if (buf)
+        buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* Key types known_hosts holds for this host, in libssh2's preference syntax. libssh2 1.10 offers ecdsa first,
+ * so a host known only by its ed25519 key would otherwise come back as unknown (FACTS.md §7). */
+static void known_types(const char *kh_path, const char *host, int port, char *types, size_t n)
+{
+    size_t len = 0;
+    types[0] = 0;
+    char *text = read_small_file(kh_path, MAX_KNOWN_HOSTS, &len);
+    if (!text)
+        return;
+    static const unsigned char none[] = {0, 0, 0, 1, 'x'};
+    odp_kh_check(text, len, host, port, none, sizeof none, types, n);
+    free(text);
+}
+
+static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err *err)
+{
+    size_t key_len = 0;
+    int type = 0;
+    const char *key = libssh2_session_hostkey(s->session, &key_len, &type);
+    if (!key)
+        return ssh_fail_err(s, err, ODP_EPROTO, "no host key from server");
+    const unsigned char *k = (const unsigned char *)key;
+    char name[600], ktype[64];
+    odp_kh_hostname(o->host, port, name, sizeof name);
+    odp_kh_fingerprint(k, key_len, s->fingerprint, sizeof s->fingerprint);
+    if (odp_kh_keytype(k, key_len, ktype, sizeof ktype))
+        snprintf(ktype, sizeof ktype, "?");
+    size_t len = 0;
+    char *text = read_small_file(o->known_hosts, MAX_KNOWN_HOSTS, &len);
+    odp_kh_status st = text ? odp_kh_check(text, len, o->host, port, k, key_len, NULL, 0) : ODP_KH_UNKNOWN;
+    free(text);
+    switch (st) {
+    case ODP_KH_MATCH:
+        return 0;
+    case ODP_KH_REVOKED:
+        return odp_fail(err, ODP_EHOSTKEY, "host key %s %s of %s is marked @revoked in %s", ktype, s->fingerprint,
+                        name, o->known_hosts);
+    case ODP_KH_CHANGED:
+        return odp_fail(err, ODP_EHOSTKEY,
+                        "host key of %s has CHANGED (now %s %s); refusing to connect: if the board was reinstalled, "
+                        "remove its old line from %s (ssh-keygen -R '%s' -f %s)",
+                        name, ktype, s->fingerprint, o->known_hosts, name, o->known_hosts);
+    case ODP_KH_UNKNOWN:
+        break;
+    }
+    if (!o->accept_new)
+        return odp_fail(err, ODP_EHOSTKEY,
+                        "unknown host key for %s: %s %s (not in %s); check it and run again with "
+                        "--accept-new-host-key to add it",
+                        name, ktype, s->fingerprint, o->known_hosts);
+    return odp_kh_append(o->known_hosts, o->host, port, k, key_len, err);
+}
+
+/* An RSA key fails against OpenSSH >= 8.8 whatever its format: libssh2 1.10 signs only with ssh-rsa (SHA-1). */
+static int is_rsa_key(const char *path)
+{
+    size_t len = 0;
+    char *text = read_small_file(path, 16384, &len);
+    if (!text)
+        return 0;
+    int rsa = strstr(text, "BEGIN RSA PRIVATE KEY") != NULL;
+    const char *b = strstr(text, "BEGIN OPENSSH PRIVATE KEY-----");
+    if (!rsa && b) {
+        b += 30;
+        const char *e = strstr(b, "-----END");
+        if (e && e > b) {
+            size_t n = (size_t)(e - b) < 4096 ? (size_t)(e - b) / 4 * 4 : 4096;
+            /* decode a prefix: the public key blob (string "ssh-rsa") comes early */
+            unsigned char *d = malloc(3 * (n / 4) + 3);
+            char *clean = malloc(n + 1);
+            size_t m = 0;
+            for (const char *p = b; p < e && m < n; p++)
+                if (*p != '\n' && *p != '\r')
+                    clean[m++] = *p;
+            m = m / 4 * 4;
+            long dl = d && clean ? odp_base64_decode(clean, m, d) : -1;
+            for (long i = 0; i + 11 <= dl && !rsa; i++)
+                rsa = memcmp(d + i, "\0\0\0\7ssh-rsa", 11) == 0;
+            free(d);
+            free(clean);
+        }
+    }
+    free(text);
+    return rsa;
+}
+
+static const char RSA_HINT[] = "libssh2 1.10 signs RSA keys only with SHA-1 (ssh-rsa), which OpenSSH >= 8.8 refuses: "
+                               "use an ed25519 or ecdsa key (ssh-keygen -t ed25519; EC2 offers ed25519 key pairs)";
+
+static int auth_file(odp_ssh *s, const odp_ssh_opts *o, const char *key, double deadline, odp_err *err,
+                     int *rc_out)
+{
+    int rc;
+    DO_OR_WAIT(s, rc,
+               libssh2_userauth_publickey_fromfile_ex(s->session, o->user, (unsigned)strlen(o->user), NULL, key,
+                                                      o->passphrase),
+               deadline, err);
+    *rc_out = rc;
+    return 0;
+}
+
+static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_err *err)
+{
+    char tried[1024] = "";
+    int rc = -1, any_rsa = 0, w;
+    size_t tl = 0;
+    if (o->identity) {
+        if (access(o->identity, R_OK))
+            return odp_fail_errno(err, ODP_EAUTH, errno, "cannot read identity file %s", o->identity);
+        if ((w = auth_file(s, o, o->identity, deadline, err, &rc)))
+            return w;
+        if (rc == 0)
+            return 0;
+        char *msg = NULL;
+        libssh2_session_last_error(s->session, &msg, NULL, 0);
+        if (is_rsa_key(o->identity))
+            return odp_fail(err, ODP_EAUTH, "%s@%s refused RSA key %s: %s", o->user, s->uri, o->identity, RSA_HINT);
+        if (rc == LIBSSH2_ERROR_FILE || (msg && strstr(msg, "passphrase")))
+            return odp_fail(err, ODP_EAUTH, "cannot use identity %s (%s): an encrypted key needs ODP_SSH_PASSPHRASE",
+                            o->identity, msg ? msg : "unreadable");
+        return odp_fail(err, ODP_EAUTH, "%s refused key %s for user %s (%s)", s->uri, o->identity, o->user,
+                        msg ? msg : "authentication failed");
+    }
+    if (o->use_agent && getenv("SSH_AUTH_SOCK")) {
+        LIBSSH2_AGENT *agent = libssh2_agent_init(s->session);
+        if (agent && libssh2_agent_connect(agent) == 0 && libssh2_agent_list_identities(agent) == 0) {
+            struct libssh2_agent_publickey *id = NULL, *prev = NULL;
+            while (libssh2_agent_get_identity(agent, &id, prev) == 0) {
+                prev = id;
+                while ((rc = libssh2_agent_userauth(agent, o->user, id)) == LIBSSH2_ERROR_EAGAIN)
+                    if ((w = wait_socket(s, deadline, err))) {
+                        libssh2_agent_disconnect(agent);
+                        libssh2_agent_free(agent);
+                        return w;
+                    }
+                if (rc == 0)
+                    break;
+            }
+            tl += (size_t)snprintf(tried + tl, sizeof tried - tl, "ssh-agent");
+        }
+        if (agent) {
+            libssh2_agent_disconnect(agent);
+            libssh2_agent_free(agent);
+        }
+        if (rc == 0)
+            return 0;
+    }
+    for (const char *const *k = o->default_keys; k && *k; k++) {
+        if (access(*k, R_OK))
+            continue;
+        if ((w = auth_file(s, o, *k, deadline, err, &rc)))
+            return w;
+        if (rc == 0)
+            return 0;
+        any_rsa |= is_rsa_key(*k);
+        if (tl < sizeof tried)
+            tl += (size_t)snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", *k);
+    }
+    return odp_fail(err, ODP_EAUTH, "%s: no key accepted for user %s (tried: %s)%s%s", s->uri, o->user,
+                    tl ? tried : "nothing: no identity, agent or ~/.ssh/id_ed25519|id_ecdsa",
+                    any_rsa ? "; " : "", any_rsa ? RSA_HINT : "; pass --identity FILE");
+}
+
+static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
+{
+    int port = o->port > 0 ? o->port : 22, rc;
+    double dl = o->deadline;
+    if ((rc = tcp_connect(s, o->host, port, dl, err)))
+        return rc;
+    s->session = libssh2_session_init();
+    if (!s->session)
+        return odp_fail(err, ODP_EIO, "libssh2_session_init failed");
+    libssh2_session_set_blocking(s->session, 0);
+    char types[256];
+    known_types(o->known_hosts, o->host, port, types, sizeof types);
+    if (types[0] && libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, types) != 0)
+        libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, NULL);
+    while ((rc = libssh2_session_handshake(s->session, s->fd)) == LIBSSH2_ERROR_EAGAIN) {
+        int w = wait_socket(s, dl, err);
+        if (w == ODP_ETIMEDOUT)
+            return odp_fail(err, ODP_ETIMEDOUT, "SSH handshake with %s timed out", s->uri);
+        if (w)
+            return w;
+    }
+    if (rc) {
+        if (types[0] && rc == LIBSSH2_ERROR_KEX_FAILURE)
+            return odp_fail(err, ODP_EHOSTKEY, "%s offers none of the host key types known for it (%s) in %s", s->uri,
+                            types, o->known_hosts);
+        return ssh_fail_err(s, err, ODP_EPROTO, "SSH handshake failed");
+    }
+    if ((rc = verify_host_key(s, o, port, err)))
+        return rc;
+    rc = authenticate(s, o, dl, err);
+    if (rc == ODP_ETIMEDOUT)
+        return odp_fail(err, ODP_ETIMEDOUT, "authentication with %s timed out", s->uri);
+    return rc;
+}
+
+int odp_ssh_connect(const odp_ssh_opts *o, odp_ssh **out, odp_err *err)
+{
+    *out = NULL;
+    if (!lib_ready) {
+        if (libssh2_init(0))
+            return odp_fail(err, ODP_EIO, "libssh2_init failed");
+        lib_ready = 1;
+    }
+    odp_ssh *s = calloc(1, sizeof *s);
+    if (!s)
+        return odp_fail(err, ODP_EIO, "out of memory");
+    s->fd = -1;
+    int port = o->port > 0 ? o->port : 22;
+    if (port == 22)
+        snprintf(s->uri, sizeof s->uri, "%s@%s", o->user, o->host);
+    else
+        snprintf(s->uri, sizeof s->uri, "%s@%s:%d", o->user, o->host, port);
+    int rc = connect_session(s, o, err);
+    if (rc) {
+        odp_ssh_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void odp_ssh_close(odp_ssh *s)
+{
+    if (!s)
+        return;
+    double dl = odp_now() + CLOSE_GRACE_S;
+    if (s->sftp) {
+        while (libssh2_sftp_shutdown(s->sftp) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+    }
+    if (s->session) {
+        while (libssh2_session_disconnect(s->session, "odp done") == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        libssh2_session_free(s->session);
+    }
+    if (s->fd >= 0)
+        close(s->fd);
+    free(s);
+}
+
+/* ---- exec ---- */
+
+static int signal_number(const char *name)
+{
+    for (int i = 1; i < 65; i++) {
+        const char *a = sigabbrev_np(i);
+        if (a && strcmp(a, name) == 0)
+            return i;
+    }
+    return 0;
+}
+
+/* Sends TERM, then KILL after a short grace, to the remote process group, over a second channel. */
+static int kill_remote_group(odp_ssh *s, long pgid, double deadline, odp_err *err)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "kill -TERM -%ld 2>/dev/null || exit 0; i=0; while [ $i -lt 20 ] && kill -0 -%ld 2>/dev/null; "
+             "do sleep 0.1 2>/dev/null || sleep 1; i=$((i+1)); done; kill -KILL -%ld 2>/dev/null; exit 0",
+             pgid, pgid, pgid);
+    LIBSSH2_CHANNEL *ch;
+    int rc;
+    PTR_OR_WAIT(s, ch, libssh2_channel_open_session(s->session), deadline, err);
+    if (!ch)
+        return ssh_fail_err(s, err, ODP_EIO, "cannot open a channel to stop the remote command");
+    while ((rc = libssh2_channel_exec(ch, cmd)) == LIBSSH2_ERROR_EAGAIN)
+        if ((rc = wait_socket(s, deadline, err)))
+            break;
+    char sink[512];
+    while (rc == 0) {
+        ssize_t n = libssh2_channel_read(ch, sink, sizeof sink);
+        if (n > 0)
+            continue;
+        if (n == LIBSSH2_ERROR_EAGAIN) {
+            if ((rc = wait_socket(s, deadline, err)))
+                break;
+            continue;
+        }
+        break;
+    }
+    while (libssh2_channel_close(ch) == LIBSSH2_ERROR_EAGAIN)
+        if (wait_socket(s, deadline, NULL))
+            break;
+    libssh2_channel_free(ch);
+    return rc;
+}
+
+typedef struct {
+    const odp_ssh_exec_opts *o;
+    odp_ssh_exec_result *r;
+    char head[PGID_HEAD_MAX]; /* stderr until the pgid line is seen */
+    size_t head_len;
+    int head_done;
+} exec_state;
+
+static void deliver(exec_state *x, int stream, const char *data, size_t n)
+{
+    if (!n)
+        return;
+    odp_buf_append(stream == 1 ? &x->r->out : &x->r->err, data, n);
+    if (x->o->on_output && !x->r->aborted && x->o->on_output(x->o->ctx, stream, data, n))
+        x->r->aborted = 1;
+}
+
+/* Finds "ODP-PGID <n>\n" at a line start in the stderr head, strips it and passes the rest on. */
+static void scan_head(exec_state *x, int at_eof)
+{
+    const char *h = x->head, *end = h + x->head_len;
+    for (const char *p = h; p < end; p++) {
+        if ((p == h || p[-1] == '\n') && (size_t)(end - p) >= 10 && memcmp(p, "ODP-PGID ", 9) == 0) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            if (!nl)
+                break; /* incomplete: wait for more */
+            x->r->pgid = strtol(p + 9, NULL, 10);
+            x->head_done = 1;
+            deliver(x, 2, h, (size_t)(p - h));
+            deliver(x, 2, nl + 1, (size_t)(end - nl - 1));
+            return;
+        }
+    }
+    if (at_eof || x->head_len >= sizeof x->head) {
+        x->head_done = 1;
+        deliver(x, 2, h, x->head_len);
+    }
+}
+
+static void on_stderr(exec_state *x, const char *data, size_t n)
+{
+    if (x->head_done) {
+        deliver(x, 2, data, n);
+        return;
+    }
+    size_t room = sizeof x->head - x->head_len, k = n < room ? n : room;
+    memcpy(x->head + x->head_len, data, k);
+    x->head_len += k;
+    scan_head(x, 0);
+    if (k < n)
+        deliver(x, 2, data + k, n - k);
+}
+
+/* Reads what is there on one stream: 1 = data read, 0 = nothing now (EAGAIN), -2 = EOF, <0 other = error. */
+static int drain(LIBSSH2_CHANNEL *ch, int stream, exec_state *x, char *buf)
+{
+    int got = 0;
+    for (;;) {
+        ssize_t n = libssh2_channel_read_ex(ch, stream, buf, IO_CHUNK);
+        if (n > 0) {
+            got = 1;
+            if (stream == 0)
+                deliver(x, 1, buf, (size_t)n);
+            else
+                on_stderr(x, buf, (size_t)n);
+            continue;
+        }
+        if (n == LIBSSH2_ERROR_EAGAIN)
+            return got;
+        if (n == 0)
+            return got ? 1 : (libssh2_channel_eof(ch) ? -2 : 0);
+        return (int)n;
+    }
+}
+
+static int exec_channel(odp_ssh *s, LIBSSH2_CHANNEL *ch, exec_state *x, char *buf, odp_err *err)
+{
+    const odp_ssh_exec_opts *o = x->o;
+    odp_ssh_exec_result *r = x->r;
+    size_t in_off = 0;
+    int in_open = 1, stopping = 0;
+    double grace_until = ODP_FOREVER;
+    for (;;) {
+        int a = drain(ch, 0, x, buf), b = drain(ch, SSH_EXTENDED_DATA_STDERR, x, buf);
+        if ((a < 0 && a != -2) || (b < 0 && b != -2))
+            return ssh_fail_err(s, err, ODP_EIO, "reading remote output");
+        if (a == -2 && b == -2)
+            return 0;
+        if (in_open && !stopping) {
+            if (o->stdin_data && in_off < o->stdin_len) {
+                ssize_t k = libssh2_channel_write(ch, o->stdin_data + in_off, o->stdin_len - in_off);
+                if (k > 0)
+                    in_off += (size_t)k;
+                else if (k != LIBSSH2_ERROR_EAGAIN)
+                    in_open = 0; /* the command closed its stdin */
+            }
+            if (in_open && (!o->stdin_data || in_off == o->stdin_len)) {
+                int e = libssh2_channel_send_eof(ch);
+                if (e != LIBSSH2_ERROR_EAGAIN)
+                    in_open = 0;
+            }
+        }
+        if (!stopping && (r->aborted || odp_now() >= o->deadline)) {
+            stopping = 1;
+            r->timed_out = !r->aborted;
+            grace_until = odp_now() + STOP_GRACE_S; /* the pid line may still be on its way (slow login files) */
+        }
+        if (stopping == 1 && (r->pgid > 0 || x->head_done || odp_now() >= grace_until)) {
+            /* Kill the whole remote group; the user's deadline has passed, so a fresh short one. */
+            stopping = 2;
+            if (r->pgid > 0 && kill_remote_group(s, r->pgid, odp_now() + STOP_GRACE_S, err) == 0)
+                r->killed_group = 1;
+            grace_until = odp_now() + STOP_GRACE_S;
+            continue; /* the second channel may have queued this one's EOF: drain before waiting */
+        }
+        if (stopping == 2 && odp_now() >= grace_until)
+            return 0;
+        if (a > 0 || b > 0)
+            continue;
+        odp_err werr;
+        int w = wait_socket(s, stopping ? grace_until : o->deadline, &werr);
+        if (w == ODP_ETIMEDOUT)
+            continue;
+        if (w == ODP_ECANCELED && !stopping) {
+            /* Ctrl-C: stop the remote group too. The request is lifted while doing so and raised again. */
+            r->canceled = 1;
+            stopping = 2;
+            odp_cancel_clear();
+            if (r->pgid > 0 && kill_remote_group(s, r->pgid, odp_now() + STOP_GRACE_S, &werr) == 0)
+                r->killed_group = 1;
+            odp_cancel_request();
+            return 0;
+        }
+        if (w) {
+            *err = werr;
+            return w;
+        }
+    }
+}
+
+int odp_ssh_exec(odp_ssh *s, const odp_ssh_exec_opts *o, odp_ssh_exec_result *r, odp_err *err)
+{
+    memset(r, 0, sizeof *r);
+    r->out.limit = r->err.limit = o->capture_limit;
+    double t0 = odp_now();
+    LIBSSH2_CHANNEL *ch = NULL;
+    while (!(ch = libssh2_channel_open_session(s->session)) &&
+           libssh2_session_last_errno(s->session) == LIBSSH2_ERROR_EAGAIN) {
+        int w = wait_socket(s, o->deadline, err);
+        if (w == ODP_ETIMEDOUT)
+            return odp_fail(err, ODP_ETIMEDOUT, "opening a channel to %s timed out", s->uri);
+        if (w)
+            return w;
+    }
+    if (!ch)
+        return ssh_fail_err(s, err, ODP_EIO, "cannot open a channel");
+    size_t n = strlen(o->command) + 64;
+    char *cmd = malloc(n);
+    char *buf = malloc(IO_CHUNK);
+    exec_state *x = calloc(1, sizeof *x);
+    int rc = 0;
+    if (!cmd || !buf || !x) {
+        rc = odp_fail(err, ODP_EIO, "out of memory");
+        goto done;
+    }
+    x->o = o;
+    x->r = r;
+    /* sshd made the login shell a session and group leader: $$ is the group to stop on a timeout. */
+    snprintf(cmd, n, "printf 'ODP-PGID %%d\\n' $$ >&2\n%s", o->command);
+    while ((rc = libssh2_channel_exec(ch, cmd)) == LIBSSH2_ERROR_EAGAIN)
+        if ((rc = wait_socket(s, o->deadline, err)))
+            goto done;
+    if (rc) {
+        rc = ssh_fail_err(s, err, ODP_EIO, "remote exec failed");
+        goto done;
+    }
+    rc = exec_channel(s, ch, x, buf, err);
+    if (!x->head_done)
+        scan_head(x, 1);
+    r->wall_s = odp_now() - t0;
+    if (rc)
+        goto done;
+    double dl = odp_now() + CLOSE_GRACE_S;
+    int c;
+    while ((c = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN)
+        if (wait_socket(s, dl, NULL))
+            break;
+    while ((c = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN)
+        if (wait_socket(s, dl, NULL))
+            break;
+    char *sig = NULL;
+    size_t siglen = 0;
+    if (libssh2_channel_get_exit_signal(ch, &sig, &siglen, NULL, NULL, NULL, NULL) == 0 && sig && siglen) {
+        snprintf(r->signal_name, sizeof r->signal_name, "%.*s", (int)siglen, sig);
+        r->signal = signal_number(r->signal_name); /* 0 if unknown here; signal_name still says it */
+    }
+    if (sig)
+        libssh2_free(s->session, sig);
+    if (!r->signal_name[0])
+        r->status = libssh2_channel_get_exit_status(ch);
+done:
+    libssh2_channel_free(ch);
+    free(cmd);
+    free(buf);
+    free(x);
+    if (rc)
+        odp_ssh_exec_result_free(r);
+    return rc;
+}
+
+void odp_ssh_exec_result_free(odp_ssh_exec_result *r)
+{
+    odp_buf_free(&r->out);
+    odp_buf_free(&r->err);
+}
+
+/* ---- SFTP ---- */
+
+static int sftp_ready(odp_ssh *s, double deadline, odp_err *err)
+{
+    if (s->sftp)
+        return 0;
+    PTR_OR_WAIT(s, s->sftp, libssh2_sftp_init(s->session), deadline, err);
+    if (!s->sftp)
+        return ssh_fail_err(s, err, ODP_EIO, "cannot start SFTP (is sftp-server installed on the board?)");
+    return 0;
+}
+
+static int sftp_fail(odp_ssh *s, odp_err *err, const char *what, const char *path)
+{
+    unsigned long st = s->sftp ? libssh2_sftp_last_error(s->sftp) : 0;
+    if (libssh2_session_last_errno(s->session) == LIBSSH2_ERROR_SFTP_PROTOCOL) {
+        odp_code c = st == LIBSSH2_FX_NO_SUCH_FILE || st == LIBSSH2_FX_NO_SUCH_PATH ? ODP_ENOTFOUND
+                   : st == LIBSSH2_FX_PERMISSION_DENIED                             ? ODP_EAUTH
+                                                                                    : ODP_EIO;
+        static const char *names[] = {"ok", "end of file", "no such file", "permission denied", "failure",
+                                      "bad message", "no connection", "connection lost", "unsupported"};
+        return odp_fail(err, c, "%s %s on %s: %s", what, path, s->uri,
+                        st < sizeof names / sizeof *names ? names[st] : "SFTP error");
+    }
+    char m[300];
+    snprintf(m, sizeof m, "%s %s", what, path);
+    return ssh_fail_err(s, err, ODP_EIO, m);
+}
+
+/* These three return 0, 1 when libssh2 reports a failure (see sftp_fail), or a negative odp code from the wait. */
+static int sftp_close_handle(odp_ssh *s, LIBSSH2_SFTP_HANDLE *h, double deadline, odp_err *err)
+{
+    int rc;
+    DO_OR_WAIT(s, rc, libssh2_sftp_close_handle(h), deadline, err);
+    return rc != 0;
+}
+
+static int sftp_unlink(odp_ssh *s, const char *path, double deadline, odp_err *err)
+{
+    int rc;
+    DO_OR_WAIT(s, rc, libssh2_sftp_unlink_ex(s->sftp, path, (unsigned)strlen(path)), deadline, err);
+    return rc != 0;
+}
+
+static int sftp_rename(odp_ssh *s, const char *from, const char *to, double deadline, odp_err *err)
+{
+    int rc;
+    DO_OR_WAIT(s, rc,
+               libssh2_sftp_rename_ex(s->sftp, from, (unsigned)strlen(from), to, (unsigned)strlen(to),
+                                      LIBSSH2_SFTP_RENAME_OVERWRITE | LIBSSH2_SFTP_RENAME_ATOMIC |
+                                          LIBSSH2_SFTP_RENAME_NATIVE),
+               deadline, err);
+    return rc != 0;
+}
+
+static int put_data(odp_ssh *s, LIBSSH2_SFTP_HANDLE *h, int fd, char *buf, long long total, double deadline,
+                    odp_ssh_progress progress, void *ctx, long long *done, const char *local, const char *tmp,
+                    odp_err *err)
+{
+    for (;;) {
+        ssize_t n = read(fd, buf, IO_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return odp_fail_errno(err, ODP_EIO, errno, "reading %s", local);
+        if (n == 0)
+            return 0;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w;
+            DO_OR_WAIT(s, w, libssh2_sftp_write(h, buf + off, (size_t)(n - off)), deadline, err);
+            if (w < 0)
+                return sftp_fail(s, err, "writing", tmp);
+            off += w;
+            *done += w;
+        }
+        if (progress && progress(ctx, *done, total))
+            return odp_fail(err, ODP_ECANCELED, "upload of %s stopped", local);
+    }
+}
+
+int odp_ssh_put(odp_ssh *s, const char *local, const char *remote, int mode, double deadline,
+                odp_ssh_progress progress, void *ctx, long long *bytes, odp_err *err)
+{
+    *bytes = 0;
+    int fd = open(local, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return odp_fail_errno(err, odp_code_from_errno(errno), errno, "cannot open %s", local);
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return odp_fail(err, ODP_EIO, "%s is not a regular file", local);
+    }
+    if (mode < 0)
+        mode = (int)(st.st_mode & 07777);
+    int rc = sftp_ready(s, deadline, err);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    size_t tl = strlen(remote) + 40;
+    char *tmp = malloc(tl), *buf = malloc(IO_CHUNK);
+    LIBSSH2_SFTP_HANDLE *h = NULL;
+    int created = 0;
+    if (!tmp || !buf) {
+        rc = odp_fail(err, ODP_EIO, "out of memory");
+        goto done;
+    }
+    snprintf(tmp, tl, "%s.odp-part-%ld", remote, (long)getpid());
+    while (!(h = libssh2_sftp_open_ex(s->sftp, tmp, (unsigned)strlen(tmp),
+                                      LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_TRUNC, 0600,
+                                      LIBSSH2_SFTP_OPENFILE)) &&
+           libssh2_session_last_errno(s->session) == LIBSSH2_ERROR_EAGAIN)
+        if ((rc = wait_socket(s, deadline, err)))
+            goto done;
+    if (!h) {
+        rc = sftp_fail(s, err, "cannot create", tmp);
+        goto done;
+    }
+    created = 1;
+    if ((rc = put_data(s, h, fd, buf, (long long)st.st_size, deadline, progress, ctx, bytes, local, tmp, err)))
+        goto done;
+    /* fsync@openssh.com so a rename never exposes data still in the board's page cache; optional extension. */
+    int f;
+    while ((f = libssh2_sftp_fsync(h)) == LIBSSH2_ERROR_EAGAIN)
+        if ((rc = wait_socket(s, deadline, err)))
+            goto done;
+    LIBSSH2_SFTP_ATTRIBUTES attrs = {.flags = LIBSSH2_SFTP_ATTR_PERMISSIONS, .permissions = (unsigned long)mode};
+    while ((f = libssh2_sftp_fsetstat(h, &attrs)) == LIBSSH2_ERROR_EAGAIN)
+        if ((rc = wait_socket(s, deadline, err)))
+            goto done;
+    if (f) {
+        rc = sftp_fail(s, err, "cannot chmod", tmp);
+        goto done;
+    }
+    rc = sftp_close_handle(s, h, deadline, err);
+    h = NULL;
+    if (rc) {
+        rc = rc > 0 ? sftp_fail(s, err, "closing", tmp) : rc;
+        goto done;
+    }
+    /* SFTP v3 (OpenSSH) refuses to rename over an existing file: remove the old one, then rename. */
+    if ((rc = sftp_rename(s, tmp, remote, deadline, err)) == 1) {
+        if ((rc = sftp_unlink(s, remote, deadline, err)) == 1)
+            rc = 0; /* absent: fine */
+        if (rc == 0 && (rc = sftp_rename(s, tmp, remote, deadline, err)) == 1)
+            rc = sftp_fail(s, err, "cannot rename to", remote);
+    }
+    if (rc == 0)
+        created = 0;
+done:
+    close(fd);
+    if (rc && s->sftp) {
+        /* Best effort: the connection may be gone; the partial file has a name nobody mistakes for done. */
+        double dl = odp_now() + 1.0;
+        odp_err ignored;
+        if (h)
+            sftp_close_handle(s, h, dl, &ignored);
+        if (created)
+            sftp_unlink(s, tmp, dl, &ignored);
+    }
+    free(tmp);
+    free(buf);
+    return rc;
+}
+
+int odp_ssh_get(odp_ssh *s, const char *remote, const char *local, double deadline, odp_ssh_progress progress,
+                void *ctx, long long *bytes, odp_err *err)
+{
+    *bytes = 0;
+    int rc = sftp_ready(s, deadline, err);
+    if (rc)
+        return rc;
+    LIBSSH2_SFTP_HANDLE *h;
+    PTR_OR_WAIT(s, h,
+                libssh2_sftp_open_ex(s->sftp, remote, (unsigned)strlen(remote), LIBSSH2_FXF_READ, 0,
+                                     LIBSSH2_SFTP_OPENFILE),
+                deadline, err);
+    if (!h)
+        return sftp_fail(s, err, "cannot open", remote);
+    LIBSSH2_SFTP_ATTRIBUTES attrs;
+    long long total = -1;
+    int f;
+    while ((f = libssh2_sftp_fstat_ex(h, &attrs, 0)) == LIBSSH2_ERROR_EAGAIN)
+        if ((rc = wait_socket(s, deadline, err)))
+            break;
+    if (!rc && f == 0 && (attrs.flags & LIBSSH2_SFTP_ATTR_SIZE))
+        total = (long long)attrs.filesize;
+    size_t tl = strlen(local) + 32;
+    char *tmp = malloc(tl), *buf = malloc(IO_CHUNK);
+    int fd = -1;
+    if (!rc && (!tmp || !buf))
+        rc = odp_fail(err, ODP_EIO, "out of memory");
+    if (!rc) {
+        snprintf(tmp, tl, "%s.odp-part-XXXXXX", local);
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+            rc = odp_fail_errno(err, odp_code_from_errno(errno), errno, "cannot create %s", tmp);
+        else
+            fchmod(fd, 0644);
+    }
+    while (!rc) {
+        ssize_t n;
+        while ((n = libssh2_sftp_read(h, buf, IO_CHUNK)) == LIBSSH2_ERROR_EAGAIN)
+            if ((rc = wait_socket(s, deadline, err)))
+                break;
+        if (rc)
+            break;
+        if (n < 0) {
+            rc = sftp_fail(s, err, "reading", remote);
+            break;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                rc = odp_fail_errno(err, ODP_EIO, errno, "writing %s", tmp);
+                break;
+            }
+            off += w;
+        }
+        *bytes += n;
+        if (!rc && progress && progress(ctx, *bytes, total))
+            rc = odp_fail(err, ODP_ECANCELED, "download of %s stopped", remote);
+    }
+    if (!rc && total >= 0 && *bytes != total)
+        rc = odp_fail(err, ODP_EIO, "%s: got %lld of %lld bytes", remote, *bytes, total);
+    if (!rc && fsync(fd))
+        rc = odp_fail_errno(err, ODP_EIO, errno, "fsync %s", tmp);
+    if (fd >= 0 && close(fd) && !rc)
+        rc = odp_fail_errno(err, ODP_EIO, errno, "close %s", tmp);
+    if (!rc && rename(tmp, local))
+        rc = odp_fail_errno(err, odp_code_from_errno(errno), errno, "cannot rename %s to %s", tmp, local);
+    if (rc && fd >= 0)
+        unlink(tmp);
+    odp_err ignored;
+    sftp_close_handle(s, h, rc ? odp_now() + 1.0 : deadline, &ignored);
+    free(tmp);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,77 @@
+/* SSH sessions over libssh2 in non-blocking mode. Every EAGAIN waits in odp_wait() on the directions
+ * libssh2 reports (libssh2_session_block_directions), with the call's deadline, so a timeout or Ctrl-C
+ * ends any step: connect, handshake, auth, exec, SFTP. One session carries many execs and transfers. */
+#ifndef ODP_SSH_H
+#define ODP_SSH_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "../util/buf.h"
+#include "../util/err.h"
+
+typedef struct odp_ssh odp_ssh;
+
+typedef struct {
+    const char *host;
+    int port;                      /* 0 = 22 */
+    const char *user;
+    const char *identity;          /* private key file; when set, the only key tried */
+    const char *passphrase;        /* for identity / default keys; NULL = none */
+    int use_agent;                 /* try ssh-agent when no identity is given */
+    const char *const *default_keys; /* NULL-terminated, tried after the agent (absent files skipped) */
+    const char *known_hosts;       /* path; required */
+    int accept_new;                /* unknown host key: add it to known_hosts instead of refusing */
+    double deadline;
+} odp_ssh_opts;
+
+/* Connects, verifies the host key and authenticates. EHOSTKEY: unknown (message has the SHA256
+ * fingerprint and the --accept-new-host-key hint) or changed key; EAUTH: no key was accepted. */
+int odp_ssh_connect(const odp_ssh_opts *opts, odp_ssh **out, odp_err *err);
+/* Disconnects (bounded wait) and frees. NULL is fine. */
+void odp_ssh_close(odp_ssh *s);
+/* "user@host:port", the host key's fingerprint. */
+const char *odp_ssh_uri(const odp_ssh *s);
+const char *odp_ssh_fingerprint(const odp_ssh *s);
+
+typedef struct {
+    const char *command;           /* shell command line for the remote login shell */
+    const char *stdin_data;        /* NULL = none (EOF at once) */
+    size_t stdin_len;
+    double deadline;
+    size_t capture_limit;          /* 0 = keep everything */
+    /* Each chunk as it arrives (1 stdout, 2 stderr); non-zero stops the run like a timeout. */
+    int (*on_output)(void *ctx, int stream, const char *data, size_t n);
+    void *ctx;
+} odp_ssh_exec_opts;
+
+typedef struct {
+    int status;                    /* exit status; 0 when a signal ended the process */
+    int signal;                    /* Linux signal number, 0 = none */
+    char signal_name[32];          /* "TERM", "KILL", ... as the server named it */
+    int timed_out, canceled, aborted;
+    int killed_group;              /* the remote process group was sent TERM/KILL after a stop */
+    long pgid;                     /* remote process group of the command, 0 if unknown */
+    odp_buf out, err;
+    double wall_s;
+} odp_ssh_exec_result;
+
+/* Runs command in a new channel. The remote login shell first reports its pid (sshd makes it a session
+ * and process group leader) on a first stderr line that is stripped; on timeout, cancel or abort that
+ * group is sent TERM and then KILL over a second channel, so nothing is left running on the board.
+ * Returns 0 when the command ran (its exit is data), or a negative code (connection lost, ...). */
+int odp_ssh_exec(odp_ssh *s, const odp_ssh_exec_opts *opts, odp_ssh_exec_result *r, odp_err *err);
+void odp_ssh_exec_result_free(odp_ssh_exec_result *r);
+
+/* Progress: bytes done of total (total -1 when unknown). Non-zero aborts the transfer (ECANCELED). */
+typedef int (*odp_ssh_progress)(void *ctx, long long done, long long total);
+
+/* SFTP upload to `<remote>.odp-part-<n>`, fsync, chmod mode (< 0: the local file's permission bits),
+ * then renamed over remote. An interrupted upload never leaves a file at `remote`. */
+int odp_ssh_put(odp_ssh *s, const char *local, const char *remote, int mode, double deadline,
+                odp_ssh_progress progress, void *ctx, long long *bytes, odp_err *err);
+/* SFTP download into a temporary file next to local, fsynced and renamed when complete. */
+int odp_ssh_get(odp_ssh *s, const char *remote, const char *local, double deadline, odp_ssh_progress progress,
+                void *ctx, long long *bytes, odp_err *err);
+
+#endif

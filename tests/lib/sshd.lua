@@ -1,0 +1,141 @@
+--- A private OpenSSH server for tests: its own config, host keys, authorized_keys and port on 127.0.0.1,
+-- all in a temp dir; started in the background and stopped by PID (never by name).
+--   local sshd = require("sshd")
+--   local srv = sshd.start()        -- srv.port, srv.user, srv.identity, srv.known_hosts, srv.dir
+--   ... ssh.connect{host="127.0.0.1", port=srv.port, user=srv.user, identity=srv.identity,
+--                   known_hosts=srv.known_hosts}
+--   srv:stop()
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+
+local M = {}
+local Server = {}
+Server.__index = Server
+
+local function sh(cmd)
+  local r = assert(proc.run { "sh", "-c", cmd, timeout = 60 })
+  if not r.ok then error("harness command failed: " .. cmd .. "\n" .. r.stderr .. r.stdout, 2) end
+  return r.stdout
+end
+M.sh = sh
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+M.quote = q
+
+--- Creates an ed25519 key pair (no passphrase unless given) at path; returns path.
+function M.keygen(path, kind, passphrase)
+  sh(string.format("rm -f %s %s.pub && ssh-keygen -q -t %s -N %s -f %s -C odp-test", q(path), q(path),
+    kind or "ed25519", q(passphrase or ""), q(path)))
+  return path
+end
+
+local function free_port()
+  -- A random high port; start() retries when sshd cannot bind it.
+  local t = sys.now and math.floor(sys.now() * 1000) or os.time()
+  return 20000 + (t * 7 + sys.getpid() * 13) % 30000
+end
+
+local function wait_for(pred, timeout)
+  local deadline = sys.now() + timeout
+  while sys.now() < deadline do
+    if pred() then return true end
+    sys.sleep(0.05)
+  end
+  return false
+end
+
+--- The login account: a plain user with /bin/sh, like a board's (root's login files here may be slow).
+-- A `useradd` account is locked under `UsePAM no` until its password field is '*' (FACTS.md §7).
+function M.ensure_user(name)
+  if not proc.run { "id", name }.ok then
+    sh(string.format("useradd -m -s /bin/sh %s && usermod -p '*' %s", name, name))
+  end
+  return name
+end
+
+--- opts: dir (temp dir), host_key_types ({"ed25519", "ecdsa"} default), user ("odptest", created if absent).
+function M.start(opts)
+  opts = opts or {}
+  local dir = opts.dir or (function()
+    local p = io.popen("mktemp -d /tmp/odp-sshd.XXXXXX"); local d = p:read("l"); p:close(); return d
+  end)()
+  local self = setmetatable({ dir = dir, user = M.ensure_user(opts.user or "odptest"), host = "127.0.0.1" }, Server)
+  -- sshd reads authorized_keys as the user: the dir must be readable by it.
+  sh("mkdir -p -m0755 /run/sshd && chmod 755 " .. q(dir))
+  self.host_keys = {}
+  for _, kind in ipairs(opts.host_key_types or { "ed25519", "ecdsa" }) do
+    self.host_keys[kind] = M.keygen(dir .. "/host_" .. kind, kind)
+  end
+  self.identity = M.keygen(dir .. "/id_ed25519")
+  sh(string.format("cp %s.pub %s/authorized_keys && chmod 644 %s/authorized_keys", q(self.identity), q(dir), q(dir)))
+  -- A directory the login user owns, for uploads.
+  self.remote_dir = dir .. "/remote"
+  sh(string.format("mkdir -p %s && chown %s %s", q(self.remote_dir), self.user, q(self.remote_dir)))
+  for attempt = 1, 5 do
+    self.port = free_port() + attempt
+    local cfg = { "ListenAddress 127.0.0.1:" .. self.port, "UsePAM no", "StrictModes no",
+      "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+      "AuthorizedKeysFile " .. dir .. "/authorized_keys", "PidFile " .. dir .. "/sshd.pid",
+      "Subsystem sftp /usr/lib/openssh/sftp-server", "LogLevel VERBOSE", "MaxSessions 50", "MaxStartups 50" }
+    for _, kind in ipairs(opts.host_key_types or { "ed25519", "ecdsa" }) do
+      cfg[#cfg + 1] = "HostKey " .. self.host_keys[kind]
+    end
+    self.config = dir .. "/sshd_config"
+    local f = assert(io.open(self.config, "w")); f:write(table.concat(cfg, "\n"), "\n"); f:close()
+    self.log = dir .. "/sshd.log"
+    local pid = sh(string.format("/usr/sbin/sshd -D -e -f %s >%s 2>&1 & echo $!", q(self.config), q(self.log)))
+    self.pid = tonumber(pid:match("%d+"))
+    local up = wait_for(function()
+      local l = io.open(self.log):read("a")
+      return l:find("Server listening") or l:find("Cannot bind") or l:find("Address already in use")
+        or not self:alive()
+    end, 10)
+    local l = io.open(self.log):read("a")
+    if up and l:find("Server listening") then break end
+    self:stop()
+    self.pid = nil
+    if attempt == 5 then error("sshd did not start:\n" .. l) end
+  end
+  -- known_hosts with the server's ed25519 key under its [host]:port name, as OpenSSH writes it.
+  self.known_hosts = dir .. "/known_hosts"
+  self:write_known_hosts("ed25519")
+  return self
+end
+
+--- Writes known_hosts holding the server's key of the given type (or the key file given as `pub`).
+function Server:write_known_hosts(kind, path, pub)
+  local key = sh("cat " .. q(pub or (self.host_keys[kind] .. ".pub"))):match("^(%S+ %S+)")
+  local f = assert(io.open(path or self.known_hosts, "w"))
+  f:write(string.format("[%s]:%d %s\n", self.host, self.port, key))
+  f:close()
+  return path or self.known_hosts
+end
+
+function Server:alive()
+  return self.pid ~= nil and proc.run { "kill", "-0", tostring(self.pid) }.ok
+end
+
+--- Stops sshd by PID: the listener and every process under it (per-connection monitors, their privsep
+-- children holding the sockets, sftp-server, commands), TERM first, then KILL.
+function Server:stop(signal)
+  if not self.pid then return end
+  sh(string.format([[
+desc() { local c; for c in $(pgrep -P "$1"); do desc "$c"; echo "$c"; done; }
+all="$(desc %d) %d"
+kill -%s $all 2>/dev/null
+i=0; while kill -0 %d 2>/dev/null && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done
+kill -KILL $all 2>/dev/null; true]], self.pid, self.pid, signal or "TERM", self.pid))
+  self.pid = nil
+end
+
+--- Kills the listener and every sshd session process under it at once (a dropped connection).
+function Server:crash() self:stop("KILL") end
+
+function Server:connect_opts(extra)
+  local o = { host = self.host, port = self.port, user = self.user, identity = self.identity,
+    known_hosts = self.known_hosts, timeout = 20, agent = false }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+return M
