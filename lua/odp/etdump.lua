@@ -4,6 +4,7 @@
 --   local doc = assert(etdump.read("model.etdump"))
 --   for _, row in ipairs(etdump.ops(doc)) do print(row.block, row.name, row.n, row.p50) end
 local core = require("odp.etdumpcore")
+local stats = require("odp.stats") -- numpy-compatible percentiles, like the Inspector
 
 local M = {}
 
@@ -69,18 +70,12 @@ end
 --- Wrap-safe duration in ticks (nil when start > end and it cannot be a 32-bit wrap).
 M.duration = core.duration
 
---- numpy.percentile's default (linear interpolation between closest ranks) on a sorted list.
--- TODO(stats): replace with require("odp.stats").percentile once lua/odp/stats.lua lands on main.
-local function percentile_sorted(xs, p)
-  local n = #xs
-  if n == 0 then return nil end
-  local h = (n - 1) * p / 100
-  local lo = math.floor(h)
-  local frac = h - lo
-  if lo + 1 >= n then return xs[n] end
-  return xs[lo + 1] + frac * (xs[lo + 2] - xs[lo + 1])
+
+local function check_opts(opts, allowed)
+  for k in pairs(opts) do
+    if not allowed[k] then error(("unknown option '%s'"):format(tostring(k)), 3) end
+  end
 end
-M._percentile_sorted = percentile_sorted
 
 local function delegate_of(did, dstr)
   if did ~= -1 then return did end
@@ -137,6 +132,7 @@ local SIG_SPAN = 1 << 26 -- event signature key = profile signature id * SIG_SPA
 -- profile = bool, samples = {ticks}}}} (samples in run order; ascending with opts.sorted). Documents read from bytes are merged in C (src/etdump/blocks.c);
 -- documents whose events were touched or built by hand, or opts.lua = true, take this Lua path.
 function M.blocks(doc, opts)
+  if opts then check_opts(opts, { lua = true, sorted = true }) end
   local dump = dump_of[doc]
   if dump and not (opts and opts.lua) then
     local untouched = true
@@ -241,12 +237,6 @@ local function scale_for(opts)
   return tps / 1e3, "ms"
 end
 
-local function check_opts(opts, allowed)
-  for k in pairs(opts) do
-    if not allowed[k] then error(("unknown option '%s'"):format(tostring(k)), 3) end
-  end
-end
-
 --- The op table: one row per event of each block, in the block's order, with statistics over its samples.
 -- opts.time_scale: the ticks' unit, "ns" (Linux runners, default) | "us" | "ms" | "s" | "cycles" (Arm
 -- bare-metal); opts.clock_hz converts cycles to ms (without it the values stay in cycles).
@@ -266,12 +256,10 @@ function M.ops(doc, opts)
         local name = did ~= nil and tostring(did) or ev.name
         local xs = {}
         for i, t in ipairs(ev.samples) do xs[i] = t / divisor end -- sorted ticks stay sorted
-        local sum = 0
-        for _, x in ipairs(xs) do sum = sum + x end
         rows[#rows + 1] = {
           block = b.name, name = name, n = #xs,
-          p10 = percentile_sorted(xs, 10), p50 = percentile_sorted(xs, 50), p90 = percentile_sorted(xs, 90),
-          avg = #xs > 0 and sum / #xs or nil, min = xs[1], max = xs[#xs],
+          p10 = stats.percentile(xs, 10), p50 = stats.percentile(xs, 50), p90 = stats.percentile(xs, 90),
+          avg = stats.mean(xs), min = xs[1], max = xs[#xs],
           delegated = did ~= nil, delegate_id = did, framework = M.FRAMEWORK_EVENTS[name] == true,
           instruction_id = ev.instruction_id,
         }

@@ -122,15 +122,6 @@ T.test("duration survives a 32-bit wrap the way the Inspector computes it", func
   T.eq(etdump.duration(0x1fffffff0, 0x10), nil)
 end)
 
-T.test("percentiles interpolate linearly like numpy", function()
-  local p = etdump._percentile_sorted
-  T.eq(p({ 5 }, 90), 5)
-  T.near(p({ 1, 2, 3, 4 }, 10), 1.3)
-  T.near(p({ 1, 2, 3, 4 }, 50), 2.5)
-  T.near(p({ 1, 2, 3, 4, 10 }, 90), 7.6)
-  T.eq(p({}, 50), nil)
-end)
-
 T.test("not an ETDump, missing file, truncated: errors, not crashes", function()
   local d, err, code = etdump.read(dir .. "nope.etdump")
   T.eq(d, nil)

@@ -122,4 +122,23 @@ T.test("scripts/sweep.lua: summary table, failed points exit 1, swept required o
   T.match(r.stderr, "%-p NAME=V1,V2")
 end)
 
+T.test("scripts/sweep.lua over the real host flow (scripts/host.lua + the test runner): records with ops, resume", function()
+  local dir = T.tmpdir()
+  local fake = (os.getenv("ODP_BUILD_DIR") or (root .. "/build")) .. "/tests/fake_runner"
+  local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua",
+    "--runner", fake, "--model", root .. "/tests/fixtures/pte/add_arduino.pte", "-p", "num_executions=1,3",
+    "--etdump", dir .. "/out.etdump", "--runs-dir", dir .. "/runs", "--out", dir .. "/h.jsonl", "-q",
+    cwd = dir, timeout = 120, env = { ODP_FAKE_ETDUMP = root .. "/tests/fixtures/etdump/add_n10.etdump" } }
+  local r = proc.run(argv)
+  T.eq(r.status, 0, r.stderr)
+  local recs = lines(dir .. "/h.jsonl")
+  T.eq(#recs, 2)
+  T.eq({ recs[1].flow, recs[1].params.num_executions, recs[2].params.num_executions }, { "executorch", 1, 3 })
+  T.eq(recs[2].latency_ms.n, 3)
+  T.ok(recs[2].ops and #recs[2].ops == 5, "op table from the ETDump through odp.etdump")
+  r = proc.run(argv)
+  T.eq(r.status, 0, r.stderr)
+  T.eq(#lines(dir .. "/h.jsonl"), 2, "rerun skipped both points")
+end)
+
 T.done()
