@@ -108,6 +108,12 @@ T.test("the full scripts/rpi5.lua flow against the loopback board with the test 
   -- a second run uploads nothing: everything hash-skipped
   r = proc.run(args)
   T.eq(r.status, 0, r.stderr); T.match(r.stderr, "unchanged fake_runner")
+  -- a runner that writes no ETDump: a warning, as on the host, not a failed pull
+  args[#args] = nil
+  r = proc.run(args)
+  T.eq(r.status, 0, r.stderr)
+  rec = assert(require("odp.json").decode(r.stdout))
+  T.match(table.concat(rec.warnings, "\n"), "no ETDump was written")
 end)
 
 -- Preflight raises structured failures (exit 3); returns {code, message, exit}.

@@ -209,14 +209,17 @@ function M.run(ctx)
       end
     end
     if etdump_remote then
+      -- judged by this run's file only: an older file at --etdump must not pass for a new one
+      local got
       if target.kind == "host" then
-        if sys.stat(etdump_remote) then errors.check(sys.rename(etdump_remote, o.etdump)) end
+        got = sys.stat(etdump_remote) and errors.check(sys.rename(etdump_remote, o.etdump))
       else
-        local pulled, perr, pcode = target:pull(etdump_remote, o.etdump)
+        local perr, pcode
+        got, perr, pcode = target:pull(etdump_remote, o.etdump)
         -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
-        if not pulled and pcode ~= "ENOTFOUND" then errors.check(pulled, perr, pcode) end
+        if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
       end
-      if sys.stat(o.etdump) then
+      if got then
         rec.artifacts.etdump = o.etdump
       else
         rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
