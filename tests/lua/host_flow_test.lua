@@ -51,6 +51,14 @@ T.test("success: latency from per-iteration lines, RSS, buffers, outputs, ETDump
   T.match(T.read(rec.artifacts.run_dir .. "/runner.stderr"), "Model executed successfully 10 time")
 end)
 
+T.test("an older file at --etdump does not pass for this run's ETDump", function()
+  T.write(dir .. "/stale.etdump", T.read(etd))
+  local rec = json_run({ "--runner", fake, "--model", add, "--etdump", dir .. "/stale.etdump", "--format", "json" })
+  T.eq(rec.ok, true)
+  T.eq(rec.artifacts.etdump, nil)
+  T.match(table.concat(rec.warnings, "\n"), "no ETDump was written")
+end)
+
 T.test("--repeat and --warmup aggregate only measured runs", function()
   local rec = json_run({ "--runner", fake, "--model", add, "-n", "4", "--repeat", "3", "--warmup", "2", "--format", "json" })
   T.eq(rec.ok, true)
