@@ -10,22 +10,6 @@
 #define MAX_ARGS 4096
 #define DEFAULT_KILL_GRACE_S 2.0
 
-typedef struct {
-    lua_State *L;
-    odp_luacb on_stdout, on_stderr;
-} output_ctx;
-
-static int on_output(void *ctx, int stream, const char *data, size_t n)
-{
-    output_ctx *c = ctx;
-    odp_luacb *cb = stream == 1 ? &c->on_stdout : &c->on_stderr;
-    if (!odp_luacb_present(cb))
-        return 0;
-    odp_luacb_push(cb);
-    lua_pushlstring(c->L, data, n);
-    return odp_luacb_call(cb, 1);
-}
-
 /* argv from opts.argv or the options table's array part; strings kept alive by that table. */
 static const char **check_argv(lua_State *L, int opts)
 {
@@ -107,37 +91,11 @@ static double tv_s(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv
 
 static void push_result(lua_State *L, const odp_proc_result *r)
 {
-    lua_createtable(L, 0, 14);
-    lua_pushboolean(L, r->status == 0 && r->signal == 0 && !r->timed_out && !r->canceled && !r->aborted);
-    lua_setfield(L, -2, "ok");
-    lua_pushinteger(L, r->status);
-    lua_setfield(L, -2, "status");
-    if (r->signal) {
-        lua_pushinteger(L, r->signal);
-        lua_setfield(L, -2, "signal");
-        lua_pushstring(L, sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?");
-        lua_setfield(L, -2, "signal_name");
-    }
-    lua_pushboolean(L, r->timed_out);
-    lua_setfield(L, -2, "timed_out");
-    lua_pushboolean(L, r->canceled);
-    lua_setfield(L, -2, "canceled");
-    if (r->aborted) {
-        lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "aborted");
-    }
-    lua_pushlstring(L, r->out.data ? r->out.data : "", r->out.len);
-    lua_setfield(L, -2, "stdout");
-    lua_pushlstring(L, r->err.data ? r->err.data : "", r->err.len);
-    lua_setfield(L, -2, "stderr");
-    if (r->out.dropped || r->err.dropped) {
-        lua_pushinteger(L, (lua_Integer)r->out.dropped);
-        lua_setfield(L, -2, "stdout_dropped");
-        lua_pushinteger(L, (lua_Integer)r->err.dropped);
-        lua_setfield(L, -2, "stderr_dropped");
-    }
-    lua_pushnumber(L, r->wall_s);
-    lua_setfield(L, -2, "wall_s");
+    odp_exec_view v = {r->status, r->signal, NULL, r->timed_out, r->canceled, r->aborted, &r->out, &r->err,
+                       r->wall_s};
+    if (r->signal)
+        v.signal_name = sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?";
+    odp_push_exec(L, &v);
     lua_createtable(L, 0, 7);
     lua_pushnumber(L, tv_s(r->ru.ru_utime));
     lua_setfield(L, -2, "utime_s");
@@ -169,25 +127,15 @@ static int l_run(lua_State *L)
     o.argv = check_argv(L, 1);
     o.envp = build_env(L, 1);
     o.cwd = odp_optstring(L, 1, "cwd", NULL);
-    size_t in_len = 0;
-    if (odp_optfield(L, 1, "stdin") != LUA_TNIL) {
-        if (!lua_isstring(L, -1))
-            luaL_error(L, "option 'stdin' must be a string");
-        o.stdin_data = lua_tolstring(L, -1, &in_len); /* kept on the stack */
-    }
-    o.stdin_len = in_len;
     o.deadline = odp_optdeadline(L, 1, -1);
     o.kill_grace = odp_optnumber(L, 1, "kill_grace", DEFAULT_KILL_GRACE_S);
-    lua_Integer cap = odp_optinteger(L, 1, "capture_limit", 0);
-    luaL_argcheck(L, cap >= 0, 1, "capture_limit must be >= 0");
-    o.capture_limit = (size_t)cap;
-    output_ctx ctx = {.L = L};
-    odp_optfield(L, 1, "on_stdout");
-    odp_luacb_init(&ctx.on_stdout, L, -1);
-    odp_optfield(L, 1, "on_stderr");
-    odp_luacb_init(&ctx.on_stderr, L, -1);
-    o.on_output = on_output;
-    o.ctx = &ctx;
+    odp_exec_io io;
+    odp_exec_opts(L, 1, &io);
+    o.stdin_data = io.stdin_data;
+    o.stdin_len = io.stdin_len;
+    o.capture_limit = io.capture_limit;
+    o.on_output = odp_exec_on_output;
+    o.ctx = &io;
 
     odp_proc_result r;
     odp_err err;
@@ -199,8 +147,7 @@ static int l_run(lua_State *L)
         odp_proc_result_free(&r);
     }
     /* Re-raises an error from a callback, now that nothing is left to clean up. */
-    odp_luacb_release(&ctx.on_stdout);
-    odp_luacb_release(&ctx.on_stderr);
+    odp_exec_io_release(&io);
     return rc ? 3 : 1;
 }
 

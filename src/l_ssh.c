@@ -114,56 +114,11 @@ static const char *quote_argv(lua_State *L, int t)
     return lua_tostring(L, -1);
 }
 
-typedef struct {
-    lua_State *L;
-    odp_luacb on_stdout, on_stderr;
-} output_ctx;
-
-static int on_output(void *ctx, int stream, const char *data, size_t n)
-{
-    output_ctx *c = ctx;
-    odp_luacb *cb = stream == 1 ? &c->on_stdout : &c->on_stderr;
-    if (!odp_luacb_present(cb))
-        return 0;
-    odp_luacb_push(cb);
-    lua_pushlstring(c->L, data, n);
-    return odp_luacb_call(cb, 1);
-}
-
 static void push_exec_result(lua_State *L, const odp_ssh_exec_result *r)
 {
-    int signalled = r->signal_name[0] != 0;
-    lua_createtable(L, 0, 12);
-    lua_pushboolean(L, r->status == 0 && !signalled && !r->timed_out && !r->canceled && !r->aborted);
-    lua_setfield(L, -2, "ok");
-    lua_pushinteger(L, r->status);
-    lua_setfield(L, -2, "status");
-    if (signalled) {
-        lua_pushinteger(L, r->signal);
-        lua_setfield(L, -2, "signal");
-        lua_pushstring(L, r->signal_name);
-        lua_setfield(L, -2, "signal_name");
-    }
-    lua_pushboolean(L, r->timed_out);
-    lua_setfield(L, -2, "timed_out");
-    lua_pushboolean(L, r->canceled);
-    lua_setfield(L, -2, "canceled");
-    if (r->aborted) {
-        lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "aborted");
-    }
-    lua_pushlstring(L, r->out.data ? r->out.data : "", r->out.len);
-    lua_setfield(L, -2, "stdout");
-    lua_pushlstring(L, r->err.data ? r->err.data : "", r->err.len);
-    lua_setfield(L, -2, "stderr");
-    if (r->out.dropped || r->err.dropped) {
-        lua_pushinteger(L, (lua_Integer)r->out.dropped);
-        lua_setfield(L, -2, "stdout_dropped");
-        lua_pushinteger(L, (lua_Integer)r->err.dropped);
-        lua_setfield(L, -2, "stderr_dropped");
-    }
-    lua_pushnumber(L, r->wall_s);
-    lua_setfield(L, -2, "wall_s");
+    odp_exec_view v = {r->status, r->signal, r->signal_name[0] ? r->signal_name : NULL, r->timed_out,
+                       r->canceled, r->aborted, &r->out, &r->err, r->wall_s};
+    odp_push_exec(L, &v);
     if (r->pgid > 0) {
         lua_pushinteger(L, r->pgid);
         lua_setfield(L, -2, "remote_pgid");
@@ -188,23 +143,13 @@ static int l_exec(lua_State *L)
     else
         o.command = luaL_checkstring(L, 2);
     o.deadline = odp_optdeadline(L, 3, -1);
-    size_t in_len = 0;
-    if (odp_optfield(L, 3, "stdin") != LUA_TNIL) {
-        if (!lua_isstring(L, -1))
-            luaL_error(L, "option 'stdin' must be a string");
-        o.stdin_data = lua_tolstring(L, -1, &in_len);
-    }
-    o.stdin_len = in_len;
-    lua_Integer cap = odp_optinteger(L, 3, "capture_limit", 0);
-    luaL_argcheck(L, cap >= 0, 3, "capture_limit must be >= 0");
-    o.capture_limit = (size_t)cap;
-    output_ctx ctx = {.L = L};
-    odp_optfield(L, 3, "on_stdout");
-    odp_luacb_init(&ctx.on_stdout, L, -1);
-    odp_optfield(L, 3, "on_stderr");
-    odp_luacb_init(&ctx.on_stderr, L, -1);
-    o.on_output = on_output;
-    o.ctx = &ctx;
+    odp_exec_io io;
+    odp_exec_opts(L, 3, &io);
+    o.stdin_data = io.stdin_data;
+    o.stdin_len = io.stdin_len;
+    o.capture_limit = io.capture_limit;
+    o.on_output = odp_exec_on_output;
+    o.ctx = &io;
     odp_ssh_exec_result r;
     odp_err err;
     int rc = odp_ssh_exec(u->s, &o, &r, &err);
@@ -214,8 +159,7 @@ static int l_exec(lua_State *L)
         push_exec_result(L, &r);
         odp_ssh_exec_result_free(&r);
     }
-    odp_luacb_release(&ctx.on_stdout);
-    odp_luacb_release(&ctx.on_stderr);
+    odp_exec_io_release(&io);
     return rc ? 3 : 1;
 }
 

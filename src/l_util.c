@@ -172,3 +172,82 @@ void odp_luacb_release(odp_luacb *cb)
         lua_error(L);
     }
 }
+
+void odp_exec_opts(lua_State *L, int idx, odp_exec_io *io)
+{
+    io->stdin_data = NULL;
+    io->stdin_len = 0;
+    if (odp_optfield(L, idx, "stdin") != LUA_TNIL) {
+        if (!lua_isstring(L, -1))
+            luaL_error(L, "option 'stdin' must be a string");
+        io->stdin_data = lua_tolstring(L, -1, &io->stdin_len);
+    }
+    lua_pop(L, 1);
+    lua_Integer cap = odp_optinteger(L, idx, "capture_limit", 0);
+    if (cap < 0)
+        luaL_error(L, "option 'capture_limit' must be >= 0");
+    io->capture_limit = (size_t)cap;
+    odp_optfield(L, idx, "on_stdout");
+    odp_luacb_init(&io->on_stdout, L, -1);
+    lua_pop(L, 1);
+    odp_optfield(L, idx, "on_stderr");
+    odp_luacb_init(&io->on_stderr, L, -1);
+    lua_pop(L, 1);
+}
+
+int odp_exec_on_output(void *ctx, int stream, const char *data, size_t n)
+{
+    odp_exec_io *io = ctx;
+    odp_luacb *cb = stream == 1 ? &io->on_stdout : &io->on_stderr;
+    if (!odp_luacb_present(cb))
+        return 0;
+    odp_luacb_push(cb);
+    lua_pushlstring(cb->L, data, n);
+    return odp_luacb_call(cb, 1);
+}
+
+void odp_exec_io_release(odp_exec_io *io)
+{
+    /* The first callback error stops the run, so at most one is pending: release the other one first. */
+    odp_luacb *failed = io->on_stdout.err_ref != LUA_NOREF ? &io->on_stdout : &io->on_stderr;
+    odp_luacb_release(failed == &io->on_stdout ? &io->on_stderr : &io->on_stdout);
+    odp_luacb_release(failed);
+}
+
+static void set_bool(lua_State *L, const char *k, int v)
+{
+    lua_pushboolean(L, v);
+    lua_setfield(L, -2, k);
+}
+
+void odp_push_exec(lua_State *L, const odp_exec_view *v)
+{
+    lua_createtable(L, 0, 14);
+    set_bool(L, "ok", v->status == 0 && !v->signal_name && !v->timed_out && !v->canceled && !v->aborted);
+    lua_pushinteger(L, v->status);
+    lua_setfield(L, -2, "status");
+    if (v->signal_name) {
+        if (v->signal) {
+            lua_pushinteger(L, v->signal);
+            lua_setfield(L, -2, "signal");
+        }
+        lua_pushstring(L, v->signal_name);
+        lua_setfield(L, -2, "signal_name");
+    }
+    set_bool(L, "timed_out", v->timed_out);
+    set_bool(L, "canceled", v->canceled);
+    if (v->aborted)
+        set_bool(L, "aborted", 1);
+    lua_pushlstring(L, v->out->data ? v->out->data : "", v->out->len);
+    lua_setfield(L, -2, "stdout");
+    lua_pushlstring(L, v->err->data ? v->err->data : "", v->err->len);
+    lua_setfield(L, -2, "stderr");
+    if (v->out->dropped || v->err->dropped) {
+        lua_pushinteger(L, (lua_Integer)v->out->dropped);
+        lua_setfield(L, -2, "stdout_dropped");
+        lua_pushinteger(L, (lua_Integer)v->err->dropped);
+        lua_setfield(L, -2, "stderr_dropped");
+    }
+    lua_pushnumber(L, v->wall_s);
+    lua_setfield(L, -2, "wall_s");
+}

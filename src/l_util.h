@@ -7,6 +7,7 @@
 #include <lua.h>
 
 #include "stream/stream.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 /* Operational failure: pushes nil, "ECODE: message", "ECODE" and returns 3 (luv's convention). */
@@ -48,3 +49,29 @@ void odp_pushstream(lua_State *L, odp_stream *s);
 odp_stream *odp_checkstream(lua_State *L, int idx);
 
 #endif
+
+/* What every exec-like call takes and returns (odp.proc.run, Session:exec, Device:shell): one shape,
+ * written once. odp_exec_opts reads stdin=, capture_limit=, on_stdout=, on_stderr= from the options table
+ * at idx (the stdin string stays valid while that table lives); pass odp_exec_on_output and &io->... as the
+ * C core's output callback and context; odp_exec_io_release re-raises a callback's error. */
+typedef struct {
+    const char *stdin_data;
+    size_t stdin_len;
+    size_t capture_limit;
+    odp_luacb on_stdout, on_stderr;
+} odp_exec_io;
+void odp_exec_opts(lua_State *L, int idx, odp_exec_io *io);
+int odp_exec_on_output(void *ctx, int stream, const char *data, size_t n);
+void odp_exec_io_release(odp_exec_io *io);
+
+typedef struct {
+    int status;
+    int signal;              /* 0: none */
+    const char *signal_name; /* NULL: not signalled */
+    int timed_out, canceled, aborted;
+    const odp_buf *out, *err;
+    double wall_s;
+} odp_exec_view;
+/* Pushes {ok, status, signal, signal_name, timed_out, canceled, aborted, stdout, stderr, *_dropped, wall_s};
+ * the caller may add fields (rusage, remote_pgid) to the table left on the stack. */
+void odp_push_exec(lua_State *L, const odp_exec_view *v);
