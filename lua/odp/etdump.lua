@@ -15,7 +15,8 @@ M.FRAMEWORK_EVENTS = { OPERATOR_CALL = true }
 local TICKS_PER_S = { ns = 1e9, us = 1e6, ms = 1e3, s = 1 }
 
 local function looks_like_etdump(s)
-  return #s >= 8 and (s:sub(9, 12) == "ED00" or s:sub(5, 8) == "ED00")
+  -- bytes carry the identifier, or a NUL that no path can hold
+  return #s >= 8 and (s:sub(9, 12) == "ED00" or s:sub(5, 8) == "ED00" or s:find("\0", 1, true) ~= nil)
 end
 
 --- Reads an ETDump from a file path or from its bytes.
@@ -146,13 +147,13 @@ local function scale_for(opts)
   if ts == "cycles" then
     if opts.clock_hz then
       assert(type(opts.clock_hz) == "number" and opts.clock_hz > 0, "clock_hz must be a positive number")
-      return 1e3 / opts.clock_hz, "ms"
+      return opts.clock_hz / 1e3, "ms"
     end
     return 1, "cycles"
   end
   local tps = TICKS_PER_S[ts]
   if not tps then error(("time_scale must be ns|us|ms|s|cycles, got %s"):format(tostring(ts)), 3) end
-  return 1e3 / tps, "ms"
+  return tps / 1e3, "ms"
 end
 
 local function check_opts(opts, allowed)
@@ -171,7 +172,7 @@ end
 function M.ops(doc, opts)
   opts = opts or {}
   check_opts(opts, { time_scale = true, clock_hz = true })
-  local factor, unit = scale_for(opts)
+  local divisor, unit = scale_for(opts) -- ticks per output unit; divide like the Inspector does
   local rows = {}
   for _, b in ipairs(M.blocks(doc)) do
     for _, ev in ipairs(b.events) do
@@ -180,7 +181,7 @@ function M.ops(doc, opts)
       local name = did ~= nil and tostring(did) or (src.name or "")
       if ev.profile then
         local xs = {}
-        for i, t in ipairs(ev.samples) do xs[i] = t * factor end
+        for i, t in ipairs(ev.samples) do xs[i] = t / divisor end
         table.sort(xs)
         local sum = 0
         for _, x in ipairs(xs) do sum = sum + x end
@@ -202,12 +203,12 @@ end
 function M.latency(doc, opts)
   opts = opts or {}
   check_opts(opts, { time_scale = true, clock_hz = true })
-  local factor = scale_for(opts)
+  local divisor = scale_for(opts)
   local out = {}
   for _, run in ipairs(doc.run_data or {}) do
     for _, e in ipairs(run.events or {}) do
       if e.kind == "profile" and e.name == "Method::execute" and e.duration then
-        out[#out + 1] = e.duration * factor
+        out[#out + 1] = e.duration / divisor
       end
     end
   end

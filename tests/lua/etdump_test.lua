@@ -144,4 +144,47 @@ T.test("not an ETDump, missing file, truncated: errors, not crashes", function()
   T.match(err, "truncated ETDump")
 end)
 
+T.test("built ETDump: allocation and debug events, Value kinds, delegated events, wrap", function()
+  local fb = require("fbuild")
+  local bytes = fb.etdump { version = 3, run_data = {
+    { name = "Execute", bundled_input_index = 2, allocators = { { name = "planned" }, { name = "temp" } }, events = {
+      { kind = "profile", name = "DELEGATE_CALL", instruction_id = 1, start_time = 100, end_time = 300 },
+      { kind = "profile", name = "conv #1", instruction_id = 1, delegate_debug_id_int = 7,
+        delegate_debug_metadata = "\1\2", start_time = 0xfffffff0, end_time = 0x20 },
+      { kind = "profile", name = "fc", instruction_id = 1, delegate_debug_id_str = "fc_0", start_time = 5, end_time = 9 },
+      { kind = "allocation", allocator_id = 1, allocation_size = 4096 },
+      { kind = "debug", name = "aten::add", instruction_id = 2, debug_entry = { val = "Tensor",
+        tensor = { scalar_type = 6, sizes = { 1, 3 }, strides = { 3, 1 }, offset = 64 } } },
+      { kind = "debug", instruction_id = 3, debug_entry = { val = "TensorList",
+        tensor_list = { { sizes = { 2 } }, { sizes = { 4, 4 } } } } },
+      { kind = "debug", instruction_id = 4, debug_entry = { val = "Int", int_value = -5 } },
+      { kind = "debug", instruction_id = 5, debug_entry = { val = "Double", double_value = 2.5, output = true } },
+      { kind = "debug", instruction_id = 6, debug_entry = { val = "Float", float_value = 1.5, bool_value = true } },
+    } } } }
+  local doc = assert(etdump.read(bytes))
+  T.eq(doc.version, 3)
+  local r = doc.run_data[1]
+  T.eq(r.bundled_input_index, 2)
+  T.eq(r.allocators, { { name = "planned" }, { name = "temp" } })
+  local e = r.events
+  T.eq(#e, 9)
+  T.eq(e[2].duration, 0xffffffff - 0xfffffff0 + 0x20, "32-bit wrap")
+  T.eq(e[2].delegate_debug_metadata, "\1\2")
+  T.eq(e[3].delegate_debug_id_str, "fc_0")
+  T.eq({ e[4].kind, e[4].allocator_id, e[4].allocation_size }, { "allocation", 1, 4096 })
+  T.eq(e[5].name, "aten::add")
+  T.eq(e[5].debug_entry.tensor, { scalar_type = 6, scalar_type_name = "FLOAT", sizes = { 1, 3 }, strides = { 3, 1 },
+    offset = 64 })
+  T.eq(#e[6].debug_entry.tensor_list, 2)
+  T.eq(e[6].debug_entry.tensor_list[2].sizes, { 4, 4 })
+  T.eq(e[7].debug_entry.int_value, -5)
+  T.eq({ e[8].debug_entry.double_value, e[8].debug_entry.output }, { 2.5, true })
+  T.eq({ e[9].debug_entry.float_value, e[9].debug_entry.bool_value, e[9].debug_entry.val }, { 1.5, true, "Float" })
+  local rows = etdump.ops(doc, { time_scale = "cycles" })
+  T.eq(#rows, 3)
+  T.eq({ rows[1].name, rows[1].delegated, rows[1].p50 }, { "DELEGATE_CALL", false, 200 })
+  T.eq({ rows[2].name, rows[2].delegated, rows[2].delegate_id, rows[2].p50 }, { "7", true, 7, 47 })
+  T.eq({ rows[3].name, rows[3].delegate_id }, { "fc_0", "fc_0" })
+end)
+
 T.done()
