@@ -1,0 +1,222 @@
+--- odp inspect FILE: what is in an ETDump (op table), a .pte (methods, delegates, Vela scratch) or an ELF
+-- (machine, required glibc). The kind is taken from the file's bytes, not its name.
+local cli = require("odp.cli")
+local errors = require("odp.errors")
+local json = require("odp.json")
+local report = require("odp.report")
+local sys = require("odp.sys")
+
+local M = { summary = "Show what an ETDump, a .pte or an ELF holds (op table, methods, delegates, glibc)" }
+
+M.options = {
+  { "trace", "ETDump: also write a Chrome/Perfetto trace (JSON) to FILE", nil, "string", metavar = "FILE" },
+  { "time-scale", "ETDump: unit of the ticks", "ns", "choice", choices = { "ns", "us", "ms", "s", "cycles" } },
+  { "clock-hz", "ETDump in cycles: CPU clock to convert cycles to ms", nil, "number", metavar = "HZ" },
+  { "all", "ETDump: also show OPERATOR_CALL rows (kernel + framework overhead) in the human table", false, "bool" },
+}
+
+local function kind_of(head)
+  if #head >= 12 and head:sub(9, 12) == "ED00" or head:sub(5, 8) == "ED00" then return "etdump" end
+  if head:sub(5, 8) == "ET12" or head:sub(5, 6) == "BP" then return "pte" end
+  if head:sub(1, 4) == "\127ELF" then return "elf" end
+  return nil
+end
+
+-- Operator times run from microseconds to seconds: keep about four significant digits at every scale.
+local function fmt_ms(v)
+  if type(v) ~= "number" then return "-" end
+  if v >= 100 then return ("%.1f"):format(v) end
+  if v >= 1 then return ("%.3f"):format(v) end
+  if v >= 0.01 then return ("%.4f"):format(v) end
+  return ("%.6f"):format(v)
+end
+
+local function fmt_val(unit)
+  if unit == "cycles" then return function(v) return type(v) == "number" and ("%.0f"):format(v) or "-" end end
+  return fmt_ms
+end
+
+local function etdump_doc(path, opts)
+  local etdump = require("odp.etdump")
+  local doc, err, code = etdump.read(path)
+  if not doc then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
+  local rows, unit = etdump.ops(doc, eopts)
+  local blocks = {}
+  for _, b in ipairs(etdump.blocks(doc)) do blocks[#blocks + 1] = { name = b.name, runs = b.runs } end
+  if opts.trace then
+    local tr = require("odp.trace").chrome(doc, eopts)
+    errors.check(sys.write_file(opts.trace, json.encode(tr) .. "\n"))
+  end
+  return doc, rows, unit, blocks
+end
+
+local function etdump_human(path, doc, rows, unit, blocks, opts)
+  local out = {}
+  local parts = {}
+  for _, b in ipairs(blocks) do parts[#parts + 1] = ("%s (%d run%s)"):format(b.name, b.runs, b.runs == 1 and "" or "s") end
+  out[1] = ("ETDump %s: version %d, %d run%s; blocks: %s"):format(path, doc.version, #doc.run_data,
+    #doc.run_data == 1 and "" or "s", #parts > 0 and table.concat(parts, ", ") or "none")
+  local shown, hidden = {}, 0
+  for _, r in ipairs(rows) do
+    if opts.all or not r.framework then shown[#shown + 1] = r else hidden = hidden + 1 end
+  end
+  local f = fmt_val(unit)
+  out[#out + 1] = ""
+  out[#out + 1] = ("operators (%s)"):format(unit)
+  local t = report.table(shown, {
+    { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" }, { key = "p10", fmt = f }, { key = "p50", fmt = f },
+    { key = "p90", fmt = f }, { key = "avg", fmt = f }, { key = "min", fmt = f }, { key = "max", fmt = f },
+    { key = "delegate_id", title = "delegate", fmt = function(v) return v ~= nil and tostring(v) or "" end } })
+  for line in t:gmatch("[^\n]+") do out[#out + 1] = "  " .. line end
+  if hidden > 0 then
+    out[#out + 1] = ("  (%d OPERATOR_CALL row%s hidden: kernel + framework overhead; --all shows them)")
+      :format(hidden, hidden == 1 and "" or "s")
+  end
+  if opts.trace then out[#out + 1] = "trace: " .. opts.trace .. " (open in ui.perfetto.dev)" end
+  return table.concat(out, "\n") .. "\n"
+end
+
+local function pte_info(path)
+  local pte = require("odp.pte")
+  local p, err, code = pte.read(path)
+  if not p then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  local methods, delegates = {}, {}
+  for i, m in ipairs(p.methods) do
+    methods[i] = { name = m.name, operators = json.array(m.operators),
+      planned_buffers = json.array(table.move(m.non_const_buffer_sizes, 2, #m.non_const_buffer_sizes, 1, {})),
+      delegates = #m.delegates }
+  end
+  for _, d in ipairs(pte.delegates(p)) do
+    delegates[#delegates + 1] = { backend = d.backend, method = d.method, location = d.location, bytes = d.bytes,
+      scratch_size = d.scratch_size, vela_error = d.vela_error }
+  end
+  return { kind = "pte", identifier = p.identifier, version = p.version, bytes = p.bytes,
+    extended_header = p.extended_header, segments = p.segments,
+    methods = json.array(methods), delegates = json.array(delegates) }
+end
+
+local function pte_human(path, info)
+  local out = { ("ExecuTorch program %s: %s, %d bytes, schema version %d"):format(path, info.identifier, info.bytes,
+    info.version) }
+  local eh = info.extended_header
+  if eh then
+    out[#out + 1] = ("  extended header: program %d bytes, segments at %d (%d bytes), expected file size %d")
+      :format(eh.program_size, eh.segment_base_offset, eh.segment_data_size, eh.expected_size)
+  end
+  for _, m in ipairs(info.methods) do
+    out[#out + 1] = ("  method %s: %d operator%s%s"):format(m.name, #m.operators, #m.operators == 1 and "" or "s",
+      #m.operators > 0 and (" (" .. table.concat(m.operators, ", ") .. ")") or "")
+    for i, b in ipairs(m.planned_buffers) do
+      out[#out + 1] = ("    planned buffer %d: %d B"):format(i, b)
+    end
+  end
+  for _, d in ipairs(info.delegates) do
+    local extra = d.scratch_size and (", Vela scratch_size %d B (%.1f kB): ACTIVATION_BUF_SZ must hold it")
+      :format(d.scratch_size, d.scratch_size / 1024) or (d.vela_error and (", Vela stream: " .. d.vela_error) or "")
+    out[#out + 1] = ("  delegate %s (%s, %s B %s)%s"):format(d.backend or "?", d.method or "?",
+      tostring(d.bytes or "?"), d.location, extra)
+  end
+  if #info.delegates == 0 then out[#out + 1] = "  no delegates (portable/optimized kernels only)" end
+  return table.concat(out, "\n") .. "\n"
+end
+
+local function elf_info(path)
+  local ok, elf = pcall(require, "odp.elf")
+  if not ok then errors.fail("EIO", "this odp has no ELF reader (odp.elf) yet", 3) end
+  local e, err, code = elf.read(path)
+  if not e then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  local info = { kind = "elf" }
+  for k, v in pairs(e) do info[k] = v end
+  return info
+end
+
+local function elf_human(path, info)
+  local out = { ("ELF %s: %s %s %s"):format(path, tostring(info.machine), tostring(info.class),
+    tostring(info.type)) }
+  for _, k in ipairs({ "endian", "interpreter", "static", "glibc_required" }) do
+    if info[k] ~= nil then out[#out + 1] = ("  %-15s %s"):format(k, tostring(info[k])) end
+  end
+  if info.glibc_versions then
+    out[#out + 1] = ("  %-15s %s"):format("glibc_versions", table.concat(info.glibc_versions, " "))
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+local function csv(rows, cols)
+  local lines = { table.concat(cols, ",") }
+  for _, r in ipairs(rows) do
+    local cells = {}
+    for i, c in ipairs(cols) do
+      local v = r[c]
+      local s = v == nil and "" or (type(v) == "number" and json.encode(v) or tostring(v))
+      if s:find('[,"\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
+      cells[i] = s
+    end
+    lines[#lines + 1] = table.concat(cells, ",")
+  end
+  return table.concat(lines, "\n") .. "\n"
+end
+
+local OP_COLS = { "block", "name", "n", "p10", "p50", "p90", "avg", "min", "max", "delegated", "delegate_id",
+  "framework" }
+
+function M.main(args)
+  local opts, rest = cli.parse(args, M.options, cli.global_options)
+  if opts.help or #rest ~= 1 then
+    print(cli.help("odp inspect FILE [options]", "FILE: an ETDump (.etdump/.etdp), a .pte, or an ELF " ..
+      "(executor_runner).\nThe kind is read from the file's bytes.", M.options, cli.global_options))
+    return opts.help and 0 or 2
+  end
+  local path = rest[1]
+  local f = io.open(path, "rb")
+  if not f then errors.fail("ENOTFOUND", ("cannot read '%s'"):format(path), 2) end
+  local head = f:read(16) or ""
+  f:close()
+  local kind = kind_of(head)
+  if not kind then
+    errors.fail("EPROTO", ("%s is not an ETDump (ED00), a .pte (ET12) or an ELF file"):format(path), 1)
+  end
+  local fmt = opts.format or (opts.out and (opts.out:match("%.(csv)$") or opts.out:match("%.(json)$"))) or "human"
+  local human, data
+  if kind == "etdump" then
+    if opts.time_scale ~= "cycles" and opts.clock_hz then
+      errors.fail("EUSAGE", "--clock-hz needs --time-scale cycles", 2)
+    end
+    local doc, rows, unit, blocks = etdump_doc(path, opts)
+    human = function() return etdump_human(path, doc, rows, unit, blocks, opts) end
+    data = { kind = "etdump", version = doc.version, unit = unit, runs = #doc.run_data,
+      blocks = json.array((function() local n = {} for i, b in ipairs(blocks) do n[i] = b.name end return n end)()),
+      ops = json.array(rows) }
+    data.csv = function() return csv(rows, OP_COLS) end
+  elseif kind == "pte" then
+    local info = pte_info(path)
+    human = function() return pte_human(path, info) end
+    data = info
+    data.csv = function() return csv(info.delegates, { "method", "backend", "location", "bytes", "scratch_size" }) end
+  else
+    local info = elf_info(path)
+    human = function() return elf_human(path, info) end
+    data = info
+  end
+  local function render(f)
+    if f == "human" then return human() end
+    if f == "csv" then
+      if not data.csv then errors.fail("EUSAGE", "--format csv: only ETDumps and .pte files have rows", 2) end
+      return data.csv()
+    end
+    local copy = {}
+    for k, v in pairs(data) do if k ~= "csv" then copy[k] = v end end
+    if f == "jsonl" then return json.encode(copy) .. "\n" end
+    return json.encode(copy, { indent = "  " }) .. "\n"
+  end
+  if opts.out then
+    errors.check(sys.write_file(opts.out, render(fmt)))
+    if not opts.quiet then io.stdout:write(human()) end
+  else
+    io.stdout:write(render(fmt))
+  end
+  return 0
+end
+
+return M

@@ -1,0 +1,190 @@
+-- odp.etdump against real ETDumps (tests/fixtures/etdump), with flatc's decodes as the expected values.
+local T = require("t")
+local json = require("odp.json")
+local etdump = require("odp.etdump")
+
+local dir = T.root() .. "/tests/fixtures/etdump/"
+local FIXTURES = { "add_n0", "add_n1", "add_n10", "datamap_ptd_n10" }
+
+for _, name in ipairs(FIXTURES) do
+  T.test(name .. ": every run and event matches flatc's decode", function()
+    local want = json.decode(T.read(dir .. name .. ".flatc.json"))
+    local doc = assert(etdump.read(dir .. name .. ".etdump"))
+    T.eq(doc.version, want.version, "version")
+    T.eq(doc.size_prefixed, true, "size_prefixed")
+    T.eq(#doc.run_data, #want.run_data, "run count")
+    local total = 0
+    for i, wr in ipairs(want.run_data) do
+      local r = doc.run_data[i]
+      T.eq(r.name, wr.name, "run name")
+      T.eq(r.bundled_input_index, wr.bundled_input_index, "bundled_input_index")
+      T.eq(#r.events, #(wr.events or {}), "event count of run " .. i)
+      for j, we in ipairs(wr.events or {}) do
+        local e, pe = r.events[j], we.profile_event
+        T.ok(pe, "fixture event is a profile event")
+        T.eq(e.kind, "profile", "kind")
+        for _, f in ipairs({ "name", "chain_index", "instruction_id", "delegate_debug_id_int", "start_time",
+          "end_time" }) do
+          T.eq(e[f], pe[f], ("run %d event %d %s"):format(i, j, f))
+        end
+        T.eq(e.duration, pe.end_time - pe.start_time, "duration")
+        total = total + 1
+      end
+    end
+    T.ok(total > 0, "events compared")
+  end)
+end
+
+T.test("read accepts bytes as well as a path", function()
+  local doc = assert(etdump.read(T.read(dir .. "add_n1.etdump")))
+  T.eq(#doc.run_data, 2)
+  T.eq(doc.run_data[2].events[3].name, "Method::execute")
+end)
+
+T.test("add_n10: ten Execute runs merge into one block with ten samples per event", function()
+  local doc = assert(etdump.read(dir .. "add_n10.etdump"))
+  T.eq(etdump.block_names(doc), { "Default", "Execute" })
+  local rows, unit = etdump.ops(doc)
+  T.eq(unit, "ms")
+  T.eq(#rows, 5)
+  local by = {}
+  for _, r in ipairs(rows) do by[r.block .. "/" .. r.name] = r end
+  local add = by["Execute/native_call_add.out"]
+  T.eq(add.n, 10)
+  -- numpy.percentile (linear) of the ten (end - start) / 1e6 from add_n10.flatc.json
+  T.near(add.p10, 0.00021, 1e-9, "p10")
+  T.near(add.p50, 0.000216, 1e-9, "p50")
+  T.near(add.p90, 0.0156226, 1e-9, "p90")
+  T.near(add.avg, 0.0153885, 1e-9, "avg")
+  T.near(add.min, 0.00021, 1e-9, "min")
+  T.near(add.max, 0.151618, 1e-9, "max")
+  T.eq(add.framework, false)
+  T.eq(add.delegated, false)
+  T.eq(by["Execute/OPERATOR_CALL"].framework, true)
+  T.eq(by["Default/Method::init"].n, 1)
+  local ex = by["Execute/Method::execute"]
+  T.near(ex.p50, 0.0005455, 1e-9, "execute p50")
+  T.near(ex.p90, 0.0329878, 1e-9, "execute p90")
+end)
+
+T.test("latency: Method::execute samples in ms, in file order", function()
+  local want = json.decode(T.read(dir .. "add_n10.flatc.json"))
+  local expect = {}
+  for _, r in ipairs(want.run_data) do
+    for _, e in ipairs(r.events or {}) do
+      local p = e.profile_event
+      if p.name == "Method::execute" then expect[#expect + 1] = (p.end_time - p.start_time) / 1e6 end
+    end
+  end
+  local got = etdump.latency(assert(etdump.read(dir .. "add_n10.etdump")))
+  T.eq(#got, 10)
+  for i = 1, 10 do T.near(got[i], expect[i], 1e-12) end
+  T.near(got[1], 0.17398, 1e-9, "first (cold) inference")
+end)
+
+T.test("add_n0: no Execute block, no latency samples", function()
+  local doc = assert(etdump.read(dir .. "add_n0.etdump"))
+  T.eq(etdump.block_names(doc), { "Default" })
+  T.eq(#etdump.latency(doc), 0)
+end)
+
+T.test("docs_tutorial.etdp: ExecuTorch's shipped ETDump, 29 Execute events", function()
+  local doc = assert(etdump.read(dir .. "docs_tutorial.etdp"))
+  T.eq(#doc.run_data, 2)
+  T.eq(#doc.run_data[2].events, 29)
+  local rows = etdump.ops(doc)
+  T.eq(#rows, 31)
+  local visible = 0
+  for _, r in ipairs(rows) do if not r.framework then visible = visible + 1 end end
+  T.eq(visible, 17, "rows left after hiding OPERATOR_CALL")
+  T.eq(rows[#rows].name, "Method::execute")
+  T.near(rows[#rows].p50, 1.898821, 1e-9)
+end)
+
+T.test("time scales: cycles stay cycles, or convert with clock_hz", function()
+  local doc = assert(etdump.read(dir .. "add_n1.etdump"))
+  local rows, unit = etdump.ops(doc, { time_scale = "cycles" })
+  T.eq(unit, "cycles")
+  T.eq(rows[3].name, "native_call_add.out")
+  T.eq(rows[3].p50, 124816)
+  rows, unit = etdump.ops(doc, { time_scale = "cycles", clock_hz = 1e9 })
+  T.eq(unit, "ms")
+  T.near(rows[3].p50, 0.124816, 1e-12)
+  rows = etdump.ops(doc, { time_scale = "us" })
+  T.near(rows[3].p50, 124.816, 1e-12)
+  T.raises(function() etdump.ops(doc, { time_scal = "ns" }) end, "unknown option")
+  T.raises(function() etdump.ops(doc, { time_scale = "fortnights" }) end, "time_scale")
+end)
+
+T.test("duration survives a 32-bit wrap the way the Inspector computes it", function()
+  T.eq(etdump.duration(100, 250), 150)
+  T.eq(etdump.duration(0xfffffff0, 0x10), 0xf + 0x10)
+  T.eq(etdump.duration(0x1fffffff0, 0x10), nil)
+end)
+
+T.test("percentiles interpolate linearly like numpy", function()
+  local p = etdump._percentile_sorted
+  T.eq(p({ 5 }, 90), 5)
+  T.near(p({ 1, 2, 3, 4 }, 10), 1.3)
+  T.near(p({ 1, 2, 3, 4 }, 50), 2.5)
+  T.near(p({ 1, 2, 3, 4, 10 }, 90), 7.6)
+  T.eq(p({}, 50), nil)
+end)
+
+T.test("not an ETDump, missing file, truncated: errors, not crashes", function()
+  local d, err, code = etdump.read(dir .. "nope.etdump")
+  T.eq(d, nil)
+  T.eq(code, "ENOTFOUND")
+  d, err, code = etdump.read(T.root() .. "/tests/fixtures/pte/add_arduino.pte")
+  T.eq(code, "EPROTO")
+  T.match(err, "ED00")
+  local bytes = T.read(dir .. "add_n10.etdump")
+  d, err, code = etdump.read(bytes:sub(1, 1000))
+  T.eq(code, "EPROTO")
+  T.match(err, "truncated ETDump")
+end)
+
+T.test("built ETDump: allocation and debug events, Value kinds, delegated events, wrap", function()
+  local fb = require("fbuild")
+  local bytes = fb.etdump { version = 3, run_data = {
+    { name = "Execute", bundled_input_index = 2, allocators = { { name = "planned" }, { name = "temp" } }, events = {
+      { kind = "profile", name = "DELEGATE_CALL", instruction_id = 1, start_time = 100, end_time = 300 },
+      { kind = "profile", name = "conv #1", instruction_id = 1, delegate_debug_id_int = 7,
+        delegate_debug_metadata = "\1\2", start_time = 0xfffffff0, end_time = 0x20 },
+      { kind = "profile", name = "fc", instruction_id = 1, delegate_debug_id_str = "fc_0", start_time = 5, end_time = 9 },
+      { kind = "allocation", allocator_id = 1, allocation_size = 4096 },
+      { kind = "debug", name = "aten::add", instruction_id = 2, debug_entry = { val = "Tensor",
+        tensor = { scalar_type = 6, sizes = { 1, 3 }, strides = { 3, 1 }, offset = 64 } } },
+      { kind = "debug", instruction_id = 3, debug_entry = { val = "TensorList",
+        tensor_list = { { sizes = { 2 } }, { sizes = { 4, 4 } } } } },
+      { kind = "debug", instruction_id = 4, debug_entry = { val = "Int", int_value = -5 } },
+      { kind = "debug", instruction_id = 5, debug_entry = { val = "Double", double_value = 2.5, output = true } },
+      { kind = "debug", instruction_id = 6, debug_entry = { val = "Float", float_value = 1.5, bool_value = true } },
+    } } } }
+  local doc = assert(etdump.read(bytes))
+  T.eq(doc.version, 3)
+  local r = doc.run_data[1]
+  T.eq(r.bundled_input_index, 2)
+  T.eq(r.allocators, { { name = "planned" }, { name = "temp" } })
+  local e = r.events
+  T.eq(#e, 9)
+  T.eq(e[2].duration, 0xffffffff - 0xfffffff0 + 0x20, "32-bit wrap")
+  T.eq(e[2].delegate_debug_metadata, "\1\2")
+  T.eq(e[3].delegate_debug_id_str, "fc_0")
+  T.eq({ e[4].kind, e[4].allocator_id, e[4].allocation_size }, { "allocation", 1, 4096 })
+  T.eq(e[5].name, "aten::add")
+  T.eq(e[5].debug_entry.tensor, { scalar_type = 6, scalar_type_name = "FLOAT", sizes = { 1, 3 }, strides = { 3, 1 },
+    offset = 64 })
+  T.eq(#e[6].debug_entry.tensor_list, 2)
+  T.eq(e[6].debug_entry.tensor_list[2].sizes, { 4, 4 })
+  T.eq(e[7].debug_entry.int_value, -5)
+  T.eq({ e[8].debug_entry.double_value, e[8].debug_entry.output }, { 2.5, true })
+  T.eq({ e[9].debug_entry.float_value, e[9].debug_entry.bool_value, e[9].debug_entry.val }, { 1.5, true, "Float" })
+  local rows = etdump.ops(doc, { time_scale = "cycles" })
+  T.eq(#rows, 3)
+  T.eq({ rows[1].name, rows[1].delegated, rows[1].p50 }, { "DELEGATE_CALL", false, 200 })
+  T.eq({ rows[2].name, rows[2].delegated, rows[2].delegate_id, rows[2].p50 }, { "7", true, 7, 47 })
+  T.eq({ rows[3].name, rows[3].delegate_id }, { "fc_0", "fc_0" })
+end)
+
+T.done()

@@ -1,0 +1,103 @@
+-- `odp inspect` end to end (the real binary on the fixtures) and the Chrome trace export.
+local T = require("t")
+local json = require("odp.json")
+local proc = require("odp.proc")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local fx = root .. "/tests/fixtures/"
+
+local function inspect(...)
+  local argv = { odp, "inspect", ... }
+  argv.timeout = 30
+  return proc.run(argv)
+end
+
+T.test("etdump, human: op table without OPERATOR_CALL, p50 of the add kernel", function()
+  local r = inspect(fx .. "etdump/add_n10.etdump")
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, "blocks: Default %(1 run%), Execute %(10 runs%)")
+  T.match(r.stdout, "Execute%s+native_call_add%.out%s+10%s+0%.000210%s+0%.000216%s+0%.0156")
+  T.ok(not r.stdout:find("Execute%s+OPERATOR_CALL"), "OPERATOR_CALL hidden")
+  T.match(r.stdout, "1 OPERATOR_CALL row hidden")
+  r = inspect(fx .. "etdump/add_n10.etdump", "--all")
+  T.match(r.stdout, "Execute%s+OPERATOR_CALL%s+10")
+end)
+
+T.test("etdump, json: kind, version, blocks, ops with OPERATOR_CALL flagged", function()
+  local r = inspect(fx .. "etdump/add_n10.etdump", "--format", "json")
+  T.eq(r.status, 0, r.stderr)
+  local d = assert(json.decode(r.stdout))
+  T.eq(d.kind, "etdump")
+  T.eq(d.version, 0)
+  T.eq(d.blocks, { "Default", "Execute" })
+  T.eq(#d.ops, 5)
+  local framework = {}
+  for _, o in ipairs(d.ops) do if o.framework then framework[#framework + 1] = o.name end end
+  T.eq(framework, { "OPERATOR_CALL" })
+  T.near(d.ops[3].p90, 0.0156226, 1e-9)
+end)
+
+T.test("etdump, csv to a file; trace to a file", function()
+  local dir = T.tmpdir()
+  local r = inspect(fx .. "etdump/docs_tutorial.etdp", "--format", "csv", "--out", dir .. "/ops.csv",
+    "--trace", dir .. "/trace.json")
+  T.eq(r.status, 0, r.stderr)
+  local lines = {}
+  for l in T.read(dir .. "/ops.csv"):gmatch("[^\n]+") do lines[#lines + 1] = l end
+  T.eq(lines[1], "block,name,n,p10,p50,p90,avg,min,max,delegated,delegate_id,framework")
+  T.eq(#lines, 32)
+  local tr = assert(json.decode(T.read(dir .. "/trace.json")))
+  local x, names = 0, {}
+  for _, e in ipairs(tr.traceEvents) do
+    if e.ph == "X" then
+      x = x + 1
+      T.ok(e.dur >= 0 and e.ts > 0, "µs times")
+    elseif e.name == "thread_name" then
+      names[#names + 1] = e.args.name
+    end
+  end
+  T.eq(x, 31, "one complete event per profile event")
+  T.eq(names, { "Default", "Execute" }, "one track per block")
+end)
+
+T.test("trace: ns -> µs; cycles with a clock, or 1 cycle = 1 µs with a note", function()
+  local trace = require("odp.trace")
+  local doc = assert(require("odp.etdump").read(fx .. "etdump/add_n1.etdump"))
+  local tr = trace.chrome(doc)
+  local ev
+  for _, e in ipairs(tr.traceEvents) do if e.name == "native_call_add.out" then ev = e end end
+  T.eq(ev.ts, 1253.518)
+  T.eq(ev.dur, 124.816)
+  tr = trace.chrome(doc, { time_scale = "cycles", clock_hz = 2e6 })
+  for _, e in ipairs(tr.traceEvents) do if e.name == "native_call_add.out" then ev = e end end
+  T.eq(ev.dur, 124816 / 2)
+  tr = trace.chrome(doc, { time_scale = "cycles" })
+  T.match(tr.otherData.note, "1 cycle = 1 us")
+  T.raises(function() trace.chrome(doc, { clock = 1 }) end, "unknown option")
+end)
+
+T.test("pte, json: identifier, bytes, methods, delegates with scratch_size", function()
+  local r = inspect(fx .. "pte/mnist_ethos_u55.pte", "--format", "json")
+  T.eq(r.status, 0, r.stderr)
+  local d = assert(json.decode(r.stdout))
+  T.eq({ d.kind, d.identifier, d.bytes }, { "pte", "ET12", 113376 })
+  T.eq(d.methods[1].name, "forward")
+  T.eq(#d.delegates, 1)
+  T.eq({ d.delegates[1].backend, d.delegates[1].scratch_size }, { "EthosUBackend", 104160 })
+  r = inspect(fx .. "pte/mnist_ethos_u55.pte")
+  T.match(r.stdout, "Vela scratch_size 104160 B")
+end)
+
+T.test("truncated .pte, unknown file, missing file: one-line errors and exit codes", function()
+  local r = inspect(fx .. "pte/truncated_600B.pte")
+  T.eq(r.status, 1)
+  T.match(r.stderr, "truncated %.pte: the extended header expects 1156 bytes, the file has 600")
+  r = inspect(fx .. "README.md")
+  T.eq(r.status, 1)
+  T.match(r.stderr, "not an ETDump")
+  r = inspect(fx .. "nope.bin")
+  T.eq(r.status, 2)
+end)
+
+T.done()
