@@ -240,7 +240,10 @@ function M.plan(ctx)
   table.sort(names)
   p.cmake_defs = {}
   for _, k in ipairs(names) do
-    p.cmake_defs[#p.cmake_defs + 1] = ("-D%s=%s"):format(k, fill(cache[k], vars, where .. " build.cmake." .. k))
+    local v = fill(cache[k], vars, where .. ": build.cmake." .. k)
+    -- a relative path in a device file names a project file (devices/twin_m55.lua: tests/fixtures/...)
+    if v:match("^[%w_.%-]+/") and not is_abs(v) and sys.stat(root() .. "/" .. v) then v = root() .. "/" .. v end
+    p.cmake_defs[#p.cmake_defs + 1] = ("-D%s=%s"):format(k, v)
   end
   -- commands
   local cmds = {}
@@ -588,7 +591,7 @@ function M.build_step(ctx, p, rec, run_dir)
       local tail = tail_lines(log, 30)
       ui:info("last 30 lines of %s:\n%s", log, tail)
       rec.build.log_tail = tail
-      errors.fail("EIO", ("build: configure failed (%s); see %s"):format(r.timed_out and "timed out" or
+      errors.fail("EIO", ("build failed at configure (%s); the last 30 lines are above, all of it in %s"):format(r.timed_out and "timed out" or
         ("exit " .. tostring(r.status)), log), 1)
     end
     assert(sys.write_file(stamp_path, "sha256 " .. hash .. "\n" .. inputs))
