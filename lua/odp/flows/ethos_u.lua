@@ -944,25 +944,21 @@ function M.parse_pmu(lines)
   return pmu
 end
 
-function M.run_step(ctx, p, rec, run_dir)
-  local o, ui = ctx.opts, ctx.ui
-  local rlog = run_dir .. "/rtt.log"
-  rec.artifacts.rtt_log = rlog
-  local probe = M.open_probe(ctx, p, "app")
+--- Reads RTT lines from `stream` (anything with read(n, {timeout=}) and unread) until p.inferences
+-- `Inference:` lines and opts.settle seconds of quiet, the device's done line, or opts.timeout. Decodes artifact
+-- blocks on the way. Returns {samples, lines, decoded = {artifacts, errors}, bytes}.
+function M.capture(stream, p, opts, log_path, ui)
+  local rd = M.reader(stream, log_path)
   local lines, samples = {}, {}
   local dec = artifacts.decoder { forms = p.device.artifact_forms }
-  local rd
+  local deadline = sys.now() + opts.timeout
+  local last_line = sys.now()
+  local done_pat = p.lines.done
   local ok, err = pcall(function()
-    if not o.no_reset or p.flashed then M.fresh_reset(ctx, probe, p, p.rtt_ranges) end
-    local rtt = M.attach(ctx, probe, p, p.rtt_ranges, math.min(o.timeout, 30), "run")
-    rd = M.reader(rtt:channel(p.rtt_channel), rlog)
-    local deadline = sys.now() + o.timeout
-    local last_line = sys.now()
-    local done_pat = p.lines.done
     while true do
       local now = sys.now()
       if now >= deadline then break end
-      if #samples >= p.inferences and not dec.block and now - last_line >= o.settle then break end
+      if #samples >= p.inferences and not dec.block and now - last_line >= opts.settle then break end
       local line = rd:line(math.min(0.25, deadline - now))
       if line then
         last_line = sys.now()
@@ -971,40 +967,54 @@ function M.run_step(ctx, p, rec, run_dir)
         local ms = line:match(p.lines.inference)
         if ms then
           samples[#samples + 1] = tonumber(ms)
-          if #samples == p.inferences then ui:info("run: %d Inference: lines", #samples) end
+          if #samples == p.inferences and ui then ui:info("run: %d Inference: lines", #samples) end
         end
         if done_pat and line:find(done_pat) then break end
       end
     end
-    rd:close()
-    rtt:close()
   end)
-  if rd then rd:close() end
-  probe:close()
-  rec.rtt = { lines = #lines, bytes = rd and rd.bytes or 0, log = rlog }
+  rd:close()
   if not ok then error(err, 0) end
-  -- artifacts
-  local decoded = dec:finish()
-  for _, a in ipairs(decoded.artifacts) do
+  return { samples = samples, lines = lines, decoded = dec:finish(), bytes = rd.bytes }
+end
+
+--- The latency block (odp.result.latency when odp.stats is there; the same fields otherwise).
+function M.latency(samples)
+  if pcall(require, "odp.stats") then return result.latency(samples, "rtt") end
+  local xs = table.move(samples, 1, #samples, 1, {})
+  table.sort(xs)
+  local function pct(q)
+    local pos = (#xs - 1) * q / 100 + 1
+    local lo = math.floor(pos)
+    local hi = math.min(lo + 1, #xs)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+  end
+  local sum = 0
+  for _, v in ipairs(xs) do sum = sum + v end
+  return { n = #xs, min = xs[1], max = xs[#xs], avg = sum / #xs, p10 = pct(10), p50 = pct(50), p90 = pct(90),
+    total = sum, source = "rtt" }
+end
+
+--- Fills the record from a capture; raises the failure (after filling) when the capture is incomplete.
+function M.measure(rec, p, cap, run_dir, opts, ui)
+  local rlog = rec.artifacts.rtt_log or "rtt.log"
+  rec.rtt = { lines = #cap.lines, bytes = cap.bytes, log = rec.artifacts.rtt_log }
+  for _, a in ipairs(cap.decoded.artifacts) do
     local name = artifacts.safe_name(a.name)
     local path = run_dir .. "/" .. name
     assert(sys.write_file(path, a.data))
-    rec.artifacts[name:gsub("%.bin$", ""):gsub("[^%w_]", "_")] = path
-    ui:info("run: %s (%d bytes)", path, a.bytes)
+    rec.artifacts[(name:gsub("%.bin$", ""):gsub("[^%w_]", "_"))] = path
+    if ui then ui:info("run: %s (%d bytes)", path, a.bytes) end
   end
-  -- measurements
-  if #samples > 0 then
-    rec.latency_ms = result.latency(samples, "rtt")
-  else
-    rec.latency_ms = { n = 0, source = "rtt" }
-  end
+  local samples = cap.samples
+  rec.latency_ms = #samples > 0 and M.latency(samples) or { n = 0, source = "rtt" }
   local have_parse, parse = pcall(require, "odp.parse.executorch")
   local pmu
   if have_parse and parse.parse then
-    local okp, parsed = pcall(parse.parse, table.concat(lines, "\n"))
+    local okp, parsed = pcall(parse.parse, table.concat(cap.lines, "\n"))
     pmu = okp and type(parsed) == "table" and parsed.pmu or nil
   end
-  rec.pmu = pmu or M.parse_pmu(lines)
+  rec.pmu = pmu or M.parse_pmu(cap.lines)
   if rec.artifacts.etdump then
     local have, etdump = pcall(require, "odp.etdump")
     if have then
@@ -1013,21 +1023,41 @@ function M.run_step(ctx, p, rec, run_dir)
         local rows, unit = etdump.ops(doc, { time_scale = "cycles" })
         rec.ops = json.array(rows)
         rec.ops_unit = unit
-      else
+      elseif ui then
         ui:warn("ETDump %s: %s", rec.artifacts.etdump, tostring(derr))
       end
     end
   end
   -- failures after the measurements are in the record
-  if #decoded.errors > 0 then
-    local e = decoded.errors[1]
+  if #cap.decoded.errors > 0 then
+    local e = cap.decoded.errors[1]
     errors.fail("EPROTO", ("run: artifact %s (%s block): %s; raw RTT log in %s"):format(e.name, e.form, e.message, rlog), 1)
   end
   if #samples < p.inferences then
-    errors.fail(#samples == 0 and rd and rd.bytes == 0 and "ETIMEDOUT" or "EPROTO",
-      ("run: %d of %d Inference: lines within %.0f s (%d RTT bytes); raw RTT log in %s")
-        :format(#samples, p.inferences, o.timeout, rd and rd.bytes or 0, rlog), #samples == 0 and rd and rd.bytes == 0 and 3 or 1)
+    local silent = #samples == 0 and cap.bytes == 0
+    errors.fail(silent and "ETIMEDOUT" or "EPROTO",
+      ("run: %d of %d Inference: lines within %.0f s (%d RTT bytes)%s; raw RTT log in %s")
+        :format(#samples, p.inferences, opts.timeout, cap.bytes,
+          silent and ": the firmware printed nothing (no SWD reset? RTT in cached RAM?)" or "", rlog), silent and 3 or 1)
   end
+end
+
+function M.run_step(ctx, p, rec, run_dir)
+  local o = ctx.opts
+  local rlog = run_dir .. "/rtt.log"
+  rec.artifacts.rtt_log = rlog
+  local probe = M.open_probe(ctx, p, "app")
+  local cap
+  local ok, err = pcall(function()
+    if not o.no_reset or p.flashed then M.fresh_reset(ctx, probe, p, p.rtt_ranges) end
+    local rtt = M.attach(ctx, probe, p, p.rtt_ranges, math.min(o.timeout, 30), "run")
+    local ok2, e2 = pcall(function() cap = M.capture(rtt:channel(p.rtt_channel), p, o, rlog, ctx.ui) end)
+    rtt:close()
+    if not ok2 then error(e2, 0) end
+  end)
+  probe:close()
+  if not ok then error(err, 0) end
+  M.measure(rec, p, cap, run_dir, o, ctx.ui)
 end
 
 ------------------------------------------------------------------------------------------------ the flow
