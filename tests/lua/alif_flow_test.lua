@@ -161,7 +161,7 @@ T.test("stale-build guard: unchanged inputs build incrementally; a changed flag 
   local rec2 = build({ "--activation-buf-sz", "0x00200000" })
   T.eq(rec2.ok, true)
   T.eq(rec2.build.rebuilt, true)
-  T.match(rec2.build.reason, "inputs changed: cmake")
+  T.match(rec2.build.reason, "inputs changed: cmake%.executorch_inference_runner_ACTIVATION_BUF_SZ, configure")
   T.ok(not sys.stat(bdir .. "/sentinel"), "wiped")
   T.ok(T.read(bdir .. "/CMakeCache.txt"):find("ACTIVATION_BUF_SZ:UNINITIALIZED=0x00200000", 1, true)
     or T.read(bdir .. "/CMakeCache.txt"):find("0x00200000", 1, true), "new value configured")

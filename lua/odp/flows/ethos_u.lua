@@ -477,7 +477,10 @@ function M.build_inputs(ctx, p)
   add("device", p.device.name)
   add("source_dir", p.source_dir)
   add("model.sha256", (sys.sha256_file(p.model)))
-  for i, d in ipairs(p.cmake_defs) do add(("cmake.%03d"):format(i), d) end
+  for _, d in ipairs(p.cmake_defs) do
+    local k, v = d:match("^%-D([^=]+)=(.*)$")
+    add("cmake." .. (k or d), v or "")
+  end
   add("configure", table.concat(p.configure.argv, " "))
   if p.vars.toolchain_file and sys.stat(p.vars.toolchain_file) then
     add("toolchain.sha256", (sys.sha256_file(p.vars.toolchain_file)))
