@@ -11,38 +11,48 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.
 PKGS    := lua5.4 libssh2 libusb-1.0 libserialport libedit libcrypto
 LPEG_A  := $(firstword $(wildcard /usr/lib/*/liblua5.4-lpeg.a /usr/lib/liblua5.4-lpeg.a))
 
+# CFLAGS/LDFLAGS are the user's (optimisation, debug); what odp needs is in ODP_* and always applies.
+# SAN: sanitizer flags for both compiling and linking (make asan).
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP \
+SAN     ?=
+ODP_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP $(SAN) \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
            -DODP_VERSION='"$(VERSION)"' -DODP_DATADIR='"$(PREFIX)/share/odp"'
-LDLIBS  += $(LPEG_A) $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -ldl
+ODP_LDLIBS := $(LPEG_A) $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -ldl
 
 SRCS    := $(wildcard src/*.c src/*/*.c)
 OBJS    := $(SRCS:%.c=$(BUILD)/%.o)
 # Everything but main.o: what C unit tests and fuzz targets link against.
 LIBOBJS := $(filter-out $(BUILD)/src/main.o,$(OBJS))
 
-# Test programs: tests/c/*.c, each linked with odp's C cores (unit tests end in _test).
-TESTPROGS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/*.c))
+# Test programs: tests/c/*_test.c are unit tests linked with odp's C cores (sanitized under make asan);
+# the other tests/c/*.c are peers standing in for devices' programs (built plain: they are not odp).
+UNITTESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/*_test.c))
+PEERS     := $(filter-out $(UNITTESTS),$(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/*.c)))
+TESTPROGS := $(UNITTESTS) $(PEERS)
 
 .PHONY: all test asan demo install clean deps bench testprogs
 all: $(BUILD)/odp
 
 testprogs: $(BUILD)/odp $(TESTPROGS)
 
-$(BUILD)/tests/%: tests/c/%.c $(BUILD)/libodp.a
+$(UNITTESTS): $(BUILD)/tests/%: tests/c/%.c $(BUILD)/libodp.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ $< $(BUILD)/libodp.a $(LDLIBS)
+	$(CC) $(CFLAGS) $(ODP_CFLAGS) -Isrc $(LDFLAGS) -o $@ $< $(BUILD)/libodp.a $(ODP_LDLIBS) $(LDLIBS)
+
+$(PEERS): $(BUILD)/tests/%: tests/c/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o $@ $<
 
 $(BUILD)/odp: $(OBJS)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(SAN) $(LDFLAGS) -o $@ $^ $(ODP_LDLIBS) $(LDLIBS)
 
 $(BUILD)/libodp.a: $(LIBOBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(ODP_CFLAGS) -c -o $@ $<
 
 deps:
 	vendor/install-deps.sh build
@@ -50,11 +60,11 @@ deps:
 test:
 	tests/run.sh
 
+ASAN_MAKE := BUILD=build-asan CC=clang CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+             SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 asan:
-	$(MAKE) BUILD=build-asan CC=clang \
-	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDFLAGS="-fsanitize=address,undefined" all
-	ODP_BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh
+	ODP_BUILD=build-asan ODP_MAKEFLAGS='$(ASAN_MAKE)' \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh
 
 demo: all
 	scripts/demo.sh

@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 vendor/install-deps.sh build
 make -s -j2 all build/tests/fake_runner >/dev/null
 mkdir -p runs
-ODP_FAKE_ETDUMP=tests/fixtures/etdump/add_n10.etdump \
+ODP_FAKE_ETDUMP="$PWD/tests/fixtures/etdump/add_n10.etdump" \
   build/odp run scripts/host.lua --runner build/tests/fake_runner \
   --model tests/fixtures/pte/add_arduino.pte -n 10 --etdump runs/demo.etdump --out runs/demo.json

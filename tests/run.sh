@@ -13,12 +13,10 @@ top=$PWD
 if [ -z "${ODP_SKIP_DEPS:-}" ]; then
   vendor/install-deps.sh test || { echo "dependency install failed"; echo "0 passed, 1 failed"; exit 1; }
 fi
+# ODP_BUILD / ODP_MAKEFLAGS: another build of odp (make asan sets both).
 BUILD=${ODP_BUILD:-build}
-if [ -z "${ODP_BUILD:-}" ]; then
-  make -s -j2 all testprogs >/dev/null || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
-else
-  make -s -j2 BUILD="$BUILD" CC="${CC:-clang}" testprogs >/dev/null || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
-fi
+eval "make -s -j2 ${ODP_MAKEFLAGS:-} BUILD=$BUILD all testprogs" >/dev/null ||
+  { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 export ODP="$top/$BUILD/odp" ODP_BUILD_DIR="$top/$BUILD" ODP_TOP="$top"
 export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
 logs="$top/tests/.tmp/logs"

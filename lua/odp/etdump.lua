@@ -19,11 +19,33 @@ local function looks_like_etdump(s)
   return #s >= 8 and (s:sub(9, 12) == "ED00" or s:sub(5, 8) == "ED00" or s:find("\0", 1, true) ~= nil)
 end
 
+-- The decoded dump behind each document read from bytes (ops uses its columns instead of the tables).
+local dump_of = setmetatable({}, { __mode = "k" })
+
+-- A run's events are built on first access (or on pairs, e.g. json.encode): the op table never needs them
+-- as tables, and 100,000 events as tables cost far more than decoding them.
+local function lazy_run(dump, i, run)
+  run.nevents = nil
+  return setmetatable(run, {
+    __index = function(t, k)
+      if k ~= "events" then return nil end
+      local ev = dump:events(i)
+      rawset(t, "events", ev)
+      return ev
+    end,
+    __pairs = function(t)
+      local _ = t.events
+      return next, t, nil
+    end,
+  })
+end
+
 --- Reads an ETDump from a file path or from its bytes.
 -- Returns {version, size_prefixed, run_data = {{name, bundled_input_index, allocators = {{name}},
 -- events = {...}}}} or nil, "ECODE: message", "ECODE". Events have kind = "profile" | "allocation" |
 -- "debug" | "empty" and every field of the schema (absent strings are nil); profile events also carry
--- `duration` in ticks (survives a 32-bit wrap; nil when start > end cannot be a wrap).
+-- `duration` in ticks (survives a 32-bit wrap; nil when start > end cannot be a wrap). A run's `events`
+-- list is decoded when first touched.
 ---@param path_or_bytes string
 function M.read(path_or_bytes)
   local bytes = path_or_bytes
@@ -36,7 +58,12 @@ function M.read(path_or_bytes)
     bytes = f:read("a")
     f:close()
   end
-  return core.decode(bytes)
+  local dump, err, code = core.open(bytes)
+  if not dump then return nil, err, code end
+  local doc = dump:header()
+  for i, run in ipairs(doc.run_data) do lazy_run(dump, i, run) end
+  dump_of[doc] = dump
+  return doc
 end
 
 --- Wrap-safe duration in ticks (nil when start > end and it cannot be a 32-bit wrap).
@@ -55,88 +82,146 @@ local function percentile_sorted(xs, p)
 end
 M._percentile_sorted = percentile_sorted
 
-local function opt(v) return v ~= nil and tostring(v) or "\1" end
-
--- The Inspector's signatures, flattened to string keys. Unset ids (-1, "") count as absent.
-local function delegate_of(e)
-  if e.delegate_debug_id_int and e.delegate_debug_id_int ~= -1 then return e.delegate_debug_id_int end
-  if e.delegate_debug_id_str and e.delegate_debug_id_str ~= "" then return e.delegate_debug_id_str end
+local function delegate_of(did, dstr)
+  if did ~= -1 then return did end
+  if dstr and dstr ~= "" then return dstr end
   return nil
 end
 
-local function event_key(e)
-  local iid = e.instruction_id ~= -1 and e.instruction_id or nil
-  local did = e.delegate_debug_id_int ~= -1 and e.delegate_debug_id_int or nil
-  local dstr = (e.delegate_debug_id_str ~= "" and e.delegate_debug_id_str) or nil
-  return table.concat({ e.name or "", opt(iid), opt(did), opt(dstr) }, "\0")
-end
-
-local function is_run_output(e)
-  return e.kind == "debug" and e.debug_entry and e.debug_entry.output == true
-end
-
--- One run -> its ordered event signatures, each with the run's profile event (or nil for debug-only ones).
--- Mirrors InstructionEvent.gen_from_events + EventSignature.gen_from_instruction_event: events are collated
--- per instruction (id, chain, delegate ids), then split into one signature per profile event.
-local function run_signatures(run)
-  local instr, order = {}, {}
-  for _, e in ipairs(run.events) do
-    if e.kind == "profile" or (e.kind == "debug" and not is_run_output(e)) then
-      local k = table.concat({ e.instruction_id, e.chain_index, opt(e.delegate_debug_id_int),
-        opt(e.delegate_debug_id_str) }, "\0")
-      local ie = instr[k]
-      if not ie then
-        ie = { profile = {}, debug = {}, instruction_id = e.instruction_id }
-        instr[k] = ie
-        order[#order + 1] = ie
-      end
-      table.insert(e.kind == "profile" and ie.profile or ie.debug, e)
+-- A run's profile and debug events as columns (see Dump:columns), from the C dump or from tables.
+local function columns_of(doc, i, run)
+  local dump = dump_of[doc]
+  if dump and rawget(run, "events") == nil then return dump:columns(i) end
+  local c = { kind = {}, name = {}, iid = {}, chain = {}, did = {}, dstr = {}, dur = {}, out = {} }
+  local n = 0
+  for _, e in ipairs(run.events or {}) do
+    if e.kind == "profile" or e.kind == "debug" then
+      n = n + 1
+      c.kind[n] = e.kind == "profile" and 1 or 3
+      c.name[n] = e.name or ""
+      c.iid[n] = e.instruction_id or -1
+      c.chain[n] = e.chain_index or 0
+      c.did[n] = e.delegate_debug_id_int or -1
+      c.dstr[n] = e.delegate_debug_id_str or false
+      c.dur[n] = e.kind == "profile" and (e.duration or (e.start_time and e.end_time and
+        core.duration(e.start_time, e.end_time))) or false
+      c.out[n] = e.kind == "debug" and e.debug_entry ~= nil and e.debug_entry.output == true
     end
   end
-  local sigs, by_key = {}, {}
-  local function add(key, value)
-    if by_key[key] == nil then sigs[#sigs + 1] = key end
-    by_key[key] = value -- a repeated signature keeps its first place and its last event (a dict in Python)
-  end
-  for _, ie in ipairs(order) do
-    local dsig = ie.debug[1] and ("D" .. event_key(ie.debug[1])) or "-"
-    if #ie.profile == 0 then
-      add(ie.instruction_id .. "\0" .. dsig, { debug = ie.debug[1] })
-    else
-      for _, pe in ipairs(ie.profile) do
-        add(ie.instruction_id .. "\0P" .. event_key(pe) .. "\0" .. dsig, { profile = pe, debug = ie.debug[1] })
-      end
-    end
-  end
-  local list = {}
-  for i, k in ipairs(sigs) do list[i] = { key = k, ev = by_key[k] } end
-  return list
+  c.n = n
+  return c
 end
 
---- Groups runs like the Inspector's EventBlocks: runs with the same name, the same event signatures and the
--- same bundled input merge into one block (N `Execute` runs -> one block with N samples per event).
--- Returns a list of {name, bundled_input_index, runs = n, events = {{profile=, debug=, samples = {ticks}}}}.
-function M.blocks(doc)
-  local groups, order = {}, {}
-  for _, run in ipairs(doc.run_data or {}) do
-    if run.events and #run.events > 0 then
-      local sigs = run_signatures(run)
-      local keys = {}
-      for i, s in ipairs(sigs) do keys[i] = s.key end
-      local gk = table.concat({ run.name or "", tostring(run.bundled_input_index), table.concat(keys, "\0\0") },
-        "\0\0\0")
-      local g = groups[gk]
+-- Interns a path of keys in a trie of tables -> the leaf table (created on the way).
+local function trie(root, a, b, c, d)
+  local t = root[a]
+  if not t then t = {} root[a] = t end
+  local u = t[b]
+  if not u then u = {} t[b] = u end
+  local v = u[c]
+  if not v then v = {} u[c] = v end
+  local w = v[d]
+  if not w then w = {} v[d] = w end
+  return w
+end
+
+local SIG_SPAN = 1 << 26 -- event signature key = profile signature id * SIG_SPAN + debug signature id
+
+--- Groups runs like the Inspector's EventBlocks (devtools/inspector/_inspector.py): within a run, events are
+-- collated per instruction (instruction id, chain, delegate ids) and split into one signature per profile
+-- event (name, instruction id, delegate ids; -1 and "" meaning unset) plus the instruction's first debug
+-- event; runs with the same name, the same signature sequence and the same bundled input merge into one
+-- block, so N `Execute` runs give one block with N samples per event. A signature repeated within a run
+-- keeps its first place and its last event, as the Inspector's dict does.
+-- Returns a list of {name, bundled_input_index, runs = n, events = {{name, instruction_id, delegate_id,
+-- profile = bool, samples = {ticks}}}} (samples in run order; ascending with opts.sorted). Documents read from bytes are merged in C (src/etdump/blocks.c);
+-- documents whose events were touched or built by hand, or opts.lua = true, take this Lua path.
+function M.blocks(doc, opts)
+  local dump = dump_of[doc]
+  if dump and not (opts and opts.lua) then
+    local untouched = true
+    for _, run in ipairs(doc.run_data) do if rawget(run, "events") ~= nil then untouched = false end end
+    if untouched then return assert(dump:blocks(opts and opts.sorted)) end
+  end
+  local sig_trie, sig_info, nsigs = {}, {}, 0
+  local function sig_id(name, iid, did, dstr)
+    local leaf = trie(sig_trie, name, iid, did, dstr or false)
+    local id = leaf.id
+    if not id then
+      nsigs = nsigs + 1
+      id = nsigs
+      leaf.id = id
+      sig_info[id] = { name = name, instruction_id = iid, delegate_id = delegate_of(did, dstr) }
+    end
+    return id
+  end
+  local groups_trie, order = {}, {}
+  for ri, run in ipairs(doc.run_data or {}) do
+    local c = columns_of(doc, ri, run)
+    if c.n > 0 then
+      local kind, name, iid, chain, did, dstr, dur, out = c.kind, c.name, c.iid, c.chain, c.did, c.dstr, c.dur, c.out
+      -- instructions in first-seen order: {profile event indices}, first debug event index
+      local itrie, instrs = {}, {}
+      for j = 1, c.n do
+        -- a run-output debug event still places its instruction (as in the Inspector), but is no sample
+        local leaf = trie(itrie, iid[j], chain[j], did[j], dstr[j])
+        local ins = leaf.ins
+        if not ins then
+          ins = { profile = {} }
+          leaf.ins = ins
+          instrs[#instrs + 1] = ins
+        end
+        if kind[j] == 1 then ins.profile[#ins.profile + 1] = j elseif not ins.debug and not out[j] then ins.debug = j end
+      end
+      -- event signatures of this run, in order, each with its (last) profile event
+      local keys, ev_of = {}, {}
+      for _, ins in ipairs(instrs) do
+        local d = ins.debug
+        local dsig = d and sig_id(name[d], iid[d], did[d], dstr[d]) or 0
+        if #ins.profile == 0 and dsig ~= 0 then
+          local k = dsig
+          if not ev_of[k] then keys[#keys + 1] = k end
+          ev_of[k] = false
+        elseif #ins.profile > 0 then
+          for _, j in ipairs(ins.profile) do
+            local k = sig_id(name[j], iid[j], did[j], dstr[j]) * SIG_SPAN + dsig
+            if ev_of[k] == nil then keys[#keys + 1] = k end
+            ev_of[k] = j
+          end
+        end
+      end
+      -- the block: same name, bundled input and signature sequence
+      local node = trie(groups_trie, run.name or "", run.bundled_input_index or -1, #keys, true)
+      for _, k in ipairs(keys) do
+        local nxt = node[k]
+        if not nxt then nxt = {} node[k] = nxt end
+        node = nxt
+      end
+      local g = node.group
       if not g then
         g = { name = run.name or "", bundled_input_index = run.bundled_input_index, runs = 0, events = {} }
-        for i, s in ipairs(sigs) do g.events[i] = { profile = s.ev.profile, debug = s.ev.debug, samples = {} } end
-        groups[gk] = g
+        for i, k in ipairs(keys) do
+          local psig = k // SIG_SPAN
+          local info = sig_info[psig ~= 0 and psig or k]
+          g.events[i] = { name = info.name, instruction_id = info.instruction_id, delegate_id = info.delegate_id,
+            profile = psig ~= 0, samples = {} }
+        end
+        node.group = g
         order[#order + 1] = g
       end
       g.runs = g.runs + 1
-      for i, s in ipairs(sigs) do
-        local pe = s.ev.profile
-        if pe and pe.duration then table.insert(g.events[i].samples, pe.duration) end
+      for i, k in ipairs(keys) do
+        local j = ev_of[k]
+        if j and dur[j] then
+          local smp = g.events[i].samples
+          smp[#smp + 1] = dur[j]
+        end
       end
+    end
+  end
+  if opts and opts.sorted then
+    for _, g in ipairs(order) do
+      for _, ev in ipairs(g.events) do table.sort(ev.samples) end
     end
   end
   return order
@@ -174,15 +259,13 @@ function M.ops(doc, opts)
   check_opts(opts, { time_scale = true, clock_hz = true })
   local divisor, unit = scale_for(opts) -- ticks per output unit; divide like the Inspector does
   local rows = {}
-  for _, b in ipairs(M.blocks(doc)) do
+  for _, b in ipairs(M.blocks(doc, { sorted = true })) do
     for _, ev in ipairs(b.events) do
-      local src = ev.profile or ev.debug
-      local did = delegate_of(src)
-      local name = did ~= nil and tostring(did) or (src.name or "")
       if ev.profile then
+        local did = ev.delegate_id
+        local name = did ~= nil and tostring(did) or ev.name
         local xs = {}
-        for i, t in ipairs(ev.samples) do xs[i] = t / divisor end
-        table.sort(xs)
+        for i, t in ipairs(ev.samples) do xs[i] = t / divisor end -- sorted ticks stay sorted
         local sum = 0
         for _, x in ipairs(xs) do sum = sum + x end
         rows[#rows + 1] = {
@@ -190,7 +273,7 @@ function M.ops(doc, opts)
           p10 = percentile_sorted(xs, 10), p50 = percentile_sorted(xs, 50), p90 = percentile_sorted(xs, 90),
           avg = #xs > 0 and sum / #xs or nil, min = xs[1], max = xs[#xs],
           delegated = did ~= nil, delegate_id = did, framework = M.FRAMEWORK_EVENTS[name] == true,
-          instruction_id = src.instruction_id,
+          instruction_id = ev.instruction_id,
         }
       end
     end
@@ -205,11 +288,11 @@ function M.latency(doc, opts)
   check_opts(opts, { time_scale = true, clock_hz = true })
   local divisor = scale_for(opts)
   local out = {}
-  for _, run in ipairs(doc.run_data or {}) do
-    for _, e in ipairs(run.events or {}) do
-      if e.kind == "profile" and e.name == "Method::execute" and e.duration then
-        out[#out + 1] = e.duration / divisor
-      end
+  for ri, run in ipairs(doc.run_data or {}) do
+    local c = columns_of(doc, ri, run)
+    local kind, name, dur = c.kind, c.name, c.dur
+    for j = 1, c.n do
+      if kind[j] == 1 and name[j] == "Method::execute" and dur[j] then out[#out + 1] = dur[j] / divisor end
     end
   end
   return out
@@ -221,5 +304,8 @@ function M.block_names(doc)
   for i, b in ipairs(M.blocks(doc)) do names[i] = b.name end
   return names
 end
+
+--- Decodes bytes that are certainly a ETDump (no path guessing): same results as read.
+M.decode = core.decode
 
 return M

@@ -53,4 +53,7 @@ end
 --- Scratch size of a bare Vela stream (bytes) -> n | nil, err, code.
 M.vela_scratch_size = core.vela_scratch_size
 
+--- Decodes bytes that are certainly a .pte (no path guessing): same results as read.
+M.decode = core.decode
+
 return M

@@ -83,7 +83,8 @@ local function human_one(r, out)
   if r.peak_rss_kb then kv("peak RSS", ("%d kB (%.1f MB)"):format(r.peak_rss_kb, r.peak_rss_kb * 1024 / 1e6)) end
   if r.planned_buffers and #r.planned_buffers > 0 then
     for i, b in ipairs(r.planned_buffers) do
-      kv(i == 1 and "planned buffers" or "", ("[%d] %d B (%.1f MB)"):format(i - 1, b, b / 1e6))
+      kv(i == 1 and "planned buffers" or "", ("[%d] %d B%s"):format(i - 1, b,
+        b >= 1000 and (" (" .. require("odp.ui").human_bytes(b) .. ")") or ""))
     end
   end
   for i, o in ipairs(r.outputs or {}) do
@@ -99,10 +100,13 @@ local function human_one(r, out)
     table.sort(keys)
     for _, k in ipairs(keys) do kv(k, r.artifacts[k]) end
   end
-  if r.ops and #r.ops > 0 then
+  -- like ExecuTorch's Inspector, the table hides OPERATOR_CALL (framework overhead); JSON keeps it, flagged
+  local ops = {}
+  for _, op in ipairs(r.ops or {}) do if not op.framework then ops[#ops + 1] = op end end
+  if #ops > 0 then
     out[#out + 1] = ""
-    out[#out + 1] = "  operators (ms)"
-    local t = M.table(r.ops, {
+    out[#out + 1] = ("  operators (%s)"):format(r.ops_unit or "ms")
+    local t = M.table(ops, {
       { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" }, { key = "p10", fmt = fmt_ms },
       { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "avg", fmt = fmt_ms },
       { key = "min", fmt = fmt_ms }, { key = "max", fmt = fmt_ms } })

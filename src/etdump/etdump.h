@@ -78,6 +78,36 @@ typedef struct {
 int odp_etdump_read(const uint8_t *buf, size_t n, odp_etdump *d, odp_err *err);
 void odp_etdump_free(odp_etdump *d);
 
+/* One event of a merged block: its representative event (the profile event, or the debug event for a
+ * debug-only instruction) and one duration sample (ticks) per run that had it. */
+typedef struct {
+    const odp_etdump_event *rep;
+    int profile;
+    uint64_t *samples;
+    uint32_t nsamples, cap;
+} odp_etdump_block_event;
+
+typedef struct {
+    odp_fb_str name;
+    int32_t bundled_input_index;
+    uint32_t runs;
+    odp_etdump_block_event *events;
+    uint32_t nevents;
+} odp_etdump_block;
+
+typedef struct {
+    odp_etdump_block *blocks;
+    uint32_t n;
+} odp_etdump_blocks_t;
+
+/* Merges runs into blocks the way ExecuTorch's Inspector does: events collated per instruction (instruction
+ * id, chain, delegate ids), one signature per profile event (name, instruction id, delegate ids) plus the
+ * instruction's first debug event; runs with the same name, bundled input and signature sequence form one
+ * block (N Execute runs -> N samples per event). A signature repeated in a run keeps its first place and
+ * its last event. Blocks come in first-seen order; they point into d (free them before d). */
+int odp_etdump_blocks(const odp_etdump *d, odp_etdump_blocks_t *out, odp_err *err);
+void odp_etdump_blocks_free(odp_etdump_blocks_t *bl);
+
 /* end - start in ticks, surviving a 32-bit counter wrap (start > end, both < 2^32) the way ExecuTorch's
  * Inspector computes it: (2^32 - 1 - start) + end. Returns -1 (and leaves *out) for start > end otherwise. */
 int odp_etdump_duration(uint64_t start, uint64_t end, uint64_t *out);

@@ -115,14 +115,15 @@ static int replay(const char *prefix)
     return code;
 }
 
+static volatile unsigned busy_sink; /* keeps the busy loop from being optimised away */
+
 static void busy_us(long us)
 {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    volatile unsigned x = 0;
     do {
         for (int i = 0; i < 1000; i++)
-            x += (unsigned)i * 2654435761u;
+            busy_sink += (unsigned)i * 2654435761u;
         clock_gettime(CLOCK_MONOTONIC, &b);
     } while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
 }
@@ -161,7 +162,7 @@ int main(int argc, char **argv)
     const char *touch = knob(argc, argv, "touch_mb");
     if (touch) {
         size_t bytes = (size_t)atol(touch) << 20;
-        char *mem = malloc(bytes);
+        volatile char *mem = malloc(bytes); /* volatile: the pages must really be touched */
         for (size_t i = 0; mem && i < bytes; i += 4096)
             mem[i] = (char)i;
     }

@@ -187,4 +187,71 @@ T.test("built ETDump: allocation and debug events, Value kinds, delegated events
   T.eq({ rows[3].name, rows[3].delegate_id }, { "fc_0", "fc_0" })
 end)
 
+-- Runs that exercise the merge's corners: instructions interleaved, a signature repeated in one run,
+-- debug-only instructions, run-output debug events, runs with another pattern (a block of their own).
+local function tricky()
+  local fb = require("fbuild")
+  local function execute(extra, shift)
+    local ev = {
+      { kind = "profile", name = "native_call_a", chain_index = 0, instruction_id = 0, start_time = 10 + shift, end_time = 20 + shift },
+      { kind = "profile", name = "native_call_b", chain_index = 0, instruction_id = 1, start_time = 30, end_time = 45 + shift },
+      { kind = "profile", name = "OPERATOR_CALL", chain_index = 0, instruction_id = 0, start_time = 5, end_time = 25 + shift },
+      { kind = "debug", name = "dbg", instruction_id = 2, debug_entry = { val = "Int", int_value = 1 } },
+      { kind = "debug", instruction_id = 3, debug_entry = { val = "Int", int_value = 1, output = true } },
+      { kind = "profile", name = "native_call_b", chain_index = 0, instruction_id = 1, start_time = 50, end_time = 58 + shift },
+      { kind = "profile", name = "x #1", instruction_id = 4, delegate_debug_id_int = 3, start_time = 60, end_time = 61 + shift },
+      { kind = "profile", name = "x #2", instruction_id = 4, delegate_debug_id_str = "node_7", start_time = 62, end_time = 70 },
+      { kind = "allocation", allocator_id = 0, allocation_size = 8 },
+      { kind = "profile", name = "Method::execute", chain_index = -1, instruction_id = 0, start_time = 0, end_time = 100 + shift },
+    }
+    if extra then ev[#ev + 1] = { kind = "profile", name = "extra", instruction_id = 9, start_time = 1, end_time = 2 } end
+    return { name = "Execute", events = ev }
+  end
+  local runs = { { name = "Default", events = { { kind = "profile", name = "Method::init", instruction_id = 0,
+    chain_index = -1, start_time = 1, end_time = 9 } } } }
+  for i = 1, 5 do runs[#runs + 1] = execute(i == 3, i) end
+  runs[#runs + 1] = { name = "Execute", bundled_input_index = 1, events = execute(false, 0).events }
+  return fb.etdump { run_data = runs }
+end
+
+T.test("the C merge and the Lua merge agree on every fixture and on a tricky dump", function()
+  local inputs = {}
+  for _, n in ipairs(FIXTURES) do inputs[#inputs + 1] = dir .. n .. ".etdump" end
+  inputs[#inputs + 1] = dir .. "docs_tutorial.etdp"
+  inputs[#inputs + 1] = tricky()
+  for _, input in ipairs(inputs) do
+    local a = etdump.blocks(assert(etdump.read(input)))
+    local b = etdump.blocks(assert(etdump.read(input)), { lua = true })
+    T.eq(a, b, #input < 200 and input or "tricky")
+    local d = assert(etdump.read(input))
+    local _ = d.run_data[1].events -- touched: the Lua path over tables
+    T.eq(etdump.blocks(d), a, "tables path")
+  end
+end)
+
+T.test("tricky dump: blocks, order, repeated signature keeps its place and its last event", function()
+  local doc = assert(etdump.read(tricky()))
+  local bl = etdump.blocks(doc)
+  T.eq(#bl, 4, "Default, Execute x4, Execute with an extra op, Execute with bundled input 1")
+  T.eq({ bl[2].name, bl[2].runs, bl[3].runs, bl[4].runs, bl[4].bundled_input_index }, { "Execute", 4, 1, 1, 1 })
+  local names = {}
+  for i, e in ipairs(bl[2].events) do names[i] = e.name .. (e.profile and "" or "(debug)") end
+  T.eq(names, { "native_call_a", "OPERATOR_CALL", "native_call_b", "dbg(debug)", "x #1", "x #2", "Method::execute" })
+  T.eq(bl[2].events[3].samples, { 8 + 1, 8 + 2, 8 + 4, 8 + 5 }, "native_call_b: the last of the two, per run")
+  T.eq(bl[2].events[5].delegate_id, 3)
+  T.eq(bl[2].events[6].delegate_id, "node_7")
+  local rows = etdump.ops(doc, { time_scale = "cycles" })
+  local r5
+  for _, r in ipairs(rows) do if r.block == "Execute" and r.name == "node_7" then r5 = r break end end
+  T.eq({ r5.n, r5.delegated, r5.p50 }, { 4, true, 8 })
+end)
+
+T.test("events are decoded on first touch and show up in pairs/json", function()
+  local doc = assert(etdump.read(dir .. "add_n1.etdump"))
+  T.eq(rawget(doc.run_data[2], "events"), nil, "not yet")
+  local enc = json.encode(doc)
+  T.match(enc, "native_call_add%.out")
+  T.eq(#doc.run_data[2].events, 3)
+end)
+
 T.done()

@@ -111,7 +111,7 @@ T.test("missing runner, missing model, not executable, bad -n, unknown option: e
     { { "--runner", fake, "--model", add, "-n", "ten" }, "expects an integer, got 'ten'" },
     { { "--runner", fake, "--model", add, "--frobnicate" }, "unknown option %-%-frobnicate" },
     { { "--model", add }, "%-%-runner is required" },
-    { { "--runner", fake, "--model", root .. "/tests/fixtures/etdump/add_n1.etdump" }, "not an ExecuTorch program" },
+    { { "--runner", fake, "--model", root .. "/tests/fixtures/etdump/add_n1.etdump" }, "not a .pte.*expected 'ET12'" },
   }
   for _, c in ipairs(cases) do
     local r = failed_run(c[1], nil, 2)

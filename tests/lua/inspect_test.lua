@@ -100,4 +100,17 @@ T.test("truncated .pte, unknown file, missing file: one-line errors and exit cod
   T.eq(r.status, 2)
 end)
 
+T.test("an ELF is recognised by its bytes: odp.elf's fields, or a clear message while odp.elf is absent", function()
+  local r = inspect(odp, "--format", "json")
+  if pcall(require, "odp.elf") then
+    T.eq(r.status, 0, r.stderr)
+    local d = assert(json.decode(r.stdout))
+    T.eq(d.kind, "elf")
+    T.eq(d.machine, "x86_64")
+  else
+    T.eq(r.status, 3)
+    T.match(r.stderr, "no ELF reader")
+  end
+end)
+
 T.done()

@@ -2,9 +2,7 @@
 -- A script either returns a declaration {name, description, options, validate, run} (odp parses the options,
 -- generates --help, validates, runs and reports), or does its work itself and returns nothing (a plain Lua
 -- program with every odp module at hand; its arguments are `...` and `arg`).
-local cli = require("odp.cli")
 local errors = require("odp.errors")
-local report = require("odp.report")
 
 local M = { summary = "Run a script: a device flow (scripts/*.lua), a sweep, or your own Lua" }
 
@@ -16,6 +14,8 @@ end
 
 --- Runs a declared script with its argument list; returns the exit code.
 function M.run_declared(spec, argv, path)
+  -- loaded here, not at the top: a plain script should not pay for the CLI and the reporters
+  local cli, report = require("odp.cli"), require("odp.report")
   local options = spec.options or {}
   local opts, rest = cli.parse(argv, options, cli.global_options)
   if opts.help then

@@ -23,22 +23,11 @@ M.options = {
 
 local function basename(p) return (p:match("([^/]+)$")) end
 
---- ET12 identifier at bytes 4..8; an extended header (eh00) must not promise more bytes than there are.
+--- The model must be a .pte this runner can load: ET12 identifier, not truncated (eh00 header), parseable.
 local function check_model(path)
-  local ok, pte = pcall(require, "odp.pte")
-  if ok then
-    local info, err = pte.read(path)
-    if not info then errors.fail("EPROTO", ("model %s: %s"):format(path, err), 2) end
-    return info
-  end
-  local f = assert(io.open(path, "rb"))
-  local head = f:read(8) or ""
-  f:close()
-  local ident = head:sub(5, 8)
-  if ident ~= "ET12" then
-    errors.fail("EPROTO", ("model %s is not an ExecuTorch program (identifier '%s', expected 'ET12')")
-      :format(path, ident:gsub("[^%g]", "?")), 2)
-  end
+  local info, err = require("odp.pte").read(path)
+  if not info then errors.fail("EPROTO", ("model %s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 2) end
+  return info
 end
 
 function M.validate(ctx)

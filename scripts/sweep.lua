@@ -1,0 +1,123 @@
+-- Sweep any flow script over parameter values, one JSONL record per point (resumable):
+--   odp run scripts/sweep.lua --flow scripts/host.lua --runner ./executor_runner --model m.pte \
+--       -p num_executions=1,10,100 -p cpu_threads=1,4 --repeat 3 --out sweep.jsonl
+-- Every option of the flow is accepted here too (its --help is merged into this one); -p NAME=V1,V2,...
+-- overrides the flow option NAME (dashes or underscores) for each point. Re-running the same command skips
+-- the points already in the JSONL file. If the flow has its own --repeat, set it with -p repeat=N.
+local cli = require("odp.cli")
+local errors = require("odp.errors")
+local report = require("odp.report")
+local sweep = require("odp.sweep")
+
+local argv = { ... }
+
+local OWN = {
+  { "flow", "The flow script to sweep (scripts/host.lua, scripts/rpi5.lua, your own)", nil, "file",
+    required = true, metavar = "SCRIPT" },
+  { "param", "A swept parameter: NAME=V1,V2,... (repeatable; the product of all is run)", nil, "string",
+    short = "p", ["repeat"] = true, metavar = "NAME=V1,V2" },
+  { "repeat", "Records per point", 1, "posint" },
+}
+
+-- What the command line says before it is parsed: the flow script and the swept names.
+local flow_path, swept = nil, {}
+for i, a in ipairs(argv) do
+  if a == "--" then break end
+  local v = a:match("^%-%-flow=(.*)$") or (a == "--flow" and argv[i + 1])
+  if v then flow_path = v end
+  local p = a:match("^%-%-param=(.*)$") or a:match("^%-p(.+)$") or ((a == "-p" or a == "--param") and argv[i + 1])
+  if p then
+    local name = p:match("^%s*([%w_%-%.]+)%s*=")
+    if name then swept[(name:gsub("-", "_"))] = true end
+  end
+end
+
+local flow
+if flow_path then
+  local chunk, err = loadfile(flow_path)
+  if not chunk then errors.fail("EUSAGE", ("--flow %s: %s"):format(flow_path, err), 2) end
+  flow = chunk()
+  if type(flow) ~= "table" or type(flow.run) ~= "function" then
+    errors.fail("EUSAGE", ("--flow %s is not a declared script (it must return {options, validate, run})")
+      :format(flow_path), 2)
+  end
+end
+
+-- Our options, then the flow's (minus names we or odp already use); a swept option is no longer required.
+local options, taken = {}, {}
+for _, list in ipairs({ OWN, cli.global_options }) do
+  for _, o in ipairs(list) do taken[o[1]] = true end
+end
+for _, o in ipairs(OWN) do options[#options + 1] = o end
+local flow_types = {}
+for _, o in ipairs(flow and flow.options or {}) do
+  local key = o[1]:gsub("-", "_")
+  flow_types[key] = o[4]
+  if not taken[o[1]] then
+    if swept[key] and o.required then
+      local copy = {}
+      for k, v in pairs(o) do copy[k] = v end
+      copy.required = nil
+      o = copy
+    end
+    options[#options + 1] = o
+  end
+end
+
+-- A swept value typed like the flow option it replaces.
+local function typed(name, v)
+  local t = flow_types[name]
+  if (t == "int" or t == "posint") and math.type(v) ~= "integer" then
+    errors.fail("EUSAGE", ("-p %s: '%s' is not an integer"):format(name, tostring(v)), 2)
+  elseif t == "number" and type(v) ~= "number" then
+    errors.fail("EUSAGE", ("-p %s: '%s' is not a number"):format(name, tostring(v)), 2)
+  elseif (t == "string" or t == "file" or t == "choice") and type(v) ~= "string" then
+    return tostring(v)
+  end
+  return v
+end
+
+return {
+  name = "sweep",
+  description = "Run a flow over the cartesian product of -p values; one JSONL record per point in --out,\n" ..
+    "fsync'd as it completes. Re-running the same command skips finished points." ..
+    (flow and ("\n\nFlow %s: %s"):format(flow_path, flow.description or "") or ""),
+  options = options,
+  passes_args = flow and flow.passes_args,
+  validate = function(ctx)
+    if not ctx.opts.out then errors.fail("EUSAGE", "--out FILE.jsonl is required: records are appended there", 2) end
+    if not ctx.opts.param or #ctx.opts.param == 0 then errors.fail("EUSAGE", "give at least one -p NAME=V1,V2", 2) end
+  end,
+  run = function(ctx)
+    local ok, points = pcall(sweep.points, ctx.opts.param)
+    if not ok then errors.fail("EUSAGE", tostring(points):gsub("^.-:%d+: ", ""), 2) end
+    for _, p in ipairs(points) do
+      for k, v in pairs(p) do p[k] = typed(k, v) end
+    end
+    local res = sweep.run {
+      points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out, ui = ctx.ui,
+      run_point = function(params)
+        local o = {}
+        for k, v in pairs(ctx.opts) do o[k] = v end
+        for k, v in pairs(params) do o[k] = v end
+        o.flow, o.param, o.out, o.format = nil, nil, nil, nil
+        local fctx = { opts = o, args = ctx.args, script = flow_path, ui = ctx.ui, spec = flow }
+        if flow.validate then flow.validate(fctx) end
+        local rec = flow.run(fctx)
+        if type(rec) == "table" and not rec.schema and rec[1] then rec = rec[1] end
+        return rec
+      end,
+    }
+    local all = sweep.load(ctx.opts.out)
+    if not ctx.opts.quiet then
+      io.stdout:write(report.summary(all), "\n")
+      io.stdout:write(("%d record(s) this run, %d already done, %d failed; all in %s\n")
+        :format(#res.records, res.skipped, res.failed, ctx.opts.out))
+    end
+    if res.failed > 0 then
+      errors.fail("EFAIL", ("%d of %d point runs failed (their records in %s say why)")
+        :format(res.failed, #res.records, ctx.opts.out), 1)
+    end
+    return nil
+  end,
+}

@@ -1,0 +1,83 @@
+local T = require("t")
+local stats = require("odp.stats")
+
+-- Expected values computed with numpy 1.24.2 (Debian python3-numpy): mean, std(ddof=1), then
+-- np.percentile at 0, 10, 25, 50, 90, 99, 100, 33.3; trimmed means as scipy.stats.trim_mean defines them.
+local CASES = {
+  rpi = { x = { 0.176204, 0.001434, 0.000861, 0.000791, 0.000781, 0.017643, 0.000822, 0.000802, 0.000812, 0.000782 },
+    want = { 0.0200932, 0.05510432658714034, 0.000781, 0.0007819000000000001, 0.00079375, 0.000817,
+      0.03349909999999995, 0.16193351000000003, 0.176204, 0.000801967 } },
+  two = { x = { 3.0, 1.0 }, want = { 2.0, 1.4142135623730951, 1.0, 1.2, 1.5, 2.0, 2.8, 2.98, 3.0, 1.666 } },
+  one = { x = { 42.645 }, want = { 42.645, 0.0, 42.645, 42.645, 42.645, 42.645, 42.645, 42.645, 42.645, 42.645 } },
+  ints = { x = { 5, 1, 4, 2, 3, 9, 7, 6, 8, 10, 100 },
+    want = { 14.090909090909092, 28.637229424141385, 1.0, 2.0, 3.5, 6.0, 10.0, 91.00000000000003, 100.0, 4.33 } },
+  lat = { x = { 42.1, 43.7, 41.9, 45.2, 42.8, 44.0, 43.3, 42.2, 47.9, 42.6, 43.1, 42.9, 41.5 },
+    want = { 43.323076923076925, 1.6882702420692044, 41.5, 41.94, 42.2, 42.9, 44.96, 47.57599999999999, 47.9,
+      42.5984 } },
+}
+local PS = { 0, 10, 25, 50, 90, 99, 100, 33.3 }
+
+for name, c in pairs(CASES) do
+  T.test("numpy agreement: " .. name, function()
+    T.near(stats.mean(c.x), c.want[1], 1e-14, "mean")
+    T.near(stats.std(c.x), c.want[2], 1e-13, "std")
+    for i, p in ipairs(PS) do
+      -- exact to the last bit: same formula, same order of operations as numpy's _lerp
+      T.eq(stats.percentile(c.x, p), c.want[2 + i], ("percentile %g"):format(p))
+    end
+    local s = stats.summary(c.x)
+    T.eq(s.n, #c.x)
+    T.near(s.mean, c.want[1], 1e-14)
+    T.near(s.std, c.want[2], 1e-13)
+    T.eq(s.p10, c.want[4])
+    T.eq(s.p50, c.want[6])
+    T.eq(s.p90, c.want[7])
+    T.eq(s.p99, c.want[8])
+    T.eq(s.min, c.want[3])
+    T.eq(s.max, c.want[9])
+  end)
+end
+
+T.test("n = 0: only n", function()
+  T.eq(stats.summary({}), { n = 0 })
+  T.eq(stats.percentile({}, 50), nil)
+  T.eq(stats.mean({}), nil)
+  T.eq(stats.std({}), nil)
+  T.eq(stats.trimmed_mean({}, 0.1), nil)
+end)
+
+T.test("n = 1 and n = 2", function()
+  T.eq(stats.summary({ 5 }), { n = 1, mean = 5.0, min = 5.0, max = 5.0, std = 0.0, p10 = 5.0, p50 = 5.0, p90 = 5.0,
+    p99 = 5.0 })
+  T.eq(stats.summary({ 2, 4 }), { n = 2, mean = 3.0, min = 2.0, max = 4.0, std = math.sqrt(2), p10 = 2.2, p50 = 3.0,
+    p90 = 3.8, p99 = 3.98 })
+end)
+
+T.test("trimmed mean like scipy.stats.trim_mean", function()
+  T.near(stats.trimmed_mean(CASES.lat.x, 0.1), 43.07272727272727, 1e-14)
+  T.eq(stats.trimmed_mean(CASES.ints.x, 0.2), 6.0)
+  T.near(stats.trimmed_mean(CASES.rpi.x, 0.1), 0.002993375, 1e-14)
+  T.eq(stats.trimmed_mean({ 1, 2, 3 }, 0), 2.0)
+  T.eq(stats.trimmed_mean({ 1, 2, 100 }, 0.34), 2.0, "floor(0.34 * 3) = 1 from each end")
+  T.raises(function() stats.trimmed_mean({ 1 }, 0.5) end, "fraction")
+  T.raises(function() stats.trimmed_mean({ 1 }, -0.1) end, "fraction")
+end)
+
+T.test("input is not modified; sorted and unsorted agree", function()
+  local x = { 3, 1, 2 }
+  T.eq(stats.percentile(x, 50), 2.0)
+  T.eq(x, { 3, 1, 2 })
+  T.eq(stats.percentile({ 1, 2, 3 }, 50), 2.0)
+  stats.summary(x)
+  T.eq(x, { 3, 1, 2 })
+end)
+
+T.test("misuse raises", function()
+  T.raises(function() stats.summary({ 1, "2" }) end, "sample 2")
+  T.raises(function() stats.summary({ 1, 0 / 0 }) end, "sample 2")
+  T.raises(function() stats.percentile({ 1 }, 101) end, "%[0, 100%]")
+  T.raises(function() stats.percentile({ 1 }, 0 / 0) end, "%[0, 100%]")
+  T.raises(function() stats.mean("x") end, "table expected")
+end)
+
+T.done()

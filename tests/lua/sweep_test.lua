@@ -1,0 +1,125 @@
+-- odp.sweep and scripts/sweep.lua: products, JSONL appends, resume after SIGKILL, failed points retried.
+local T = require("t")
+local json = require("odp.json")
+local proc = require("odp.proc")
+local sweep = require("odp.sweep")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local toy = root .. "/tests/flows/toy.lua"
+
+local function lines(path)
+  local out = {}
+  local f = io.open(path, "rb")
+  if not f then return out end
+  for l in f:lines() do out[#out + 1] = assert(json.decode(l)) end
+  f:close()
+  return out
+end
+
+local function odp_sweep(args)
+  local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", toy }
+  table.move(args, 1, #args, #argv + 1, argv)
+  argv.timeout = 60
+  return proc.run(argv)
+end
+
+T.test("points: cartesian product, first parameter slowest, values typed", function()
+  local pts = sweep.points { "a=1,2", "b-name=x,y,z" }
+  T.eq(#pts, 6)
+  T.eq(pts.names, { "a", "b_name" })
+  T.eq(pts[1], { a = 1, b_name = "x" })
+  T.eq(pts[4], { a = 2, b_name = "x" })
+  T.eq(math.type(pts[1].a), "integer")
+  T.eq(sweep.points { "r=0.5,true" }[1].r, 0.5)
+  T.eq(sweep.points { "r=0.5,true" }[2].r, true)
+  T.eq(#sweep.points {}, 1, "no parameters: one empty point")
+  T.raises(function() sweep.points { "nonsense" } end, "not name=")
+  T.raises(function() sweep.points { "a=1", "a=2" } end, "twice")
+end)
+
+T.test("run: appends a record per point and repeat, resumes by parameters, retries failures", function()
+  local out = T.tmpdir() .. "/s.jsonl"
+  local calls = 0
+  local pts = sweep.points { "size=1,2,13" }
+  local function run_point(p)
+    calls = calls + 1
+    if p.size == 13 then error({ code = "EIO", message = "boom" }) end
+    return { ok = true, latency_ms = { p50 = p.size } }
+  end
+  local res = sweep.run { points = pts, ["repeat"] = 2, out = out, run_point = run_point }
+  T.eq({ #res.records, res.skipped, res.failed, calls }, { 6, 0, 2, 6 })
+  local recs = lines(out)
+  T.eq(#recs, 6)
+  T.eq(recs[1].params, { size = 1 })
+  T.eq(recs[2].sweep, { point = 1, rep = 2, of = 3 })
+  T.eq(recs[5].error, { code = "EIO", message = "boom" })
+  calls = 0
+  local progress = {}
+  res = sweep.run { points = pts, ["repeat"] = 2, out = out, run_point = run_point,
+    on_progress = function(done, total, eta) progress[#progress + 1] = { done, total, eta >= 0 } end }
+  T.eq({ res.skipped, calls }, { 4, 2 }, "finished points skipped, the failed one retried")
+  T.eq(progress, { { 1, 2, true }, { 2, 2, true } })
+  -- a third repeat runs the missing rep of each finished point, and all three of the failing one
+  calls = 0
+  res = sweep.run { points = pts, ["repeat"] = 3, out = out, run_point = run_point }
+  T.eq({ calls, res.skipped }, { 5, 4 })
+  T.raises(function() sweep.run { points = pts, out = out, run_point = run_point, retry = true } end, "unknown option")
+end)
+
+T.test("run: a torn last line (killed mid-write) is ignored and the next record starts on its own line", function()
+  local out = T.tmpdir() .. "/t.jsonl"
+  T.write(out, json.encode { ok = true, params = { size = 1 } } .. "\n" .. '{"ok":true,"params":{"si')
+  local res = sweep.run { points = sweep.points { "size=1,2" }, out = out,
+    run_point = function() return { ok = true } end }
+  T.eq(res.skipped, 1)
+  local f = assert(io.open(out))
+  local n = 0
+  for l in f:lines() do n = n + 1 if n == 3 then T.eq(json.decode(l).params, { size = 2 }) end end
+  f:close()
+  T.eq(n, 3)
+end)
+
+T.test("scripts/sweep.lua: killed with SIGKILL in the middle loses no finished point; the rerun skips them", function()
+  local dir = T.tmpdir()
+  local out = dir .. "/k.jsonl"
+  local args = { "-p", "size=1,2,3,4,5,6", "-p", "mode=fast,slow", "--out", out, "-q" }
+  local killed = odp_sweep { "-p", "size=1,2,3,4,5,6", "-p", "mode=fast,slow", "--out", out, "-q", "--die-at", "5" }
+  T.eq(killed.signal_name, "KILL", "the sweep died by SIGKILL")
+  local recs = lines(out)
+  T.eq(#recs, 4, "the four finished points are in the file")
+  T.eq(recs[4].params, { size = 2, mode = "slow" })
+  local r = odp_sweep(args)
+  T.eq(r.status, 0, r.stderr)
+  recs = lines(out)
+  T.eq(#recs, 12)
+  local seen = {}
+  for _, rec in ipairs(recs) do
+    local k = rec.params.size .. "/" .. rec.params.mode
+    T.ok(not seen[k], "point " .. k .. " ran once")
+    seen[k] = true
+    T.eq(rec.latency_ms.p50, rec.params.size * (rec.params.mode == "slow" and 2 or 1))
+  end
+  local again = odp_sweep(args)
+  T.eq(again.status, 0)
+  T.eq(#lines(out), 12, "a finished sweep reruns nothing")
+end)
+
+T.test("scripts/sweep.lua: summary table, failed points exit 1, swept required option, bad values", function()
+  local out = T.tmpdir() .. "/f.jsonl"
+  local r = odp_sweep { "-p", "size=12,13", "--scale", "0.5", "--out", out }
+  T.eq(r.status, 1)
+  T.match(r.stderr, "1 of 2 point runs failed")
+  T.match(r.stdout, "size%s+ok")
+  local recs = lines(out)
+  T.eq(recs[1].latency_ms.p50, 6.0, "--scale passed through to the flow")
+  T.eq(recs[2].error.message, "unlucky size")
+  r = odp_sweep { "-p", "size=1,x", "--out", out }
+  T.eq(r.status, 2)
+  T.match(r.stderr, "not an integer")
+  r = odp_sweep { "--size", "1", "--out", out }
+  T.eq(r.status, 2)
+  T.match(r.stderr, "%-p NAME=V1,V2")
+end)
+
+T.done()
