@@ -935,14 +935,20 @@ end
 
 ------------------------------------------------------------------------------------------------ run
 
---- PMU lines of the Arm bare-metal runner (FACTS.md §1), when odp.parse.executorch is not there to read them.
+--- PMU lines of the Arm bare-metal runner (FACTS.md §1), when odp.parse.executorch is not there to read them;
+-- the same fields as its `pmu` (cpu_cycles_total, cpu_cycles_per_inference, npu_cycles, counters).
 function M.parse_pmu(lines)
   local pmu
   for _, line in ipairs(lines) do
     local total, per = line:match("Inference runtime: (%d+) CPU cycles total %(([%d.]+) per inference%)")
-    if total then pmu = pmu or {} pmu.cpu_cycles_total = tonumber(total) pmu.cpu_cycles_per_inference = tonumber(per) end
-    local name, v = line:match("(ethosu_pmu_[%w_]+)%s*:%s*(%d+)")
-    if name then pmu = pmu or {} pmu[name] = tonumber(v) end
+    if total then pmu = pmu or { counters = json.array() } pmu.cpu_cycles_total = tonumber(total) pmu.cpu_cycles_per_inference = tonumber(per) end
+    local c = line:match("ethosu_pmu_cycle_cntr%s*:%s*(%d+)")
+    if c then pmu = pmu or { counters = json.array() } pmu.npu_cycles = tonumber(c) end
+    local i, v = line:match("ethosu_pmu_cntr(%d+)%s*:%s*(%d+)")
+    if i then
+      pmu = pmu or { counters = json.array() }
+      pmu.counters[tonumber(i) + 1] = { index = tonumber(i), count = tonumber(v) }
+    end
   end
   return pmu
 end
