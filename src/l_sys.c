@@ -184,6 +184,15 @@ static int l_stat(lua_State *L)
     return 1;
 }
 
+static int l_chmod(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    if (chmod(path, (mode_t)luaL_checkinteger(L, 2)))
+        return push_errno(L, path);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static int l_realpath(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
@@ -240,7 +249,7 @@ int luaopen_odp_sys(lua_State *L)
         {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
         {"isatty", l_isatty}, {"term_width", l_term_width},
         {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
-        {"rename", l_rename}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
+        {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
         {NULL, NULL}};
     luaL_newlib(L, funcs);

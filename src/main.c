@@ -50,10 +50,12 @@ static void on_interrupt(int sig)
 
 static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 
-/* The directory holding lua/, scripts/, devices/: the source tree when run from it (build/odp),
- * else the install data dir. */
+/* The directory holding lua/, scripts/, devices/: the source tree when run from it (build/odp), else
+ * <prefix>/share/odp beside <prefix>/bin/odp (so an installed tree can be moved), else the configured
+ * install data dir. */
 static void find_root(char *root, size_t n)
 {
+    static const char *const candidates[] = {"..", "../share/odp"};
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len > 0) {
@@ -61,10 +63,12 @@ static void find_root(char *root, size_t n)
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = 0;
-            char probe[PATH_MAX + 32];
-            snprintf(probe, sizeof probe, "%s/../lua/odp/main.lua", exe);
-            if (file_exists(probe)) {
-                snprintf(probe, sizeof probe, "%s/..", exe);
+            for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+                char probe[PATH_MAX + 64];
+                snprintf(probe, sizeof probe, "%s/%s/lua/odp/main.lua", exe, candidates[i]);
+                if (!file_exists(probe))
+                    continue;
+                snprintf(probe, sizeof probe, "%s/%s", exe, candidates[i]);
                 if (realpath(probe, root))
                     return;
             }

@@ -29,7 +29,7 @@ function M.present(err)
 end
 
 local function traceback(e)
-  if errors.is_failure(e) then return e end
+  if errors.is_failure(e) or tostring(e):find("\nstack traceback:", 1, true) then return e end
   return debug.traceback(tostring(e), 2)
 end
 

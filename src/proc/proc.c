@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,9 +83,27 @@ static int pump(const odp_proc_opts *o, odp_proc_result *r, int *fd, int stream)
     }
 }
 
+/* Orphans of a killed group are re-parented to us rather than to init, so that we can reap them and a
+ * run that returns after a kill has left nothing behind (not even a zombie). */
+static void become_subreaper(void)
+{
+    static int done;
+    if (!done) {
+        prctl(PR_SET_CHILD_SUBREAPER, 1);
+        done = 1;
+    }
+}
+
+/* Reaps what is left of a group we killed (SIGKILL makes this prompt). */
+static void reap_group(pid_t pgid)
+{
+    while (waitpid(-pgid, NULL, 0) > 0 || errno == EINTR) {}
+}
+
 int odp_proc_run(const odp_proc_opts *o, odp_proc_result *r, odp_err *err)
 {
     memset(r, 0, sizeof *r);
+    become_subreaper();
     r->out.limit = r->err.limit = o->capture_limit;
     int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1}, pidfd = -1;
     int rc = 0;
@@ -184,6 +203,10 @@ int odp_proc_run(const odp_proc_opts *o, odp_proc_result *r, odp_err *err)
                 drain_until = odp_now() + DRAIN_GRACE_S;
             }
         }
+    }
+    if (stopping || r->canceled) {
+        kill(-pid, SIGKILL);
+        reap_group(pid);
     }
     if (WIFEXITED(wstatus)) {
         r->status = WEXITSTATUS(wstatus);

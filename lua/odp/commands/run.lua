@@ -8,9 +8,10 @@ local report = require("odp.report")
 
 local M = { summary = "Run a script: a device flow (scripts/*.lua), a sweep, or your own Lua" }
 
+-- The user's frames only: odp's own below the script are noise to someone debugging their script.
 local function traceback(e)
   if errors.is_failure(e) then return e end
-  return debug.traceback(tostring(e), 2)
+  return (debug.traceback(tostring(e), 2):gsub("\n%s*%[C%]: in function 'xpcall'.*$", ""))
 end
 
 --- Runs a declared script with its argument list; returns the exit code.
@@ -46,7 +47,7 @@ function M.main(args)
   local chunk, err = loadfile(path)
   if not chunk then
     if not io.open(path, "r") then errors.fail("EUSAGE", ("cannot read script '%s'"):format(path), 2) end
-    error(err, 0)
+    errors.fail("EUSAGE", err, 2)
   end
   local argv = table.move(args, 2, #args, 1, {})
   local argt = table.move(argv, 1, #argv, 1, { [0] = path })

@@ -1,0 +1,284 @@
+--- The ExecuTorch flow: run `executor_runner` on a target (host, ssh, adb), read latency, peak memory,
+-- planned buffers and outputs from what it prints and from rusage, pull the ETDump, report.
+-- Written once against the target interface (lua/odp/target/*.lua).
+local errors = require("odp.errors")
+local result = require("odp.result")
+local sys = require("odp.sys")
+local json = require("odp.json")
+
+local M = { name = "executorch" }
+
+--- Options every executorch script has (cli option entries, see odp.cli).
+M.options = {
+  { "runner", "The executor_runner binary (a file on this machine)", nil, "file", required = true },
+  { "model", "The .pte model", nil, "file", required = true },
+  { "data", "A .ptd file with the model's external weights (--data_path)", nil, "file" },
+  { "num-executions", "Inferences per runner process (--num_executions)", 1, "posint", short = "n" },
+  { "etdump", "Where the ETDump lands on this machine (asks the runner for one)", nil, "string", metavar = "FILE" },
+  { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
+  { "repeat", "Measured runner processes; their samples are aggregated", 1, "posint" },
+  { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
+  { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
+}
+
+local function basename(p) return (p:match("([^/]+)$")) end
+
+--- ET12 identifier at bytes 4..8; an extended header (eh00) must not promise more bytes than there are.
+local function check_model(path)
+  local ok, pte = pcall(require, "odp.pte")
+  if ok then
+    local info, err = pte.read(path)
+    if not info then errors.fail("EPROTO", ("model %s: %s"):format(path, err), 2) end
+    return info
+  end
+  local f = assert(io.open(path, "rb"))
+  local head = f:read(8) or ""
+  f:close()
+  local ident = head:sub(5, 8)
+  if ident ~= "ET12" then
+    errors.fail("EPROTO", ("model %s is not an ExecuTorch program (identifier '%s', expected 'ET12')")
+      :format(path, ident:gsub("[^%g]", "?")), 2)
+  end
+end
+
+function M.validate(ctx)
+  local o = ctx.opts
+  if o.warmup < 0 then errors.fail("EUSAGE", "--warmup must be >= 0", 2) end
+  if o.timeout <= 0 then errors.fail("EUSAGE", "--timeout must be > 0", 2) end
+  local st = sys.stat(o.runner)
+  if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner), 2) end
+  if ctx.target_kind == "host" and not st.executable then
+    errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner), 2)
+  end
+  check_model(o.model)
+end
+
+-- One line that says why a runner process failed, from its exit and its own error lines.
+local function failure_message(r, parsed)
+  local why
+  for _, e in ipairs(parsed.errors or {}) do
+    why = e.text .. (e.status_name and (" [" .. e.status_name .. "]") or "")
+    if e.level == "F" then break end
+  end
+  if r.timed_out then
+    return "ETIMEDOUT", "runner did not finish before the timeout; killed with its process group"
+  elseif r.canceled then
+    return "ECANCELED", "interrupted; runner killed"
+  elseif r.signal then
+    return "EIO", ("runner killed by SIG%s%s"):format(r.signal_name or r.signal, why and (": " .. why) or "")
+  elseif r.status ~= 0 then
+    if r.stderr:find("unknown command line flag 'etdump_path'", 1, true) then
+      return "EIO", "this runner was built without the event tracer: it has no --etdump_path; drop --etdump"
+    end
+    return "EIO", ("runner exited with status %d%s"):format(r.status, why and (": " .. why) or "")
+  end
+end
+
+-- Runs one runner process; returns the exec result and the parsed log.
+local function run_once(ctx, t, argv, label, files)
+  local ui = ctx.ui
+  ui:debug("%s: %s", label, table.concat(argv, " "))
+  -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
+  local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true })
+  if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
+  if files then
+    sys.write_file(files .. ".stdout", r.stdout)
+    sys.write_file(files .. ".stderr", r.stderr)
+  end
+  local parse = require("odp.parse.executorch")
+  local parsed = parse.parse(r.stderr .. (r.log or ""), r.stdout)
+  return r, parsed
+end
+
+--- Turns what the runs printed into the record's measurements.
+local function measure(ctx, rec, runs)
+  local n = ctx.opts.num_executions
+  local samples, source, total = {}, nil, 0
+  local have_iter, have_total = true, true
+  for _, x in ipairs(runs) do
+    if #(x.parsed.iterations_ms or {}) == 0 then have_iter = false end
+    if not x.parsed.total_ms then have_total = false end
+  end
+  if have_iter then
+    source = "log"
+    for _, x in ipairs(runs) do
+      for _, v in ipairs(x.parsed.iterations_ms) do samples[#samples + 1] = v end
+      total = total + (x.parsed.total_ms or 0)
+    end
+  elseif have_total then
+    -- only the total per process: each process contributes its mean, weighted by N in `total`
+    source = "log"
+    for _, x in ipairs(runs) do
+      local k = x.parsed.num_executions or n
+      if k > 0 then samples[#samples + 1] = x.parsed.total_ms / k end
+      total = total + x.parsed.total_ms
+    end
+    rec.warnings[#rec.warnings + 1] = "the runner printed only its total time, not per-iteration lines: " ..
+      "percentiles are over per-process means"
+  end
+  if #samples == 0 and rec.artifacts.etdump then
+    local ok, etdump = pcall(require, "odp.etdump")
+    if ok then
+      local doc = etdump.read(rec.artifacts.etdump)
+      samples = doc and etdump.latency(doc) or {}
+      if #samples > 0 then source, total = "etdump", nil end
+    end
+  end
+  if #samples == 0 and n > 0 then
+    source, total = "wall", nil
+    for _, x in ipairs(runs) do samples[#samples + 1] = x.r.wall_s * 1000 / n end
+    rec.warnings[#rec.warnings + 1] = "the runner printed no timing lines (a Release build without " ..
+      "EXECUTORCH_ENABLE_LOGGING?): latency is the wall time of the whole process divided by " ..
+      "--num-executions, model load included"
+  end
+  if #samples > 0 then
+    rec.latency_ms = result.latency(samples, source, total)
+    if source == "log" and have_total and not have_iter then rec.latency_ms.n = n * #runs end
+  else
+    rec.latency_ms = { n = 0, source = source }
+  end
+  local last = runs[#runs].parsed
+  local loads = {}
+  for _, x in ipairs(runs) do
+    if x.parsed.load_ms then loads[#loads + 1] = x.parsed.load_ms end
+    local rss = x.r.rusage and x.r.rusage.maxrss_kb
+    if rss and rss > 0 then rec.peak_rss_kb = math.max(rec.peak_rss_kb or 0, rss) end
+  end
+  if #loads > 0 then rec.load_ms = require("odp.stats").summary(loads).p50 end
+  rec.planned_buffers = json.array(last.planned_buffers or {})
+  rec.outputs = json.array(last.outputs or {})
+  rec.threads = last.threads
+  rec.method = last.method
+end
+
+--- ctx.target: an opened target; ctx.device: the device table (devices/*.lua) or nil.
+function M.run(ctx)
+  local o, ui = ctx.opts, ctx.ui
+  local target = ctx.target
+  local rec = result.new { flow = M.name, device = ctx.device and ctx.device.name or target.kind, target = target.uri,
+    params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = o["repeat"],
+      args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
+  rec.model = result.file_info(o.model)
+  rec.runner = result.file_info(o.runner)
+  local dir = result.run_dir(o.runs_dir, ctx.spec and ctx.spec.name or M.name)
+  rec.artifacts.run_dir = dir
+  local t = { target = target }
+
+  local ok, err = xpcall(function()
+    -- stage: the host runs files in place; a remote target gets them in its remote dir (hash-skipped)
+    local runner, model, data, etdump_remote
+    if target.kind == "host" then
+      runner, model = sys.realpath(o.runner), sys.realpath(o.model)
+      data = o.data and sys.realpath(o.data)
+      t.workdir = sys.realpath(dir)
+      etdump_remote = o.etdump and (t.workdir .. "/model.etdump")
+    else
+      local rd = target.remote_dir
+      errors.check(target:mkdir(rd))
+      t.workdir = rd
+      local function stage(path, mode)
+        local remote = rd .. "/" .. basename(path)
+        local bar = ui:progress("push " .. basename(path), sys.stat(path).size, "bytes")
+        local r = errors.check(target:push(path, remote, { mode = mode, on_progress = function(d) bar:update(d) end }))
+        bar:finish()
+        ui:info("%s %s", r.skipped and "unchanged" or "pushed", basename(path))
+        return remote
+      end
+      runner = stage(o.runner, tonumber("755", 8))
+      model = stage(o.model)
+      data = o.data and stage(o.data)
+      etdump_remote = o.etdump and (rd .. "/odp-" .. basename(dir) .. ".etdump")
+    end
+    local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
+    if etdump_remote then table.move({ "--etdump_path", etdump_remote }, 1, 2, #argv + 1, argv) end
+    if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
+    table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
+
+    for i = 1, o.warmup do
+      local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
+      local code, msg = failure_message(r, parsed)
+      if code then
+        rec.status, rec.signal = r.status, r.signal
+        errors.fail(code, "warmup: " .. msg, code == "ECANCELED" and 130 or 1)
+      end
+    end
+    local runs = {}
+    for i = 1, o["repeat"] do
+      local label = o["repeat"] > 1 and ("run %d/%d"):format(i, o["repeat"]) or "run"
+      if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
+      local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (o["repeat"] > 1 and ("run" .. i) or "runner"))
+      rec.status, rec.signal = r.status, r.signal
+      local code, msg = failure_message(r, parsed)
+      if code then
+        runs[#runs + 1] = { r = r, parsed = parsed }
+        if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }) end
+        errors.fail(code, msg, code == "ECANCELED" and 130 or 1)
+      end
+      runs[#runs + 1] = { r = r, parsed = parsed }
+      if o.num_executions > 0 and not parsed.total_ms and #parsed.messages > 0 then
+        rec.warnings[#rec.warnings + 1] = ("%s: the runner exited 0 but never said 'Model executed successfully'"):format(label)
+      end
+    end
+    if etdump_remote then
+      if target.kind == "host" then
+        if sys.stat(etdump_remote) then errors.check(sys.rename(etdump_remote, o.etdump)) end
+      else
+        errors.check(target:pull(etdump_remote, o.etdump))
+      end
+      if sys.stat(o.etdump) then
+        rec.artifacts.etdump = o.etdump
+      else
+        rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
+      end
+    end
+    measure(ctx, rec, runs)
+    if rec.artifacts.etdump then
+      local have, etdump = pcall(require, "odp.etdump")
+      if have then
+        local doc, derr = etdump.read(rec.artifacts.etdump)
+        if doc then rec.ops = json.array(etdump.ops(doc)) else rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr end
+      end
+    end
+    rec.ok = true
+  end, function(e)
+    if errors.is_failure(e) then return e end
+    return debug.traceback(tostring(e), 2)
+  end)
+  if not ok then
+    if not errors.is_failure(err) then error(err, 0) end
+    result.fail(rec, err.code, err.message, err.exit)
+  end
+  for _, w in ipairs(ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
+  result.save(rec, dir)
+  return rec
+end
+
+--- A script declaration for a target kind: `return require("odp.flows.executorch").script{...}`.
+---@param spec {name: string, description: string, target: string, device?: string}
+function M.script(spec)
+  local target_mod = require("odp.target." .. spec.target)
+  local options = {}
+  for _, list in ipairs({ M.options, target_mod.options or {} }) do
+    for _, opt in ipairs(list) do options[#options + 1] = opt end
+  end
+  local device = spec.device and dofile(require("odp.host").root .. "/" .. spec.device) or nil
+  return {
+    name = spec.name, description = spec.description, options = options, passes_args = true,
+    validate = function(ctx)
+      ctx.target_kind = spec.target
+      M.validate(ctx)
+    end,
+    run = function(ctx)
+      ctx.device = device
+      local target, err, code = target_mod.new(setmetatable({ device = device }, { __index = ctx.opts }))
+      if not target then errors.fail(code or "ENODEV", err, 3) end
+      ctx.target = target
+      local ok, rec = pcall(M.run, ctx)
+      target:close()
+      if not ok then error(rec, 0) end
+      return rec
+    end,
+  }
+end
+
+return M

@@ -1,0 +1,83 @@
+--- The host target: this machine. Same interface as the ssh and adb targets (docs/SCRIPTING.md,
+-- "Targets"), so the executorch flow is written once.
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+
+local M = { kind = "host", options = {} }
+local Host = {}
+Host.__index = Host
+
+function M.new(opts)
+  opts = opts or {}
+  return setmetatable({ kind = "host", uri = "local://" .. sys.hostname(), remote_dir = opts.remote_dir }, Host)
+end
+
+--- Runs argv here. Same result table as odp.proc.run, rusage measured by wait4.
+function Host:exec(argv, opts)
+  opts = opts or {}
+  local spec = { argv = argv, cwd = opts.cwd, env = opts.env, stdin = opts.stdin, timeout = opts.timeout,
+    on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit }
+  return proc.run(spec)
+end
+
+local function copy(src, dst, opts)
+  local a, b = sys.realpath(src), sys.realpath(dst)
+  local st, err, code = sys.stat(src)
+  if not st then return nil, err, code end
+  if a and a == b then return { bytes = st.size, skipped = true } end
+  if sys.stat(dst) and sys.sha256_file(src) == sys.sha256_file(dst) then
+    return { bytes = st.size, skipped = true }
+  end
+  local input, ierr = io.open(src, "rb")
+  if not input then return nil, "ENOTFOUND: " .. ierr, "ENOTFOUND" end
+  -- a temporary name, renamed when complete: a partial copy never looks like the file
+  local tmp = dst .. ".odp-partial"
+  local output, oerr = io.open(tmp, "wb")
+  if not output then input:close() return nil, "EIO: " .. oerr, "EIO" end
+  local done = 0
+  while true do
+    local chunk = input:read(1 << 20)
+    if not chunk then break end
+    local ok, werr = output:write(chunk)
+    if not ok then
+      input:close() output:close() os.remove(tmp)
+      return nil, "EIO: " .. werr, "EIO"
+    end
+    done = done + #chunk
+    if opts and opts.on_progress then opts.on_progress(done, st.size) end
+  end
+  input:close()
+  output:close()
+  local ok, rerr, rcode = sys.rename(tmp, dst)
+  if not ok then os.remove(tmp) return nil, rerr, rcode end
+  if opts and opts.mode then sys.chmod(dst, opts.mode) end
+  return { bytes = done, skipped = false }
+end
+
+function Host:push(src, dst, opts) return copy(src, dst, opts) end
+function Host:pull(src, dst, opts)
+  local r, err, code = copy(src, dst, opts)
+  if not r then return nil, err, code end
+  return true
+end
+function Host:mkdir(path) return sys.mkdir_p(path) end
+function Host:sha256(path) return (sys.sha256_file(path)) end
+
+local function first_line(argv)
+  local r = proc.run { argv = argv, timeout = 10 }
+  return r and r.ok and r.stdout:match("^%s*(.-)%s*\n") or nil
+end
+
+function Host:arch() return first_line({ "uname", "-m" }) end
+function Host:libc_version()
+  local v = first_line({ "getconf", "GNU_LIBC_VERSION" })
+  return v and v:match("([%d%.]+)$")
+end
+function Host:free_bytes(path)
+  local r = proc.run { argv = { "df", "-Pk", path }, timeout = 10 }
+  local kb = r and r.ok and r.stdout:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
+  return kb and tonumber(kb) * 1024
+end
+function Host:close() end
+
+return M

@@ -1,0 +1,254 @@
+/* A stand-in for ExecuTorch's executor_runner, for end-to-end tests of the flows on this machine.
+ * It takes the real runner's flags and, by default, behaves like the real one built with logging and the
+ * event tracer (messages copied from real transcripts, tests/fixtures/transcripts/): checks the model's
+ * ET12 identifier, prints the POSIX log lines on stderr and the output tensor on stdout, writes an ETDump.
+ * Environment knobs (also accepted as flags --fake_<name>=<value> after the real ones):
+ *   ODP_FAKE_REPLAY=PREFIX   write PREFIX.stdout / PREFIX.stderr verbatim, exit as PREFIX.rc says (rc=N)
+ *   ODP_FAKE_TOUCH_MB=N      allocate and touch N MB (peak RSS tests)
+ *   ODP_FAKE_ITER_US=N       busy work per execution, microseconds (default 200)
+ *   ODP_FAKE_ETDUMP=FILE     copy FILE to --etdump_path (else a small placeholder ETDump is not written)
+ *   ODP_FAKE_MODE=hang|hang_tree|segv|abort|garbage|silent|old
+ *       hang: sleep forever; hang_tree: also leave a grandchild sleeping (process-group kill tests);
+ *       silent: a Release build without logging (only the tensor on stdout); old: the older spelling
+ *       without timestamps (PROCEDURE.md's Raspberry Pi 5 example). */
+#include <errno.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct timespec t_start;
+static const char *mode = "";
+
+static double since_start(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t_start.tv_sec) + (double)(t.tv_nsec - t_start.tv_nsec) * 1e-9;
+}
+
+static void log_line(char level, const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void log_line(char level, const char *file, int line, const char *fmt, ...)
+{
+    if (strcmp(mode, "silent") == 0)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (strcmp(mode, "old") == 0) {
+        fprintf(stderr, "%c executorch:%s:%d] %s\n", level, file, line, msg);
+    } else {
+        double t = since_start();
+        int s = (int)t;
+        fprintf(stderr, "%c %02d:%02d:%02d.%06d executorch:%s:%d] %s\n", level, s / 3600, s / 60 % 60, s % 60,
+                (int)((t - s) * 1e6), file, line, msg);
+    }
+    fflush(stderr);
+}
+
+static const char *knob(int argc, char **argv, const char *name)
+{
+    char flag[64];
+    snprintf(flag, sizeof flag, "--fake_%s=", name);
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], flag, strlen(flag)) == 0)
+            return argv[i] + strlen(flag);
+    char env[64];
+    snprintf(env, sizeof env, "ODP_FAKE_%s", name);
+    for (char *p = env; *p; p++)
+        if (*p >= 'a' && *p <= 'z')
+            *p = (char)(*p - 'a' + 'A');
+    return getenv(env);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+static int replay(const char *prefix)
+{
+    char path[4096];
+    size_t n;
+    snprintf(path, sizeof path, "%s.stdout", prefix);
+    char *out = slurp(path, &n);
+    if (out) {
+        fwrite(out, 1, n, stdout);
+        fflush(stdout);
+        free(out);
+    }
+    snprintf(path, sizeof path, "%s.stderr", prefix);
+    char *err = slurp(path, &n);
+    if (err) {
+        fwrite(err, 1, n, stderr);
+        free(err);
+    }
+    snprintf(path, sizeof path, "%s.rc", prefix);
+    char *rc = slurp(path, &n);
+    int code = 0;
+    if (rc) {
+        sscanf(rc, "rc=%d", &code);
+        free(rc);
+    }
+    if (code == 134)
+        abort();
+    if (code == 139)
+        raise(SIGSEGV);
+    return code;
+}
+
+static void busy_us(long us)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    volatile unsigned x = 0;
+    do {
+        for (int i = 0; i < 1000; i++)
+            x += (unsigned)i * 2654435761u;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+int main(int argc, char **argv)
+{
+    clock_gettime(CLOCK_MONOTONIC, &t_start);
+    const char *model = NULL, *etdump = NULL, *print_output = "summary";
+    long n = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : (i + 1 < argc ? argv[i + 1] : "");
+        int inline_v = strchr(a, '=') != NULL;
+        if (strncmp(a, "--fake_", 7) == 0)
+            continue;
+#define FLAG(name) (strncmp(a, "--" name, strlen("--" name)) == 0 && (a[strlen("--" name)] == 0 || a[strlen("--" name)] == '='))
+        if (FLAG("model_path")) model = v;
+        else if (FLAG("num_executions")) n = atol(v);
+        else if (FLAG("etdump_path")) etdump = v;
+        else if (FLAG("print_output")) print_output = v;
+        else if (FLAG("data_path") || FLAG("cpu_threads") || FLAG("method_name") || FLAG("inputs") || FLAG("output_file")) {}
+        else {
+            fprintf(stderr, "ERROR: unknown command line flag '%s'\n", a + 2);
+            return 1;
+        }
+        if (!inline_v)
+            i++;
+    }
+    mode = knob(argc, argv, "mode") ? knob(argc, argv, "mode") : "";
+    const char *rp = knob(argc, argv, "replay");
+    if (rp)
+        return replay(rp);
+    if (!model)
+        model = "model.pte";
+
+    const char *touch = knob(argc, argv, "touch_mb");
+    if (touch) {
+        size_t bytes = (size_t)atol(touch) << 20;
+        char *mem = malloc(bytes);
+        for (size_t i = 0; mem && i < bytes; i += 4096)
+            mem[i] = (char)i;
+    }
+    if (strcmp(mode, "garbage") == 0) {
+        srand(7);
+        for (int i = 0; i < 20000; i++) {
+            putchar(rand() & 0xff);
+            fputc(rand() & 0xff, stderr);
+        }
+        return 0;
+    }
+    size_t len;
+    char *pte = slurp(model, &len);
+    if (!pte) {
+        log_line('E', "file_data_loader.cpp", 110, "Failed to open %s: %s (%d)", model, strerror(errno), errno);
+        log_line('F', "executor_runner.cpp", 461,
+             "In function main(), assert failed (file_loader.ok()): FileDataLoader::from() failed: 0x22");
+        abort();
+    }
+    if (len < 8 || memcmp(pte + 4, "ET12", 4) != 0) {
+        if (len >= 8)
+            log_line('E', "program.cpp", 121, "Program identifier '%.4s' != expected 'ET12'", pte + 4);
+        log_line('E', "executor_runner.cpp", 473, "Failed to parse model file %s", model);
+        return 1;
+    }
+    if (strcmp(mode, "old") == 0) {
+        log_line('I', "executor_runner.cpp", 203, "Resetting threadpool with num threads = 4");
+        log_line('I', "executor_runner.cpp", 352, "Model file %s is loaded.", model);
+        log_line('I', "executor_runner.cpp", 361, "Using method forward");
+        log_line('I', "executor_runner.cpp", 412, "Setting up planned buffer 0, size 32.");
+        log_line('I', "executor_runner.cpp", 440, "Method loaded.");
+    } else {
+        log_line('I', "executor_runner.cpp", 476, "Model file %s is loaded.", model);
+        log_line('I', "executor_runner.cpp", 486, "Using method forward");
+        log_line('I', "executor_runner.cpp", 556, "Setting up CPU planned buffer 0, size 32.");
+        log_line('I', "executor_runner.cpp", 624, "Model loaded in %f ms.", since_start() * 1e3);
+    }
+    if (strcmp(mode, "segv") == 0)
+        raise(SIGSEGV);
+    if (strcmp(mode, "abort") == 0) {
+        log_line('E', "executor_runner.cpp", 640, "Execution of method forward failed with status 0x14");
+        abort();
+    }
+    if (strcmp(mode, "hang") == 0 || strcmp(mode, "hang_tree") == 0) {
+        if (strcmp(mode, "hang_tree") == 0 && fork() == 0) {
+            signal(SIGTERM, SIG_IGN); /* only SIGKILL of the group ends it */
+            for (;;)
+                pause();
+        }
+        for (;;)
+            pause();
+    }
+    const char *iter = knob(argc, argv, "iter_us");
+    long iter_us = iter ? atol(iter) : 200;
+    double total = 0;
+    for (long i = 1; i <= n; i++) {
+        double a = since_start();
+        busy_us(iter_us);
+        double ms = (since_start() - a) * 1e3;
+        total += ms;
+        if (strcmp(mode, "old") != 0)
+            log_line('I', "executor_runner.cpp", 779, "Iteration %ld of %ld: %f ms", i, n, ms);
+    }
+    log_line('I', "executor_runner.cpp", 789, "Model executed successfully %ld time(s) in %f ms.", n, total);
+    log_line('I', "executor_runner.cpp", 798, "1 outputs: ");
+    if (strcmp(print_output, "all") == 0) {
+        for (int j = 0; j < 3; j++)
+            printf("Output[0][%d]: (float) 2.000000\n", j);
+    } else if (strcmp(print_output, "none") != 0) {
+        printf(strcmp(mode, "old") == 0 ? "Output 0: tensor(sizes=[3], [2., 2., 2.])\n"
+                                        : "OutputX 0: tensor(sizes=[3], [2., 2., 2.])\n");
+    }
+    fflush(stdout);
+    const char *src = knob(argc, argv, "etdump");
+    if (etdump && src) {
+        size_t elen;
+        char *data = slurp(src, &elen);
+        FILE *f = data ? fopen(etdump, "wb") : NULL;
+        if (!f) {
+            log_line('E', "executor_runner.cpp", 255, "Failed to open ETDump file at %s.", etdump);
+            abort();
+        }
+        fwrite(data, 1, elen, f);
+        fclose(f);
+        free(data);
+        log_line('I', "executor_runner.cpp", 261, "ETDump written to file '%s'.", etdump);
+    }
+    free(pte);
+    return 0;
+}

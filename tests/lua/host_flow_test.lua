@@ -1,0 +1,196 @@
+-- The host flow end to end: odp run scripts/host.lua against the test runner program (tests/c/fake_runner.c),
+-- real fixtures, and every failure the issue lists.
+local T = require("t")
+local proc = require("odp.proc")
+local json = require("odp.json")
+local sys = require("odp.sys")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local fake = (os.getenv("ODP_BUILD_DIR") or (root .. "/build")) .. "/tests/fake_runner"
+local add = root .. "/tests/fixtures/pte/add_arduino.pte"
+local etd = root .. "/tests/fixtures/etdump/add_n10.etdump"
+local dir = T.tmpdir()
+
+local function odp_run(args, env, timeout)
+  local argv = { odp, "run", root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs" }
+  table.move(args, 1, #args, #argv + 1, argv)
+  return assert(proc.run { argv = argv, cwd = dir, env = env or {}, timeout = timeout or 60 })
+end
+
+local function json_run(args, env)
+  local r = odp_run(args, env)
+  local rec, err = json.decode(r.stdout)
+  if not rec then error(("not JSON (%s); stdout:\n%s\nstderr:\n%s"):format(err, r.stdout, r.stderr), 0) end
+  return rec, r
+end
+
+local function only_line(s) return (s:gsub("\n$", "")):find("\n") == nil end
+
+T.test("success: latency from per-iteration lines, RSS, buffers, outputs, ETDump, run dir", function()
+  local rec, r = json_run({ "--runner", fake, "--model", add, "-n", "10", "--etdump", dir .. "/out.etdump",
+    "--format", "json" }, { ODP_FAKE_ETDUMP = etd })
+  T.eq(r.status, 0, "exit code")
+  T.eq(rec.schema, "odp.result/1")
+  T.eq(rec.ok, true)
+  T.eq(rec.flow, "executorch")
+  T.eq(rec.latency_ms.n, 10)
+  T.eq(rec.latency_ms.source, "log")
+  T.ok(rec.latency_ms.p50 >= 0.15 and rec.latency_ms.p50 < 50, "p50 near the runner's 0.2 ms busy loop")
+  T.ok(rec.latency_ms.min <= rec.latency_ms.p50 and rec.latency_ms.p50 <= rec.latency_ms.max, "ordered")
+  T.ok(rec.peak_rss_kb > 500, "peak RSS from wait4")
+  T.eq(rec.planned_buffers, { 32 })
+  T.eq(rec.outputs[1].sizes, { 3 })
+  T.eq(rec.outputs[1].values, { 2, 2, 2 })
+  T.eq(rec.model.sha256, sys.sha256_file(add))
+  T.eq(rec.params.num_executions, 10)
+  T.eq(T.read(dir .. "/out.etdump"), T.read(etd), "ETDump landed where asked")
+  T.eq(rec.artifacts.etdump, dir .. "/out.etdump")
+  local saved = assert(json.decode(T.read(rec.artifacts.run_dir .. "/result.json")))
+  T.eq(saved.latency_ms.n, 10, "result.json in the run dir")
+  T.match(T.read(rec.artifacts.run_dir .. "/runner.stderr"), "Model executed successfully 10 time")
+end)
+
+T.test("--repeat and --warmup aggregate only measured runs", function()
+  local rec = json_run({ "--runner", fake, "--model", add, "-n", "4", "--repeat", "3", "--warmup", "2", "--format", "json" })
+  T.eq(rec.ok, true)
+  T.eq(rec.latency_ms.n, 12)
+  T.eq(rec.params["repeat"], 3)
+  T.eq(rec.params.warmup, 2)
+end)
+
+T.test("older runner without per-iteration lines: totals, a warning", function()
+  local rec = json_run({ "--runner", fake, "--model", add, "-n", "5", "--format", "json", "--", "--fake_mode=old" })
+  T.eq(rec.ok, true)
+  T.eq(rec.latency_ms.source, "log")
+  T.eq(rec.latency_ms.n, 5)
+  T.match(table.concat(rec.warnings, "\n"), "only its total")
+end)
+
+T.test("Release runner with no log lines: wall time and a clear warning", function()
+  local rec = json_run({ "--runner", fake, "--model", add, "-n", "5", "--format", "json" }, { ODP_FAKE_MODE = "silent" })
+  T.eq(rec.ok, true)
+  T.eq(rec.latency_ms.source, "wall")
+  T.match(table.concat(rec.warnings, "\n"), "printed no timing lines")
+  T.eq(rec.outputs[1].values, { 2, 2, 2 }, "the tensor on stdout is still read")
+end)
+
+T.test("human output lines up and names the numbers", function()
+  local r = odp_run({ "--runner", fake, "--model", add, "-n", "3" })
+  T.eq(r.status, 0)
+  T.match(r.stdout, "latency %(ms, from log%)")
+  T.match(r.stdout, "\n%s+n%s+mean%s+min%s+p50%s+p90%s+p99%s+max%s+std\n%s+3%s")
+  T.match(r.stdout, "planned buffers%s+%[0%] 32 B")
+end)
+
+T.test("csv and jsonl, --out infers the format from the extension", function()
+  local r = odp_run({ "--runner", fake, "--model", add, "-n", "2", "--format", "csv" })
+  local header, row = r.stdout:match("^([^\n]+)\n([^\n]+)\n$")
+  T.ok(header and header:find("^schema,ok,flow,"), "csv header")
+  T.ok(row:find("^odp.result/1,true,executorch,"), "csv row")
+  r = odp_run({ "--runner", fake, "--model", add, "-n", "2", "--out", dir .. "/r.jsonl" })
+  local line = T.read(dir .. "/r.jsonl")
+  T.ok(only_line(line), "one JSONL line")
+  T.eq(assert(json.decode(line)).ok, true)
+  T.match(r.stdout, "latency", "stdout still gets the table")
+end)
+
+-- Bad input: one line, the right exit code, a failed record on disk where the runner ran.
+local function failed_run(args, env, want_exit, pattern)
+  local r = odp_run(args, env)
+  T.eq(r.status, want_exit, "exit code; stderr: " .. r.stderr)
+  return r
+end
+
+T.test("missing runner, missing model, not executable, bad -n, unknown option: exit 2, one line", function()
+  local cases = {
+    { { "--runner", dir .. "/nope", "--model", add }, "cannot read '.*/nope'" },
+    { { "--runner", fake, "--model", dir .. "/nope.pte" }, "%-%-model: cannot read" },
+    { { "--runner", add, "--model", add }, "is not executable %(chmod %+x" },
+    { { "--runner", fake, "--model", add, "-n", "0" }, "must be a positive integer" },
+    { { "--runner", fake, "--model", add, "-n", "ten" }, "expects an integer, got 'ten'" },
+    { { "--runner", fake, "--model", add, "--frobnicate" }, "unknown option %-%-frobnicate" },
+    { { "--model", add }, "%-%-runner is required" },
+    { { "--runner", fake, "--model", root .. "/tests/fixtures/etdump/add_n1.etdump" }, "not an ExecuTorch program" },
+  }
+  for _, c in ipairs(cases) do
+    local r = failed_run(c[1], nil, 2)
+    T.ok(only_line(r.stderr), "one line: " .. r.stderr)
+    T.match(r.stderr, c[2])
+    T.eq(r.stdout, "")
+  end
+end)
+
+T.test("runner crash (SIGABRT): exit 1, the runner's own reason, a failed record on disk", function()
+  local r = failed_run({ "--runner", fake, "--model", add, "--format", "json" }, { ODP_FAKE_MODE = "abort" }, 1)
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.ok, false)
+  T.eq(rec.signal, 6)
+  T.match(rec.error.message, "killed by SIGABRT")
+  T.match(rec.error.message, "0x14")
+  T.eq(rec.latency_ms, nil, "no half-filled success")
+  T.eq(assert(json.decode(T.read(rec.artifacts.run_dir .. "/result.json"))).ok, false)
+end)
+
+T.test("runner SIGSEGV", function()
+  local r = failed_run({ "--runner", fake, "--model", add, "--format", "json" }, { ODP_FAKE_MODE = "segv" }, 1)
+  T.match(assert(json.decode(r.stdout)).error.message, "SIGSEGV")
+end)
+
+T.test("runner hang: killed at --timeout with its children, ETIMEDOUT record", function()
+  local t0 = sys.now()
+  local r = failed_run({ "--runner", fake, "--model", add, "--timeout", "0.5", "--format", "json" },
+    { ODP_FAKE_MODE = "hang_tree" }, 1)
+  T.ok(sys.now() - t0 < 10, "returned promptly")
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.error.code, "ETIMEDOUT")
+  T.eq(assert(proc.run { "pgrep", "-f", "fake_runner.*" .. add:gsub("%p", "%%%0") }).stdout, "", "nothing left running")
+end)
+
+T.test("runner printing garbage: still a record, no crash", function()
+  local r = odp_run({ "--runner", fake, "--model", add, "--format", "json" }, { ODP_FAKE_MODE = "garbage" })
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.latency_ms.source, "wall")
+  T.ok(r.status == 0 or r.status == 1, "exit " .. r.status)
+end)
+
+T.test("the runner's own failure lines become the error (replayed real transcripts)", function()
+  local tdir = root .. "/tests/fixtures/transcripts/"
+  local r = failed_run({ "--runner", fake, "--model", add, "--format", "json" },
+    { ODP_FAKE_REPLAY = tdir .. "24_missing_model_split" }, 1)
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.signal, 6)
+  T.match(rec.error.message, "FileDataLoader::from%(%) failed: 0x22")
+  local ok = json_run({ "--runner", fake, "--model", add, "-n", "10", "--format", "json" },
+    { ODP_FAKE_REPLAY = tdir .. "22_add_n10_split" })
+  T.eq(ok.ok, true)
+  T.eq(ok.latency_ms.n, 10)
+  T.near(ok.latency_ms.total, tonumber(T.read(tdir .. "22_add_n10_split.stderr"):match("10 time%(s%) in ([%d.]+) ms")), 1e-9)
+end)
+
+T.test("an event-tracer-less runner rejecting --etdump_path gets a hint", function()
+  local r = failed_run({ "--runner", fake, "--model", add, "--etdump", dir .. "/x.etdump", "--format", "json",
+    "--", "--etdump_path_is_unknown" }, nil, 1)
+  T.match(assert(json.decode(r.stdout)).error.message, "status 1")
+end)
+
+T.test("Ctrl-C: the runner is killed, the record says ECANCELED, exit 130", function()
+  local argv = { odp, "run", root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs", "--runner", fake,
+    "--model", add, "--format", "json" }
+  local cmd = ("ODP_FAKE_MODE=hang exec %s"):format(table.concat(argv, " "))
+  local r = assert(proc.run { "sh", "-c", cmd .. " & p=$!; sleep 0.5; kill -INT $p; wait $p; echo \"exit=$?\" >&2",
+    timeout = 30 })
+  T.match(r.stderr, "exit=130")
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.error.code, "ECANCELED")
+end)
+
+T.test("--help is generated from the declared options", function()
+  local r = odp_run({ "--help" })
+  T.eq(r.status, 0)
+  T.match(r.stdout, "usage: odp run .*scripts/host.lua %[options%] %[%-%- runner args%]")
+  T.match(r.stdout, "%-n, %-%-num%-executions N%s+Inferences per runner process")
+  T.match(r.stdout, "%-%-format human|json|jsonl|csv")
+end)
+
+T.done()
