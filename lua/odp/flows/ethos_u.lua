@@ -1092,7 +1092,7 @@ function M.run(ctx)
     params = { inferences = p.inferences, memory_mode = p.memory_mode,
       activation_buf_sz = p.activation_buf_sz and hex(p.activation_buf_sz),
       tmp_mem_size = p.tmp_mem_size and hex(p.tmp_mem_size),
-      steps = json.array((function() local t = {} for _, s in ipairs(M.STEPS) do if p.steps[s] then t[#t + 1] = s end end return t end)()) } }
+      steps = table.concat((function() local t = {} for _, s in ipairs(M.STEPS) do if p.steps[s] then t[#t + 1] = s end end return t end)(), ",") } }
   rec.model = result.file_info(o.model)
   rec.model.scratch_size = p.scratch_size
   local run_dir = result.run_dir(o.runs_dir, ctx.spec and ctx.spec.name or M.name)
