@@ -72,14 +72,6 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ODP_CFLAGS) -c -o $@ $<
 
-# libFuzzer targets (tests/fuzz/<name>.c), built with clang and the sanitizers together with the C core they
-# exercise; tests/fuzz/test_*.sh run them for a bounded time.
-FUZZ_CC := clang
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Isrc
-$(BUILD)/fuzz/elf_fuzz: tests/fuzz/elf_fuzz.c src/elf/elf.c src/util/err.c
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
-
 deps:
 	vendor/install-deps.sh build
 

@@ -1,4 +1,7 @@
-/* libFuzzer target for the ELF reader (src/elf/elf.c): any input must parse or fail cleanly. */
+/* libFuzzer target for the ELF reader (src/elf/elf.c): any input must parse or fail cleanly.
+ * sources: src/elf/elf.c src/util/err.c
+ * seeds: /bin/true build/odp-rusage-x86_64 build/odp-rusage-aarch64
+ * max_len: 65536 */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>

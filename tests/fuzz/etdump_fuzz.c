@@ -1,4 +1,7 @@
-/* libFuzzer target: odp's ETDump reader on arbitrary bytes (built by test_fuzz_analysis.sh with ASan+UBSan). */
+/* libFuzzer target: odp's ETDump reader on arbitrary bytes.
+ * sources: src/etdump/etdump.c src/etdump/blocks.c src/flatbuf/flatbuf.c src/util/err.c
+ * seeds: tests/fixtures/etdump
+ * max_len: 65536 */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

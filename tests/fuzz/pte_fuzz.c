@@ -1,4 +1,7 @@
-/* libFuzzer target: odp's .pte reader (and its Vela stream parser) on arbitrary bytes. */
+/* libFuzzer target: odp's .pte reader (and its Vela stream parser) on arbitrary bytes.
+ * sources: src/pte/pte.c src/flatbuf/flatbuf.c src/util/err.c
+ * seeds: tests/fixtures/pte
+ * max_len: 131072 */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
