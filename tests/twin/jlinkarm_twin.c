@@ -156,6 +156,15 @@ EXPORT int JLINKARM_Connect(void)
 {
 	if (!J.open)
 		return -1;
+	/* "Flashing" the twin relaunches QEMU with a new shared file and new ports; a real probe stays attached
+	 * to the same board, so each connect re-reads the twin's state directory. */
+	char e[600];
+	twin_close(&J.twin);
+	if (twin_open(&J.twin, getenv("ODP_TWIN_STATE"), e, sizeof e)) {
+		logf_(J.err, "twin: %s", e);
+		return -1;
+	}
+	J.found = 0;
 	char reply[1024];
 	if (twin_qmp(&J.twin, "query-status", reply, sizeof reply, 5)) {
 		logf_(J.err, "twin: cannot reach QEMU: %s", reply);

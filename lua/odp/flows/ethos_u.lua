@@ -935,24 +935,6 @@ end
 
 ------------------------------------------------------------------------------------------------ run
 
---- PMU lines of the Arm bare-metal runner (FACTS.md §1), when odp.parse.executorch is not there to read them;
--- the same fields as its `pmu` (cpu_cycles_total, cpu_cycles_per_inference, npu_cycles, counters).
-function M.parse_pmu(lines)
-  local pmu
-  for _, line in ipairs(lines) do
-    local total, per = line:match("Inference runtime: (%d+) CPU cycles total %(([%d.]+) per inference%)")
-    if total then pmu = pmu or { counters = json.array() } pmu.cpu_cycles_total = tonumber(total) pmu.cpu_cycles_per_inference = tonumber(per) end
-    local c = line:match("ethosu_pmu_cycle_cntr%s*:%s*(%d+)")
-    if c then pmu = pmu or { counters = json.array() } pmu.npu_cycles = tonumber(c) end
-    local i, v = line:match("ethosu_pmu_cntr(%d+)%s*:%s*(%d+)")
-    if i then
-      pmu = pmu or { counters = json.array() }
-      pmu.counters[tonumber(i) + 1] = { index = tonumber(i), count = tonumber(v) }
-    end
-  end
-  return pmu
-end
-
 --- Reads RTT lines from `stream` (anything with read(n, {timeout=}) and unread) until p.inferences
 -- `Inference:` lines and opts.settle seconds of quiet, the device's done line, or opts.timeout. Decodes artifact
 -- blocks on the way. Returns {samples, lines, decoded = {artifacts, errors}, bytes}.
@@ -1017,13 +999,7 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   end
   local samples = cap.samples
   rec.latency_ms = #samples > 0 and M.latency(samples) or { n = 0, source = "rtt" }
-  local have_parse, parse = pcall(require, "odp.parse.executorch")
-  local pmu
-  if have_parse and parse.parse then
-    local okp, parsed = pcall(parse.parse, table.concat(cap.lines, "\n"))
-    pmu = okp and type(parsed) == "table" and parsed.pmu or nil
-  end
-  rec.pmu = pmu or M.parse_pmu(cap.lines)
+  rec.pmu = require("odp.parse.executorch").parse(table.concat(cap.lines, "\n")).pmu
   if rec.artifacts.etdump then
     local have, etdump = pcall(require, "odp.etdump")
     if have then
