@@ -2,7 +2,8 @@
 #   make            build build/odp
 #   make test       install what the tests need, build, run every test (ends with "N passed, N failed")
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make demo       the main job on the no-hardware default, end to end
+#   make demo       the main job on the no-hardware default: the Alif E8 flow on its QEMU twin
+#   make demo-host  the host flow: a runner on this machine
 #   make install PREFIX=/usr/local    make deps    make clean
 PREFIX  ?= /usr/local
 BUILD   ?= build
@@ -39,7 +40,7 @@ AARCH64_CC    ?= aarch64-linux-gnu-gcc
 HELPERS       := $(BUILD)/odp-rusage-x86_64 \
                  $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/odp-rusage-aarch64)
 
-.PHONY: all test asan demo install clean deps bench testprogs helpers
+.PHONY: all test asan demo demo-host install clean deps bench testprogs helpers
 all: $(BUILD)/odp helpers
 
 helpers: $(HELPERS)
@@ -84,7 +85,10 @@ asan:
 	ODP_BUILD=build-asan ODP_MAKEFLAGS='$(ASAN_MAKE)' \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh
 
-demo: all
+demo:
+	scripts/demo_alif.sh
+
+demo-host:
 	scripts/demo.sh
 
 bench: all

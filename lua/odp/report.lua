@@ -100,16 +100,28 @@ local function human_one(r, out)
     table.sort(keys)
     for _, k in ipairs(keys) do kv(k, r.artifacts[k]) end
   end
+  if r.pmu then
+    local p = r.pmu
+    if p.cpu_cycles_total then
+      kv("CPU cycles", ("%d total, %s per inference"):format(p.cpu_cycles_total, tostring(p.cpu_cycles_per_inference or "?")))
+    end
+    if p.npu_cycles then kv("NPU cycles", ("%d"):format(p.npu_cycles)) end
+    for i, ctr in ipairs(p.counters or {}) do
+      kv(i == 1 and "NPU counters" or "", ("[%d] %-28s %d"):format(ctr.index, ctr.event or "?", ctr.count))
+    end
+  end
   -- like ExecuTorch's Inspector, the table hides OPERATOR_CALL (framework overhead); JSON keeps it, flagged
   local ops = {}
   for _, op in ipairs(r.ops or {}) do if not op.framework then ops[#ops + 1] = op end end
   if #ops > 0 then
     out[#out + 1] = ""
     out[#out + 1] = ("  operators (%s)"):format(r.ops_unit or "ms")
+    local f = r.ops_unit == "cycles" and function(v) return type(v) == "number" and ("%.0f"):format(v) or "-" end
+      or fmt_ms
     local t = M.table(ops, {
-      { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" }, { key = "p10", fmt = fmt_ms },
-      { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "avg", fmt = fmt_ms },
-      { key = "min", fmt = fmt_ms }, { key = "max", fmt = fmt_ms } })
+      { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" }, { key = "p10", fmt = f },
+      { key = "p50", fmt = f }, { key = "p90", fmt = f }, { key = "avg", fmt = f },
+      { key = "min", fmt = f }, { key = "max", fmt = f } })
     for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
   end
   for _, w in ipairs(r.warnings or {}) do kv("warning", w) end
