@@ -1,0 +1,81 @@
+-- odp.serial + stream expect/lines over a socat pty pair (ports in $PORT_A, $PORT_B; see test_serial.sh).
+local T = require("t")
+local serial, sys = require("odp.serial"), require("odp.sys")
+local A, B = os.getenv("PORT_A"), os.getenv("PORT_B")
+
+local a, how = serial.open{ port = A, baud = 115200 }
+local b = serial.open{ port = B, baud = 115200 }
+
+T.test("a pty opens through the termios path", function()
+  T.ok(a, "stream"); T.eq(how, "termios"); T.eq(a:kind(), "serial")
+end)
+
+T.test("bytes cross both ways", function()
+  T.ok(a:write("ping\n")); T.eq(b:read(100, { timeout = 2 }), "ping\n")
+  T.ok(b:write("\0\1\255")); T.eq(a:read(3, { timeout = 2 }), "\0\1\255")
+end)
+
+T.test("expect returns the match and what came before; the rest stays in the stream", function()
+  a:write("boot...\nlogin: rest")
+  local m, before = b:expect("login: ", { timeout = 2, plain = true })
+  T.eq(m, "login: "); T.eq(before, "boot...\n")
+  T.eq(b:read(100, { timeout = 1 }), "rest")
+end)
+
+T.test("expect with a Lua pattern", function()
+  a:write("Inference: 12.5 ms\n")
+  local m = b:expect("Inference: [%d.]+ ms", { timeout = 2 })
+  T.eq(m, "Inference: 12.5 ms")
+  b:read(10, { timeout = 1 })
+end)
+
+T.test("expect timeout: ETIMEDOUT with the last 200 bytes", function()
+  a:write(string.rep("x", 300) .. "TAIL")
+  local t0 = sys.now()
+  local m, err, code = b:expect("never", { timeout = 0.3 })
+  T.eq(m, nil); T.eq(code, "ETIMEDOUT")
+  T.ok(sys.now() - t0 >= 0.29, "waited the timeout")
+  T.match(err, "TAIL")
+  T.ok(not err:find(string.rep("x", 200), 1, true), "only the last 200 bytes")
+end)
+
+T.test("lines: count, CRLF stripped, partial line kept", function()
+  a:write("one\r\ntwo\nthree\nfour")
+  local got = {}
+  for l in b:lines({ count = 3, timeout = 2 }) do got[#got + 1] = l end
+  T.eq(got, { "one", "two", "three" })
+  got = {}
+  for l in b:lines({ timeout = 0.2 }) do got[#got + 1] = l end
+  T.eq(got, {})
+  T.eq(b:read(10, { timeout = 1 }), "four")
+end)
+
+T.test("misuse raises: unknown option, missing port, closed stream", function()
+  T.raises(function() b:expect("x", { timout = 1 }) end, "unknown option")
+  T.raises(function() serial.open{ port = A, speed = 9600 } end, "unknown")
+  T.raises(function() serial.open{} end, "port")
+  local c = serial.open{ port = A }
+  c:close(); c:close()
+  T.raises(function() c:read(1) end, "closed")
+end)
+
+T.test("a missing port is ENOTFOUND; a non-tty is ENODEV", function()
+  local s, err, code = serial.open{ port = "/nonexistent/tty" }
+  T.eq(s, nil); T.eq(code, "ENOTFOUND"); T.match(err, "nonexistent")
+  s, err, code = serial.open{ port = "/dev/null" }
+  T.eq(code, "ENODEV")
+end)
+
+T.test("serial.list returns ports with names (libserialport)", function()
+  local ports = serial.list()
+  T.eq(type(ports), "table")
+  for _, p in ipairs(ports) do
+    T.eq(type(p.port), "string"); T.eq(type(p.transport), "string"); T.eq(type(p.access), "boolean")
+    if p.transport == "usb" then T.eq(math.type(p.vid), "integer") end
+  end
+  -- ptys are never listed (FACTS.md 7)
+  for _, p in ipairs(ports) do T.ok(not p.port:find("^/dev/pts/"), "no pty listed") end
+end)
+
+a:close(); b:close()
+T.done()
