@@ -1,0 +1,62 @@
+/* One memory-access interface for debug probes: read, write, halt, go, reset (and run), each with a deadline.
+ * Backends: jlink (SEGGER's DLL, loaded with dlopen), gdb (GDB remote protocol over TCP), qemu (QEMU's DDR
+ * mapped from its shared file + QMP). RTT (src/rtt) is written once above this. */
+#ifndef ODP_PROBE_H
+#define ODP_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/err.h"
+
+typedef struct odp_probe odp_probe;
+
+typedef struct {
+    const char *kind;
+    int (*read)(odp_probe *p, uint32_t addr, void *buf, size_t n, double deadline, odp_err *err);
+    int (*write)(odp_probe *p, uint32_t addr, const void *buf, size_t n, double deadline, odp_err *err);
+    int (*halt)(odp_probe *p, double deadline, odp_err *err);
+    int (*go)(odp_probe *p, double deadline, odp_err *err);
+    /* Resets the core; it may be left halted (odp_probe_reset then runs it). */
+    int (*reset)(odp_probe *p, double deadline, odp_err *err);
+    void (*close)(odp_probe *p);
+} odp_probe_ops;
+
+#define ODP_PROBE_MAX_SCRUB 8
+
+/* Backends embed this first. */
+struct odp_probe {
+    const odp_probe_ops *ops;
+    int refs;
+    unsigned resets; /* incremented by every odp_probe_reset: RTT re-finds its block when it changes */
+    /* Words zeroed while the core is halted, just before a reset (RTT control-block IDs): after the reset
+     * an ID can only come from the re-initialised firmware, never from RAM that survived the reset. */
+    uint32_t scrub[ODP_PROBE_MAX_SCRUB];
+    int nscrub;
+};
+
+int odp_probe_read(odp_probe *p, uint32_t addr, void *buf, size_t n, double deadline, odp_err *err);
+int odp_probe_write(odp_probe *p, uint32_t addr, const void *buf, size_t n, double deadline, odp_err *err);
+int odp_probe_halt(odp_probe *p, double deadline, odp_err *err);
+int odp_probe_go(odp_probe *p, double deadline, odp_err *err);
+/* halt, zero the scrub words, reset, go. */
+int odp_probe_reset(odp_probe *p, double deadline, odp_err *err);
+void odp_probe_add_scrub(odp_probe *p, uint32_t addr);
+void odp_probe_retain(odp_probe *p);
+void odp_probe_release(odp_probe *p); /* closes at the last reference */
+
+/* Backends. */
+/* shm: path of QEMU's memory-backend-file; base: guest address of its offset 0; qmp: "host:port" or NULL. */
+odp_probe *odp_probe_qemu_open(const char *shm, uint32_t base, const char *qmp, double deadline, odp_err *err);
+/* address: "host:port" of a GDB remote stub (QEMU -gdb, JLinkGDBServer, OpenOCD, pyOCD). */
+odp_probe *odp_probe_gdb_open(const char *address, double deadline, odp_err *err);
+/* lib: path of libjlinkarm.so, or NULL (ODP_JLINK_LIB, then /opt/SEGGER/JLink*\/libjlinkarm.so*). */
+odp_probe *odp_probe_jlink_open(const char *lib, const char *device, int speed_khz, const char *serial,
+                                double deadline, odp_err *err);
+/* The library the jlink backend would load (for hints): fills path, returns 0 or ODP_ENOTFOUND. */
+int odp_jlink_find_lib(const char *lib, char *path, size_t len, odp_err *err);
+
+/* "host:port" -> a connected TCP socket (non-blocking), or -1 with err. */
+int odp_tcp_connect(const char *address, double deadline, odp_err *err);
+
+#endif
