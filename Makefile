@@ -79,6 +79,14 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined 
 $(BUILD)/fuzz/elf_fuzz: tests/fuzz/elf_fuzz.c src/elf/elf.c src/util/err.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
+$(BUILD)/fuzz/xmodem_recv_fuzz: tests/fuzz/xmodem_recv_fuzz.c src/xmodem/xmodem.c src/stream/stream.c src/util/err.c \
+                                src/util/wait.c src/util/buf.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ -lm
+$(BUILD)/fuzz/rtt_ring_fuzz: tests/fuzz/rtt_ring_fuzz.c src/rtt/rtt.c src/probe/probe.c src/stream/stream.c \
+                             src/util/err.c src/util/wait.c src/util/buf.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ -lm
 
 deps:
 	vendor/install-deps.sh build

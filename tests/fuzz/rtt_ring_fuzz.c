@@ -1,5 +1,4 @@
-/* libFuzzer target: the RTT reader over target memory that is entirely fuzzed (tests/fuzz/run.sh).
- * sources: src/rtt/rtt.c src/probe/probe.c src/stream/stream.c src/util/err.c src/util/wait.c src/util/buf.c
+/* libFuzzer target: the RTT reader over target memory that is entirely fuzzed (built by the Makefile, run by tests/fuzz/test_probe_fuzz.sh).
  * The input is the target's RAM at 0x20000000 (up to 8 KiB): scan, list channels, read every up channel,
  * write to every down channel. Checks: no crash, no out-of-bounds access, bounded time (deadlines are now). */
 #include <stdint.h>

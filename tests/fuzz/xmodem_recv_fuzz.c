@@ -1,4 +1,4 @@
-/* libFuzzer target: the XMODEM receiver fed arbitrary bytes from the "sender" (tests/fuzz/run.sh builds it).
+/* libFuzzer target: the XMODEM receiver fed arbitrary bytes from the "sender" (built by the Makefile, run by tests/fuzz/test_probe_fuzz.sh).
  * A fake stream hands out the input in chunks whose sizes come from the input itself and times out at once
  * when it is used up; received data goes to a capped memory sink. Checks: no crash, no overrun, bounded work. */
 #include <stdint.h>
