@@ -154,12 +154,56 @@ static int l_jlink_lib(lua_State *L)
     return 1;
 }
 
+static int push_usb(void *ctx, const odp_usb_info *d)
+{
+    lua_State *L = ctx;
+    lua_createtable(L, 0, 9);
+    lua_pushinteger(L, d->vid);
+    lua_setfield(L, -2, "vid");
+    lua_pushinteger(L, d->pid);
+    lua_setfield(L, -2, "pid");
+    lua_pushinteger(L, d->bus);
+    lua_setfield(L, -2, "bus");
+    lua_pushinteger(L, d->address);
+    lua_setfield(L, -2, "address");
+    lua_pushboolean(L, d->access);
+    lua_setfield(L, -2, "access");
+    if (d->serial[0]) {
+        lua_pushstring(L, d->serial);
+        lua_setfield(L, -2, "serial");
+    }
+    if (d->product[0]) {
+        lua_pushstring(L, d->product);
+        lua_setfield(L, -2, "product");
+    }
+    if (d->open_error[0]) {
+        lua_pushstring(L, d->open_error);
+        lua_setfield(L, -2, "open_error");
+    }
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    return 0;
+}
+
+/* probe.usb_list([vid]) -> {{vid, pid, bus, address, access, serial?, product?, open_error?}...} | nil, err, code
+ * (J-Link probes: probe.usb_list(0x1366)) */
+static int l_usb_list(lua_State *L)
+{
+    lua_Integer vid = luaL_optinteger(L, 1, -1);
+    luaL_argcheck(L, vid >= -1 && vid <= 0xffff, 1, "vid must be 0..0xffff");
+    lua_newtable(L);
+    odp_err err;
+    if (odp_usb_list((int)vid, push_usb, L, &err))
+        return odp_pushfail(L, &err);
+    return 1;
+}
+
 int luaopen_odp_probe(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"read", l_read}, {"write", l_write}, {"halt", l_halt}, {"go", l_go},
                                        {"reset", l_reset}, {"kind", l_kind}, {"close", l_close}, {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL}};
-    static const luaL_Reg fns[] = {{"open", l_open}, {"jlink_lib", l_jlink_lib}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"open", l_open}, {"jlink_lib", l_jlink_lib},
+                                   {"usb_list", l_usb_list}, {NULL, NULL}};
     odp_newclass(L, PROBE_MT, methods, meta);
     luaL_newlib(L, fns);
     return 1;

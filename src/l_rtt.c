@@ -218,6 +218,16 @@ static int l_close(lua_State *L)
 {
     lrtt *u = luaL_checkudata(L, 1, RTT_MT);
     if (u->r) {
+        /* close the channel streams handed out: they belong to this RTT (and keep the probe open) */
+        if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE) {
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                lua_getfield(L, -1, "close");
+                lua_insert(L, -2);
+                lua_call(L, 1, 0);
+            }
+        }
+        lua_pop(L, 1);
         odp_rtt_close(u->r);
         u->r = NULL;
     }

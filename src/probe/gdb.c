@@ -12,11 +12,15 @@
 
 #define CHUNK 512         /* bytes per m/M packet: well under every stub's PacketSize */
 #define MAX_PACKET 16384  /* longest reply kept; longer replies from the stub are an error */
+/* An exchange, once started, runs to its end with this much time even if the caller's deadline is nearer:
+ * abandoning it halfway would leave a late reply that the next exchange would take for its own. */
+#define EXCHANGE_S 3.0
 
 typedef struct {
     odp_probe base;
     int fd;
     int running;
+    int broken; /* an exchange failed halfway: the byte stream can no longer be trusted */
     char rx[4096];
     size_t rlen, rpos;
     char pkt[MAX_PACKET + 1];
@@ -262,31 +266,61 @@ static int do_monitor(gdb_probe *g, uint32_t addr, void *buf, size_t n, double d
     return rc ? rc : odp_fail(err, ODP_EPROTO, "monitor %s: endless output", cmd);
 }
 
+/* Checks the caller's deadline before an exchange and gives the exchange its own time (EXCHANGE_S). */
+static int begin(gdb_probe *g, double *deadline, odp_err *err)
+{
+    if (g->broken)
+        return odp_fail(err, ODP_EIO, "the GDB connection was lost in the middle of an exchange; reopen the probe");
+    double now = odp_now();
+    if (now >= *deadline)
+        return odp_fail(err, ODP_ETIMEDOUT, "deadline passed before the GDB exchange");
+    if (*deadline < now + EXCHANGE_S)
+        *deadline = now + EXCHANGE_S;
+    return 0;
+}
+
+static int end(gdb_probe *g, int rc, odp_err *err)
+{
+    /* an E reply is an answer; a timeout, cancel or protocol error halfway leaves the stream out of step */
+    if (rc && !(rc == ODP_EIO && strstr(err->msg, "the GDB stub cannot")) && !strstr(err->msg, "monitor"))
+        g->broken = 1;
+    return rc;
+}
+
 static int gdb_read(odp_probe *p, uint32_t addr, void *buf, size_t n, double deadline, odp_err *err)
 {
-    return stopped((gdb_probe *)p, do_read, addr, buf, n, deadline, err);
+    gdb_probe *g = (gdb_probe *)p;
+    int rc = begin(g, &deadline, err);
+    return rc ? rc : end(g, stopped(g, do_read, addr, buf, n, deadline, err), err);
 }
 
 static int gdb_write(odp_probe *p, uint32_t addr, const void *buf, size_t n, double deadline, odp_err *err)
 {
-    return stopped((gdb_probe *)p, do_write, addr, (void *)buf, n, deadline, err);
+    gdb_probe *g = (gdb_probe *)p;
+    int rc = begin(g, &deadline, err);
+    return rc ? rc : end(g, stopped(g, do_write, addr, (void *)buf, n, deadline, err), err);
 }
 
 static int gdb_halt(odp_probe *p, double deadline, odp_err *err)
 {
     gdb_probe *g = (gdb_probe *)p;
-    return g->running ? stop_target(g, deadline, err) : 0;
+    int rc = begin(g, &deadline, err);
+    return rc ? rc : g->running ? end(g, stop_target(g, deadline, err), err) : 0;
 }
 
 static int gdb_go(odp_probe *p, double deadline, odp_err *err)
 {
     gdb_probe *g = (gdb_probe *)p;
-    return g->running ? 0 : continue_target(g, deadline, err);
+    int rc = begin(g, &deadline, err);
+    return rc ? rc : g->running ? 0 : end(g, continue_target(g, deadline, err), err);
 }
 
 static int gdb_reset(odp_probe *p, double deadline, odp_err *err)
 {
     gdb_probe *g = (gdb_probe *)p;
+    int rc0 = begin(g, &deadline, err);
+    if (rc0)
+        return rc0;
     /* QEMU: "system_reset"; JLinkGDBServer/OpenOCD: "reset" (tried when the first is refused) */
     odp_err first;
     int rc = stopped(g, do_monitor, 0, "system_reset", 0, deadline, &first);
@@ -303,7 +337,7 @@ static void gdb_close(odp_probe *p)
     gdb_probe *g = (gdb_probe *)p;
     if (g->fd >= 0) {
         odp_err ignored;
-        if (!g->running) /* leave the target running, as found */
+        if (!g->running && !g->broken) /* leave the target running, as found */
             continue_target(g, odp_deadline(0.5), &ignored);
         close(g->fd);
     }

@@ -86,6 +86,11 @@ static int qmp_cmd(qemu_probe *q, const char *cmd, double deadline, odp_err *err
     if (q->qmp < 0)
         return odp_fail(err, ODP_ENODEV, "no QMP address given: halt/go/reset need qmp=\"host:port\"");
     char msg[256], line[4096];
+    /* like the gdb backend: an exchange once started gets its own time, so no late reply is left behind */
+    if (odp_now() >= deadline)
+        return odp_fail(err, ODP_ETIMEDOUT, "deadline passed before QMP %s", cmd);
+    if (deadline < odp_now() + 3.0)
+        deadline = odp_now() + 3.0;
     int n = snprintf(msg, sizeof msg, "{\"execute\":\"%s\"}\r\n", cmd);
     ssize_t w = odp_fd_write(q->qmp, msg, (size_t)n, deadline, err);
     if (w < 0)

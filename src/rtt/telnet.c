@@ -33,13 +33,13 @@ odp_stream *odp_rtt_telnet_open(const char *address, int channel, double deadlin
         banner[have] = 0;
         nl = strchr(banner, '\n');
     }
-    if (!nl || !strstr(banner, "SEGGER")) {
-        odp_fail(err, ODP_EPROTO, "%s is not a J-Link RTT telnet server (banner: %.80s)", address, banner);
+    if (strstr(banner, "GUI server")) {
+        odp_fail(err, ODP_EBUSY, "%s belongs to another J-Link process (%.80s)", address, banner);
         odp_stream_close(s);
         return NULL;
     }
-    if (strstr(banner, "GUI server")) {
-        odp_fail(err, ODP_EBUSY, "%s belongs to another J-Link process (%.80s)", address, banner);
+    if (!nl || !strstr(banner, "SEGGER")) {
+        odp_fail(err, ODP_EPROTO, "%s is not a J-Link RTT telnet server (banner: %.80s)", address, banner);
         odp_stream_close(s);
         return NULL;
     }

@@ -131,6 +131,14 @@ odp_stream *odp_serial_open(const char *path, int baud, const char **how, odp_er
             sp_set_stopbits(port, 1) == SP_OK && sp_set_flowcontrol(port, SP_FLOWCONTROL_NONE) == SP_OK) {
             int fd;
             if (sp_get_port_handle(port, &fd) == SP_OK) {
+                /* libserialport leaves VMIN=0: a read with no data would return 0, which looks like the end
+                 * of the stream. VMIN=1 + O_NONBLOCK gives EAGAIN, and odp_wait does the waiting. */
+                struct termios t;
+                if (tcgetattr(fd, &t) == 0) {
+                    t.c_cc[VMIN] = 1;
+                    t.c_cc[VTIME] = 0;
+                    tcsetattr(fd, TCSANOW, &t);
+                }
                 fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
                 s->sp = port;
                 s->fd = fd;

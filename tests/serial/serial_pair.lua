@@ -77,5 +77,19 @@ T.test("serial.list returns ports with names (libserialport)", function()
   for _, p in ipairs(ports) do T.ok(not p.port:find("^/dev/pts/"), "no pty listed") end
 end)
 
+local real
+for _, p in ipairs(serial.list()) do if p.access then real = p; break end end
+if real then
+  T.test("a listed port (" .. real.port .. ") opens through libserialport; an idle read times out", function()
+    local s, how2 = serial.open{ port = real.port, baud = 115200 }
+    T.ok(s, how2); T.eq(how2, "libserialport")
+    local data, err, code = s:read(64, { timeout = 0.1 })
+    T.ok(data == nil and code == "ETIMEDOUT" or (data and #data > 0), "timeout (not a false end of stream)")
+    s:close()
+  end)
+else
+  T.skip("libserialport open path", "no accessible serial port on this machine")
+end
+
 a:close(); b:close()
 T.done()

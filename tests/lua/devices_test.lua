@@ -1,0 +1,39 @@
+-- odp devices: sources, hints, a failing source, JSON output.
+local T = require("t")
+local devices = require("odp.commands.devices")
+
+T.test("built-in sources are serial and jlink", function()
+  T.eq(devices.sources[1].name, "serial"); T.eq(devices.sources[2].name, "jlink")
+end)
+
+T.test("an added source is listed; a failing one becomes a warning, the rest still list", function()
+  local n = #devices.sources
+  table.insert(devices.sources, { name = "fake", list = function()
+    return { { kind = "fake", id = "f1", description = "a fake board", hint = "odp.fake.open{}" } } end })
+  table.insert(devices.sources, { name = "broken", list = function() error("boom") end })
+  table.insert(devices.sources, { name = "down", list = function() return nil, "ENODEV: no bus" end })
+  local rows, warnings = devices.collect()
+  local found
+  for _, r in ipairs(rows) do if r.id == "f1" then found = r end end
+  T.ok(found, "fake row"); T.eq(found.hint, "odp.fake.open{}")
+  T.eq(#warnings, 2); T.match(warnings[1], "^broken: .*boom"); T.match(warnings[2], "^down: ENODEV")
+  for i = #devices.sources, n + 1, -1 do table.remove(devices.sources, i) end
+end)
+
+T.test("every row has a kind, an id and a hint", function()
+  local rows = devices.collect()
+  for _, r in ipairs(rows) do
+    T.eq(type(r.kind), "string"); T.eq(type(r.id), "string"); T.eq(type(r.hint), "string")
+  end
+end)
+
+T.test("probe.usb_list returns a list (J-Link VID filter) or a clear error without a USB bus", function()
+  local list, err, code = require("odp.probe").usb_list(0x1366)
+  if list then
+    for _, d in ipairs(list) do T.eq(d.vid, 0x1366) end
+  else
+    T.match(err, "^E%u+: "); T.eq(type(code), "string")
+  end
+end)
+
+T.done()
