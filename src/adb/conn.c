@@ -345,6 +345,7 @@ static int stream_put(struct adb_conn *c, struct stream *s, const void *data, si
 
 struct shell_ctx {
     struct adb_shell_result *r;
+    struct adb_shell_demux *dm;
 };
 
 static void shell_sink(void *ud, int id, const uint8_t *p, size_t n)
@@ -353,10 +354,19 @@ static void shell_sink(void *ud, int id, const uint8_t *p, size_t n)
     bytes_add(id == ADB_SHELL_STDERR ? &sc->r->err : &sc->r->out, p, n);
 }
 
+/* Output that arrives while stdin is still being sent. */
+static int shell_wrte(void *ud, const uint8_t *p, size_t n, odp_err *e)
+{
+    struct shell_ctx *sc = ud;
+    if (adb_shell_demux_feed(sc->dm, p, n, shell_sink, sc) != 0)
+        return odp_fail(e, ODP_EPROTO, "malformed shell protocol v2 packet from the device");
+    return 0;
+}
+
 static int shell_collect(struct adb_conn *c, struct stream *s, struct adb_shell_demux *dm,
                          struct adb_shell_result *r, double deadline, odp_err *e)
 {
-    struct shell_ctx sc = {r};
+    struct shell_ctx sc = {r, dm};
     while (!s->closed) {
         struct adb_hdr h;
         if (stream_next(c, s, &h, deadline, e) != 0) {
@@ -395,20 +405,20 @@ static int shell_v2(struct adb_conn *c, const char *cmd, const uint8_t *in, size
     uint8_t ph[5];
     struct adb_shell_demux dm;
     adb_shell_demux_init(&dm);
-    struct shell_ctx sc = {r};
-    (void)sc;
+    struct shell_ctx sc = {r, &dm};
     /* stdin in packets that fit one WRTE each, then close-stdin */
     size_t room = c->maxdata - 5;
     while (in_len) {
         size_t n = in_len < room ? in_len : room;
         adb_shell_pack_hdr(ph, ADB_SHELL_STDIN, (uint32_t)n);
-        if (stream_put(c, &s, ph, 5, NULL, NULL, deadline, e) || stream_put(c, &s, in, n, NULL, NULL, deadline, e))
+        if (stream_put(c, &s, ph, 5, shell_wrte, &sc, deadline, e) ||
+            stream_put(c, &s, in, n, shell_wrte, &sc, deadline, e))
             goto out_err;
         in += n;
         in_len -= n;
     }
     adb_shell_pack_hdr(ph, ADB_SHELL_CLOSE_STDIN, 0);
-    if (stream_put(c, &s, ph, 5, NULL, NULL, deadline, e) != 0)
+    if (stream_put(c, &s, ph, 5, shell_wrte, &sc, deadline, e) != 0)
         goto out_err;
     /* output may arrive before the OKAY for our stdin: collect it meanwhile */
     if (c->wlen) {
@@ -430,6 +440,9 @@ out_err:
 static int shell_plain(struct adb_conn *c, const char *cmd, const uint8_t *in, size_t in_len,
                        struct adb_shell_result *r, double deadline, odp_err *e)
 {
+    (void)in;
+    if (in_len)
+        return odp_fail(e, ODP_EPROTO, "this device has no shell_v2: stdin for a command is not supported");
     /* the status travels as the last line: "<sentinel><status>" */
     uint8_t rnd[8];
     char sentinel[40];
@@ -442,17 +455,13 @@ static int shell_plain(struct adb_conn *c, const char *cmd, const uint8_t *in, s
              rnd[4], rnd[5], rnd[6], rnd[7]);
     size_t svl = strlen(cmd) + 128;
     char *svc = malloc(svl);
-    snprintf(svc, svl, "shell:(%s\n); echo; echo %s$?", cmd, sentinel);
+    /* no shell_v2, no way to close stdin: the command reads /dev/null */
+    snprintf(svc, svl, "shell:(%s\n) </dev/null; printf '\\n%s%%d\\n' $?", cmd, sentinel);
     struct stream s;
     int rc = stream_open(c, &s, svc, deadline, e);
     free(svc);
     if (rc != 0)
         return -1;
-    if (in_len && (stream_put(c, &s, in, in_len, NULL, NULL, deadline, e) != 0 ||
-                   stream_flush(c, &s, NULL, NULL, deadline, e) != 0)) {
-        stream_close(c, &s, deadline);
-        return -1;
-    }
     if (shell_collect(c, &s, NULL, r, deadline, e) != 0)
         return -1;
     r->status = -1;

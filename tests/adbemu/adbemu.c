@@ -973,6 +973,16 @@ static int read_msg(struct conn *c, struct adb_header *h, uint8_t **data)
 
 static void stream_step(struct conn *c, struct stream *s)
 {
+    if (s->kind != K_SYNC && !s->in.len) {
+        if (s->okay_owed) {
+            s->okay_owed = 0;
+            send_msg(c, ADB_OKAY, s->id, s->peer, NULL, 0);
+        }
+        if (s->close_in && s->in_fd >= 0) {
+            close(s->in_fd);
+            s->in_fd = -1;
+        }
+    }
     if (s->kind == K_SYNC)
         sync_pump(c, s);
     if (s->kind != K_SYNC && s->out_fd < 0 && s->err_fd < 0 && !s->exit_done) {
@@ -1094,19 +1104,6 @@ static void serve(int fd)
                           (uint32_t)got);
             else
                 buf_add(&s->out, tmp, (size_t)got);
-        }
-        for (int i = 0; i < MAX_STREAMS; i++) {
-            struct stream *s = &c.st[i];
-            if (!s->used || s->kind == K_SYNC)
-                continue;
-            if (!s->in.len && s->okay_owed) {
-                s->okay_owed = 0;
-                send_msg(&c, ADB_OKAY, s->id, s->peer, NULL, 0);
-            }
-            if (!s->in.len && s->close_in && s->in_fd >= 0) {
-                close(s->in_fd);
-                s->in_fd = -1;
-            }
         }
         if (pf[0].revents) {
             struct adb_header h;

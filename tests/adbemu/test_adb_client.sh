@@ -2,9 +2,14 @@
 # Validates the adb device emulator against Debian's `adb` (Google's client, 29.0.6):
 # if Google's own client works against it, odp's client is tested against a faithful peer.
 # Usage: tests/adbemu/test_adb_client.sh [path/to/adbemu]   (prints TAP, exits non-zero on failure)
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-EMU=${1:-$here/../../build/tests/adbemu}
+out=${ODP_BUILD_DIR:-$here/../../build}/tests
+if [ $# -eq 0 ]; then
+    make -s -C "$here" OUT="$out" >/dev/null || { echo "not ok - building adbemu"; exit 1; }
+fi
+EMU=${1:-$out/adbemu}
 [ -x "$EMU" ] || { echo "not ok - adbemu not built at $EMU (make -C tests/adbemu)"; exit 1; }
 command -v adb >/dev/null || { echo "not ok - Debian's adb is missing (vendor/packages.txt [test])"; exit 1; }
 
