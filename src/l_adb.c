@@ -6,6 +6,7 @@
  *   dev:push(local, remote, {mode=, on_progress=, timeout=}) -> true
  *   dev:pull(remote, local, {on_progress=, timeout=}) -> true
  *   dev:stat(path, {timeout=}) -> {type=, mode=, size=, mtime=}
+ *   dev:broken() -> true once the transport dropped (connect again)
  *   dev:info() -> {serial=, transport=, model=, product=, device=, features={...}, version=, maxdata=}
  *   dev:close() */
 #include <stdlib.h>
@@ -165,6 +166,14 @@ static void push_features(lua_State *L, const char *features)
             break;
         p = c + 1;
     }
+}
+
+/* dev:broken() -> true when the transport dropped: connect again. */
+static int dev_broken(lua_State *L)
+{
+    ldev *d = check_dev(L);
+    lua_pushboolean(L, adb_conn_broken(d->c));
+    return 1;
 }
 
 static int dev_info(lua_State *L)
@@ -388,7 +397,8 @@ static int l_devices(lua_State *L)
 int luaopen_odp_adb(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"shell", dev_shell}, {"push", dev_push}, {"pull", dev_pull},
-                                       {"stat", dev_stat},   {"info", dev_info}, {"close", dev_close},
+                                       {"stat", dev_stat},   {"info", dev_info}, {"broken", dev_broken},
+                                       {"close", dev_close},
                                        {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", dev_close}, {"__close", dev_close}, {NULL, NULL}};
     odp_newclass(L, DEVICE_MT, methods, meta);

@@ -4,6 +4,8 @@
 #endif
 #include "auth.h"
 
+#include "../util/fs.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -80,7 +82,8 @@ EVP_PKEY *adb_key_load(const char *path, int create, char *err, size_t errlen)
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = 0;
-        mkdir(dir, 0750);
+        odp_err ignored; /* open() below reports the failure that matters */
+        odp_mkdir_p(dir, 0750, &ignored);
     }
     EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
     if (!k) {

@@ -227,6 +227,7 @@ void adb_conn_close(struct adb_conn *c)
 const struct adb_banner *adb_conn_banner(const struct adb_conn *c) { return &c->banner; }
 uint32_t adb_conn_maxdata(const struct adb_conn *c) { return c->maxdata; }
 uint32_t adb_conn_version(const struct adb_conn *c) { return c->version; }
+int adb_conn_broken(const struct adb_conn *c) { return c->broken; }
 
 /* ---------- streams ---------- */
 

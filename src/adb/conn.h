@@ -47,6 +47,8 @@ void adb_conn_close(struct adb_conn *c);
 const struct adb_banner *adb_conn_banner(const struct adb_conn *c);
 uint32_t adb_conn_maxdata(const struct adb_conn *c);
 uint32_t adb_conn_version(const struct adb_conn *c);
+/* The transport failed or the framing is lost: only a new connection helps. */
+int adb_conn_broken(const struct adb_conn *c);
 
 struct adb_bytes {
     uint8_t *p;

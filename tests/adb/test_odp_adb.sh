@@ -14,12 +14,14 @@ export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
 work=$(mktemp -d /tmp/odp-adb-test.XXXXXX)
 emu_pid=
 fails=0
+only=${ADB_TEST_ONLY:-}   # run one mode: ADB_TEST_ONLY=plain (or "flow")
 stop_emu() { if [ -n "$emu_pid" ]; then kill "$emu_pid" 2>/dev/null; wait "$emu_pid" 2>/dev/null; emu_pid=; fi; }
 trap 'stop_emu; rm -rf "$work"' EXIT
 
 # run MODE [emulator args...]: a fresh sandbox, HOME and emulator, then client.lua
 run() {
     local mode=$1; shift
+    [ -z "$only" ] || [ "$only" = "$mode" ] || return 0
     stop_emu
     local sbx=$work/$mode log=$work/$mode.log
     mkdir -p "$sbx" "$work/home-$mode"
@@ -47,6 +49,20 @@ run coalesce --coalesce
 run failsend --fail-send
 run clse --clse-open
 run drop --drop-push 1000000
+
+if [ -z "$only" ] || [ "$only" = flow ]; then
+# The Android flow with the test runner program on the device (logcat stand-in installed).
+make -s -C "$top" BUILD="${ODP_BUILD_DIR:-$top/build}" "${ODP_BUILD_DIR:-$top/build}/tests/fake_runner" >/dev/null 2>&1
+stop_emu
+mkdir -p "$work/flow/system/bin"
+cp "$top/tests/adbemu/system/bin/logcat" "$top/tests/adbemu/system/bin/log" "$work/flow/system/bin/"
+rm -f "$work/port"
+"$EMU" --root "$work/flow" --port 0 --port-file "$work/port" >/dev/null 2>"$work/flow.log" &
+emu_pid=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+HOME=$work/home-flow ADBEMU_PORT=$(cat "$work/port") ADBEMU_ROOT=$work/flow "$ODP" run "$here/flow.lua" || fails=$((fails+1))
+stop_emu
+fi
 
 # AUTH: a key made by Google's adb (same file format), a vendor key, a new key, a refusal.
 mkdir -p "$work/home-auth-verify/.android" "$work/vendor"
