@@ -99,7 +99,8 @@ static int recv_msg(struct adb_conn *c, struct adb_hdr *h, double deadline, odp_
             c->broken = 1;
         return -1;
     }
-    enum adb_hdr_status st = adb_hdr_parse(raw, h, ADB_MAXDATA);
+    /* before CNXN nothing may exceed the CNXN/AUTH limit; after, the negotiated maxdata */
+    enum adb_hdr_status st = adb_hdr_parse(raw, h, c->maxdata ? c->maxdata : ADB_CNXN_MAX);
     if (st != ADB_HDR_OK) {
         c->broken = 1;
         odp_fail(e, ODP_EPROTO, "%s (command 0x%08x, length %u)", adb_hdr_status_text(st), h->cmd, h->len);
@@ -128,18 +129,16 @@ struct adb_conn *adb_conn_open(struct adb_transport *t, const struct adb_conn_op
                                odp_err *e)
 {
     struct adb_conn *c = calloc(1, sizeof *c);
-    uint8_t *buf = malloc(ADB_MAXDATA), *wbuf = malloc(ADB_MAXDATA);
-    if (!c || !buf || !wbuf) {
+    uint8_t *buf = malloc(ADB_CNXN_MAX); /* grown to maxdata once it is negotiated */
+    if (!c || !buf) {
         free(c);
         free(buf);
-        free(wbuf);
         t->close(t->ctx);
         odp_fail(e, ODP_EIO, "out of memory");
         return NULL;
     }
     c->t = *t;
     c->buf = buf;
-    c->wbuf = wbuf;
     if (send_msg(c, ADB_CNXN, ADB_VERSION, ADB_MAXDATA, HOST_BANNER, sizeof HOST_BANNER, deadline, e) != 0)
         goto fail;
     int key = 0, pub_sent = 0;
@@ -162,6 +161,14 @@ struct adb_conn *adb_conn_open(struct adb_transport *t, const struct adb_conn_op
             c->checksum = c->version < ADB_VERSION;
             if (c->maxdata < 256) {
                 odp_fail(e, ODP_EPROTO, "the device's maxdata %u is too small", h.arg1);
+                goto fail;
+            }
+            uint8_t *nb = realloc(c->buf, c->maxdata > ADB_CNXN_MAX ? c->maxdata : ADB_CNXN_MAX);
+            if (nb)
+                c->buf = nb;
+            c->wbuf = malloc(c->maxdata);
+            if (!nb || !c->wbuf) {
+                odp_fail(e, ODP_EIO, "out of memory");
                 goto fail;
             }
             if (strcmp(c->banner.state, "device") != 0) {

@@ -196,6 +196,8 @@ int adb_shell_demux_feed(struct adb_shell_demux *d, const uint8_t *p, size_t n, 
             }
         }
         size_t take = d->left < n ? d->left : n;
+        if (take == 0)
+            return 0; /* the header ended the input: the data comes with the next WRTE */
         if (d->id == ADB_SHELL_EXIT)
             d->exit_status = p[0];
         else if (sink)
