@@ -165,14 +165,16 @@ static int bulk(usb_ctx *u, unsigned char ep, uint8_t *buf, int len, double dead
             fds[n++] = (struct pollfd){.fd = pf[i]->fd, .events = pf[i]->events};
         libusb_free_pollfds(pf);
         if (!wait_rc) {
-            wait_rc = odp_wait(fds, n, deadline, e);
+            /* an fd that is always ready (usbfs reports POLLOUT for reapable URBs) must not outlive the deadline */
+            wait_rc = odp_now() >= deadline ? odp_fail(e, ODP_ETIMEDOUT, "the USB device did not answer in time")
+                                            : odp_wait(fds, n, deadline, e);
             if (wait_rc) {
                 libusb_cancel_transfer(u->xfer);
                 deadline = odp_now() + 1.0; /* the cancellation completes quickly */
             }
         } else {
             odp_err ignored;
-            if (odp_wait(fds, n, deadline, &ignored))
+            if (odp_now() >= deadline || odp_wait(fds, n, deadline, &ignored))
                 break;
         }
         struct timeval zero = {0, 0};
@@ -204,7 +206,8 @@ static int usb_send(void *ctx, const uint8_t hdr[ADB_HDR_SIZE], const uint8_t *p
         if (rc < 0)
             return rc;
         if (adb_usb_needs_zlp(len, u->max_packet)) {
-            rc = bulk(u, u->ep_out, NULL, 0, deadline, e);
+            static uint8_t none[1];
+            rc = bulk(u, u->ep_out, none, 0, deadline, e);
             if (rc < 0)
                 return rc;
         }
