@@ -30,7 +30,7 @@ run() {
     emu_pid=$!
     for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
     HOME=${RUN_HOME:-$work/home-$mode} ADBEMU_PORT=$(cat "$work/port") ADBEMU_ROOT=$sbx ADB_MODE=$mode \
-        "$ODP" run "$here/client.lua" || fails=$((fails+1))
+        "$ODP" run "$here/${SCRIPT:-client}.lua" || fails=$((fails+1))
     if grep -q violation "$log"; then
         echo "not ok - $mode: the emulator saw protocol violations by odp"; grep violation "$log" | sed 's/^/#   /'
         fails=$((fails+1))
@@ -72,4 +72,6 @@ adb keygen "$work/vendor/ci.adb_key" >/dev/null 2>&1
 ADB_VENDOR_KEYS=$work/vendor run auth-vendor --auth "verify:$work/vendor/ci.adb_key.pub"
 run auth-accept --auth accept:1000
 run auth-never --auth never
+SCRIPT=devices run devices
+SCRIPT=devices run devices-unauthorized --auth never
 [ "$fails" = 0 ]
