@@ -202,6 +202,19 @@ elseif mode == "drop" then
     T.eq(sha(root .. "/data/local/tmp/d"), sha(src))
     d:close()
   end)
+elseif mode == "droptarget" then
+  T.test("droptarget: the adb target reconnects once and the push goes through", function()
+    local target = assert(require("odp.target.adb").new { adb = tcp })
+    local src = tmp .. "/d"
+    os.execute("head -c 2500000 /dev/urandom > '" .. src .. "'")
+    local r = assert(target:push(src, "/data/local/tmp/t/d", { mode = tonumber("644", 8) }))
+    T.eq(r.skipped, false)
+    T.eq(sha(root .. "/data/local/tmp/t/d"), sha(src))
+    T.ok(not io.open(root .. "/data/local/tmp/t/d.odp-partial"), "temporary name renamed")
+    T.eq(assert(target:push(src, "/data/local/tmp/t/d")).skipped, true, "second push skipped by hash")
+    T.eq(assert(target:exec({ "echo", "alive" })).stdout, "alive\n")
+    target:close()
+  end)
 elseif mode == "auth-verify" then
   T.test("auth-verify: Google adb's key signs, device accepts", function()
     local d = assert(connect())

@@ -49,6 +49,7 @@ run coalesce --coalesce
 run failsend --fail-send
 run clse --clse-open
 run drop --drop-push 1000000
+run droptarget --drop-push 1000000
 
 if [ -z "$only" ] || [ "$only" = flow ]; then
 # The Android flow with the test runner program on the device (logcat stand-in installed).
