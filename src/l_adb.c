@@ -2,7 +2,7 @@
  *   adb.devices() -> {{serial=, transport="usb", state=, model=, ...}, ...}
  *   adb.connect{serial=, transport="usb"|"tcp:HOST:PORT", timeout=, auth_timeout=, on_auth_prompt=}
  *     -> odp.adb.Device | nil, err, code
- *   dev:shell(argv_or_string, {timeout=, stdin=, capture_limit=}) -> result (like odp.proc.run)
+ *   dev:shell(argv_or_string, {timeout=, stdin=, capture_limit=, on_stdout=, on_stderr=}) -> the exec result
  *   dev:push(local, remote, {mode=, on_progress=, timeout=}) -> true
  *   dev:pull(remote, local, {on_progress=, timeout=}) -> true
  *   dev:stat(path, {timeout=}) -> {type=, mode=, size=, mtime=}
@@ -235,60 +235,45 @@ static const char *shell_command(lua_State *L, int idx)
 
 static int dev_shell(lua_State *L)
 {
-    static const char *const allowed[] = {"timeout", "stdin", "capture_limit", NULL};
+    static const char *const allowed[] = {"timeout", "stdin", "capture_limit", "on_stdout", "on_stderr", NULL};
     ldev *d = check_dev(L);
     lua_settop(L, 3);
     const char *cmd = shell_command(L, 2);
     odp_checkopts(L, 3, allowed);
     double deadline = odp_optdeadline(L, 3, -1);
-    size_t in_len = 0;
-    const char *in = NULL;
-    if (odp_optfield(L, 3, "stdin") != LUA_TNIL) {
-        if (!lua_isstring(L, -1))
-            luaL_error(L, "option 'stdin' must be a string");
-        in = lua_tolstring(L, -1, &in_len);
-    }
-    lua_Integer cap = odp_optinteger(L, 3, "capture_limit", 0);
-    luaL_argcheck(L, cap >= 0, 3, "capture_limit must be >= 0");
+    odp_exec_io io;
+    odp_exec_opts(L, 3, &io);
     struct adb_shell_result r;
     memset(&r, 0, sizeof r);
-    r.out.limit = r.err.limit = (size_t)cap;
+    r.out.limit = r.err.limit = io.capture_limit;
     odp_err err;
     double t0 = odp_now();
-    int rc = adb_conn_shell(d->c, cmd, (const uint8_t *)in, in_len, &r, deadline, &err);
+    int rc = adb_conn_shell(d->c, cmd, (const uint8_t *)io.stdin_data, io.stdin_len, odp_exec_on_output, &io, &r,
+                            deadline, &err);
     double wall = odp_now() - t0;
     int timed_out = rc && err.code == ODP_ETIMEDOUT;
     int canceled = rc && err.code == ODP_ECANCELED;
     if (rc && !timed_out && !canceled) {
-        adb_bytes_free(&r.out);
-        adb_bytes_free(&r.err);
+        odp_buf_free(&r.out);
+        odp_buf_free(&r.err);
+        odp_exec_io_release(&io);
         return odp_pushfail(L, &err);
     }
-    lua_createtable(L, 0, 10);
-    lua_pushboolean(L, !rc && r.status == 0);
-    lua_setfield(L, -2, "ok");
-    lua_pushinteger(L, rc ? 0 : r.status);
-    lua_setfield(L, -2, "status");
-    lua_pushboolean(L, timed_out);
-    lua_setfield(L, -2, "timed_out");
-    lua_pushboolean(L, canceled);
-    lua_setfield(L, -2, "canceled");
-    lua_pushlstring(L, r.out.p ? (const char *)r.out.p : "", r.out.len);
-    lua_setfield(L, -2, "stdout");
-    lua_pushlstring(L, r.err.p ? (const char *)r.err.p : "", r.err.len);
-    lua_setfield(L, -2, "stderr");
-    if (r.out.dropped || r.err.dropped) {
-        lua_pushinteger(L, (lua_Integer)r.out.dropped);
-        lua_setfield(L, -2, "stdout_dropped");
-        lua_pushinteger(L, (lua_Integer)r.err.dropped);
-        lua_setfield(L, -2, "stderr_dropped");
-    }
+    odp_exec_view v = {
+        .status = rc || r.status < 0 ? 0 : r.status,
+        .timed_out = timed_out,
+        .canceled = canceled,
+        .aborted = r.aborted,
+        .out = &r.out,
+        .err = &r.err,
+        .wall_s = wall,
+    };
+    odp_push_exec(L, &v);
     lua_pushboolean(L, r.v2);
     lua_setfield(L, -2, "separate_stderr");
-    lua_pushnumber(L, wall);
-    lua_setfield(L, -2, "wall_s");
-    adb_bytes_free(&r.out);
-    adb_bytes_free(&r.err);
+    odp_buf_free(&r.out);
+    odp_buf_free(&r.err);
+    odp_exec_io_release(&io); /* re-raises an error from on_stdout/on_stderr */
     return 1;
 }
 

@@ -18,7 +18,6 @@
 #include "../util/wait.h"
 
 #define HOST_BANNER "host::features=shell_v2,cmd,stat_v2,ls_v2,fixed_push_mkdir"
-#define OUTPUT_LIMIT_DEFAULT (64u * 1024u * 1024u)
 
 struct adb_conn {
     struct adb_transport t;
@@ -36,37 +35,6 @@ struct stream {
     uint32_t local, remote;
     int closed;
 };
-
-void adb_bytes_free(struct adb_bytes *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
-static void bytes_add(struct adb_bytes *b, const uint8_t *p, size_t n)
-{
-    size_t limit = b->limit ? b->limit : OUTPUT_LIMIT_DEFAULT;
-    if (b->len + n > limit) {
-        size_t keep = limit - b->len;
-        b->dropped += n - keep;
-        n = keep;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        uint8_t *q = realloc(b->p, cap);
-        if (!q) {
-            b->dropped += n;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, p, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
 
 /* ---------- messages ---------- */
 
@@ -354,12 +322,17 @@ static int stream_put(struct adb_conn *c, struct stream *s, const void *data, si
 struct shell_ctx {
     struct adb_shell_result *r;
     struct adb_shell_demux *dm;
+    adb_output_fn on_output;
+    void *ctx;
 };
 
 static void shell_sink(void *ud, int id, const uint8_t *p, size_t n)
 {
     struct shell_ctx *sc = ud;
-    bytes_add(id == ADB_SHELL_STDERR ? &sc->r->err : &sc->r->out, p, n);
+    odp_buf *b = id == ADB_SHELL_STDERR ? &sc->r->err : &sc->r->out;
+    odp_buf_append(b, p, n);
+    if (sc->on_output && !sc->r->aborted && sc->on_output(sc->ctx, id == ADB_SHELL_STDERR ? 2 : 1, (const char *)p, n))
+        sc->r->aborted = 1;
 }
 
 /* Output that arrives while stdin is still being sent. */
@@ -372,10 +345,10 @@ static int shell_wrte(void *ud, const uint8_t *p, size_t n, odp_err *e)
 }
 
 static int shell_collect(struct adb_conn *c, struct stream *s, struct adb_shell_demux *dm,
-                         struct adb_shell_result *r, double deadline, odp_err *e)
+                         adb_output_fn on_output, void *ctx, struct adb_shell_result *r, double deadline, odp_err *e)
 {
-    struct shell_ctx sc = {r, dm};
-    while (!s->closed) {
+    struct shell_ctx sc = {r, dm, on_output, ctx};
+    while (!s->closed && !r->aborted) {
         struct adb_hdr h;
         if (stream_next(c, s, &h, deadline, e) != 0) {
             if (e->code == ODP_ETIMEDOUT)
@@ -391,16 +364,18 @@ static int shell_collect(struct adb_conn *c, struct stream *s, struct adb_shell_
                 return -1;
             }
         } else {
-            bytes_add(&r->out, c->buf, h.len);
+            odp_buf_append(&r->out, c->buf, h.len);
         }
         if (stream_ack(c, s, deadline, e) != 0)
             return -1;
     }
+    if (r->aborted)
+        stream_close(c, s, deadline); /* adbd kills the command */
     return 0;
 }
 
-static int shell_v2(struct adb_conn *c, const char *cmd, const uint8_t *in, size_t in_len,
-                    struct adb_shell_result *r, double deadline, odp_err *e)
+static int shell_v2(struct adb_conn *c, const char *cmd, const uint8_t *in, size_t in_len, adb_output_fn on_output,
+                    void *ctx, struct adb_shell_result *r, double deadline, odp_err *e)
 {
     size_t svl = strlen(cmd) + 32;
     char *svc = malloc(svl);
@@ -413,7 +388,7 @@ static int shell_v2(struct adb_conn *c, const char *cmd, const uint8_t *in, size
     uint8_t ph[5];
     struct adb_shell_demux dm;
     adb_shell_demux_init(&dm);
-    struct shell_ctx sc = {r, &dm};
+    struct shell_ctx sc = {r, &dm, on_output, ctx};
     /* stdin in packets that fit one WRTE each, then close-stdin */
     size_t room = c->maxdata - 5;
     while (in_len) {
@@ -434,7 +409,7 @@ static int shell_v2(struct adb_conn *c, const char *cmd, const uint8_t *in, size
             goto out_err;
         c->wlen = 0;
     }
-    if (shell_collect(c, &s, &dm, r, deadline, e) != 0)
+    if (shell_collect(c, &s, &dm, on_output, ctx, r, deadline, e) != 0)
         return -1;
     r->v2 = 1;
     r->status = dm.exit_status;
@@ -445,8 +420,8 @@ out_err:
     return -1;
 }
 
-static int shell_plain(struct adb_conn *c, const char *cmd, const uint8_t *in, size_t in_len,
-                       struct adb_shell_result *r, double deadline, odp_err *e)
+static int shell_plain(struct adb_conn *c, const char *cmd, const uint8_t *in, size_t in_len, adb_output_fn on_output,
+                       void *ctx, struct adb_shell_result *r, double deadline, odp_err *e)
 {
     (void)in;
     if (in_len)
@@ -470,16 +445,20 @@ static int shell_plain(struct adb_conn *c, const char *cmd, const uint8_t *in, s
     free(svc);
     if (rc != 0)
         return -1;
-    if (shell_collect(c, &s, NULL, r, deadline, e) != 0)
+    /* the sentinel must not leak: collect everything, strip it, then report */
+    size_t limit = r->out.limit;
+    r->out.limit = 0;
+    rc = shell_collect(c, &s, NULL, NULL, NULL, r, deadline, e);
+    r->out.limit = limit;
+    if (rc != 0)
         return -1;
     r->status = -1;
     /* find "\n<sentinel>N" at the end; the echo before it added the "\n" */
     size_t sl = strlen(sentinel);
     for (size_t i = r->out.len; i-- > 0;) {
-        if (r->out.p[i] == '\n' && r->out.len - i - 1 >= sl && !memcmp(r->out.p + i + 1, sentinel, sl)) {
-            r->status = atoi((const char *)r->out.p + i + 1 + sl);
+        if (r->out.data[i] == '\n' && r->out.len - i - 1 >= sl && !memcmp(r->out.data + i + 1, sentinel, sl)) {
+            r->status = atoi(r->out.data + i + 1 + sl);
             r->out.len = i;
-            r->out.p[i] = 0;
             break;
         }
     }
@@ -487,17 +466,28 @@ static int shell_plain(struct adb_conn *c, const char *cmd, const uint8_t *in, s
         odp_fail(e, ODP_EPROTO, "the shell exit status was lost (no sentinel in the output)");
         return -1;
     }
+    if (limit && r->out.len > limit) {
+        r->out.dropped += r->out.len - limit;
+        r->out.len = limit;
+    }
+    if (on_output && r->out.len && on_output(ctx, 1, r->out.data, r->out.len))
+        r->aborted = 1;
     return 0;
 }
 
-int adb_conn_shell(struct adb_conn *c, const char *cmd, const uint8_t *in, size_t in_len,
-                   struct adb_shell_result *r, double deadline, odp_err *e)
+int adb_conn_shell(struct adb_conn *c, const char *cmd, const uint8_t *in, size_t in_len, adb_output_fn on_output,
+                   void *ctx, struct adb_shell_result *r, double deadline, odp_err *e)
 {
     r->status = -1;
     r->v2 = 0;
+    r->aborted = 0;
+    if (!r->out.limit)
+        r->out.limit = ADB_OUTPUT_LIMIT;
+    if (!r->err.limit)
+        r->err.limit = ADB_OUTPUT_LIMIT;
     if (adb_banner_has(&c->banner, "shell_v2"))
-        return shell_v2(c, cmd, in, in_len, r, deadline, e);
-    return shell_plain(c, cmd, in, in_len, r, deadline, e);
+        return shell_v2(c, cmd, in, in_len, on_output, ctx, r, deadline, e);
+    return shell_plain(c, cmd, in, in_len, on_output, ctx, r, deadline, e);
 }
 
 /* ---------- sync ---------- */

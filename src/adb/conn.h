@@ -11,6 +11,7 @@
 #include <openssl/evp.h>
 
 #include "proto.h"
+#include "../util/buf.h"
 #include "../util/err.h"
 
 struct adb_transport {
@@ -50,22 +51,21 @@ uint32_t adb_conn_version(const struct adb_conn *c);
 /* The transport failed or the framing is lost: only a new connection helps. */
 int adb_conn_broken(const struct adb_conn *c);
 
-struct adb_bytes {
-    uint8_t *p;
-    size_t len, cap, limit; /* limit: keep at most this many bytes (0 = 64 MiB), count the rest */
-    uint64_t dropped;
-};
-void adb_bytes_free(struct adb_bytes *b);
-
+/* Output of one command; out/err are odp_bufs (their .limit caps what is kept, 0 = ADB_OUTPUT_LIMIT). */
+#define ADB_OUTPUT_LIMIT (64u * 1024u * 1024u)
 struct adb_shell_result {
     int status;   /* exit status, -1 when the device could not tell */
     int v2;       /* ran over shell protocol v2 (separate stderr) */
-    struct adb_bytes out, err;
+    int aborted;  /* on_output asked to stop: the stream was closed, adbd killed the command */
+    odp_buf out, err;
 };
+/* Output as it arrives (stream 1 stdout, 2 stderr); non-zero stops the command. */
+typedef int (*adb_output_fn)(void *ctx, int stream, const char *data, size_t n);
 /* Runs `cmd` with /bin/sh on the device. stdin may be NULL. Without shell_v2, stderr is
- * merged into stdout and the status comes from an appended `echo` sentinel. */
+ * merged into stdout, the status comes from an appended `printf` sentinel, and on_output sees stdout
+ * once the command has ended. */
 int adb_conn_shell(struct adb_conn *c, const char *cmd, const uint8_t *in, size_t in_len,
-                   struct adb_shell_result *r, double deadline, odp_err *e);
+                   adb_output_fn on_output, void *ctx, struct adb_shell_result *r, double deadline, odp_err *e);
 
 int adb_conn_push(struct adb_conn *c, const char *local, const char *remote, uint32_t mode, double deadline,
                   adb_event_fn progress, void *ud, odp_err *e);

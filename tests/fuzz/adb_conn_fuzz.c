@@ -48,11 +48,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct adb_shell_result r;
     memset(&r, 0, sizeof r);
     r.out.limit = r.err.limit = 1 << 20;
-    adb_conn_shell(c, "true", (const uint8_t *)"in", 2, &r, 1e300, &e);
+    adb_conn_shell(c, "true", (const uint8_t *)"in", 2, NULL, NULL, &r, 1e300, &e);
     if (r.out.len > size || r.err.len > size)
         __builtin_trap();
-    adb_bytes_free(&r.out);
-    adb_bytes_free(&r.err);
+    odp_buf_free(&r.out);
+    odp_buf_free(&r.err);
     struct adb_sync_stat st;
     adb_conn_stat(c, "/data/local/tmp/x", &st, 1e300, &e);
     adb_conn_close(c);

@@ -7,7 +7,7 @@ build=${ODP_BUILD_DIR:-$top/build}
 cd "$top" || exit 1
 mkdir -p "$build/fuzz"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc"
-core="src/adb/proto.c src/adb/conn.c src/adb/auth.c src/util/err.c src/util/wait.c src/util/fs.c"
+core="src/adb/proto.c src/adb/conn.c src/adb/auth.c src/util/err.c src/util/wait.c src/util/fs.c src/util/buf.c"
 n=0 fails=0
 for t in adb_proto_fuzz adb_conn_fuzz; do
   n=$((n + 1))

@@ -368,20 +368,20 @@ int main(void)
         memset(in, 'x', sizeof in);
         struct adb_shell_result r;
         memset(&r, 0, sizeof r);
-        int rc = adb_conn_shell(c, "cat", in, (size_t)cases[i].stdin_len, &r, odp_deadline(5), &e);
+        int rc = adb_conn_shell(c, "cat", in, (size_t)cases[i].stdin_len, NULL, NULL, &r, odp_deadline(5), &e);
         char want[32], what[160];
         snprintf(want, sizeof want, "n=%d\n", cases[i].stdin_len);
         snprintf(what, sizeof what, "shell over USB with %d stdin bytes: status 0, device got them all",
                  cases[i].stdin_len);
-        check(rc == 0 && r.status == 0 && r.out.p && !strcmp((char *)r.out.p, want), what);
+        check(rc == 0 && r.status == 0 && r.out.len == strlen(want) && !memcmp(r.out.data, want, r.out.len), what);
         pthread_mutex_lock(&mu);
         int found = find_payload_then(cases[i].payload, &zlp);
         pthread_mutex_unlock(&mu);
         snprintf(what, sizeof what, "WRTE payload of %d bytes: %s", cases[i].payload,
                  cases[i].zlp ? "followed by a zero-length packet" : "no zero-length packet");
         check(found && zlp == cases[i].zlp, what);
-        adb_bytes_free(&r.out);
-        adb_bytes_free(&r.err);
+        odp_buf_free(&r.out);
+        odp_buf_free(&r.err);
     }
     pthread_mutex_lock(&mu);
     int header_zlp = 0;

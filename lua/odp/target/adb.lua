@@ -151,9 +151,10 @@ end
 -- Where the odp-rusage helper for an architecture lives on this machine (build tree or install).
 local function local_helper(arch)
   local root = require("odp.host").root
-  for _, dir in ipairs { os.getenv("ODP_BUILD_DIR"), root .. "/build", root .. "/helpers" } do
-    local p = dir and (dir .. "/odp-rusage-" .. arch)
-    if p and sys.stat(p) then return p end
+  -- (a nil first entry would end ipairs at once: ODP_BUILD_DIR is often unset)
+  for _, dir in ipairs { os.getenv("ODP_BUILD_DIR") or root .. "/build", root .. "/build", root .. "/helpers" } do
+    local p = dir .. "/odp-rusage-" .. arch
+    if sys.stat(p) then return p end
   end
 end
 
@@ -235,7 +236,7 @@ function Target:exec(argv, opts)
   local logcat = opts.runner_log and self:has_logcat()
   if logcat then self:run("logcat -c") end
   local r, err, code = call(self, "shell", table.concat(parts, " "), { timeout = opts.timeout, stdin = opts.stdin,
-    capture_limit = opts.capture_limit })
+    capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
   if not r then return nil, err, code end
   if method == "odp-rusage" then
     local rec, rest = require("odp.target.rusage").parse(r.stderr)
@@ -258,8 +259,6 @@ function Target:exec(argv, opts)
     local out = self:run("logcat -d -s ExecuTorch:I", 30)
     if out then r.log = out end
   end
-  if opts.on_stdout and r.stdout ~= "" then opts.on_stdout(r.stdout) end
-  if opts.on_stderr and r.stderr ~= "" then opts.on_stderr(r.stderr) end
   return r
 end
 
