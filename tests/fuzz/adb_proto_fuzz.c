@@ -1,6 +1,9 @@
 /* libFuzzer target for src/adb/proto.c: message headers, the CNXN banner, the shell v2 demuxer and the
  * sync decoder, fed in chunks whose sizes come from the input (packets straddle WRTEs on the wire).
- * Input: byte 0 picks the decoder, byte 1 the chunk size, the rest is what a device sent. */
+ * Input: byte 0 picks the decoder, byte 1 the chunk size, the rest is what a device sent.
+ * sources: src/adb/proto.c
+ * seeds: tests/fuzz/corpus/adb
+ * max_len: 8192 */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
