@@ -2,13 +2,14 @@
 local T = require("t")
 local devices = require("odp.commands.devices")
 
-T.test("built-in sources are serial and jlink", function()
-  T.eq(devices.sources[1].name, "serial"); T.eq(devices.sources[2].name, "jlink")
+T.test("built-in sources are serial, jlink and adb", function()
+  T.eq(devices.sources[1].name, "serial"); T.eq(devices.sources[2].name, "jlink"); T.eq(devices.sources[3].name, "adb")
 end)
 
 T.test("an added source is listed; a failing one becomes a warning, the rest still list", function()
   local n = #devices.sources
-  table.insert(devices.sources, { name = "fake", list = function()
+  table.insert(devices.sources, { name = "fake", list = function(opts)
+    assert(opts.timeout, "sources get the command's options")
     return { { kind = "fake", id = "f1", description = "a fake board", hint = "odp.fake.open{}" } } end })
   table.insert(devices.sources, { name = "broken", list = function() error("boom") end })
   table.insert(devices.sources, { name = "down", list = function() return nil, "ENODEV: no bus" end })

@@ -1,11 +1,19 @@
 --- odp devices: what is attached to this machine and how to reach it. Each kind of device comes from a
---- "source": {name=, list=function() -> rows | nil, err}. Rows: {kind=, id=, description=, hint=}.
---- Other modules add sources with `table.insert(require("odp.commands.devices").sources, src)`.
+--- "source": {name=, list=function(opts) -> rows | nil, err, empty=message}. Rows: {kind=, id=, state=,
+--- description=, usb=, hint=}. Other modules add sources with
+--- `table.insert(require("odp.commands.devices").sources, src)`.
 local report = require("odp.report")
+local json = require("odp.json")
 
-local M = { summary = "List serial ports and debug probes (J-Link) with an access hint each" }
+local M = { summary = "List serial ports, J-Link probes and adb devices, with what to do for each" }
 
 local DOCS = "docs/devices.md"
+
+local USAGE = [[usage: odp devices [--adb tcp:HOST:PORT]... [--timeout S] [--json]
+Lists serial ports (USB VID:PID), J-Link probes (USB VID 1366) and Android devices over adb (USB, plus the
+adb TCP addresses given), each with its state and one hint: how to open it, or what to fix first.
+adb states: device (usable), unauthorized (accept the "Allow USB debugging?" prompt), busy (Google's adb
+server holds it: `adb kill-server`), no permissions (udev rule, docs/devices.md), offline (no answer).]]
 
 local function hex4(v) return v and string.format("%04x", v) or nil end
 
@@ -57,42 +65,97 @@ local jlink_source = {
   end,
 }
 
-M.sources = { serial_source, jlink_source }
+-- Connects briefly to learn the model and whether this computer is authorized.
+local function adb_probe(row, transport, serial, timeout)
+  local adb = require("odp.adb")
+  local dev, err, code = adb.connect { transport = transport, serial = serial, timeout = timeout, auth_timeout = 0.5 }
+  if dev then
+    local info = dev:info()
+    dev:close()
+    row.state, row.description, row.product = "device", info.model, info.product
+    row.hint = ("odp run scripts/x300pro.lua --adb %s ..."):format(transport == "usb" and ("usb --serial " .. serial) or transport)
+  elseif code == "EAUTH" and err:find("authorize", 1, true) then
+    row.state = "unauthorized"
+    row.hint = "unlock the phone and accept the USB debugging prompt (Allow), then run again"
+  elseif code == "EBUSY" then
+    row.state, row.hint = "busy", (err:gsub("^EBUSY: ", ""))
+  else
+    row.state, row.hint = "offline", err
+  end
+  return row
+end
 
---- Runs every source; a failing source becomes a warning, the others still list.
-function M.collect()
-  local rows, warnings = {}, {}
+local adb_source = {
+  name = "adb",
+  empty = "no adb devices on USB (USB debugging on? cable? see " .. DOCS .. ", Android)",
+  list = function(opts)
+    local adb = require("odp.adb")
+    local rows = {}
+    local usb, err = adb.devices()
+    if not usb then return nil, err end
+    for _, d in ipairs(usb) do
+      local row = { kind = "adb", id = d.serial, transport = "usb", state = d.state, description = d.model, hint = d.hint }
+      if d.state == "available" then adb_probe(row, "usb", d.serial, opts.timeout) end
+      rows[#rows + 1] = row
+    end
+    for _, t in ipairs(opts.adb) do
+      rows[#rows + 1] = adb_probe({ kind = "adb", id = t:sub(5), transport = t }, t, nil, opts.timeout)
+    end
+    return rows
+  end,
+}
+
+M.sources = { serial_source, jlink_source, adb_source }
+
+--- Runs every source; a failing source becomes a warning, the others still list. Returns rows, warnings
+-- and the notes of sources that found nothing.
+function M.collect(opts)
+  opts = opts or { adb = {}, timeout = 3 }
+  local rows, warnings, notes = {}, {}, {}
   for _, src in ipairs(M.sources) do
-    local ok, list, err = pcall(src.list)
+    local ok, list, err = pcall(src.list, opts)
     if not ok then warnings[#warnings + 1] = src.name .. ": " .. tostring(list)
     elseif not list then warnings[#warnings + 1] = src.name .. ": " .. tostring(err)
-    else for _, r in ipairs(list) do rows[#rows + 1] = r end end
+    else
+      for _, r in ipairs(list) do rows[#rows + 1] = r end
+      if #list == 0 and src.empty then notes[#notes + 1] = src.empty end
+    end
   end
-  return rows, warnings
+  return rows, warnings, notes
 end
 
 function M.main(args)
-  local format = "human"
-  for _, a in ipairs(args) do
-    if a == "--json" or a == "--format=json" then format = "json"
+  local opts, as_json = { adb = {}, timeout = 3 }, false
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    if a == "--adb" and args[i + 1] then
+      if not args[i + 1]:match("^tcp:.+:%d+$") then io.stderr:write("odp devices: --adb wants tcp:HOST:PORT\n") return 2 end
+      opts.adb[#opts.adb + 1] = args[i + 1]
+      i = i + 1
+    elseif a == "--timeout" and tonumber(args[i + 1] or "") then
+      opts.timeout = tonumber(args[i + 1])
+      i = i + 1
+    elseif a == "--json" or a == "--format=json" then
+      as_json = true
     elseif a == "-h" or a == "--help" then
-      print("usage: odp devices [--json]\n\nLists serial ports (USB VID:PID) and J-Link probes (USB VID 1366)\n" ..
-        "with one hint each: how to open it, or what to fix first. Sources: serial, jlink (+ added ones).")
+      print(USAGE)
       return 0
     else
-      io.stderr:write(("odp devices: unknown argument '%s'\n"):format(a)); return 2
+      io.stderr:write(("odp devices: unknown argument '%s'\n%s\n"):format(a, USAGE))
+      return 2
     end
+    i = i + 1
   end
-  local rows, warnings = M.collect()
-  if format == "json" then
-    print(require("odp.json").encode({ devices = require("odp.json").array(rows), warnings = require("odp.json").array(warnings) }))
+  local rows, warnings, notes = M.collect(opts)
+  if as_json then
+    print(json.encode({ devices = json.array(rows), warnings = json.array(warnings) }))
   else
-    if #rows == 0 then
-      print("no serial ports or J-Link probes found (ptys are not listed; see " .. DOCS .. ")")
-    else
-      print(report.table(rows, { { key = "kind" }, { key = "id" }, { key = "usb" }, { key = "description" },
-        { key = "hint" } }))
+    if #rows > 0 then
+      print(report.table(rows, { { key = "kind" }, { key = "id" }, { key = "state" }, { key = "description" },
+        { key = "usb" }, { key = "hint" } }))
     end
+    for _, n in ipairs(notes) do print(n) end
   end
   for _, w in ipairs(warnings) do io.stderr:write("warning: " .. w .. "\n") end
   return 0

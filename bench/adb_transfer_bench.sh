@@ -1,0 +1,60 @@
+#!/bin/bash
+# Push and pull of a 256 MB file to the adb device emulator (tests/adbemu) over TCP on loopback:
+# odp (odp.adb) vs Google's client (Debian's adb 29.0.6 with its own server). Prints MB/s and odp/adb ratios
+# (goal >= 1.0x). ADB_BENCH_MB changes the size; each figure is the best of ADB_BENCH_RUNS (default 3).
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+ODP=${ODP:-$top/build/odp}
+out=${ODP_BUILD_DIR:-$top/build}/tests
+make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || exit 1
+MB=${ADB_BENCH_MB:-256}
+RUNS=${ADB_BENCH_RUNS:-3}
+work=$(mktemp -d /tmp/odp-adb-bench.XXXXXX)
+export HOME=$work/home ANDROID_ADB_SERVER_PORT=$(( 20000 + RANDOM % 20000 ))
+mkdir -p "$HOME" "$work/sbx"
+emu_pid=
+cleanup() { adb kill-server >/dev/null 2>&1; [ -n "$emu_pid" ] && kill "$emu_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+"$out/adbemu" --root "$work/sbx" --port 0 --port-file "$work/port" >/dev/null 2>"$work/emu.log" &
+emu_pid=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+port=$(cat "$work/port")
+head -c $((MB * 1024 * 1024)) /dev/urandom >"$work/big"
+
+now() { date +%s.%N; }
+best() { sort -g | head -1; }
+
+cat >"$work/odp.lua" <<LUA
+local adb = require("odp.adb")
+local d = assert(adb.connect { transport = "tcp:127.0.0.1:$port" })
+local what, src, dst = ...
+assert(d[what](d, src, dst))
+d:close()
+LUA
+odp_time() { # what src dst -> seconds
+    local t0 t1
+    t0=$(now); "$ODP" run "$work/odp.lua" "$1" "$2" "$3" >/dev/null || { echo "odp $1 failed" >&2; exit 1; }; t1=$(now)
+    awk "BEGIN{print $t1 - $t0}"
+}
+adb_time() {
+    local t0 t1
+    t0=$(now); timeout 300 adb -s "127.0.0.1:$port" "$1" "$2" "$3" >/dev/null || { echo "adb $1 failed" >&2; exit 1; }; t1=$(now)
+    awk "BEGIN{print $t1 - $t0}"
+}
+
+# adbemu serves one connection at a time: odp first, then Google's client (its server keeps the connection)
+odp_push=$(for _ in $(seq "$RUNS"); do odp_time push "$work/big" /data/local/tmp/o; done | best)
+odp_pull=$(for _ in $(seq "$RUNS"); do rm -f "$work/o.back"; odp_time pull /data/local/tmp/o "$work/o.back"; done | best)
+cmp -s "$work/big" "$work/o.back" || { echo "odp pull differs"; exit 1; }
+adb connect "127.0.0.1:$port" >/dev/null
+timeout 10 adb -s "127.0.0.1:$port" wait-for-device
+adb_push=$(for _ in $(seq "$RUNS"); do adb_time push "$work/big" /data/local/tmp/a; done | best)
+adb_pull=$(for _ in $(seq "$RUNS"); do rm -f "$work/a.back"; adb_time pull /data/local/tmp/a "$work/a.back"; done | best)
+cmp -s "$work/big" "$work/a.back" || { echo "adb pull differs"; exit 1; }
+
+rate() { awk "BEGIN{printf \"%.0f\", $MB / $1}"; }
+ratio() { awk "BEGIN{printf \"%.2f\", $1 / $2}"; }
+printf 'adb transfer, %d MB, loopback TCP to adbemu (best of %d, wall time incl. connect)\n' "$MB" "$RUNS"
+printf '  push: odp %4s MB/s  adb %4s MB/s  ratio %sx\n' "$(rate "$odp_push")" "$(rate "$adb_push")" "$(ratio "$adb_push" "$odp_push")"
+printf '  pull: odp %4s MB/s  adb %4s MB/s  ratio %sx\n' "$(rate "$odp_pull")" "$(rate "$adb_pull")" "$(ratio "$adb_pull" "$odp_pull")"

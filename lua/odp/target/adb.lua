@@ -1,0 +1,269 @@
+--- The adb target: an Android device over odp.adb (USB or TCP), no Google adb server needed.
+-- Same interface as lua/odp/target/host.lua (docs/SCRIPTING.md, "Targets"). Files are hash-skipped
+-- (sha256sum on the device) and written under a temporary name, renamed when complete. The runner's log
+-- comes from logcat when the device has it (ExecuTorch's Android build logs there, FACTS.md section 1);
+-- a runner built with the POSIX log layer writes to stderr instead, and both are handed to the parser.
+-- Peak memory: the odp-rusage helper for the device's `uname -m` when this machine has one, else
+-- toybox/GNU `time -v`. Nothing on the device is deleted.
+local adb = require("odp.adb")
+local sys = require("odp.sys")
+
+local M = {
+  kind = "adb",
+  options = {
+    { "adb", "How to reach the device: usb, or tcp:HOST:PORT (adb tcpip, emulators)", "usb", "string", metavar = "HOW" },
+    { "serial", "The USB device to use when several are plugged in (see `odp devices`)", nil, "string" },
+    { "remote-dir", "Working directory on the device", "/data/local/tmp/odp", "string", metavar = "DIR" },
+    { "auth-timeout", "Seconds to wait for the USB debugging prompt to be accepted on the phone", 120, "number" },
+  },
+}
+local Target = {}
+Target.__index = Target
+
+local function q(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function connect(self)
+  local dev, err, code = adb.connect { transport = self.transport, serial = self.serial, timeout = self.timeout,
+    auth_timeout = self.auth_timeout, on_auth_prompt = self.on_auth_prompt }
+  if not dev then return nil, err, code end
+  self.dev = dev
+  return dev
+end
+
+--- opts: adb ("usb" | "tcp:HOST:PORT"), serial, remote_dir, auth_timeout, timeout, device (devices/*.lua),
+-- ui (for the "tap Allow" message).
+function M.new(opts)
+  opts = opts or {}
+  local self = setmetatable({
+    kind = "adb",
+    transport = opts.adb or "usb",
+    serial = opts.serial,
+    remote_dir = opts.remote_dir or "/data/local/tmp/odp",
+    auth_timeout = opts.auth_timeout or 120,
+    timeout = 10,
+    cache = {},
+  }, Target)
+  local ui = opts.ui
+  self.on_auth_prompt = function()
+    local msg = "accept the USB debugging prompt on the phone (Allow) -- waiting up to " ..
+      math.floor(self.auth_timeout) .. " s"
+    if ui and ui.warn then ui:warn("%s", msg) else io.stderr:write("odp: " .. msg .. "\n") end
+  end
+  local dev, err, code = connect(self)
+  if not dev then return nil, err, code end
+  local info = dev:info()
+  self.info = info
+  self.uri = "adb://" .. info.serial
+  return self
+end
+
+-- An operation that lost the transport marks the target; the next one reconnects once (root:, usb:,
+-- reboot, a cable wiggle: FACTS.md section 3).
+function Target:device()
+  if self.dev then return self.dev end
+  return connect(self)
+end
+
+local function call(self, method, ...)
+  local dev, err, code = self:device()
+  if not dev then return nil, err, code end
+  local r, e, c = dev[method](dev, ...)
+  if not r and dev:broken() then
+    dev:close()
+    self.dev = nil
+  end
+  return r, e, c
+end
+
+--- One shell command line; returns stdout or nil, err, code.
+function Target:run(cmd, timeout)
+  local r, err, code = call(self, "shell", cmd, { timeout = timeout or 30 })
+  if not r then return nil, err, code end
+  if r.timed_out then return nil, "ETIMEDOUT: " .. cmd, "ETIMEDOUT" end
+  if r.status ~= 0 then
+    local why = (r.stderr ~= "" and r.stderr or r.stdout):gsub("%s+$", "")
+    return nil, ("EIO: `%s` failed on the device (status %d): %s"):format(cmd, r.status, why), "EIO"
+  end
+  return r.stdout
+end
+
+function Target:mkdir(path)
+  local ok, err, code = self:run("mkdir -p " .. q(path))
+  if not ok then return nil, err, code end
+  return true
+end
+
+function Target:sha256(path)
+  local out = self:run("sha256sum " .. q(path) .. " 2>/dev/null")
+  return out and out:match("^(%x+)") or nil
+end
+
+function Target:arch()
+  if not self.cache.arch then
+    local out = self:run("uname -m")
+    self.cache.arch = out and out:match("^%s*(%S+)")
+  end
+  return self.cache.arch
+end
+
+function Target:libc_version() return nil end -- bionic: no glibc version to check
+
+function Target:free_bytes(path)
+  local out = self:run("df -k " .. q(path) .. " 2>/dev/null")
+  local kb = out and out:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
+  return kb and tonumber(kb) * 1024
+end
+
+--- -> {bytes, skipped} | nil, err, code. skipped when the device already has the same SHA-256.
+function Target:push(src, dst, opts)
+  opts = opts or {}
+  local st, err, code = sys.stat(src)
+  if not st then return nil, err, code end
+  local want = sys.sha256_file(src)
+  if self:sha256(dst) == want then
+    if opts.mode then self:run(("chmod %o %s"):format(opts.mode, q(dst))) end
+    return { bytes = st.size, skipped = true }
+  end
+  local tmp = dst .. ".odp-partial"
+  local popts = { mode = opts.mode, on_progress = opts.on_progress, timeout = opts.timeout }
+  local ok, perr, pcode = call(self, "push", src, tmp, popts)
+  if not ok and not self.dev then -- the transport dropped: reconnect once and start over
+    ok, perr, pcode = call(self, "push", src, tmp, popts)
+  end
+  if not ok then return nil, perr, pcode end
+  local mv, merr, mcode = self:run("mv -f " .. q(tmp) .. " " .. q(dst))
+  if not mv then return nil, merr, mcode end
+  return { bytes = st.size, skipped = false }
+end
+
+--- The local file appears only when complete. -> true | nil, err, code
+function Target:pull(src, dst, opts)
+  opts = opts or {}
+  local popts = { on_progress = opts.on_progress, timeout = opts.timeout }
+  local ok, err, code = call(self, "pull", src, dst, popts)
+  if not ok and not self.dev then ok, err, code = call(self, "pull", src, dst, popts) end
+  if not ok then return nil, err, code end
+  return true
+end
+
+-- Where the odp-rusage helper for an architecture lives on this machine (build tree or install).
+local function local_helper(arch)
+  local root = require("odp.host").root
+  -- (a nil first entry would end ipairs at once: ODP_BUILD_DIR is often unset)
+  for _, dir in ipairs { os.getenv("ODP_BUILD_DIR") or root .. "/build", root .. "/build", root .. "/helpers" } do
+    local p = dir .. "/odp-rusage-" .. arch
+    if sys.stat(p) then return p end
+  end
+end
+
+--- How this device measures rusage: "odp-rusage" (helper pushed), "time" (toybox or GNU time -v) or false.
+function Target:rusage_method()
+  if self.cache.rusage ~= nil then return self.cache.rusage, self.cache.rusage_cmd end
+  local arch = self:arch()
+  local helper = arch and local_helper(arch)
+  local have_parser = pcall(require, "odp.target.rusage")
+  if helper and have_parser then
+    local dir = self.remote_dir .. "/.odp"
+    local remote = dir .. "/odp-rusage"
+    if self:mkdir(dir) and self:push(helper, remote, { mode = tonumber("755", 8) }) then
+      self.cache.rusage, self.cache.rusage_cmd = "odp-rusage", q(remote) .. " --"
+      return self.cache.rusage, self.cache.rusage_cmd
+    end
+  end
+  -- mksh's `time` is a keyword without -v: ask the binaries
+  for _, cand in ipairs { "/system/bin/time -v", "toybox time -v", "/usr/bin/time -v" } do
+    local out = self:run(cand .. " true 2>&1")
+    if out and (out:find("Maximum resident", 1, true) or out:find("Max RSS", 1, true) or out:find("maxrss", 1, true)) then
+      self.cache.rusage, self.cache.rusage_cmd = "time", cand
+      return "time", cand
+    end
+  end
+  self.cache.rusage = false
+  return false
+end
+
+--- The runner's own stderr: text before the `time -v` report that ends it (lines with known labels).
+function M.strip_time_report(text, labels)
+  local lines = {}
+  for line in (text .. (text:sub(-1) == "\n" and "" or "\n")):gmatch("(.-)\n") do lines[#lines + 1] = line end
+  local keep = #lines
+  while keep > 0 do
+    local line = lines[keep]
+    local label = line:match("^%s*(%a.-):%s+.-%s*$")
+    if (label and labels[label]) or line:match("^%s*Command terminated by signal")
+      or line:match("^%s*Command exited with non%-zero status") then
+      keep = keep - 1
+    else
+      break
+    end
+  end
+  if keep == #lines then return text end
+  return keep == 0 and "" or table.concat(lines, "\n", 1, keep) .. "\n"
+end
+
+--- Is there a logcat on this device? (emulators and stripped images may have none)
+function Target:has_logcat()
+  if self.cache.logcat == nil then
+    local out = self:run("command -v logcat || true")
+    self.cache.logcat = out ~= nil and out:match("%S") ~= nil
+  end
+  return self.cache.logcat
+end
+
+--- Runs argv on the device: the odp.proc.run result table (+ rusage when measurable, + log with runner_log).
+-- opts: timeout, cwd, env, stdin, capture_limit, rusage (false: run bare), runner_log (clear logcat before,
+-- read `logcat -d -s ExecuTorch:I` after, as r.log). A timeout closes the stream: adbd kills the command.
+function Target:exec(argv, opts)
+  opts = opts or {}
+  local parts = {}
+  if opts.cwd then parts[#parts + 1] = "cd " .. q(opts.cwd) .. " &&" end
+  if opts.env then
+    local names = {}
+    for k in pairs(opts.env) do names[#names + 1] = k end
+    table.sort(names)
+    parts[#parts + 1] = "env"
+    for _, k in ipairs(names) do
+      local v = opts.env[k]
+      if v == false then parts[#parts + 1] = "-u " .. q(k) else parts[#parts + 1] = q(k .. "=" .. tostring(v)) end
+    end
+  end
+  local method, prefix = false, nil
+  if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  if method then parts[#parts + 1] = prefix end
+  for _, a in ipairs(argv) do parts[#parts + 1] = q(a) end
+  local logcat = opts.runner_log and self:has_logcat()
+  if logcat then self:run("logcat -c") end
+  local r, err, code = call(self, "shell", table.concat(parts, " "), { timeout = opts.timeout, stdin = opts.stdin,
+    capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
+  if not r then return nil, err, code end
+  if method == "odp-rusage" then
+    local rec, rest = require("odp.target.rusage").parse(r.stderr)
+    if rec then
+      r.stderr, r.rusage, r.wall_s, r.status = rest, rec.rusage, rec.wall_s, rec.status
+      if rec.signal > 0 then r.signal = rec.signal end
+      r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
+    end
+  elseif method == "time" then
+    local gnutime = require("odp.parse.gnutime")
+    local t = gnutime.parse(r.stderr)
+    if t then
+      r.rusage = { maxrss_kb = t.max_rss_kb, utime_s = t.user_s, stime_s = t.system_s, minflt = t.minor_faults,
+        majflt = t.major_faults, nvcsw = t.voluntary_switches, nivcsw = t.involuntary_switches }
+      if t.terminated_by_signal and t.terminated_by_signal > 0 then r.signal = t.terminated_by_signal end
+      r.stderr = M.strip_time_report(r.stderr, gnutime.labels)
+    end
+  end
+  if logcat and not r.timed_out then
+    local out = self:run("logcat -d -s ExecuTorch:I", 30)
+    if out then r.log = out end
+  end
+  return r
+end
+
+function Target:close()
+  if self.dev then self.dev:close() self.dev = nil end
+end
+
+return M

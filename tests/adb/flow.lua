@@ -1,0 +1,95 @@
+-- The Android flow end to end: odp run scripts/x300pro.lua --adb tcp:... against the adb device emulator,
+-- with the test runner program (tests/c/fake_runner.c) on the emulated device. Run by test_odp_adb.sh
+-- (ADBEMU_PORT, ADBEMU_ROOT = the emulator's sandbox, its logcat stand-in installed).
+local T = require("t")
+local proc = require("odp.proc")
+local json = require("odp.json")
+local sys = require("odp.sys")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local build = os.getenv("ODP_BUILD_DIR") or (root .. "/build")
+local fake = build .. "/tests/fake_runner"
+local android_runner = root .. "/tests/adb/android_runner.sh"
+local add = root .. "/tests/fixtures/pte/add_arduino.pte"
+local etd = root .. "/tests/fixtures/etdump/add_n10.etdump"
+local sbx = assert(os.getenv("ADBEMU_ROOT"))
+local port = assert(os.getenv("ADBEMU_PORT"))
+local dir = T.tmpdir()
+
+-- the device side: the runner program and the ETDump it copies
+os.execute(("mkdir -p '%s/data/local/tmp/bin' '%s/data/local/tmp/fixtures' && cp '%s' '%s/data/local/tmp/bin/' && cp '%s' '%s/data/local/tmp/fixtures/'")
+  :format(sbx, sbx, fake, sbx, etd, sbx))
+
+local function odp_run(args, timeout)
+  local argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:" .. port,
+    "--runs-dir", dir .. "/runs" }
+  table.move(args, 1, #args, #argv + 1, argv)
+  return assert(proc.run { argv = argv, cwd = dir, timeout = timeout or 120 })
+end
+local function json_run(args)
+  local r = odp_run(args)
+  local rec, err = json.decode(r.stdout)
+  if not rec then error(("not JSON (%s); stdout:\n%s\nstderr:\n%s"):format(err, r.stdout, r.stderr), 0) end
+  return rec, r
+end
+
+T.test("logcat runner: pushed, run, log read from logcat, rusage, ETDump pulled", function()
+  local rec, r = json_run({ "--runner", android_runner, "--model", add, "-n", "10", "--etdump", dir .. "/p.etdump",
+    "--format", "json" })
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  T.eq(rec.ok, true)
+  T.eq(rec.device, "vivo_x300_pro")
+  T.eq(rec.target, "adb://127.0.0.1:" .. port)
+  T.eq(rec.latency_ms.source, "log")
+  T.eq(rec.latency_ms.n, 10)
+  T.ok(rec.peak_rss_kb and rec.peak_rss_kb > 500, "peak RSS from time -v on the device")
+  T.eq(rec.planned_buffers, { 32 })
+  T.eq(rec.outputs[1].values, { 2, 2, 2 })
+  T.eq(T.read(dir .. "/p.etdump"), T.read(etd), "ETDump pulled")
+  T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/add_arduino.pte"), sys.sha256_file(add), "model on the device")
+  local st = assert(sys.stat(sbx .. "/data/local/tmp/odp/android_runner.sh"))
+  T.ok(st.executable, "runner pushed with mode 0755")
+  T.eq(T.read(rec.artifacts.run_dir .. "/runner.stderr"), "", "nothing on stderr: the log went to logcat")
+end)
+
+T.test("second run: runner and model unchanged, not pushed again", function()
+  local before = assert(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte")).mtime
+  local rec, r = json_run({ "--runner", android_runner, "--model", add, "-n", "3", "--format", "json" })
+  T.eq(rec.ok, true)
+  T.match(r.stderr, "unchanged add_arduino.pte")
+  T.eq(assert(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte")).mtime, before)
+  T.eq(rec.latency_ms.n, 3)
+end)
+
+T.test("POSIX-log runner on a device without logcat: log lines from stderr", function()
+  os.rename(sbx .. "/system/bin/logcat", sbx .. "/system/bin/logcat.off")
+  local rec, r = json_run({ "--runner", fake, "--model", add, "-n", "5", "--format", "json" })
+  os.rename(sbx .. "/system/bin/logcat.off", sbx .. "/system/bin/logcat")
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  T.eq(rec.ok, true)
+  T.eq(rec.latency_ms.source, "log")
+  T.eq(rec.latency_ms.n, 5)
+  T.match(T.read(rec.artifacts.run_dir .. "/runner.stderr"), "Model executed successfully 5 time")
+end)
+
+T.test("a runner that aborts: a failed record, exit 1, the model stays on the device", function()
+  local rec, r = json_run({ "--runner", fake, "--model", add, "-n", "2", "--format", "json", "--", "--fake_mode=abort" })
+  T.eq(r.status, 1)
+  T.eq(rec.ok, false)
+  T.ok(rec.error and rec.error.code == "EIO", "error code EIO")
+  T.ok(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte"), "nothing deleted")
+end)
+
+T.test("no device at that address: exit 3 with ENODEV", function()
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
+    "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })
+  T.eq(r.status, 3)
+  T.match(r.stdout .. r.stderr, "ENODEV")
+end)
+
+T.test("--help lists the adb options", function()
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--help" }, timeout = 30 })
+  for _, o in ipairs { "--adb", "--serial", "--remote%-dir", "--auth%-timeout" } do T.match(r.stdout, o) end
+end)
+T.done()

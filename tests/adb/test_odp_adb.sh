@@ -1,0 +1,78 @@
+#!/bin/bash
+# odp's adb client (odp.adb over TCP) against the adb device emulator in every mode.
+# The emulator is itself validated by Debian's adb in tests/adbemu/test_adb_client.sh.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+ODP=${ODP:-$top/build/odp}
+out=${ODP_BUILD_DIR:-$top/build}/tests
+make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok - building adbemu"; exit 1; }
+EMU=$out/adbemu
+export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
+
+work=$(mktemp -d /tmp/odp-adb-test.XXXXXX)
+emu_pid=
+fails=0
+only=${ADB_TEST_ONLY:-}   # run one mode: ADB_TEST_ONLY=plain (or "flow")
+stop_emu() { if [ -n "$emu_pid" ]; then kill "$emu_pid" 2>/dev/null; wait "$emu_pid" 2>/dev/null; emu_pid=; fi; }
+trap 'stop_emu; rm -rf "$work"' EXIT
+
+# run MODE [emulator args...]: a fresh sandbox, HOME and emulator, then client.lua
+run() {
+    local mode=$1; shift
+    [ -z "$only" ] || [ "$only" = "$mode" ] || return 0
+    stop_emu
+    local sbx=$work/$mode log=$work/$mode.log
+    mkdir -p "$sbx" "$work/home-$mode"
+    rm -f "$work/port"
+    "$EMU" --root "$sbx" --port 0 --port-file "$work/port" "$@" >/dev/null 2>"$log" &
+    emu_pid=$!
+    for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+    HOME=${RUN_HOME:-$work/home-$mode} ADBEMU_PORT=$(cat "$work/port") ADBEMU_ROOT=$sbx ADB_MODE=$mode \
+        "$ODP" run "$here/${SCRIPT:-client}.lua" || fails=$((fails+1))
+    if grep -q violation "$log"; then
+        echo "not ok - $mode: the emulator saw protocol violations by odp"; grep violation "$log" | sed 's/^/#   /'
+        fails=$((fails+1))
+    else
+        echo "ok - $mode: no protocol violations by odp (checked by the emulator)"
+    fi
+    stop_emu
+}
+
+run plain
+run noshellv2 --no-shell-v2
+run maxdata --maxdata 4096
+run checksum --version 0x01000000
+run split --split 3
+run coalesce --coalesce
+run failsend --fail-send
+run clse --clse-open
+run drop --drop-push 1000000
+run droptarget --drop-push 1000000
+
+if [ -z "$only" ] || [ "$only" = flow ]; then
+# The Android flow with the test runner program on the device (logcat stand-in installed).
+make -s -C "$top" BUILD="${ODP_BUILD_DIR:-$top/build}" "${ODP_BUILD_DIR:-$top/build}/tests/fake_runner" >/dev/null 2>&1
+stop_emu
+mkdir -p "$work/flow/system/bin"
+cp "$top/tests/adbemu/system/bin/logcat" "$top/tests/adbemu/system/bin/log" "$work/flow/system/bin/"
+rm -f "$work/port"
+"$EMU" --root "$work/flow" --port 0 --port-file "$work/port" >/dev/null 2>"$work/flow.log" &
+emu_pid=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+HOME=$work/home-flow ADBEMU_PORT=$(cat "$work/port") ADBEMU_ROOT=$work/flow "$ODP" run "$here/flow.lua" || fails=$((fails+1))
+stop_emu
+fi
+
+# AUTH: a key made by Google's adb (same file format), a vendor key, a new key, a refusal.
+mkdir -p "$work/home-auth-verify/.android" "$work/vendor"
+adb keygen "$work/home-auth-verify/.android/adbkey" >/dev/null 2>&1
+run auth-verify --auth "verify:$work/home-auth-verify/.android/adbkey.pub"
+adb keygen "$work/vendor/ci.adb_key" >/dev/null 2>&1
+ADB_VENDOR_KEYS=$work/vendor run auth-vendor --auth "verify:$work/vendor/ci.adb_key.pub"
+run auth-accept --auth accept:1000
+run auth-never --auth never
+SCRIPT=devices run devices
+SCRIPT=devices run devices-unauthorized --auth never
+[ "$fails" = 0 ]
