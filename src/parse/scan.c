@@ -319,3 +319,15 @@ size_t odp_scan_find_iter(const char *s, size_t n, size_t pos)
     }
     return n;
 }
+
+size_t odp_scan_count_heads(const char *s, size_t n)
+{
+    static const char head[] = "Iteration ";
+    size_t count = 0, pos = 0;
+    const char *hit;
+    while (pos < n && (hit = memmem(s + pos, n - pos, head, sizeof head - 1))) {
+        count++;
+        pos = (size_t)(hit - s) + sizeof head - 1;
+    }
+    return count;
+}

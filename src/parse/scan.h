@@ -38,6 +38,9 @@ int odp_scan_iter_line(const char *s, size_t n, size_t pos, odp_scan_iter *it);
  * when there is none. */
 size_t odp_scan_find_iter(const char *s, size_t n, size_t pos);
 
+/* How many times "Iteration " occurs in s[0..n): a bound on the iteration lines, to size their list once. */
+size_t odp_scan_count_heads(const char *s, size_t n);
+
 /* NUM (above) at s[pos..n): returns its length and sets *v (correctly rounded, what Lua's tonumber gives),
  * or 0 when there is none (or the copy of a > 255-character number could not be allocated). */
 size_t odp_scan_number(const char *s, size_t n, size_t pos, double *v);

@@ -108,6 +108,14 @@ T.test("runs: max, bare count, next position, CRLF, no final newline", function(
   T.eq(scan.iterations("", 1, dest), 1)
 end)
 
+T.test("iteration_list: an empty table, whatever the texts", function()
+  local t = scan.iteration_list("Iteration 1 of 2: 3 ms\nIteration Iteration ", nil, "x")
+  T.eq(next(t), nil)
+  T.eq(#t, 0)
+  T.eq(next(scan.iteration_list()), nil)
+  T.raises(function() scan.iteration_list({}) end, "string expected")
+end)
+
 T.test("misuse raises", function()
   local text = "ab\nIteration 1 of 1: 1 ms\n"
   T.raises(function() scan.iterations(text, 2, {}) end, "not the start of a line")

@@ -375,10 +375,11 @@ end
 local PIECE_BYTES = 256 * 1024
 local GENERATIONAL_BYTES = 4 * 1024 * 1024
 
-local function new_result()
+local function new_result(stderr_text, stdout_text)
   local A = json.array -- lists stay JSON arrays when empty
   return {
-    num_executions = nil, total_ms = nil, executed = false, iterations_ms = A(), iterations_total = nil,
+    num_executions = nil, total_ms = nil, executed = false,
+    iterations_ms = A(scan.iteration_list(stderr_text, stdout_text)), iterations_total = nil,
     load_ms = nil, planned_buffers = A(), planned_buffers_info = A(), threads = nil, outputs = A(),
     num_outputs = nil, etdump_path = nil, method = nil, method_loaded = false, model_path = nil,
     data_path = nil, messages = A(), messages_dropped = 0, log_lines = 0, errors = A(), errors_dropped = 0,
@@ -490,7 +491,7 @@ function M.parse(stderr_text, stdout_text, opts)
     if math.type(v) ~= "integer" or v < 0 then error("parse: option '" .. k .. "' must be a non-negative integer", 2) end
     l[k] = v
   end
-  local r = new_result()
+  local r = new_result(stderr_text, stdout_text)
   st, lim = r, l
   -- A big log makes millions of short-lived strings: Lua's generational collector handles that ~25% faster
   -- (bench/parse_bench.lua); the host's mode is restored afterwards.
