@@ -5,7 +5,7 @@
 -- `Output i: tensor(...)`, `Output[i][j]: (float) v`). See FACTS.md §1 for every spelling.
 --
 -- Pure function over untrusted text: it never raises on content (garbage, binary, lines of megabytes),
--- runs in linear time (one LPeg pass, line by line, over each text) and bounds the lists it keeps.
+-- runs in linear time (one pass, line by line, over each text) and bounds the lists it keeps.
 -- Design: `Iteration i of N: f ms` lines (~95% of a long log) are recognised and their times converted by
 -- odp.scan (C, src/parse/scan.c) without a Lua string per value; one LPeg grammar consumes the other lines
 -- line by line (a multi-line output tensor counts as one line) and only lines worth keeping reach Lua
