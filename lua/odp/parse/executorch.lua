@@ -5,14 +5,16 @@
 -- `Output i: tensor(...)`, `Output[i][j]: (float) v`). See FACTS.md §1 for every spelling.
 --
 -- Pure function over untrusted text: it never raises on content (garbage, binary, lines of megabytes),
--- runs in linear time (one LPeg pass, line by line, over each text) and bounds the lists it keeps.
--- Design: one LPeg grammar consumes the text line by line (a multi-line output tensor counts as one line);
--- only lines worth keeping reach Lua (function captures), and an `Iteration i of N` fast path keeps the
--- common case cheap. bench/parse_bench.lua measures it against grep/awk.
+-- runs in linear time (one pass, line by line, over each text) and bounds the lists it keeps.
+-- Design: `Iteration i of N: f ms` lines (~95% of a long log) are recognised and their times converted by
+-- odp.scan (C, src/parse/scan.c) without a Lua string per value; one LPeg grammar consumes the other lines
+-- line by line (a multi-line output tensor counts as one line) and only lines worth keeping reach Lua
+-- (function captures). bench/parse_bench.lua measures it against grep/awk.
 local lpeg = require("lpeg")
 local json = require("odp.json")
+local scan = require("odp.scan")
 
-local P, R, S, C, Cc, Cp, Ct = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cc, lpeg.Cp, lpeg.Ct
+local P, R, S, C, Cc, Ct = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cc, lpeg.Ct
 local tonumber, tointeger, type, find, match, sub = tonumber, math.tointeger, type,
   string.find, string.match, string.sub
 
@@ -76,14 +78,14 @@ local num = C(numtext) / function(s) return tonumber(s) + 0.0 end
 local hexnum = P"0x" * C(R("09", "af", "AF")^1) / function(h) return tonumber(h, 16) end
 
 -- Log prefixes. Each yields 6 values: level, timestamp|false, file|false, line|false, func|false, tag|false.
+-- src/parse/scan.c recognises the same prefixes in front of iteration lines: change both together.
 local level = C(S"DIEFW")
 local ts = digit^1 * ":" * digit^1 * ":" * digit^1 * "." * digit^1
 local fname = (1 - S":]\n")^1
 local fn = (notnl - P"()]")^0
-local function prefixes(cap)
-  local c = cap and C or function(p) return p end
-  local cc = cap and Cc or function() return P(true) end
-  local l = cap and level or S"DIEFW"
+local PREFIX
+do
+  local c, cc, l = C, Cc, level
   -- POSIX: `I 00:00:00.001029 executorch:executor_runner.cpp:476] msg` (timestamp optional)
   local posix = l * sp * (c(ts) * sp + cc(false)) * "executorch:" * c(fname) * ":" * c(digit^1) * "]" * P" "^-1
     * cc(false) * cc(false)
@@ -91,16 +93,14 @@ local function prefixes(cap)
   local arm = l * sp * cc(false) * "[executorch:" * c(fname) * ":" * c(digit^1) * sp * c(fn) * "()]" * P" "^-1
     * cc(false)
   -- logcat threadtime: `12-02 17:19:00.123  1234  1234 I ExecuTorch: msg`; brief: `I/ExecuTorch( 1234): msg`
-  local cl = cap and C(S"VDIWEFA") or S"VDIWEFA"
+  local cl = C(S"VDIWEFA")
   local tag = (1 - S": (\n")^1
   local threadtime = digit^2 * "-" * digit^2 * sp^1 * ts * sp^1 * digit^1 * sp^1 * digit^1 * sp^1 * cl * sp^1
     * cc(false) * cc(false) * cc(false) * cc(false) * c(tag) * sp^0 * ":" * P" "^-1
   local brief = cl * "/" * cc(false) * cc(false) * cc(false) * cc(false) * c(tag) * sp^0
     * ("(" * sp^0 * digit^1 * ")")^-1 * ":" * P" "^-1
-  return posix + arm + threadtime + brief
+  PREFIX = posix + arm + threadtime + brief
 end
-local PREFIX = prefixes(true)
-local PREFIX_SKIP = prefixes(false)
 
 -- Output tensors (stdout). Summary format (ExecuTorch's print_evalue): `tensor(sizes=[1, 3], [a, b, c])`,
 -- more than 10 printed items wrap over lines, long lists elide their middle as `...,`.
@@ -120,8 +120,8 @@ local out_nt = "Output[" * int * "]:" * sp^0 * "Not Tensor"
 -- Known messages (after the prefix, or bare): kind, values...
 local function K(kind, p) return Cc(kind) * p end
 local perinf = sp^0 * "(" * num * " per inference)" + Cc(false)
-local KNOWN = K("iter", "Iteration " * int * " of " * int * ":" * sp^0 * num * sp^0 * "ms")
-  + K("model_file", "Model file " * C((1 - P" is loaded" - S"\r\n")^1) * " is loaded")
+-- (`Iteration i of N: f ms` is not here: odp.scan takes those lines before the grammar sees them.)
+local KNOWN = K("model_file", "Model file " * C((1 - P" is loaded" - S"\r\n")^1) * " is loaded")
   + K("method", "Using method " * rest)
   + K("buffer", "Setting up " * (C"CPU" * sp + C"device" * sp + Cc(false)) * "planned buffer " * int * ","
     * sp^0 * "size " * int * ("," * sp^0 * "device_type " * int + Cc(false)))
@@ -154,7 +154,7 @@ local KNOWN = K("iter", "Iteration " * int * " of " * int * ":" * sp^0 * num * s
 -- message or a known failure; anything else (noise, GNU time's block, a shell prompt) is skipped fast.
 local FAIL_HEAD = P"Failed to " + "Missing operator" + "Loading of method" + "Execution of method" + "In function "
   + "File size is too small" + "Program identifier" + "FileDataLoader"
-local HEAD = P"Model " + "Using method " + "Setting up " + "Iteration " + "ETDump written" + "Resetting threadpool"
+local HEAD = P"Model " + "Using method " + "Setting up " + "ETDump written" + "Resetting threadpool"
   + "Method loaded" + "PTD file " + "Inference" + digit^1 * " outputs:" + "NPU " + "ethos" + "Operator(s) total"
   + "cpu_wait_for_npu" + "Ethos-U PMU" + "Reading file " + FAIL_HEAD
 
@@ -259,10 +259,6 @@ end
 
 -- kind handlers: (values...) from KNOWN
 local H = {}
-function H.iter(_, n, ms)
-  st.iterations_ms[#st.iterations_ms + 1] = ms
-  st.iterations_total = n
-end
 function H.model_file(p) st.model_path = p end
 function H.method(m) st.method = m end
 function H.buffer(kind, idx, size, dtype)
@@ -352,49 +348,38 @@ local function on_bare(text)
   end
 end
 
-local PREFIX_REST = PREFIX * rest
--- Fast path: `Iteration i of N: f ms` with any prefix; builds its message entry only while under the cap.
-local function on_iter(linestart, _, n, ms)
-  st.iterations_ms[#st.iterations_ms + 1] = ms
-  st.iterations_total = n
-  st.log_lines = st.log_lines + 1
-  if #st.messages < lim.max_messages then
-    local lvl, t, file, line, func, tag, text = lpeg.match(PREFIX_REST, st.text, linestart)
-    st.messages[#st.messages + 1] = { level = lvl, file = file or nil, line = line and tointeger(tonumber(line)) or nil,
-      func = func or nil, tag = tag or nil, time_s = tsec(t), text = text and cut(text) }
-  else
-    st.messages_dropped = st.messages_dropped + 1
-  end
-end
-
 local eol = toeol * nl^-1
-local ITER_LINE = Cp() * PREFIX_SKIP * "Iteration " * int * " of " * int * ":" * sp^0 * num * sp^0 * "ms" * eol / on_iter
 local LOG_LINE = PREFIX * rest * eol / on_line
 local OUT_SUMMARY_LINE = out_summary * eol / on_summary
 local OUT_ALL_LINE = out_all * eol / on_all
 local OUT_NT_LINE = out_nt * eol / on_notensor
 local BARE_LINE = #HEAD * C((1 - S"\r\n")^1) * eol / on_bare
 local SKIP_LINE = notnl^1 * nl^-1 + nl
-local LINE = ITER_LINE + LOG_LINE + OUT_ALL_LINE + OUT_NT_LINE + OUT_SUMMARY_LINE + BARE_LINE + SKIP_LINE
-local ALL_LINES = LINE^0
--- Once `messages` is full nothing needs a per-line Lua call for iteration lines: each yields its ms text
--- into one table per piece (a Lua call from LPeg costs more than the matching of a whole line). N of
--- `Iteration i of N` is taken from the lines parsed before (full mode always sees the first lines).
-local ITER_BODY = "Iteration " * digit^1 * " of " * digit^1 * ":" * sp^0 * C(numtext) * sp^0 * "ms" * eol
-local ITER_FAST = (1 - S"]\n")^0 * "]" * P" "^-1 * ITER_BODY -- any `...] ` prefix, skipped by one span
-  + PREFIX_SKIP * ITER_BODY + ITER_BODY
-local ALL_LINES_FAST = Ct((ITER_FAST + LOG_LINE + OUT_ALL_LINE + OUT_NT_LINE + OUT_SUMMARY_LINE + BARE_LINE
-  + SKIP_LINE)^0)
+local ALL_LINES = (LOG_LINE + OUT_ALL_LINE + OUT_NT_LINE + OUT_SUMMARY_LINE + BARE_LINE + SKIP_LINE)^0
+
+-- The message entry of the iteration line at linestart (its time is already in iterations_ms).
+local PREFIX_REST = PREFIX * rest
+local function iter_message(text, linestart, bare)
+  if bare then -- like any bare line: a text-only message, not a log line
+    st.messages[#st.messages + 1] = { text = cut(lpeg.match(rest, text, linestart)) }
+    return
+  end
+  st.log_lines = st.log_lines + 1
+  local lvl, t, file, line, func, tag, msg = lpeg.match(PREFIX_REST, text, linestart)
+  st.messages[#st.messages + 1] = { level = lvl, file = file or nil, line = line and tointeger(tonumber(line)) or nil,
+    func = func or nil, tag = tag or nil, time_s = tsec(t), text = cut(msg) }
+end
 
 -- The text is matched in pieces of about this many bytes, cut at a line start that is not inside a wrapped
 -- output tensor: LPeg evaluates captures when a match ends, so a piece bounds the capture memory.
 local PIECE_BYTES = 256 * 1024
 local GENERATIONAL_BYTES = 4 * 1024 * 1024
 
-local function new_result()
+local function new_result(stderr_text, stdout_text)
   local A = json.array -- lists stay JSON arrays when empty
   return {
-    num_executions = nil, total_ms = nil, executed = false, iterations_ms = A(), iterations_total = nil,
+    num_executions = nil, total_ms = nil, executed = false,
+    iterations_ms = A(scan.iteration_list(stderr_text, stdout_text)), iterations_total = nil,
     load_ms = nil, planned_buffers = A(), planned_buffers_info = A(), threads = nil, outputs = A(),
     num_outputs = nil, etdump_path = nil, method = nil, method_loaded = false, model_path = nil,
     data_path = nil, messages = A(), messages_dropped = 0, log_lines = 0, errors = A(), errors_dropped = 0,
@@ -402,31 +387,33 @@ local function new_result()
   }
 end
 
-local function scan(text)
+local function scan_text(text)
   local pos, n = 1, #text
   local iters = st.iterations_ms
+  local iter_at = scan.find_iteration(text, 1) -- start of the next iteration line (n + 1: none)
   while pos <= n do
-    local stop = n
-    if n - pos >= PIECE_BYTES then
-      stop = find(text, "\n[^ %]]", pos + PIECE_BYTES) or n
-    end
-    local piece = (pos == 1 and stop == n) and text or sub(text, pos, stop)
-    st.text = piece
-    if #st.messages < lim.max_messages then
-      lpeg.match(ALL_LINES, piece)
-    else
-      local t = lpeg.match(ALL_LINES_FAST, piece)
-      local k = #t
-      if k > 0 then
-        local m = #iters
-        for i = 1, k do iters[m + i] = t[i] + 0.0 end -- string arithmetic: no call per value
-        st.log_lines = st.log_lines + k
+    if pos == iter_at then
+      local nxt, k, bare, total
+      if #st.messages < lim.max_messages then -- one line: it gets its message entry
+        nxt, k, bare, total = scan.iterations(text, pos, iters, 1)
+        iter_message(text, pos, bare == 1)
+      else -- the whole run, in C
+        nxt, k, bare, total = scan.iterations(text, pos, iters)
+        st.log_lines = st.log_lines + k - bare
         st.messages_dropped = st.messages_dropped + k
       end
+      st.iterations_total = total
+      pos = nxt
+      iter_at = scan.find_iteration(text, pos)
+    else -- other lines, up to the next iteration line, in pieces of about PIECE_BYTES
+      local stop = iter_at - 1
+      if stop - pos >= PIECE_BYTES then -- (an iteration line starts with neither ' ' nor ']': found <= stop)
+        stop = find(text, "\n[^ %]]", pos + PIECE_BYTES) or stop
+      end
+      lpeg.match(ALL_LINES, (pos == 1 and stop == n) and text or sub(text, pos, stop))
+      pos = stop + 1
     end
-    pos = stop + 1
   end
-  st.text = nil
 end
 
 local function finish(r)
@@ -504,20 +491,19 @@ function M.parse(stderr_text, stdout_text, opts)
     if math.type(v) ~= "integer" or v < 0 then error("parse: option '" .. k .. "' must be a non-negative integer", 2) end
     l[k] = v
   end
-  local r = new_result()
+  local r = new_result(stderr_text, stdout_text)
   st, lim = r, l
   -- A big log makes millions of short-lived strings: Lua's generational collector handles that ~25% faster
   -- (bench/parse_bench.lua); the host's mode is restored afterwards.
   local big = #(stderr_text or "") + #(stdout_text or "") > GENERATIONAL_BYTES
   local prev_gc = big and collectgarbage("generational")
   local ok, err = pcall(function()
-    if stderr_text then scan(stderr_text) end
-    if stdout_text then scan(stdout_text) end
+    if stderr_text then scan_text(stderr_text) end
+    if stdout_text then scan_text(stdout_text) end
     finish(r)
   end)
   if prev_gc and prev_gc ~= "generational" then collectgarbage("incremental") end
   st, lim = nil, nil
-  r.text = nil
   if not ok then r.internal_error = tostring(err) end -- a parser bug: report it, keep what was parsed
   return r
 end
