@@ -44,17 +44,27 @@ adb_time() {
 }
 
 # adbemu serves one connection at a time: odp first, then Google's client (its server keeps the connection)
+echo x >"$work/one"
+odp_fixed=$(for _ in $(seq "$RUNS"); do odp_time push "$work/one" /data/local/tmp/one; done | best)
 odp_push=$(for _ in $(seq "$RUNS"); do odp_time push "$work/big" /data/local/tmp/o; done | best)
 odp_pull=$(for _ in $(seq "$RUNS"); do rm -f "$work/o.back"; odp_time pull /data/local/tmp/o "$work/o.back"; done | best)
 cmp -s "$work/big" "$work/o.back" || { echo "odp pull differs"; exit 1; }
 adb connect "127.0.0.1:$port" >/dev/null
 timeout 10 adb -s "127.0.0.1:$port" wait-for-device
+adb_fixed=$(for _ in $(seq "$RUNS"); do adb_time push "$work/one" /data/local/tmp/one; done | best)
 adb_push=$(for _ in $(seq "$RUNS"); do adb_time push "$work/big" /data/local/tmp/a; done | best)
 adb_pull=$(for _ in $(seq "$RUNS"); do rm -f "$work/a.back"; adb_time pull /data/local/tmp/a "$work/a.back"; done | best)
 cmp -s "$work/big" "$work/a.back" || { echo "adb pull differs"; exit 1; }
 
 rate() { awk "BEGIN{printf \"%.0f\", $MB / $1}"; }
 ratio() { awk "BEGIN{printf \"%.2f\", $1 / $2}"; }
-printf 'adb transfer, %d MB, loopback TCP to adbemu (best of %d, wall time incl. connect)\n' "$MB" "$RUNS"
-printf '  push: odp %4s MB/s  adb %4s MB/s  ratio %sx\n' "$(rate "$odp_push")" "$(rate "$adb_push")" "$(ratio "$adb_push" "$odp_push")"
-printf '  pull: odp %4s MB/s  adb %4s MB/s  ratio %sx\n' "$(rate "$odp_pull")" "$(rate "$adb_pull")" "$(ratio "$adb_pull" "$odp_pull")"
+sub() { awk "BEGIN{d = $1 - $2; print (d > 0.001 ? d : 0.001)}"; }
+printf 'adb transfer, %d MB, loopback TCP to adbemu (best of %d)\n' "$MB" "$RUNS"
+printf '  fixed cost (1-byte push: start, connect): odp %.0f ms, adb %.0f ms (its server already connected)\n' \
+    "$(awk "BEGIN{print $odp_fixed * 1000}")" "$(awk "BEGIN{print $adb_fixed * 1000}")"
+for what in push pull; do
+    o=$(eval echo "\$odp_$what"); a=$(eval echo "\$adb_$what")
+    ot=$(sub "$o" "$odp_fixed"); at=$(sub "$a" "$adb_fixed")
+    printf '  %s: whole command odp %4s MB/s  adb %4s MB/s  ratio %sx | transfer only odp %4s  adb %4s  ratio %sx\n' \
+        "$what" "$(rate "$o")" "$(rate "$a")" "$(ratio "$a" "$o")" "$(rate "$ot")" "$(rate "$at")" "$(ratio "$at" "$ot")"
+done

@@ -589,7 +589,9 @@ static int sync_wait(struct adb_conn *c, struct stream *s, struct sync_ctx *sx, 
         }
         if (h.cmd != ADB_WRTE)
             continue;
-        if (sync_wrte(sx, c->buf, h.len, e) != 0 || stream_ack(c, s, deadline, e) != 0)
+        /* acknowledge first: the device reads its next chunk while this one goes to disk
+         * (c->buf is not reused before sync_wrte returns) */
+        if (stream_ack(c, s, deadline, e) != 0 || sync_wrte(sx, c->buf, h.len, e) != 0)
             return -1;
     }
     return 0;
