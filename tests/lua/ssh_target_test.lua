@@ -72,9 +72,14 @@ T.test("a runner hanging under odp-rusage is gone from the board after the timeo
   local marker = "odp_target_hang_" .. sys.getpid()
   local r = assert(t:exec({ "sh", "-c", "sleep 200 & sleep 201; : " .. marker }, { timeout = 1 }))
   T.eq(r.timed_out, true); T.eq(r.ok, false)
-  sys.sleep(0.3)
-  T.eq(sshd.sh("ps -eo stat,args | grep " .. marker .. " | grep -v grep | grep -v '^Z' || true"), "")
-  T.eq(sshd.sh("ps -eo stat,args | grep 'sleep 20[01]' | grep -v '^Z' || true"), "")
+  -- the group gets TERM, then KILL after a grace period: wait for that (a loaded machine is slow), bounded
+  local left
+  for _ = 1, 60 do
+    left = sshd.sh("ps -eo stat,args | grep -e " .. marker .. " -e 'sleep 20[01]' | grep -v grep | grep -v '^Z' || true")
+    if left == "" then break end
+    sys.sleep(0.1)
+  end
+  T.eq(left, "", "nothing of the command left on the board")
 end)
 
 T.test("without a helper for the board, rusage comes from GNU time -v (odp.parse.gnutime)", function()
