@@ -6,7 +6,7 @@
 -- Peak memory: the odp-rusage helper for the device's `uname -m` when this machine has one, else
 -- toybox/GNU `time -v`. Nothing on the device is deleted.
 local adb = require("odp.adb")
-local sys = require("odp.sys")
+local shell = require("odp.target.shell")
 
 local M = {
   kind = "adb",
@@ -19,10 +19,9 @@ local M = {
 }
 local Target = {}
 Target.__index = Target
+Target.arch, Target.mkdir, Target.sha256 = shell.arch, shell.mkdir, shell.sha256 -- on Target:run
 
-local function q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
+local q = shell.quote
 
 local function connect(self)
   local dev, err, code = adb.connect { transport = self.transport, serial = self.serial, timeout = self.timeout,
@@ -89,25 +88,6 @@ function Target:run(cmd, timeout)
   return r.stdout
 end
 
-function Target:mkdir(path)
-  local ok, err, code = self:run("mkdir -p " .. q(path))
-  if not ok then return nil, err, code end
-  return true
-end
-
-function Target:sha256(path)
-  local out = self:run("sha256sum " .. q(path) .. " 2>/dev/null")
-  return out and out:match("^(%x+)") or nil
-end
-
-function Target:arch()
-  if not self.cache.arch then
-    local out = self:run("uname -m")
-    self.cache.arch = out and out:match("^%s*(%S+)")
-  end
-  return self.cache.arch
-end
-
 function Target:libc_version() return nil end -- bionic: no glibc version to check
 
 function Target:free_bytes(path)
@@ -119,13 +99,9 @@ end
 --- -> {bytes, skipped} | nil, err, code. skipped when the device already has the same SHA-256.
 function Target:push(src, dst, opts)
   opts = opts or {}
-  local st, err, code = sys.stat(src)
+  local skipped, st, err, code = shell.push_skip(self, src, dst, opts)
+  if skipped then return skipped end
   if not st then return nil, err, code end
-  local want = sys.sha256_file(src)
-  if self:sha256(dst) == want then
-    if opts.mode then self:run(("chmod %o %s"):format(opts.mode, q(dst))) end
-    return { bytes = st.size, skipped = true }
-  end
   local tmp = dst .. ".odp-partial"
   local popts = { mode = opts.mode, on_progress = opts.on_progress, timeout = opts.timeout }
   local ok, perr, pcode = call(self, "push", src, tmp, popts)
@@ -148,59 +124,13 @@ function Target:pull(src, dst, opts)
   return true
 end
 
--- Where the odp-rusage helper for an architecture lives on this machine (build tree or install).
-local function local_helper(arch)
-  local root = require("odp.host").root
-  -- (a nil first entry would end ipairs at once: ODP_BUILD_DIR is often unset)
-  for _, dir in ipairs { os.getenv("ODP_BUILD_DIR") or root .. "/build", root .. "/build", root .. "/helpers" } do
-    local p = dir .. "/odp-rusage-" .. arch
-    if sys.stat(p) then return p end
-  end
-end
+-- mksh's `time` is a keyword without -v: ask the binaries
+local TIME_COMMANDS = { "/system/bin/time -v", "toybox time -v", "/usr/bin/time -v" }
 
---- How this device measures rusage: "odp-rusage" (helper pushed), "time" (toybox or GNU time -v) or false.
+--- How this device measures rusage: "odp-rusage" (helper pushed), "time" (toybox or GNU time -v) or false;
+-- and the prefix that measures a command (odp.target.shell.rusage_method).
 function Target:rusage_method()
-  if self.cache.rusage ~= nil then return self.cache.rusage, self.cache.rusage_cmd end
-  local arch = self:arch()
-  local helper = arch and local_helper(arch)
-  local have_parser = pcall(require, "odp.target.rusage")
-  if helper and have_parser then
-    local dir = self.remote_dir .. "/.odp"
-    local remote = dir .. "/odp-rusage"
-    if self:mkdir(dir) and self:push(helper, remote, { mode = tonumber("755", 8) }) then
-      self.cache.rusage, self.cache.rusage_cmd = "odp-rusage", q(remote) .. " --"
-      return self.cache.rusage, self.cache.rusage_cmd
-    end
-  end
-  -- mksh's `time` is a keyword without -v: ask the binaries
-  for _, cand in ipairs { "/system/bin/time -v", "toybox time -v", "/usr/bin/time -v" } do
-    local out = self:run(cand .. " true 2>&1")
-    if out and (out:find("Maximum resident", 1, true) or out:find("Max RSS", 1, true) or out:find("maxrss", 1, true)) then
-      self.cache.rusage, self.cache.rusage_cmd = "time", cand
-      return "time", cand
-    end
-  end
-  self.cache.rusage = false
-  return false
-end
-
---- The runner's own stderr: text before the `time -v` report that ends it (lines with known labels).
-function M.strip_time_report(text, labels)
-  local lines = {}
-  for line in (text .. (text:sub(-1) == "\n" and "" or "\n")):gmatch("(.-)\n") do lines[#lines + 1] = line end
-  local keep = #lines
-  while keep > 0 do
-    local line = lines[keep]
-    local label = line:match("^%s*(%a.-):%s+.-%s*$")
-    if (label and labels[label]) or line:match("^%s*Command terminated by signal")
-      or line:match("^%s*Command exited with non%-zero status") then
-      keep = keep - 1
-    else
-      break
-    end
-  end
-  if keep == #lines then return text end
-  return keep == 0 and "" or table.concat(lines, "\n", 1, keep) .. "\n"
+  return shell.rusage_method(self, TIME_COMMANDS)
 end
 
 --- Is there a logcat on this device? (emulators and stripped images may have none)
@@ -217,44 +147,15 @@ end
 -- read `logcat -d -s ExecuTorch:I` after, as r.log). A timeout closes the stream: adbd kills the command.
 function Target:exec(argv, opts)
   opts = opts or {}
-  local parts = {}
-  if opts.cwd then parts[#parts + 1] = "cd " .. q(opts.cwd) .. " &&" end
-  if opts.env then
-    local names = {}
-    for k in pairs(opts.env) do names[#names + 1] = k end
-    table.sort(names)
-    parts[#parts + 1] = "env"
-    for _, k in ipairs(names) do
-      local v = opts.env[k]
-      if v == false then parts[#parts + 1] = "-u " .. q(k) else parts[#parts + 1] = q(k .. "=" .. tostring(v)) end
-    end
-  end
   local method, prefix = false, nil
   if opts.rusage ~= false then method, prefix = self:rusage_method() end
-  if method then parts[#parts + 1] = prefix end
-  for _, a in ipairs(argv) do parts[#parts + 1] = q(a) end
+  local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix })
   local logcat = opts.runner_log and self:has_logcat()
   if logcat then self:run("logcat -c") end
-  local r, err, code = call(self, "shell", table.concat(parts, " "), { timeout = opts.timeout, stdin = opts.stdin,
+  local r, err, code = call(self, "shell", cmd, { timeout = opts.timeout, stdin = opts.stdin,
     capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
   if not r then return nil, err, code end
-  if method == "odp-rusage" then
-    local rec, rest = require("odp.target.rusage").parse(r.stderr)
-    if rec then
-      r.stderr, r.rusage, r.wall_s, r.status = rest, rec.rusage, rec.wall_s, rec.status
-      if rec.signal > 0 then r.signal = rec.signal end
-      r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
-    end
-  elseif method == "time" then
-    local gnutime = require("odp.parse.gnutime")
-    local t = gnutime.parse(r.stderr)
-    if t then
-      r.rusage = { maxrss_kb = t.max_rss_kb, utime_s = t.user_s, stime_s = t.system_s, minflt = t.minor_faults,
-        majflt = t.major_faults, nvcsw = t.voluntary_switches, nivcsw = t.involuntary_switches }
-      if t.terminated_by_signal and t.terminated_by_signal > 0 then r.signal = t.terminated_by_signal end
-      r.stderr = M.strip_time_report(r.stderr, gnutime.labels)
-    end
-  end
+  shell.apply_rusage(r, method)
   if logcat and not r.timed_out then
     local out = self:run("logcat -d -s ExecuTorch:I", 30)
     if out then r.log = out end

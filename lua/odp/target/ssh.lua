@@ -3,8 +3,8 @@
 -- every step; files are hash-skipped (sha256sum on the board); rusage comes from the odp-rusage helper, pushed
 -- once per board into <remote_dir>/.odp/ (hash-skipped too), else from GNU `time -v` when the board has it.
 local ssh = require("odp.ssh")
-local sys = require("odp.sys")
 local errors = require("odp.errors")
+local shell = require("odp.target.shell")
 
 local M = { kind = "ssh" }
 
@@ -26,9 +26,9 @@ local SMALL_TIMEOUT = 60 -- probes (uname, sha256sum, df): bounded even when the
 
 local Target = {}
 Target.__index = Target
+Target.arch, Target.mkdir, Target.sha256 = shell.arch, shell.mkdir, shell.sha256 -- on Target:run
 
---- Quotes one word for a POSIX shell.
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local q = shell.quote
 M.quote = q
 
 local function split_host(host)
@@ -69,14 +69,6 @@ function Target:run(cmd, timeout)
   return r.stdout
 end
 
-function Target:arch()
-  if not self.cache.arch then
-    local out = self:run("uname -m")
-    self.cache.arch = out and out:match("^%s*(%S+)")
-  end
-  return self.cache.arch
-end
-
 --- glibc version of the board ("2.36"), nil when it has none (musl, Android) or it cannot be told.
 function Target:libc_version()
   if self.cache.libc == nil then
@@ -94,29 +86,12 @@ function Target:free_bytes(path)
   return kb and tonumber(kb) * 1024
 end
 
-function Target:mkdir(path)
-  local out, err, code = self:run("mkdir -p " .. q(path))
-  if not out then return nil, err, code end
-  return true
-end
-
---- sha256 of a remote file (hex), nil when it does not exist.
-function Target:sha256(path)
-  local out = self:run(("[ -f %s ] && sha256sum %s || true"):format(q(path), q(path)))
-  return out and out:match("^(%x+)%s") or nil
-end
-
 --- Uploads unless the board already has the same bytes (sha256). -> {bytes=, skipped=} | nil, err, code
 function Target:push(src, dst, opts)
   opts = opts or {}
-  local st, err, code = sys.stat(src)
+  local skipped, st, err, code = shell.push_skip(self, src, dst, opts)
+  if skipped then return skipped end
   if not st then return nil, err, code end
-  local here = sys.sha256_file(src)
-  if here and here == self:sha256(dst) then
-    if opts.mode then self:run(("chmod %o %s"):format(opts.mode, q(dst))) end
-    if opts.on_progress then opts.on_progress(st.size, st.size) end
-    return { bytes = st.size, skipped = true }
-  end
   local n, perr, pcode = self.session:put(src, dst, { mode = opts.mode, on_progress = opts.on_progress,
     timeout = opts.timeout })
   if not n then return nil, perr, pcode end
@@ -131,91 +106,26 @@ function Target:pull(src, dst, opts)
   return true
 end
 
--- Where the odp-rusage helper for an architecture lives on this machine (build tree or install).
-local function local_helper(arch)
-  local root = require("odp.host").root
-  local dirs = { root .. "/build", root .. "/helpers" }
-  if os.getenv("ODP_BUILD_DIR") then table.insert(dirs, 1, os.getenv("ODP_BUILD_DIR")) end
-  for _, dir in ipairs(dirs) do
-    local p = dir .. "/odp-rusage-" .. arch
-    if sys.stat(p) then return p end
-  end
-end
-M.local_helper = local_helper
+M.local_helper = shell.local_helper
 
---- How this board measures rusage: "odp-rusage" (helper pushed), "gnutime" (/usr/bin/time -v) or false.
+--- How this board measures rusage: "odp-rusage" (helper pushed), "time" (/usr/bin/time -v) or false;
+-- and the prefix that measures a command (odp.target.shell.rusage_method).
 function Target:rusage_method()
-  if self.cache.rusage ~= nil then return self.cache.rusage, self.cache.helper end
-  local arch = self:arch()
-  local helper = arch and local_helper(arch)
-  if helper then
-    local dir = self.remote_dir .. "/.odp"
-    local remote = dir .. "/odp-rusage"
-    local ok = self:mkdir(dir) and self:push(helper, remote, { mode = tonumber("755", 8) })
-    if ok then
-      self.cache.rusage, self.cache.helper = "odp-rusage", remote
-      return "odp-rusage", remote
-    end
-  end
-  local out = self:run("[ -x /usr/bin/time ] && /usr/bin/time -v true 2>&1 | grep -c 'Maximum resident' || true")
-  self.cache.rusage = (out and tonumber(out:match("%d+") or "0") > 0) and "gnutime" or false
-  return self.cache.rusage
+  return shell.rusage_method(self)
 end
 
 --- Runs argv on the board: the odp.proc.run result table. rusage is filled through odp-rusage (or GNU time);
--- its report line is taken out of stderr (on_stderr callbacks see it go by). opts: timeout, cwd, env, stdin,
+-- its report is taken out of stderr (on_stderr callbacks see it go by). opts: timeout, cwd, env, stdin,
 -- on_stdout, on_stderr, capture_limit, rusage (false: run bare). A timeout kills the remote process group.
 function Target:exec(argv, opts)
   opts = opts or {}
-  local parts = {}
-  if opts.cwd then parts[#parts + 1] = "cd " .. q(opts.cwd) .. " &&" end
-  parts[#parts + 1] = "exec"
-  if opts.env then
-    local names = {}
-    for k in pairs(opts.env) do names[#names + 1] = k end
-    table.sort(names)
-    parts[#parts + 1] = "env"
-    for _, k in ipairs(names) do
-      local v = opts.env[k]
-      if v == false then parts[#parts + 1] = "-u " .. q(k) else parts[#parts + 1] = q(k .. "=" .. tostring(v)) end
-    end
-  end
-  local method, helper = false, nil
-  if opts.rusage ~= false then method, helper = self:rusage_method() end
-  if method == "odp-rusage" then
-    parts[#parts + 1] = q(helper) .. " --"
-  elseif method == "gnutime" then
-    parts[#parts + 1] = "/usr/bin/time -v"
-  end
-  for _, a in ipairs(argv) do parts[#parts + 1] = q(a) end
-  local r, err, code = self.session:exec(table.concat(parts, " "), { timeout = opts.timeout, stdin = opts.stdin,
+  local method, prefix = false, nil
+  if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix, exec = true })
+  local r, err, code = self.session:exec(cmd, { timeout = opts.timeout, stdin = opts.stdin,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit })
   if not r then return nil, err, code end
-  if method == "odp-rusage" then
-    local rec, rest = require("odp.target.rusage").parse(r.stderr)
-    if rec then
-      r.stderr, r.rusage = rest, rec.rusage
-      r.wall_s = rec.wall_s
-      r.status = rec.status
-      if rec.signal > 0 then r.signal = rec.signal end
-      r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
-    end
-  elseif method == "gnutime" then
-    local t = require("odp.parse.gnutime").parse(r.stderr)
-    if t then
-      r.rusage = { maxrss_kb = t.max_rss_kb, utime_s = t.user_s, stime_s = t.system_s, minflt = t.minor_faults,
-        majflt = t.major_faults, nvcsw = t.voluntary_switches, nivcsw = t.involuntary_switches }
-      -- the report is the tail of stderr, from its "Command being timed" line (or "Command terminated by")
-      local cut
-      for _, p in ipairs { "Command exited with non%-zero status", "Command terminated by signal",
-        "Command being timed:" } do
-        local at = r.stderr:find("\n?[ \t]*" .. p)
-        if at and (not cut or at < cut) then cut = at end
-      end
-      if cut then r.stderr = r.stderr:sub(1, cut - 1) .. (cut > 1 and "\n" or "") end
-    end
-  end
-  return r
+  return shell.apply_rusage(r, method)
 end
 
 function Target:close()

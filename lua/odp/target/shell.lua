@@ -1,0 +1,221 @@
+--- What the targets reached through a remote POSIX shell share (ssh.lua, adb.lua; a new board reached
+-- the same way uses it too, docs/SCRIPTING.md "Writing a target for another shell-reachable board"):
+-- quoting and the command line of an exec, and rusage: the static odp-rusage helper for the board's
+-- `uname -m` pushed into <remote_dir>/.odp/ (hash-skipped), else a `time -v` the board has, and the
+-- merging of either report into the exec result.
+local sys = require("odp.sys")
+
+local M = {}
+
+--- Quotes one word for a POSIX shell (single quotes; a quote inside becomes '\'').
+---@param s any
+---@return string
+function M.quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+local q = M.quote
+
+--- What this module asks of a target: `run(cmd)` -> stdout | nil, err, code (a non-zero status is a
+--- failure), the interface's arch, mkdir, sha256, push (the first three can be this module's), and a
+--- `cache` table it keeps answers in (cache.arch; cache.rusage, cache.helper, cache.rusage_cmd).
+---@class odp.target.shell.Target
+---@field remote_dir string
+---@field cache table
+---@field run fun(self, cmd: string, timeout: number?): string?, string?, string?
+---@field arch fun(self): string?
+---@field mkdir fun(self, path: string): true?, string?, string?
+---@field sha256 fun(self, path: string): string?
+---@field push fun(self, src: string, dst: string, opts: table?): table?, string?, string?
+
+---@class odp.target.shell.CommandOpts
+---@field cwd string?                      `cd DIR &&` first
+---@field env table<string, string|number|false>?  `env K=V ...`; false unsets K (`env -u K`)
+---@field prefix string?                   shell text put before argv (a rusage wrapper), not quoted
+---@field exec boolean?                    `exec` the command (the shell does not stay in between)
+
+--- The shell command line that runs argv: `[cd DIR &&] [exec] [env [-u K] 'K=V'...] [prefix] 'arg'...`.
+-- env names are sorted, so the line is the same on every run.
+---@param argv string[]
+---@param opts odp.target.shell.CommandOpts?
+---@return string
+function M.command(argv, opts)
+  opts = opts or {}
+  local parts = {}
+  if opts.cwd then parts[#parts + 1] = "cd " .. q(opts.cwd) .. " &&" end
+  if opts.exec then parts[#parts + 1] = "exec" end
+  if opts.env then
+    local names = {}
+    for k in pairs(opts.env) do names[#names + 1] = k end
+    table.sort(names)
+    parts[#parts + 1] = "env"
+    for _, k in ipairs(names) do
+      local v = opts.env[k]
+      if v == false then parts[#parts + 1] = "-u " .. q(k) else parts[#parts + 1] = q(k .. "=" .. tostring(v)) end
+    end
+  end
+  if opts.prefix then parts[#parts + 1] = opts.prefix end
+  for _, a in ipairs(argv) do parts[#parts + 1] = q(a) end
+  return table.concat(parts, " ")
+end
+
+-- Target methods written on `target:run(cmd)` alone (see odp.target.shell.Target), for a target module
+-- to take as its own: `Target.arch = shell.arch`.
+
+--- `uname -m` of the board, asked once ("aarch64", "x86_64", ...); nil when it cannot be told.
+---@param target odp.target.shell.Target
+---@return string?
+function M.arch(target)
+  if not target.cache.arch then
+    local out = target:run("uname -m")
+    target.cache.arch = out and out:match("^%s*(%S+)")
+  end
+  return target.cache.arch
+end
+
+--- mkdir -p on the board. -> true | nil, err, code
+---@param target odp.target.shell.Target
+---@param path string
+---@return true?, string?, string?
+function M.mkdir(target, path)
+  local out, err, code = target:run("mkdir -p " .. q(path))
+  if not out then return nil, err, code end
+  return true
+end
+
+--- sha256 of a file on the board (hex), nil when it does not exist (or is not a regular file).
+---@param target odp.target.shell.Target
+---@param path string
+---@return string?
+function M.sha256(target, path)
+  local out = target:run(("[ -f %s ] && sha256sum %s || true"):format(q(path), q(path)))
+  return out and out:match("^(%x+)%s") or nil
+end
+
+--- The hash-skip of a push: when the board already has src's bytes at dst (sha256), sets opts.mode on it,
+--- reports the whole size to opts.on_progress and returns the push result {bytes=, skipped=true}.
+--- Otherwise nil and the stat of src (the caller uploads), or nil, nil, err, code when src cannot be read.
+---@param target odp.target.shell.Target
+---@param src string  local file
+---@param dst string  path on the board
+---@param opts {mode: integer?, on_progress: fun(done: integer, total: integer)?}
+---@return {bytes: integer, skipped: true}? skipped
+---@return table? stat
+---@return string? err
+---@return string? code
+function M.push_skip(target, src, dst, opts)
+  local st, err, code = sys.stat(src)
+  if not st then return nil, nil, err, code end
+  local here = sys.sha256_file(src)
+  if here and here == target:sha256(dst) then
+    if opts.mode then target:run(("chmod %o %s"):format(opts.mode, q(dst))) end
+    if opts.on_progress then opts.on_progress(st.size, st.size) end
+    return { bytes = st.size, skipped = true }
+  end
+  return nil, st
+end
+
+--- Where the odp-rusage helper for an architecture lives on this machine: $ODP_BUILD_DIR, the build
+-- tree, or an install's helpers/ directory. nil when there is none for that arch.
+---@param arch string  `uname -m` of the board ("aarch64", "x86_64", ...)
+---@return string?
+function M.local_helper(arch)
+  local root = require("odp.host").root
+  local dirs = { root .. "/build", root .. "/helpers" }
+  if os.getenv("ODP_BUILD_DIR") then table.insert(dirs, 1, os.getenv("ODP_BUILD_DIR")) end
+  for _, dir in ipairs(dirs) do
+    local p = dir .. "/odp-rusage-" .. arch
+    if sys.stat(p) then return p end
+  end
+end
+
+--- `time -v` commands tried, in order, when there is no helper (a Linux board: GNU time).
+M.TIME_COMMANDS = { "/usr/bin/time -v" }
+
+-- the output of `time -v true` of a usable time (GNU, toybox)
+local function reports_rss(out)
+  return out:find("Maximum resident", 1, true) or out:find("Max RSS", 1, true) or out:find("maxrss", 1, true)
+end
+
+--- How a board measures rusage, asked once and kept in target.cache:
+--- "odp-rusage" (the helper, pushed to <remote_dir>/.odp/odp-rusage), "time" (a `time -v` from
+--- time_commands, default M.TIME_COMMANDS, that prints a peak RSS) or false. The second value is the
+--- prefix to put before argv (M.command's `prefix`).
+---@param target odp.target.shell.Target
+---@param time_commands string[]?
+---@return "odp-rusage"|"time"|false method
+---@return string? prefix
+function M.rusage_method(target, time_commands)
+  local cache = target.cache
+  if cache.rusage == nil then
+    local arch = target:arch()
+    local helper = arch and M.local_helper(arch)
+    local dir = target.remote_dir .. "/.odp"
+    if helper and target:mkdir(dir) and target:push(helper, dir .. "/odp-rusage", { mode = tonumber("755", 8) }) then
+      cache.rusage, cache.helper = "odp-rusage", dir .. "/odp-rusage"
+    else
+      cache.rusage = false
+      for _, cmd in ipairs(time_commands or M.TIME_COMMANDS) do
+        local out = target:run(cmd .. " true 2>&1")
+        if out and reports_rss(out) then
+          cache.rusage, cache.rusage_cmd = "time", cmd
+          break
+        end
+      end
+    end
+  end
+  if cache.rusage == "odp-rusage" then return "odp-rusage", q(cache.helper) .. " --" end
+  if cache.rusage then return cache.rusage, cache.rusage_cmd or M.TIME_COMMANDS[1] end
+  return false
+end
+
+--- stderr without the `time -v` report that ends it (trailing lines with a label of `labels`, and
+--- GNU time's "Command exited with non-zero status" / "Command terminated by signal" lines).
+---@param text string
+---@param labels table<string, any>  odp.parse.gnutime.labels
+---@return string
+function M.strip_time_report(text, labels)
+  local lines = {}
+  for line in (text .. (text:sub(-1) == "\n" and "" or "\n")):gmatch("(.-)\n") do lines[#lines + 1] = line end
+  local keep = #lines
+  while keep > 0 do
+    local line = lines[keep]
+    local label = line:match("^%s*(%a.-):%s+.-%s*$")
+    if (label and labels[label]) or line:match("^%s*Command terminated by signal")
+      or line:match("^%s*Command exited with non%-zero status") then
+      keep = keep - 1
+    else
+      break
+    end
+  end
+  if keep == #lines then return text end
+  return keep == 0 and "" or table.concat(lines, "\n", 1, keep) .. "\n"
+end
+
+--- Merges the rusage report of an exec run with M.rusage_method's method into its result r (the
+--- odp.proc.run table): r.rusage filled, the report taken out of r.stderr; with odp-rusage also the
+--- command's own status, signal, wall time and ok. A missing report leaves r as it is.
+---@param r table    the exec result
+---@param method "odp-rusage"|"time"|false|nil
+---@return table r
+function M.apply_rusage(r, method)
+  if method == "odp-rusage" then
+    local rec, rest = require("odp.target.rusage").parse(r.stderr)
+    if rec then
+      r.stderr, r.rusage, r.wall_s, r.status = rest, rec.rusage, rec.wall_s, rec.status
+      if rec.signal > 0 then r.signal = rec.signal end
+      r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
+    end
+  elseif method then
+    local gnutime = require("odp.parse.gnutime")
+    local t = gnutime.parse(r.stderr)
+    if t then
+      r.rusage = { maxrss_kb = t.max_rss_kb, utime_s = t.user_s, stime_s = t.system_s, minflt = t.minor_faults,
+        majflt = t.major_faults, nvcsw = t.voluntary_switches, nivcsw = t.involuntary_switches }
+      if t.terminated_by_signal and t.terminated_by_signal > 0 then r.signal = t.terminated_by_signal end
+      r.stderr = M.strip_time_report(r.stderr, gnutime.labels)
+    end
+  end
+  return r
+end
+
+return M
