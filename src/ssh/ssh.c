@@ -521,18 +521,25 @@ static int exec_channel(odp_ssh *s, LIBSSH2_CHANNEL *ch, exec_state *x, char *bu
             return ssh_fail_err(s, err, ODP_EIO, "reading remote output");
         if (a == -2 && b == -2)
             return 0;
+        /* A write may make libssh2 read the socket into its own buffers (the command's output, its EOF):
+         * after one, drain again before waiting on the socket, or the wait sleeps on data already taken. */
+        int wrote = 0;
         if (in_open && !stopping) {
             if (o->stdin_data && in_off < o->stdin_len) {
                 ssize_t k = libssh2_channel_write(ch, o->stdin_data + in_off, o->stdin_len - in_off);
-                if (k > 0)
+                if (k > 0) {
                     in_off += (size_t)k;
-                else if (k != LIBSSH2_ERROR_EAGAIN)
+                    wrote = 1;
+                } else if (k != LIBSSH2_ERROR_EAGAIN) {
                     in_open = 0; /* the command closed its stdin */
+                }
             }
             if (in_open && (!o->stdin_data || in_off == o->stdin_len)) {
                 int e = libssh2_channel_send_eof(ch);
-                if (e != LIBSSH2_ERROR_EAGAIN)
+                if (e != LIBSSH2_ERROR_EAGAIN) {
                     in_open = 0;
+                    wrote = 1;
+                }
             }
         }
         if (!stopping && (r->aborted || odp_now() >= o->deadline)) {
@@ -550,7 +557,10 @@ static int exec_channel(odp_ssh *s, LIBSSH2_CHANNEL *ch, exec_state *x, char *bu
         }
         if (stopping == 2 && odp_now() >= grace_until)
             return 0;
-        if (a > 0 || b > 0)
+        if (a > 0 || b > 0 || wrote)
+            continue;
+        /* Reading one stream can pull the other's data (or the EOF) off the socket into libssh2's queue. */
+        if (libssh2_poll_channel_read(ch, 0) || libssh2_poll_channel_read(ch, 1) || libssh2_channel_eof(ch))
             continue;
         odp_err werr;
         int w = wait_socket(s, stopping ? grace_until : o->deadline, &werr);
