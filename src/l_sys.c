@@ -1,5 +1,6 @@
 /* odp.sys: the small system services Lua lacks (hashes, base64, atomic files, clocks, terminals). */
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,31 @@ static int l_term_width(lua_State *L)
         lua_pushinteger(L, ws.ws_col);
     else
         luaL_pushfail(L);
+    return 1;
+}
+
+/* read_file(path) -> bytes | nil, "ENOTFOUND: ...", code (io.open's message carries no code to branch on) */
+static int l_read_file(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return push_errno(L, path);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    size_t n;
+    do {
+        char *p = luaL_prepbuffer(&b);
+        n = fread(p, 1, LUAL_BUFFERSIZE, f);
+        luaL_addsize(&b, n);
+    } while (n == LUAL_BUFFERSIZE);
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        errno = EIO;
+        return push_errno(L, path);
+    }
+    luaL_pushresult(&b);
     return 1;
 }
 
@@ -248,7 +274,7 @@ int luaopen_odp_sys(lua_State *L)
         {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode},
         {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
         {"isatty", l_isatty}, {"term_width", l_term_width},
-        {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
+        {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
         {NULL, NULL}};

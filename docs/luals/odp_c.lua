@@ -94,6 +94,8 @@ function sys.rename(from, to) end
 function sys.chmod(path, mode) end
 ---@return {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, executable: boolean, readable: boolean}|nil
 function sys.stat(path) end
+---@return string|nil bytes, string? err, odp.ECode? code
+function sys.read_file(path) end
 function sys.realpath(path) end
 ---@return string[]|nil
 function sys.readdir(path) end

@@ -51,13 +51,9 @@ end
 function M.read(path_or_bytes)
   local bytes = path_or_bytes
   if not looks_like_etdump(bytes) then
-    local f, err = io.open(path_or_bytes, "rb")
-    if not f then
-      local code = err:find("No such file") and "ENOTFOUND" or "EIO"
-      return nil, code .. ": " .. err, code
-    end
-    bytes = f:read("a")
-    f:close()
+    local err, code
+    bytes, err, code = require("odp.sys").read_file(path_or_bytes)
+    if not bytes then return nil, err, code end
   end
   local dump, err, code = core.open(bytes)
   if not dump then return nil, err, code end

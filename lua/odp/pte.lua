@@ -17,13 +17,9 @@ function M.read(path_or_bytes)
   local bytes = path_or_bytes
   -- bytes: they carry the identifier, or a NUL no path can hold
   if not (#bytes >= 8 and (bytes:sub(5, 8) == "ET12" or bytes:find("\0", 1, true))) then
-    local f, err = io.open(path_or_bytes, "rb")
-    if not f then
-      local code = err:find("No such file") and "ENOTFOUND" or "EIO"
-      return nil, code .. ": " .. err, code
-    end
-    bytes = f:read("a")
-    f:close()
+    local err, code
+    bytes, err, code = require("odp.sys").read_file(path_or_bytes)
+    if not bytes then return nil, err, code end
   end
   return core.decode(bytes)
 end
