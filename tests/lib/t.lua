@@ -3,7 +3,8 @@
 --   local T = require("t")
 --   T.test("parses the RPi5 example", function() T.eq(x, 10) end)
 --   T.done()            -- prints the summary; exit code 1 if anything failed
--- Output is TAP-like: "ok N - name", "not ok N - name" (+ indented diagnostics), "ok N - name # SKIP why".
+-- Output is TAP-like: "ok N - name", "not ok N - name" (+ indented diagnostics). A test that needs a tool
+-- gets it from vendor/packages.txt; there is no skip.
 local T = {}
 local n, failed = 0, 0
 
@@ -75,11 +76,6 @@ function T.test(name, fn)
     for line in tostring(err):gmatch("[^\n]+") do print("#   " .. line) end
   end
   io.stdout:flush()
-end
-
-function T.skip(name, why)
-  n = n + 1
-  print(string.format("ok %d - %s # SKIP %s", n, name, why))
 end
 
 --- Path of the project's top directory (tests run from anywhere).
