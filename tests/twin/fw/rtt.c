@@ -142,16 +142,6 @@ uint32_t clock_ms(void)
 	return ticks;
 }
 
-uint64_t clock_cycles(void)
-{
-	uint32_t t, v;
-	do {
-		t = ticks;
-		v = SYST_CVR;
-	} while (t != ticks);
-	return (uint64_t)t * TWIN_TICK_CYCLES + (TWIN_TICK_CYCLES - 1 - v);
-}
-
 void idle(void)
 {
 	__asm volatile("wfi");

@@ -21,6 +21,5 @@ void rtt_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define TWIN_TICK_CYCLES (TWIN_CPU_HZ / 1000u)
 void clock_init(void);
 uint32_t clock_ms(void);
-uint64_t clock_cycles(void);
 void idle(void); /* WFI until the next interrupt (at most 1 ms) */
 #endif
