@@ -136,6 +136,21 @@ static void push_event(lua_State *L, const uint8_t *base, const odp_etdump_event
     }
 }
 
+/* {name, bundled_input_index, allocators}: a run as both decode() and the lazy header() start it. */
+static void push_run_header(lua_State *L, const odp_etdump_run *run)
+{
+    lua_createtable(L, 0, 4);
+    set_str(L, "name", &run->name);
+    set_int(L, "bundled_input_index", run->bundled_input_index);
+    lua_createtable(L, (int)run->nallocators, 0);
+    for (uint32_t j = 0; j < run->nallocators; j++) {
+        lua_createtable(L, 0, 1);
+        set_str(L, "name", &run->allocators[j]);
+        lua_rawseti(L, -2, (lua_Integer)j + 1);
+    }
+    lua_setfield(L, -2, "allocators");
+}
+
 /* decode(bytes) -> {version, size_prefixed, run_data = {...}} | nil, "EPROTO: ...", "EPROTO" */
 static int l_decode(lua_State *L)
 {
@@ -154,16 +169,7 @@ static int l_decode(lua_State *L)
     lua_createtable(L, (int)d.nruns, 0);
     for (uint32_t i = 0; i < d.nruns; i++) {
         const odp_etdump_run *run = &d.runs[i];
-        lua_createtable(L, 0, 4);
-        set_str(L, "name", &run->name);
-        set_int(L, "bundled_input_index", run->bundled_input_index);
-        lua_createtable(L, (int)run->nallocators, 0);
-        for (uint32_t j = 0; j < run->nallocators; j++) {
-            lua_createtable(L, 0, 1);
-            set_str(L, "name", &run->allocators[j]);
-            lua_rawseti(L, -2, (lua_Integer)j + 1);
-        }
-        lua_setfield(L, -2, "allocators");
+        push_run_header(L, run);
         lua_createtable(L, (int)run->nevents, 0);
         for (uint32_t j = 0; j < run->nevents; j++) {
             push_event(L, base, &run->events[j]);
@@ -235,16 +241,7 @@ static int dump_header(lua_State *L)
     lua_createtable(L, (int)u->d.nruns, 0);
     for (uint32_t i = 0; i < u->d.nruns; i++) {
         const odp_etdump_run *run = &u->d.runs[i];
-        lua_createtable(L, 0, 4);
-        set_str(L, "name", &run->name);
-        set_int(L, "bundled_input_index", run->bundled_input_index);
-        lua_createtable(L, (int)run->nallocators, 0);
-        for (uint32_t j = 0; j < run->nallocators; j++) {
-            lua_createtable(L, 0, 1);
-            set_str(L, "name", &run->allocators[j]);
-            lua_rawseti(L, -2, (lua_Integer)j + 1);
-        }
-        lua_setfield(L, -2, "allocators");
+        push_run_header(L, run);
         set_int(L, "nevents", run->nevents);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }

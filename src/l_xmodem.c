@@ -11,22 +11,28 @@ typedef struct {
 } progress_ctx;
 
 /* on_progress{bytes=, total=, blocks=, retries=, check=}; an error in it cancels the transfer and is re-raised. */
-static int on_progress(void *ctx, const odp_xmodem_progress *p)
+/* {bytes, blocks, retries, check}: what a progress event and the final result both carry. */
+static void push_counts(lua_State *L, const odp_xmodem_progress *p)
 {
-    progress_ctx *c = ctx;
-    lua_State *L = c->L;
-    odp_luacb_push(&c->cb);
     lua_createtable(L, 0, 5);
     lua_pushinteger(L, (lua_Integer)p->bytes);
     lua_setfield(L, -2, "bytes");
-    lua_pushinteger(L, (lua_Integer)p->total);
-    lua_setfield(L, -2, "total");
     lua_pushinteger(L, p->blocks);
     lua_setfield(L, -2, "blocks");
     lua_pushinteger(L, p->retries);
     lua_setfield(L, -2, "retries");
     lua_pushstring(L, p->crc ? "crc" : "checksum");
     lua_setfield(L, -2, "check");
+}
+
+static int on_progress(void *ctx, const odp_xmodem_progress *p)
+{
+    progress_ctx *c = ctx;
+    lua_State *L = c->L;
+    odp_luacb_push(&c->cb);
+    push_counts(L, p);
+    lua_pushinteger(L, (lua_Integer)p->total);
+    lua_setfield(L, -2, "total");
     return odp_luacb_call(&c->cb, 1);
 }
 
@@ -55,15 +61,7 @@ static int push_result(lua_State *L, int rc, const odp_xmodem_progress *p, odp_e
     odp_luacb_release(&pc->cb); /* re-raises an error from on_progress */
     if (rc)
         return odp_pushfail(L, err);
-    lua_createtable(L, 0, 4);
-    lua_pushinteger(L, (lua_Integer)p->bytes);
-    lua_setfield(L, -2, "bytes");
-    lua_pushinteger(L, p->blocks);
-    lua_setfield(L, -2, "blocks");
-    lua_pushinteger(L, p->retries);
-    lua_setfield(L, -2, "retries");
-    lua_pushstring(L, p->crc ? "crc" : "checksum");
-    lua_setfield(L, -2, "check");
+    push_counts(L, p);
     return 1;
 }
 
