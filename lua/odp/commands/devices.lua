@@ -55,7 +55,8 @@ local jlink_source = {
       elseif not lib then
         hint = "install the J-Link Software (libjlinkarm.so) or set ODP_JLINK_LIB, see " .. DOCS
       else
-        hint = ('odp.probe.open{backend="jlink", device="AE822FA0E5597LS0_M55_HP"%s}'):format(
+        -- the core's J-Link name is a device fact: it comes from the device file, not from here
+        hint = ('odp repl devices/alif_e8.lua; odp.probe.open{backend="jlink", device=device.probe.jlink_device%s}'):format(
           d.serial and (', serial="' .. d.serial .. '"') or "")
       end
       rows[#rows + 1] = { kind = "jlink", id = d.serial or string.format("usb %d:%d", d.bus, d.address),
