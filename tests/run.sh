@@ -19,6 +19,11 @@ eval "make -s -j2 ${ODP_MAKEFLAGS:-} BUILD=$BUILD all testprogs" >/dev/null ||
   { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 export ODP="$top/$BUILD/odp" ODP_BUILD_DIR="$top/$BUILD" ODP_TOP="$top"
 export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
+# The real ExecuTorch runners (x86_64; static aarch64 for qemu-user), kept beside the project, not in it:
+# suites that involve a runner use them and count themselves skipped where they are absent.
+peers="$(cd "$top/.." && pwd)/shared/peers/executorch"
+export ODP_REAL_RUNNER="${ODP_REAL_RUNNER:-$peers/executor_runner}"
+export ODP_REAL_RUNNER_AARCH64="${ODP_REAL_RUNNER_AARCH64:-$peers/executor_runner-linux-aarch64}"
 logs="$top/tests/.tmp/logs"
 mkdir -p "$logs"
 

@@ -3,8 +3,9 @@
 --   local T = require("t")
 --   T.test("parses the RPi5 example", function() T.eq(x, 10) end)
 --   T.done()            -- prints the summary; exit code 1 if anything failed
--- Output is TAP-like: "ok N - name", "not ok N - name" (+ indented diagnostics). A test that needs a tool
--- gets it from vendor/packages.txt; there is no skip.
+-- Output is TAP-like: "ok N - name", "not ok N - name" (+ indented diagnostics), "ok N - name # SKIP why".
+-- A test that needs a tool gets it from vendor/packages.txt. The only skip is for a peer that a fresh clone
+-- does not carry (the real ExecuTorch runners, see T.real_runner): counted as skipped, never as passed.
 local T = {}
 local n, failed = 0, 0
 
@@ -76,6 +77,34 @@ function T.test(name, fn)
     for line in tostring(err):gmatch("[^\n]+") do print("#   " .. line) end
   end
   io.stdout:flush()
+end
+
+--- Reports name as skipped (counted as such by tests/run.sh), with the reason.
+function T.skip(name, why)
+  n = n + 1
+  print(string.format("ok %d - %s # SKIP %s", n, name, why))
+  io.stdout:flush()
+end
+
+--- The real ExecuTorch executor_runner (x86_64, ETDump + logging) for tests that involve a runner:
+-- $ODP_REAL_RUNNER, which tests/run.sh defaults to the copy beside the project (../shared/peers/executorch).
+-- arch "aarch64" gives the static aarch64 build ($ODP_REAL_RUNNER_AARCH64), which runs here under qemu-user.
+-- Returns the path, or nil and the reason to skip with (a fresh clone has no such peer).
+function T.real_runner(arch)
+  local var = arch == "aarch64" and "ODP_REAL_RUNNER_AARCH64" or "ODP_REAL_RUNNER"
+  local path = os.getenv(var)
+  if not path or path == "" then return nil, var .. " is not set" end
+  local f = io.open(path, "rb")
+  if not f then return nil, ("no real executor_runner at %s (%s)"):format(path, var) end
+  f:close()
+  return path
+end
+
+--- Runs fn as test name when the real runner exists, else reports it skipped: fn(runner_path).
+function T.with_real_runner(name, fn, arch)
+  local runner, why = T.real_runner(arch)
+  if not runner then return T.skip(name, why) end
+  T.test(name, function() fn(runner) end)
 end
 
 --- Path of the project's top directory (tests run from anywhere).
