@@ -25,11 +25,9 @@ local function json_of(r)
   return rec
 end
 
--- A device file derived from the twin's (a user's copy with changes).
+-- A device file derived from the twin's (a user's copy with changes: device files have no dofile).
 local function derived_device(name, body)
-  local path = dir .. "/" .. name .. ".lua"
-  T.write(path, ("local d = dofile(%q)\nd.name = %q\n%s\nreturn d\n"):format(twin, name, body or ""))
-  return path
+  return T.derived_device(twin, dir .. "/" .. name .. ".lua", name, body)
 end
 
 T.test("dry-run prints PROCEDURE.md's commands without tools, sources or board", function()

@@ -30,9 +30,7 @@ local function odp_run(args, env, timeout)
 end
 
 local function derived_device(name, body)
-  local path = dir .. "/" .. name .. ".lua"
-  T.write(path, ("local d = dofile(%q)\nd.name = %q\n%s\nreturn d\n"):format(twin, name, body or ""))
-  return path
+  return T.derived_device(twin, dir .. "/" .. name .. ".lua", name, body)
 end
 
 local function no_qemu_left(rec)

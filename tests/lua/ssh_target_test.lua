@@ -144,7 +144,7 @@ T.test("preflight: an aarch64 runner against the x86_64 board", function()
 end)
 
 T.test("preflight: a runner needing GLIBC_9.99, with the Graviton4 advice", function()
-  local device = dofile(T.root() .. "/devices/graviton4.lua")
+  local device = require("odp.device").load(T.root() .. "/devices/graviton4.lua")
   local e = preflight_failure { runner = craft.needs_glibc(tmp), model = model, device = device }
   T.eq(e.code, "ENODEV"); T.match(e.message, "GLIBC_9%.99"); T.match(e.message, t:libc_version(), "board glibc")
   T.match(e.message, "Ubuntu 26%.04")

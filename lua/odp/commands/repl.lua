@@ -1,5 +1,4 @@
 --- odp repl [DEVICE]: an interactive Lua prompt with odp's modules (and a device description) loaded.
-local errors = require("odp.errors")
 local repl = require("odp.repl")
 
 local M = { summary = "Interactive Lua prompt with every odp module loaded (optionally a device file)" }
@@ -14,9 +13,7 @@ function M.main(args)
   end
   local env = setmetatable({ odp = repl.odp_namespace() }, { __index = _G })
   if args[1] then
-    local chunk, err = loadfile(args[1], "t", {})
-    if not chunk then errors.fail("EUSAGE", ("cannot load device file: %s"):format(err), 2) end
-    env.device = chunk()
+    env.device = require("odp.device").load(args[1])
     io.stderr:write(("device: %s (%s)\n"):format(env.device and env.device.name or args[1], args[1]))
   end
   repl.loop(env)

@@ -106,15 +106,11 @@ local function hex(n) return ("0x%08X"):format(n) end
 
 --- Loads a device file: a path (relative to the cwd, else to the project).
 function M.load_device(path)
-  local p = path
-  if not sys.stat(p) and not is_abs(p) then p = root() .. "/" .. path end
-  if not sys.stat(p) then errors.fail("EUSAGE", ("device file %s not found"):format(path), 2) end
-  local ok, dev = pcall(dofile, p)
-  if not ok then errors.fail("EUSAGE", ("device file %s: %s"):format(path, tostring(dev)), 2) end
-  if type(dev) ~= "table" or type(dev.build) ~= "table" then
-    errors.fail("EUSAGE", ("device file %s does not describe an Ethos-U board (no build table)"):format(path), 2)
+  local dev = require("odp.device").load(path)
+  if dev.flow ~= "ethos_u" or type(dev.build) ~= "table" then
+    errors.fail("EUSAGE", ("device file %s does not describe an Ethos-U board (flow = \"ethos_u\" and a build table)")
+      :format(path), 2)
   end
-  dev.path = p
   return dev
 end
 
@@ -889,10 +885,14 @@ local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
   end
 end
 
-function M.flash_step(ctx, p, rec, run_dir)
+--- Flashes the flasher image, then sends `file` (p.ext_flash by default) to it over XMODEM through RTT and
+-- checks its answer (rec.flash.received = {bytes, crc32, expected_crc32}). board:flash(file) is this alone.
+-- Returns the SETOOLS directory the commands ran in.
+function M.flash_file(ctx, p, rec, run_dir, file)
   local o = ctx.opts
   local log = run_dir .. "/flash.log"
-  rec.flash = {}
+  if file then p.ext_flash = file end
+  rec.flash = rec.flash or {}
   rec.artifacts.flash_log = log
   -- SETOOLS directory: the stand-ins run from a scratch copy of their configs
   if p.setools_copy then
@@ -926,6 +926,11 @@ function M.flash_step(ctx, p, rec, run_dir)
   probe:close()
   rec.artifacts.flasher_rtt_log = run_dir .. "/flasher_rtt.log"
   if not ok then error(err, 0) end
+  return sdir, log
+end
+
+function M.flash_step(ctx, p, rec, run_dir)
+  local sdir, log = M.flash_file(ctx, p, rec, run_dir)
   -- (3) the firmware
   copy_file(p.mram, sdir .. "/" .. p.app_image)
   setools_cmd(ctx, p, p.gen_toc_app, log)

@@ -40,10 +40,10 @@ end
 local open_targets = {}
 
 --- Opens a session. opts: host ("[user@]host"), user, port, identity, known_hosts, accept_new_host_key,
--- remote_dir, connect_timeout. Returns the target, or nil, err, code (EHOSTKEY, EAUTH, ENODEV, ETIMEDOUT...).
+-- remote_dir, connect_timeout, device (devices/*.lua: its `user`). Returns the target, or nil, err, code (EHOSTKEY, EAUTH, ENODEV, ETIMEDOUT...).
 function M.new(opts)
   local user, host = split_host(assert(opts.host, "ssh target: host is required"))
-  user = user or opts.user
+  user = user or opts.user or (opts.device and opts.device.user) -- devices/graviton4.lua: ubuntu
   local port = opts.port or 22
   local key = ("%s@%s:%d"):format(user or "", host, port)
   local cached = open_targets[key]
