@@ -261,6 +261,14 @@ static int l_hostname(lua_State *L)
     return 1;
 }
 
+/* Lifts a Ctrl-C once it has been handled (the REPL returns to its prompt). */
+static int l_cancel_clear(lua_State *L)
+{
+    (void)L;
+    odp_cancel_clear();
+    return 0;
+}
+
 static int l_cancel_requested(lua_State *L)
 {
     lua_pushboolean(L, odp_cancel_requested());
@@ -277,6 +285,7 @@ int luaopen_odp_sys(lua_State *L)
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
+        {"cancel_clear", l_cancel_clear},
         {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;

@@ -102,6 +102,7 @@ function sys.readdir(path) end
 function sys.getpid() end
 function sys.hostname() end
 function sys.cancel_requested() end
+function sys.cancel_clear() end
 
 ---@class odp.ssh.Session
 local Session = {}

@@ -837,7 +837,7 @@ local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
   local bar = ui:progress("xmodem " .. basename(p.ext_flash), size, "bytes")
   local t0 = sys.now()
   local r, err, code = xmodem.send(ch, p.ext_flash, { mode = p.xmodem_mode, timeout = o.flash_timeout,
-    on_progress = function(done) bar:update(done) end })
+    on_progress = function(pr) bar:update(pr.bytes) end }) -- xmodem passes {bytes=, total=, ...}
   bar:finish()
   rec.flash.xmodem = r and { bytes = r.bytes, blocks = r.blocks, retries = r.retries, wall_s = sys.now() - t0 } or nil
   -- whatever the flasher says next (Success/CRC32 or Failed = n)

@@ -76,7 +76,8 @@ local function call(self, method, ...)
   local dev, err, code = self:device()
   if not dev then return nil, err, code end
   local r, e, c = dev[method](dev, ...)
-  if not r and dev:broken() then
+  -- a failed call, or one cut short by Ctrl-C, can leave the transport unusable: reconnect next time
+  if dev:broken() then
     dev:close()
     self.dev = nil
   end
