@@ -72,6 +72,10 @@ local function human_one(r, out)
   if l and l.n and l.n > 0 then
     out[#out + 1] = ""
     out[#out + 1] = ("  latency (ms, from %s)"):format(l.source or "?")
+    if l.modelled then
+      out[#out + 1] = "  MODELLED, not measured: the QEMU twin computes these times from modelled cycles and sends a " ..
+        "canned ETDump (tests/twin/README.md)"
+    end
     local t = M.table({ l }, {
       { key = "n", fmt = "%d" }, { key = "mean", fmt = fmt_ms }, { key = "min", fmt = fmt_ms },
       { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "p99", fmt = fmt_ms },

@@ -52,6 +52,8 @@ T.with_real_runner("host board: profile runs the executorch flow -> a result rec
   T.eq(rec.ok, true, rec.error and rec.error.message)
   T.eq(rec.flow, "executorch"); T.eq(rec.device, "host")
   T.eq(rec.latency_ms.n, 3)
+  T.eq(rec.latency_ms.modelled, nil, "a measurement")
+  T.eq(require("odp.report").formats.human({ rec }):find("MODELLED", 1, true), nil)
 end)
 
 local srv = sshd.start()
@@ -116,6 +118,19 @@ T.test("twin board: attach, read32 of the RTT ID, reset, tail, flash with the tw
   local got = b:flash(f)
   T.eq(got.crc32, got.expected_crc32)
   T.eq(got.crc32, ("%08x"):format(require("odp.flows.ethos_u").crc32(T.read(f) .. ("\26"):rep(got.bytes - #T.read(f)))))
+  b:close()
+  T.eq(sys.stat(twin_state .. "/pid"), nil, "close stopped the twin")
+end)
+
+T.test("twin board: profile runs the Ethos-U flow on the board; the record and report say the times are modelled", function()
+  local b <close> = board.open("devices/twin_m55.lua", { ui = quiet, twin_state = twin_state,
+    build_dir = tmp .. "/build-twin", runs_dir = tmp .. "/runs" })
+  local rec = b:profile { n = 3 }
+  T.eq(rec.ok, true, rec.error and rec.error.message)
+  T.eq(rec.flow, "ethos_u"); T.eq(rec.latency_ms.n, 3)
+  T.eq(rec.latency_ms.modelled, true)
+  T.match(require("odp.report").formats.human({ rec }), "MODELLED, not measured")
+  T.eq(b:read(0x60000000, 10), "SEGGER RTT", "the board is usable after the flow")
   b:close()
   T.eq(sys.stat(twin_state .. "/pid"), nil, "close stopped the twin")
 end)

@@ -974,22 +974,8 @@ function M.capture(stream, p, opts, log_path, ui)
   return { samples = samples, lines = lines, decoded = dec:finish(), bytes = rd.bytes }
 end
 
---- The latency block (odp.result.latency when odp.stats is there; the same fields otherwise).
-function M.latency(samples)
-  if pcall(require, "odp.stats") then return result.latency(samples, "rtt") end
-  local xs = table.move(samples, 1, #samples, 1, {})
-  table.sort(xs)
-  local function pct(q)
-    local pos = (#xs - 1) * q / 100 + 1
-    local lo = math.floor(pos)
-    local hi = math.min(lo + 1, #xs)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-  end
-  local sum = 0
-  for _, v in ipairs(xs) do sum = sum + v end
-  return { n = #xs, min = xs[1], max = xs[#xs], avg = sum / #xs, p10 = pct(10), p50 = pct(50), p90 = pct(90),
-    total = sum, source = "rtt" }
-end
+--- The latency block: odp.result.latency (odp.stats' field names) over the Inference: lines.
+function M.latency(samples) return result.latency(samples, "rtt") end
 
 --- Fills the record from a capture; raises the failure (after filling) when the capture is incomplete.
 function M.measure(rec, p, cap, run_dir, opts, ui)
@@ -1004,6 +990,8 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   end
   local samples = cap.samples
   rec.latency_ms = #samples > 0 and M.latency(samples) or { n = 0, source = "rtt" }
+  -- the twin's times come from modelled cycles and its ETDump is canned: never to be taken for a measurement
+  if p.twin then rec.latency_ms.modelled = true end
   rec.pmu = require("odp.parse.executorch").parse(table.concat(cap.lines, "\n")).pmu
   if rec.artifacts.etdump then
     local have, etdump = pcall(require, "odp.etdump")
