@@ -125,6 +125,16 @@ T.test("sizes: hex, decimal, K/M; garbage is a usage error", function()
   T.eq(E.parse_size("256K"), 262144)
   T.raises(function() E.parse_size("six", "activation-buf-sz") end, "not a size")
   T.eq(E.crc32("123456789"), 0xCBF43926) -- the CRC-32 check value
+  -- the "size" option type parses the same spellings on the command line
+  local cli = require("odp.cli")
+  local decl = { { "buf", "", nil, "size" } }
+  T.eq(cli.parse({ "--buf", "0x600000" }, decl).buf, 6291456)
+  T.eq(cli.parse({ "--buf", "6M" }, decl).buf, 6291456)
+  T.eq(cli.parse({ "--buf", "1G" }, decl).buf, 1 << 30)
+  T.eq(cli.size("1_024"), 1024); T.eq(cli.size("6MiB"), 6291456); T.eq(cli.size("6X"), nil); T.eq(cli.size("0x"), nil)
+  T.raises(function() cli.parse({ "--buf", "lots" }, decl) end, "not a size")
+  local r = odp_run({ "--model", mnist, "--activation-buf-sz", "six", "--dry-run" })
+  T.eq(r.status, 2); T.match(r.stderr, "activation%-buf%-sz: 'six' is not a size")
 end)
 
 -- The build step on the twin's real cmake project.

@@ -27,8 +27,8 @@ M.options = {
   { "build-dir", "Build directory (default: the device's, e.g. <mlek>/build_benchmark)", nil, "string", metavar = "DIR" },
   { "memory-mode", "NPU memory mode; must match the one the .pte was compiled (Vela) for", nil, "choice",
     choices = M.MEMORY_MODES },
-  { "activation-buf-sz", "Activation (tensor arena) buffer size, bytes (0x.. or K/M suffix)", nil, "string", metavar = "SIZE" },
-  { "tmp-mem-size", "ML framework temporary memory size, bytes", nil, "string", metavar = "SIZE" },
+  { "activation-buf-sz", "Activation (tensor arena) buffer size, bytes (0x.. or K/M suffix)", nil, "size" },
+  { "tmp-mem-size", "ML framework temporary memory size, bytes", nil, "size" },
   { "inferences", "Inference: lines to read before the run is complete", 10, "posint", short = "n" },
   { "steps", "Steps to run, in order: build,flash,run (validate and report always run)", nil, "list" },
   { "only", "Run just these steps (same as --steps)", nil, "list" },
@@ -41,7 +41,7 @@ M.options = {
   { "probe", "Probe backend (default: the device's): jlink | gdb | qemu", nil, "choice", choices = { "jlink", "gdb", "qemu" } },
   { "jlink-lib", "Path of libjlinkarm.so (else ODP_JLINK_LIB or the usual install dirs)", nil, "string", metavar = "FILE" },
   { "gdb-address", "host:port of a GDB server (gdb backend)", nil, "string" },
-  { "rtt-address", "Address of the RTT control block (_SEGGER_RTT in the map file)", nil, "string" },
+  { "rtt-address", "Address of the RTT control block (_SEGGER_RTT in the map file)", nil, "size", metavar = "ADDR" },
   { "rtt-ranges", "RTT search ranges START:SIZE[,START:SIZE]", nil, "string" },
   { "no-reset", "Run step alone: attach without an SWD reset (the firmware keeps running)", false, "bool" },
   { "twin-state", "Twin only: its state directory (default: $ODP_TWIN_STATE or runs/<id>/twin)", nil, "string", metavar = "DIR" },
@@ -86,20 +86,12 @@ local function shell_quote(s)
 end
 M.shell_quote = shell_quote
 
---- Parses a size: 0x600000, 6291456, 6M, 256K.
+--- A size (odp.cli's "size" type: 0x600000, 6291456, 6M) from an option, a device file or a range; nil stays nil.
 function M.parse_size(s, what)
   if s == nil then return nil end
-  if type(s) == "number" then return math.tointeger(s) end
-  local t = tostring(s):gsub("_", "")
-  local n
-  if t:match("^0[xX]%x+$") then n = tonumber(t:sub(3), 16)
-  elseif t:match("^%d+$") then n = tonumber(t)
-  else
-    local d, u = t:match("^(%d+)([kKmM])i?[bB]?$")
-    if d then n = tonumber(d) * (u:lower() == "k" and 1024 or 1024 * 1024) end
-  end
+  local n = require("odp.cli").size(s)
   if not n then errors.fail("EUSAGE", ("--%s: '%s' is not a size (0x600000, 6291456, 6M)"):format(what, s), 2) end
-  return math.tointeger(n)
+  return n
 end
 
 local function hex(n) return ("0x%08X"):format(n) end
@@ -316,15 +308,11 @@ local function which(prog)
 end
 M.which = which
 
-M.JLINK_DIRS = { "/opt/SEGGER/JLink", "/usr/lib", "/usr/local/lib", "/opt/SEGGER/JLink_Linux" }
-
+--- The J-Link library odp.probe would load (--jlink-lib, ODP_JLINK_LIB, SEGGER's install dirs), or nil: the
+-- one search, in C (odp.probe.jlink_lib), that `odp devices` uses too.
 function M.jlink_lib(opts)
-  local cands = { opts.jlink_lib, os.getenv("ODP_JLINK_LIB") }
-  for _, d in ipairs(M.JLINK_DIRS) do cands[#cands + 1] = d .. "/libjlinkarm.so" end
-  for i = 1, #M.JLINK_DIRS + 2 do
-    local c = cands[i]
-    if c and sys.stat(c) then return c end
-  end
+  local ok, probe = pcall(require, "odp.probe")
+  return ok and (probe.jlink_lib(opts.jlink_lib)) or nil
 end
 
 --- Checks before anything touches the build tree or the board. Errors exit 2 (usage) with one line.

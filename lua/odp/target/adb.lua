@@ -55,7 +55,9 @@ function M.new(opts)
   self.on_auth_prompt = function()
     local msg = "accept the USB debugging prompt on the phone (Allow) -- waiting up to " ..
       math.floor(self.auth_timeout) .. " s"
-    if ui and ui.warn then ui:warn("%s", msg) else io.stderr:write("odp: " .. msg .. "\n") end
+    -- through the run's ui like every message (quiet with -q); a script without one gets a plain ui
+    ui = ui or require("odp.ui").new {}
+    ui:info("%s", msg)
   end
   local dev, err, code = connect(self)
   if not dev then return nil, err, code end
