@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 CC      ?= cc
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0)
-PKGS    := lua5.4 libssh2 libusb-1.0 libserialport libedit libcrypto
+PKGS    := lua5.4 libssh2 libusb-1.0 libserialport libedit libcrypto zlib
 LPEG_A  := $(firstword $(wildcard /usr/lib/*/liblua5.4-lpeg.a /usr/lib/liblua5.4-lpeg.a))
 
 # CFLAGS/LDFLAGS are the user's (optimisation, debug); what odp needs is in ODP_* and always applies.

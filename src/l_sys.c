@@ -9,6 +9,7 @@
 #include <time.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "l_util.h"
 #include "util/fs.h"
@@ -49,6 +50,22 @@ static int l_base64_encode(lua_State *L)
     luaL_Buffer b;
     char *out = luaL_buffinitsize(L, &b, 4 * ((n + 2) / 3) + 1);
     luaL_pushresultsize(&b, odp_base64_encode(s, n, out));
+    return 1;
+}
+
+/* crc32(s [, crc]) -> zlib's CRC-32 (the gzip trailer's), continuing from crc. */
+static int l_crc32(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    uLong crc = (uLong)luaL_optinteger(L, 2, 0);
+    while (n > 0) { /* zlib's length is a uInt */
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = crc32(crc, (const Bytef *)s, k);
+        s += k;
+        n -= k;
+    }
+    lua_pushinteger(L, (lua_Integer)crc);
     return 1;
 }
 
@@ -279,7 +296,7 @@ int luaopen_odp_sys(lua_State *L)
 {
     static const luaL_Reg funcs[] = {
         {"sha256", l_sha256}, {"sha256_file", l_sha256_file},
-        {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode},
+        {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode}, {"crc32", l_crc32},
         {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
         {"isatty", l_isatty}, {"term_width", l_term_width},
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},

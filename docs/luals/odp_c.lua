@@ -72,6 +72,9 @@ function proc.run(spec) end
 local sys = {}
 ---@return string hex
 function sys.sha256(data) end
+---@param crc? integer continue from this CRC
+---@return integer
+function sys.crc32(data, crc) end
 ---@return string|nil hex, string? err, odp.ECode? code
 function sys.sha256_file(path) end
 function sys.base64_encode(data) end

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
@@ -70,55 +72,37 @@ size_t odp_base64_encode(const void *in, size_t n, char *out)
     return total;
 }
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
+static int b64_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
+/* libcrypto's EVP_DecodeBlock does the decoding; what it is lenient about (missing padding, '=' inside the
+ * text) is checked here first, on the text without whitespace, which is decoded in slices (its length is an
+ * int). */
 long odp_base64_decode(const char *in, size_t n, unsigned char *out)
 {
-    long len = 0;
-    int quad[4], q = 0, pad = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)in[i];
-        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-            continue;
-        int v;
-        if (c == '=') {
-            if (q < 2)
-                return -1;
-            pad++;
-            v = 0;
-        } else {
-            if (pad)
-                return -1; /* data after padding */
-            v = b64_value(c);
-            if (v < 0)
-                return -1;
-        }
-        quad[q++] = v;
-        if (q == 4) {
-            unsigned long w = ((unsigned long)quad[0] << 18) | ((unsigned long)quad[1] << 12) |
-                              ((unsigned long)quad[2] << 6) | (unsigned long)quad[3];
-            out[len++] = (unsigned char)(w >> 16);
-            if (pad < 2)
-                out[len++] = (unsigned char)(w >> 8);
-            if (pad < 1)
-                out[len++] = (unsigned char)w;
-            q = 0;
-            if (pad) {
-                /* only whitespace may follow the padding */
-                for (size_t j = i + 1; j < n; j++)
-                    if (in[j] != ' ' && in[j] != '\n' && in[j] != '\r' && in[j] != '\t')
-                        return -1;
-                return len;
+    char *clean = malloc(n + 1);
+    if (!clean)
+        return -1;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!b64_space(in[i]))
+            clean[m++] = in[i];
+    long len = -1;
+    size_t pad = m >= 1 && clean[m - 1] == '=' ? (m >= 2 && clean[m - 2] == '=' ? 2 : 1) : 0;
+    if (m % 4 == 0 && !memchr(clean, '=', m - pad)) {
+        const size_t slice = 4u << 20;
+        len = 0;
+        for (size_t off = 0; off < m; off += slice) {
+            size_t k = m - off < slice ? m - off : slice;
+            int r = EVP_DecodeBlock(out + len, (const unsigned char *)clean + off, (int)k);
+            if (r < 0) {
+                len = -1;
+                break;
             }
+            len += r;
         }
+        if (len >= 0)
+            len -= (long)pad; /* EVP_DecodeBlock counts the bytes the padding stands for */
     }
-    return q == 0 ? len : -1;
+    free(clean);
+    return len;
 }

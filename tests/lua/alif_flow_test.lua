@@ -124,7 +124,8 @@ T.test("sizes: hex, decimal, K/M; garbage is a usage error", function()
   T.eq(E.parse_size("6M"), 6291456)
   T.eq(E.parse_size("256K"), 262144)
   T.raises(function() E.parse_size("six", "activation-buf-sz") end, "not a size")
-  T.eq(E.crc32("123456789"), 0xCBF43926) -- the CRC-32 check value
+  T.eq(sys.crc32("123456789"), 0xCBF43926) -- the CRC-32 check value
+  T.eq(sys.crc32("6789", sys.crc32("12345")), 0xCBF43926, "continued")
   -- the "size" option type parses the same spellings on the command line
   local cli = require("odp.cli")
   local decl = { { "buf", "", nil, "size" } }

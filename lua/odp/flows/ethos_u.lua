@@ -763,21 +763,6 @@ end
 
 ------------------------------------------------------------------------------------------------ flash
 
-local CRC_TABLE
---- zlib's CRC-32 (what the twin flasher prints).
-function M.crc32(s, crc)
-  if not CRC_TABLE then
-    CRC_TABLE = {}
-    for i = 0, 255 do
-      local c = i
-      for _ = 1, 8 do c = (c & 1 == 1) and (0xEDB88320 ~ (c >> 1)) or (c >> 1) end
-      CRC_TABLE[i] = c
-    end
-  end
-  crc = (crc or 0) ~ 0xFFFFFFFF
-  for i = 1, #s do crc = CRC_TABLE[(crc ~ s:byte(i)) & 0xFF] ~ (crc >> 8) end
-  return crc ~ 0xFFFFFFFF
-end
 
 local function copy_file(src, dst)
   local data = read_file(src)
@@ -860,7 +845,7 @@ local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
     errors.fail("EPROTO", ("flash: the flasher received %d bytes for a %d-byte file"):format(n, size), 3)
   end
   local data = read_file(p.ext_flash) .. ("\26"):rep(n - size)
-  local want = ("%08x"):format(M.crc32(data))
+  local want = ("%08x"):format(sys.crc32(data)) -- zlib's, as the flasher prints it
   rec.flash.received = { bytes = n, crc32 = crc and crc:lower(), expected_crc32 = want }
   if crc then
     if crc:lower() ~= want then
