@@ -65,6 +65,13 @@ local function human_one(r, out)
     for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(r.params[k]) end
     kv("params", table.concat(parts, " "))
   end
+  if r.steps and #r.steps > 0 then
+    local parts = {}
+    for _, st in ipairs(r.steps) do
+      parts[#parts + 1] = ("%s %s%s"):format(st.name, fmt_ms(st.ms or 0) .. " ms", st.status ~= "ran" and (" (" .. st.status .. ")") or "")
+    end
+    kv("steps", table.concat(parts, ", "))
+  end
   if r.status ~= nil or r.signal then
     kv("exit", r.signal and ("signal %s"):format(r.signal) or ("status %d"):format(r.status))
   end

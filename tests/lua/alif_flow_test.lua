@@ -193,8 +193,14 @@ d.commands = {
   end
   local m2 = dir .. "/m2.pte"
   T.write(m2, T.read(mnist))
-  T.eq(b(m2).build.rebuilt, true)
-  T.eq(b(m2).build.rebuilt, false)
+  local first = b(m2)
+  T.eq(first.build.rebuilt, true)
+  T.eq(#first.steps, 1); T.eq(first.steps[1].name, "build"); T.eq(first.steps[1].status, "ran")
+  T.ok(math.type(first.steps[1].ms) == "integer" and first.steps[1].ms >= 0, "ms")
+  local again = b(m2)
+  T.eq(again.build.rebuilt, false)
+  T.eq(again.steps[1].status, "skipped: unchanged", "nothing changed: the step says so")
+  T.match(require("odp.report").formats.human({ again }), "steps%s+build [%d.]+ ms %(skipped: unchanged%)")
   T.write(rev, "cff6f4dd32e6\n+ executorch_fpic.patch applied\n")
   local rec = b(m2)
   T.eq(rec.build.rebuilt, true)
@@ -231,6 +237,7 @@ T.test("build failure: exit 1, ok=false, the last 30 lines of build.log shown, t
   T.match(r.stderr, "TWIN_INFERENCES must be a decimal number")
   T.ok(T.read(rec.artifacts.build_log):find("TWIN_INFERENCES must be a decimal number", 1, true), "log kept")
   T.match(rec.build.log_tail, "TWIN_INFERENCES")
+  T.eq(rec.steps[1].status, "failed", "the failed step is recorded")
 end)
 
 T.done()

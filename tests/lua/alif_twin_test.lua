@@ -46,6 +46,9 @@ T.test("the main job's default: --model and --inferences only, the whole flow on
   T.eq(rec.latency_ms.n, 5)
   T.eq(rec.latency_ms.source, "rtt")
   T.eq(rec.latency_ms.modelled, true, "the twin's times are modelled")
+  local names = {}
+  for i, s in ipairs(rec.steps) do names[i] = s.name .. ":" .. s.status end
+  T.eq(names, { "build:ran", "flash:ran", "run:ran" })
   T.ok(rec.flash.received.crc32 == rec.flash.received.expected_crc32, "flasher CRC32 checked")
   T.eq(rec.flash.received.bytes >= rec.model.bytes, true)
   T.ok(T.read(rec.artifacts.etdump) == fixture_etdump, "etdump.bin byte-identical to the fixture")
