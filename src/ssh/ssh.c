@@ -4,18 +4,15 @@
 #include <fcntl.h>
 #include <libssh2.h>
 #include <libssh2_sftp.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../net/tcp.h"
 #include "../util/hash.h"
 #include "../util/wait.h"
 #include "known_hosts.h"
@@ -82,50 +79,6 @@ static int wait_socket(odp_ssh *s, double deadline, odp_err *err)
                 return w_;                                                                  \
         }                                                                                   \
     } while (0)
-
-static int tcp_connect(odp_ssh *s, const char *host, int port, double deadline, odp_err *err)
-{
-    char service[16];
-    snprintf(service, sizeof service, "%d", port);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res = NULL;
-    int g = getaddrinfo(host, service, &hints, &res);
-    if (g)
-        return odp_fail(err, ODP_ENOTFOUND, "cannot resolve %s: %s", host, gai_strerror(g));
-    int rc = odp_fail(err, ODP_EIO, "no address for %s", host);
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
-            rc = odp_fail_errno(err, ODP_EIO, errno, "cannot connect to %s port %d", host, port);
-            close(fd);
-            continue;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        int w = odp_wait(&p, 1, deadline, err);
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (w == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* ~2x SFTP get (FACTS §7) */
-            s->fd = fd;
-            rc = 0;
-            break;
-        }
-        if (w == ODP_ETIMEDOUT)
-            rc = odp_fail(err, ODP_ETIMEDOUT, "connecting to %s port %d timed out", host, port);
-        else if (w == 0)
-            rc = odp_fail_errno(err, soerr == ECONNREFUSED ? ODP_ENODEV : ODP_EIO, soerr,
-                                "cannot connect to %s port %d", host, port);
-        else
-            rc = w;
-        close(fd);
-        if (w)
-            break;
-    }
-    freeaddrinfo(res);
-    return rc;
-}
 
 static char *read_small_file(const char *path, size_t max, size_t *len)
 {
@@ -312,8 +265,8 @@ static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
 {
     int port = o->port > 0 ? o->port : 22, rc;
     double dl = o->deadline;
-    if ((rc = tcp_connect(s, o->host, port, dl, err)))
-        return rc;
+    if ((s->fd = odp_tcp_connect_to(o->host, port, dl, err)) < 0)
+        return err->code;
     s->session = libssh2_session_init();
     if (!s->session)
         return odp_fail(err, ODP_EIO, "libssh2_session_init failed");

@@ -87,7 +87,7 @@ T.test("odp run --host ALIAS -v shows the resolved settings; a config syntax err
   args[7] = bad
   r = proc.run(args)
   T.eq(r.status, 2, r.stderr)
-  T.eq(r.stderr, ("odp: %s line 2: Bad port 'nope'\n"):format(bad))
+  T.eq(r.stderr, ("odp: EUSAGE: %s line 2: Bad port 'nope'\n"):format(bad))
 end)
 
 srv:stop()

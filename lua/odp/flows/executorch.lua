@@ -265,7 +265,7 @@ function M.script(spec)
     run = function(ctx)
       ctx.device = device
       local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = ctx.opts }))
-      if not target then errors.check(nil, err, code or "ENODEV") end
+      if not target then errors.fail(code or "ENODEV", err) end
       ctx.target = target
       local ok, rec = pcall(M.run, ctx)
       target:close()
