@@ -57,13 +57,15 @@ static void opt_keys(lua_State *L, int idx, const char *home, const char *keys[M
 }
 
 /* ssh.connect{host=, port=22, user=$USER, identity=, keys={...}, known_hosts=~/.ssh/known_hosts,
- *             host_key_alias=, accept_new=false, agent=true|false|SOCKET, timeout=30}
+ *             host_key_alias=, accept_new=false, agent=true|false|SOCKET, timeout=30, proxy_command=,
+ *             via=Session, alive_interval=0, alive_count_max=3}
  *   -> Session | nil, err, code. The passphrase comes only from the environment (ODP_SSH_PASSPHRASE): never
  * from argv, where `ps` would show it. */
 static int l_connect(lua_State *L)
 {
     static const char *const allowed[] = {"host", "port", "user", "identity", "keys", "known_hosts",
-                                          "host_key_alias", "accept_new", "agent", "timeout", NULL};
+                                          "host_key_alias", "accept_new", "agent", "timeout", "proxy_command",
+                                          "via", "alive_interval", "alive_count_max", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     odp_checkopts(L, 1, allowed);
@@ -97,6 +99,20 @@ static int l_connect(lua_State *L)
     const char *keys[MAX_KEYS + 1];
     opt_keys(L, 1, home, keys);
     o.keys = keys;
+    o.proxy_command = odp_optstring(L, 1, "proxy_command", NULL);
+    session_ud *via = NULL;
+    if (odp_optfield(L, 1, "via") != LUA_TNIL) {
+        via = luaL_testudata(L, -1, SESSION);
+        luaL_argcheck(L, via && via->s, 1, "via must be an open odp.ssh.Session");
+        luaL_argcheck(L, !o.proxy_command, 1, "via and proxy_command exclude each other");
+        o.via = via->s;
+    }
+    lua_Integer alive = odp_optinteger(L, 1, "alive_interval", 0), alive_max = odp_optinteger(L, 1,
+                                                                                               "alive_count_max", 3);
+    luaL_argcheck(L, alive >= 0 && alive <= 86400 && alive_max >= 0 && alive_max <= 1000, 1,
+                  "alive_interval 0..86400 s, alive_count_max 0..1000");
+    o.alive_interval = (int)alive;
+    o.alive_count_max = (int)alive_max;
 
     session_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->s = NULL; /* created closed: __gc is safe whatever happens next */
@@ -104,6 +120,8 @@ static int l_connect(lua_State *L)
     odp_err err;
     if (odp_ssh_connect(&o, &u->s, &err))
         return odp_pushfail(L, &err);
+    if (via)
+        via->s = NULL; /* the new session carries it now and closes it with itself */
     return 1;
 }
 
