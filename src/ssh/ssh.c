@@ -316,8 +316,21 @@ static int is_rsa_key(const char *path)
     return rsa;
 }
 
-static const char RSA_HINT[] = "libssh2 1.10 signs RSA keys only with SHA-1 (ssh-rsa), which OpenSSH >= 8.8 refuses: "
-                               "use an ed25519 or ecdsa key (ssh-keygen -t ed25519; EC2 offers ed25519 key pairs)";
+const char *odp_ssh_libssh2_version(void) { return libssh2_version(0); }
+int odp_ssh_rsa_sha2(void) { return libssh2_version(0x010b00) != NULL; }
+
+/* Why an RSA key was refused, where the linked libssh2 cannot sign it acceptably; "" where it can. */
+static const char *rsa_hint(void)
+{
+    static char hint[300];
+    if (odp_ssh_rsa_sha2())
+        return "";
+    snprintf(hint, sizeof hint,
+             "libssh2 %s signs RSA keys only with SHA-1 (ssh-rsa), which OpenSSH >= 8.8 refuses (libssh2 >= 1.11 "
+             "does not): use an ed25519 or ecdsa key (ssh-keygen -t ed25519; EC2 offers ed25519 key pairs)",
+             libssh2_version(0));
+    return hint;
+}
 
 static int auth_file(odp_ssh *s, const odp_ssh_opts *o, const char *key, double deadline, odp_err *err,
                      int *rc_out)
@@ -345,10 +358,11 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
             return 0;
         char *msg = NULL;
         libssh2_session_last_error(s->session, &msg, NULL, 0);
-        if (is_rsa_key(o->identity))
-            return odp_fail(err, ODP_EAUTH, "%s@%s refused RSA key %s: %s", o->user, s->uri, o->identity, RSA_HINT);
+        if (is_rsa_key(o->identity) && *rsa_hint())
+            return odp_fail(err, ODP_EAUTH, "%s@%s refused RSA key %s: %s", o->user, s->uri, o->identity, rsa_hint());
         if (rc == LIBSSH2_ERROR_FILE || (msg && strstr(msg, "passphrase")))
-            return odp_fail(err, ODP_EAUTH, "cannot use identity %s (%s): an encrypted key needs ODP_SSH_PASSPHRASE",
+            return odp_fail(err, ODP_EAUTH, "cannot use identity %s (%s): an encrypted key needs its passphrase "
+                            "(ODP_SSH_PASSPHRASE, or type it at the prompt on a terminal)",
                             o->identity, msg ? msg : "unreadable");
         return odp_fail(err, ODP_EAUTH, "%s refused key %s for user %s (%s)", s->uri, o->identity, o->user,
                         msg ? msg : "authentication failed");
@@ -387,13 +401,13 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
             return w;
         if (rc == 0)
             return 0;
-        any_rsa |= is_rsa_key(*k);
+        any_rsa |= is_rsa_key(*k) && *rsa_hint();
         if (tl < sizeof tried)
             tl += (size_t)snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", *k);
     }
     return odp_fail(err, ODP_EAUTH, "%s: no key accepted for user %s (tried: %s)%s%s", s->uri, o->user,
                     tl ? tried : "nothing: no identity, agent or ~/.ssh/id_ed25519|id_ecdsa",
-                    any_rsa ? "; " : "", any_rsa ? RSA_HINT : "; pass --identity FILE");
+                    any_rsa ? "; " : "", any_rsa ? rsa_hint() : "; pass --identity FILE");
 }
 
 /* Starts the ProxyCommand (through /bin/sh, in its own process group) on one end of a socketpair. */
@@ -616,11 +630,16 @@ static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
         while (libssh2_session_disconnect(s->session, "odp done") == LIBSSH2_ERROR_EAGAIN)
             if (wait_socket(s, dl, NULL))
                 break;
-        libssh2_session_free(s->session);
+        /* libssh2_session_free also says EAGAIN while it cannot send (a silent peer, a full tunnel); once the
+         * grace is over, a shut-down socket makes its sends fail instead, so it always completes. */
+        for (int tries = 0; libssh2_session_free(s->session) == LIBSSH2_ERROR_EAGAIN && tries < 1000; tries++)
+            if (wait_socket(s, dl, NULL) && s->fd >= 0)
+                shutdown(s->fd, SHUT_RDWR);
     }
     if (s->fd >= 0)
         close(s->fd);
     if (s->tunnel && tunnel_via) {
+        /* on failure the channel goes with tunnel_via's session */
         while (libssh2_channel_free(s->tunnel) == LIBSSH2_ERROR_EAGAIN)
             if (wait_socket(tunnel_via, dl, NULL))
                 break;

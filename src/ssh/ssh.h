@@ -38,6 +38,10 @@ typedef struct {
  * fingerprint and the --accept-new-host-key hint) or changed key; EAUTH: no key was accepted; EIO with the
  * ProxyCommand's stderr when it ended before the handshake; ENODEV when the jump host refuses the channel. */
 int odp_ssh_connect(const odp_ssh_opts *opts, odp_ssh **out, odp_err *err);
+/* The linked libssh2's version (at run time), and whether it signs RSA keys with rsa-sha2-256/512 (>= 1.11):
+ * older ones sign only with SHA-1 ssh-rsa, which OpenSSH >= 8.8 refuses. */
+const char *odp_ssh_libssh2_version(void);
+int odp_ssh_rsa_sha2(void);
 /* Disconnects (bounded wait) and frees. NULL is fine. */
 void odp_ssh_close(odp_ssh *s);
 /* "user@host:port", the host key's fingerprint. */

@@ -6,6 +6,7 @@ local ssh = require("odp.ssh")
 local errors = require("odp.errors")
 local shell = require("odp.target.shell")
 local ssh_config = require("odp.ssh_config")
+local sys = require("odp.sys")
 
 local M = { kind = "ssh" }
 
@@ -15,7 +16,7 @@ M.options = {
   { "host", "The board: [user@]host, or a Host alias of ~/.ssh/config", nil, "string", required = true,
     metavar = "[USER@]HOST" },
   { "port", "SSH port (default: ssh_config's Port, else 22)", nil, "posint" },
-  { "identity", "Private key (ed25519 or ecdsa; an encrypted key's passphrase comes from ODP_SSH_PASSPHRASE); " ..
+  { "identity", "Private key (an encrypted key's passphrase comes from ODP_SSH_PASSPHRASE or a prompt); " ..
     "default: ssh_config's IdentityFile", nil, "file", metavar = "FILE" },
   { "known-hosts", "known_hosts file to verify the board's host key against (default: ssh_config's " ..
     "UserKnownHostsFile, else ~/.ssh/known_hosts)", nil, "string", metavar = "FILE" },
@@ -83,6 +84,34 @@ function M.resolve(opts)
   return refuse_blind(st)
 end
 
+-- Whether a private key file is passphrase-protected: PEM "ENCRYPTED" headers, or an OpenSSH-format key whose
+-- cipher is not "none".
+function M.key_encrypted(path)
+  local f = io.open(path, "rb")
+  if not f then return false end
+  local text = f:read(65536) or ""
+  f:close()
+  if text:find("ENCRYPTED", 1, true) then return true end
+  local b64 = text:match("%-%-%-%-%-BEGIN OPENSSH PRIVATE KEY%-%-%-%-%-(.-)%-%-%-%-%-END")
+  local raw = b64 and sys.base64_decode((b64:gsub("%s", "")))
+  if not raw or raw:sub(1, 15) ~= "openssh-key-v1\0" or #raw < 19 then return false end
+  local n = string.unpack(">I4", raw, 16)
+  return raw:sub(20, 19 + n) ~= "none"
+end
+
+-- An encrypted key without ODP_SSH_PASSPHRASE: on a terminal, ask for the passphrase without echo (it stays in
+-- memory: never in argv, the environment of children or a log).
+local function ask_passphrase(conn)
+  if os.getenv("ODP_SSH_PASSPHRASE") or not sys.isatty("stdin") then return end
+  for _, k in ipairs(conn.identity and { conn.identity } or conn.keys or {}) do
+    if M.key_encrypted(k) then
+      io.stderr:write(("Enter passphrase for key %s (%s@%s): "):format(k, conn.user, conn.host))
+      conn.passphrase = sys.read_secret()
+      return
+    end
+  end
+end
+
 -- The ssh.connect options for settings st.
 local function connect_options(st, opts)
   local conn = { host = st.hostname, port = st.port, user = st.user, known_hosts = st.known_hosts_files[1],
@@ -100,6 +129,7 @@ local function connect_options(st, opts)
   elseif st.identity_agent and st.identity_agent ~= "SSH_AUTH_SOCK" then
     conn.agent = st.identity_agent
   end
+  ask_passphrase(conn)
   return conn
 end
 
