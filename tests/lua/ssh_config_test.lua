@@ -159,4 +159,31 @@ T.test("an unknown %token is an error, not a silent empty string", function()
   T.match(err, "unknown token %%Z")
 end)
 
+T.test("fuzz: 3000 mutated configs resolve or fail with one EUSAGE line, never raise", function()
+  local base = T.read(corpus)
+  local alphabet = { "%", "!", "*", "?", "\"", "'", "\\", "=", "#", ",", " ", "\t", "\n", "Host ", "Match ",
+    "Include ", "ProxyJump ", "Port ", "%h", "%Z", "${HOME}", "${NO_SUCH_VAR_ODP}", "~", "none", "exec", "all",
+    "\0", "\255", "9999999999" }
+  math.randomseed(1313)
+  local f = tmp .. "/fuzz.conf"
+  for i = 1, 3000 do
+    local text = base
+    for _ = 1, math.random(1, 6) do
+      local at = math.random(1, #text)
+      if math.random() < 0.5 then
+        text = text:sub(1, at - 1) .. alphabet[math.random(#alphabet)] .. text:sub(at)
+      else
+        text = text:sub(1, at - 1) .. text:sub(at + math.random(1, 8))
+      end
+    end
+    T.write(f, text)
+    local ok, s, err, code = pcall(cfg.resolve, ({ "rpi5", "graviton-2", "a.lab", "x" })[i % 4 + 1], { file = f })
+    T.ok(ok, "raised on mutation " .. i .. ": " .. tostring(s))
+    if not s then
+      T.eq(code, "EUSAGE", "code for: " .. tostring(err))
+      T.ok(not err:find("\n"), "one line: " .. err)
+    end
+  end
+end)
+
 T.done()
