@@ -230,7 +230,12 @@ function M.run(ctx)
       local have, etdump = pcall(require, "odp.etdump")
       if have then
         local doc, derr = etdump.read(rec.artifacts.etdump)
-        if doc then rec.ops = json.array(etdump.ops(doc)) else rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr end
+        if doc then
+          rec.ops = json.array(etdump.ops(doc))
+          rec.ops_summary = etdump.ops_summary(doc)
+        else
+          rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr
+        end
       end
     end
     rec.ok = true
