@@ -1,7 +1,9 @@
 /* odp-rusage: run a program and report how it ended and what it used, for boards without GNU time.
- *   odp-rusage [-o FILE] [--] PROGRAM [ARGS...]
+ *   odp-rusage [-o FILE] [-g] [--] PROGRAM [ARGS...]
  * The program runs in its own process group; SIGTERM/SIGHUP/SIGINT are forwarded to that group (and a
- * KILL follows 2 s later if it is still there); the program also gets SIGTERM if odp-rusage dies. After
+ * KILL follows 2 s later if it is still there); the program also gets SIGTERM if odp-rusage dies. With -g
+ * the program stays in odp-rusage's process group and nothing is forwarded: the caller signals that group
+ * itself (odp's host target, whose process runner already kills a run's whole group). After
  * wait4, one line goes to stderr (or FILE):
  *   ODP-RUSAGE status=0 signal=0 core=0 maxrss_kb=43600 utime_s=1.450000 stime_s=0.020000 wall_s=0.451234
  *              minflt=1234 majflt=0 nvcsw=10 nivcsw=3
@@ -26,10 +28,11 @@
 #define KILL_AFTER_S 2
 
 static volatile pid_t child;
+static int same_group;
 
 static void forward(int sig)
 {
-    if (child > 0) {
+    if (child > 0 && !same_group) {
         kill(-child, sig);
         alarm(KILL_AFTER_S);
     }
@@ -38,7 +41,7 @@ static void forward(int sig)
 static void escalate(int sig)
 {
     (void)sig;
-    if (child > 0)
+    if (child > 0 && !same_group)
         kill(-child, SIGKILL);
 }
 
@@ -62,13 +65,15 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
             out = argv[++i];
+        else if (strcmp(argv[i], "-g") == 0)
+            same_group = 1;
         else {
-            fprintf(stderr, "usage: odp-rusage [-o FILE] [--] PROGRAM [ARGS...]\n");
+            fprintf(stderr, "usage: odp-rusage [-o FILE] [-g] [--] PROGRAM [ARGS...]\n");
             return 125;
         }
     }
     if (i >= argc) {
-        fprintf(stderr, "usage: odp-rusage [-o FILE] [--] PROGRAM [ARGS...]\n");
+        fprintf(stderr, "usage: odp-rusage [-o FILE] [-g] [--] PROGRAM [ARGS...]\n");
         return 125;
     }
     int errpipe[2]; /* reports an exec failure from the child */
@@ -84,7 +89,8 @@ int main(int argc, char **argv)
         return 125;
     }
     if (pid == 0) {
-        setpgid(0, 0);
+        if (!same_group)
+            setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(127);
@@ -94,7 +100,8 @@ int main(int argc, char **argv)
         (void)w;
         _exit(127);
     }
-    setpgid(pid, pid);
+    if (!same_group)
+        setpgid(pid, pid);
     child = pid;
     close(errpipe[1]);
     struct sigaction sa = {0};

@@ -81,6 +81,20 @@ T.test("a runner that aborts: a failed record, exit 1, the model stays on the de
   T.ok(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte"), "nothing deleted")
 end)
 
+T.test("peak RSS through odp-rusage on the device: the program's own VmHWM for 0.5/4/50/200 MB", function()
+  local t = assert(require("odp.target.adb").new { adb = "tcp:127.0.0.1:" .. port })
+  os.execute(("cp '%s/tests/rss_touch' '%s/data/local/tmp/bin/'"):format(build, sbx))
+  T.eq(t:rusage_method(), "odp-rusage")
+  for _, mb in ipairs { 0.5, 4, 50, 200 } do
+    local r = assert(t:exec({ "/data/local/tmp/bin/rss_touch", tostring(mb) }, { timeout = 60 }))
+    T.eq(r.status, 0, "rss_touch status; stderr: " .. r.stderr)
+    local own = assert(tonumber(r.stdout:match("VmHWM_kb=(%d+)")), r.stdout)
+    local got, tol = r.rusage and r.rusage.maxrss_kb, math.max(own * 0.02, 256)
+    T.ok(got and math.abs(got - own) <= tol, ("%s MB: odp says %s kB, the program's own VmHWM is %d kB"):format(mb, got, own))
+  end
+  t:close()
+end)
+
 T.test("no device at that address: exit 3 with ENODEV", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
     "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })

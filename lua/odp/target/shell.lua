@@ -194,14 +194,17 @@ end
 --- Merges the rusage report of an exec run with M.rusage_method's method into its result r (the
 --- odp.proc.run table): r.rusage filled, the report taken out of r.stderr; with odp-rusage also the
 --- command's own status, signal, wall time and ok. A missing report leaves r as it is.
+--- report: the text odp-rusage wrote with -o FILE (the host target), read instead of r.stderr.
 ---@param r table    the exec result
 ---@param method "odp-rusage"|"time"|false|nil
+---@param report string?
 ---@return table r
-function M.apply_rusage(r, method)
+function M.apply_rusage(r, method, report)
   if method == "odp-rusage" then
-    local rec, rest = require("odp.target.rusage").parse(r.stderr)
+    local rec, rest = require("odp.target.rusage").parse(report or r.stderr)
     if rec then
-      r.stderr, r.rusage, r.wall_s, r.status = rest, rec.rusage, rec.wall_s, rec.status
+      if not report then r.stderr = rest end
+      r.rusage, r.wall_s, r.status = rec.rusage, rec.wall_s, rec.status
       if rec.signal > 0 then r.signal = rec.signal end
       r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
     end
