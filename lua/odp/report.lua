@@ -66,6 +66,10 @@ local function human_one(r, out)
       (r.model.sha256 or "?"):sub(1, 12)))
   end
   if r.runner then kv("runner", r.runner.path) end
+  if r.device_state then
+    kv("device", r.device_state.error and ("state unknown: " .. r.device_state.error)
+      or require("odp.device_state").summary(r.device_state))
+  end
   if r.params and next(r.params) then
     local keys = {}
     for k in pairs(r.params) do keys[#keys + 1] = k end

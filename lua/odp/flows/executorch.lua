@@ -191,6 +191,7 @@ function M.run(ctx)
         errors.fail(code, "warmup: " .. msg, code == "ECANCELED" and 130 or 1)
       end
     end
+    t.state = require("odp.device_state").before(rec, target)
     local runs = {}
     for i = 1, o["repeat"] do
       local label = o["repeat"] > 1 and ("run %d/%d"):format(i, o["repeat"]) or "run"
@@ -246,6 +247,9 @@ function M.run(ctx)
   if not ok then
     if not errors.is_failure(err) then error(err, 0) end
     result.fail(rec, err.code, err.message, err.exit)
+  end
+  if t.state and not (rec.error and rec.error.code == "ECANCELED") then
+    require("odp.device_state").after(rec, t.state, target)
   end
   for _, w in ipairs(ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
   result.save(rec, dir)
