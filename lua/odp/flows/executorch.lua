@@ -273,8 +273,8 @@ function M.script(spec)
     end,
     run = function(ctx)
       ctx.device = device
-      local target, err, code = target_mod.new(setmetatable({ device = device }, { __index = ctx.opts }))
-      if not target then errors.fail(code or "ENODEV", err, 3) end
+      local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = ctx.opts }))
+      if not target then errors.fail(code or "ENODEV", err) end
       ctx.target = target
       local ok, rec = pcall(M.run, ctx)
       target:close()
