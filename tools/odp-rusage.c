@@ -1,5 +1,8 @@
 /* odp-rusage: run a program and report how it ended and what it used, for boards without GNU time.
- *   odp-rusage [-o FILE] [--] PROGRAM [ARGS...]
+ *   odp-rusage [-o FILE] [--cpus LIST] [--] PROGRAM [ARGS...]
+ * --cpus LIST ("4-7", "0,2"): the program runs pinned to those CPUs (sched_setaffinity in the child before
+ * exec, inherited by its threads), so placement works where taskset is absent; a CPU that is absent or
+ * offline is refused by the kernel: exit 125 with the reason.
  * The program runs in its own process group; SIGTERM/SIGHUP/SIGINT are forwarded to that group (and a
  * KILL follows 2 s later if it is still there); the program also gets SIGTERM if odp-rusage dies. After
  * wait4, one line goes to stderr (or FILE):
@@ -11,6 +14,7 @@
  * Built statically for every target (Makefile: odp-rusage-x86_64, odp-rusage-aarch64); not linked into odp. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -51,9 +55,44 @@ static double now(void)
 
 static double tv(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }
 
+/* "0-3,6" -> set; 0 on success, -1 for anything else (a CPU id above CPU_SETSIZE - 1 included). */
+static int parse_cpus(const char *s, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    if (!*s)
+        return -1;
+    while (*s) {
+        char *end;
+        errno = 0;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || errno || a < 0)
+            return -1;
+        s = end;
+        if (*s == '-') {
+            s++;
+            b = strtol(s, &end, 10);
+            if (end == s || errno || b < a)
+                return -1;
+            s = end;
+        }
+        if (b >= CPU_SETSIZE)
+            return -1;
+        for (long c = a; c <= b; c++)
+            CPU_SET((int)c, set);
+        if (*s == ',' && s[1])
+            s++;
+        else if (*s)
+            return -1;
+    }
+    return 0;
+}
+
+#define USAGE "usage: odp-rusage [-o FILE] [--cpus LIST] [--] PROGRAM [ARGS...]\n"
+
 int main(int argc, char **argv)
 {
-    const char *out = NULL;
+    const char *out = NULL, *cpus = NULL;
+    cpu_set_t cpuset;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -62,13 +101,19 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
             out = argv[++i];
-        else {
-            fprintf(stderr, "usage: odp-rusage [-o FILE] [--] PROGRAM [ARGS...]\n");
+        else if (strcmp(argv[i], "--cpus") == 0 && i + 1 < argc) {
+            cpus = argv[++i];
+            if (parse_cpus(cpus, &cpuset)) {
+                fprintf(stderr, "odp-rusage: --cpus %s: not a CPU list like 4-7 or 0,2\n", cpus);
+                return 125;
+            }
+        } else {
+            fprintf(stderr, USAGE);
             return 125;
         }
     }
     if (i >= argc) {
-        fprintf(stderr, "usage: odp-rusage [-o FILE] [--] PROGRAM [ARGS...]\n");
+        fprintf(stderr, USAGE);
         return 125;
     }
     int errpipe[2]; /* reports an exec failure from the child */
@@ -88,6 +133,12 @@ int main(int argc, char **argv)
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(127);
+        if (cpus && sched_setaffinity(0, sizeof cpuset, &cpuset)) {
+            int e = -errno; /* negative: the affinity, not the exec, failed */
+            ssize_t w = write(errpipe[1], &e, sizeof e);
+            (void)w;
+            _exit(125);
+        }
         execvp(argv[i], argv + i);
         int e = errno;
         ssize_t w = write(errpipe[1], &e, sizeof e);
@@ -116,6 +167,10 @@ int main(int argc, char **argv)
     memset(&ru, 0, sizeof ru);
     while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {}
     double wall = now() - t0;
+    if (r == (ssize_t)sizeof e && e < 0) {
+        fprintf(stderr, "odp-rusage: cannot pin to CPUs %s: %s\n", cpus, strerror(-e));
+        return 125;
+    }
     if (r == (ssize_t)sizeof e) {
         fprintf(stderr, "odp-rusage: cannot run %s: %s\n", argv[i], strerror(e));
         return 127;

@@ -204,6 +204,11 @@ function M.snapshot(raw)
   s.mem_total_kb = num(mem:match("MemTotal:%s*(%d+)"))
   local cores, board = parse_cpuinfo(need("cpuinfo", files["/proc/cpuinfo"]) or "")
   s.board = board
+  -- /proc/cpuinfo lists the online processors: the fallback where /sys is not readable
+  local listed = {}
+  for c in pairs(cores) do if c <= MAX_CPU then listed[#listed + 1] = c end end
+  table.sort(listed)
+  s.cpuinfo_cpus = #listed > 0 and listed or nil
   s.online = need("cpus_online", v["/sys/devices/system/cpu/online"] and M.cpulist(v["/sys/devices/system/cpu/online"]))
   local online = {}
   for _, c in ipairs(s.online or {}) do online[c] = true end

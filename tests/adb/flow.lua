@@ -104,6 +104,13 @@ T.with_real_runner("device state over adb: the recorded Pixel 8 tree, getprop an
   T.eq(names, { "little 0-3 Cortex-A510", "mid 4-7 Cortex-A715", "big 8 Cortex-X3" })
   T.eq({ d.before.thermal_status, d.after.thermal_status, d.before.battery.level_pct }, { 0, 0, 84 })
   T.ok(d.missing and #d.missing > 0, "ro.soc.model and thermal zones are not in the recording")
+  -- placement through the pushed helper on the (emulated) device's real CPUs
+  argv[#argv + 1] = "--cpus"
+  argv[#argv + 1] = "0"
+  r = assert(proc.run { argv = argv, cwd = dir, timeout = 120 })
+  T.eq(r.status, 0, r.stderr .. r.stdout)
+  local rec = assert(json.decode(r.stdout))
+  T.eq({ rec.params.cpus, rec.device_state.cpus_used, rec.ok }, { "0", "0", true })
 end)
 
 T.test("--help lists the adb options", function()

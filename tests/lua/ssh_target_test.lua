@@ -121,6 +121,22 @@ T.test("the full scripts/rpi5.lua flow against the loopback board with the test 
   T.match(table.concat(rec.warnings, "\n"), "no ETDump was written")
 end)
 
+T.test("exec with helper_args: the pushed odp-rusage pins the program (--cpus), as it reports itself", function()
+  local probe = (os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")) .. "/tests/affinity_probe"
+  local r = assert(t:exec({ probe }, { helper_args = { "--cpus", "0" } }))
+  T.eq(r.stdout, "affinity=0 thread=0 status=0\n")
+  T.ok(r.rusage and r.rusage.maxrss_kb > 0)
+  r = assert(t:exec({ probe }, { helper_args = { "--cpus", "1000" } }))
+  T.eq(r.status, 125)
+  T.match(r.stderr, "cannot pin to CPUs 1000")
+  local shell = require("odp.target.shell")
+  local p, err, code = shell.with_helper_args("time", "/usr/bin/time -v", { "--cpus", "0" })
+  T.eq({ p, code }, { nil, "ENOTSUP" })
+  T.match(err, "needs odp's odp%-rusage helper")
+  T.eq(shell.with_helper_args("odp-rusage", "'/r/.odp/odp-rusage' --", { "--cpus", "0-3" }),
+    "'/r/.odp/odp-rusage' '--cpus' '0-3' --")
+end)
+
 T.test("device state over SSH: one command, the same snapshot as read here, of the recorded Pi 5 tree", function()
   local ds = require("odp.device_state")
   local tree = T.root() .. "/tests/fixtures/device_state/rpi5"

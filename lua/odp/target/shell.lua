@@ -168,6 +168,25 @@ function M.rusage_method(target, time_commands)
   return false
 end
 
+--- The prefix of M.rusage_method with the helper's own flags added (odp-rusage --cpus LIST ...: CPU placement),
+--- or nil, err, code when the board measures with `time -v` or not at all (only odp's helper pins).
+---@param method "odp-rusage"|"time"|false
+---@param prefix string?
+---@param helper_args string[]
+---@return string? prefix
+---@return string? err
+---@return string? code
+function M.with_helper_args(method, prefix, helper_args)
+  if method ~= "odp-rusage" then
+    return nil, "ENOTSUP: CPU placement needs odp's odp-rusage helper on the board, and there is none for its " ..
+      "architecture", "ENOTSUP"
+  end
+  local parts = { (prefix:gsub(" %-%-$", "")) }
+  for _, a in ipairs(helper_args) do parts[#parts + 1] = q(a) end
+  parts[#parts + 1] = "--"
+  return table.concat(parts, " ")
+end
+
 --- stderr without the `time -v` report that ends it (trailing lines with a label of `labels`, and
 --- GNU time's "Command exited with non-zero status" / "Command terminated by signal" lines).
 ---@param text string
