@@ -1,5 +1,5 @@
 --- Where the runner runs and with how many threads: --cpus LIST, --cluster big|mid|little|all, --threads N for
--- the executorch flows. The CPUs and clusters come from the device's state (odp.device_state: clusters by
+-- the executorch flows (and --counters: which perf counters odp-rusage opens on it, odp.target.rusage). The CPUs and clusters come from the device's state (odp.device_state: clusters by
 -- cpu_capacity, else cpuinfo_max_freq); pinning is odp-rusage's `--cpus` (sched_setaffinity before exec,
 -- inherited by the runner's threads), so it works where taskset is absent.
 local errors = require("odp.errors")
@@ -13,6 +13,8 @@ M.options = {
   { "cluster", "Run the runner on one CPU cluster (by cpu_capacity, else max frequency)", nil, "choice",
     choices = { "big", "mid", "little", "all" } },
   { "threads", "Pass the runner --cpu_threads N (runners whose --help lists it)", nil, "posint", metavar = "N" },
+  { "counters", "perf counters of the runner: none, basic (software + cycles, instructions) or all", "basic",
+    "choice", choices = { "none", "basic", "all" } },
 }
 
 --- The CPUs an option set selects on a device (snapshot from odp.device_state.gather):

@@ -129,7 +129,13 @@ T.test("exec with helper_args: the pushed odp-rusage pins the program (--cpus), 
   r = assert(t:exec({ probe }, { helper_args = { "--cpus", "1000" } }))
   T.eq(r.status, 125)
   T.match(r.stderr, "cannot pin to CPUs 1000")
+  -- counters through the pushed helper, as the board's unprivileged user
+  r = assert(t:exec({ probe }, { counters = "basic" }))
+  T.ok(r.counters and r.counters.page_faults > 0, "counted on the board")
+  if r.counters.paranoid and r.counters.paranoid >= 2 then T.eq(r.counters.user_only, true, "user space only") end
   local shell = require("odp.target.shell")
+  T.eq(shell.with_helper_args("time", "/usr/bin/time -v", nil, "basic"), "/usr/bin/time -v",
+    "counters alone are dropped where there is no helper")
   local p, err, code = shell.with_helper_args("time", "/usr/bin/time -v", { "--cpus", "0" })
   T.eq({ p, code }, { nil, "ENOTSUP" })
   T.match(err, "needs odp's odp%-rusage helper")

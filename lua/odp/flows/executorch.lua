@@ -69,7 +69,7 @@ local function run_once(ctx, t, argv, label, files)
   ui:debug("%s: %s", label, table.concat(argv, " "))
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
-    helper_args = t.helper_args })
+    helper_args = t.helper_args, counters = ctx.opts.counters })
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
   if files then
     sys.write_file(files .. ".stdout", r.stdout)
@@ -229,6 +229,7 @@ function M.run(ctx)
       end
     end
     measure(ctx, rec, runs)
+    require("odp.target.rusage").record_counters(rec, runs)
     if rec.artifacts.etdump then
       local have, etdump = pcall(require, "odp.etdump")
       if have then

@@ -13,20 +13,22 @@ function M.new(opts)
 end
 
 --- Runs argv here. Same result table as odp.proc.run, rusage measured by wait4. opts.helper_args (e.g.
--- {"--cpus", "0"}: CPU placement) runs argv through this machine's odp-rusage helper with those flags.
+-- {"--cpus", "0"}: CPU placement) and opts.counters ("basic"|"all": perf counters, r.counters) run argv
+-- through this machine's odp-rusage helper with those flags.
 function Host:exec(argv, opts)
   opts = opts or {}
-  if opts.helper_args then
-    local shell = require("odp.target.shell")
+  local shell = require("odp.target.shell")
+  local flags = shell.helper_flags(opts.helper_args, opts.counters)
+  if #flags > 0 then
     local helper = shell.local_helper(self:arch() or "?")
-    if not helper then return nil, "ENOTSUP: CPU placement needs odp's odp-rusage helper (make)", "ENOTSUP" end
-    argv = table.move(argv, 1, #argv, #opts.helper_args + 3, { helper, table.unpack(opts.helper_args) })
-    argv[#opts.helper_args + 2] = "--"
+    if not helper then return nil, "ENOTSUP: CPU placement and counters need odp's odp-rusage helper (make)", "ENOTSUP" end
+    argv = table.move(argv, 1, #argv, #flags + 3, { helper, table.unpack(flags) })
+    argv[#flags + 2] = "--"
   end
   local spec = { argv = argv, cwd = opts.cwd, env = opts.env, stdin = opts.stdin, timeout = opts.timeout,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit }
   local r, err, code = proc.run(spec)
-  if r and opts.helper_args then require("odp.target.shell").apply_rusage(r, "odp-rusage") end
+  if r and #flags > 0 then shell.apply_rusage(r, "odp-rusage") end
   return r, err, code
 end
 

@@ -168,21 +168,37 @@ function M.rusage_method(target, time_commands)
   return false
 end
 
---- The prefix of M.rusage_method with the helper's own flags added (odp-rusage --cpus LIST ...: CPU placement),
---- or nil, err, code when the board measures with `time -v` or not at all (only odp's helper pins).
+--- The helper's own flags for an exec: helper_args (odp-rusage --cpus LIST: CPU placement) and, when counters
+--- is given and not "none", --counters LEVEL.
+---@param helper_args string[]?
+---@param counters string?
+---@return string[]
+function M.helper_flags(helper_args, counters)
+  local args = table.move(helper_args or {}, 1, #(helper_args or {}), 1, {})
+  if counters and counters ~= "none" then table.move({ "--counters", counters }, 1, 2, #args + 1, args) end
+  return args
+end
+
+--- The prefix of M.rusage_method with the helper's own flags added (M.helper_flags), or nil, err, code when
+--- placement is asked of a board that measures with `time -v` or not at all (only odp's helper pins).
+--- Counters alone are dropped there: such a board has none to give.
 ---@param method "odp-rusage"|"time"|false
 ---@param prefix string?
----@param helper_args string[]
+---@param helper_args string[]?
+---@param counters string?
 ---@return string? prefix
 ---@return string? err
 ---@return string? code
-function M.with_helper_args(method, prefix, helper_args)
+function M.with_helper_args(method, prefix, helper_args, counters)
   if method ~= "odp-rusage" then
-    return nil, "ENOTSUP: CPU placement needs odp's odp-rusage helper on the board, and there is none for its " ..
-      "architecture", "ENOTSUP"
+    if helper_args and #helper_args > 0 then
+      return nil, "ENOTSUP: CPU placement needs odp's odp-rusage helper on the board, and there is none for its " ..
+        "architecture", "ENOTSUP"
+    end
+    return prefix
   end
   local parts = { (prefix:gsub(" %-%-$", "")) }
-  for _, a in ipairs(helper_args) do parts[#parts + 1] = q(a) end
+  for _, a in ipairs(M.helper_flags(helper_args, counters)) do parts[#parts + 1] = q(a) end
   parts[#parts + 1] = "--"
   return table.concat(parts, " ")
 end
@@ -220,7 +236,7 @@ function M.apply_rusage(r, method)
   if method == "odp-rusage" then
     local rec, rest = require("odp.target.rusage").parse(r.stderr)
     if rec then
-      r.stderr, r.rusage, r.wall_s, r.status = rest, rec.rusage, rec.wall_s, rec.status
+      r.stderr, r.rusage, r.wall_s, r.status, r.counters = rest, rec.rusage, rec.wall_s, rec.status, rec.counters
       if rec.signal > 0 then r.signal = rec.signal end
       r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
     end
