@@ -123,18 +123,9 @@ T.test("multiplexed counters are scaled like perf stat (value * enabled / runnin
   T.eq(rusage.counters_warning(rusage.total_counters({ assert(rusage.parse_counters(EDGE2)) })), nil)
 end)
 
--- A deterministic generator (no math.random seed dependence across Lua builds).
-local function lcg(seed)
-  local s = seed
-  return function(n)
-    s = (s * 1103515245 + 12345) % 2147483648
-    return s % n
-  end
-end
-
 T.test("parser fuzz: 3000 mutated lines, never an error, numbers or nothing", function()
   local base = EDGE2 .. "\nODP-RUSAGE status=0 signal=0 core=0 maxrss_kb=1 utime_s=0 stime_s=0 wall_s=0\n"
-  local rnd = lcg(7)
+  local rnd = T.lcg(7)
   local alphabet = "0123456789,=-_ abcdeunsportd\n"
   for i = 1, 3000 do
     local t = base

@@ -146,22 +146,13 @@ T.test("cpulist: ranges, sorting, bad input", function()
   T.eq(ds.cpulist_format({ 7, 0, 1, 2, 5 }), "0-2,5,7")
 end)
 
--- A deterministic generator (no math.random seed dependence across Lua builds).
-local function lcg(seed)
-  local s = seed
-  return function(n)
-    s = (s * 1103515245 + 12345) % 2147483648
-    return s % n
-  end
-end
-
 T.test("parser fuzz: 3000 mutations of real outputs, bounded sizes, never an error", function()
   local texts = {}
   for _, name in ipairs({ "pixel8", "rpi5", "graviton3" }) do
     local r = assert(proc.run { argv = { "sh", "-c", ds.SCRIPT, "odp-state", fx .. name } })
     texts[#texts + 1] = r.stdout
   end
-  local rnd = lcg(11)
+  local rnd = T.lcg(11)
   local alphabet = "@vfce \n/:[]{}=,-.0123456789abcxyz\0"
   for i = 1, 3000 do
     local t = texts[i % #texts + 1]
