@@ -77,7 +77,7 @@ static void tcp_close(void *ctx)
     free(t);
 }
 
-int adb_tcp_open(const char *host, int port, double deadline, struct adb_transport *out, odp_err *e)
+int adb_tcp_connect(const char *host, int port, double deadline, odp_err *e)
 {
     char ports[16];
     snprintf(ports, sizeof ports, "%d", port);
@@ -113,6 +113,14 @@ int adb_tcp_open(const char *host, int port, double deadline, struct adb_transpo
         return odp_fail_errno(e, err == ECONNREFUSED ? ODP_ENODEV : ODP_EIO, err, "connect to %s:%d", host, port);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+int adb_tcp_open(const char *host, int port, double deadline, struct adb_transport *out, odp_err *e)
+{
+    int fd = adb_tcp_connect(host, port, deadline, e);
+    if (fd < 0)
+        return fd;
     tcp_ctx *t = calloc(1, sizeof *t);
     if (t) {
         t->rbuf = malloc(RBUF_SIZE);

@@ -354,6 +354,9 @@ int main(void)
     check(claimed == 1, "the adb interface (1) was claimed, not the ff/42/03 decoy (0)");
     check(c && !strcmp(adb_conn_banner(c)->model, "UsbEmu") && adb_conn_maxdata(c) == 4096,
           "banner model and maxdata 4096 negotiated");
+    struct adb_link link;
+    if (c)
+        adb_conn_link(c, &link);
     int zlp = 0;
     check(n_out >= 2 && out_log[0] == 24 && out_log[1] > 24 && !(n_out > 2 && out_log[2] == 0),
           "CNXN: header then payload as separate transfers, no ZLP after a payload that is not a multiple of 512");
@@ -368,7 +371,7 @@ int main(void)
         memset(in, 'x', sizeof in);
         struct adb_shell_result r;
         memset(&r, 0, sizeof r);
-        int rc = adb_conn_shell(c, "cat", in, (size_t)cases[i].stdin_len, NULL, NULL, &r, odp_deadline(5), &e);
+        int rc = adb_shell(&link, "cat", in, (size_t)cases[i].stdin_len, NULL, NULL, &r, odp_deadline(5), &e);
         char want[32], what[160];
         snprintf(want, sizeof want, "n=%d\n", cases[i].stdin_len);
         snprintf(what, sizeof what, "shell over USB with %d stdin bytes: status 0, device got them all",
