@@ -27,6 +27,7 @@
 #define DEVICE_MT "odp.adb.Device"
 #define DEFAULT_TIMEOUT_S 10.0
 #define DEFAULT_AUTH_TIMEOUT_S 120.0
+#define SERVER_PROBE_S 3.0
 
 typedef struct {
     struct adb_link link; /* link.close is NULL once closed */
@@ -176,11 +177,13 @@ static int l_connect(lua_State *L)
     if (!strcmp(transport, "server") || !strcmp(transport, "auto")) {
         rc = server_addr(L, 1, &a, &err);
         if (rc == 0) {
-            rc = adb_server_version(&a, deadline, &err);
+            /* a running server answers at once; a silent listener must not cost the whole timeout */
+            double probe = odp_now() + SERVER_PROBE_S;
+            int version = adb_server_version(&a, probe < deadline ? probe : deadline, &err);
+            via_server = version > 0;
+            d->server_version = via_server ? version : 0;
             /* auto: no server runs, so nobody holds the phone's USB interface: talk to it directly */
-            via_server = rc >= 0 || strcmp(transport, "auto") != 0 || rc != ODP_ENODEV;
-            d->server_version = rc > 0 ? rc : 0;
-            rc = rc > 0 ? 0 : rc;
+            rc = version > 0 || (version == ODP_ENODEV && !strcmp(transport, "auto")) ? 0 : version;
         }
     }
     if (rc == 0 && via_server) {
@@ -188,7 +191,7 @@ static int l_connect(lua_State *L)
         rc = adb_server_link(&a, &so, deadline, &d->link, d->serial, sizeof d->serial, &err);
         snprintf(d->transport, sizeof d->transport, "server");
         snprintf(d->server, sizeof d->server, "tcp:%s:%d", a.host, a.port);
-    } else if (rc == 0 || !via_server) {
+    } else if (rc == 0) {
         rc = connect_direct(L, d, tcp, host, port, serial, &ev, deadline, auth_timeout, &err);
         snprintf(d->transport, sizeof d->transport, "%s", tcp ? transport : "usb");
     }
@@ -435,6 +438,60 @@ static int l_devices(lua_State *L)
     return 1;
 }
 
+/* adb.server{server=, timeout=} -> {address=, version=, devices={...}} | nil, err, code (ENODEV: none runs) */
+static int l_server(lua_State *L)
+{
+    static const char *const allowed[] = {"server", "timeout", NULL};
+    lua_settop(L, 1);
+    if (lua_isnoneornil(L, 1)) {
+        lua_newtable(L);
+        lua_replace(L, 1);
+    }
+    odp_checkopts(L, 1, allowed);
+    double deadline = odp_deadline(odp_optnumber(L, 1, "timeout", SERVER_PROBE_S));
+    struct adb_server_addr a;
+    odp_err err;
+    if (server_addr(L, 1, &a, &err) != 0)
+        return odp_pushfail(L, &err);
+    int version = adb_server_version(&a, deadline, &err);
+    if (version < 0)
+        return odp_pushfail(L, &err);
+    struct adb_host_device *list = malloc(64 * sizeof *list);
+    if (!list)
+        return luaL_error(L, "out of memory");
+    int n = adb_server_devices(&a, list, 64, deadline, &err);
+    if (n < 0) {
+        free(list);
+        return odp_pushfail(L, &err);
+    }
+    lua_createtable(L, 0, 3);
+    lua_pushfstring(L, "tcp:%s:%d", a.host, a.port);
+    lua_setfield(L, -2, "address");
+    lua_pushinteger(L, version);
+    lua_setfield(L, -2, "version");
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        const struct adb_host_device *d = &list[i];
+        lua_createtable(L, 0, 7);
+        const char *const fields[][2] = {{"serial", d->serial}, {"state", d->state},   {"model", d->model},
+                                         {"product", d->product}, {"device", d->device}, {"usb", d->usb}};
+        for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) {
+            if (!fields[f][1][0])
+                continue;
+            lua_pushstring(L, fields[f][1]);
+            lua_setfield(L, -2, fields[f][0]);
+        }
+        if (d->transport_id >= 0) {
+            lua_pushinteger(L, d->transport_id);
+            lua_setfield(L, -2, "transport_id");
+        }
+        lua_rawseti(L, -2, i + 1);
+    }
+    free(list);
+    lua_setfield(L, -2, "devices");
+    return 1;
+}
+
 int luaopen_odp_adb(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"shell", dev_shell}, {"push", dev_push}, {"pull", dev_pull},
@@ -443,7 +500,8 @@ int luaopen_odp_adb(lua_State *L)
                                        {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", dev_close}, {"__close", dev_close}, {NULL, NULL}};
     odp_newclass(L, DEVICE_MT, methods, meta);
-    static const luaL_Reg funcs[] = {{"devices", l_devices}, {"connect", l_connect}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"devices", l_devices}, {"server", l_server}, {"connect", l_connect},
+                                     {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

@@ -267,8 +267,8 @@ static int link_open(void *ctx, const char *service, struct adb_svc *s, double d
     int rc = x ? 0 : odp_fail(e, ODP_EIO, "out of memory");
     if (rc == 0)
         rc = request(fd, &sl->a, transport, deadline, e);
-    if (rc == 0)
-        rc = request(fd, &sl->a, service, deadline, e);
+    if (rc == 0 && (rc = request(fd, &sl->a, service, deadline, e)) != 0 && !strcmp(e->msg, "the adb server: closed"))
+        rc = odp_fail(e, ODP_ENOTFOUND, "the device refused the service '%.64s' (the adb server: closed)", service);
     if (rc != 0) {
         free(x);
         close(fd);

@@ -81,7 +81,8 @@ static void read_string(libusb_device_handle *h, uint8_t idx, char *out, size_t 
 
 static const char *busy_hint(void)
 {
-    return "another program holds the device, most likely Google's adb server: run `adb kill-server`";
+    return "another program holds the device's adb interface; when that is Google's adb server, odp goes "
+           "through it: --adb auto (the default) or --adb server";
 }
 
 static const char *access_hint(void)

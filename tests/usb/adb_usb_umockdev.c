@@ -416,9 +416,9 @@ int main(void)
 
     mode_busy = 1;
     c = open_conn(2, &e);
-    check(!c && e.code == ODP_EBUSY && strstr(e.msg, "adb kill-server"), "claim busy: EBUSY with the adb kill-server hint");
+    check(!c && e.code == ODP_EBUSY && strstr(e.msg, "--adb auto"), "claim busy: EBUSY with the hint to go through the adb server");
     n = adb_usb_list(list, 4, &e);
-    check(n == 1 && !strcmp(list[0].state, "busy") && strstr(list[0].hint, "adb kill-server"),
+    check(n == 1 && !strcmp(list[0].state, "busy") && strstr(list[0].hint, "--adb auto"),
           "adb_usb_list reports busy with the hint");
     mode_busy = 0;
 
