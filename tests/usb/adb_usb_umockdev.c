@@ -15,6 +15,7 @@
 #include <umockdev.h>
 
 #include "adb/conn.h"
+#include "usb/usb.h"
 #include "adb/proto.h"
 #include "adb/usb.h"
 #include "util/wait.h"
@@ -311,6 +312,22 @@ static struct adb_conn *open_conn(double timeout, odp_err *e)
     return adb_conn_open(&t, &o, odp_deadline(timeout), e);
 }
 
+struct each_seen {
+    int n, pid, access;
+    char serial[128], product[128];
+};
+
+static int count_dev(void *ud, odp_usb_dev *d)
+{
+    struct each_seen *s = ud;
+    s->n++;
+    s->pid = d->pid;
+    s->access = d->access;
+    snprintf(s->serial, sizeof s->serial, "%s", d->serial);
+    snprintf(s->product, sizeof s->product, "%s", d->product);
+    return 0;
+}
+
 int main(void)
 {
     UMockdevTestbed *tb = umockdev_testbed_new();
@@ -341,6 +358,13 @@ int main(void)
         NULL);
 
     odp_err e;
+    /* the one USB enumeration: a vendor filter, ids, place and strings */
+    struct each_seen google = {0}, segger = {0};
+    check(odp_usb_each(NULL, 0x18d1, count_dev, &google, &e) == 0 && google.n == 1 && google.pid == 0x4ee7 &&
+              google.access && !strcmp(google.serial, "EMU0001") && !strcmp(google.product, "X300 Pro Emu"),
+          "odp_usb_each with vendor 18d1: the device, its pid, serial and product");
+    check(odp_usb_each(NULL, 0x1366, count_dev, &segger, &e) == 0 && segger.n == 0,
+          "odp_usb_each with vendor 1366 (J-Link): nothing");
     struct adb_usb_info list[4];
     int n = adb_usb_list(list, 4, &e);
     check(n == 1, "adb_usb_list finds the one adb device");
