@@ -391,7 +391,7 @@ static char *device_field(struct adb_host_device *d, const char *w, size_t wl, c
 int adb_host_devices_parse(const char *text, size_t n, struct adb_host_device *out, int max)
 {
     int count = 0;
-    const char *p = text, *end = text + n;
+    const char *p = text, *end = text + strnlen(text, n); /* text, never past a NUL */
     while (p < end && count < max) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
