@@ -26,6 +26,7 @@ if mode == "devices" then
     local r = run {}
     T.eq(r.status, 0)
     T.match(r.stdout, "no adb devices %(")
+    T.match(r.stdout, "no adb server at localhost:1 %(nothing listens there%): runs talk to adb devices directly")
   end)
   T.test("odp devices: bad arguments are usage errors", function()
     T.eq(run({ "--adb", "usb:1" }).status, 2)
