@@ -107,11 +107,11 @@ static int request(int fd, const struct adb_server_addr *a, const char *text, do
     if (rc == ODP_ETIMEDOUT)
         return odp_fail(e, ODP_EPROTO, "%s:%d accepted the connection but gave no adb server reply in time: is "
                                        "something other than an adb server listening there?", a->host, a->port);
-    if (rc == ODP_EIO && !strstr(e->msg, "closed the connection"))
-        return rc;
-    if (rc != 0)
+    if (rc == ODP_EIO && strstr(e->msg, "closed the connection"))
         return odp_fail(e, ODP_EPROTO, "%s:%d closed the connection without an adb server reply: is something other "
                                        "than an adb server listening there?", a->host, a->port);
+    if (rc != 0)
+        return rc; /* Ctrl-C, a reset connection */
     if (!memcmp(st, "OKAY", 4))
         return 0;
     if (!memcmp(st, "FAIL", 4)) {

@@ -260,6 +260,24 @@ T.test("a port where something else listens, a silent one, another protocol vers
   T.match(r.stderr, "odp understands tcp:PORT and tcp:HOST:PORT")
 end)
 
+T.test("Ctrl-C through the server: exit 130, the command killed on the device, the server serves on", function()
+  local marker = "odp/fake_runne[r].*fake_mode=hang" -- [r]: the pattern must not match the shell running pgrep
+  local argv = { odp, "run", root .. "/scripts/x300pro.lua", "--runs-dir", dir .. "/runs", "--runner", fake,
+    "--model", add, "--format", "json", "--", "--fake_mode=hang" }
+  local cmd = ("exec %s & p=$!; for i in $(seq 400); do pgrep -f '%s' >/dev/null && break; sleep 0.05; done; " ..
+    "kill -INT $p; wait $p; echo \"exit=$?\" >&2"):format(table.concat(argv, " "), marker)
+  local r = assert(proc.run { "sh", "-c", cmd, timeout = 60 })
+  T.match(r.stderr, "exit=130")
+  T.eq(assert(json.decode(r.stdout)).error.code, "ECANCELED")
+  local left = true
+  for _ = 1, 100 do
+    if not sh(("pgrep -f '%s' >/dev/null"):format(marker)) then left = false break end
+    proc.run { argv = { "sleep", "0.05" } }
+  end
+  T.ok(not left, "the runner was killed on the device")
+  T.eq(state_of(serial), "device", "the server still serves the device")
+end)
+
 T.test("the server killed mid-run: one error, exit 3, nothing left running", function()
   -- kill the server once the runner runs on the device (the test runner program hangs until killed)
   local marker = "odp/fake_runne[r].*fake_mode=hang" -- [r]: the pattern must not match the shell running pgrep
