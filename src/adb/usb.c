@@ -1,4 +1,4 @@
-/* adb USB transport over libusb; see usb.h. Facts: FACTS.md section 3. */
+/* adb USB transport over libusb; see usb.h. Facts: docs/sources.md §3. */
 #include "usb.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 --- The adb target: an Android device over odp.adb (USB or TCP), no Google adb server needed.
 -- Same interface as lua/odp/target/host.lua (docs/SCRIPTING.md, "Targets"). Files are hash-skipped
 -- (sha256sum on the device) and written under a temporary name, renamed when complete. The runner's log
--- comes from logcat when the device has it (ExecuTorch's Android build logs there, FACTS.md section 1);
+-- comes from logcat when the device has it (ExecuTorch's Android build logs there, docs/sources.md §1);
 -- a runner built with the POSIX log layer writes to stderr instead, and both are handed to the parser.
 -- Peak memory: the odp-rusage helper for the device's `uname -m` when this machine has one, else
 -- toybox/GNU `time -v`. Nothing on the device is deleted.
@@ -59,7 +59,7 @@ function M.new(opts)
 end
 
 -- An operation that lost the transport marks the target; the next one reconnects once (root:, usb:,
--- reboot, a cable wiggle: FACTS.md section 3).
+-- reboot, a cable wiggle: docs/sources.md §3).
 function Target:device()
   if self.dev then return self.dev end
   return connect(self)
