@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../net/tcp.h" /* odp_tcp_connect for the gdb, QMP and telnet ports */
 #include "../util/err.h"
 
 typedef struct odp_probe odp_probe;
@@ -64,7 +65,5 @@ typedef struct {
 } odp_usb_info;
 int odp_usb_list(int vid, int (*fn)(void *ctx, const odp_usb_info *d), void *ctx, odp_err *err);
 
-/* "host:port" -> a connected TCP socket (non-blocking), or -1 with err. */
-int odp_tcp_connect(const char *address, double deadline, odp_err *err);
 
 #endif
