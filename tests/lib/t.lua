@@ -87,7 +87,7 @@ function T.skip(name, why)
 end
 
 --- The real ExecuTorch executor_runner (x86_64, ETDump + logging) for tests that involve a runner:
--- $ODP_REAL_RUNNER, which tests/run.sh defaults to the copy beside the project (../shared/peers/executorch).
+-- $ODP_REAL_RUNNER, which tests/run.sh defaults to the copy beside the project when there is one.
 -- arch "aarch64" gives the static aarch64 build ($ODP_REAL_RUNNER_AARCH64), which runs here under qemu-user.
 -- Returns the path, or nil and the reason to skip with (a fresh clone has no such peer).
 function T.real_runner(arch)

@@ -2,7 +2,7 @@
 -- phone's USB interface, Android Studio keeps working), else directly over USB or TCP.
 -- Same interface as lua/odp/target/host.lua (docs/SCRIPTING.md, "Targets"). Files are hash-skipped
 -- (sha256sum on the device) and written under a temporary name, renamed when complete. The runner's log
--- comes from logcat when the device has it (ExecuTorch's Android build logs there, FACTS.md section 1);
+-- comes from logcat when the device has it (ExecuTorch's Android build logs there, docs/sources.md §1);
 -- a runner built with the POSIX log layer writes to stderr instead, and both are handed to the parser.
 -- Peak memory: the odp-rusage helper for the device's `uname -m` when this machine has one, else
 -- toybox/GNU `time -v`. Nothing on the device is deleted.
@@ -62,7 +62,7 @@ function M.new(opts)
 end
 
 -- An operation that lost a direct connection marks the target; the next one reconnects once (adbd restarts
--- on root:, usb:, reboot, a cable wiggle). Through the adb server each operation has its own socket.
+-- on root:, usb:, reboot, a cable wiggle: docs/sources.md §3). Through the adb server each operation has its own socket.
 function Target:device()
   if self.dev then return self.dev end
   return connect(self)
