@@ -142,14 +142,20 @@ function Device:push(local_path, remote_path, opts) end
 ---@param opts? {on_progress?: fun(done: integer, total: integer), timeout?: number}
 function Device:pull(remote_path, local_path, opts) end
 function Device:stat(path, opts) end
+---@return {serial: string, transport: "server"|"usb"|string, state: string, model: string, product: string, device: string, features: table<string, boolean>, version?: integer, maxdata?: integer, server?: string, server_version?: integer}
 function Device:info() end
+---@return boolean broken a direct connection dropped (always false through the adb server)
+function Device:broken() end
 function Device:close() end
 
 ---@class odp.adb
 local adb = {}
 ---@return {serial: string, state: string, model?: string, hint?: string}[]|nil
 function adb.devices() end
----@param opts {serial?: string, transport?: "usb"|string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}
+---@param opts? {server?: string, timeout?: number}
+---@return {address: string, version: integer, devices: {serial: string, state: string, model?: string, product?: string, device?: string, usb?: string, transport_id?: integer}[]}|nil server, string? err, odp.ECode? code
+function adb.server(opts) end
+---@param opts? {serial?: string, transport?: "auto"|"server"|"usb"|string, server?: string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}
 ---@return odp.adb.Device|nil device, string? err, odp.ECode? code
 function adb.connect(opts) end
 

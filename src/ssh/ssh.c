@@ -20,7 +20,7 @@
 #include "../util/wait.h"
 #include "known_hosts.h"
 
-#define IO_CHUNK (256 * 1024)       /* measured sweet spot for libssh2 SFTP (FACTS.md §7) */
+#define IO_CHUNK (256 * 1024)       /* measured sweet spot for libssh2 SFTP (docs/sources.md §7) */
 #define MAX_KNOWN_HOSTS (4 << 20)
 #define STOP_GRACE_S 3.0            /* after a timeout: killing the remote group and collecting its end */
 #define CLOSE_GRACE_S 2.0
@@ -230,7 +230,7 @@ static char *read_small_file(const char *path, size_t max, size_t *len)
 }
 
 /* Key types known_hosts holds for this host, in libssh2's preference syntax. libssh2 1.10 offers ecdsa first,
- * so a host known only by its ed25519 key would otherwise come back as unknown (FACTS.md §7). */
+ * so a host known only by its ed25519 key would otherwise come back as unknown (docs/sources.md §7). */
 static void known_types(const char *kh_path, const char *host, int port, char *types, size_t n)
 {
     size_t len = 0;

@@ -45,7 +45,7 @@ local function wait_for(pred, timeout)
 end
 
 --- The login account: a plain user with /bin/sh, like a board's (root's login files here may be slow).
--- A `useradd` account is locked under `UsePAM no` until its password field is '*' (FACTS.md §7).
+-- A `useradd` account is locked under `UsePAM no` until its password field is '*' (docs/sources.md §7).
 function M.ensure_user(name)
   if not proc.run { "id", name }.ok then
     sh(string.format("useradd -m -s /bin/sh %s && usermod -p '*' %s", name, name))

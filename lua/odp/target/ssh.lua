@@ -274,6 +274,11 @@ function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
   if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  if opts.helper_args or opts.counters then
+    local err, code
+    prefix, err, code = shell.with_helper_args(method, prefix, opts.helper_args, opts.counters)
+    if not prefix and err then return nil, err, code end
+  end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix, exec = true })
   local r, err, code = self.session:exec(cmd, { timeout = opts.timeout, stdin = opts.stdin,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit })
