@@ -396,7 +396,7 @@ end
 -- known_hosts, connect_timeout. Returns the settings:
 --   alias, hostname, user, port, identity_files (expanded), identity_files_raw, identities_only,
 --   identity_agent (expanded; "none" = no agent; nil = $SSH_AUTH_SOCK), proxy_jump (string), proxy_command
---   (unexpanded: connect() fills %h %p %r), known_hosts_files (expanded), strict_host_key_checking
+--   (as written), proxy_command_line (%h %p %r %n filled in), known_hosts_files (expanded), strict_host_key_checking
 --   ("yes"|"ask"|"accept-new"|"no"), connect_timeout (seconds or nil), server_alive_interval (0 = off),
 --   server_alive_count_max, host_key_alias, files (read), warnings (one line each)
 -- or nil, "EUSAGE: file line N: why", "EUSAGE" for a file OpenSSH would refuse too.
@@ -449,6 +449,8 @@ function M.resolve(host, opts)
       s.proxy_jump = table.concat(parts, ",")
     end
     s.proxy_command = o.proxy_command ~= "none" and o.proxy_command or nil
+    s.proxy_command_line = s.proxy_command and M.expand(s.proxy_command, { h = s.hostname, p = tostring(s.port),
+      r = s.user, n = host }, nil, "ProxyCommand")
     local kh = opts.known_hosts and { opts.known_hosts } or o.known_hosts_files
       or { "~/.ssh/known_hosts", "~/.ssh/known_hosts2" }
     s.known_hosts_files = {}
@@ -467,13 +469,6 @@ function M.resolve(host, opts)
     error(err2, 0)
   end
   return s
-end
-
---- The ProxyCommand line to run for settings s (%h host name, %p port, %r user, %n alias; %% a percent).
-function M.proxy_command(s)
-  if not s.proxy_command then return nil end
-  return M.expand(s.proxy_command, { h = s.hostname, p = tostring(s.port), r = s.user, n = s.alias }, nil,
-    "ProxyCommand")
 end
 
 return M

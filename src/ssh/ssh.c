@@ -125,21 +125,24 @@ static short session_events(odp_ssh *h)
     return (short)(POLLIN | ((dir & LIBSSH2_SESSION_BLOCK_OUTBOUND) ? POLLOUT : 0));
 }
 
-/* Keepalives of every session in the chain: sends them when due; fails when one has been silent too long. */
-static int keepalive(odp_ssh *s, double now, double *next, odp_err *err)
+/* Keepalives of every session in the chain: sends them when due; fails when one has been silent too long.
+ * Silence counts from `since` (when this wait began) at the earliest: time odp spent elsewhere, not waiting
+ * on the session, is not the peer's silence. */
+static int keepalive(odp_ssh *s, double now, double since, double *next, odp_err *err)
 {
     for (odp_ssh *h = s; h; h = h->via) {
         if (h->alive_interval <= 0 || !h->session)
             continue;
         double limit = (double)h->alive_interval * (h->alive_count_max > 0 ? h->alive_count_max : 1);
-        if (now - h->last_rx > limit)
+        double quiet = h->last_rx > since ? h->last_rx : since;
+        if (now - quiet > limit)
             return odp_fail(err, ODP_EIO, "%s: no answer for %.0f s (ServerAliveInterval %d x ServerAliveCountMax "
-                            "%d): connection lost", h->uri, now - h->last_rx, h->alive_interval, h->alive_count_max);
+                            "%d): connection lost", h->uri, now - quiet, h->alive_interval, h->alive_count_max);
         int secs = h->alive_interval;
         libssh2_keepalive_send(h->session, &secs);
         double due = now + (secs > 0 ? secs : 1);
-        if (h->last_rx + limit < due)
-            due = h->last_rx + limit + 0.01;
+        if (quiet + limit < due)
+            due = quiet + limit + 0.01;
         if (due < *next)
             *next = due;
     }
@@ -152,12 +155,13 @@ static int keepalive(odp_ssh *s, double now, double *next, odp_err *err)
  * tunnelled session also on every hop below it, pumping their channels, and sending keepalives. */
 static int wait_socket(odp_ssh *s, double deadline, odp_err *err)
 {
+    double since = odp_now();
     for (;;) {
         for (odp_ssh *h = s; h; h = h->via)
             if (h->tunnel)
                 pump(h);
         double now = odp_now(), until = deadline;
-        int rc = keepalive(s, now, &until, err);
+        int rc = keepalive(s, now, since, &until, err);
         if (rc)
             return rc;
         struct pollfd p[1 + 2 * CHAIN_MAX];

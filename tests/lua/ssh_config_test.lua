@@ -92,7 +92,7 @@ end)
 
 T.test("ProxyCommand is expanded with the target's %h %p %r", function()
   local s = assert(cfg.resolve("a.lab", { file = corpus }))
-  T.eq(cfg.proxy_command(s), "socat - TCP:a.lab:22 # a comment stays in ProxyCommand")
+  T.eq(s.proxy_command_line, "socat - TCP:a.lab:22 # a comment stays in ProxyCommand")
   T.eq(cfg.jump_hops(assert(cfg.resolve("secret.lab", { file = corpus })).proxy_jump),
     { { user = "u1", host = "hop1", port = 2022 }, { user = "u2", host = "hop2", port = 2023 } })
 end)
@@ -157,6 +157,9 @@ T.test("an unknown %token is an error, not a silent empty string", function()
   T.write(f, "Host a\n  IdentityFile ~/.ssh/%Z\n")
   local _, err = cfg.resolve("a", { file = f })
   T.match(err, "unknown token %%Z")
+  T.write(f, "Host a\n  ProxyCommand nc %h %q\n")
+  _, err = cfg.resolve("a", { file = f })
+  T.match(err, "^EUSAGE: ProxyCommand: unknown token %%q")
 end)
 
 T.test("fuzz: 3000 mutated configs resolve or fail with one EUSAGE line, never raise", function()

@@ -118,7 +118,7 @@ local function connect_options(st, opts)
     host_key_alias = st.host_key_alias, timeout = st.connect_timeout or CONNECT_TIMEOUT,
     accept_new = opts.accept_new_host_key or st.strict_host_key_checking == "accept-new",
     alive_interval = st.server_alive_interval, alive_count_max = st.server_alive_count_max,
-    proxy_command = ssh_config.proxy_command(st) }
+    proxy_command = st.proxy_command_line }
   if opts.identity then
     conn.identity = st.identity_files[1]
   elseif #st.identity_files > 0 then
