@@ -90,6 +90,28 @@ T.test("odp run --host ALIAS -v shows the resolved settings; a config syntax err
   T.eq(r.stderr, ("odp: EUSAGE: %s line 2: Bad port 'nope'\n"):format(bad))
 end)
 
+T.test("IdentityAgent names the agent's socket (OpenSSH's ssh-agent); IdentityAgent none keeps it out", function()
+  local sock = tmp .. "/agent.sock"
+  local out = sshd.sh(("ssh-agent -a %s"):format(sshd.quote(sock)))
+  local agent_pid = assert(out:match("SSH_AGENT_PID=(%d+)"))
+  local ok, err = pcall(function()
+    sshd.sh(("SSH_AUTH_SOCK=%s ssh-add -q %s"):format(sshd.quote(sock), sshd.quote(srv.identity)))
+    local function agent_config(name, agent)
+      local path = tmp .. "/" .. name
+      T.write(path, ("Host board\n  HostName 127.0.0.1\n  User %s\n  Port %d\n  IdentityFile %s/none\n" ..
+        "  IdentityAgent %s\n  UserKnownHostsFile %s\n"):format(srv.user, srv.port, tmp, agent, srv.known_hosts))
+      return path
+    end
+    local t = assert(target_ssh.new { host = "board", ssh_config = agent_config("config_agent", sock) })
+    T.eq(t:run("echo agent"), "agent\n")
+    t:close()
+    local _, e, code = target_ssh.new { host = "board", ssh_config = agent_config("config_noagent", "none") }
+    T.eq(code, "EAUTH", e)
+  end)
+  sshd.sh("kill " .. agent_pid)
+  assert(ok, err)
+end)
+
 T.test("an encrypted key: the passphrase is asked on the terminal without echo (tmux), never shown", function()
   local enc = sshd.keygen(tmp .. "/enc_key", "ed25519", "tty s3cret")
   sshd.sh(("cat %s.pub >> %s/authorized_keys"):format(sshd.quote(enc), sshd.quote(srv.dir)))
