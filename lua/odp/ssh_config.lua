@@ -211,6 +211,7 @@ end
 -- The parse state of one resolution: the options set so far (first value wins) and what was read.
 local function new_state(host, opts)
   return { host = host, original = host, home = opts.home or home_dir(), luser = opts.local_user or local_user(),
+    cli_user = opts.user,
     o = { identity_files = {}, ignore_unknown = nil }, files = {}, warnings = {}, skipped_match = false }
 end
 
@@ -242,7 +243,7 @@ local function eval_match(st, file, n, args)
       elseif crit == "originalhost" then
         r = match_list(st.original, arg, true)
       elseif crit == "user" then
-        r = match_list(st.o.user or st.luser, arg)
+        r = match_list(st.cli_user or st.o.user or st.luser, arg)
       elseif crit == "localuser" then
         r = match_list(st.luser, arg)
       elseif crit == "exec" or crit == "localnetwork" or crit == "tagged" or crit == "command"

@@ -77,6 +77,11 @@ T.test("command-line user, port and identity override the config, as ssh -l -p -
   T.eq(s.identity_files[1], key)
 end)
 
+T.test("Match user sees the command line's user, as ssh -l", function()
+  compare(corpus, "proxied", { user = "root" }, { "-l", "root" })
+  compare(corpus, "proxied", { user = "bob" }, { "-l", "bob" })
+end)
+
 T.test("expanded IdentityFile paths equal the files ssh -v loads", function()
   for _, h in ipairs({ "rpi5", "graviton" }) do
     local s = assert(cfg.resolve(h, { file = corpus }))
