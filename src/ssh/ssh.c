@@ -514,6 +514,11 @@ static int proxy_failed(odp_ssh *s, const char *command, odp_err *err)
 /* A direct-tcpip channel of via to host:port, and the socketpair the new session talks into. */
 static int open_tunnel(odp_ssh *s, odp_ssh *via, const char *host, int port, double deadline, odp_err *err)
 {
+    int depth = 1;
+    for (odp_ssh *h = via; h->via; h = h->via)
+        depth++;
+    if (depth >= CHAIN_MAX)
+        return odp_fail(err, ODP_EIO, "more than %d jump hosts in a chain", CHAIN_MAX - 1);
     LIBSSH2_CHANNEL *ch;
     PTR_OR_WAIT(via, ch, libssh2_channel_direct_tcpip_ex(via->session, host, port, "127.0.0.1", 22), deadline, err);
     if (!ch) {
