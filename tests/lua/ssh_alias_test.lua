@@ -90,6 +90,26 @@ T.test("odp run --host ALIAS -v shows the resolved settings; a config syntax err
   T.eq(r.stderr, ("odp: EUSAGE: %s line 2: Bad port 'nope'\n"):format(bad))
 end)
 
+T.test("ConnectTimeout bounds the connection to a port that never speaks SSH", function()
+  local port = srv.port + 1000
+  local pid = sshd.sh(("socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr SYSTEM:'exec cat >/dev/null' " ..
+    ">/dev/null 2>&1 & echo $!"):format(port)):match("%d+")
+  local ok, err = pcall(function()
+    for _ = 1, 100 do
+      if proc.run { "sh", "-c", ("ss -ltn | grep -q '127.0.0.1:%d '"):format(port) }.ok then break end
+      require("odp.sys").sleep(0.05)
+    end
+    local path = tmp .. "/config_timeout"
+    T.write(path, ("Host mute\n  HostName 127.0.0.1\n  Port %d\n  ConnectTimeout 1\n"):format(port))
+    local t0 = require("odp.sys").now()
+    local _, e, code = target_ssh.new { host = "mute", ssh_config = path }
+    local took = require("odp.sys").now() - t0
+    T.eq(code, "ETIMEDOUT", e); T.ok(took >= 0.9 and took < 10, ("gave up after %.1f s"):format(took))
+  end)
+  sshd.sh("kill " .. pid .. " 2>/dev/null; true")
+  assert(ok, err)
+end)
+
 T.test("IdentityAgent names the agent's socket (OpenSSH's ssh-agent); IdentityAgent none keeps it out", function()
   local sock = tmp .. "/agent.sock"
   local out = sshd.sh(("ssh-agent -a %s"):format(sshd.quote(sock)))
