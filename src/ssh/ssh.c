@@ -233,18 +233,31 @@ static char *read_small_file(const char *path, size_t max, size_t *len)
     return buf;
 }
 
-/* Key types known_hosts holds for this host, in libssh2's preference syntax. libssh2 1.10 offers ecdsa first,
- * so a host known only by its ed25519 key would otherwise come back as unknown (docs/sources.md §7). */
-static void known_types(const char *kh_path, const char *host, int port, char *types, size_t n)
+/* Key types the known_hosts files hold for this host, in libssh2's preference syntax. libssh2 1.10 offers ecdsa
+ * first, so a host known only by its ed25519 key would otherwise come back as unknown. */
+static void known_types(const odp_ssh_opts *o, const char *host, int port, char *types, size_t n)
 {
-    size_t len = 0;
     types[0] = 0;
-    char *text = read_small_file(kh_path, MAX_KNOWN_HOSTS, &len);
-    if (!text)
-        return;
-    static const unsigned char none[] = {0, 0, 0, 1, 'x'};
-    odp_kh_check(text, len, host, port, none, sizeof none, types, n);
-    free(text);
+    size_t used = 0;
+    for (int i = -1; i < 0 || (o->known_hosts_also && o->known_hosts_also[i]); i++) {
+        size_t len = 0;
+        char *text = read_small_file(i < 0 ? o->known_hosts : o->known_hosts_also[i], MAX_KNOWN_HOSTS, &len);
+        if (!text)
+            continue;
+        char found[256];
+        found[0] = 0;
+        static const unsigned char none[] = {0, 0, 0, 1, 'x'};
+        odp_kh_check(text, len, host, port, none, sizeof none, found, sizeof found);
+        free(text);
+        for (char *t = strtok(found, ","); t; t = strtok(NULL, ",")) {
+            size_t tl = strlen(t);
+            int dup = 0;
+            for (const char *p = types; (p = strstr(p, t)) && !dup; p += tl)
+                dup = (p == types || p[-1] == ',') && (p[tl] == ',' || p[tl] == 0);
+            if (!dup && used + tl + 2 < n)
+                used += (size_t)snprintf(types + used, n - used, "%s%s", used ? "," : "", t);
+        }
+    }
 }
 
 static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err *err)
@@ -261,21 +274,33 @@ static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err 
     odp_kh_fingerprint(k, key_len, s->fingerprint, sizeof s->fingerprint);
     if (odp_kh_keytype(k, key_len, ktype, sizeof ktype))
         snprintf(ktype, sizeof ktype, "?");
-    size_t len = 0;
-    char *text = read_small_file(o->known_hosts, MAX_KNOWN_HOSTS, &len);
-    odp_kh_status st = text ? odp_kh_check(text, len, kh_host, port, k, key_len, NULL, 0) : ODP_KH_UNKNOWN;
-    free(text);
+    /* Every file counts, as with OpenSSH: a revoked key anywhere is refused, then a match anywhere is enough,
+     * then a different key for the host anywhere is a changed key. */
+    odp_kh_status st = ODP_KH_UNKNOWN;
+    const char *where = o->known_hosts;
+    static const int rank[] = {[ODP_KH_UNKNOWN] = 0, [ODP_KH_CHANGED] = 1, [ODP_KH_MATCH] = 2, [ODP_KH_REVOKED] = 3};
+    for (int i = -1; i < 0 || (o->known_hosts_also && o->known_hosts_also[i]); i++) {
+        const char *path = i < 0 ? o->known_hosts : o->known_hosts_also[i];
+        size_t len = 0;
+        char *text = read_small_file(path, MAX_KNOWN_HOSTS, &len);
+        odp_kh_status f = text ? odp_kh_check(text, len, kh_host, port, k, key_len, NULL, 0) : ODP_KH_UNKNOWN;
+        free(text);
+        if (rank[f] > rank[st]) {
+            st = f;
+            where = path;
+        }
+    }
     switch (st) {
     case ODP_KH_MATCH:
         return 0;
     case ODP_KH_REVOKED:
         return odp_fail(err, ODP_EHOSTKEY, "host key %s %s of %s is marked @revoked in %s", ktype, s->fingerprint,
-                        name, o->known_hosts);
+                        name, where);
     case ODP_KH_CHANGED:
         return odp_fail(err, ODP_EHOSTKEY,
                         "host key of %s has CHANGED (now %s %s); refusing to connect: if the board was reinstalled, "
                         "remove its old line from %s (ssh-keygen -R '%s' -f %s)",
-                        name, ktype, s->fingerprint, o->known_hosts, name, o->known_hosts);
+                        name, ktype, s->fingerprint, where, name, where);
     case ODP_KH_UNKNOWN:
         break;
     }
@@ -563,7 +588,7 @@ static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
         return odp_fail(err, ODP_EIO, "libssh2_session_init failed");
     libssh2_session_set_blocking(s->session, 0);
     char types[256];
-    known_types(o->known_hosts, o->host_key_alias ? o->host_key_alias : o->host, port, types, sizeof types);
+    known_types(o, o->host_key_alias ? o->host_key_alias : o->host, port, types, sizeof types);
     if (types[0] && libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, types) != 0)
         libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, NULL);
     while ((rc = libssh2_session_handshake(s->session, s->fd)) == LIBSSH2_ERROR_EAGAIN) {

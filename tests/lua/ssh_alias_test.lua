@@ -57,6 +57,21 @@ T.test("HostKeyAlias: the host key is looked up (and added) under the alias", fu
   T.eq(code, "EHOSTKEY"); T.match(err, "unknown host key")
 end)
 
+T.test("every UserKnownHostsFile and GlobalKnownHostsFile is read; a changed key in any is refused", function()
+  local empty = tmp .. "/kh_empty_" -- absent files are fine
+  local c = config("config_kh2", ("  UserKnownHostsFile %s1 %s"):format(empty, srv.known_hosts))
+  local t = assert(target_ssh.new { host = "board", ssh_config = c })
+  t:close()
+  c = config("config_global", ("  UserKnownHostsFile %s2\n  GlobalKnownHostsFile %s"):format(empty, srv.known_hosts))
+  t = assert(target_ssh.new { host = "board", ssh_config = c })
+  t:close()
+  local other = sshd.keygen(tmp .. "/other_host_key")
+  local changed = srv:write_known_hosts(nil, tmp .. "/kh_changed", other .. ".pub")
+  c = config("config_changed", ("  UserKnownHostsFile %s3\n  GlobalKnownHostsFile %s"):format(empty, changed))
+  local _, err, code = target_ssh.new { host = "board", ssh_config = c }
+  T.eq(code, "EHOSTKEY"); T.match(err, "CHANGED.*" .. changed:gsub("%p", "%%%0"))
+end)
+
 T.test("StrictHostKeyChecking accept-new adds the key; no is refused with the reason", function()
   local kh = tmp .. "/kh_new"
   local c = config("config_new", "  StrictHostKeyChecking accept-new\n  UserKnownHostsFile " .. kh)

@@ -39,6 +39,7 @@ local function as_G(s)
     identityagent = s.identity_agent,
     proxyjump = s.proxy_jump, proxycommand = s.proxy_command,
     userknownhostsfile = table.concat(s.known_hosts_files, " "),
+    globalknownhostsfile = table.concat(s.global_known_hosts_files, " "),
     stricthostkeychecking = strict[s.strict_host_key_checking],
     connecttimeout = s.connect_timeout and tostring(s.connect_timeout) or "none",
     serveraliveinterval = tostring(s.server_alive_interval),
@@ -73,7 +74,8 @@ end
 T.test("command-line user, port and identity override the config, as ssh -l -p -i", function()
   local key = tmp .. "/cli_key"
   T.write(key, "") -- ssh -i drops a file that does not exist
-  local s = compare(corpus, "rpi5", { user = "bob", port = 2000, identity = key }, { "-l", "bob", "-p", "2000", "-i", key })
+  local s = compare(corpus, "rpi5", { user = "bob", port = 2000, identity = key },
+    { "-l", "bob", "-p", "2000", "-i", key })
   T.eq(s.identity_files[1], key)
 end)
 

@@ -114,7 +114,11 @@ end
 
 -- The ssh.connect options for settings st.
 local function connect_options(st, opts)
+  -- new host keys go to the first UserKnownHostsFile; the others and the global files are read too
+  local also = table.move(st.known_hosts_files, 2, #st.known_hosts_files, 1, {})
+  table.move(st.global_known_hosts_files, 1, #st.global_known_hosts_files, #also + 1, also)
   local conn = { host = st.hostname, port = st.port, user = st.user, known_hosts = st.known_hosts_files[1],
+    known_hosts_also = also,
     host_key_alias = st.host_key_alias, timeout = st.connect_timeout or CONNECT_TIMEOUT,
     accept_new = opts.accept_new_host_key or st.strict_host_key_checking == "accept-new",
     alive_interval = st.server_alive_interval, alive_count_max = st.server_alive_count_max,
