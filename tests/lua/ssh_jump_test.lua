@@ -22,15 +22,19 @@ sshd.sh(table.concat({
     veth, veth),
 }, " && "))
 
-local board = sshd.start { netns = ns }
-local bastion = sshd.start { netns = ns, listen = ns_ip }
-local gate = sshd.start()
-local closed = sshd.start { config = { "PermitOpen none" } } -- a jump host that forwards nothing
-
+local servers = {}
 local function finish()
-  for _, s in ipairs({ board, bastion, gate, closed }) do s:stop() end
+  for _, s in ipairs(servers) do s:stop() end
   proc.run { "ip", "netns", "del", ns }
 end
+local started, why = pcall(function()
+  servers[1] = sshd.start { netns = ns }
+  servers[2] = sshd.start { netns = ns, listen = ns_ip }
+  servers[3] = sshd.start()
+  servers[4] = sshd.start { config = { "PermitOpen none" } } -- a jump host that forwards nothing
+end)
+if not started then finish(); error(why, 0) end -- the namespace never outlives the test
+local board, bastion, gate, closed = table.unpack(servers)
 
 -- One config for all of it; keys and known_hosts of each server.
 local function host_block(name, srv, extra)
