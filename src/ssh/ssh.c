@@ -486,29 +486,37 @@ static int start_proxy(odp_ssh *s, const char *command, odp_err *err)
     return 0;
 }
 
-/* Ends the ProxyCommand's process group (it normally leaves by itself once its stdin closes); 1 s grace. */
-static int stop_proxy(odp_ssh *s)
+/* Reaps pid when it exits before the deadline; 0 when it is still running (or Ctrl-C ended the wait). */
+static pid_t reap_until(pid_t pid, int *status, double deadline)
+{
+    pid_t r;
+    while ((r = waitpid(pid, status, WNOHANG)) == 0 && odp_now() < deadline) {
+        double next = odp_now() + 0.01;
+        if (odp_sleep_until(next < deadline ? next : deadline, NULL))
+            break;
+    }
+    return r;
+}
+
+/* Ends the ProxyCommand: `natural` seconds to exit by itself (its stdin is closed by then), then TERM to its
+ * process group and 1 s, then KILL. Returns its wait status, -1 if there is none. */
+static int stop_proxy(odp_ssh *s, double natural)
 {
     int status = -1;
-    if (s->proxy_pid <= 0)
+    pid_t pid = s->proxy_pid;
+    if (pid <= 0)
         return status;
-    double dl = odp_now() + 1.0;
-    pid_t r;
-    while ((r = waitpid(s->proxy_pid, &status, WNOHANG)) == 0 && odp_now() < dl)
-        if (odp_sleep_until(odp_now() + 0.01, NULL))
-            break;
-    if (r == 0) {
-        kill(-s->proxy_pid, SIGTERM);
-        dl = odp_now() + 1.0;
-        while ((r = waitpid(s->proxy_pid, &status, WNOHANG)) == 0 && odp_now() < dl)
-            odp_sleep_until(odp_now() + 0.01, NULL);
-        if (r == 0) {
-            kill(-s->proxy_pid, SIGKILL);
-            waitpid(s->proxy_pid, &status, 0);
-        }
-    }
     s->proxy_pid = 0;
-    return status;
+    pid_t r = reap_until(pid, &status, odp_now() + natural);
+    if (r == 0) {
+        kill(-pid, SIGTERM);
+        r = reap_until(pid, &status, odp_now() + 1.0);
+    }
+    if (r == 0) {
+        kill(-pid, SIGKILL);
+        r = waitpid(pid, &status, 0);
+    }
+    return r == pid ? status : -1;
 }
 
 /* The ProxyCommand ended the transport: its exit and the head of its stderr make the message. */
@@ -518,7 +526,7 @@ static int proxy_failed(odp_ssh *s, const char *command, odp_err *err)
         close(s->fd); /* its stdin ends: a proxy still running leaves */
         s->fd = -1;
     }
-    int status = stop_proxy(s);
+    int status = stop_proxy(s, 1.0);
     char msg[PROXY_ERR_MAX + 1] = "";
     ssize_t n = pread(s->proxy_err_fd, msg, PROXY_ERR_MAX, 0);
     msg[n > 0 ? n : 0] = 0;
@@ -680,7 +688,7 @@ static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
     }
     if (s->pump_fd >= 0)
         close(s->pump_fd);
-    stop_proxy(s);
+    stop_proxy(s, 0);
     if (s->proxy_err_fd >= 0)
         close(s->proxy_err_fd);
     odp_ssh *owned = s->via;

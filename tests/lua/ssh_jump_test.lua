@@ -91,12 +91,15 @@ T.test("two hops: gate, then bastion, then the board", function()
   t:close()
 end)
 
-T.test("ProxyCommand with OpenSSH's ssh -W and with socat", function()
+T.test("ProxyCommand with OpenSSH's ssh -W and with socat; closing the session ends the command", function()
+  local pattern = ("-W 127.0.0.1:%d bastion|socat - TCP:127.0.0.1:%d"):format(board.port, board.port)
   for _, alias in ipairs({ "board-w", "board-socat" }) do
     local t = assert(open(alias))
     T.eq(t:run("echo " .. alias), alias .. "\n", alias)
+    T.ok(proc.run { "pgrep", "-f", pattern }.stdout ~= "", "the ProxyCommand runs while the session is open")
     t:close()
   end
+  T.eq(proc.run { "pgrep", "-f", pattern }.stdout, "", "no ProxyCommand left running")
 end)
 
 T.test("a ProxyCommand that exits at once: its status and stderr in one line", function()
