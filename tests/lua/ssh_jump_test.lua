@@ -96,10 +96,10 @@ T.test("ProxyCommand with OpenSSH's ssh -W and with socat; closing the session e
   for _, alias in ipairs({ "board-w", "board-socat" }) do
     local t = assert(open(alias))
     T.eq(t:run("echo " .. alias), alias .. "\n", alias)
-    T.ok(proc.run { "pgrep", "-f", pattern }.stdout ~= "", "the ProxyCommand runs while the session is open")
+    T.ok(proc.run { "pgrep", "-f", "--", pattern }.stdout ~= "", "the ProxyCommand runs while the session is open")
     t:close()
   end
-  T.eq(proc.run { "pgrep", "-f", pattern }.stdout, "", "no ProxyCommand left running")
+  T.eq(proc.run { "pgrep", "-f", "--", pattern }.stdout, "", "no ProxyCommand left running")
 end)
 
 T.test("a ProxyCommand that exits at once: its status and stderr in one line", function()

@@ -198,7 +198,8 @@ function M.new(opts)
     ui:debug("ssh %s: %s (config: %s)", st.alias, describe(st), #st.files > 0 and table.concat(st.files, ", ")
       or "none")
   end
-  local key = ("%s@%s:%d"):format(st.user, st.hostname, st.port)
+  -- the route is part of the key: the same board through another jump is another connection
+  local key = ("%s@%s:%d %s"):format(st.user, st.hostname, st.port, st.proxy_jump or st.proxy_command_line or "")
   local cached = open_targets[key]
   if cached and cached.session then return cached end
   local session, cerr, ccode = connect_chain(st, opts, { st.alias:lower() })
