@@ -133,6 +133,17 @@ T.test("a jump host that goes silent is detected within ServerAliveInterval x Co
   t:close()
 end)
 
+T.test("Ctrl-C while the jump host hangs the handshake: exit 130 at once", function()
+  sshd.sh("kill -STOP " .. bastion.pid) -- accepts TCP (the kernel does), never answers
+  local t0 = sys.now()
+  local r = proc.run { "timeout", "--preserve-status", "-s", "INT", "2", os.getenv("ODP") or "build/odp", "run",
+    T.root() .. "/scripts/rpi5.lua", "--host", "board", "--ssh-config", cfg, "--runner", "/bin/true", "--model",
+    T.root() .. "/tests/fixtures/pte/add_arduino.pte", timeout = 60 }
+  local took = sys.now() - t0
+  sshd.sh("kill -CONT " .. bastion.pid)
+  T.eq(r.status, 130, r.stderr); T.ok(took < 6, ("ended after %.1f s"):format(took))
+end)
+
 T.test("odp run --host ALIAS through a jump: one-line exit 3 for a ProxyJump loop", function()
   local r = proc.run { os.getenv("ODP") or "build/odp", "run", T.root() .. "/scripts/rpi5.lua", "--host", "loop-a",
     "--ssh-config", cfg, "--runner", "/bin/true", "--model", T.root() .. "/tests/fixtures/pte/add_arduino.pte",
