@@ -32,13 +32,38 @@ static const char *home_dir(void)
     return pw ? pw->pw_dir : "/";
 }
 
-/* ssh.connect{host=, port=22, user=$USER, identity=, known_hosts=~/.ssh/known_hosts, accept_new=false,
- *             agent=true, timeout=30} -> Session | nil, err, code. The passphrase comes only from the
- * environment (ODP_SSH_PASSPHRASE): never from argv, where `ps` would show it. */
+/* Up to MAX_KEYS paths from the list opts.keys (absent: ~/.ssh/id_ed25519, ~/.ssh/id_ecdsa), NULL-terminated in
+ * keys; the strings stay referenced from the stack or the options table. */
+#define MAX_KEYS 32
+static void opt_keys(lua_State *L, int idx, const char *home, const char *keys[MAX_KEYS + 1])
+{
+    int t = odp_optfield(L, idx, "keys");
+    int n = 0;
+    if (t == LUA_TNIL) {
+        keys[n++] = lua_pushfstring(L, "%s/.ssh/id_ed25519", home);
+        keys[n++] = lua_pushfstring(L, "%s/.ssh/id_ecdsa", home);
+    } else {
+        luaL_argcheck(L, t == LUA_TTABLE, idx, "keys must be a list of paths");
+        lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
+        luaL_argcheck(L, len <= MAX_KEYS, idx, "too many keys");
+        luaL_checkstack(L, (int)len + 2, "keys");
+        for (lua_Integer i = 1; i <= len; i++) {
+            lua_rawgeti(L, -1 - (int)(i - 1), i);
+            luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, idx, "keys must be a list of paths");
+            keys[n++] = lua_tostring(L, -1);
+        }
+    }
+    keys[n] = NULL;
+}
+
+/* ssh.connect{host=, port=22, user=$USER, identity=, keys={...}, known_hosts=~/.ssh/known_hosts,
+ *             host_key_alias=, accept_new=false, agent=true|false|SOCKET, timeout=30}
+ *   -> Session | nil, err, code. The passphrase comes only from the environment (ODP_SSH_PASSPHRASE): never
+ * from argv, where `ps` would show it. */
 static int l_connect(lua_State *L)
 {
-    static const char *const allowed[] = {"host", "port", "user", "identity", "known_hosts", "accept_new",
-                                          "agent", "timeout", NULL};
+    static const char *const allowed[] = {"host", "port", "user", "identity", "keys", "known_hosts",
+                                          "host_key_alias", "accept_new", "agent", "timeout", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     odp_checkopts(L, 1, allowed);
@@ -58,14 +83,20 @@ static int l_connect(lua_State *L)
     const char *home = home_dir();
     lua_pushfstring(L, "%s/.ssh/known_hosts", home);
     o.known_hosts = odp_optstring(L, 1, "known_hosts", lua_tostring(L, -1));
+    o.host_key_alias = odp_optstring(L, 1, "host_key_alias", NULL);
     o.accept_new = odp_optboolean(L, 1, "accept_new", 0);
-    o.use_agent = odp_optboolean(L, 1, "agent", 1);
+    if (odp_optfield(L, 1, "agent") == LUA_TSTRING) {
+        o.use_agent = 1;
+        o.agent_socket = lua_tostring(L, -1);
+    } else {
+        lua_pop(L, 1);
+        o.use_agent = odp_optboolean(L, 1, "agent", 1);
+    }
     o.deadline = odp_optdeadline(L, 1, DEFAULT_CONNECT_TIMEOUT_S);
     o.passphrase = getenv("ODP_SSH_PASSPHRASE");
-    lua_pushfstring(L, "%s/.ssh/id_ed25519", home);
-    lua_pushfstring(L, "%s/.ssh/id_ecdsa", home);
-    const char *keys[] = {lua_tostring(L, -2), lua_tostring(L, -1), NULL};
-    o.default_keys = keys;
+    const char *keys[MAX_KEYS + 1];
+    opt_keys(L, 1, home, keys);
+    o.keys = keys;
 
     session_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->s = NULL; /* created closed: __gc is safe whatever happens next */

@@ -119,7 +119,7 @@ function Session:close() end
 
 ---@class odp.ssh
 local ssh = {}
----@param opts {host: string, port?: integer, user?: string, identity?: string, known_hosts?: string, accept_new?: boolean, agent?: boolean, timeout?: number}
+---@param opts {host: string, port?: integer, user?: string, identity?: string, keys?: string[], known_hosts?: string, host_key_alias?: string, accept_new?: boolean, agent?: boolean|string, timeout?: number}
 ---@return odp.ssh.Session|nil session, string? err, odp.ECode? code
 function ssh.connect(opts) end
 

@@ -48,6 +48,15 @@ local function fmt_ms(v)
 end
 M.fmt_ms = fmt_ms
 
+--- One line on where an inference's time went (etdump.ops_summary): "delegated 2.100 ms (68%) · kernels ...".
+-- Four significant digits: the split of a sub-microsecond inference must not round to zeros.
+function M.ops_summary_line(s)
+  local f = s.unit == "cycles" and function(v) return ("%.0f cycles"):format(v) end
+    or function(v) return (v >= 100 and ("%.1f"):format(v) or ("%.4g"):format(v)) .. " ms" end
+  return ("delegated %s (%.0f%%) · kernels %s · other %s · execute %s (medians of %d)"):format(f(s.delegated_ms),
+    s.delegated_share * 100, f(s.kernels_ms), f(s.other_ms), f(s.execute_ms), s.n)
+end
+
 local function human_one(r, out)
   local function kv(k, v) out[#out + 1] = ("  %-16s %s"):format(k, v) end
   out[#out + 1] = ("%s  %s on %s: %s"):format(r.ok and "OK  " or "FAIL", r.flow or "?", r.target or r.device or "?",
@@ -110,6 +119,7 @@ local function human_one(r, out)
       kv(i == 1 and "NPU counters" or "", ("[%d] %-28s %d"):format(ctr.index, ctr.event or "?", ctr.count))
     end
   end
+  if r.ops_summary then kv("time split", M.ops_summary_line(r.ops_summary)) end
   -- like ExecuTorch's Inspector, the table hides OPERATOR_CALL (framework overhead); JSON keeps it, flagged
   local ops = {}
   for _, op in ipairs(r.ops or {}) do if not op.framework then ops[#ops + 1] = op end end

@@ -4,18 +4,15 @@
 #include <fcntl.h>
 #include <libssh2.h>
 #include <libssh2_sftp.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../net/tcp.h"
 #include "../util/hash.h"
 #include "../util/wait.h"
 #include "known_hosts.h"
@@ -83,50 +80,6 @@ static int wait_socket(odp_ssh *s, double deadline, odp_err *err)
         }                                                                                   \
     } while (0)
 
-static int tcp_connect(odp_ssh *s, const char *host, int port, double deadline, odp_err *err)
-{
-    char service[16];
-    snprintf(service, sizeof service, "%d", port);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res = NULL;
-    int g = getaddrinfo(host, service, &hints, &res);
-    if (g)
-        return odp_fail(err, ODP_ENOTFOUND, "cannot resolve %s: %s", host, gai_strerror(g));
-    int rc = odp_fail(err, ODP_EIO, "no address for %s", host);
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
-            rc = odp_fail_errno(err, ODP_EIO, errno, "cannot connect to %s port %d", host, port);
-            close(fd);
-            continue;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        int w = odp_wait(&p, 1, deadline, err);
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (w == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* ~2x SFTP get (FACTS §7) */
-            s->fd = fd;
-            rc = 0;
-            break;
-        }
-        if (w == ODP_ETIMEDOUT)
-            rc = odp_fail(err, ODP_ETIMEDOUT, "connecting to %s port %d timed out", host, port);
-        else if (w == 0)
-            rc = odp_fail_errno(err, soerr == ECONNREFUSED ? ODP_ENODEV : ODP_EIO, soerr,
-                                "cannot connect to %s port %d", host, port);
-        else
-            rc = w;
-        close(fd);
-        if (w)
-            break;
-    }
-    freeaddrinfo(res);
-    return rc;
-}
-
 static char *read_small_file(const char *path, size_t max, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -164,13 +117,14 @@ static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err 
         return ssh_fail_err(s, err, ODP_EPROTO, "no host key from server");
     const unsigned char *k = (const unsigned char *)key;
     char name[600], ktype[64];
-    odp_kh_hostname(o->host, port, name, sizeof name);
+    const char *kh_host = o->host_key_alias ? o->host_key_alias : o->host;
+    odp_kh_hostname(kh_host, port, name, sizeof name);
     odp_kh_fingerprint(k, key_len, s->fingerprint, sizeof s->fingerprint);
     if (odp_kh_keytype(k, key_len, ktype, sizeof ktype))
         snprintf(ktype, sizeof ktype, "?");
     size_t len = 0;
     char *text = read_small_file(o->known_hosts, MAX_KNOWN_HOSTS, &len);
-    odp_kh_status st = text ? odp_kh_check(text, len, o->host, port, k, key_len, NULL, 0) : ODP_KH_UNKNOWN;
+    odp_kh_status st = text ? odp_kh_check(text, len, kh_host, port, k, key_len, NULL, 0) : ODP_KH_UNKNOWN;
     free(text);
     switch (st) {
     case ODP_KH_MATCH:
@@ -191,7 +145,7 @@ static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err 
                         "unknown host key for %s: %s %s (not in %s); check it and run again with "
                         "--accept-new-host-key to add it",
                         name, ktype, s->fingerprint, o->known_hosts);
-    return odp_kh_append(o->known_hosts, o->host, port, k, key_len, err);
+    return odp_kh_append(o->known_hosts, kh_host, port, k, key_len, err);
 }
 
 /* An RSA key fails against OpenSSH >= 8.8 whatever its format: libssh2 1.10 signs only with ssh-rsa (SHA-1). */
@@ -264,8 +218,11 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
         return odp_fail(err, ODP_EAUTH, "%s refused key %s for user %s (%s)", s->uri, o->identity, o->user,
                         msg ? msg : "authentication failed");
     }
-    if (o->use_agent && getenv("SSH_AUTH_SOCK")) {
+    const char *agent_socket = o->agent_socket ? o->agent_socket : getenv("SSH_AUTH_SOCK");
+    if (o->use_agent && agent_socket && *agent_socket) {
         LIBSSH2_AGENT *agent = libssh2_agent_init(s->session);
+        if (agent)
+            libssh2_agent_set_identity_path(agent, agent_socket);
         if (agent && libssh2_agent_connect(agent) == 0 && libssh2_agent_list_identities(agent) == 0) {
             struct libssh2_agent_publickey *id = NULL, *prev = NULL;
             while (libssh2_agent_get_identity(agent, &id, prev) == 0) {
@@ -288,7 +245,7 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
         if (rc == 0)
             return 0;
     }
-    for (const char *const *k = o->default_keys; k && *k; k++) {
+    for (const char *const *k = o->keys; k && *k; k++) {
         if (access(*k, R_OK))
             continue;
         if ((w = auth_file(s, o, *k, deadline, err, &rc)))
@@ -308,14 +265,14 @@ static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
 {
     int port = o->port > 0 ? o->port : 22, rc;
     double dl = o->deadline;
-    if ((rc = tcp_connect(s, o->host, port, dl, err)))
-        return rc;
+    if ((s->fd = odp_tcp_connect_to(o->host, port, dl, err)) < 0)
+        return err->code;
     s->session = libssh2_session_init();
     if (!s->session)
         return odp_fail(err, ODP_EIO, "libssh2_session_init failed");
     libssh2_session_set_blocking(s->session, 0);
     char types[256];
-    known_types(o->known_hosts, o->host, port, types, sizeof types);
+    known_types(o->known_hosts, o->host_key_alias ? o->host_key_alias : o->host, port, types, sizeof types);
     if (types[0] && libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, types) != 0)
         libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, NULL);
     while ((rc = libssh2_session_handshake(s->session, s->fd)) == LIBSSH2_ERROR_EAGAIN) {

@@ -17,10 +17,12 @@ typedef struct {
     int port;                      /* 0 = 22 */
     const char *user;
     const char *identity;          /* private key file; when set, the only key tried */
-    const char *passphrase;        /* for identity / default keys; NULL = none */
+    const char *passphrase;        /* for identity / keys; NULL = none */
     int use_agent;                 /* try ssh-agent when no identity is given */
-    const char *const *default_keys; /* NULL-terminated, tried after the agent (absent files skipped) */
+    const char *agent_socket;      /* the agent's socket; NULL = $SSH_AUTH_SOCK */
+    const char *const *keys;       /* NULL-terminated, tried after the agent (absent files skipped) */
     const char *known_hosts;       /* path; required */
+    const char *host_key_alias;    /* name to look the host key up under instead of host (ssh_config HostKeyAlias) */
     int accept_new;                /* unknown host key: add it to known_hosts instead of refusing */
     double deadline;
 } odp_ssh_opts;

@@ -56,9 +56,14 @@ local function start_emu(name, args)
   end
   error("emulator " .. name .. " did not start")
 end
--- A listener that is not an adb server (socat): reply = what it says to every connection (nil: silent).
+-- A listener that is not an adb server (socat): reply = what it says to every connection (nil: silent); then it
+-- keeps the connection open until odp closes it (a close would race with odp's request).
 local function listener(name, port, reply)
-  local what = reply and ("SYSTEM:'printf \"%s\"'"):format(reply) or "SYSTEM:'exec cat >/dev/null'"
+  local file = ("%s/%s.reply"):format(work, name)
+  local f = assert(io.open(file, "wb"))
+  f:write(reply or "")
+  f:close()
+  local what = ("SYSTEM:'cat %s; exec cat >/dev/null'"):format(file)
   sh(("setsid socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork %s >/dev/null 2>&1 & echo $! >'%s/%s.pid'")
     :format(port, what, work, name))
   for _ = 1, 100 do -- listening once ss shows the port
@@ -238,7 +243,7 @@ end)
 -- from the real one: socat answers host:version with 31 (0x001f) where odp needs 32.
 T.test("a port where something else listens, a silent one, another protocol version: exit 3, no hang", function()
   local cases = {
-    { "http", server_port + 4, "HTTP/1.0 400 Bad Request\\r\\n\\r\\n", "is not an adb server %(it answered 'HTTP'" },
+    { "http", server_port + 4, "HTTP/1.0 400 Bad Request\r\n\r\n", "is not an adb server %(it answered 'HTTP'" },
     { "silent", server_port + 5, nil, "gave no adb server reply in time" },
     { "oldversion", server_port + 6, "OKAY0004001f", "speaks host protocol version 31; odp needs 32" },
     { "notversion", server_port + 7, "OKAY0002ok", "answered host:version with 'ok'" },

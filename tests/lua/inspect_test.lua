@@ -77,6 +77,29 @@ T.test("trace: ns -> µs; cycles with a clock, or 1 cycle = 1 µs with a note", 
   T.raises(function() trace.chrome(doc, { clock = 1 }) end, "unknown option")
 end)
 
+T.test("etdump: the time split (delegated / kernels / other), human and json", function()
+  local r = inspect(fx .. "etdump/add_n1.etdump", "--format", "json")
+  local s = assert(json.decode(r.stdout)).ops_summary
+  T.eq({ s.n, s.delegated_ms, s.delegated_share, s.unit }, { 1, 0, 0, "ms" })
+  T.near(s.kernels_ms, 0.145876, 1e-12, "OPERATOR_CALL 1232939..1378815 ns (flatc)")
+  -- a delegated inference as the runtime logs it: 2 ms in DELEGATE_CALL of a 3 ms Method::execute
+  local fb = require("fbuild")
+  local dir = T.tmpdir()
+  T.write(dir .. "/d.etdump", fb.etdump { run_data = { { name = "Execute", events = {
+    { kind = "profile", name = "OPERATOR_CALL", instruction_id = 0, start_time = 0, end_time = 250000 },
+    { kind = "profile", name = "conv", instruction_id = 1, delegate_debug_id_int = 3, start_time = 300000, end_time = 2200000 },
+    { kind = "profile", name = "DELEGATE_CALL", instruction_id = 1, start_time = 250000, end_time = 2250000 },
+    { kind = "profile", name = "Method::execute", instruction_id = 0, start_time = 0, end_time = 3000000 } } } } })
+  r = inspect(dir .. "/d.etdump")
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, "time split: delegated 2 ms %(67%%%) · kernels 0%.25 ms · other 0%.75 ms · execute 3 ms %(medians of 1%)")
+  r = inspect(dir .. "/d.etdump", "--format", "json")
+  s = assert(json.decode(r.stdout)).ops_summary
+  T.near(s.delegated_share, 2 / 3, 1e-12)
+  r = inspect(fx .. "etdump/add_n0.etdump")
+  T.ok(not r.stdout:find("time split"), "no inference, no split")
+end)
+
 T.test("pte, json: identifier, bytes, methods, delegates with scratch_size", function()
   local r = inspect(fx .. "pte/mnist_ethos_u55.pte", "--format", "json")
   T.eq(r.status, 0, r.stderr)

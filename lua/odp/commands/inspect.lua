@@ -48,10 +48,10 @@ local function etdump_doc(path, opts)
     local tr = require("odp.trace").chrome(doc, eopts)
     errors.check(sys.write_file(opts.trace, json.encode(tr) .. "\n"))
   end
-  return doc, rows, unit, blocks
+  return doc, rows, unit, blocks, etdump.ops_summary(doc, eopts)
 end
 
-local function etdump_human(path, doc, rows, unit, blocks, opts)
+local function etdump_human(path, doc, rows, unit, blocks, summary, opts)
   local out = {}
   local parts = {}
   for _, b in ipairs(blocks) do parts[#parts + 1] = ("%s (%d run%s)"):format(b.name, b.runs, b.runs == 1 and "" or "s") end
@@ -69,6 +69,7 @@ local function etdump_human(path, doc, rows, unit, blocks, opts)
     { key = "p90", fmt = f }, { key = "avg", fmt = f }, { key = "min", fmt = f }, { key = "max", fmt = f },
     { key = "delegate_id", title = "delegate", fmt = function(v) return v ~= nil and tostring(v) or "" end } })
   for line in t:gmatch("[^\n]+") do out[#out + 1] = "  " .. line end
+  if summary then out[#out + 1] = "  time split: " .. report.ops_summary_line(summary) end
   if hidden > 0 then
     out[#out + 1] = ("  (%d OPERATOR_CALL row%s hidden: kernel + framework overhead; --all shows them)")
       :format(hidden, hidden == 1 and "" or "s")
@@ -183,11 +184,11 @@ function M.main(args)
     if opts.time_scale ~= "cycles" and opts.clock_hz then
       errors.fail("EUSAGE", "--clock-hz needs --time-scale cycles", 2)
     end
-    local doc, rows, unit, blocks = etdump_doc(path, opts)
-    human = function() return etdump_human(path, doc, rows, unit, blocks, opts) end
+    local doc, rows, unit, blocks, summary = etdump_doc(path, opts)
+    human = function() return etdump_human(path, doc, rows, unit, blocks, summary, opts) end
     data = { kind = "etdump", version = doc.version, unit = unit, runs = #doc.run_data,
       blocks = json.array((function() local n = {} for i, b in ipairs(blocks) do n[i] = b.name end return n end)()),
-      ops = json.array(rows) }
+      ops = json.array(rows), ops_summary = summary }
     data.csv = function() return csv(rows, OP_COLS) end
   elseif kind == "pte" then
     local info = pte_info(path)

@@ -230,7 +230,12 @@ function M.run(ctx)
       local have, etdump = pcall(require, "odp.etdump")
       if have then
         local doc, derr = etdump.read(rec.artifacts.etdump)
-        if doc then rec.ops = json.array(etdump.ops(doc)) else rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr end
+        if doc then
+          rec.ops = json.array(etdump.ops(doc))
+          rec.ops_summary = etdump.ops_summary(doc)
+        else
+          rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr
+        end
       end
     end
     rec.ok = true
@@ -264,8 +269,8 @@ function M.script(spec)
     end,
     run = function(ctx)
       ctx.device = device
-      local target, err, code = target_mod.new(setmetatable({ device = device }, { __index = ctx.opts }))
-      if not target then errors.fail(code or "ENODEV", err, 3) end
+      local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = ctx.opts }))
+      if not target then errors.fail(code or "ENODEV", err) end
       ctx.target = target
       local ok, rec = pcall(M.run, ctx)
       target:close()

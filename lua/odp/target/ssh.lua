@@ -5,19 +5,24 @@
 local ssh = require("odp.ssh")
 local errors = require("odp.errors")
 local shell = require("odp.target.shell")
+local ssh_config = require("odp.ssh_config")
 
 local M = { kind = "ssh" }
 
---- Options every SSH script has (cli option entries); the flow adds them to its own.
+--- Options every SSH script has (cli option entries); the flow adds them to its own. Where an option is not
+-- given, the board's ssh_config (docs/devices.md) decides, as for `ssh HOST`.
 M.options = {
-  { "host", "The board: [user@]host", nil, "string", required = true, metavar = "[USER@]HOST" },
-  { "port", "SSH port", 22, "posint" },
-  { "identity", "Private key (ed25519 or ecdsa; an encrypted key's passphrase comes from ODP_SSH_PASSPHRASE)",
-    nil, "file", metavar = "FILE" },
-  { "known-hosts", "known_hosts file to verify the board's host key against (default ~/.ssh/known_hosts)", nil,
-    "string", metavar = "FILE" },
+  { "host", "The board: [user@]host, or a Host alias of ~/.ssh/config", nil, "string", required = true,
+    metavar = "[USER@]HOST" },
+  { "port", "SSH port (default: ssh_config's Port, else 22)", nil, "posint" },
+  { "identity", "Private key (ed25519 or ecdsa; an encrypted key's passphrase comes from ODP_SSH_PASSPHRASE); " ..
+    "default: ssh_config's IdentityFile", nil, "file", metavar = "FILE" },
+  { "known-hosts", "known_hosts file to verify the board's host key against (default: ssh_config's " ..
+    "UserKnownHostsFile, else ~/.ssh/known_hosts)", nil, "string", metavar = "FILE" },
   { "accept-new-host-key", "Add the board's host key to known_hosts if it is not there (a changed key is " ..
-    "always refused)", false, "bool" },
+    "always refused); ssh_config's StrictHostKeyChecking accept-new does the same", false, "bool" },
+  { "ssh-config", "ssh_config file to resolve --host with, or none (default ~/.ssh/config)", nil, "string",
+    metavar = "FILE|none" },
   { "remote-dir", "Working directory on the board", "/tmp/odp", "string", metavar = "DIR" },
 }
 
@@ -39,21 +44,88 @@ end
 -- Open sessions by uri: a script's validate (preflight) and run share one session.
 local open_targets = {}
 
---- Opens a session. opts: host ("[user@]host"), user, port, identity, known_hosts, accept_new_host_key,
--- remote_dir, connect_timeout. Returns the target, or nil, err, code (EHOSTKEY, EAUTH, ENODEV, ETIMEDOUT...).
+-- What -v shows: the settings a connection uses, one line.
+local function describe(st)
+  local parts = { ("%s@%s:%d"):format(st.user, st.hostname, st.port) }
+  local function add(k, v) if v ~= nil and v ~= "" then parts[#parts + 1] = k .. "=" .. tostring(v) end end
+  add("IdentityFile", table.concat(st.identity_files, ","))
+  add("IdentitiesOnly", st.identities_only and "yes" or nil)
+  add("IdentityAgent", st.identity_agent)
+  add("ProxyJump", st.proxy_jump)
+  add("ProxyCommand", st.proxy_command)
+  add("UserKnownHostsFile", st.known_hosts_files[1])
+  add("StrictHostKeyChecking", st.strict_host_key_checking)
+  add("HostKeyAlias", st.host_key_alias)
+  add("ConnectTimeout", st.connect_timeout)
+  if st.server_alive_interval > 0 then
+    add("ServerAlive", ("%ds*%d"):format(st.server_alive_interval, st.server_alive_count_max))
+  end
+  return table.concat(parts, " ")
+end
+
+--- Resolves opts.host through ssh_config (opts.ssh_config: a file, "none", default ~/.ssh/config) with the
+-- command line's user/port/identity/known_hosts on top. -> settings (odp.ssh_config.resolve) | nil, err, code
+function M.resolve(opts)
+  local user, alias = split_host(assert(opts.host, "ssh target: host is required"))
+  local st, err, code = ssh_config.resolve(alias, { file = opts.ssh_config, user = user or opts.user,
+    port = opts.port, identity = opts.identity, known_hosts = opts.known_hosts,
+    connect_timeout = opts.connect_timeout })
+  if not st then return nil, err, code end
+  if st.strict_host_key_checking == "no" then
+    return nil, ("EUSAGE: ssh_config sets StrictHostKeyChecking no for %s (%s): odp verifies every host key and " ..
+      "will not connect blind; use accept-new (or --accept-new-host-key) to add a new board's key once")
+      :format(alias, table.concat(st.files, ", ")), "EUSAGE"
+  end
+  return st
+end
+
+-- The ssh.connect options for settings st.
+local function connect_options(st, opts)
+  local conn = { host = st.hostname, port = st.port, user = st.user, known_hosts = st.known_hosts_files[1],
+    host_key_alias = st.host_key_alias, timeout = st.connect_timeout or CONNECT_TIMEOUT,
+    accept_new = opts.accept_new_host_key or st.strict_host_key_checking == "accept-new" }
+  if opts.identity then
+    conn.identity = st.identity_files[1]
+  elseif #st.identity_files > 0 then
+    conn.keys = st.identity_files
+  end
+  if st.identities_only or st.identity_agent == "none" then
+    conn.agent = false
+  elseif st.identity_agent and st.identity_agent ~= "SSH_AUTH_SOCK" then
+    conn.agent = st.identity_agent
+  end
+  return conn
+end
+
+--- Opens a session. opts: host ("[user@]host" or an ssh_config alias), user, port, identity, known_hosts,
+-- accept_new_host_key, ssh_config, remote_dir, connect_timeout, ui (warnings; -v shows the settings).
+-- Returns the target, or nil, err, code (EHOSTKEY, EAUTH, ENODEV, ETIMEDOUT, EUSAGE for a bad ssh_config...).
 function M.new(opts)
-  local user, host = split_host(assert(opts.host, "ssh target: host is required"))
-  user = user or opts.user
-  local port = opts.port or 22
-  local key = ("%s@%s:%d"):format(user or "", host, port)
+  local st, err, code = M.resolve(opts)
+  if not st then return nil, err, code end
+  local ui = opts.ui
+  if ui then
+    for _, w in ipairs(st.warnings) do ui:warn("%s", w) end
+    ui:debug("ssh %s: %s (config: %s)", st.alias, describe(st), #st.files > 0 and table.concat(st.files, ", ")
+      or "none")
+  end
+  if st.proxy_jump or st.proxy_command then
+    return nil, ("EUSAGE: %s is reached through %s, which odp cannot open yet"):format(st.alias,
+      st.proxy_jump and "ProxyJump " .. st.proxy_jump or "ProxyCommand " .. st.proxy_command), "EUSAGE"
+  end
+  local key = ("%s@%s:%d"):format(st.user, st.hostname, st.port)
   local cached = open_targets[key]
   if cached and cached.session then return cached end
-  local conn = { host = host, port = port, user = user, identity = opts.identity, known_hosts = opts.known_hosts,
-    accept_new = opts.accept_new_host_key or false, timeout = opts.connect_timeout or CONNECT_TIMEOUT }
-  local session, err, code = ssh.connect(conn)
-  if not session then return nil, err, code end
+  local session, cerr, ccode = ssh.connect(connect_options(st, opts))
+  if not session then
+    if ccode == "ENOTFOUND" and st.hostname == st.alias:lower() then
+      cerr = cerr .. ("; %s is no Host alias in %s"):format(st.alias,
+        #st.files > 0 and table.concat(st.files, ", ") or "any ssh_config (none was read)")
+    end
+    return nil, cerr, ccode
+  end
   local t = setmetatable({ kind = "ssh", uri = "ssh://" .. session:uri(), remote_dir = opts.remote_dir or "/tmp/odp",
-    session = session, key = key, cache = {} }, Target)
+    session = session, key = key, settings = st, cache = {} }, Target)
   open_targets[key] = t
   return t
 end
@@ -139,7 +211,7 @@ end
 --- Raises a structured failure when a target cannot be opened (for scripts).
 function M.open(opts)
   local t, err, code = M.new(opts)
-  if not t then errors.fail(code or "ENODEV", err, 3) end
+  if not t then errors.fail(code or "ENODEV", err) end
   return t
 end
 
