@@ -88,6 +88,13 @@ T.test("no device at that address: exit 3 with ENODEV", function()
   T.match(r.stdout .. r.stderr, "ENODEV")
 end)
 
+T.test("a bad --adb: one line, exit 2", function()
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "usb:1", "--runner", fake,
+    "--model", add, "--runs-dir", dir .. "/runs" }, timeout = 30 })
+  T.eq(r.status, 2)
+  T.eq(r.stderr, "odp: --adb must be auto, server, usb or tcp:HOST:PORT, not 'usb:1'\n")
+end)
+
 T.test("--help lists the adb options", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--help" }, timeout = 30 })
   for _, o in ipairs { "--adb", "--serial", "--remote%-dir", "--auth%-timeout" } do T.match(r.stdout, o) end

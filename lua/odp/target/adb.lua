@@ -38,6 +38,10 @@ end
 -- ui (for the "tap Allow" message).
 function M.new(opts)
   opts = opts or {}
+  local how = opts.adb or "auto"
+  if not (how == "auto" or how == "server" or how == "usb" or how:match("^tcp:.+:%d+$")) then
+    require("odp.errors").fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
+  end
   local self = setmetatable({
     kind = "adb",
     transport = opts.adb or "auto",
