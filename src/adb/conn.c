@@ -1,4 +1,4 @@
-/* adb host side over any transport; see conn.h. */
+/* adb host side over any transport; see conn.h. Protocol facts: docs/sources.md §3. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -1,4 +1,4 @@
-/* adb wire format; see proto.h. Facts: FACTS.md section 3. */
+/* adb wire format; see proto.h. Facts: docs/sources.md §3. */
 #include "proto.h"
 
 #include <stdio.h>

@@ -1,4 +1,5 @@
-/* adb USB transport over libusb; see usb.h. The bus is walked by the one USB enumeration (src/usb/). */
+/* adb USB transport over libusb; see usb.h. The bus is walked by the one USB enumeration (src/usb/).
+ * Facts: docs/sources.md §3. */
 #include "usb.h"
 
 #include <errno.h>

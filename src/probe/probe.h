@@ -57,5 +57,4 @@ odp_probe *odp_probe_jlink_open(const char *lib, const char *device, int speed_k
 /* The library the jlink backend would load (for hints): fills path, returns 0 or ODP_ENOTFOUND. */
 int odp_jlink_find_lib(const char *lib, char *path, size_t len, odp_err *err);
 
-
 #endif

@@ -56,7 +56,7 @@ run droptarget --drop-push 1000000
 
 if [ -z "$only" ] || [ "$only" = flow ]; then
 # The Android flow with the test runner program on the device (logcat stand-in installed).
-make -s -C "$top" BUILD="${ODP_BUILD_DIR:-$top/build}" "${ODP_BUILD_DIR:-$top/build}/tests/fake_runner" >/dev/null 2>&1
+make -s -C "$top" BUILD="${ODP_BUILD_DIR:-$top/build}" "${ODP_BUILD_DIR:-$top/build}/tests/fake_runner" "${ODP_BUILD_DIR:-$top/build}/tests/rss_touch" >/dev/null 2>&1
 stop_emu
 mkdir -p "$work/flow/system/bin"
 cp "$top/tests/adbemu/system/bin/logcat" "$top/tests/adbemu/system/bin/log" "$work/flow/system/bin/"

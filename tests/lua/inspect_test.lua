@@ -17,7 +17,10 @@ T.test("etdump, human: op table without OPERATOR_CALL, p50 of the add kernel", f
   local r = inspect(fx .. "etdump/add_n10.etdump")
   T.eq(r.status, 0, r.stderr)
   T.match(r.stdout, "blocks: Default %(1 run%), Execute %(10 runs%)")
-  T.match(r.stdout, "Execute%s+native_call_add%.out%s+10%s+0%.000210%s+0%.000216%s+0%.0156")
+  -- one unit per column, from its values, named in the header; four significant digits (flatc's decode of the
+  -- fixture: 210 and 216 ns, p90 15625 ns)
+  T.match(r.stdout, "n%s+p10 ns%s+p50 ns%s+p90 µs%s+avg µs%s+min ns%s+max µs%s+delegate\n")
+  T.match(r.stdout, "Execute%s+native_call_add%.out%s+10%s+210%.0%s+216%.0%s+15%.62%s")
   T.ok(not r.stdout:find("Execute%s+OPERATOR_CALL"), "OPERATOR_CALL hidden")
   T.match(r.stdout, "1 OPERATOR_CALL row hidden")
   r = inspect(fx .. "etdump/add_n10.etdump", "--all")
@@ -92,7 +95,7 @@ T.test("etdump: the time split (delegated / kernels / other), human and json", f
     { kind = "profile", name = "Method::execute", instruction_id = 0, start_time = 0, end_time = 3000000 } } } } })
   r = inspect(dir .. "/d.etdump")
   T.eq(r.status, 0, r.stderr)
-  T.match(r.stdout, "time split: delegated 2 ms %(67%%%) · kernels 0%.25 ms · other 0%.75 ms · execute 3 ms %(medians of 1%)")
+  T.match(r.stdout, "time split: delegated 2%.000 ms %(67%%%) · kernels 250%.0 µs · other 750%.0 µs · execute 3%.000 ms %(medians of 1%)")
   r = inspect(dir .. "/d.etdump", "--format", "json")
   s = assert(json.decode(r.stdout)).ops_summary
   T.near(s.delegated_share, 2 / 3, 1e-12)

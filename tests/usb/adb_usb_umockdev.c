@@ -1,6 +1,6 @@
 /* odp's libusb adb transport (src/adb/usb.c) against a USB device emulated with umockdev: unmodified libusb
  * enumerates it from a mocked sysfs, and an in-process ioctl handler answers usbdevfs SUBMITURB/REAPURB as an
- * adb device would (FACTS.md section 3). The device has a decoy ff/42/03 interface first, the adb ff/42/01
+ * adb device would (docs/sources.md §3). The device has a decoy ff/42/03 interface first, the adb ff/42/01
  * interface second. Asserts interface and endpoint selection, header and payload as separate transfers, the
  * zero-length-packet rule, read sizing, timeouts (with the URB discarded) and EBUSY. Run under umockdev-wrapper.
  * Prints TAP lines. */

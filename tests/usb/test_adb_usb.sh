@@ -1,7 +1,7 @@
 #!/bin/sh
 # The libusb adb transport against a umockdev-emulated device (tests/usb/adb_usb_umockdev.c).
 # Needs libumockdev-dev and umockdev (vendor/packages.txt [test]); this machine has no USB core, so umockdev's
-# mocked sysfs + usbdevfs ioctls are the honest ceiling (FACTS.md section 3).
+# mocked sysfs + usbdevfs ioctls are the honest ceiling (docs/sources.md §3).
 top=${ODP_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${ODP_BUILD_DIR:-$top/build}
 cd "$top" || exit 1

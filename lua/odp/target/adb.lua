@@ -2,7 +2,7 @@
 -- phone's USB interface, Android Studio keeps working), else directly over USB or TCP.
 -- Same interface as lua/odp/target/host.lua (docs/SCRIPTING.md, "Targets"). Files are hash-skipped
 -- (sha256sum on the device) and written under a temporary name, renamed when complete. The runner's log
--- comes from logcat when the device has it (ExecuTorch's Android build logs there, FACTS.md section 1);
+-- comes from logcat when the device has it (ExecuTorch's Android build logs there, docs/sources.md §1);
 -- a runner built with the POSIX log layer writes to stderr instead, and both are handed to the parser.
 -- Peak memory: the odp-rusage helper for the device's `uname -m` when this machine has one, else
 -- toybox/GNU `time -v`. Nothing on the device is deleted.
@@ -66,7 +66,7 @@ function M.new(opts)
 end
 
 -- An operation that lost a direct connection marks the target; the next one reconnects once (adbd restarts
--- on root:, usb:, reboot, a cable wiggle). Through the adb server each operation has its own socket.
+-- on root:, usb:, reboot, a cable wiggle: docs/sources.md §3). Through the adb server each operation has its own socket.
 function Target:device()
   if self.dev then return self.dev end
   return connect(self)
@@ -156,6 +156,11 @@ function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
   if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  if opts.helper_args or opts.counters then
+    local err, code
+    prefix, err, code = shell.with_helper_args(method, prefix, opts.helper_args, opts.counters)
+    if not prefix and err then return nil, err, code end
+  end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix })
   local logcat = opts.runner_log and self:has_logcat()
   if logcat then self:run("logcat -c") end
