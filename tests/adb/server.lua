@@ -266,9 +266,9 @@ T.test("a port where something else listens, a silent one, another protocol vers
 end)
 
 T.test("Ctrl-C through the server: exit 130, the command killed on the device, the server serves on", function()
-  local marker = "odp/fake_runne[r].*fake_mode=hang" -- [r]: the pattern must not match the shell running pgrep
+  local marker = "odp/fake_runne[r].*fake_mode=hang_tree" -- [r]: the pattern must not match the shell running pgrep
   local argv = { odp, "run", root .. "/scripts/x300pro.lua", "--runs-dir", dir .. "/runs", "--runner", fake,
-    "--model", add, "--format", "json", "--", "--fake_mode=hang" }
+    "--model", add, "--format", "json", "--", "--fake_mode=hang_tree" }
   local cmd = ("exec %s & p=$!; for i in $(seq 400); do pgrep -f '%s' >/dev/null && break; sleep 0.05; done; " ..
     "kill -INT $p; wait $p; echo \"exit=$?\" >&2"):format(table.concat(argv, " "), marker)
   local r = assert(proc.run { "sh", "-c", cmd, timeout = 60 })
@@ -285,10 +285,10 @@ end)
 
 T.test("the server killed mid-run: one error, exit 3, nothing left running", function()
   -- kill the server once the runner runs on the device (the test runner program hangs until killed)
-  local marker = "odp/fake_runne[r].*fake_mode=hang" -- [r]: the pattern must not match the shell running pgrep
+  local marker = "odp/fake_runne[r].*fake_mode=hang_tree" -- [r]: the pattern must not match the shell running pgrep
   sh(("(for i in $(seq 400); do pgrep -f '%s' >/dev/null && break; sleep 0.05; done; " ..
     "sleep 0.3; pkill -f 'adb -L tcp:%d fork-serve[r]') >/dev/null 2>&1 &"):format(marker, server_port))
-  local r = odp_run({ "--runner", fake, "--model", add, "--timeout", "60", "--", "--fake_mode=hang" }, nil, 90)
+  local r = odp_run({ "--runner", fake, "--model", add, "--timeout", "60", "--", "--fake_mode=hang_tree" }, nil, 90)
   T.eq(r.status, 3, "exit 3; stderr: " .. r.stderr)
   T.ok(r.wall_s < 45, "no hang")
   local errors = 0
