@@ -162,7 +162,7 @@ local function human_one(r, out)
   local c = r.counters and r.counters.total
   if c then
     local parts = {}
-    if c.task_clock_ms then parts[#parts + 1] = fmt_ms(c.task_clock_ms) .. " ms task-clock" end
+    if c.task_clock_ms then parts[#parts + 1] = M.duration(c.task_clock_ms) .. " task-clock" end
     for _, k in ipairs({ "context_switches", "cpu_migrations", "page_faults", "cycles", "instructions",
       "branch_misses", "cache_misses" }) do
       if c[k] then parts[#parts + 1] = ("%.0f %s"):format(c[k], k:gsub("_", "-")) end
