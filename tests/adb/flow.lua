@@ -102,6 +102,13 @@ T.test("no device at that address: exit 3 with ENODEV", function()
   T.match(r.stdout .. r.stderr, "ENODEV")
 end)
 
+T.test("a bad --adb: one line, exit 2", function()
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "usb:1", "--runner", fake,
+    "--model", add, "--runs-dir", dir .. "/runs" }, timeout = 30 })
+  T.eq(r.status, 2)
+  T.eq(r.stderr, "odp: --adb must be auto, server, usb or tcp:HOST:PORT, not 'usb:1'\n")
+end)
+
 T.with_real_runner("device state over adb: the recorded Pixel 8 tree, getprop and dumpsys, in the record", function(runner)
   os.execute(("rm -rf '%s/data/local/tmp/state' && mkdir -p '%s/data/local/tmp/state' && cp -R '%s/tests/fixtures/device_state/pixel8' '%s/data/local/tmp/state/'")
     :format(sbx, sbx, root, sbx))
