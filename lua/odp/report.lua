@@ -1,6 +1,7 @@
 --- Reporters: result records -> text. Each format is a function (records) -> string, picked by name
 -- (sysbench's model); `odp.report.formats` can be extended by a user script.
 local json = require("odp.json")
+local result = require("odp.result")
 local sys = require("odp.sys")
 
 local M = {}
@@ -189,12 +190,12 @@ function M.formats.human(records)
 end
 
 function M.formats.json(records)
-  return json.encode(#records == 1 and records[1] or json.array(records), { indent = "  " }) .. "\n"
+  return result.encode(#records == 1 and records[1] or json.array(records), { indent = true }) .. "\n"
 end
 
 function M.formats.jsonl(records)
   local out = {}
-  for i, r in ipairs(records) do out[i] = json.encode(r) end
+  for i, r in ipairs(records) do out[i] = result.encode(r) end
   return table.concat(out, "\n") .. "\n"
 end
 
