@@ -78,7 +78,21 @@ local function human_one(r, out)
       { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "p99", fmt = fmt_ms },
       { key = "max", fmt = fmt_ms }, { key = "std", fmt = fmt_ms } })
     for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+    local extra = {}
+    if l.ci95 then
+      extra[#extra + 1] = ("median 95%% CI [%s, %s]"):format(fmt_ms(l.ci95[1]), fmt_ms(l.ci95[2]))
+    end
+    if l.cv then extra[#extra + 1] = ("cv %.1f%%"):format(l.cv * 100) end
+    if l.warm then extra[#extra + 1] = ("warm p50 %s"):format(fmt_ms(l.warm.p50)) end
+    if l.first_ms and #l.first_ms > 0 then
+      extra[#extra + 1] = ("first iteration p50 %s"):format(fmt_ms(require("odp.stats").percentile(l.first_ms, 50)))
+    end
+    if #extra > 0 then out[#out + 1] = "    " .. table.concat(extra, ", ") end
     out[#out + 1] = ""
+  end
+  if r.stop and r.stop.rule ~= "repeat" then
+    kv("stopped by", ("%s%s after %d process(es), %.1f s"):format(r.stop.rule, r.stop.met and "" or " (not met)",
+      r.stop.processes, r.stop.seconds))
   end
   if r.load_ms then kv("model load", fmt_ms(r.load_ms) .. " ms") end
   if r.peak_rss_kb then kv("peak RSS", ("%d kB (%.1f MB)"):format(r.peak_rss_kb, r.peak_rss_kb * 1024 / 1e6)) end

@@ -64,7 +64,8 @@ end
 M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "model",
   "runner", "params", "status", "signal", "stop", "latency_ms", "load_ms", "peak_rss_kb", "planned_buffers",
   "outputs", "artifacts", "ops", "warnings", "error", "path", "sha256", "bytes", "n", "total", "mean", "min",
-  "p10", "p50", "p90", "p99", "max", "std", "source", "code", "message", "name", "block" }
+  "p10", "p50", "p90", "p99", "max", "std", "source", "ci95", "cv", "first_ms", "warm", "drift", "pct", "p", "rule",
+  "met", "processes", "samples", "seconds", "target_ci", "ci_pct", "code", "message", "name", "block" }
 
 -- Non-finite model outputs as strings (JSON has no NaN/Infinity), and back.
 local TO_TEXT = { [1 / 0] = "Infinity", [-1 / 0] = "-Infinity" }
