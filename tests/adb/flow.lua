@@ -95,6 +95,15 @@ T.test("peak RSS through odp-rusage on the device: the program's own VmHWM for 0
   t:close()
 end)
 
+T.with_real_runner("real runner on the device: --target-ci 5 stops on its CI, samples.csv, first_ms per process", function(runner)
+  local rec, r = json_run({ "--runner", runner, "--model", add, "-n", "10", "--target-ci", "5", "--max-time", "60",
+    "--format", "json" })
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  T.eq(rec.stop.rule, "target_ci"); T.eq(rec.stop.met, true)
+  T.eq(#rec.latency_ms.first_ms, rec.stop.processes)
+  T.eq(#assert(require("odp.measure").read_samples(rec.artifacts.samples)), rec.stop.processes)
+end)
+
 T.test("no device at that address: exit 3 with ENODEV", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
     "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })
