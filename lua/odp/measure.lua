@@ -19,6 +19,13 @@ M.options = {
     metavar = "S" },
   { "target-ci", "Keep going until the 95% CI of the median latency is within +-PCT% of it", nil, "number",
     metavar = "PCT" },
+  { "sustained", "Run back to back for MIN minutes; report p50/p90 per minute (throttling over time)", nil,
+    "number", metavar = "MIN" },
+  { "cooldown", "Pause S seconds between measured runner processes", nil, "number", metavar = "S" },
+  { "cool-to", "Before each measured process, wait until every temperature the target exposes is <= C", nil,
+    "number", metavar = "C" },
+  { "cool-timeout", "Longest wait for --cool-to (then measure anyway, with a warning)", 300, "number",
+    metavar = "S" },
 }
 
 --- The default cap of a --target-ci run without --max-time, in seconds.
@@ -41,6 +48,14 @@ function M.validate(o)
   if o["repeat"] and adaptive then
     usage("--repeat runs exactly N processes: drop it to use --min-time/--max-time/--min-samples/--target-ci")
   end
+  if o.sustained ~= nil then
+    if not (o.sustained > 0) then usage("--sustained must be a positive number of minutes") end
+    if o["repeat"] or adaptive then
+      usage("--sustained runs for MIN minutes: drop --repeat/--min-time/--max-time/--min-samples/--target-ci")
+    end
+  end
+  if o.cooldown ~= nil and not (o.cooldown >= 0) then usage("--cooldown must be >= 0 seconds") end
+  if o.cool_timeout ~= nil and not (o.cool_timeout > 0) then usage("--cool-timeout must be > 0 seconds") end
 end
 
 --- Half-width of the median's 95% CI in % of the median (the larger side); nil when the CI cannot be had yet.
@@ -60,10 +75,15 @@ Stopper.__index = Stopper
 --- A stopping rule for options o. s:done(processes, samples) after each measured process says whether to
 --- stop; then s.stop is the record's `stop` field and s.warning a line to warn with (or nil).
 function M.stopper(o)
-  local s = setmetatable({ o = o, t0 = sys.now(), first_true = {} }, Stopper)
-  s.fixed = not (o.min_time or o.max_time or o.min_samples or o.target_ci)
+  local s = setmetatable({ o = o, t0 = sys.now(), first_true = {}, starts = {} }, Stopper)
+  s.fixed = not (o.min_time or o.max_time or o.min_samples or o.target_ci or o.sustained)
   s.max_time = o.max_time or (o.target_ci and M.DEFAULT_MAX_TIME) or nil
   return s
+end
+
+--- Notes that a measured process starts now (its offset from the first feeds the per-minute table).
+function Stopper:begin()
+  self.starts[#self.starts + 1] = sys.now() - self.t0
 end
 
 --- The number of processes when it is known up front (--repeat or no rule), else nil.
@@ -83,6 +103,10 @@ function Stopper:done(k, samples)
   end
   if self.fixed then
     if k >= self:count() then return finish("repeat", true) end
+    return false
+  end
+  if o.sustained then
+    if elapsed >= o.sustained * 60 then return finish("sustained", true) end
     return false
   end
   local ci_pct = o.target_ci and M.ci_pct(samples)
@@ -204,6 +228,93 @@ function M.latency(g, warnings)
     end
   end
   return block
+end
+
+--- p50/p90 per minute of a sustained run: each process's samples count in the minute it started in
+--- (starts: its offset in seconds). -> json array of {minute (from 1), processes, n, p10, p50, p90}
+function M.per_minute(groups, starts)
+  local minutes = {}
+  for i, g in ipairs(groups) do
+    local m = math.floor((starts[i] or 0) / 60) + 1
+    minutes[m] = minutes[m] or { samples = {}, processes = 0 }
+    minutes[m].processes = minutes[m].processes + 1
+    table.move(g, 1, #g, #minutes[m].samples + 1, minutes[m].samples)
+  end
+  local out = json.array()
+  for m = 1, #starts > 0 and math.floor(starts[#starts] / 60) + 1 or 0 do
+    local x = minutes[m]
+    if x and #x.samples > 0 then
+      out[#out + 1] = { minute = m, processes = x.processes, n = #x.samples, p10 = stats.percentile(x.samples, 10),
+        p50 = stats.percentile(x.samples, 50), p90 = stats.percentile(x.samples, 90) }
+    end
+  end
+  return out
+end
+
+--- Writes the per-minute rows as JSONL, one record per minute ({ok, kind = "sustained_minute", params =
+--- {minute}, latency_ms = {n, p10, p50, p90}}), so that `odp plot FILE --x minute --y latency_ms.p50` draws
+--- them (p10..p90 bars).
+function M.write_per_minute(path, rows)
+  local lines = {}
+  for i, row in ipairs(rows) do
+    lines[i] = json.encode({ ok = true, kind = "sustained_minute", params = { minute = row.minute },
+      latency_ms = { n = row.n, p10 = row.p10, p50 = row.p50, p90 = row.p90 } })
+  end
+  return sys.write_file(path, table.concat(lines, "\n") .. "\n")
+end
+
+local Cooler = {}
+Cooler.__index = Cooler
+
+--- The pause and the thermal wait before each measured process (--cooldown, --cool-to, --cool-timeout);
+--- nil when neither is asked. opts.root: the thermal class directory (tests). After the run, c.log is the
+--- record's `thermal` list ({process, waited_s, before_c, after_c}: the hottest temperature before the
+--- process (after any wait) and after it) and c.warnings what to warn about.
+function M.cooler(o, target, ui, opts)
+  if not (o.cooldown or o.cool_to) then return nil end
+  return setmetatable({ o = o, target = target, ui = ui, root = opts and opts.root, log = json.array(),
+    warnings = {} }, Cooler)
+end
+
+function Cooler:temperature()
+  return require("odp.thermal").hottest(require("odp.thermal").read(self.target, self.root))
+end
+
+--- Before measured process k.
+function Cooler:before(k)
+  local o = self.o
+  local entry = { process = k, waited_s = 0.0 }
+  local t0 = sys.now()
+  if o.cooldown and k > 1 then errors.check(sys.sleep(o.cooldown)) end
+  if o.cool_to and not self.no_zones then
+    local hot, name = self:temperature()
+    if not hot then
+      self.no_zones = true
+      self.warnings[#self.warnings + 1] = ("--cool-to %g: no thermal zones on this target (%s): not waiting")
+        :format(o.cool_to, self.target.uri or self.target.kind)
+    else
+      local deadline = sys.now() + o.cool_timeout
+      while hot > o.cool_to and sys.now() < deadline do
+        if self.ui and not self.ui.quiet then
+          self.ui:info("cooling: %s at %.1f C, waiting for %g C", name, hot, o.cool_to)
+        end
+        errors.check(sys.sleep(math.min(1, math.max(0.05, deadline - sys.now()))))
+        hot, name = self:temperature()
+      end
+      if hot and hot > o.cool_to then
+        self.warnings[#self.warnings + 1] = ("process %d: %s still at %.1f C after --cool-timeout %gs: measured anyway")
+          :format(k, name, hot, o.cool_timeout)
+      end
+      entry.before_c = hot
+    end
+  end
+  entry.waited_s = sys.now() - t0
+  self.log[k] = entry
+end
+
+--- After measured process k.
+function Cooler:after(k)
+  if self.o.cool_to and not self.no_zones then self.log[k].after_c = self:temperature() end
 end
 
 --- Writes groups as CSV (process, iteration, ms: one row per sample, processes and iterations from 1).

@@ -90,6 +90,21 @@ local function human_one(r, out)
     if #extra > 0 then out[#out + 1] = "    " .. table.concat(extra, ", ") end
     out[#out + 1] = ""
   end
+  if r.sustained and #r.sustained > 0 then
+    out[#out + 1] = "  sustained (ms per minute)"
+    local t = M.table(r.sustained, { { key = "minute", fmt = "%d" }, { key = "processes", fmt = "%d" },
+      { key = "n", fmt = "%d" }, { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms } })
+    for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+    out[#out + 1] = ""
+  end
+  if r.thermal and #r.thermal > 0 then
+    local waited, hottest = 0, nil
+    for _, e in ipairs(r.thermal) do
+      waited = waited + (e.waited_s or 0)
+      for _, c in ipairs { e.before_c, e.after_c } do if c and (not hottest or c > hottest) then hottest = c end end
+    end
+    kv("cooling", ("%.1f s waited in all%s"):format(waited, hottest and (", hottest %.1f C"):format(hottest) or ""))
+  end
   if r.stop and r.stop.rule ~= "repeat" then
     kv("stopped by", ("%s%s after %d process(es), %.1f s"):format(r.stop.rule, r.stop.met and "" or " (not met)",
       r.stop.processes, r.stop.seconds))

@@ -62,9 +62,9 @@ end
 --- The order fields come out in, in every object of a record (the rest follow sorted): what a reader
 --- looks for first comes first.
 M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "model",
-  "runner", "params", "status", "signal", "stop", "latency_ms", "load_ms", "peak_rss_kb", "planned_buffers",
+  "runner", "params", "status", "signal", "stop", "sustained", "thermal", "latency_ms", "load_ms", "peak_rss_kb", "planned_buffers",
   "outputs", "artifacts", "ops", "warnings", "error", "path", "sha256", "bytes", "n", "total", "mean", "min",
-  "p10", "p50", "p90", "p99", "max", "std", "source", "ci95", "cv", "first_ms", "warm", "drift", "pct", "p", "rule",
+  "p10", "p50", "p90", "p99", "max", "std", "source", "ci95", "cv", "first_ms", "warm", "drift", "pct", "p", "minute", "process", "waited_s", "before_c", "after_c", "rule",
   "met", "processes", "samples", "seconds", "target_ci", "ci_pct", "code", "message", "name", "block" }
 
 -- Non-finite model outputs as strings (JSON has no NaN/Infinity), and back.

@@ -83,6 +83,51 @@ T.test("drift: a last third 20% slower is a warning with pct and p", function()
   T.match(warnings[1], "^drift: the last third of the iterations is 20%.%d%% slower")
 end)
 
+T.test("thermal: zones in millidegrees, dumpsys HAL and battery temperatures; implausible values dropped", function()
+  local thermal = require("odp.thermal")
+  T.eq(thermal.parse_zones("/sys/class/thermal/thermal_zone0/temp 45000\n/sys/class/thermal/thermal_zone1/temp -5\n"
+    .. "/sys/class/thermal/thermal_zone2/temp 999999\n/x/thermal_zone3/temp junk\n"),
+    { thermal_zone0 = 45.0, thermal_zone1 = -0.005 })
+  local ds = "IsStatusOverride: false\nCurrent temperatures from HAL:\n\tTemperature{mValue=38.5, mType=0, "
+    .. "mName=CPU0, mStatus=0}\n\tTemperature{mValue=900.0, mType=0, mName=bogus, mStatus=0}\n"
+    .. "Current cooling devices from HAL:\n\tCoolingDevice{mValue=0}\nCurrent Battery State:\n  AC powered: false\n"
+    .. "  temperature: 312\n"
+  T.eq(thermal.parse_dumpsys(ds), { ["hal:CPU0"] = 38.5, battery = 31.2 })
+  T.eq({ thermal.hottest { a = 1, b = 3 } }, { 3, "b" })
+  T.eq(thermal.hottest {}, nil)
+end)
+
+T.test("--cool-to waits until every zone is at or below C; --cool-timeout measures anyway with a warning", function()
+  local root = T.tmpdir()
+  os.execute(("mkdir -p '%s/thermal_zone0' '%s/cooling_device0'"):format(root, root))
+  T.write(root .. "/thermal_zone0/temp", "70000\n")
+  local host = require("odp.target.host").new()
+  -- a zone that cools down after 0.4 s
+  assert(proc.run { "sh", "-c", ("(sleep 0.4; echo 45000 > '%s/thermal_zone0/temp') >/dev/null 2>&1 &"):format(root), timeout = 5 })
+  local c = measure.cooler({ cool_to = 50, cool_timeout = 10 }, host, nil, { root = root })
+  c:before(1); c:after(1)
+  T.ok(c.log[1].waited_s >= 0.3, "waited " .. c.log[1].waited_s)
+  T.eq(c.log[1].before_c, 45.0); T.eq(c.log[1].after_c, 45.0)
+  T.eq(#c.warnings, 0)
+  T.write(root .. "/thermal_zone0/temp", "70000\n")
+  c = measure.cooler({ cool_to = 50, cool_timeout = 0.2, cooldown = 0.1 }, host, nil, { root = root })
+  c:before(1); c:before(2)
+  T.ok(c.log[2].waited_s >= 0.3, "cooldown + timeout")
+  T.match(c.warnings[1], "process 1: thermal_zone0 still at 70%.0 C after %-%-cool%-timeout 0%.2s: measured anyway")
+  c = measure.cooler({ cool_to = 50, cool_timeout = 1 }, host, nil, { root = T.tmpdir() })
+  c:before(1); c:before(2)
+  T.eq(#c.warnings, 1)
+  T.match(c.warnings[1], "^%-%-cool%-to 50: no thermal zones on this target")
+  T.eq(measure.cooler({}, host), nil, "nothing asked, nothing done")
+end)
+
+T.test("per minute: each process's samples in the minute it started", function()
+  local rows = measure.per_minute({ { 1, 2 }, { 3 }, { 10, 20, 30 } }, { 0, 59.9, 61 })
+  T.eq(#rows, 2)
+  T.eq({ rows[1].minute, rows[1].processes, rows[1].n, rows[1].p50 }, { 1, 2, 3, 2.0 })
+  T.eq({ rows[2].minute, rows[2].n, rows[2].p50, rows[2].p90 }, { 2, 3, 20.0, 28.0 })
+end)
+
 local function host(args)
   local dir = T.tmpdir()
   local argv = { odp, "run", root .. "/scripts/host.lua", "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }
@@ -101,6 +146,10 @@ T.test("bad input: one line, exit 2, before anything runs", function()
     { { "--min-time", "10", "--max-time", "5" }, "%-%-min%-time 10 is larger than %-%-max%-time 5" },
     { { "--repeat", "3", "--target-ci", "2" }, "%-%-repeat runs exactly N processes" },
     { { "--min-samples", "0" }, "%-%-min%-samples must be a positive integer" },
+    { { "--sustained", "0" }, "%-%-sustained must be a positive number of minutes" },
+    { { "--sustained", "1", "--repeat", "2" }, "%-%-sustained runs for MIN minutes: drop" },
+    { { "--cooldown", "-1" }, "%-%-cooldown must be >= 0" },
+    { { "--cool-timeout", "0" }, "%-%-cool%-timeout must be > 0" },
   } do
     local args = { "--runner", fake }
     table.move(c[1], 1, #c[1], #args + 1, args)
@@ -153,6 +202,24 @@ T.with_real_runner("real runner: --min-samples 35 with -n 10 takes 4 processes; 
   T.eq(rec.stop.rule, "max_time"); T.eq(rec.stop.met, false)
   T.match(table.concat(rec.warnings, "\n"), "stopped at %-%-max%-time 0%.3s after %d+ process%(es%): %d+ of %-%-min%-samples 1000000 iterations")
   T.ok(rec.stop.seconds >= 0.3, "ran until the cap")
+end)
+
+T.with_real_runner("real runner: --sustained runs back to back for MIN minutes, p50/p90 per minute, plottable", function(runner)
+  local r, rec = host { "--runner", runner, "-n", "5", "--sustained", "0.01", "--cooldown", "0.01", "--cool-to", "90" }
+  T.eq(r.status, 0, r.stderr)
+  T.eq(rec.stop.rule, "sustained"); T.ok(rec.stop.seconds >= 0.6, "ran 0.6 s")
+  T.eq(#rec.sustained, 1); T.eq(rec.sustained[1].n, rec.latency_ms.n); T.eq(rec.sustained[1].processes, rec.stop.processes)
+  T.eq(#rec.thermal, rec.stop.processes)
+  T.ok(rec.thermal[2].waited_s >= 0.01, "cooldown between processes")
+  if sys.stat("/sys/class/thermal") and #(sys.readdir("/sys/class/thermal") or {}) > 0 then
+    T.ok(rec.thermal[1].before_c, "temperatures of this machine's zones")
+  else
+    T.match(table.concat(rec.warnings, "\n"), "no thermal zones on this target")
+  end
+  local svg = T.tmpdir() .. "/s.svg"
+  local p = assert(proc.run { odp, "plot", rec.artifacts.sustained, "--x", "minute", "--y", "latency_ms.p50", "--out", svg, timeout = 30 })
+  T.eq(p.status, 0, p.stderr)
+  T.match(T.read(svg), 'class="point"')
 end)
 
 T.done()

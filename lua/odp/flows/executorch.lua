@@ -83,6 +83,7 @@ local function run_once(ctx, t, argv, label, files)
 end
 
 --- Turns what the runs printed into the record's measurements; the samples go to runs/<id>/samples.csv.
+--- Returns the per-process groups of samples (odp.measure), or nil.
 local function measure(ctx, rec, runs)
   local n = ctx.opts.num_executions
   local g = measuring.log_groups(runs, n)
@@ -124,6 +125,7 @@ local function measure(ctx, rec, runs)
   rec.outputs = json.array(last.outputs or {})
   rec.threads = last.threads
   rec.method = last.method
+  return g
 end
 
 --- ctx.target: an opened target; ctx.device: the device table (devices/*.lua) or nil.
@@ -132,7 +134,8 @@ function M.run(ctx)
   local target = ctx.target
   local rec = result.new { flow = M.name, device = ctx.device and ctx.device.name or target.kind, target = target.uri,
     params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = o["repeat"], min_time = o.min_time,
-      max_time = o.max_time, min_samples = o.min_samples, target_ci = o.target_ci, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
+      max_time = o.max_time, min_samples = o.min_samples, target_ci = o.target_ci, sustained = o.sustained,
+      cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
   rec.model = result.file_info(o.model)
   rec.runner = result.file_info(o.runner)
   local dir = result.run_dir(o.runs_dir, ctx.spec and ctx.spec.name or M.name)
@@ -178,6 +181,7 @@ function M.run(ctx)
       end
     end
     local runs = {}
+    local cooler = measuring.cooler(o, target, ui)
     local stopper = measuring.stopper(o)
     local count = stopper:count()
     local samples = {} -- every iteration so far, for the stopping rule
@@ -185,7 +189,10 @@ function M.run(ctx)
       local i = #runs + 1
       local label = count == 1 and "run" or count and ("run %d/%d"):format(i, count) or ("run %d"):format(i)
       if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
+      if cooler then cooler:before(i) end
+      stopper:begin()
       local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (count == 1 and "runner" or ("run" .. i)))
+      if cooler then cooler:after(i) end
       rec.status, rec.signal = r.status, r.signal
       local code, msg = failure_message(r, parsed)
       if code then
@@ -202,6 +209,10 @@ function M.run(ctx)
     until stopper:done(#runs, samples)
     rec.stop = stopper.stop
     if stopper.warning then rec.warnings[#rec.warnings + 1] = stopper.warning end
+    if cooler then
+      rec.thermal = cooler.log
+      for _, w in ipairs(cooler.warnings) do rec.warnings[#rec.warnings + 1] = w end
+    end
     if etdump_remote then
       -- judged by this run's file only: an older file at --etdump must not pass for a new one
       local got
@@ -219,7 +230,12 @@ function M.run(ctx)
         rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
       end
     end
-    measure(ctx, rec, runs)
+    local g = measure(ctx, rec, runs)
+    if o.sustained and g and #g.groups == #stopper.starts then
+      rec.sustained = measuring.per_minute(g.groups, stopper.starts)
+      rec.artifacts.sustained = dir .. "/sustained.jsonl"
+      errors.check(measuring.write_per_minute(rec.artifacts.sustained, rec.sustained))
+    end
     if rec.artifacts.etdump then
       local have, etdump = pcall(require, "odp.etdump")
       if have then
