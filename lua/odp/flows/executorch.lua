@@ -74,8 +74,11 @@ local function run_once(ctx, t, argv, label, files)
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true })
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
   if files then
-    sys.write_file(files .. ".stdout", r.stdout)
-    sys.write_file(files .. ".stderr", r.stderr)
+    -- the logs as they came: plain writes (the record, written last, is the fsync'd atomic file)
+    for ext, text in pairs { stdout = r.stdout, stderr = r.stderr } do
+      local f = io.open(files .. "." .. ext, "wb")
+      if f then f:write(text) f:close() end
+    end
   end
   local parse = require("odp.parse.executorch")
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
@@ -137,8 +140,8 @@ function M.run(ctx)
       max_time = o.max_time, min_samples = o.min_samples, target_ci = o.target_ci, sustained = o.sustained,
       cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
   rec.model = result.file_info(o.model)
-  rec.runner = result.file_info(o.runner)
   local dir = result.run_dir(o.runs_dir, ctx.spec and ctx.spec.name or M.name)
+  rec.runner = result.file_info(o.runner, o.runs_dir .. "/.sha256-cache.json")
   rec.artifacts.run_dir = dir
   local t = { target = target }
 
