@@ -170,6 +170,26 @@ T.test("fuzz: 3000 mutated and truncated records decode or fail with an error va
   end
 end)
 
+T.test("result.file_info: sha256 cached by real path, size and mtime; recomputed when the file changes", function()
+  local sys = require("odp.sys")
+  local dir = T.tmpdir()
+  local f, cache = dir .. "/runner", dir .. "/cache.json"
+  T.write(f, "abc")
+  local want = sys.sha256_file(f)
+  T.eq(result.file_info(f, cache), { path = f, sha256 = want, bytes = 3 })
+  local known = assert(json.decode(T.read(cache)))
+  T.eq(known[sys.realpath(f)].sha256, want)
+  -- a cache entry that matches size and mtime is believed (no hashing) ...
+  known[sys.realpath(f)].sha256 = "cached"
+  T.write(cache, json.encode(known))
+  T.eq(result.file_info(f, cache).sha256, "cached")
+  -- ... a changed file is hashed again
+  T.write(f, "abcd")
+  T.eq(result.file_info(f, cache).sha256, sys.sha256_file(f))
+  T.eq(result.file_info(dir .. "/none", cache), nil)
+  T.eq(result.file_info(f).sha256, sys.sha256_file(f), "no cache: always hashed")
+end)
+
 T.test("an installed odp finds dkjson too (make install into a temporary prefix)", function()
   local proc = require("odp.proc")
   local prefix = T.tmpdir() .. "/usr"
