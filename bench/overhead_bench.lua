@@ -1,7 +1,7 @@
 -- The whole-command overhead of the host flow on the real executor_runner against GNU time -v of the same
 -- command, and where odp's extra time goes (median of N, the two commands interleaved so machine load
 -- hits both alike).
---   build/odp run bench/overhead_bench.lua [N]     (ODP_REAL_RUNNER, default ../shared/peers/executorch)
+--   build/odp run bench/overhead_bench.lua [N]     (ODP_REAL_RUNNER: a real executor_runner)
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local stats = require("odp.stats")
@@ -9,8 +9,8 @@ local stats = require("odp.stats")
 local N = tonumber(arg[1]) or 31
 local root = require("odp.host").root
 local odp = require("odp.host").argv[0]
-local runner = os.getenv("ODP_REAL_RUNNER") or (root .. "/../shared/peers/executorch/executor_runner")
-if not sys.stat(runner) then print("no real executor_runner at " .. runner .. " (ODP_REAL_RUNNER): skipped") return end
+local runner = os.getenv("ODP_REAL_RUNNER")
+if not runner or not sys.stat(runner) then print("skipped: set ODP_REAL_RUNNER to a real executor_runner") return end
 local model = root .. "/tests/fixtures/pte/add_arduino.pte"
 local tmp = os.tmpname()
 os.remove(tmp)
@@ -20,7 +20,7 @@ assert(sys.write_file(empty, ""))
 
 local function wall(argv)
   local t0 = sys.now()
-  local r = assert(proc.run { argv = argv })
+  local r = assert(proc.run { argv = argv, cwd = tmp }) -- the runner leaves model.etdump in its cwd
   assert(r.ok, table.concat(argv, " ") .. " failed: " .. r.stderr)
   return (sys.now() - t0) * 1000
 end
@@ -46,9 +46,9 @@ local host = require("odp.target.host").new()
 local parts = {
   { "odp start + an empty script", median(function() return wall { odp, "run", empty } end) },
   { "runner through odp-rusage (host exec)", median(function()
-    local t0 = sys.now(); assert(host:exec(run)); return (sys.now() - t0) * 1000 end) },
+    local t0 = sys.now(); assert(host:exec(run, { cwd = tmp })); return (sys.now() - t0) * 1000 end) },
   { "runner bare (odp.proc.run)", median(function()
-    local t0 = sys.now(); assert(proc.run(run)); return (sys.now() - t0) * 1000 end) },
+    local t0 = sys.now(); assert(proc.run { argv = run, cwd = tmp }); return (sys.now() - t0) * 1000 end) },
   { "sha256 of the runner (cached by size+mtime after a run's first)", median(function()
     local t0 = sys.now(); sys.sha256_file(runner); return (sys.now() - t0) * 1000 end) },
   { "one fsync'd atomic write (result.json, samples.csv)", median(function()

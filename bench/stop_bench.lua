@@ -1,7 +1,7 @@
 -- --target-ci against fixed run counts (TFLite's benchmark_model runs a fixed --num_runs, 50 by default):
 -- how many iterations odp's --target-ci 1 takes to reach a 95% CI of the median within +-1%, and how wide
 -- the CI of a fixed count is, on the real executor_runner (add_arduino.pte, -n 10 per process).
---   build/odp run bench/stop_bench.lua [REPEATS]     (ODP_REAL_RUNNER, default ../shared/peers/executorch)
+--   build/odp run bench/stop_bench.lua [REPEATS]     (ODP_REAL_RUNNER: a real executor_runner)
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local json = require("odp.json")
@@ -11,8 +11,8 @@ local stats = require("odp.stats")
 local REPEATS = tonumber(arg[1]) or 5
 local root = require("odp.host").root
 local odp = require("odp.host").argv[0]
-local runner = os.getenv("ODP_REAL_RUNNER") or (root .. "/../shared/peers/executorch/executor_runner")
-if not sys.stat(runner) then print("no real executor_runner at " .. runner .. " (ODP_REAL_RUNNER): skipped") return end
+local runner = os.getenv("ODP_REAL_RUNNER")
+if not runner or not sys.stat(runner) then print("skipped: set ODP_REAL_RUNNER to a real executor_runner") return end
 local model = root .. "/tests/fixtures/pte/add_arduino.pte"
 local tmp = os.tmpname()
 os.remove(tmp)

@@ -8,7 +8,7 @@ return {
   remote_dir = "/tmp/odp",
   default_user = "ubuntu",
   os_notes = "Launch the instance with Ubuntu 26.04: the Graviton runner is built and validated on that " ..
-    "image; an older image's glibc is too old and the runner will not start (PROCEDURE.md). Use an ed25519 " ..
+    "image; an older image's glibc is too old and the runner will not start (docs/sources.md §8). Use an ed25519 " ..
     "EC2 key pair: libssh2 1.10 cannot use RSA keys with current OpenSSH.",
   glibc_advice = "launch the instance with Ubuntu 26.04 (the image the Graviton runner is built and validated " ..
     "on); an older image's glibc is too old for it",

@@ -1,5 +1,5 @@
 -- The twin board: a Cortex-M55 in QEMU (mps3-an547) standing in for the Alif E8 in CI and on machines
--- without the board. Data only (DESIGN.md). Everything here is described in tests/twin/README.md; the same
+-- without the board. Data only (docs/devices.md). Everything here is described in tests/twin/README.md; the same
 -- keys as devices/alif_e8.lua where the meaning is the same, so scripts/alif_e8.lua runs on either.
 return {
   name = "twin_m55",

@@ -1,5 +1,5 @@
 -- vivo X300 Pro (Android 16, MediaTek Dimensity 9500, arm64-v8a): profiled over adb (USB or `adb tcpip`).
--- Data only (DESIGN.md). See docs/devices.md, section Android, for USB debugging and udev.
+-- Data only (docs/devices.md). See docs/devices.md, section Android, for USB debugging and udev.
 return {
   name = "vivo_x300_pro",
   description = "vivo X300 Pro, Android, arm64 (adb over USB or TCP)",

@@ -69,6 +69,12 @@ function M.ci_pct(samples)
   return math.max(med - lo, hi - med) / math.abs(med) * 100
 end
 
+--- The number of measured processes when the options fix it (--repeat, or no rule: 1), else nil.
+function M.fixed_count(o)
+  if o.min_time or o.max_time or o.min_samples or o.target_ci or o.sustained then return nil end
+  return o["repeat"] or 1
+end
+
 local Stopper = {}
 Stopper.__index = Stopper
 
@@ -76,7 +82,7 @@ Stopper.__index = Stopper
 --- stop; then s.stop is the record's `stop` field and s.warning a line to warn with (or nil).
 function M.stopper(o)
   local s = setmetatable({ o = o, t0 = sys.now(), first_true = {}, starts = {} }, Stopper)
-  s.fixed = not (o.min_time or o.max_time or o.min_samples or o.target_ci or o.sustained)
+  s.fixed = M.fixed_count(o) ~= nil
   s.max_time = o.max_time or (o.target_ci and M.DEFAULT_MAX_TIME) or nil
   return s
 end
@@ -88,7 +94,7 @@ end
 
 --- The number of processes when it is known up front (--repeat or no rule), else nil.
 function Stopper:count()
-  return self.fixed and (self.o["repeat"] or 1) or nil
+  return M.fixed_count(self.o)
 end
 
 ---@param k integer processes measured so far

@@ -206,4 +206,17 @@ function M.svg(series, opts)
   return table.concat(o, "\n") .. "\n"
 end
 
+--- Stacks SVG documents from M.svg (each width x height) into one, top to bottom: one panel per y field.
+function M.stack(docs, width, height)
+  if #docs == 1 then return docs[1] end
+  local o = { ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">')
+    :format(width, height * #docs, width, height * #docs) }
+  for i, d in ipairs(docs) do
+    o[#o + 1] = (d:gsub('^<svg xmlns="http://www.w3.org/2000/svg" ', ('<svg class="panel" x="0" y="%d" ')
+      :format((i - 1) * height), 1))
+  end
+  o[#o + 1] = "</svg>\n"
+  return table.concat(o, "\n")
+end
+
 return M

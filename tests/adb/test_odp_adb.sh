@@ -10,6 +10,9 @@ out=${ODP_BUILD_DIR:-$top/build}/tests
 make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok - building adbemu"; exit 1; }
 EMU=$out/adbemu
 export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
+# no adb server (nothing listens on port 1): odp devices and --adb auto take the direct path whatever runs here
+export ANDROID_ADB_SERVER_PORT=1
+unset ADB_SERVER_SOCKET ANDROID_SERIAL
 
 work=$(mktemp -d /tmp/odp-adb-test.XXXXXX)
 emu_pid=

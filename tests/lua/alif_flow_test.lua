@@ -32,7 +32,7 @@ local function derived_device(name, body)
   return path
 end
 
-T.test("dry-run prints PROCEDURE.md's commands without tools, sources or board", function()
+T.test("dry-run prints the vendor guide's commands without tools, sources or board", function()
   local r = odp_run({ "--model", mnist, "--mlek", "/nonexistent/mlek", "--setools", "/nonexistent/se",
     "--flasher-dir", "/nonexistent/fl", "--dry-run" }, { PATH = "/nonexistent" })
   T.eq(r.status, 0, "exit (stderr: " .. r.stderr .. ")")

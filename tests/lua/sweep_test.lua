@@ -182,4 +182,41 @@ T.test("scripts/sweep.lua over the real host flow (scripts/host.lua + the test r
   T.eq(#lines(dir .. "/h.jsonl"), 2, "rerun skipped both points")
 end)
 
+T.with_real_runner("scripts/sweep.lua --repeat 3 over the host flow: 3 runner processes per point, not 9", function(runner)
+  -- A wrapper that counts its starts, then becomes the real runner: the count is what the sweep started.
+  local dir = T.tmpdir()
+  local wrapper, count = dir .. "/counting_runner", dir .. "/starts"
+  T.write(wrapper, ('#!/bin/sh\necho "$*" >>%s\nexec %s "$@"\n'):format(count, runner))
+  T.eq(proc.run { "chmod", "755", wrapper }.status, 0)
+  local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua",
+    "--runner", wrapper, "--model", root .. "/tests/fixtures/pte/add_arduino.pte", "-p", "num_executions=1,2",
+    "--repeat", "3", "--runs-dir", dir .. "/runs", "--out", dir .. "/r.jsonl", "-q", cwd = dir, timeout = 120 }
+  local r = proc.run(argv)
+  T.eq(r.status, 0, r.stderr)
+  local recs = lines(dir .. "/r.jsonl")
+  T.eq(#recs, 6, "3 records per point")
+  local per_point = {}
+  for l in T.read(count):gmatch("[^\n]+") do
+    local n = tonumber(l:match("%-%-num_executions[= ](%d+)"))
+    per_point[n] = (per_point[n] or 0) + 1
+  end
+  T.eq(per_point, { 3, 3 }, "one runner process per record")
+  for _, rec in ipairs(recs) do
+    T.eq(rec.params["repeat"], 1, "the flow's own --repeat kept its default")
+    T.eq(rec.latency_ms.n, rec.params.num_executions, "each record holds one process's iterations")
+  end
+  -- The flow's own --repeat is reachable as -p repeat=N: then one record aggregates N processes.
+  os.remove(count)
+  r = proc.run { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua",
+    "--runner", wrapper, "--model", root .. "/tests/fixtures/pte/add_arduino.pte", "-p", "repeat=2",
+    "--runs-dir", dir .. "/runs", "--out", dir .. "/p.jsonl", "-q", cwd = dir, timeout = 120 }
+  T.eq(r.status, 0, r.stderr)
+  recs = lines(dir .. "/p.jsonl")
+  T.eq(#recs, 1)
+  T.eq(recs[1].params["repeat"], 2)
+  local starts = 0
+  for _ in T.read(count):gmatch("[^\n]+") do starts = starts + 1 end
+  T.eq(starts, 2, "two runner processes for the one record")
+end)
+
 T.done()

@@ -22,20 +22,6 @@ local function kind_of(head)
   return nil
 end
 
--- Operator times run from microseconds to seconds: keep about four significant digits at every scale.
-local function fmt_ms(v)
-  if type(v) ~= "number" then return "-" end
-  if v >= 100 then return ("%.1f"):format(v) end
-  if v >= 1 then return ("%.3f"):format(v) end
-  if v >= 0.01 then return ("%.4f"):format(v) end
-  return ("%.6f"):format(v)
-end
-
-local function fmt_val(unit)
-  if unit == "cycles" then return function(v) return type(v) == "number" and ("%.0f"):format(v) or "-" end end
-  return fmt_ms
-end
-
 local function etdump_doc(path, opts)
   local etdump = require("odp.etdump")
   local doc, err, code = etdump.read(path)
@@ -48,10 +34,10 @@ local function etdump_doc(path, opts)
     local tr = require("odp.trace").chrome(doc, eopts)
     errors.check(sys.write_file(opts.trace, json.encode(tr) .. "\n"))
   end
-  return doc, rows, unit, blocks
+  return doc, rows, unit, blocks, etdump.ops_summary(doc, eopts)
 end
 
-local function etdump_human(path, doc, rows, unit, blocks, opts)
+local function etdump_human(path, doc, rows, unit, blocks, summary, opts)
   local out = {}
   local parts = {}
   for _, b in ipairs(blocks) do parts[#parts + 1] = ("%s (%d run%s)"):format(b.name, b.runs, b.runs == 1 and "" or "s") end
@@ -61,14 +47,12 @@ local function etdump_human(path, doc, rows, unit, blocks, opts)
   for _, r in ipairs(rows) do
     if opts.all or not r.framework then shown[#shown + 1] = r else hidden = hidden + 1 end
   end
-  local f = fmt_val(unit)
   out[#out + 1] = ""
-  out[#out + 1] = ("operators (%s)"):format(unit)
-  local t = report.table(shown, {
-    { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" }, { key = "p10", fmt = f }, { key = "p50", fmt = f },
-    { key = "p90", fmt = f }, { key = "avg", fmt = f }, { key = "min", fmt = f }, { key = "max", fmt = f },
-    { key = "delegate_id", title = "delegate", fmt = function(v) return v ~= nil and tostring(v) or "" end } })
+  out[#out + 1] = "operators"
+  local t = report.table(shown, report.op_columns(unit,
+    { { key = "delegate_id", title = "delegate", fmt = function(v) return v ~= nil and tostring(v) or "" end } }))
   for line in t:gmatch("[^\n]+") do out[#out + 1] = "  " .. line end
+  if summary then out[#out + 1] = "  time split: " .. report.ops_summary_line(summary) end
   if hidden > 0 then
     out[#out + 1] = ("  (%d OPERATOR_CALL row%s hidden: kernel + framework overhead; --all shows them)")
       :format(hidden, hidden == 1 and "" or "s")
@@ -183,11 +167,11 @@ function M.main(args)
     if opts.time_scale ~= "cycles" and opts.clock_hz then
       errors.fail("EUSAGE", "--clock-hz needs --time-scale cycles", 2)
     end
-    local doc, rows, unit, blocks = etdump_doc(path, opts)
-    human = function() return etdump_human(path, doc, rows, unit, blocks, opts) end
+    local doc, rows, unit, blocks, summary = etdump_doc(path, opts)
+    human = function() return etdump_human(path, doc, rows, unit, blocks, summary, opts) end
     data = { kind = "etdump", version = doc.version, unit = unit, runs = #doc.run_data,
       blocks = json.array((function() local n = {} for i, b in ipairs(blocks) do n[i] = b.name end return n end)()),
-      ops = json.array(rows) }
+      ops = json.array(rows), ops_summary = summary }
     data.csv = function() return csv(rows, OP_COLS) end
   elseif kind == "pte" then
     local info = pte_info(path)

@@ -157,7 +157,7 @@ local function parse_ranges(s)
   return out
 end
 
---- Half the cores (PROCEDURE.md's make -j$(($(nproc)/2))), at least 1.
+--- Half the cores (docs/sources.md §8: the vendor guide's make -j$(($(nproc)/2))), at least 1.
 function M.default_jobs()
   local r = proc.run { argv = { "nproc" }, timeout = 5 }
   local n = r and r.ok and tonumber(r.stdout:match("%d+")) or 2
@@ -1008,6 +1008,7 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
         local rows, unit = etdump.ops(doc, { time_scale = "cycles" })
         rec.ops = json.array(rows)
         rec.ops_unit = unit
+        rec.ops_summary = etdump.ops_summary(doc, { time_scale = "cycles" })
       elseif ui then
         ui:warn("ETDump %s: %s", rec.artifacts.etdump, tostring(derr))
       end
@@ -1071,6 +1072,7 @@ function M.run(ctx)
       steps = table.concat((function() local t = {} for _, s in ipairs(M.STEPS) do if p.steps[s] then t[#t + 1] = s end end return t end)(), ",") } }
   rec.model = result.file_info(o.model)
   rec.model.scratch_size = p.scratch_size
+  rec.device_state = require("odp.device_state").bare_metal(dev, p)
   local run_dir = result.run_dir(o.runs_dir, ctx.spec and ctx.spec.name or M.name)
   rec.artifacts.run_dir = run_dir
   if p.twin then

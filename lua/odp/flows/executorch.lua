@@ -71,7 +71,8 @@ local function run_once(ctx, t, argv, label, files)
   local ui = ctx.ui
   ui:debug("%s: %s", label, table.concat(argv, " "))
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
-  local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true })
+  local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
+    helper_args = t.helper_args, counters = ctx.opts.counters })
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
   if files then
     -- the logs as they came: plain writes (the record, written last, is the fsync'd atomic file)
@@ -136,7 +137,7 @@ function M.run(ctx)
   local o, ui = ctx.opts, ctx.ui
   local target = ctx.target
   local rec = result.new { flow = M.name, device = ctx.device and ctx.device.name or target.kind, target = target.uri,
-    params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = o["repeat"], min_time = o.min_time,
+    params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = measuring.fixed_count(o), min_time = o.min_time,
       max_time = o.max_time, min_samples = o.min_samples, target_ci = o.target_ci, sustained = o.sustained,
       cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
   rec.model = result.file_info(o.model)
@@ -174,6 +175,8 @@ function M.run(ctx)
     if etdump_remote then table.move({ "--etdump_path", etdump_remote }, 1, 2, #argv + 1, argv) end
     if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
     table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
+    t.state = require("odp.device_state").before(rec, target)
+    require("odp.placement").apply(ctx, t, rec, argv)
 
     for i = 1, o.warmup do
       local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
@@ -234,6 +237,7 @@ function M.run(ctx)
       end
     end
     local g = measure(ctx, rec, runs)
+    require("odp.target.rusage").record_counters(rec, runs)
     if o.sustained and g and #g.groups == #stopper.starts then
       rec.sustained = measuring.per_minute(g.groups, stopper.starts)
       rec.artifacts.sustained = dir .. "/sustained.jsonl"
@@ -243,7 +247,12 @@ function M.run(ctx)
       local have, etdump = pcall(require, "odp.etdump")
       if have then
         local doc, derr = etdump.read(rec.artifacts.etdump)
-        if doc then rec.ops = json.array(etdump.ops(doc)) else rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr end
+        if doc then
+          rec.ops = json.array(etdump.ops(doc))
+          rec.ops_summary = etdump.ops_summary(doc)
+        else
+          rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr
+        end
       end
     end
     rec.ok = true
@@ -255,6 +264,9 @@ function M.run(ctx)
     if not errors.is_failure(err) then error(err, 0) end
     result.fail(rec, err.code, err.message, err.exit)
   end
+  if t.state and not (rec.error and rec.error.code == "ECANCELED") then
+    require("odp.device_state").after(rec, t.state, target, { cpus_used = t.cpus_used })
+  end
   for _, w in ipairs(ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
   result.save(rec, dir)
   return rec
@@ -265,7 +277,7 @@ end
 function M.script(spec)
   local target_mod = require("odp.target." .. spec.target)
   local options = {}
-  for _, list in ipairs({ M.options, target_mod.options or {} }) do
+  for _, list in ipairs({ M.options, require("odp.placement").options, target_mod.options or {} }) do
     for _, opt in ipairs(list) do options[#options + 1] = opt end
   end
   local device = spec.device and dofile(require("odp.host").root .. "/" .. spec.device) or nil
@@ -277,8 +289,8 @@ function M.script(spec)
     end,
     run = function(ctx)
       ctx.device = device
-      local target, err, code = target_mod.new(setmetatable({ device = device }, { __index = ctx.opts }))
-      if not target then errors.fail(code or "ENODEV", err, 3) end
+      local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = ctx.opts }))
+      if not target then errors.fail(code or "ENODEV", err) end
       ctx.target = target
       local ok, rec = pcall(M.run, ctx)
       target:close()

@@ -39,19 +39,28 @@ end
 --- Runs argv here: the odp.proc.run result table. With opts.rusage ~= false the command runs through
 --- odp-rusage (-g: in the group proc.run kills on timeout; -o: the report goes to a file, so a command's
 --- own stderr, however long, cannot push it out), and rusage, status, signal and wall time are the
---- command's own.
+--- command's own. opts.helper_args (e.g. {"--cpus", "0"}: CPU placement) and opts.counters ("basic"|"all":
+--- perf counters, r.counters) are passed to the helper.
 function Host:exec(argv, opts)
   opts = opts or {}
+  local shell = require("odp.target.shell")
+  local flags = shell.helper_flags(opts.helper_args, opts.counters)
   local spec = { argv = argv, cwd = opts.cwd, env = opts.env, stdin = opts.stdin, timeout = opts.timeout,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit }
   local method = opts.rusage ~= false and self:rusage_method()
   if not method then
+    if #flags > 0 then
+      return nil, "ENOTSUP: CPU placement and counters need odp's odp-rusage helper (make)", "ENOTSUP"
+    end
     local r, err, code = proc.run(spec)
     if r then r.rusage.maxrss_kb = nil end
     return r, err, code
   end
   local report = os.tmpname()
-  spec.argv = { local_helper(), "-g", "-o", report, "--", table.unpack(argv) }
+  local helper_argv = { local_helper(), "-g", "-o", report }
+  table.move(flags, 1, #flags, #helper_argv + 1, helper_argv)
+  helper_argv[#helper_argv + 1] = "--"
+  spec.argv = table.move(argv, 1, #argv, #helper_argv + 1, helper_argv)
   local r, err, code = proc.run(spec)
   local text = sys.read_file(report)
   os.remove(report)
@@ -62,7 +71,7 @@ function Host:exec(argv, opts)
     local ecode = why == "No such file or directory" and "ENOTFOUND" or "EIO"
     return nil, ("%s: cannot start %s: %s"):format(ecode, argv[1], why), ecode
   end
-  return require("odp.target.shell").apply_rusage(r, method, text)
+  return shell.apply_rusage(r, method, text)
 end
 
 local function copy(src, dst, opts)
