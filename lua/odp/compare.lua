@@ -157,8 +157,24 @@ function M.load(path, label)
   return side
 end
 
--- The parts of two device_state tables that differ (top-level keys), for the note.
+-- What of a device_state says how the device was set up (not the moment's readings: before/after hold
+-- temperatures and load, which differ on every run), with the CPU governors taken from `before`.
+local function setup_of(state)
+  local out = {}
+  for k, v in pairs(state) do
+    if k ~= "before" and k ~= "after" and k ~= "missing" then out[k] = v end
+  end
+  local govs = {}
+  for _, c in ipairs(type(state.before) == "table" and state.before.cpus or {}) do
+    if c.governor then govs[#govs + 1] = ("%s:%s"):format(tostring(c.cpu), c.governor) end
+  end
+  if #govs > 0 then out.governors = table.concat(govs, ",") end
+  return out
+end
+
+-- The setup keys in which two device_state tables differ, for the note.
 local function state_diff(a, b)
+  a, b = setup_of(a), setup_of(b)
   local keys, seen = {}, {}
   for _, t in ipairs { a, b } do
     for k in pairs(t) do

@@ -105,15 +105,22 @@ T.test("different models: refused with one line, exit 2; --force compares and sa
 end)
 
 T.test("different devices and device states are said; a missing device_state is handled", function()
-  local D = run_dir(base, "d", 10.0, { device = "rpi5", target = "ssh://pi@rpi5:22", state = { governor = "powersave", temp_c = 40 } })
-  local E = run_dir(base, "e", 10.0, { state = { governor = "performance", temp_c = 40 } })
+  local function state(gov, temp)
+    return { kernel = "6.6", cpus_used = "0-3", before = { cpus = { { cpu = 0, governor = gov } }, loadavg = temp },
+      after = { thermal = { { zone = "cpu", temp_c = temp } } } }
+  end
+  local D = run_dir(base, "d", 10.0, { device = "rpi5", target = "ssh://pi@rpi5:22", state = state("powersave", 40) })
+  local E = run_dir(base, "e", 10.0, { state = state("performance", 55) })
+  local F = run_dir(base, "f2", 10.0, { state = state("powersave", 61) })
   local r = compare { A, D }
   T.eq(r.status, 0, r.stderr)
   T.match(r.stderr, "measured on different devices: A on host %(local://x%), B on rpi5")
   T.match(r.stderr, "only one side recorded its device state")
   r = compare { D, E, "--format", "json" }
   local res = assert(json.decode(r.stdout))
-  T.match(table.concat(res.notes, "\n"), "device states differ in: governor")
+  T.match(table.concat(res.notes, "\n"), "device states differ in: governors$")
+  res = assert(json.decode(compare { D, F, "--format", "json" }.stdout))
+  T.ok(not table.concat(res.notes, "\n"):find("device states differ"), "temperatures and load are readings, not setup")
 end)
 
 T.test("bad input: a failed record, no samples, a cut JSONL line, not a record, a missing file", function()
