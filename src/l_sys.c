@@ -280,8 +280,50 @@ static int l_cancel_requested(lua_State *L)
     return 1;
 }
 
+#define LOCK_MT "odp.sys.Lock"
+typedef struct {
+    int fd;
+    char *path;
+} llock;
+
+/* lock(path) -> lock | nil, "EBUSY: PATH is held by pid N", "EBUSY", pid. lock:release() (also __gc,
+ * __close) removes the file; a process that dies holds nothing (flock), so its file is taken over. */
+static int l_lock(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    llock *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->fd = -1;
+    u->path = NULL;
+    luaL_setmetatable(L, LOCK_MT);
+    odp_err err;
+    long holder = 0;
+    int fd = odp_lock_file(path, &holder, &err);
+    if (fd < 0) {
+        int n = odp_pushfail(L, &err);
+        lua_pushinteger(L, holder);
+        return n + 1;
+    }
+    u->path = strdup(path);
+    u->fd = fd;
+    return 1;
+}
+
+static int lock_release(lua_State *L)
+{
+    llock *u = luaL_checkudata(L, 1, LOCK_MT);
+    if (u->fd >= 0)
+        odp_unlock_file(u->path, u->fd);
+    u->fd = -1;
+    free(u->path);
+    u->path = NULL;
+    return 0;
+}
+
 int luaopen_odp_sys(lua_State *L)
 {
+    static const luaL_Reg lock_methods[] = {{"release", lock_release}, {NULL, NULL}};
+    static const luaL_Reg lock_meta[] = {{"__gc", lock_release}, {"__close", lock_release}, {NULL, NULL}};
+    odp_newclass(L, LOCK_MT, lock_methods, lock_meta);
     static const luaL_Reg funcs[] = {
         {"sha256", l_sha256}, {"sha256_file", l_sha256_file},
         {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode},
@@ -290,7 +332,7 @@ int luaopen_odp_sys(lua_State *L)
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
-        {NULL, NULL}};
+        {"lock", l_lock}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

@@ -77,6 +77,12 @@ static void find_root(char *root, size_t n)
     snprintf(root, n, "%s", ODP_DATADIR);
 }
 
+#ifdef LUA_LDIR2
+#define SYSTEM_LUA_DIR LUA_LDIR2 /* Debian's luaconf.h: /usr/share/lua/5.4/ */
+#else
+#define SYSTEM_LUA_DIR "/usr/share/lua/" LUA_VERSION_MAJOR "." LUA_VERSION_MINOR "/"
+#endif
+
 static void set_paths(lua_State *L, const char *root)
 {
     lua_getglobal(L, "package");
@@ -94,6 +100,9 @@ static void set_paths(lua_State *L, const char *root)
     }
     lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua", root, root);
     luaL_addvalue(&b);
+    /* then the pure-Lua libraries Debian packages for Lua 5.4 (lua-dkjson: odp.json's codec); never the
+     * current directory */
+    luaL_addstring(&b, ";" SYSTEM_LUA_DIR "?.lua;" SYSTEM_LUA_DIR "?/init.lua");
     luaL_pushresult(&b);
     lua_setfield(L, -2, "path");
     lua_pop(L, 1);

@@ -91,6 +91,13 @@ function sys.read_secret() end
 ---@param opts? {mode?: integer}
 function sys.write_file(path, data, opts) end
 function sys.append_sync(path, data) end
+---@class odp.sys.Lock
+local Lock = {}
+--- Removes the lock file and gives the lock back (also __close, __gc).
+function Lock:release() end
+--- An exclusive lock on path (flock; the file holds this pid). EBUSY when another process holds it.
+---@return odp.sys.Lock|nil lock, string? err, odp.ECode? code, integer? holder_pid
+function sys.lock(path) end
 function sys.mkdir_p(path, mode) end
 function sys.rename(from, to) end
 function sys.chmod(path, mode) end

@@ -238,11 +238,12 @@ end
 -- bare-metal); opts.clock_hz converts cycles to ms (without it the values stay in cycles).
 -- Rows: {block, name, n, p10, p50, p90, avg, min, max, delegated, delegate_id, framework}; unit is the
 -- second return value ("ms" or "cycles"). Delegated events are named by their delegate id, like the Inspector.
+-- opts.samples = true adds each row's samples (sorted; odp compare bootstraps over them).
 ---@param doc table from etdump.read
----@param opts? {time_scale?: string, clock_hz?: number}
+---@param opts? {time_scale?: string, clock_hz?: number, samples?: boolean}
 function M.ops(doc, opts)
   opts = opts or {}
-  check_opts(opts, { time_scale = true, clock_hz = true })
+  check_opts(opts, { time_scale = true, clock_hz = true, samples = true })
   local divisor, unit = scale_for(opts) -- ticks per output unit; divide like the Inspector does
   local rows = {}
   for _, b in ipairs(M.blocks(doc, { sorted = true })) do
@@ -257,7 +258,7 @@ function M.ops(doc, opts)
           p10 = stats.percentile(xs, 10), p50 = stats.percentile(xs, 50), p90 = stats.percentile(xs, 90),
           avg = stats.mean(xs), min = xs[1], max = xs[#xs],
           delegated = did ~= nil, delegate_id = did, framework = M.FRAMEWORK_EVENTS[name] == true,
-          instruction_id = ev.instruction_id,
+          instruction_id = ev.instruction_id, samples = opts.samples and xs or nil,
         }
       end
     end

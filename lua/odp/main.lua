@@ -4,7 +4,7 @@ local errors = require("odp.errors")
 
 local M = {}
 
-local COMMANDS = { "run", "repl", "devices", "inspect", "plot", "version" }
+local COMMANDS = { "run", "repl", "devices", "inspect", "plot", "compare", "version" }
 
 local function usage()
   local lines = { "usage: odp <command> [options]", "", "Commands:" }

@@ -49,7 +49,8 @@ end
 
 --- Renders series to an SVG document (string).
 ---@param series {name: string, points: {x: number|string, y: number, lo?: number, hi?: number}[]}[]
----@param opts? {title?: string, xlabel?: string, ylabel?: string, width?: integer, height?: integer, logx?: boolean|string, note?: string}
+--- opts.lines = false draws points (and error bars) without joining them (categories that are not a sequence).
+---@param opts? {title?: string, xlabel?: string, ylabel?: string, width?: integer, height?: integer, logx?: boolean|string, note?: string, lines?: boolean}
 function M.svg(series, opts)
   opts = opts or {}
   local W, H = opts.width or 760, opts.height or 460
@@ -174,7 +175,7 @@ function M.svg(series, opts)
           num(ymap(p.hi)), num(x + 4)))
       end
     end
-    if #pts > 1 then
+    if #pts > 1 and opts.lines ~= false then
       local d = {}
       for i, p in ipairs(pts) do d[i] = (i == 1 and "M" or "L") .. num(xmap(p.x)) .. " " .. num(ymap(p.y)) end
       add(('<path class="line" fill="none" stroke-width="2" d="%s"/>'):format(table.concat(d, "")))

@@ -1,6 +1,7 @@
 --- Reporters: result records -> text. Each format is a function (records) -> string, picked by name
 -- (sysbench's model); `odp.report.formats` can be extended by a user script.
 local json = require("odp.json")
+local result = require("odp.result")
 local sys = require("odp.sys")
 
 local M = {}
@@ -155,7 +156,36 @@ local function human_one(r, out)
       { key = "p50", time = "t" }, { key = "p90", time = "t" }, { key = "p99", time = "t" },
       { key = "max", time = "t" }, { key = "std", time = "t" } })
     for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+    local extra = {}
+    if l.ci95 then
+      extra[#extra + 1] = ("median 95%% CI [%s, %s]"):format(M.duration(l.ci95[1]), M.duration(l.ci95[2]))
+    end
+    if l.cv then extra[#extra + 1] = ("cv %.1f%%"):format(l.cv * 100) end
+    if l.warm then extra[#extra + 1] = ("warm p50 %s"):format(M.duration(l.warm.p50)) end
+    if l.first_ms and #l.first_ms > 0 then
+      extra[#extra + 1] = ("first iteration p50 %s"):format(M.duration(require("odp.stats").percentile(l.first_ms, 50)))
+    end
+    if #extra > 0 then out[#out + 1] = "    " .. table.concat(extra, ", ") end
     out[#out + 1] = ""
+  end
+  if r.sustained and #r.sustained > 0 then
+    out[#out + 1] = "  sustained (per minute)"
+    local t = M.table(r.sustained, { { key = "minute", fmt = "%d" }, { key = "processes", fmt = "%d" },
+      { key = "n", fmt = "%d" }, { key = "p50", time = "t" }, { key = "p90", time = "t" } })
+    for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+    out[#out + 1] = ""
+  end
+  if r.thermal and #r.thermal > 0 then
+    local waited, hottest = 0, nil
+    for _, e in ipairs(r.thermal) do
+      waited = waited + (e.waited_s or 0)
+      for _, c in ipairs { e.before_c, e.after_c } do if c and (not hottest or c > hottest) then hottest = c end end
+    end
+    kv("cooling", ("%.1f s waited in all%s"):format(waited, hottest and (", hottest %.1f C"):format(hottest) or ""))
+  end
+  if r.stop and r.stop.rule ~= "repeat" then
+    kv("stopped by", ("%s%s after %d process(es), %.1f s"):format(r.stop.rule, r.stop.met and "" or " (not met)",
+      r.stop.processes, r.stop.seconds))
   end
   if r.load_ms then kv("model load", M.duration(r.load_ms)) end
   if r.peak_rss_kb then kv("peak RSS", ("%d kB (%.1f MB)"):format(r.peak_rss_kb, r.peak_rss_kb * 1024 / 1e6)) end
@@ -285,12 +315,12 @@ function M.formats.human(records)
 end
 
 function M.formats.json(records)
-  return json.encode(#records == 1 and records[1] or json.array(records), { indent = "  " }) .. "\n"
+  return result.encode(#records == 1 and records[1] or json.array(records), { indent = true }) .. "\n"
 end
 
 function M.formats.jsonl(records)
   local out = {}
-  for i, r in ipairs(records) do out[i] = json.encode(r) end
+  for i, r in ipairs(records) do out[i] = result.encode(r) end
   return table.concat(out, "\n") .. "\n"
 end
 

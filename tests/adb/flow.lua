@@ -95,6 +95,33 @@ T.test("peak RSS through odp-rusage on the device: the program's own VmHWM for 0
   t:close()
 end)
 
+T.with_real_runner("real runner on the device: --target-ci 5 stops on its CI, samples.csv, first_ms per process", function(runner)
+  local rec, r = json_run({ "--runner", runner, "--model", add, "-n", "10", "--target-ci", "5", "--max-time", "60",
+    "--format", "json" })
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  T.eq(rec.stop.rule, "target_ci"); T.eq(rec.stop.met, true)
+  T.eq(#rec.latency_ms.first_ms, rec.stop.processes)
+  T.eq(#assert(require("odp.measure").read_samples(rec.artifacts.samples)), rec.stop.processes)
+end)
+
+T.test("--cool-to on the device: thermal zones and dumpsys battery read, before/after in the record; a hot zone times out", function()
+  os.execute(("mkdir -p '%s/sys/class/thermal/thermal_zone0' && echo 30000 > '%s/sys/class/thermal/thermal_zone0/temp'")
+    :format(sbx, sbx))
+  local dumpsys = sbx .. "/system/bin/dumpsys"
+  T.write(dumpsys, "#!/bin/sh\n[ \"$1\" = battery ] && printf 'Current Battery State:\\n  temperature: 312\\n'\nexit 0\n")
+  os.execute("chmod 755 '" .. dumpsys .. "'")
+  local rec, r = json_run({ "--runner", fake, "--model", add, "-n", "2", "--repeat", "2", "--cool-to", "45", "--format", "json" })
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  T.eq(#rec.thermal, 2)
+  T.eq(rec.thermal[1].before_c, 31.2, "the battery is the hottest"); T.eq(rec.thermal[2].after_c, 31.2)
+  os.execute(("echo 80000 > '%s/sys/class/thermal/thermal_zone0/temp'"):format(sbx))
+  rec, r = json_run({ "--runner", fake, "--model", add, "-n", "2", "--cool-to", "45", "--cool-timeout", "0.5", "--format", "json" })
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  T.eq(rec.thermal[1].before_c, 80.0)
+  T.match(table.concat(rec.warnings, "\n"), "thermal_zone0 still at 80%.0 C after %-%-cool%-timeout 0%.5s")
+  os.execute(("rm -rf '%s/sys' '%s'"):format(sbx, dumpsys))
+end)
+
 T.test("no device at that address: exit 3 with ENODEV", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
     "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })

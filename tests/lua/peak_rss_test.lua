@@ -68,7 +68,7 @@ T.with_real_runner("real runner: peak_rss_kb never above GNU time -v's figure + 
   local gnu, mine = 0, {}
   for _ = 1, 5 do
     local ref = assert(proc.run { argv = { "/usr/bin/time", "-v", runner, "--model_path", model,
-      "--num_executions", "10" }, timeout = 60 })
+      "--num_executions", "10" }, cwd = dir, timeout = 60 })
     gnu = math.max(gnu, assert(tonumber(ref.stderr:match("Maximum resident set size %(kbytes%): (%d+)"))))
     local r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", runner, "--model",
       model, "-n", "10", "--runs-dir", dir .. "/runs", "--format", "json" }, timeout = 60 })

@@ -121,6 +121,20 @@ T.test("the full scripts/rpi5.lua flow against the loopback board with the test 
   T.match(table.concat(rec.warnings, "\n"), "no ETDump was written")
 end)
 
+T.with_real_runner("scripts/rpi5.lua with the real runner: --min-samples 25 -n 10 takes 3 processes; samples.csv, stop", function(runner)
+  local odp = os.getenv("ODP") or "build/odp"
+  local r = proc.run { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
+    "--remote-dir", srv.remote_dir .. "/real", "--runner", runner, "--model", T.root() .. "/tests/fixtures/pte/add_arduino.pte",
+    "-n", "10", "--min-samples", "25", "--runs-dir", tmp .. "/runs", "--format", "json", cwd = tmp, timeout = 120 }
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(require("odp.json").decode(r.stdout))
+  T.eq(rec.stop.rule, "min_samples"); T.eq(rec.stop.processes, 3); T.eq(rec.latency_ms.n, 30)
+  T.eq(#rec.latency_ms.first_ms, 3); T.ok(rec.latency_ms.ci95, "ci95")
+  local groups = assert(require("odp.measure").read_samples(rec.artifacts.samples))
+  T.eq(#groups, 3); T.eq(#groups[3], 10)
+end)
+
 T.test("exec with helper_args: the pushed odp-rusage pins the program (--cpus), as it reports itself", function()
   local probe = (os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")) .. "/tests/affinity_probe"
   local r = assert(t:exec({ probe }, { helper_args = { "--cpus", "0" } }))

@@ -192,7 +192,7 @@ function M.main(args)
     local copy = {}
     for k, v in pairs(data) do if k ~= "csv" then copy[k] = v end end
     if f == "jsonl" then return json.encode(copy) .. "\n" end
-    return json.encode(copy, { indent = "  " }) .. "\n"
+    return json.encode(copy, { indent = true }) .. "\n"
   end
   if opts.out then
     errors.check(sys.write_file(opts.out, render(fmt)))

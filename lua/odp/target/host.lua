@@ -21,7 +21,8 @@ end
 local helper
 local function local_helper()
   if helper == nil then
-    local arch = first_line({ "uname", "-m" })
+    -- the kernel's own answer to `uname -m`, without starting uname (1 ms of every host run)
+    local arch = (sys.read_file("/proc/sys/kernel/arch") or ""):match("%S+") or first_line({ "uname", "-m" })
     helper = arch and require("odp.target.shell").local_helper(arch) or false
   end
   return helper
