@@ -25,7 +25,7 @@ end
 local function etdump_doc(path, opts)
   local etdump = require("odp.etdump")
   local doc, err, code = etdump.read(path)
-  if not doc then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  if not doc then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
   local rows, unit = etdump.ops(doc, eopts)
   local blocks = {}
@@ -64,7 +64,7 @@ end
 local function pte_info(path)
   local pte = require("odp.pte")
   local p, err, code = pte.read(path)
-  if not p then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  if not p then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local methods, delegates = {}, {}
   for i, m in ipairs(p.methods) do
     methods[i] = { name = m.name, operators = json.array(m.operators),
@@ -109,7 +109,7 @@ local function elf_info(path)
   local ok, elf = pcall(require, "odp.elf")
   if not ok then errors.fail("EIO", "this odp has no ELF reader (odp.elf) yet", 3) end
   local e, err, code = elf.read(path)
-  if not e then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  if not e then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end
   return info
