@@ -3,6 +3,7 @@
 
 #include "l_probe.h"
 #include "l_util.h"
+#include "usb/usb.h"
 
 #define PROBE_MT "odp.probe.Probe"
 #define READ_MAX (64u << 20)
@@ -154,7 +155,7 @@ static int l_jlink_lib(lua_State *L)
     return 1;
 }
 
-static int push_usb(void *ctx, const odp_usb_info *d)
+static int push_usb(void *ctx, odp_usb_dev *d)
 {
     lua_State *L = ctx;
     lua_createtable(L, 0, 9);
@@ -192,7 +193,7 @@ static int l_usb_list(lua_State *L)
     luaL_argcheck(L, vid >= -1 && vid <= 0xffff, 1, "vid must be 0..0xffff");
     lua_newtable(L);
     odp_err err;
-    if (odp_usb_list((int)vid, push_usb, L, &err))
+    if (odp_usb_each(NULL, (int)vid, push_usb, L, &err))
         return odp_pushfail(L, &err);
     return 1;
 }

@@ -13,6 +13,7 @@
 #include "l_util.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/tty.h"
 #include "util/wait.h"
 
 static int push_errno(lua_State *L, const char *what)
@@ -105,6 +106,18 @@ static int check_fd(lua_State *L, int idx)
 static int l_isatty(lua_State *L)
 {
     lua_pushboolean(L, isatty(check_fd(L, 1)));
+    return 1;
+}
+
+/* sys.read_secret() -> the line typed on the terminal with echo off | nil, err, code (ENODEV without one). */
+static int l_read_secret(lua_State *L)
+{
+    char buf[1024];
+    odp_err err;
+    if (odp_tty_read_secret(buf, sizeof buf, ODP_FOREVER, &err))
+        return odp_pushfail(L, &err);
+    lua_pushstring(L, buf);
+    explicit_bzero(buf, sizeof buf);
     return 1;
 }
 
@@ -273,7 +286,7 @@ int luaopen_odp_sys(lua_State *L)
         {"sha256", l_sha256}, {"sha256_file", l_sha256_file},
         {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode},
         {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
-        {"isatty", l_isatty}, {"term_width", l_term_width},
+        {"isatty", l_isatty}, {"term_width", l_term_width}, {"read_secret", l_read_secret},
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},

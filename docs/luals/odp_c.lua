@@ -86,6 +86,8 @@ function sys.sleep(seconds) end
 ---@param fd "stdin"|"stdout"|"stderr"|integer
 function sys.isatty(fd) end
 function sys.term_width(fd) end
+---@return string|nil line, string? err, odp.ECode? code
+function sys.read_secret() end
 ---@param opts? {mode?: integer}
 function sys.write_file(path, data, opts) end
 function sys.append_sync(path, data) end
@@ -119,9 +121,15 @@ function Session:close() end
 
 ---@class odp.ssh
 local ssh = {}
----@param opts {host: string, port?: integer, user?: string, identity?: string, keys?: string[], known_hosts?: string, host_key_alias?: string, accept_new?: boolean, agent?: boolean|string, timeout?: number}
+---@param opts {host: string, port?: integer, user?: string, identity?: string, keys?: string[], passphrase?: string, known_hosts?: string, host_key_alias?: string, accept_new?: boolean, agent?: boolean|string, timeout?: number, proxy_command?: string, via?: odp.ssh.Session, alive_interval?: integer, alive_count_max?: integer}
 ---@return odp.ssh.Session|nil session, string? err, odp.ECode? code
 function ssh.connect(opts) end
+---@return string version of the linked libssh2
+function ssh.libssh2_version() end
+---@return boolean rsa_sha2 the linked libssh2 signs RSA keys with rsa-sha2-256/512 (>= 1.11)
+function ssh.rsa_sha2() end
+---@return string line "libssh2 1.10.0, RSA keys SHA-1 only: ..." (odp version -v)
+function ssh.backend_version() end
 
 ---@class odp.adb.Device
 local Device = {}
@@ -134,14 +142,20 @@ function Device:push(local_path, remote_path, opts) end
 ---@param opts? {on_progress?: fun(done: integer, total: integer), timeout?: number}
 function Device:pull(remote_path, local_path, opts) end
 function Device:stat(path, opts) end
+---@return {serial: string, transport: "server"|"usb"|string, state: string, model: string, product: string, device: string, features: table<string, boolean>, version?: integer, maxdata?: integer, server?: string, server_version?: integer}
 function Device:info() end
+---@return boolean broken a direct connection dropped (always false through the adb server)
+function Device:broken() end
 function Device:close() end
 
 ---@class odp.adb
 local adb = {}
 ---@return {serial: string, state: string, model?: string, hint?: string}[]|nil
 function adb.devices() end
----@param opts {serial?: string, transport?: "usb"|string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}
+---@param opts? {server?: string, timeout?: number}
+---@return {address: string, version: integer, devices: {serial: string, state: string, model?: string, product?: string, device?: string, usb?: string, transport_id?: integer}[]}|nil server, string? err, odp.ECode? code
+function adb.server(opts) end
+---@param opts? {serial?: string, transport?: "auto"|"server"|"usb"|string, server?: string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}
 ---@return odp.adb.Device|nil device, string? err, odp.ECode? code
 function adb.connect(opts) end
 

@@ -131,6 +131,10 @@ local function human_one(r, out)
       (r.model.sha256 or "?"):sub(1, 12)))
   end
   if r.runner then kv("runner", r.runner.path) end
+  if r.device_state then
+    kv("device", r.device_state.error and ("state unknown: " .. r.device_state.error)
+      or require("odp.device_state").summary(r.device_state))
+  end
   if r.params and next(r.params) then
     local keys = {}
     for k in pairs(r.params) do keys[#keys + 1] = k end
@@ -155,6 +159,25 @@ local function human_one(r, out)
   end
   if r.load_ms then kv("model load", M.duration(r.load_ms)) end
   if r.peak_rss_kb then kv("peak RSS", ("%d kB (%.1f MB)"):format(r.peak_rss_kb, r.peak_rss_kb * 1024 / 1e6)) end
+  local c = r.counters and r.counters.total
+  if c then
+    local parts = {}
+    if c.task_clock_ms then parts[#parts + 1] = M.duration(c.task_clock_ms) .. " task-clock" end
+    for _, k in ipairs({ "context_switches", "cpu_migrations", "page_faults", "cycles", "instructions",
+      "branch_misses", "cache_misses" }) do
+      if c[k] then parts[#parts + 1] = ("%.0f %s"):format(c[k], k:gsub("_", "-")) end
+    end
+    if c.ipc then parts[#parts + 1] = ("IPC %.2f"):format(c.ipc) end
+    local n = #(r.counters.processes or {})
+    kv("counters", table.concat(parts, " · ") .. (" (%d process%s%s)"):format(n, n == 1 and "" or "es",
+      r.counters.scaled and ("; scaled: " .. table.concat(r.counters.scaled, ", ")) or ""))
+    if r.counters.unavailable then
+      local un = {}
+      for k, why in pairs(r.counters.unavailable) do un[#un + 1] = k:gsub("_", "-") .. " " .. why end
+      table.sort(un)
+      kv("", "not counted: " .. table.concat(un, ", "))
+    end
+  end
   if r.planned_buffers and #r.planned_buffers > 0 then
     for i, b in ipairs(r.planned_buffers) do
       kv(i == 1 and "planned buffers" or "", ("[%d] %d B%s"):format(i - 1, b,

@@ -57,13 +57,4 @@ odp_probe *odp_probe_jlink_open(const char *lib, const char *device, int speed_k
 /* The library the jlink backend would load (for hints): fills path, returns 0 or ODP_ENOTFOUND. */
 int odp_jlink_find_lib(const char *lib, char *path, size_t len, odp_err *err);
 
-/* USB devices with vendor id vid (-1: all), for listing probes. Serial/product need access (udev rules). */
-typedef struct {
-    int vid, pid, bus, address;
-    int access; /* the device could be opened */
-    char serial[64], product[128], open_error[64];
-} odp_usb_info;
-int odp_usb_list(int vid, int (*fn)(void *ctx, const odp_usb_info *d), void *ctx, odp_err *err);
-
-
 #endif

@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../net/tcp.h"
@@ -23,15 +26,36 @@
 #define CLOSE_GRACE_S 2.0
 #define PGID_HEAD_MAX 4096
 
+#define TUNNEL_BUF (64 * 1024)
+#define PROXY_ERR_MAX 400           /* bytes of a ProxyCommand's stderr quoted in an error */
+
 struct odp_ssh {
     LIBSSH2_SESSION *session;
     LIBSSH2_SFTP *sftp;
     int fd;
     char uri[600];
     char fingerprint[80];
+    /* ProxyJump: this session's bytes travel in `tunnel`, a direct-tcpip channel of `via`. fd is one end of a
+     * socketpair; pump() moves bytes between its other end, pump_fd, and the channel whenever a session of
+     * the chain waits (wait_socket), so the chain needs no thread and no waiting point of its own. */
+    odp_ssh *via;
+    LIBSSH2_CHANNEL *tunnel;
+    int pump_fd;
+    int tunnel_eof, up_eof;
+    size_t up_off, up_len;          /* read from pump_fd, not yet written to the channel */
+    size_t down_off, down_len;      /* read from the channel, not yet written to pump_fd */
+    char *up, *down;
+    /* ProxyCommand: the process whose stdin/stdout is fd, in its own process group; its stderr goes to an
+     * unlinked temporary file (a pipe could fill and stall it) that an error quotes. */
+    pid_t proxy_pid;
+    int proxy_err_fd;
+    /* Keepalives: last_rx is when the transport last had bytes for us. */
+    int alive_interval, alive_count_max;
+    double last_rx;
 };
 
 static int lib_ready;
+static void close_session(odp_ssh *s, odp_ssh *tunnel_via);
 
 const char *odp_ssh_uri(const odp_ssh *s) { return s->uri; }
 const char *odp_ssh_fingerprint(const odp_ssh *s) { return s->fingerprint; }
@@ -46,17 +70,128 @@ static int ssh_fail_err(odp_ssh *s, odp_err *err, odp_code code, const char *wha
     return odp_fail(err, code, "%s: %s (libssh2 %d)", what, msg && *msg ? msg : "failed", rc);
 }
 
-/* The one place a libssh2 EAGAIN waits: on the socket, in the directions libssh2 is blocked on. */
+/* Moves what is ready between a tunnelled session's socketpair end and its channel, both ways, without
+ * blocking. A closed channel shuts the socketpair down, so the session above sees the connection end. */
+static void pump(odp_ssh *h)
+{
+    for (int moved = 1; moved && !h->tunnel_eof;) {
+        moved = 0;
+        if (h->down_len == 0) {
+            ssize_t n = libssh2_channel_read(h->tunnel, h->down, TUNNEL_BUF);
+            if (n > 0) {
+                h->down_off = 0;
+                h->down_len = (size_t)n;
+            } else if ((n == 0 && libssh2_channel_eof(h->tunnel)) || (n < 0 && n != LIBSSH2_ERROR_EAGAIN)) {
+                h->tunnel_eof = 1;
+                shutdown(h->pump_fd, SHUT_RDWR);
+                break;
+            }
+        }
+        if (h->down_len) {
+            ssize_t w = write(h->pump_fd, h->down + h->down_off, h->down_len);
+            if (w > 0) {
+                h->down_off += (size_t)w;
+                h->down_len -= (size_t)w;
+                moved = 1;
+            }
+        }
+        if (h->up_len == 0) {
+            ssize_t n = read(h->pump_fd, h->up, TUNNEL_BUF);
+            if (n > 0) {
+                h->up_off = 0;
+                h->up_len = (size_t)n;
+            } else if (n == 0 && !h->up_eof) {
+                h->up_eof = 1;
+                libssh2_channel_send_eof(h->tunnel); /* best effort: the session above is closing */
+            }
+        }
+        if (h->up_len) {
+            ssize_t w = libssh2_channel_write(h->tunnel, h->up + h->up_off, h->up_len);
+            if (w > 0) {
+                h->up_off += (size_t)w;
+                h->up_len -= (size_t)w;
+                moved = 1;
+            } else if (w < 0 && w != LIBSSH2_ERROR_EAGAIN) {
+                h->tunnel_eof = 1;
+                shutdown(h->pump_fd, SHUT_RDWR);
+            }
+        }
+    }
+}
+
+static short session_events(odp_ssh *h)
+{
+    int dir = libssh2_session_block_directions(h->session);
+    return (short)(POLLIN | ((dir & LIBSSH2_SESSION_BLOCK_OUTBOUND) ? POLLOUT : 0));
+}
+
+/* Keepalives of every session in the chain: sends them when due; fails when one has been silent too long. */
+static int keepalive(odp_ssh *s, double now, double *next, odp_err *err)
+{
+    for (odp_ssh *h = s; h; h = h->via) {
+        if (h->alive_interval <= 0 || !h->session)
+            continue;
+        double limit = (double)h->alive_interval * (h->alive_count_max > 0 ? h->alive_count_max : 1);
+        if (now - h->last_rx > limit)
+            return odp_fail(err, ODP_EIO, "%s: no answer for %.0f s (ServerAliveInterval %d x ServerAliveCountMax "
+                            "%d): connection lost", h->uri, now - h->last_rx, h->alive_interval, h->alive_count_max);
+        int secs = h->alive_interval;
+        libssh2_keepalive_send(h->session, &secs);
+        double due = now + (secs > 0 ? secs : 1);
+        if (h->last_rx + limit < due)
+            due = h->last_rx + limit + 0.01;
+        if (due < *next)
+            *next = due;
+    }
+    return 0;
+}
+
+#define CHAIN_MAX 16 /* ProxyJump hops; the resolver refuses longer chains */
+
+/* The one place a libssh2 EAGAIN waits: on the socket, in the directions libssh2 is blocked on; for a
+ * tunnelled session also on every hop below it, pumping their channels, and sending keepalives. */
 static int wait_socket(odp_ssh *s, double deadline, odp_err *err)
 {
-    int dir = libssh2_session_block_directions(s->session);
-    short ev = 0;
-    if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
-        ev |= POLLIN;
-    if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
-        ev |= POLLOUT;
-    struct pollfd p = {.fd = s->fd, .events = ev ? ev : POLLIN};
-    return odp_wait(&p, 1, deadline, err);
+    for (;;) {
+        for (odp_ssh *h = s; h; h = h->via)
+            if (h->tunnel)
+                pump(h);
+        double now = odp_now(), until = deadline;
+        int rc = keepalive(s, now, &until, err);
+        if (rc)
+            return rc;
+        struct pollfd p[1 + 2 * CHAIN_MAX];
+        odp_ssh *owner[1 + 2 * CHAIN_MAX];
+        nfds_t n = 0;
+        short ev = 0;
+        int dir = libssh2_session_block_directions(s->session);
+        if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
+            ev |= POLLIN;
+        if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
+            ev |= POLLOUT;
+        owner[n] = s;
+        p[n++] = (struct pollfd){.fd = s->fd, .events = ev ? ev : POLLIN};
+        for (odp_ssh *h = s; h && n + 2 <= 1 + 2 * CHAIN_MAX; h = h->via) {
+            if (!h->tunnel || h->tunnel_eof)
+                continue;
+            owner[n] = NULL;
+            p[n++] = (struct pollfd){.fd = h->pump_fd, .events = (short)((h->up_len ? 0 : POLLIN) |
+                                                                          (h->down_len ? POLLOUT : 0))};
+            owner[n] = h->via;
+            p[n++] = (struct pollfd){.fd = h->via->fd, .events = session_events(h->via)};
+        }
+        rc = odp_wait(p, n, until, err);
+        if (rc == ODP_ETIMEDOUT && until < deadline)
+            continue; /* a keepalive is due */
+        if (rc)
+            return rc;
+        now = odp_now();
+        for (nfds_t i = 0; i < n; i++)
+            if (owner[i] && (p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                owner[i]->last_rx = now;
+        if (p[0].revents)
+            return 0;
+    }
 }
 
 /* Runs a libssh2 call until it stops saying EAGAIN, waiting in between (NSE's DO_OR_YIELD, with
@@ -181,8 +316,21 @@ static int is_rsa_key(const char *path)
     return rsa;
 }
 
-static const char RSA_HINT[] = "libssh2 1.10 signs RSA keys only with SHA-1 (ssh-rsa), which OpenSSH >= 8.8 refuses: "
-                               "use an ed25519 or ecdsa key (ssh-keygen -t ed25519; EC2 offers ed25519 key pairs)";
+const char *odp_ssh_libssh2_version(void) { return libssh2_version(0); }
+int odp_ssh_rsa_sha2(void) { return libssh2_version(0x010b00) != NULL; }
+
+/* Why an RSA key was refused, where the linked libssh2 cannot sign it acceptably; "" where it can. */
+static const char *rsa_hint(void)
+{
+    static char hint[300];
+    if (odp_ssh_rsa_sha2())
+        return "";
+    snprintf(hint, sizeof hint,
+             "libssh2 %s signs RSA keys only with SHA-1 (ssh-rsa), which OpenSSH >= 8.8 refuses (libssh2 >= 1.11 "
+             "does not): use an ed25519 or ecdsa key (ssh-keygen -t ed25519; EC2 offers ed25519 key pairs)",
+             libssh2_version(0));
+    return hint;
+}
 
 static int auth_file(odp_ssh *s, const odp_ssh_opts *o, const char *key, double deadline, odp_err *err,
                      int *rc_out)
@@ -210,10 +358,11 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
             return 0;
         char *msg = NULL;
         libssh2_session_last_error(s->session, &msg, NULL, 0);
-        if (is_rsa_key(o->identity))
-            return odp_fail(err, ODP_EAUTH, "%s refused RSA key %s: %s", s->uri, o->identity, RSA_HINT);
+        if (is_rsa_key(o->identity) && *rsa_hint())
+            return odp_fail(err, ODP_EAUTH, "%s refused RSA key %s: %s", s->uri, o->identity, rsa_hint());
         if (rc == LIBSSH2_ERROR_FILE || (msg && strstr(msg, "passphrase")))
-            return odp_fail(err, ODP_EAUTH, "cannot use identity %s (%s): an encrypted key needs ODP_SSH_PASSPHRASE",
+            return odp_fail(err, ODP_EAUTH, "cannot use identity %s (%s): an encrypted key needs its passphrase "
+                            "(ODP_SSH_PASSPHRASE, or type it at the prompt on a terminal)",
                             o->identity, msg ? msg : "unreadable");
         return odp_fail(err, ODP_EAUTH, "%s refused key %s (%s)", s->uri, o->identity,
                         msg ? msg : "authentication failed");
@@ -252,22 +401,155 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
             return w;
         if (rc == 0)
             return 0;
-        any_rsa |= is_rsa_key(*k);
+        any_rsa |= is_rsa_key(*k) && *rsa_hint();
         if (tl < sizeof tried)
             tl += (size_t)snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", *k);
     }
     /* s->uri is user@host[:port]: the user is named there, once */
     return odp_fail(err, ODP_EAUTH, "%s: no key accepted (tried: %s)%s%s", s->uri,
                     tl ? tried : "nothing: no identity, agent or ~/.ssh/id_ed25519|id_ecdsa",
-                    any_rsa ? "; " : "", any_rsa ? RSA_HINT : "; pass --identity FILE");
+                    any_rsa ? "; " : "", any_rsa ? rsa_hint() : "; pass --identity FILE");
+}
+
+/* Starts the ProxyCommand (through /bin/sh, in its own process group) on one end of a socketpair. */
+static int start_proxy(odp_ssh *s, const char *command, odp_err *err)
+{
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp))
+        return odp_fail_errno(err, ODP_EIO, errno, "ProxyCommand: socketpair");
+    char tmpl[] = "/tmp/odp-proxy-err.XXXXXX";
+    const char *tmpdir = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir && *tmpdir ? tmpdir : "/tmp", tmpl + 5);
+    s->proxy_err_fd = mkostemp(path, O_CLOEXEC);
+    if (s->proxy_err_fd < 0) {
+        close(sp[0]);
+        close(sp[1]);
+        return odp_fail_errno(err, ODP_EIO, errno, "ProxyCommand: temporary file in %s", path);
+    }
+    unlink(path);
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigfillset(&defaults);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sp[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, sp[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, s->proxy_err_fd, 2);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    char *const argv[] = {"sh", "-c", (char *)command, NULL};
+    extern char **environ;
+    int rc = posix_spawn(&s->proxy_pid, "/bin/sh", &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(sp[1]);
+    if (rc) {
+        s->proxy_pid = 0;
+        close(sp[0]);
+        return odp_fail_errno(err, ODP_EIO, rc, "cannot start ProxyCommand `%s`", command);
+    }
+    fcntl(sp[0], F_SETFL, fcntl(sp[0], F_GETFL) | O_NONBLOCK);
+    s->fd = sp[0];
+    return 0;
+}
+
+/* Ends the ProxyCommand's process group (it normally leaves by itself once its stdin closes); 1 s grace. */
+static int stop_proxy(odp_ssh *s)
+{
+    int status = -1;
+    if (s->proxy_pid <= 0)
+        return status;
+    double dl = odp_now() + 1.0;
+    pid_t r;
+    while ((r = waitpid(s->proxy_pid, &status, WNOHANG)) == 0 && odp_now() < dl)
+        if (odp_sleep_until(odp_now() + 0.01, NULL))
+            break;
+    if (r == 0) {
+        kill(-s->proxy_pid, SIGTERM);
+        dl = odp_now() + 1.0;
+        while ((r = waitpid(s->proxy_pid, &status, WNOHANG)) == 0 && odp_now() < dl)
+            odp_sleep_until(odp_now() + 0.01, NULL);
+        if (r == 0) {
+            kill(-s->proxy_pid, SIGKILL);
+            waitpid(s->proxy_pid, &status, 0);
+        }
+    }
+    s->proxy_pid = 0;
+    return status;
+}
+
+/* The ProxyCommand ended the transport: its exit and the head of its stderr make the message. */
+static int proxy_failed(odp_ssh *s, const char *command, odp_err *err)
+{
+    if (s->fd >= 0) {
+        close(s->fd); /* its stdin ends: a proxy still running leaves */
+        s->fd = -1;
+    }
+    int status = stop_proxy(s);
+    char msg[PROXY_ERR_MAX + 1] = "";
+    ssize_t n = pread(s->proxy_err_fd, msg, PROXY_ERR_MAX, 0);
+    msg[n > 0 ? n : 0] = 0;
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = *(c + 1) ? ' ' : 0;
+    char how[64];
+    if (status >= 0 && WIFEXITED(status))
+        snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+    else if (status >= 0 && WIFSIGNALED(status))
+        snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(how, sizeof how, "closed the connection");
+    return odp_fail(err, ODP_EIO, "ProxyCommand `%s` %s before the SSH handshake%s%s", command, how,
+                    *msg ? ": " : "", msg);
+}
+
+/* A direct-tcpip channel of via to host:port, and the socketpair the new session talks into. */
+static int open_tunnel(odp_ssh *s, odp_ssh *via, const char *host, int port, double deadline, odp_err *err)
+{
+    LIBSSH2_CHANNEL *ch;
+    PTR_OR_WAIT(via, ch, libssh2_channel_direct_tcpip_ex(via->session, host, port, "127.0.0.1", 22), deadline, err);
+    if (!ch) {
+        char *msg = NULL;
+        libssh2_session_last_error(via->session, &msg, NULL, 0);
+        return odp_fail(err, ODP_ENODEV, "jump host %s cannot reach %s port %d (%s)", via->uri, host, port,
+                        msg && *msg ? msg : "channel refused");
+    }
+    int sp[2];
+    s->up = malloc(TUNNEL_BUF);
+    s->down = malloc(TUNNEL_BUF);
+    if (!s->up || !s->down || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp)) {
+        while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(via, deadline, NULL))
+                break;
+        return odp_fail(err, ODP_EIO, "out of memory or descriptors for the tunnel to %s", host);
+    }
+    s->via = via;
+    s->tunnel = ch;
+    s->fd = sp[0];
+    s->pump_fd = sp[1];
+    return 0;
 }
 
 static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
 {
     int port = o->port > 0 ? o->port : 22, rc;
     double dl = o->deadline;
-    if ((s->fd = odp_tcp_connect_to(o->host, port, dl, err)) < 0)
-        return err->code;
+    if (o->via)
+        rc = open_tunnel(s, o->via, o->host, port, dl, err);
+    else if (o->proxy_command)
+        rc = start_proxy(s, o->proxy_command, err);
+    else
+        rc = (s->fd = odp_tcp_connect_to(o->host, port, dl, err)) < 0 ? err->code : 0;
+    if (rc)
+        return rc;
+    s->alive_interval = o->alive_interval;
+    s->alive_count_max = o->alive_count_max;
+    s->last_rx = odp_now();
     s->session = libssh2_session_init();
     if (!s->session)
         return odp_fail(err, ODP_EIO, "libssh2_session_init failed");
@@ -284,6 +566,9 @@ static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
             return w;
     }
     if (rc) {
+        if (s->proxy_pid > 0 && (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV ||
+                                 rc == LIBSSH2_ERROR_SOCKET_SEND || rc == LIBSSH2_ERROR_BANNER_RECV))
+            return proxy_failed(s, o->proxy_command, err);
         if (types[0] && rc == LIBSSH2_ERROR_KEX_FAILURE)
             return odp_fail(err, ODP_EHOSTKEY, "%s offers none of the host key types known for it (%s) in %s", s->uri,
                             types, o->known_hosts);
@@ -308,7 +593,7 @@ int odp_ssh_connect(const odp_ssh_opts *o, odp_ssh **out, odp_err *err)
     odp_ssh *s = calloc(1, sizeof *s);
     if (!s)
         return odp_fail(err, ODP_EIO, "out of memory");
-    s->fd = -1;
+    s->fd = s->pump_fd = s->proxy_err_fd = -1;
     int port = o->port > 0 ? o->port : 22;
     if (port == 22)
         snprintf(s->uri, sizeof s->uri, "%s@%s", o->user, o->host);
@@ -316,7 +601,9 @@ int odp_ssh_connect(const odp_ssh_opts *o, odp_ssh **out, odp_err *err)
         snprintf(s->uri, sizeof s->uri, "%s@%s:%d", o->user, o->host, port);
     int rc = connect_session(s, o, err);
     if (rc) {
-        odp_ssh_close(s);
+        odp_ssh *via = s->via;
+        s->via = NULL; /* stays the caller's */
+        close_session(s, via);
         return rc;
     }
     *out = s;
@@ -325,8 +612,15 @@ int odp_ssh_connect(const odp_ssh_opts *o, odp_ssh **out, odp_err *err)
 
 void odp_ssh_close(odp_ssh *s)
 {
-    if (!s)
-        return;
+    if (s)
+        close_session(s, s->via);
+    /* the hops below were closed with it */
+}
+
+/* Closes s; `tunnel_via` is the session its tunnel channel belongs to (freed here; closed only when it is
+ * s->via, i.e. owned). */
+static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
+{
     double dl = odp_now() + CLOSE_GRACE_S;
     if (s->sftp) {
         while (libssh2_sftp_shutdown(s->sftp) == LIBSSH2_ERROR_EAGAIN)
@@ -337,11 +631,30 @@ void odp_ssh_close(odp_ssh *s)
         while (libssh2_session_disconnect(s->session, "odp done") == LIBSSH2_ERROR_EAGAIN)
             if (wait_socket(s, dl, NULL))
                 break;
-        libssh2_session_free(s->session);
+        /* libssh2_session_free also says EAGAIN while it cannot send (a silent peer, a full tunnel); once the
+         * grace is over, a shut-down socket makes its sends fail instead, so it always completes. */
+        for (int tries = 0; libssh2_session_free(s->session) == LIBSSH2_ERROR_EAGAIN && tries < 1000; tries++)
+            if (wait_socket(s, dl, NULL) && s->fd >= 0)
+                shutdown(s->fd, SHUT_RDWR);
     }
     if (s->fd >= 0)
         close(s->fd);
+    if (s->tunnel && tunnel_via) {
+        /* on failure the channel goes with tunnel_via's session */
+        while (libssh2_channel_free(s->tunnel) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(tunnel_via, dl, NULL))
+                break;
+    }
+    if (s->pump_fd >= 0)
+        close(s->pump_fd);
+    stop_proxy(s);
+    if (s->proxy_err_fd >= 0)
+        close(s->proxy_err_fd);
+    odp_ssh *owned = s->via;
+    free(s->up);
+    free(s->down);
     free(s);
+    odp_ssh_close(owned);
 }
 
 /* ---- exec ---- */

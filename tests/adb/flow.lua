@@ -81,11 +81,50 @@ T.test("a runner that aborts: a failed record, exit 1, the model stays on the de
   T.ok(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte"), "nothing deleted")
 end)
 
+T.test("peak RSS through odp-rusage on the device: the program's own VmHWM for 0.5/4/50/200 MB", function()
+  local t = assert(require("odp.target.adb").new { adb = "tcp:127.0.0.1:" .. port })
+  os.execute(("cp '%s/tests/rss_touch' '%s/data/local/tmp/bin/'"):format(build, sbx))
+  T.eq(t:rusage_method(), "odp-rusage")
+  for _, mb in ipairs { 0.5, 4, 50, 200 } do
+    local r = assert(t:exec({ "/data/local/tmp/bin/rss_touch", tostring(mb) }, { timeout = 60 }))
+    T.eq(r.status, 0, "rss_touch status; stderr: " .. r.stderr)
+    local own = assert(tonumber(r.stdout:match("VmHWM_kb=(%d+)")), r.stdout)
+    local got, tol = r.rusage and r.rusage.maxrss_kb, math.max(own * 0.02, 256)
+    T.ok(got and math.abs(got - own) <= tol, ("%s MB: odp says %s kB, the program's own VmHWM is %d kB"):format(mb, got, own))
+  end
+  t:close()
+end)
+
 T.test("no device at that address: exit 3 with ENODEV", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
     "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })
   T.eq(r.status, 3)
   T.match(r.stdout .. r.stderr, "ENODEV")
+end)
+
+T.with_real_runner("device state over adb: the recorded Pixel 8 tree, getprop and dumpsys, in the record", function(runner)
+  os.execute(("rm -rf '%s/data/local/tmp/state' && mkdir -p '%s/data/local/tmp/state' && cp -R '%s/tests/fixtures/device_state/pixel8' '%s/data/local/tmp/state/'")
+    :format(sbx, sbx, root, sbx))
+  local argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:" .. port, "--runs-dir",
+    dir .. "/runs", "--runner", runner, "--model", add, "-n", "2", "--format", "json" }
+  local r = assert(proc.run { argv = argv, cwd = dir, timeout = 120,
+    env = { ODP_STATE_ROOT = "/data/local/tmp/state/pixel8" } })
+  T.eq(r.status, 0, r.stderr)
+  local d = assert(json.decode(r.stdout)).device_state
+  T.eq({ d.android.product_model, d.android.build_version_sdk, d.cpus_online }, { "Pixel 8", "34", 9 })
+  T.eq(d.cluster_basis, "cpuinfo_max_freq")
+  local names = {}
+  for i, c in ipairs(d.clusters) do names[i] = c.name .. " " .. c.cpus .. " " .. c.core end
+  T.eq(names, { "little 0-3 Cortex-A510", "mid 4-7 Cortex-A715", "big 8 Cortex-X3" })
+  T.eq({ d.before.thermal_status, d.after.thermal_status, d.before.battery.level_pct }, { 0, 0, 84 })
+  T.ok(d.missing and #d.missing > 0, "ro.soc.model and thermal zones are not in the recording")
+  -- placement through the pushed helper on the (emulated) device's real CPUs
+  argv[#argv + 1] = "--cpus"
+  argv[#argv + 1] = "0"
+  r = assert(proc.run { argv = argv, cwd = dir, timeout = 120 })
+  T.eq(r.status, 0, r.stderr .. r.stdout)
+  local rec = assert(json.decode(r.stdout))
+  T.eq({ rec.params.cpus, rec.device_state.cpus_used, rec.ok }, { "0", "0", true })
 end)
 
 T.test("--help lists the adb options", function()

@@ -110,6 +110,16 @@ end
 --- Path of the project's top directory (tests run from anywhere).
 function T.root() return require("odp.host").root end
 
+--- A deterministic random generator for bounded fuzz loops (no math.random seed dependence across Lua
+-- builds): local rnd = T.lcg(7); rnd(n) -> an integer in [0, n).
+function T.lcg(seed)
+  local s = seed
+  return function(n)
+    s = (s * 1103515245 + 12345) % 2147483648
+    return s % n
+  end
+end
+
 --- A fresh temporary directory, removed at exit unless ODP_KEEP_TMP is set.
 local tmpdirs = {}
 function T.tmpdir()

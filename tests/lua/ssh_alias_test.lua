@@ -90,5 +90,42 @@ T.test("odp run --host ALIAS -v shows the resolved settings; a config syntax err
   T.eq(r.stderr, ("odp: %s line 2: Bad port 'nope'\n"):format(bad))
 end)
 
+T.test("an encrypted key: the passphrase is asked on the terminal without echo (tmux), never shown", function()
+  local enc = sshd.keygen(tmp .. "/enc_key", "ed25519", "tty s3cret")
+  sshd.sh(("cat %s.pub >> %s/authorized_keys"):format(sshd.quote(enc), sshd.quote(srv.dir)))
+  T.ok(target_ssh.key_encrypted(enc), "detected as encrypted")
+  T.ok(not target_ssh.key_encrypted(srv.identity), "a plain key is not")
+  local script = tmp .. "/prompt.lua"
+  T.write(script, ([[
+local t, err = require("odp.target.ssh").new { host = "board", ssh_config = %q, identity = %q }
+print(t and "CONNECTED " .. t.uri or ("FAILED " .. err))]]):format(cfg, enc))
+  local sock = tmp .. "/tmux.sock"
+  local function tmux(...)
+    local argv = { "tmux", "-S", sock, ... }
+    argv.timeout = 10
+    return proc.run(argv)
+  end
+  local function screen() return tmux("capture-pane", "-p", "-t", "odp").stdout end
+  local function wait_for(text)
+    for _ = 1, 100 do
+      if screen():find(text, 1, true) then return true end
+      require("odp.sys").sleep(0.1)
+    end
+    return false
+  end
+  tmux("-f", "/dev/null", "new-session", "-d", "-s", "odp", "-x", "150", "-y", "20",
+    ("env -u ODP_SSH_PASSPHRASE %s run %s; sleep 30"):format(odp, script))
+  local asked = wait_for("Enter passphrase for key " .. enc)
+  tmux("send-keys", "-t", "odp", "tty s3cret", "Enter")
+  local done = wait_for("CONNECTED ssh://")
+  local text = screen()
+  tmux("kill-server")
+  T.ok(asked, "prompt shown: " .. text); T.ok(done, "connected: " .. text)
+  T.ok(not text:find("s3cret", 1, true), "the passphrase never appears on the screen")
+  -- without a terminal and without ODP_SSH_PASSPHRASE: the error says where the passphrase comes from
+  local _, err, code = target_ssh.new { host = "board", ssh_config = cfg, identity = enc }
+  T.eq(code, "EAUTH"); T.match(err, "needs its passphrase %(ODP_SSH_PASSPHRASE, or type it at the prompt")
+end)
+
 srv:stop()
 T.done()

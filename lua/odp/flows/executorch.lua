@@ -68,7 +68,8 @@ local function run_once(ctx, t, argv, label, files)
   local ui = ctx.ui
   ui:debug("%s: %s", label, table.concat(argv, " "))
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
-  local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true })
+  local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
+    helper_args = t.helper_args, counters = ctx.opts.counters })
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
   if files then
     sys.write_file(files .. ".stdout", r.stdout)
@@ -182,6 +183,8 @@ function M.run(ctx)
     if etdump_remote then table.move({ "--etdump_path", etdump_remote }, 1, 2, #argv + 1, argv) end
     if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
     table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
+    t.state = require("odp.device_state").before(rec, target)
+    require("odp.placement").apply(ctx, t, rec, argv)
 
     for i = 1, o.warmup do
       local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
@@ -226,6 +229,7 @@ function M.run(ctx)
       end
     end
     measure(ctx, rec, runs)
+    require("odp.target.rusage").record_counters(rec, runs)
     if rec.artifacts.etdump then
       local have, etdump = pcall(require, "odp.etdump")
       if have then
@@ -247,6 +251,9 @@ function M.run(ctx)
     if not errors.is_failure(err) then error(err, 0) end
     result.fail(rec, err.code, err.message, err.exit)
   end
+  if t.state and not (rec.error and rec.error.code == "ECANCELED") then
+    require("odp.device_state").after(rec, t.state, target, { cpus_used = t.cpus_used })
+  end
   for _, w in ipairs(ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
   result.save(rec, dir)
   return rec
@@ -257,7 +264,7 @@ end
 function M.script(spec)
   local target_mod = require("odp.target." .. spec.target)
   local options = {}
-  for _, list in ipairs({ M.options, target_mod.options or {} }) do
+  for _, list in ipairs({ M.options, require("odp.placement").options, target_mod.options or {} }) do
     for _, opt in ipairs(list) do options[#options + 1] = opt end
   end
   local device = spec.device and dofile(require("odp.host").root .. "/" .. spec.device) or nil

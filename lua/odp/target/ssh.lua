@@ -6,6 +6,7 @@ local ssh = require("odp.ssh")
 local errors = require("odp.errors")
 local shell = require("odp.target.shell")
 local ssh_config = require("odp.ssh_config")
+local sys = require("odp.sys")
 
 local M = { kind = "ssh" }
 
@@ -15,7 +16,7 @@ M.options = {
   { "host", "The board: [user@]host, or a Host alias of ~/.ssh/config", nil, "string", required = true,
     metavar = "[USER@]HOST" },
   { "port", "SSH port (default: ssh_config's Port, else 22)", nil, "posint" },
-  { "identity", "Private key (ed25519 or ecdsa; an encrypted key's passphrase comes from ODP_SSH_PASSPHRASE); " ..
+  { "identity", "Private key (an encrypted key's passphrase comes from ODP_SSH_PASSPHRASE or a prompt); " ..
     "default: ssh_config's IdentityFile", nil, "file", metavar = "FILE" },
   { "known-hosts", "known_hosts file to verify the board's host key against (default: ssh_config's " ..
     "UserKnownHostsFile, else ~/.ssh/known_hosts)", nil, "string", metavar = "FILE" },
@@ -63,6 +64,15 @@ local function describe(st)
   return table.concat(parts, " ")
 end
 
+local function refuse_blind(st)
+  if st.strict_host_key_checking == "no" then
+    return nil, ("EUSAGE: ssh_config sets StrictHostKeyChecking no for %s (%s): odp verifies every host key and " ..
+      "will not connect blind; use accept-new (or --accept-new-host-key) to add a new board's key once")
+      :format(st.alias, table.concat(st.files, ", ")), "EUSAGE"
+  end
+  return st
+end
+
 --- Resolves opts.host through ssh_config (opts.ssh_config: a file, "none", default ~/.ssh/config) with the
 -- command line's user/port/identity/known_hosts on top. -> settings (odp.ssh_config.resolve) | nil, err, code
 function M.resolve(opts)
@@ -71,19 +81,44 @@ function M.resolve(opts)
     port = opts.port, identity = opts.identity, known_hosts = opts.known_hosts,
     connect_timeout = opts.connect_timeout })
   if not st then return nil, err, code end
-  if st.strict_host_key_checking == "no" then
-    return nil, ("EUSAGE: ssh_config sets StrictHostKeyChecking no for %s (%s): odp verifies every host key and " ..
-      "will not connect blind; use accept-new (or --accept-new-host-key) to add a new board's key once")
-      :format(alias, table.concat(st.files, ", ")), "EUSAGE"
+  return refuse_blind(st)
+end
+
+-- Whether a private key file is passphrase-protected: PEM "ENCRYPTED" headers, or an OpenSSH-format key whose
+-- cipher is not "none".
+function M.key_encrypted(path)
+  local f = io.open(path, "rb")
+  if not f then return false end
+  local text = f:read(65536) or ""
+  f:close()
+  if text:find("ENCRYPTED", 1, true) then return true end
+  local b64 = text:match("%-%-%-%-%-BEGIN OPENSSH PRIVATE KEY%-%-%-%-%-(.-)%-%-%-%-%-END")
+  local raw = b64 and sys.base64_decode((b64:gsub("%s", "")))
+  if not raw or raw:sub(1, 15) ~= "openssh-key-v1\0" or #raw < 19 then return false end
+  local n = string.unpack(">I4", raw, 16)
+  return raw:sub(20, 19 + n) ~= "none"
+end
+
+-- An encrypted key without ODP_SSH_PASSPHRASE: on a terminal, ask for the passphrase without echo (it stays in
+-- memory: never in argv, the environment of children or a log).
+local function ask_passphrase(conn)
+  if os.getenv("ODP_SSH_PASSPHRASE") or not sys.isatty("stdin") then return end
+  for _, k in ipairs(conn.identity and { conn.identity } or conn.keys or {}) do
+    if M.key_encrypted(k) then
+      io.stderr:write(("Enter passphrase for key %s (%s@%s): "):format(k, conn.user, conn.host))
+      conn.passphrase = sys.read_secret()
+      return
+    end
   end
-  return st
 end
 
 -- The ssh.connect options for settings st.
 local function connect_options(st, opts)
   local conn = { host = st.hostname, port = st.port, user = st.user, known_hosts = st.known_hosts_files[1],
     host_key_alias = st.host_key_alias, timeout = st.connect_timeout or CONNECT_TIMEOUT,
-    accept_new = opts.accept_new_host_key or st.strict_host_key_checking == "accept-new" }
+    accept_new = opts.accept_new_host_key or st.strict_host_key_checking == "accept-new",
+    alive_interval = st.server_alive_interval, alive_count_max = st.server_alive_count_max,
+    proxy_command = ssh_config.proxy_command(st) }
   if opts.identity then
     conn.identity = st.identity_files[1]
   elseif #st.identity_files > 0 then
@@ -94,7 +129,57 @@ local function connect_options(st, opts)
   elseif st.identity_agent and st.identity_agent ~= "SSH_AUTH_SOCK" then
     conn.agent = st.identity_agent
   end
+  ask_passphrase(conn)
   return conn
+end
+
+local MAX_HOPS = 8
+
+-- Connects st, first through its ProxyJump hops as OpenSSH does: the first hop with its own config (its
+-- ProxyJump too), each later one through the hop before it, each carried in a direct-tcpip channel of the
+-- previous session. path: the aliases being connected (a loop is refused). Returns the session.
+local function connect_chain(st, opts, path)
+  local via
+  if st.proxy_jump then
+    for i, hop in ipairs(ssh_config.jump_hops(st.proxy_jump)) do
+      local name = hop.host:lower()
+      for _, p in ipairs(path) do
+        if p == name then
+          return nil, ("ENODEV: ProxyJump loop: %s -> %s (%s)"):format(table.concat(path, " -> "), hop.host,
+            #st.files > 0 and table.concat(st.files, ", ") or "no config"), "ENODEV"
+        end
+      end
+      if #path >= MAX_HOPS then
+        return nil, ("ENODEV: ProxyJump chain longer than %d hops: %s -> %s"):format(MAX_HOPS,
+          table.concat(path, " -> "), hop.host), "ENODEV"
+      end
+      local hst, err, code = ssh_config.resolve(hop.host, { file = opts.ssh_config, user = hop.user,
+        port = hop.port, known_hosts = opts.known_hosts })
+      if hst then hst, err, code = refuse_blind(hst) end
+      if not hst then return nil, err, code end
+      local session
+      if via then
+        local conn = connect_options(hst, { accept_new_host_key = opts.accept_new_host_key })
+        conn.via, conn.proxy_command = via, nil
+        session, err, code = ssh.connect(conn)
+      else
+        local hop_path = table.move(path, 1, #path, 1, {})
+        hop_path[#hop_path + 1] = name
+        session, err, code = connect_chain(hst, { ssh_config = opts.ssh_config, known_hosts = opts.known_hosts,
+          accept_new_host_key = opts.accept_new_host_key }, hop_path)
+      end
+      if not session then
+        if via then via:close() end
+        return nil, err, code
+      end
+      via = session
+    end
+  end
+  local conn = connect_options(st, opts)
+  if via then conn.via, conn.proxy_command = via, nil end
+  local session, err, code = ssh.connect(conn)
+  if not session and via then via:close() end
+  return session, err, code
 end
 
 --- Opens a session. opts: host ("[user@]host" or an ssh_config alias), user, port, identity, known_hosts,
@@ -109,14 +194,10 @@ function M.new(opts)
     ui:debug("ssh %s: %s (config: %s)", st.alias, describe(st), #st.files > 0 and table.concat(st.files, ", ")
       or "none")
   end
-  if st.proxy_jump or st.proxy_command then
-    return nil, ("EUSAGE: %s is reached through %s, which odp cannot open yet"):format(st.alias,
-      st.proxy_jump and "ProxyJump " .. st.proxy_jump or "ProxyCommand " .. st.proxy_command), "EUSAGE"
-  end
   local key = ("%s@%s:%d"):format(st.user, st.hostname, st.port)
   local cached = open_targets[key]
   if cached and cached.session then return cached end
-  local session, cerr, ccode = ssh.connect(connect_options(st, opts))
+  local session, cerr, ccode = connect_chain(st, opts, { st.alias:lower() })
   if not session then
     if ccode == "ENOTFOUND" and st.hostname == st.alias:lower() then
       cerr = cerr .. ("; %s is no Host alias in %s"):format(st.alias,
@@ -193,6 +274,11 @@ function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
   if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  if opts.helper_args or opts.counters then
+    local err, code
+    prefix, err, code = shell.with_helper_args(method, prefix, opts.helper_args, opts.counters)
+    if not prefix and err then return nil, err, code end
+  end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix, exec = true })
   local r, err, code = self.session:exec(cmd, { timeout = opts.timeout, stdin = opts.stdin,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit })
