@@ -146,6 +146,14 @@ local function placeholder(o)
     or t == "file" and "FILE" or "VALUE")
 end
 
+--- One declaration as --help and the man page show it: {short = "-n" | nil, long = "--name N", help = text}.
+function M.describe(o)
+  local help = o[2] or ""
+  if o.required then help = help .. " (required)" end
+  if o[3] ~= nil and o[4] ~= "bool" then help = help .. (" [default: %s]"):format(tostring(o[3])) end
+  return { short = o.short and ("-" .. o.short) or nil, long = "--" .. o[1] .. placeholder(o), help = help }
+end
+
 --- The generated --help text.
 function M.help(usage_line, description, ...)
   local lines, rows, width = { "usage: " .. usage_line, "" }, {}, 0
@@ -156,11 +164,9 @@ function M.help(usage_line, description, ...)
   for gi, list in ipairs({ ... }) do
     rows[gi] = {}
     for _, o in ipairs(list) do
-      local left = (o.short and ("-" .. o.short .. ", ") or "    ") .. "--" .. o[1] .. placeholder(o)
-      local help = o[2] or ""
-      if o.required then help = help .. " (required)" end
-      if o[3] ~= nil and o[4] ~= "bool" then help = help .. (" [default: %s]"):format(tostring(o[3])) end
-      rows[gi][#rows[gi] + 1] = { left, help }
+      local d = M.describe(o)
+      local left = (d.short and (d.short .. ", ") or "    ") .. d.long
+      rows[gi][#rows[gi] + 1] = { left, d.help }
       width = math.max(width, #left)
     end
   end

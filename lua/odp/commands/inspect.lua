@@ -15,6 +15,10 @@ M.options = {
   { "all", "ETDump: also show OPERATOR_CALL rows (kernel + framework overhead) in the human table", false, "bool" },
 }
 
+M.usage = "odp inspect FILE [options]"
+M.description = "FILE: an ETDump (.etdump/.etdp), a .pte, or an ELF (executor_runner).\n" ..
+  "The kind is read from the file's bytes."
+
 local function kind_of(head)
   if #head >= 12 and head:sub(9, 12) == "ED00" or head:sub(5, 8) == "ED00" then return "etdump" end
   if head:sub(5, 8) == "ET12" or head:sub(5, 6) == "BP" then return "pte" end
@@ -148,8 +152,7 @@ local OP_COLS = { "block", "name", "n", "p10", "p50", "p90", "avg", "min", "max"
 function M.main(args)
   local opts, rest = cli.parse(args, M.options, cli.global_options)
   if opts.help or #rest ~= 1 then
-    print(cli.help("odp inspect FILE [options]", "FILE: an ETDump (.etdump/.etdp), a .pte, or an ELF " ..
-      "(executor_runner).\nThe kind is read from the file's bytes.", M.options, cli.global_options))
+    print(cli.help(M.usage, M.description, M.options, cli.global_options))
     return opts.help and 0 or 2
   end
   local path = rest[1]
