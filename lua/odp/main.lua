@@ -7,33 +7,6 @@ local M = {}
 local COMMANDS = { "run", "repl", "devices", "inspect", "plot", "version" }
 M.COMMANDS = COMMANDS
 
--- What `odp --help` and the man page (lua/odp/man.lua) say beyond the commands: one declaration each.
-M.EXIT_CODES = {
-  { 0, "measured (or the command did what it was asked)" },
-  { 1, "the flow ran and the measurement failed (the runner failed, no latency, a failed sweep point)" },
-  { 2, "usage: a bad option, value, file or script" },
-  { 3, "device or infrastructure: the board, probe or a tool is unreachable or failed" },
-  { 130, "interrupted (Ctrl-C); the runner and everything it started are stopped" },
-}
-M.ENVIRONMENT = {
-  { "ODP_PATH", "`:`-separated directories searched first for odp's Lua library, scripts and devices" },
-  { "ODP_SSH_PASSPHRASE", "the passphrase of an encrypted SSH key (never on the command line)" },
-  { "ODP_JLINK_LIB", "the SEGGER J-Link library (libjlinkarm.so) to load instead of searching for it" },
-  { "ANDROID_SERIAL", "the adb device to use when several are attached (as for adb)" },
-  { "ANDROID_ADB_SERVER_PORT", "the port of Google's adb server (default 5037), as for adb" },
-  { "ADB_SERVER_SOCKET", "the adb server's socket (tcp:HOST:PORT or localabstract:NAME), as for adb" },
-  { "ADB_VENDOR_KEYS", "further adb private keys, `:`-separated, as for adb" },
-  { "SSH_AUTH_SOCK", "the ssh-agent socket tried for SSH keys" },
-  { "XDG_STATE_HOME", "where odp repl keeps its history (default ~/.local/state)" },
-}
-M.FILES = {
-  { "runs/<id>/", "each run's runner stdout, stderr and result.json (--runs-dir)" },
-  { "~/.ssh/config", "ssh_config aliases for --host (--ssh-config FILE, or none)" },
-  { "~/.ssh/known_hosts", "SSH host keys checked on every connection (--known-hosts)" },
-  { "~/.android/adbkey", "the adb RSA key (created when absent), with adbkey.pub" },
-  { "PREFIX/share/odp/", "the installed Lua library, scripts and device files" },
-}
-
 local function usage()
   local lines = { "usage: odp <command> [options]", "", "Commands:" }
   for _, name in ipairs(COMMANDS) do
@@ -42,12 +15,13 @@ local function usage()
   end
   lines[#lines + 1] = ""
   lines[#lines + 1] = "Run `odp <command> --help` or `odp run SCRIPT --help` for details; `man odp` for all of it."
+  local cli = require("odp.cli")
   lines[#lines + 1] = ""
   lines[#lines + 1] = "Exit codes:"
-  for _, e in ipairs(M.EXIT_CODES) do lines[#lines + 1] = ("  %-4d %s"):format(e[1], e[2]) end
+  for _, e in ipairs(cli.EXIT_CODES) do lines[#lines + 1] = ("  %-4d %s"):format(e[1], e[2]) end
   lines[#lines + 1] = ""
   lines[#lines + 1] = "Environment:"
-  for _, e in ipairs(M.ENVIRONMENT) do lines[#lines + 1] = ("  %-24s %s"):format(e[1], e[2]) end
+  for _, e in ipairs(cli.ENVIRONMENT) do lines[#lines + 1] = ("  %-24s %s"):format(e[1], e[2]) end
   return table.concat(lines, "\n")
 end
 

@@ -1,5 +1,5 @@
 --- The man page, odp(1), generated from what --help is generated from: the commands' summaries, usage lines
--- and option declarations, the shipped scripts' declarations (scripts/*.lua), and odp.main's exit codes,
+-- and option declarations, the shipped scripts' declarations (scripts/*.lua), and odp.cli's exit codes,
 -- environment and files. `make` writes it to build/odp.1 (tools/man.lua); `make install` to share/man/man1.
 local cli = require("odp.cli")
 local host = require("odp.host")
@@ -47,9 +47,8 @@ end
 function M.scripts()
   local out = {}
   for _, path in ipairs(list_dir(host.root .. "/scripts")) do
-    local chunk = loadfile(path)
-    local ok, spec = pcall(chunk or error)
-    if ok and type(spec) == "table" and spec.options then
+    local spec = assert(loadfile(path))() -- a script that cannot load is a broken release, not a skipped page
+    if type(spec) == "table" and spec.options then
       out[#out + 1] = { path = "scripts/" .. path:match("[^/]+$"), spec = spec }
     end
   end
@@ -99,19 +98,19 @@ function M.render()
   out[#out + 1] = ".SH COMMON OPTIONS"
   options(out, cli.global_options)
   out[#out + 1] = ".SH EXIT STATUS"
-  for _, e in ipairs(main.EXIT_CODES) do
+  for _, e in ipairs(cli.EXIT_CODES) do
     out[#out + 1] = ".TP"
     out[#out + 1] = "\\fB" .. e[1] .. "\\fR"
     out[#out + 1] = esc(e[2])
   end
   out[#out + 1] = ".SH ENVIRONMENT"
-  for _, e in ipairs(main.ENVIRONMENT) do
+  for _, e in ipairs(cli.ENVIRONMENT) do
     out[#out + 1] = ".TP"
     out[#out + 1] = "\\fB" .. esc(e[1]) .. "\\fR"
     out[#out + 1] = esc(e[2])
   end
   out[#out + 1] = ".SH FILES"
-  for _, f in ipairs(main.FILES) do
+  for _, f in ipairs(cli.FILES) do
     out[#out + 1] = ".TP"
     out[#out + 1] = "\\fI" .. esc(f[1]) .. "\\fR"
     out[#out + 1] = esc(f[2])

@@ -95,11 +95,11 @@ T.test("peak RSS through odp-rusage on the device: the program's own VmHWM for 0
   t:close()
 end)
 
-T.test("no device at that address: exit 3 with ENODEV", function()
+T.test("no device at that address: exit 3, one line naming the address once", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
     "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })
   T.eq(r.status, 3)
-  T.match(r.stdout .. r.stderr, "ENODEV")
+  T.eq(r.stderr, "odp: cannot connect to 127.0.0.1 port 1: Connection refused\n")
 end)
 
 T.with_real_runner("device state over adb: the recorded Pixel 8 tree, getprop and dumpsys, in the record", function(runner)
