@@ -5,6 +5,7 @@
 --   local sweep = require("odp.sweep")
 --   sweep.run { points = sweep.points { "num_executions=1,10,100", "cpu_threads=1,4" }, ["repeat"] = 3,
 --     out = "sweep.jsonl", run_point = function(params, rep) return measure(params) end }
+local errors = require("odp.errors")
 local json = require("odp.json")
 local sys = require("odp.sys")
 
@@ -134,7 +135,7 @@ function M.run(opts)
       done_count[k] = (done_count[k] or 0) + 1
     end
   end
-  if torn then assert(sys.append_sync(out, "\n")) end
+  if torn then errors.check(sys.append_sync(out, "\n")) end
 
   local todo, skipped = {}, 0
   for i, p in ipairs(points) do
@@ -165,7 +166,7 @@ function M.run(opts)
     for k, v in pairs(item.params) do rec.params[k] = v end
     rec.sweep = { point = item.index, rep = item.rep, of = #points }
     if rec.ok == false then failed = failed + 1 end
-    assert(sys.append_sync(out, json.encode(rec) .. "\n"))
+    errors.check(sys.append_sync(out, json.encode(rec) .. "\n")) -- an unwritable --out: one line, exit 3
     records[#records + 1] = rec
     local elapsed = sys.now() - started
     local eta = (total - n) * elapsed / n

@@ -34,3 +34,14 @@ A board that is not there: the host and port once (no code in front)
   $ $ODP run scripts/rpi5.lua --host pi@127.0.0.1 --port 1 --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --known-hosts $TMP/kh --runs-dir $TMP/runs
   odp: cannot connect to 127.0.0.1 port 1: Connection refused
   [3]
+
+Files odp writes: the path once, no traceback, exit 3
+  $ $ODP run scripts/host.lua --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --runs-dir /proc/nosuch/runs -q
+  odp: cannot create /proc/nosuch: No such file or directory
+  [3]
+  $ $ODP run scripts/sweep.lua --flow tests/flows/toy.lua -p size=1 --out $TMP/nosuch/s.jsonl -q
+  odp: cannot append to .*/nosuch/s%.jsonl: No such file or directory (re)
+  [3]
+  $ $ODP run tests/flows/toy.lua --size 1 --out /proc/nosuch/r.json -q
+  odp: cannot write /proc/nosuch/r.json: No such file or directory
+  [3]
