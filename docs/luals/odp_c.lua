@@ -184,7 +184,15 @@ local probe = {}
 ---@return odp.probe.Probe|nil probe, string? err, odp.ECode? code
 function probe.open(opts) end
 function probe.jlink_lib() end
+---@param vid? integer
+---@return {vid: integer, pid: integer, bus: integer, address: integer, access: boolean, serial?: string, product?: string, open_error?: string}[]|nil list, string? err, odp.ECode? code
 function probe.usb_list(vid) end
+
+---@class odp.usb
+local usb = {}
+---@param vid? integer
+---@return {vid: integer, pid: integer, bus: integer, address: integer, access: boolean, serial?: string, product?: string, open_error?: string}[]|nil list, string? err, odp.ECode? code
+function usb.list(vid) end
 
 ---@class odp.rtt.Rtt
 local Rtt = {}

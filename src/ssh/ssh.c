@@ -388,12 +388,12 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
         char *msg = NULL;
         libssh2_session_last_error(s->session, &msg, NULL, 0);
         if (is_rsa_key(o->identity) && *rsa_hint())
-            return odp_fail(err, ODP_EAUTH, "%s@%s refused RSA key %s: %s", o->user, s->uri, o->identity, rsa_hint());
+            return odp_fail(err, ODP_EAUTH, "%s refused RSA key %s: %s", s->uri, o->identity, rsa_hint());
         if (rc == LIBSSH2_ERROR_FILE || (msg && strstr(msg, "passphrase")))
             return odp_fail(err, ODP_EAUTH, "cannot use identity %s (%s): an encrypted key needs its passphrase "
                             "(ODP_SSH_PASSPHRASE, or type it at the prompt on a terminal)",
                             o->identity, msg ? msg : "unreadable");
-        return odp_fail(err, ODP_EAUTH, "%s refused key %s for user %s (%s)", s->uri, o->identity, o->user,
+        return odp_fail(err, ODP_EAUTH, "%s refused key %s (%s)", s->uri, o->identity,
                         msg ? msg : "authentication failed");
     }
     const char *agent_socket = o->agent_socket ? o->agent_socket : getenv("SSH_AUTH_SOCK");
@@ -434,7 +434,8 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
         if (tl < sizeof tried)
             tl += (size_t)snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", *k);
     }
-    return odp_fail(err, ODP_EAUTH, "%s: no key accepted for user %s (tried: %s)%s%s", s->uri, o->user,
+    /* s->uri is user@host[:port]: the user is named there, once */
+    return odp_fail(err, ODP_EAUTH, "%s: no key accepted (tried: %s)%s%s", s->uri,
                     tl ? tried : "nothing: no identity, agent or ~/.ssh/id_ed25519|id_ecdsa",
                     any_rsa ? "; " : "", any_rsa ? rsa_hint() : "; pass --identity FILE");
 }

@@ -302,7 +302,7 @@ end
 --- Raises a structured failure when a target cannot be opened (for scripts).
 function M.open(opts)
   local t, err, code = M.new(opts)
-  if not t then errors.fail(code or "ENODEV", err) end
+  errors.check(t, err, code or "ENODEV")
   return t
 end
 
