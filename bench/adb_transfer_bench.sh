@@ -1,6 +1,7 @@
 #!/bin/bash
 # Push and pull of a 256 MB file to the adb device emulator (tests/adbemu) over TCP on loopback:
-# odp (odp.adb) vs Google's client (Debian's adb 29.0.6 with its own server). Prints MB/s and odp/adb ratios
+# odp directly (odp.adb, its own connection), odp through Google's adb server (Debian's adb 29.0.6, the server
+# holding the emulator) and Google's client through the same server. Prints MB/s and ratios against adb
 # (goal >= 1.0x). ADB_BENCH_MB changes the size; each figure is the best of ADB_BENCH_RUNS (default 3).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
@@ -27,14 +28,14 @@ best() { sort -g | head -1; }
 
 cat >"$work/odp.lua" <<LUA
 local adb = require("odp.adb")
-local d = assert(adb.connect { transport = "tcp:127.0.0.1:$port" })
-local what, src, dst = ...
+local how, what, src, dst = ...
+local d = assert(adb.connect { transport = how, serial = how == "server" and "127.0.0.1:$port" or nil })
 assert(d[what](d, src, dst))
 d:close()
 LUA
-odp_time() { # what src dst -> seconds
+odp_time() { # what src dst -> seconds ($how: tcp:... direct, or server)
     local t0 t1
-    t0=$(now); "$ODP" run "$work/odp.lua" "$1" "$2" "$3" >/dev/null || { echo "odp $1 failed" >&2; exit 1; }; t1=$(now)
+    t0=$(now); "$ODP" run "$work/odp.lua" "$how" "$1" "$2" "$3" >/dev/null || { echo "odp $1 failed" >&2; exit 1; }; t1=$(now)
     awk "BEGIN{print $t1 - $t0}"
 }
 adb_time() {
@@ -43,8 +44,9 @@ adb_time() {
     awk "BEGIN{print $t1 - $t0}"
 }
 
-# adbemu serves one connection at a time: odp first, then Google's client (its server keeps the connection)
+# adbemu serves one connection at a time: odp directly first, then the server (it keeps the connection)
 echo x >"$work/one"
+how=tcp:127.0.0.1:$port
 odp_fixed=$(for _ in $(seq "$RUNS"); do odp_time push "$work/one" /data/local/tmp/one; done | best)
 odp_push=$(for _ in $(seq "$RUNS"); do odp_time push "$work/big" /data/local/tmp/o; done | best)
 odp_pull=$(for _ in $(seq "$RUNS"); do rm -f "$work/o.back"; odp_time pull /data/local/tmp/o "$work/o.back"; done | best)
@@ -55,16 +57,24 @@ adb_fixed=$(for _ in $(seq "$RUNS"); do adb_time push "$work/one" /data/local/tm
 adb_push=$(for _ in $(seq "$RUNS"); do adb_time push "$work/big" /data/local/tmp/a; done | best)
 adb_pull=$(for _ in $(seq "$RUNS"); do rm -f "$work/a.back"; adb_time pull /data/local/tmp/a "$work/a.back"; done | best)
 cmp -s "$work/big" "$work/a.back" || { echo "adb pull differs"; exit 1; }
+how=server
+srv_fixed=$(for _ in $(seq "$RUNS"); do odp_time push "$work/one" /data/local/tmp/one; done | best)
+srv_push=$(for _ in $(seq "$RUNS"); do odp_time push "$work/big" /data/local/tmp/s; done | best)
+srv_pull=$(for _ in $(seq "$RUNS"); do rm -f "$work/s.back"; odp_time pull /data/local/tmp/s "$work/s.back"; done | best)
+cmp -s "$work/big" "$work/s.back" || { echo "odp pull through the server differs"; exit 1; }
 
 rate() { awk "BEGIN{printf \"%.0f\", $MB / $1}"; }
 ratio() { awk "BEGIN{printf \"%.2f\", $1 / $2}"; }
 sub() { awk "BEGIN{d = $1 - $2; print (d > 0.001 ? d : 0.001)}"; }
 printf 'adb transfer, %d MB, loopback TCP to adbemu (best of %d)\n' "$MB" "$RUNS"
-printf '  fixed cost (1-byte push: start, connect): odp %.0f ms, adb %.0f ms (its server already connected)\n' \
-    "$(awk "BEGIN{print $odp_fixed * 1000}")" "$(awk "BEGIN{print $adb_fixed * 1000}")"
+printf '  fixed cost (1-byte push: start, connect): odp direct %.0f ms, odp via server %.0f ms, adb %.0f ms\n' \
+    "$(awk "BEGIN{print $odp_fixed * 1000}")" "$(awk "BEGIN{print $srv_fixed * 1000}")" "$(awk "BEGIN{print $adb_fixed * 1000}")"
 for what in push pull; do
-    o=$(eval echo "\$odp_$what"); a=$(eval echo "\$adb_$what")
-    ot=$(sub "$o" "$odp_fixed"); at=$(sub "$a" "$adb_fixed")
-    printf '  %s: whole command odp %4s MB/s  adb %4s MB/s  ratio %sx | transfer only odp %4s  adb %4s  ratio %sx\n' \
-        "$what" "$(rate "$o")" "$(rate "$a")" "$(ratio "$a" "$o")" "$(rate "$ot")" "$(rate "$at")" "$(ratio "$at" "$ot")"
+    a=$(eval echo "\$adb_$what"); at=$(sub "$a" "$adb_fixed")
+    for who in odp srv; do
+        o=$(eval echo "\$${who}_$what"); ot=$(sub "$o" "$(eval echo "\$${who}_fixed")")
+        label=$([ "$who" = odp ] && echo "odp direct    " || echo "odp via server")
+        printf '  %s %s: whole command %4s MB/s vs adb %4s MB/s, ratio %sx | transfer only %4s vs %4s, ratio %sx\n' \
+            "$what" "$label" "$(rate "$o")" "$(rate "$a")" "$(ratio "$a" "$o")" "$(rate "$ot")" "$(rate "$at")" "$(ratio "$at" "$ot")"
+    done
 done

@@ -1,6 +1,6 @@
 #!/bin/sh
 # XMODEM-1K file transfer, odp vs lrzsz `sx -k`, each sending to the same receiver (lrzsz `rx -X -c` on pipes
-# behind a socat pty: FACTS.md §5) over the same kind of pty. Prints medians and the ratio (goal >= 1.0x).
+# behind a socat pty: docs/sources.md §5) over the same kind of pty. Prints medians and the ratio (goal >= 1.0x).
 #   sh bench/xmodem_bench.sh [MiB] [RUNS]
 set -u
 cd "$(dirname "$0")/.." || exit 1

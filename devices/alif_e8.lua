@@ -1,7 +1,8 @@
 -- Alif Ensemble E8 DevKit (Cortex-M55 HP + HE cores, Ethos-U85 Z256), profiled with the MLEK
 -- executorch_inference_runner use case: build -> flash (SETOOLS + XMODEM over RTT) -> SWD reset -> RTT capture.
--- Data only (schema: docs/devices.md): lua/odp/flows/ethos_u.lua reads it; scripts/alif_e8.lua uses it by
--- default. docs/alif_e8.md explains each value. Copy this file to change anything (your own commands included) and pass --device.
+-- Data only (schema: docs/devices.md): lua/odp/flows/ethos_u.lua reads it; scripts/alif_e8.lua uses it by default.
+-- Every value comes from the vendor's guide (docs/sources.md §8) or docs/sources.md §4-§6; docs/alif_e8.md
+-- explains each one. Copy this file to change anything (your own commands included) and pass --device.
 --
 -- Placeholders in strings are filled at run time: <mlek> <setools> <build_dir> <model> <jobs> <target>
 -- <cfg> <toolchain_file> <activation_buf_sz> <tmp_mem_size> <memory_mode> <inferences> <flasher>.
@@ -23,7 +24,7 @@ return {
   },
 
   -- RTT: where to search for the "SEGGER RTT" control block (the cores' DTCM, local addresses). The block
-  -- must sit in DTCM or non-cacheable RAM (FACTS.md §4). If your firmware puts it elsewhere, pass
+  -- must sit in DTCM or non-cacheable RAM (docs/sources.md §4). If your firmware puts it elsewhere, pass
   -- --rtt-address (from the map file: symbol _SEGGER_RTT) or --rtt-ranges START:SIZE[,START:SIZE...].
   rtt = {
     ranges = { { 0x20000000, 0x100000 } },          -- M55 HP DTCM (1 MiB)
@@ -31,11 +32,11 @@ return {
     channel = 0,
   },
 
-  -- Build: the MLEK (nota-github/mlek_experimental) cmake project, PROCEDURE.md's cache values.
+  -- Build: the MLEK (nota-github/mlek_experimental) cmake project, the vendor guide's cache values.
   build = {
     source_dir = "<mlek>",
     dir = "<mlek>/build_benchmark",
-    toolchain_file = "scripts/cmake/toolchains/bare-metal-gcc.cmake", -- relative to the MLEK tree, as in PROCEDURE.md
+    toolchain_file = "scripts/cmake/toolchains/bare-metal-gcc.cmake", -- relative to the MLEK tree, as in the vendor guide (docs/sources.md §8)
     compiler = "arm-none-eabi-gcc",
     target = "mlek_executorch_inference_runner",
     cmake = {
@@ -57,7 +58,7 @@ return {
       OSPI_RAM_TEST = "ON",
       executorch_inference_runner_MODEL_PATH = "<model>",
     },
-    -- Per memory mode: cache entries to drop (PROCEDURE.md: Shared_Sram runs from on-chip SRAM, no NPU cache
+    -- Per memory mode: cache entries to drop (docs/sources.md §8: Shared_Sram runs from on-chip SRAM, no NPU cache
     -- and no OSPI RAM test). The mode must match the one Vela compiled the .pte for, or the device faults.
     memory_modes = {
       Dedicated_Sram = { drop = {} },
@@ -66,7 +67,7 @@ return {
     },
     defaults = { memory_mode = "Dedicated_Sram", activation_buf_sz = 0x00600000, tmp_mem_size = 0x00040000 },
     -- What the stale-build guard hashes besides the flags and the .pte: the executorch source revision and
-    -- its patch state (PROCEDURE.md: a changed source or patch must wipe build_benchmark).
+    -- its patch state (docs/sources.md §8: a changed source or patch must wipe build_benchmark).
     state = {
       { "git", "-C", "<mlek>/dependencies/executorch", "rev-parse", "HEAD" },
       { "git", "-C", "<mlek>/dependencies/executorch", "diff", "HEAD" },

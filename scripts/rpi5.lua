@@ -1,5 +1,5 @@
 -- Profile an ExecuTorch runner on a Raspberry Pi 5 over SSH:
---   odp run scripts/rpi5.lua --host pi@rpi5.local --runner executor_runner-linux-aarch64 --model m.pte -n 10 \
+--   odp run scripts/rpi5.lua --host rpi5 --runner executor_runner-linux-aarch64 --model m.pte -n 10 \
 --       --etdump p.etdump
 -- Preflight (ELF machine, glibc, ET12, free space) runs before anything is uploaded.
 local ex = require("odp.flows.executorch")

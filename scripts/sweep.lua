@@ -3,7 +3,9 @@
 --       -p num_executions=1,10,100 -p cpu_threads=1,4 --repeat 3 --out sweep.jsonl
 -- Every option of the flow is accepted here too (its --help is merged into this one); -p NAME=V1,V2,...
 -- overrides the flow option NAME (dashes or underscores) for each point. Re-running the same command skips
--- the points already in the JSONL file. If the flow has its own --repeat, set it with -p repeat=N.
+-- the points already in the JSONL file. The sweep's own options (--flow, -p, --repeat, --out, --format) never
+-- reach the flow: --repeat here is records per point, each one flow run; a flow's own --repeat (runner
+-- processes aggregated into one record) keeps its default unless set with -p repeat=N.
 local cli = require("odp.cli")
 local errors = require("odp.errors")
 local report = require("odp.report")
@@ -16,7 +18,8 @@ local OWN = {
     required = true, metavar = "SCRIPT" },
   { "param", "A swept parameter: NAME=V1,V2,... (repeatable; the product of all is run)", nil, "string",
     short = "p", ["repeat"] = true, metavar = "NAME=V1,V2" },
-  { "repeat", "Records per point", 1, "posint" },
+  { "repeat", "Records per point, each a separate run of the flow (the flow's own --repeat, if it has one, is\n" ..
+    "set with -p repeat=N)", 1, "posint" },
 }
 
 -- What the command line says before it is parsed: the flow script and the swept names.
@@ -35,7 +38,7 @@ end
 local flow
 if flow_path then
   local chunk, err = loadfile(flow_path)
-  if not chunk then errors.fail("EUSAGE", ("--flow %s: %s"):format(flow_path, err), 2) end
+  if not chunk then errors.fail("EUSAGE", "--flow: " .. err, 2) end -- Lua's message names the file
   flow = chunk()
   if type(flow) ~= "table" or type(flow.run) ~= "function" then
     errors.fail("EUSAGE", ("--flow %s is not a declared script (it must return {options, validate, run})")
@@ -44,15 +47,17 @@ if flow_path then
 end
 
 -- Our options, then the flow's (minus names we or odp already use); a swept option is no longer required.
-local options, taken = {}, {}
+local options, taken, own_names = {}, {}, {}
 for _, list in ipairs({ OWN, cli.global_options }) do
   for _, o in ipairs(list) do taken[o[1]] = true end
 end
+for _, o in ipairs(OWN) do own_names[o[1]] = true end
 for _, o in ipairs(OWN) do options[#options + 1] = o end
-local flow_types = {}
+local flow_types, shadowed = {}, {}
 for _, o in ipairs(flow and flow.options or {}) do
   local key = o[1]:gsub("-", "_")
   flow_types[key] = o[4]
+  if own_names[o[1]] then shadowed[key] = o[3] end
   if not taken[o[1]] then
     if swept[key] and o.required then
       local copy = {}
@@ -97,10 +102,14 @@ return {
     local res = sweep.run {
       points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out, ui = ctx.ui,
       run_point = function(params)
+        -- The flow sees its own options and odp's, never the sweep's: a name both declare gets the
+        -- flow's default unless -p sets it.
         local o = {}
         for k, v in pairs(ctx.opts) do o[k] = v end
+        for name in pairs(own_names) do o[(name:gsub("-", "_"))] = nil end
+        o.out, o.format = nil, nil
+        for k, v in pairs(shadowed) do o[k] = v end
         for k, v in pairs(params) do o[k] = v end
-        o.flow, o.param, o.out, o.format = nil, nil, nil, nil
         local fctx = { opts = o, args = ctx.args, script = flow_path, ui = ctx.ui, spec = flow }
         if flow.validate then flow.validate(fctx) end
         local rec = flow.run(fctx)

@@ -32,13 +32,56 @@ static const char *home_dir(void)
     return pw ? pw->pw_dir : "/";
 }
 
-/* ssh.connect{host=, port=22, user=$USER, identity=, known_hosts=~/.ssh/known_hosts, accept_new=false,
- *             agent=true, timeout=30} -> Session | nil, err, code. The passphrase comes only from the
- * environment (ODP_SSH_PASSPHRASE): never from argv, where `ps` would show it. */
+#define MAX_PATHS 32
+/* The list of paths opts[key] into out (NULL-terminated; at most MAX_PATHS), the strings kept referenced on the
+ * stack. Returns how many, or -1 when the option is absent. */
+static int opt_paths(lua_State *L, int idx, const char *key, const char *out[MAX_PATHS + 1])
+{
+    int t = odp_optfield(L, idx, key);
+    out[0] = NULL;
+    if (t == LUA_TNIL)
+        return -1;
+    if (t != LUA_TTABLE)
+        luaL_error(L, "option '%s' must be a list of paths", key);
+    lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
+    if (len > MAX_PATHS)
+        luaL_error(L, "option '%s': more than %d paths", key, MAX_PATHS);
+    luaL_checkstack(L, (int)len + 2, key);
+    for (lua_Integer i = 1; i <= len; i++) {
+        lua_rawgeti(L, -1 - (int)(i - 1), i);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "option '%s' must be a list of paths", key);
+        out[i - 1] = lua_tostring(L, -1);
+    }
+    out[len] = NULL;
+    return (int)len;
+}
+
+/* opts.keys, else ~/.ssh/id_ed25519, ~/.ssh/id_ecdsa, and ~/.ssh/id_rsa where the linked libssh2 signs RSA with
+ * SHA-2. */
+static void opt_keys(lua_State *L, int idx, const char *home, const char *keys[MAX_PATHS + 1])
+{
+    if (opt_paths(L, idx, "keys", keys) >= 0)
+        return;
+    int n = 0;
+    keys[n++] = lua_pushfstring(L, "%s/.ssh/id_ed25519", home);
+    keys[n++] = lua_pushfstring(L, "%s/.ssh/id_ecdsa", home);
+    if (odp_ssh_rsa_sha2())
+        keys[n++] = lua_pushfstring(L, "%s/.ssh/id_rsa", home);
+    keys[n] = NULL;
+}
+
+/* ssh.connect{host=, port=22, user=$USER, identity=, keys={...}, known_hosts=~/.ssh/known_hosts, known_hosts_also={},
+ *             host_key_alias=, accept_new=false, agent=true|false|SOCKET, timeout=30, proxy_command=,
+ *             via=Session, alive_interval=0, alive_count_max=3}
+ *             passphrase=$ODP_SSH_PASSPHRASE}
+ *   -> Session | nil, err, code. A passphrase never comes from odp's argv, where `ps` would show it: from the
+ * environment, or from a terminal prompt (lua/odp/target/ssh.lua) passed here in memory. */
 static int l_connect(lua_State *L)
 {
-    static const char *const allowed[] = {"host", "port", "user", "identity", "known_hosts", "accept_new",
-                                          "agent", "timeout", NULL};
+    static const char *const allowed[] = {"host", "port", "user", "identity", "keys", "known_hosts", "known_hosts_also",
+                                          "host_key_alias", "accept_new", "agent", "timeout", "proxy_command",
+                                          "via", "alive_interval", "alive_count_max", "passphrase", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     odp_checkopts(L, 1, allowed);
@@ -58,14 +101,36 @@ static int l_connect(lua_State *L)
     const char *home = home_dir();
     lua_pushfstring(L, "%s/.ssh/known_hosts", home);
     o.known_hosts = odp_optstring(L, 1, "known_hosts", lua_tostring(L, -1));
+    o.host_key_alias = odp_optstring(L, 1, "host_key_alias", NULL);
     o.accept_new = odp_optboolean(L, 1, "accept_new", 0);
-    o.use_agent = odp_optboolean(L, 1, "agent", 1);
+    if (odp_optfield(L, 1, "agent") == LUA_TSTRING) {
+        o.use_agent = 1;
+        o.agent_socket = lua_tostring(L, -1);
+    } else {
+        lua_pop(L, 1);
+        o.use_agent = odp_optboolean(L, 1, "agent", 1);
+    }
     o.deadline = odp_optdeadline(L, 1, DEFAULT_CONNECT_TIMEOUT_S);
-    o.passphrase = getenv("ODP_SSH_PASSPHRASE");
-    lua_pushfstring(L, "%s/.ssh/id_ed25519", home);
-    lua_pushfstring(L, "%s/.ssh/id_ecdsa", home);
-    const char *keys[] = {lua_tostring(L, -2), lua_tostring(L, -1), NULL};
-    o.default_keys = keys;
+    o.passphrase = odp_optstring(L, 1, "passphrase", getenv("ODP_SSH_PASSPHRASE"));
+    const char *keys[MAX_PATHS + 1], *also[MAX_PATHS + 1];
+    opt_keys(L, 1, home, keys);
+    o.keys = keys;
+    if (opt_paths(L, 1, "known_hosts_also", also) > 0)
+        o.known_hosts_also = also;
+    o.proxy_command = odp_optstring(L, 1, "proxy_command", NULL);
+    session_ud *via = NULL;
+    if (odp_optfield(L, 1, "via") != LUA_TNIL) {
+        via = luaL_testudata(L, -1, SESSION);
+        luaL_argcheck(L, via && via->s, 1, "via must be an open odp.ssh.Session");
+        luaL_argcheck(L, !o.proxy_command, 1, "via and proxy_command exclude each other");
+        o.via = via->s;
+    }
+    lua_Integer alive = odp_optinteger(L, 1, "alive_interval", 0), alive_max = odp_optinteger(L, 1,
+                                                                                               "alive_count_max", 3);
+    luaL_argcheck(L, alive >= 0 && alive <= 86400 && alive_max >= 0 && alive_max <= 1000, 1,
+                  "alive_interval 0..86400 s, alive_count_max 0..1000");
+    o.alive_interval = (int)alive;
+    o.alive_count_max = (int)alive_max;
 
     session_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->s = NULL; /* created closed: __gc is safe whatever happens next */
@@ -73,6 +138,8 @@ static int l_connect(lua_State *L)
     odp_err err;
     if (odp_ssh_connect(&o, &u->s, &err))
         return odp_pushfail(L, &err);
+    if (via)
+        via->s = NULL; /* the new session carries it now and closes it with itself */
     return 1;
 }
 
@@ -251,6 +318,26 @@ static int session_tostring(lua_State *L)
     return 1;
 }
 
+static int l_libssh2_version(lua_State *L)
+{
+    lua_pushstring(L, odp_ssh_libssh2_version());
+    return 1;
+}
+
+/* For `odp version -v`. */
+static int l_backend_version(lua_State *L)
+{
+    lua_pushfstring(L, "libssh2 %s, RSA keys %s", odp_ssh_libssh2_version(),
+                    odp_ssh_rsa_sha2() ? "signed with rsa-sha2-256/512" : "SHA-1 only: use ed25519 keys");
+    return 1;
+}
+
+static int l_rsa_sha2(lua_State *L)
+{
+    lua_pushboolean(L, odp_ssh_rsa_sha2());
+    return 1;
+}
+
 int luaopen_odp_ssh(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"exec", l_exec},   {"put", l_put},
@@ -260,7 +347,9 @@ int luaopen_odp_ssh(lua_State *L)
     static const luaL_Reg meta[] = {{"__gc", session_close}, {"__close", session_close},
                                     {"__tostring", session_tostring}, {NULL, NULL}};
     odp_newclass(L, SESSION, methods, meta);
-    static const luaL_Reg funcs[] = {{"connect", l_connect}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"connect", l_connect}, {"libssh2_version", l_libssh2_version},
+                                     {"rsa_sha2", l_rsa_sha2}, {"backend_version", l_backend_version},
+                                     {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

@@ -1,4 +1,5 @@
 /* odp.sys: the small system services Lua lacks (hashes, base64, atomic files, clocks, terminals). */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <limits.h>
@@ -14,6 +15,7 @@
 #include "l_util.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/tty.h"
 #include "util/wait.h"
 
 static int push_errno(lua_State *L, const char *what)
@@ -28,7 +30,9 @@ static int l_sha256(lua_State *L)
     size_t n;
     const char *s = luaL_checklstring(L, 1, &n);
     char hex[ODP_SHA256_HEX];
-    odp_sha256_hex(s, n, hex);
+    odp_err err;
+    if (odp_sha256_hex(s, n, hex, &err))
+        return odp_pushfail(L, &err);
     lua_pushstring(L, hex);
     return 1;
 }
@@ -53,15 +57,23 @@ static int l_base64_encode(lua_State *L)
     return 1;
 }
 
-/* crc32(s [, crc]) -> zlib's CRC-32 (the gzip trailer's), continuing from crc. */
+/* crc32(s [, crc]) -> zlib's CRC-32 (the gzip trailer's), continuing from crc. zlib is opened on the first
+ * call, not linked (odp links only Lua and libc: startup, see the Makefile's LAZY). */
 static int l_crc32(lua_State *L)
 {
+    static __typeof__(crc32) *zcrc32;
     size_t n;
     const char *s = luaL_checklstring(L, 1, &n);
     uLong crc = (uLong)luaL_optinteger(L, 2, 0);
+    if (!zcrc32) {
+        void *h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+        zcrc32 = h ? (__typeof__(crc32) *)dlsym(h, "crc32") : NULL;
+        if (!zcrc32)
+            return luaL_error(L, "crc32 needs zlib (libz.so.1): %s", h ? "no crc32 in it" : dlerror());
+    }
     while (n > 0) { /* zlib's length is a uInt */
         uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        crc = crc32(crc, (const Bytef *)s, k);
+        crc = zcrc32(crc, (const Bytef *)s, k);
         s += k;
         n -= k;
     }
@@ -122,6 +134,18 @@ static int check_fd(lua_State *L, int idx)
 static int l_isatty(lua_State *L)
 {
     lua_pushboolean(L, isatty(check_fd(L, 1)));
+    return 1;
+}
+
+/* sys.read_secret() -> the line typed on the terminal with echo off | nil, err, code (ENODEV without one). */
+static int l_read_secret(lua_State *L)
+{
+    char buf[1024];
+    odp_err err;
+    if (odp_tty_read_secret(buf, sizeof buf, ODP_FOREVER, &err))
+        return odp_pushfail(L, &err);
+    lua_pushstring(L, buf);
+    explicit_bzero(buf, sizeof buf);
     return 1;
 }
 
@@ -292,18 +316,59 @@ static int l_cancel_requested(lua_State *L)
     return 1;
 }
 
+#define LOCK_MT "odp.sys.Lock"
+typedef struct {
+    int fd;
+    char *path;
+} llock;
+
+/* lock(path) -> lock | nil, "EBUSY: PATH is held by pid N", "EBUSY", pid. lock:release() (also __gc,
+ * __close) removes the file; a process that dies holds nothing (flock), so its file is taken over. */
+static int l_lock(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    llock *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->fd = -1;
+    u->path = NULL;
+    luaL_setmetatable(L, LOCK_MT);
+    odp_err err;
+    long holder = 0;
+    int fd = odp_lock_file(path, &holder, &err);
+    if (fd < 0) {
+        int n = odp_pushfail(L, &err);
+        lua_pushinteger(L, holder);
+        return n + 1;
+    }
+    u->path = strdup(path);
+    u->fd = fd;
+    return 1;
+}
+
+static int lock_release(lua_State *L)
+{
+    llock *u = luaL_checkudata(L, 1, LOCK_MT);
+    if (u->fd >= 0)
+        odp_unlock_file(u->path, u->fd);
+    u->fd = -1;
+    free(u->path);
+    u->path = NULL;
+    return 0;
+}
+
 int luaopen_odp_sys(lua_State *L)
 {
+    static const luaL_Reg lock_methods[] = {{"release", lock_release}, {NULL, NULL}};
+    static const luaL_Reg lock_meta[] = {{"__gc", lock_release}, {"__close", lock_release}, {NULL, NULL}};
+    odp_newclass(L, LOCK_MT, lock_methods, lock_meta);
     static const luaL_Reg funcs[] = {
         {"sha256", l_sha256}, {"sha256_file", l_sha256_file},
         {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode}, {"crc32", l_crc32},
         {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
-        {"isatty", l_isatty}, {"term_width", l_term_width},
+        {"isatty", l_isatty}, {"term_width", l_term_width}, {"read_secret", l_read_secret},
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
-        {"cancel_clear", l_cancel_clear},
-        {NULL, NULL}};
+        {"cancel_clear", l_cancel_clear}, {"lock", l_lock}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

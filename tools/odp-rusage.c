@@ -1,7 +1,20 @@
 /* odp-rusage: run a program and report how it ended and what it used, for boards without GNU time.
- *   odp-rusage [-o FILE] [--] PROGRAM [ARGS...]
+ *   odp-rusage [-o FILE] [-g] [--cpus LIST] [--counters none|basic|all] [--] PROGRAM [ARGS...]
+ * --cpus LIST ("4-7", "0,2"): the program runs pinned to those CPUs (sched_setaffinity in the child before
+ * exec, inherited by its threads), so placement works where taskset is absent; a CPU that is absent or
+ * offline is refused by the kernel: exit 125 with the reason.
+ * --counters basic|all: perf_event_open counters on the program, opened before its exec (enable_on_exec) and
+ * inherited by its threads and children, like `perf stat`: basic = task-clock, context-switches,
+ * cpu-migrations, page-faults (software, always there), cycles, instructions (where the PMU has them); all adds
+ * branches, branch-misses, cache-references, cache-misses. They are reported on a line before ODP-RUSAGE:
+ *   ODP-COUNTERS paranoid=2 task-clock=451234567,451300000,451300000 cycles=unsupported instructions=denied
+ * name=value,time_enabled_ns,time_running_ns (raw: a counter multiplexed off the PMU has running < enabled
+ * and the reader scales it), or why it has none: unsupported (no such event here, e.g. a VM without a PMU),
+ * denied (kernel.perf_event_paranoid; kernel-side counting is dropped first: user_only=1 says so).
  * The program runs in its own process group; SIGTERM/SIGHUP/SIGINT are forwarded to that group (and a
- * KILL follows 2 s later if it is still there); the program also gets SIGTERM if odp-rusage dies. After
+ * KILL follows 2 s later if it is still there); the program also gets SIGTERM if odp-rusage dies. With -g
+ * the program stays in odp-rusage's process group and nothing is forwarded: the caller signals that group
+ * itself (odp's host target, whose process runner already kills a run's whole group). After
  * wait4, one line goes to stderr (or FILE):
  *   ODP-RUSAGE status=0 signal=0 core=0 maxrss_kb=43600 utime_s=1.450000 stime_s=0.020000 wall_s=0.451234
  *              minflt=1234 majflt=0 nvcsw=10 nivcsw=3
@@ -11,6 +24,10 @@
  * Built statically for every target (Makefile: odp-rusage-x86_64, odp-rusage-aarch64); not linked into odp. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/perf_event.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,10 +43,11 @@
 #define KILL_AFTER_S 2
 
 static volatile pid_t child;
+static int same_group;
 
 static void forward(int sig)
 {
-    if (child > 0) {
+    if (child > 0 && !same_group) {
         kill(-child, sig);
         alarm(KILL_AFTER_S);
     }
@@ -38,7 +56,7 @@ static void forward(int sig)
 static void escalate(int sig)
 {
     (void)sig;
-    if (child > 0)
+    if (child > 0 && !same_group)
         kill(-child, SIGKILL);
 }
 
@@ -51,9 +69,132 @@ static double now(void)
 
 static double tv(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }
 
+/* "0-3,6" -> set; 0 on success, -1 for anything else (a CPU id above CPU_SETSIZE - 1 included). */
+static int parse_cpus(const char *s, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    if (!*s)
+        return -1;
+    while (*s) {
+        char *end;
+        errno = 0;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || errno || a < 0)
+            return -1;
+        s = end;
+        if (*s == '-') {
+            s++;
+            b = strtol(s, &end, 10);
+            if (end == s || errno || b < a)
+                return -1;
+            s = end;
+        }
+        if (b >= CPU_SETSIZE)
+            return -1;
+        for (long c = a; c <= b; c++)
+            CPU_SET((int)c, set);
+        if (*s == ',' && s[1])
+            s++;
+        else if (*s)
+            return -1;
+    }
+    return 0;
+}
+
+#define USAGE "usage: odp-rusage [-o FILE] [-g] [--cpus LIST] [--counters none|basic|all] [--] PROGRAM [ARGS...]\n"
+
+struct counter {
+    const char *name;
+    uint32_t type;
+    uint64_t config;
+    int level; /* 1: basic, 2: all */
+    int fd, err;
+};
+
+static struct counter counters[] = {
+    {"task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, 1, -1, 0},
+    {"context-switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, 1, -1, 0},
+    {"cpu-migrations", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS, 1, -1, 0},
+    {"page-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, 1, -1, 0},
+    {"cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, 1, -1, 0},
+    {"instructions", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, 1, -1, 0},
+    {"branches", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_INSTRUCTIONS, 2, -1, 0},
+    {"branch-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES, 2, -1, 0},
+    {"cache-references", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_REFERENCES, 2, -1, 0},
+    {"cache-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES, 2, -1, 0},
+};
+#define NCOUNTERS (int)(sizeof counters / sizeof counters[0])
+
+static int user_only;
+
+/* Opens the counters of the given level on pid (stopped before its exec), counting from its exec on. */
+static void open_counters(pid_t pid, int level)
+{
+    for (int k = 0; k < NCOUNTERS; k++) {
+        struct counter *c = &counters[k];
+        if (c->level > level)
+            continue;
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.size = sizeof a;
+        a.type = c->type;
+        a.config = c->config;
+        a.disabled = 1;
+        a.enable_on_exec = 1;
+        a.inherit = 1;
+        a.exclude_hv = 1;
+        a.exclude_kernel = (unsigned)user_only;
+        a.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+        long fd = syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0 && (errno == EACCES || errno == EPERM) && !user_only) {
+            /* perf_event_paranoid >= 2 forbids kernel-side counting to unprivileged users: count user space */
+            a.exclude_kernel = 1;
+            fd = syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+            if (fd >= 0)
+                user_only = 1;
+        }
+        c->fd = (int)fd;
+        c->err = fd < 0 ? errno : 0;
+    }
+}
+
+static void print_counters(FILE *f, int level)
+{
+    long paranoid = -9;
+    FILE *p = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+    if (p) {
+        if (fscanf(p, "%ld", &paranoid) != 1)
+            paranoid = -9;
+        fclose(p);
+    }
+    fprintf(f, "ODP-COUNTERS");
+    if (paranoid != -9)
+        fprintf(f, " paranoid=%ld", paranoid);
+    if (user_only)
+        fprintf(f, " user_only=1");
+    for (int k = 0; k < NCOUNTERS; k++) {
+        struct counter *c = &counters[k];
+        if (c->level > level)
+            continue;
+        uint64_t v[3];
+        if (c->fd >= 0 && read(c->fd, v, sizeof v) == (ssize_t)sizeof v)
+            fprintf(f, " %s=%llu,%llu,%llu", c->name, (unsigned long long)v[0], (unsigned long long)v[1],
+                    (unsigned long long)v[2]);
+        else if (c->fd >= 0)
+            fprintf(f, " %s=unreadable", c->name);
+        else
+            fprintf(f, " %s=%s", c->name, c->err == EACCES || c->err == EPERM ? "denied" : "unsupported");
+        if (c->fd >= 0)
+            close(c->fd);
+    }
+    fprintf(f, "\n");
+}
+
 int main(int argc, char **argv)
 {
-    const char *out = NULL;
+    const char *out = NULL, *cpus = NULL;
+    int level = 0;
+    cpu_set_t cpuset;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -62,17 +203,33 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
             out = argv[++i];
-        else {
-            fprintf(stderr, "usage: odp-rusage [-o FILE] [--] PROGRAM [ARGS...]\n");
+        else if (strcmp(argv[i], "-g") == 0)
+            same_group = 1;
+        else if (strcmp(argv[i], "--cpus") == 0 && i + 1 < argc) {
+            cpus = argv[++i];
+            if (parse_cpus(cpus, &cpuset)) {
+                fprintf(stderr, "odp-rusage: --cpus %s: not a CPU list like 4-7 or 0,2\n", cpus);
+                return 125;
+            }
+        } else if (strcmp(argv[i], "--counters") == 0 && i + 1 < argc) {
+            const char *l = argv[++i];
+            level = strcmp(l, "none") == 0 ? 0 : strcmp(l, "basic") == 0 ? 1 : strcmp(l, "all") == 0 ? 2 : -1;
+            if (level < 0) {
+                fprintf(stderr, "odp-rusage: --counters %s: none, basic or all\n", l);
+                return 125;
+            }
+        } else {
+            fprintf(stderr, USAGE);
             return 125;
         }
     }
     if (i >= argc) {
-        fprintf(stderr, "usage: odp-rusage [-o FILE] [--] PROGRAM [ARGS...]\n");
+        fprintf(stderr, USAGE);
         return 125;
     }
     int errpipe[2]; /* reports an exec failure from the child */
-    if (pipe2(errpipe, O_CLOEXEC)) {
+    int gopipe[2];  /* holds the child before its exec until its counters are open */
+    if (pipe2(errpipe, O_CLOEXEC) || pipe2(gopipe, O_CLOEXEC)) {
         perror("odp-rusage: pipe");
         return 125;
     }
@@ -84,19 +241,34 @@ int main(int argc, char **argv)
         return 125;
     }
     if (pid == 0) {
-        setpgid(0, 0);
+        if (!same_group)
+            setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(127);
+        close(gopipe[1]);
+        char go;
+        while (read(gopipe[0], &go, 1) < 0 && errno == EINTR) {}
+        if (cpus && sched_setaffinity(0, sizeof cpuset, &cpuset)) {
+            int e = -errno; /* negative: the affinity, not the exec, failed */
+            ssize_t w = write(errpipe[1], &e, sizeof e);
+            (void)w;
+            _exit(125);
+        }
         execvp(argv[i], argv + i);
         int e = errno;
         ssize_t w = write(errpipe[1], &e, sizeof e);
         (void)w;
         _exit(127);
     }
-    setpgid(pid, pid);
+    if (!same_group)
+        setpgid(pid, pid);
     child = pid;
     close(errpipe[1]);
+    close(gopipe[0]);
+    if (level)
+        open_counters(pid, level);
+    close(gopipe[1]); /* go: the child execs */
     struct sigaction sa = {0};
     sa.sa_handler = forward;
     sigemptyset(&sa.sa_mask);
@@ -116,6 +288,10 @@ int main(int argc, char **argv)
     memset(&ru, 0, sizeof ru);
     while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {}
     double wall = now() - t0;
+    if (r == (ssize_t)sizeof e && e < 0) {
+        fprintf(stderr, "odp-rusage: cannot pin to CPUs %s: %s\n", cpus, strerror(-e));
+        return 125;
+    }
     if (r == (ssize_t)sizeof e) {
         fprintf(stderr, "odp-rusage: cannot run %s: %s\n", argv[i], strerror(e));
         return 127;
@@ -126,6 +302,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "odp-rusage: cannot write %s: %s\n", out, strerror(errno));
         f = stderr;
     }
+    if (level)
+        print_counters(f, level);
     fprintf(f,
             "ODP-RUSAGE status=%d signal=%d core=%d maxrss_kb=%ld utime_s=%.6f stime_s=%.6f wall_s=%.6f "
             "minflt=%ld majflt=%ld nvcsw=%ld nivcsw=%ld\n",

@@ -89,9 +89,18 @@ function sys.sleep(seconds) end
 ---@param fd "stdin"|"stdout"|"stderr"|integer
 function sys.isatty(fd) end
 function sys.term_width(fd) end
+---@return string|nil line, string? err, odp.ECode? code
+function sys.read_secret() end
 ---@param opts? {mode?: integer}
 function sys.write_file(path, data, opts) end
 function sys.append_sync(path, data) end
+---@class odp.sys.Lock
+local Lock = {}
+--- Removes the lock file and gives the lock back (also __close, __gc).
+function Lock:release() end
+--- An exclusive lock on path (flock; the file holds this pid). EBUSY when another process holds it.
+---@return odp.sys.Lock|nil lock, string? err, odp.ECode? code, integer? holder_pid
+function sys.lock(path) end
 function sys.mkdir_p(path, mode) end
 function sys.rename(from, to) end
 function sys.chmod(path, mode) end
@@ -123,9 +132,15 @@ function Session:close() end
 
 ---@class odp.ssh
 local ssh = {}
----@param opts {host: string, port?: integer, user?: string, identity?: string, known_hosts?: string, accept_new?: boolean, agent?: boolean, timeout?: number}
+---@param opts {host: string, port?: integer, user?: string, identity?: string, keys?: string[], passphrase?: string, known_hosts?: string, known_hosts_also?: string[], host_key_alias?: string, accept_new?: boolean, agent?: boolean|string, timeout?: number, proxy_command?: string, via?: odp.ssh.Session, alive_interval?: integer, alive_count_max?: integer}
 ---@return odp.ssh.Session|nil session, string? err, odp.ECode? code
 function ssh.connect(opts) end
+---@return string version of the linked libssh2
+function ssh.libssh2_version() end
+---@return boolean rsa_sha2 the linked libssh2 signs RSA keys with rsa-sha2-256/512 (>= 1.11)
+function ssh.rsa_sha2() end
+---@return string line "libssh2 1.10.0, RSA keys SHA-1 only: ..." (odp version -v)
+function ssh.backend_version() end
 
 ---@class odp.adb.Device
 local Device = {}
@@ -138,14 +153,20 @@ function Device:push(local_path, remote_path, opts) end
 ---@param opts? {on_progress?: fun(done: integer, total: integer), timeout?: number}
 function Device:pull(remote_path, local_path, opts) end
 function Device:stat(path, opts) end
+---@return {serial: string, transport: "server"|"usb"|string, state: string, model: string, product: string, device: string, features: table<string, boolean>, version?: integer, maxdata?: integer, server?: string, server_version?: integer}
 function Device:info() end
+---@return boolean broken a direct connection dropped (always false through the adb server)
+function Device:broken() end
 function Device:close() end
 
 ---@class odp.adb
 local adb = {}
 ---@return {serial: string, state: string, model?: string, hint?: string}[]|nil
 function adb.devices() end
----@param opts {serial?: string, transport?: "usb"|string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}
+---@param opts? {server?: string, timeout?: number}
+---@return {address: string, version: integer, devices: {serial: string, state: string, model?: string, product?: string, device?: string, usb?: string, transport_id?: integer}[]}|nil server, string? err, odp.ECode? code
+function adb.server(opts) end
+---@param opts? {serial?: string, transport?: "auto"|"server"|"usb"|string, server?: string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}
 ---@return odp.adb.Device|nil device, string? err, odp.ECode? code
 function adb.connect(opts) end
 
@@ -167,7 +188,15 @@ local probe = {}
 ---@return odp.probe.Probe|nil probe, string? err, odp.ECode? code
 function probe.open(opts) end
 function probe.jlink_lib() end
+---@param vid? integer
+---@return {vid: integer, pid: integer, bus: integer, address: integer, access: boolean, serial?: string, product?: string, open_error?: string}[]|nil list, string? err, odp.ECode? code
 function probe.usb_list(vid) end
+
+---@class odp.usb
+local usb = {}
+---@param vid? integer
+---@return {vid: integer, pid: integer, bus: integer, address: integer, access: boolean, serial?: string, product?: string, open_error?: string}[]|nil list, string? err, odp.ECode? code
+function usb.list(vid) end
 
 ---@class odp.rtt.Rtt
 local Rtt = {}

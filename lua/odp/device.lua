@@ -56,6 +56,7 @@ M.schema = fields {
   xmodem = fields { mode = { enum = { "128", "1k" } } },
   artifact_forms = list(str),
   twin = fields { launch = str, stop = str, state_env = str },
+  clocks = fields { cpu_hz = num, npu_hz = num },
 }
 
 local function type_name(spec)

@@ -238,11 +238,12 @@ end
 -- bare-metal); opts.clock_hz converts cycles to ms (without it the values stay in cycles).
 -- Rows: {block, name, n, p10, p50, p90, avg, min, max, delegated, delegate_id, framework}; unit is the
 -- second return value ("ms" or "cycles"). Delegated events are named by their delegate id, like the Inspector.
+-- opts.samples = true adds each row's samples (sorted; odp compare bootstraps over them).
 ---@param doc table from etdump.read
----@param opts? {time_scale?: string, clock_hz?: number}
+---@param opts? {time_scale?: string, clock_hz?: number, samples?: boolean}
 function M.ops(doc, opts)
   opts = opts or {}
-  check_opts(opts, { time_scale = true, clock_hz = true })
+  check_opts(opts, { time_scale = true, clock_hz = true, samples = true })
   local divisor, unit = scale_for(opts) -- ticks per output unit; divide like the Inspector does
   local rows = {}
   for _, b in ipairs(M.blocks(doc, { sorted = true })) do
@@ -257,7 +258,7 @@ function M.ops(doc, opts)
           p10 = stats.percentile(xs, 10), p50 = stats.percentile(xs, 50), p90 = stats.percentile(xs, 90),
           avg = stats.mean(xs), min = xs[1], max = xs[#xs],
           delegated = did ~= nil, delegate_id = did, framework = M.FRAMEWORK_EVENTS[name] == true,
-          instruction_id = ev.instruction_id,
+          instruction_id = ev.instruction_id, samples = opts.samples and xs or nil,
         }
       end
     end
@@ -280,6 +281,53 @@ function M.latency(doc, opts)
     end
   end
   return out
+end
+
+--- Where each inference's time went: delegates, kernels, or the method's own work between instructions.
+-- ExecuTorch's runtime wraps every delegate instruction in a DELEGATE_CALL event and every kernel instruction
+-- in an OPERATOR_CALL event (each includes the framework's overhead of the call); the delegate's own events
+-- (those with a delegate debug id) are nested inside its DELEGATE_CALL and only count when a run has no
+-- DELEGATE_CALL. An iteration closes at its `Method::execute` event: events are written as their scopes
+-- end, so an inference's events precede its Method::execute. other = execute - delegated - kernels (>= 0).
+-- Returns {n, execute_ms, delegated_ms, kernels_ms, other_ms, delegated_share, unit} with each value the
+-- median over the n iterations (delegated_share: the median of the per-iteration shares, 0..1), or nil
+-- when the dump has no Method::execute event. Values are in ms, or in cycles when unit = "cycles".
+---@param doc table from etdump.read
+---@param opts? {time_scale?: string, clock_hz?: number}
+function M.ops_summary(doc, opts)
+  opts = opts or {}
+  check_opts(opts, { time_scale = true, clock_hz = true })
+  local divisor, unit = scale_for(opts)
+  local execute, delegated, kernels, other, share = {}, {}, {}, {}, {}
+  for ri, run in ipairs(doc.run_data or {}) do
+    local c = columns_of(doc, ri, run)
+    local kind, name, did, dstr, dur = c.kind, c.name, c.did, c.dstr, c.dur
+    local calls, own, ops, has_call = 0, 0, 0, false
+    for j = 1, c.n do
+      local d = dur[j]
+      if kind[j] == 1 and d then
+        local nm = name[j]
+        if nm == "Method::execute" then
+          local dl = has_call and calls or own
+          local k = #execute + 1
+          execute[k], delegated[k], kernels[k] = d / divisor, dl / divisor, ops / divisor
+          other[k] = math.max(0, d - dl - ops) / divisor
+          share[k] = d > 0 and math.min(1, dl / d) or 0
+          calls, own, ops, has_call = 0, 0, 0, false
+        elseif nm == "DELEGATE_CALL" then
+          calls, has_call = calls + d, true
+        elseif nm == "OPERATOR_CALL" then
+          ops = ops + d
+        elseif did[j] ~= -1 or (dstr[j] and dstr[j] ~= "") then
+          own = own + d
+        end
+      end
+    end
+  end
+  if #execute == 0 then return nil end
+  local function med(xs) return stats.percentile(xs, 50) end
+  return { n = #execute, execute_ms = med(execute), delegated_ms = med(delegated), kernels_ms = med(kernels),
+    other_ms = med(other), delegated_share = med(share), unit = unit }
 end
 
 --- Block names of the merged blocks, in order (for `odp inspect --format json`).

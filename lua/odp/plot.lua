@@ -49,7 +49,8 @@ end
 
 --- Renders series to an SVG document (string).
 ---@param series {name: string, points: {x: number|string, y: number, lo?: number, hi?: number}[]}[]
----@param opts? {title?: string, xlabel?: string, ylabel?: string, width?: integer, height?: integer, logx?: boolean|string, note?: string}
+--- opts.lines = false draws points (and error bars) without joining them (categories that are not a sequence).
+---@param opts? {title?: string, xlabel?: string, ylabel?: string, width?: integer, height?: integer, logx?: boolean|string, note?: string, lines?: boolean}
 function M.svg(series, opts)
   opts = opts or {}
   local W, H = opts.width or 760, opts.height or 460
@@ -174,7 +175,7 @@ function M.svg(series, opts)
           num(ymap(p.hi)), num(x + 4)))
       end
     end
-    if #pts > 1 then
+    if #pts > 1 and opts.lines ~= false then
       local d = {}
       for i, p in ipairs(pts) do d[i] = (i == 1 and "M" or "L") .. num(xmap(p.x)) .. " " .. num(ymap(p.y)) end
       add(('<path class="line" fill="none" stroke-width="2" d="%s"/>'):format(table.concat(d, "")))
@@ -203,6 +204,19 @@ function M.svg(series, opts)
   end
   add("</svg>")
   return table.concat(o, "\n") .. "\n"
+end
+
+--- Stacks SVG documents from M.svg (each width x height) into one, top to bottom: one panel per y field.
+function M.stack(docs, width, height)
+  if #docs == 1 then return docs[1] end
+  local o = { ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">')
+    :format(width, height * #docs, width, height * #docs) }
+  for i, d in ipairs(docs) do
+    o[#o + 1] = (d:gsub('^<svg xmlns="http://www.w3.org/2000/svg" ', ('<svg class="panel" x="0" y="%d" ')
+      :format((i - 1) * height), 1))
+  end
+  o[#o + 1] = "</svg>\n"
+  return table.concat(o, "\n")
 end
 
 return M

@@ -1,14 +1,79 @@
 --- Reporters: result records -> text. Each format is a function (records) -> string, picked by name
 -- (sysbench's model); `odp.report.formats` can be extended by a user script.
 local json = require("odp.json")
+local result = require("odp.result")
 local sys = require("odp.sys")
 
 local M = {}
 
---- Aligns rows under columns. columns: list of {key=, title=, fmt=function(v, row)|string, align="l"|"r"}.
+--- A number as people read it: NaN and infinities spelled the same on every platform (printf gives "-nan").
+function M.number(v)
+  if v ~= v then return "NaN" end
+  if v == math.huge then return "inf" elseif v == -math.huge then return "-inf" end
+  return tostring(v)
+end
+
+-- Time units from the smallest up, in ms (the unit of records: docs/SCRIPTING.md).
+local TIME_UNITS = { { "ns", 1e-6 }, { "µs", 1e-3 }, { "ms", 1 }, { "s", 1e3 } }
+
+--- The unit a set of durations in ms reads best in (hyperfine and criterion do likewise): the largest unit
+-- in which the median magnitude is at least 1. Returns name, ms per unit.
+function M.time_unit(values_ms)
+  local mags = {}
+  for _, v in ipairs(values_ms) do
+    if type(v) == "number" and v == v and v ~= 0 and math.abs(v) ~= math.huge then mags[#mags + 1] = math.abs(v) end
+  end
+  if #mags == 0 then return "ms", 1 end
+  table.sort(mags)
+  local median = mags[(#mags + 1) // 2]
+  local pick = TIME_UNITS[1]
+  for _, u in ipairs(TIME_UNITS) do if median >= u[2] then pick = u end end
+  return pick[1], pick[2]
+end
+
+--- v (already in the display unit) with four significant digits; whole numbers from 1000 up.
+function M.sig4(v)
+  if type(v) ~= "number" then return "-" end
+  if v ~= v or math.abs(v) == math.huge then return M.number(v) end
+  if v == 0 then return "0" end
+  local decimals = math.max(0, math.min(6, 3 - math.floor(math.log(math.abs(v), 10))))
+  return ("%." .. decimals .. "f"):format(v)
+end
+
+--- A duration in ms as text in the unit its magnitude reads best in: 0.0006 -> "600.0 ns".
+function M.duration(ms)
+  if type(ms) ~= "number" then return "-" end
+  local name, scale = M.time_unit({ ms })
+  return M.sig4(ms / scale) .. " " .. name
+end
+
+--- Aligns rows under columns. columns: list of {key=, title=, fmt=function(v, row)|string, align="l"|"r",
+-- time=true|group}. A time column holds durations in ms; it is shown in one unit chosen from its values
+-- (ns, µs, ms or s, four significant digits), named in its header ("p50 µs"). Time columns given the same
+-- group name share one unit, chosen from all their values (the statistics of one distribution).
 function M.table(rows, columns)
-  local cells, widths = {}, {}
-  for c, col in ipairs(columns) do widths[c] = #(col.title or col.key) end
+  local cells, widths, titles, cols = {}, {}, {}, {}
+  local function time_values(group, key)
+    local vals = {}
+    for _, col in ipairs(columns) do
+      if col.key == key or (group ~= true and col.time == group) then
+        for _, row in ipairs(rows) do vals[#vals + 1] = row[col.key] end
+      end
+    end
+    return vals
+  end
+  for c, col in ipairs(columns) do
+    titles[c] = col.title or col.key
+    if col.time then
+      local name, scale = M.time_unit(time_values(col.time, col.key))
+      titles[c] = titles[c] .. " " .. name
+      col = setmetatable({ fmt = function(v) return type(v) == "number" and M.sig4(v / scale) or "-" end },
+        { __index = col })
+    end
+    cols[c] = col
+    widths[c] = utf8.len(titles[c]) or #titles[c]
+  end
+  columns = cols
   for r, row in ipairs(rows) do
     cells[r] = {}
     for c, col in ipairs(columns) do
@@ -16,6 +81,7 @@ function M.table(rows, columns)
       local s
       if type(col.fmt) == "function" then s = col.fmt(v, row)
       elseif v == nil then s = "-"
+      elseif type(v) == "number" and (v ~= v or math.abs(v) == math.huge) then s = M.number(v)
       elseif col.fmt and type(v) == "number" then s = col.fmt:format(v)
       else s = tostring(v) end
       cells[r][c] = s
@@ -33,20 +99,29 @@ function M.table(rows, columns)
     end
     return (table.concat(parts, "  "):gsub("%s+$", ""))
   end
-  local out, titles = {}, {}
-  for c, col in ipairs(columns) do titles[c] = col.title or col.key end
-  out[1] = line(titles, true)
+  local out = { line(titles, true) }
   for r = 1, #rows do out[#out + 1] = line(cells[r]) end
   return table.concat(out, "\n")
 end
 
-local function fmt_ms(v)
-  if type(v) ~= "number" then return "-" end
-  if v >= 100 then return ("%.1f"):format(v) end
-  if v >= 1 then return ("%.3f"):format(v) end
-  return ("%.4f"):format(v)
+--- One line on where an inference's time went (etdump.ops_summary): "delegated 2.100 ms (68%) · kernels ...".
+-- Each time in its own unit, four significant digits: a sub-microsecond split must not round to zeros.
+function M.ops_summary_line(s)
+  local f = s.unit == "cycles" and function(v) return ("%.0f cycles"):format(v) end or M.duration
+  return ("delegated %s (%.0f%%) · kernels %s · other %s · execute %s (medians of %d)"):format(f(s.delegated_ms),
+    s.delegated_share * 100, f(s.kernels_ms), f(s.other_ms), f(s.execute_ms), s.n)
 end
-M.fmt_ms = fmt_ms
+
+--- The columns of an operator table (etdump.ops rows) whose times are in unit ("ms" or "cycles").
+function M.op_columns(unit, extra)
+  local cycles = unit == "cycles"
+  local cols = { { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" } }
+  for _, k in ipairs({ "p10", "p50", "p90", "avg", "min", "max" }) do
+    cols[#cols + 1] = cycles and { key = k, title = k .. " cycles", fmt = "%.0f" } or { key = k, time = true }
+  end
+  for _, c in ipairs(extra or {}) do cols[#cols + 1] = c end
+  return cols
+end
 
 local function human_one(r, out)
   local function kv(k, v) out[#out + 1] = ("  %-16s %s"):format(k, v) end
@@ -57,6 +132,10 @@ local function human_one(r, out)
       (r.model.sha256 or "?"):sub(1, 12)))
   end
   if r.runner then kv("runner", r.runner.path) end
+  if r.device_state then
+    kv("device", r.device_state.error and ("state unknown: " .. r.device_state.error)
+      or require("odp.device_state").summary(r.device_state))
+  end
   if r.params and next(r.params) then
     local keys = {}
     for k in pairs(r.params) do keys[#keys + 1] = k end
@@ -68,7 +147,7 @@ local function human_one(r, out)
   if r.steps and #r.steps > 0 then
     local parts = {}
     for _, st in ipairs(r.steps) do
-      parts[#parts + 1] = ("%s %s%s"):format(st.name, fmt_ms(st.ms or 0) .. " ms", st.status ~= "ran" and (" (" .. st.status .. ")") or "")
+      parts[#parts + 1] = ("%s %s%s"):format(st.name, M.duration(st.ms or 0), st.status ~= "ran" and (" (" .. st.status .. ")") or "")
     end
     kv("steps", table.concat(parts, ", "))
   end
@@ -78,20 +157,68 @@ local function human_one(r, out)
   local l = r.latency_ms
   if l and l.n and l.n > 0 then
     out[#out + 1] = ""
-    out[#out + 1] = ("  latency (ms, from %s)"):format(l.source or "?")
+    out[#out + 1] = ("  latency (from %s)"):format(l.source or "?")
     if l.modelled then
       out[#out + 1] = "  MODELLED, not measured: the QEMU twin computes these times from modelled cycles and sends a " ..
         "canned ETDump (tests/twin/README.md)"
     end
     local t = M.table({ l }, {
-      { key = "n", fmt = "%d" }, { key = "mean", fmt = fmt_ms }, { key = "min", fmt = fmt_ms },
-      { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "p99", fmt = fmt_ms },
-      { key = "max", fmt = fmt_ms }, { key = "std", fmt = fmt_ms } })
+      { key = "n", fmt = "%d" }, { key = "mean", time = "t" }, { key = "min", time = "t" },
+      { key = "p50", time = "t" }, { key = "p90", time = "t" }, { key = "p99", time = "t" },
+      { key = "max", time = "t" }, { key = "std", time = "t" } })
+    for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+    local extra = {}
+    if l.ci95 then
+      extra[#extra + 1] = ("median 95%% CI [%s, %s]"):format(M.duration(l.ci95[1]), M.duration(l.ci95[2]))
+    end
+    if l.cv then extra[#extra + 1] = ("cv %.1f%%"):format(l.cv * 100) end
+    if l.warm then extra[#extra + 1] = ("warm p50 %s"):format(M.duration(l.warm.p50)) end
+    if l.first_ms and #l.first_ms > 0 then
+      extra[#extra + 1] = ("first iteration p50 %s"):format(M.duration(require("odp.stats").percentile(l.first_ms, 50)))
+    end
+    if #extra > 0 then out[#out + 1] = "    " .. table.concat(extra, ", ") end
+    out[#out + 1] = ""
+  end
+  if r.sustained and #r.sustained > 0 then
+    out[#out + 1] = "  sustained (per minute)"
+    local t = M.table(r.sustained, { { key = "minute", fmt = "%d" }, { key = "processes", fmt = "%d" },
+      { key = "n", fmt = "%d" }, { key = "p50", time = "t" }, { key = "p90", time = "t" } })
     for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
     out[#out + 1] = ""
   end
-  if r.load_ms then kv("model load", fmt_ms(r.load_ms) .. " ms") end
+  if r.thermal and #r.thermal > 0 then
+    local waited, hottest = 0, nil
+    for _, e in ipairs(r.thermal) do
+      waited = waited + (e.waited_s or 0)
+      for _, c in ipairs { e.before_c, e.after_c } do if c and (not hottest or c > hottest) then hottest = c end end
+    end
+    kv("cooling", ("%.1f s waited in all%s"):format(waited, hottest and (", hottest %.1f C"):format(hottest) or ""))
+  end
+  if r.stop and r.stop.rule ~= "repeat" then
+    kv("stopped by", ("%s%s after %d process(es), %.1f s"):format(r.stop.rule, r.stop.met and "" or " (not met)",
+      r.stop.processes, r.stop.seconds))
+  end
+  if r.load_ms then kv("model load", M.duration(r.load_ms)) end
   if r.peak_rss_kb then kv("peak RSS", ("%d kB (%.1f MB)"):format(r.peak_rss_kb, r.peak_rss_kb * 1024 / 1e6)) end
+  local c = r.counters and r.counters.total
+  if c then
+    local parts = {}
+    if c.task_clock_ms then parts[#parts + 1] = M.duration(c.task_clock_ms) .. " task-clock" end
+    for _, k in ipairs({ "context_switches", "cpu_migrations", "page_faults", "cycles", "instructions",
+      "branch_misses", "cache_misses" }) do
+      if c[k] then parts[#parts + 1] = ("%.0f %s"):format(c[k], k:gsub("_", "-")) end
+    end
+    if c.ipc then parts[#parts + 1] = ("IPC %.2f"):format(c.ipc) end
+    local n = #(r.counters.processes or {})
+    kv("counters", table.concat(parts, " · ") .. (" (%d process%s%s)"):format(n, n == 1 and "" or "es",
+      r.counters.scaled and ("; scaled: " .. table.concat(r.counters.scaled, ", ")) or ""))
+    if r.counters.unavailable then
+      local un = {}
+      for k, why in pairs(r.counters.unavailable) do un[#un + 1] = k:gsub("_", "-") .. " " .. why end
+      table.sort(un)
+      kv("", "not counted: " .. table.concat(un, ", "))
+    end
+  end
   if r.planned_buffers and #r.planned_buffers > 0 then
     for i, b in ipairs(r.planned_buffers) do
       kv(i == 1 and "planned buffers" or "", ("[%d] %d B%s"):format(i - 1, b,
@@ -100,7 +227,10 @@ local function human_one(r, out)
   end
   for i, o in ipairs(r.outputs or {}) do
     local vals = {}
-    for j = 1, math.min(#(o.values or {}), 8) do vals[j] = tostring(o.values[j]) end
+    for j = 1, math.min(#(o.values or {}), 8) do
+      local v = o.values[j]
+      vals[j] = type(v) == "number" and M.number(v) or tostring(v)
+    end
     if o.values and (#o.values > 8 or o.elided) then vals[#vals + 1] = "..." end
     kv(i == 1 and "outputs" or "", ("[%d] sizes [%s]: %s"):format(i - 1, table.concat(o.sizes or {}, ", "),
       table.concat(vals, ", ")))
@@ -121,18 +251,14 @@ local function human_one(r, out)
       kv(i == 1 and "NPU counters" or "", ("[%d] %-28s %d"):format(ctr.index, ctr.event or "?", ctr.count))
     end
   end
+  if r.ops_summary then kv("time split", M.ops_summary_line(r.ops_summary)) end
   -- like ExecuTorch's Inspector, the table hides OPERATOR_CALL (framework overhead); JSON keeps it, flagged
   local ops = {}
   for _, op in ipairs(r.ops or {}) do if not op.framework then ops[#ops + 1] = op end end
   if #ops > 0 then
     out[#out + 1] = ""
-    out[#out + 1] = ("  operators (%s)"):format(r.ops_unit or "ms")
-    local f = r.ops_unit == "cycles" and function(v) return type(v) == "number" and ("%.0f"):format(v) or "-" end
-      or fmt_ms
-    local t = M.table(ops, {
-      { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" }, { key = "p10", fmt = f },
-      { key = "p50", fmt = f }, { key = "p90", fmt = f }, { key = "avg", fmt = f },
-      { key = "min", fmt = f }, { key = "max", fmt = f } })
+    out[#out + 1] = "  operators"
+    local t = M.table(ops, M.op_columns(r.ops_unit))
     for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
   end
   for _, w in ipairs(r.warnings or {}) do kv("warning", w) end
@@ -156,8 +282,8 @@ function M.summary(records)
   end
   local cols = {}
   for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
-  for _, c in ipairs({ { key = "ok" }, { key = "n", fmt = "%d" }, { key = "mean", fmt = fmt_ms },
-    { key = "p50", fmt = fmt_ms }, { key = "p90", fmt = fmt_ms }, { key = "max", fmt = fmt_ms },
+  for _, c in ipairs({ { key = "ok" }, { key = "n", fmt = "%d" }, { key = "mean", time = true },
+    { key = "p50", time = true }, { key = "p90", time = true }, { key = "max", time = true },
     { key = "rss", title = "peak RSS kB", fmt = "%d" } }) do cols[#cols + 1] = c end
   return M.table(rows, cols)
 end
@@ -200,12 +326,12 @@ function M.formats.human(records)
 end
 
 function M.formats.json(records)
-  return json.encode(#records == 1 and records[1] or json.array(records), { indent = "  " }) .. "\n"
+  return result.encode(#records == 1 and records[1] or json.array(records), { indent = true }) .. "\n"
 end
 
 function M.formats.jsonl(records)
   local out = {}
-  for i, r in ipairs(records) do out[i] = json.encode(r) end
+  for i, r in ipairs(records) do out[i] = result.encode(r) end
   return table.concat(out, "\n") .. "\n"
 end
 
@@ -244,8 +370,7 @@ function M.emit(records, opts)
   local stdout_format = opts.out and "human" or (opts.format or "human")
   if opts.out then
     local f = opts.format or format_for(opts.out) or "json"
-    local ok, err, code = sys.write_file(opts.out, M.formats[f](records))
-    if not ok then require("odp.errors").fail(code, err, 3) end
+    require("odp.errors").check(sys.write_file(opts.out, M.formats[f](records)))
   end
   io.stdout:write(M.formats[stdout_format](records))
   io.stdout:flush()

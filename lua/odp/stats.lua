@@ -6,6 +6,10 @@
 --                   x[floor(h)] + (h - floor(h)) * (x[floor(h) + 1] - x[floor(h)]) over sorted x,
 --                   evaluated the way numpy's _lerp does (from the upper neighbour when the fraction >= 0.5)
 --   trimmed_mean    scipy.stats.trim_mean(x, frac): drop floor(frac * n) samples from each end
+--   median_ci       distribution-free confidence interval of the median from binomial order statistics
+--   mann_whitney    scipy.stats.mannwhitneyu(x, y, method="asymptotic"): U of x, two-sided p with tie and
+--                   continuity correction
+--   bootstrap_ratio percentile bootstrap CI of median(y) / median(x), seeded (same inputs, same interval)
 -- Samples are numbers (integers or floats); a non-number or NaN raises (misuse), an empty list is fine.
 local M = {}
 
@@ -137,6 +141,154 @@ function M.summary(samples)
     p90 = pct_sorted(s, 90),
     p99 = pct_sorted(s, 99),
   }
+end
+
+--- Coefficient of variation: sample std / mean (nil for no samples or a zero mean).
+---@param samples number[]
+---@return number|nil
+function M.cv(samples)
+  check(samples, "cv")
+  local mean = M.mean(samples)
+  if not mean or mean == 0 then return nil end
+  return M.std(samples) / mean
+end
+
+-- log of the binomial coefficients C(n, k) for k = 0.. as needed, added up term by term
+local log = math.log
+
+--- Ranks (1-based, in sorted order) of the distribution-free confidence interval of the median:
+--- the largest r with P(B <= r - 1) <= (1 - level) / 2 for B ~ Binomial(n, 1/2), and n + 1 - r. The interval
+--- [x(r), x(n+1-r)] covers the median with probability >= level whatever the distribution. nil when n is
+--- too small for any such interval (n < 6 at 95%).
+---@param n integer
+---@param level number? default 0.95
+---@return integer|nil lo_rank
+---@return integer|nil hi_rank
+function M.median_ci_ranks(n, level)
+  level = level or 0.95
+  local alpha2 = (1 - level) / 2
+  local logc, half = 0.0, n * log(0.5) -- log C(n, 0), log 0.5^n
+  local cdf, r = 0.0, nil
+  for k = 0, n // 2 do
+    cdf = cdf + math.exp(logc + half)
+    if cdf > alpha2 * (1 + 1e-12) then break end
+    r = k + 1 -- P(B <= k) <= alpha/2: x(k+1) may be the lower bound
+    logc = logc + log(n - k) - log(k + 1)
+  end
+  if not r then return nil end
+  return r, n + 1 - r
+end
+
+--- The level (default 95%) confidence interval of the median: lo, hi (sample values), or nil when there are
+--- too few samples (see median_ci_ranks).
+---@param samples number[]
+---@param level number?
+---@return number|nil lo
+---@return number|nil hi
+function M.median_ci(samples, level)
+  check(samples, "median_ci")
+  local lo, hi = M.median_ci_ranks(#samples, level)
+  if not lo then return nil end
+  local s = sorted_copy(samples)
+  return s[lo] + 0.0, s[hi] + 0.0
+end
+
+-- erfc(x), Numerical Recipes' erfcc (Chebyshev fit, relative error < 1.2e-7 everywhere)
+local function erfc(x)
+  local z = math.abs(x)
+  local t = 1 / (1 + 0.5 * z)
+  local r = t * math.exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+    t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+    t * (-0.82215223 + t * 0.17087277)))))))))
+  return x >= 0 and r or 2 - r
+end
+
+--- Mann-Whitney U test of x against y: U of x (ties counted 1/2) and the two-sided p-value of the normal
+--- approximation with tie correction and continuity correction (scipy.stats.mannwhitneyu(x, y,
+--- method="asymptotic")). nil when either side is empty.
+---@param x number[]
+---@param y number[]
+---@return number|nil u
+---@return number|nil p
+function M.mann_whitney(x, y)
+  check(x, "mann_whitney")
+  check(y, "mann_whitney")
+  local n1, n2 = #x, #y
+  if n1 == 0 or n2 == 0 then return nil end
+  local all = {}
+  for i = 1, n1 do all[i] = { x[i], 1 } end
+  for i = 1, n2 do all[n1 + i] = { y[i], 2 } end
+  table.sort(all, function(a, b) return a[1] < b[1] end)
+  local n = n1 + n2
+  local r1, ties, i = 0.0, 0.0, 1
+  while i <= n do
+    local j = i
+    while j < n and all[j + 1][1] == all[i][1] do j = j + 1 end
+    local rank = (i + j) / 2 -- the mean rank of a run of ties
+    for k = i, j do if all[k][2] == 1 then r1 = r1 + rank end end
+    local t = j - i + 1
+    ties = ties + (t * t * t - t)
+    i = j + 1
+  end
+  local u1 = r1 - n1 * (n1 + 1) / 2
+  local mu = n1 * n2 / 2
+  local sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))))
+  if sigma == 0 then return u1, 1.0 end
+  local u = math.max(u1, n1 * n2 - u1)
+  local z = (u - mu - 0.5) / sigma
+  return u1, math.min(1.0, erfc(z / math.sqrt(2)))
+end
+
+-- The median of a resample (with replacement) of sorted s, without sorting it: the resample's k-th
+-- smallest value is s[the k-th smallest drawn index], found by counting the draws per index.
+local counts = {}
+local function resampled_median(s)
+  local n, random = #s, math.random
+  for i = 1, n do counts[i] = 0 end
+  for _ = 1, n do
+    local j = random(n)
+    counts[j] = counts[j] + 1
+  end
+  local k, seen, i = (n + 1) // 2, 0, 0
+  repeat i = i + 1; seen = seen + counts[i] until seen >= k
+  if n % 2 == 1 then return s[i] + 0.0 end
+  local lo = s[i]
+  if seen == k then -- the next drawn index holds the (k+1)-th value
+    repeat i = i + 1 until counts[i] > 0
+  end
+  return lerp(lo, s[i], 0.5) + 0.0
+end
+
+--- Percentile bootstrap of median(y) / median(x): `resamples` (default 2000) resamplings of each side with
+--- replacement, seeded (default 1): the same inputs give the same interval. -> ratio, lo, hi at `level`
+--- (default 0.95), or nil when a side is empty or has a zero median.
+---@param x number[]
+---@param y number[]
+---@param opts {resamples: integer?, level: number?, seed: integer?}?
+---@return number|nil ratio
+---@return number|nil lo
+---@return number|nil hi
+function M.bootstrap_ratio(x, y, opts)
+  check(x, "bootstrap_ratio")
+  check(y, "bootstrap_ratio")
+  opts = opts or {}
+  local n1, n2 = #x, #y
+  if n1 == 0 or n2 == 0 then return nil end
+  local mx, my = M.percentile(x, 50), M.percentile(y, 50)
+  if mx == 0 then return nil end
+  local reps, level = opts.resamples or 2000, opts.level or 0.95
+  local sx, sy = sorted_copy(x), sorted_copy(y)
+  -- Lua's own generator (xoshiro256**), seeded: the same on every Lua 5.4; re-randomized when done
+  math.randomseed(opts.seed or 1)
+  local ratios = {}
+  for r = 1, reps do
+    local a = resampled_median(sx)
+    ratios[r] = a ~= 0 and resampled_median(sy) / a or math.huge
+  end
+  math.randomseed()
+  table.sort(ratios)
+  local tail = (1 - level) / 2 * 100
+  return my / mx, pct_sorted(ratios, tail), pct_sorted(ratios, 100 - tail)
 end
 
 return M

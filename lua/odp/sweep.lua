@@ -5,7 +5,8 @@
 --   local sweep = require("odp.sweep")
 --   sweep.run { points = sweep.points { "num_executions=1,10,100", "cpu_threads=1,4" }, ["repeat"] = 3,
 --     out = "sweep.jsonl", run_point = function(params, rep) return measure(params) end }
-local json = require("odp.json")
+local errors = require("odp.errors")
+local result = require("odp.result")
 local sys = require("odp.sys")
 
 local M = {}
@@ -87,7 +88,7 @@ function M.load(path)
   f:close()
   local records = {}
   for line in s:gmatch("[^\n]+") do
-    local r = json.decode(line)
+    local r = result.decode(line)
     if type(r) == "table" then records[#records + 1] = r end
   end
   return records, #s > 0 and s:sub(-1) ~= "\n"
@@ -102,7 +103,8 @@ end
 --- Runs every point `repeat` times. opts:
 --   points     list from sweep.points (required)
 --   repeat     records per point (default 1)
---   out        JSONL path (required): each record is appended and fsync'd as soon as it exists
+--   out        JSONL path (required): each record is appended and fsync'd as soon as it exists; OUT.lock is
+--              held meanwhile (a second sweep on the same file fails with EBUSY, exit 2, naming the pid)
 --   run_point  function(params, rep) -> record (a table; its params get the point's values merged in).
 --              An error becomes a failed record {ok = false, error = {code, message}} and the sweep goes on;
 --              failed records do not count as done, so a rerun retries them.
@@ -126,6 +128,15 @@ function M.run(opts)
     table.sort(names)
   end
 
+  -- one writer per file: a second sweep on the same --out would interleave points (a dead one's lock is free)
+  local lock <close>, lerr, lcode, holder = sys.lock(out .. ".lock")
+  if not lock then
+    if lcode == "EBUSY" then
+      errors.fail("EBUSY", ("%s is being written by another sweep (pid %d): wait for it to finish, "
+        .. "or give this one another --out"):format(out, holder), 2)
+    end
+    errors.fail(lcode, lerr, 3)
+  end
   local old, torn = M.load(out)
   local done_count = {}
   for _, r in ipairs(old) do
@@ -134,7 +145,7 @@ function M.run(opts)
       done_count[k] = (done_count[k] or 0) + 1
     end
   end
-  if torn then assert(sys.append_sync(out, "\n")) end
+  if torn then errors.check(sys.append_sync(out, "\n")) end
 
   local todo, skipped = {}, 0
   for i, p in ipairs(points) do
@@ -165,7 +176,7 @@ function M.run(opts)
     for k, v in pairs(item.params) do rec.params[k] = v end
     rec.sweep = { point = item.index, rep = item.rep, of = #points }
     if rec.ok == false then failed = failed + 1 end
-    assert(sys.append_sync(out, json.encode(rec) .. "\n"))
+    errors.check(sys.append_sync(out, result.encode(rec) .. "\n")) -- an unwritable --out: one line, exit 3
     records[#records + 1] = rec
     local elapsed = sys.now() - started
     local eta = (total - n) * elapsed / n

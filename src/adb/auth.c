@@ -1,4 +1,4 @@
-/* adb RSA keys; see auth.h. Format facts: FACTS.md section 3. */
+/* adb RSA keys; see auth.h. Format facts: docs/sources.md §3. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -1,7 +1,8 @@
-/* adb wire format; see proto.h. Facts: FACTS.md section 3. */
+/* adb wire format; see proto.h. Facts: docs/sources.md §3. */
 #include "proto.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint32_t adb_checksum(const void *data, size_t n)
@@ -348,4 +349,94 @@ int adb_sync_dec_feed(struct adb_sync_dec *d, const uint8_t *p, size_t n, size_t
     }
     *used = n;
     return 0;
+}
+
+/* ---------- adb server host protocol ---------- */
+
+int adb_hex4(const uint8_t p[4])
+{
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = p[i], d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The field a "key:value" word of a devices-l line fills (*v, *vl: its value), or NULL for other words. */
+static char *device_field(struct adb_host_device *d, const char *w, size_t wl, const char **v, size_t *vl)
+{
+    static const char *const keys[] = {"usb:", "product:", "model:", "device:", "transport_id:"};
+    char *fields[] = {d->usb, d->product, d->model, d->device, NULL};
+    static char transport_id_mark[1];
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        size_t kl = strlen(keys[k]);
+        if (wl > kl && !memcmp(w, keys[k], kl)) {
+            *v = w + kl;
+            *vl = wl - kl;
+            return fields[k] ? fields[k] : transport_id_mark;
+        }
+    }
+    return NULL;
+}
+
+int adb_host_devices_parse(const char *text, size_t n, struct adb_host_device *out, int max)
+{
+    int count = 0;
+    const char *p = text, *end = text + strnlen(text, n); /* text, never past a NUL */
+    while (p < end && count < max) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        struct adb_host_device *d = &out[count];
+        memset(d, 0, sizeof *d);
+        d->transport_id = -1;
+        const char *q = p;
+        while (q < le && *q != ' ' && *q != '\t')
+            q++;
+        const char *state = NULL, *state_end = NULL;
+        int in_state = 1;
+        if (q > p)
+            copy_field(d->serial, sizeof d->serial, (const uint8_t *)p, (size_t)(q - p));
+        while (q > p && q < le) {
+            while (q < le && (*q == ' ' || *q == '\t'))
+                q++;
+            const char *w = q;
+            while (q < le && *q != ' ' && *q != '\t')
+                q++;
+            if (q == w)
+                break;
+            const char *v;
+            size_t vl;
+            char *field = device_field(d, w, (size_t)(q - w), &v, &vl);
+            if (!field) {
+                if (in_state) { /* the state runs up to the first key:value word */
+                    state = state ? state : w;
+                    state_end = q;
+                }
+                continue;
+            }
+            in_state = 0;
+            if (field == d->usb || field == d->product || field == d->model || field == d->device) {
+                copy_field(field, sizeof d->usb, (const uint8_t *)v, vl);
+            } else {
+                char num[24];
+                copy_field(num, sizeof num, (const uint8_t *)v, vl);
+                d->transport_id = strtol(num, NULL, 10);
+            }
+        }
+        if (state) {
+            copy_field(d->state, sizeof d->state, (const uint8_t *)state, (size_t)(state_end - state));
+            count++;
+        }
+        p = nl ? nl + 1 : end;
+    }
+    return count;
 }

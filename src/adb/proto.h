@@ -139,4 +139,20 @@ void adb_sync_dec_init(struct adb_sync_dec *d, uint32_t expect_stat);
  * is needed (all n consumed), -1 on a malformed record (ev->msg says why). */
 int adb_sync_dec_feed(struct adb_sync_dec *d, const uint8_t *p, size_t n, size_t *used, struct adb_sync_ev *ev);
 
+/* Google's adb server, host side: requests are "%04x" + text; replies "OKAY" or "FAIL" + "%04x" + text. */
+#define ADB_HOST_MIN_VERSION 32 /* host:version; odp needs host-serial:SERIAL:features (since 32) */
+/* "%04x" -> 0..0xffff, or -1 when the 4 bytes are not lowercase or uppercase hex digits. */
+int adb_hex4(const uint8_t p[4]);
+
+/* One line of host:devices-l: "SERIAL  STATE [usb:P] [product:P model:M device:D] [transport_id:N]".
+ * STATE may hold spaces ("no permissions (...); see [...]"): it runs up to the first key:value word. */
+struct adb_host_device {
+    char serial[128];
+    char state[160];
+    char usb[64], product[64], model[64], device[64];
+    long transport_id; /* -1 when absent */
+};
+/* Parses up to max lines of a devices-l reply; returns the count (lines that do not parse are skipped). */
+int adb_host_devices_parse(const char *text, size_t n, struct adb_host_device *out, int max);
+
 #endif

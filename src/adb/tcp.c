@@ -2,15 +2,12 @@
 #include "tcp.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "../net/tcp.h"
 #include "../stream/stream.h"
 #include "../util/wait.h"
 
@@ -79,40 +76,9 @@ static void tcp_close(void *ctx)
 
 int adb_tcp_open(const char *host, int port, double deadline, struct adb_transport *out, odp_err *e)
 {
-    char ports[16];
-    snprintf(ports, sizeof ports, "%d", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int gr = getaddrinfo(host, ports, &hints, &ai);
-    if (gr != 0)
-        return odp_fail(e, ODP_ENOTFOUND, "%s: %s", host, gai_strerror(gr));
-    int fd = -1, err = 0;
-    for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
-            struct pollfd p = {.fd = fd, .events = POLLOUT};
-            int rc = odp_wait(&p, 1, deadline, e);
-            if (rc) {
-                close(fd);
-                freeaddrinfo(ai);
-                return rc;
-            }
-            socklen_t sl = sizeof err;
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl);
-            if (err == 0)
-                break;
-        } else {
-            err = errno;
-        }
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(ai);
+    int fd = odp_tcp_connect_to(host, port, deadline, e);
     if (fd < 0)
-        return odp_fail_errno(e, err == ECONNREFUSED ? ODP_ENODEV : ODP_EIO, err, "connect to %s:%d", host, port);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        return e->code;
     tcp_ctx *t = calloc(1, sizeof *t);
     if (t) {
         t->rbuf = malloc(RBUF_SIZE);

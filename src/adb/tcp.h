@@ -1,5 +1,5 @@
 /* adb over TCP (`adb tcpip` devices, emulators): the same messages on a socket with TCP_NODELAY
- * (FACTS.md section 3: 49 ms -> 3 ms per round trip). */
+ * (docs/sources.md §3: 49 ms -> 3 ms per round trip). */
 #ifndef ODP_ADB_TCP_H
 #define ODP_ADB_TCP_H
 

@@ -1,4 +1,5 @@
-/* adb USB transport over libusb; see usb.h. Facts: FACTS.md section 3. */
+/* adb USB transport over libusb; see usb.h. The bus is walked by the one USB enumeration (src/usb/).
+ * Facts: docs/sources.md §3. */
 #include "usb.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 
 #include <libusb.h>
 
+#include "../usb/usb.h"
 #include "../util/wait.h"
 
 #define ADB_CLASS 0xff
@@ -72,16 +74,10 @@ static int find_adb_interface(libusb_device *dev, struct adb_ep *ep)
     return found;
 }
 
-static void read_string(libusb_device_handle *h, uint8_t idx, char *out, size_t cap)
-{
-    out[0] = 0;
-    if (idx && libusb_get_string_descriptor_ascii(h, idx, (unsigned char *)out, (int)cap) < 0)
-        out[0] = 0;
-}
-
 static const char *busy_hint(void)
 {
-    return "another program holds the device, most likely Google's adb server: run `adb kill-server`";
+    return "another program holds the device's adb interface; when that is Google's adb server, odp goes "
+           "through it: --adb auto (the default) or --adb server";
 }
 
 static const char *access_hint(void)
@@ -90,55 +86,52 @@ static const char *access_hint(void)
            "(Debian package android-sdk-platform-tools-common) and replug, " DOCS_HINT;
 }
 
+struct list_ctx {
+    struct adb_usb_info *out;
+    int max, count;
+};
+
+static int list_one(void *ud, odp_usb_dev *d)
+{
+    struct list_ctx *lc = ud;
+    struct adb_ep ep;
+    if (lc->count >= lc->max || find_adb_interface(d->dev, &ep) != 0)
+        return 0;
+    struct adb_usb_info *u = &lc->out[lc->count++];
+    memset(u, 0, sizeof *u);
+    u->bus = d->bus;
+    u->address = d->address;
+    if (d->open_rc == LIBUSB_ERROR_ACCESS) {
+        snprintf(u->state, sizeof u->state, "no permissions");
+        snprintf(u->hint, sizeof u->hint, "%s", access_hint());
+        snprintf(u->serial, sizeof u->serial, "usb:%d-%d", u->bus, u->address);
+        return 0;
+    }
+    if (!d->access) {
+        snprintf(u->state, sizeof u->state, "offline");
+        return 0;
+    }
+    snprintf(u->serial, sizeof u->serial, "%s", d->serial);
+    snprintf(u->product, sizeof u->product, "%s", d->product);
+    if (!u->serial[0])
+        snprintf(u->serial, sizeof u->serial, "usb:%d-%d", u->bus, u->address);
+    int rc = libusb_claim_interface(d->h, ep.iface);
+    if (rc == LIBUSB_ERROR_BUSY) {
+        snprintf(u->state, sizeof u->state, "busy");
+        snprintf(u->hint, sizeof u->hint, "%s", busy_hint());
+    } else {
+        snprintf(u->state, sizeof u->state, "available");
+        if (rc == 0)
+            libusb_release_interface(d->h, ep.iface);
+    }
+    return 0;
+}
+
 int adb_usb_list(struct adb_usb_info *out, int max, odp_err *e)
 {
-    libusb_context *ctx;
-    if (libusb_init(&ctx) != 0)
-        return odp_fail(e, ODP_EIO, "libusb_init failed");
-    libusb_device **list;
-    ssize_t n = libusb_get_device_list(ctx, &list);
-    int count = 0;
-    for (ssize_t i = 0; i < n && count < max; i++) {
-        struct adb_ep ep;
-        if (find_adb_interface(list[i], &ep) != 0)
-            continue;
-        struct adb_usb_info *u = &out[count++];
-        memset(u, 0, sizeof *u);
-        u->bus = libusb_get_bus_number(list[i]);
-        u->address = libusb_get_device_address(list[i]);
-        struct libusb_device_descriptor dd;
-        libusb_get_device_descriptor(list[i], &dd);
-        libusb_device_handle *h;
-        int rc = libusb_open(list[i], &h);
-        if (rc == LIBUSB_ERROR_ACCESS) {
-            snprintf(u->state, sizeof u->state, "no permissions");
-            snprintf(u->hint, sizeof u->hint, "%s", access_hint());
-            snprintf(u->serial, sizeof u->serial, "usb:%d-%d", u->bus, u->address);
-            continue;
-        }
-        if (rc != 0) {
-            snprintf(u->state, sizeof u->state, "offline");
-            continue;
-        }
-        read_string(h, dd.iSerialNumber, u->serial, sizeof u->serial);
-        read_string(h, dd.iProduct, u->product, sizeof u->product);
-        if (!u->serial[0])
-            snprintf(u->serial, sizeof u->serial, "usb:%d-%d", u->bus, u->address);
-        rc = libusb_claim_interface(h, ep.iface);
-        if (rc == LIBUSB_ERROR_BUSY) {
-            snprintf(u->state, sizeof u->state, "busy");
-            snprintf(u->hint, sizeof u->hint, "%s", busy_hint());
-        } else {
-            snprintf(u->state, sizeof u->state, "available");
-            if (rc == 0)
-                libusb_release_interface(h, ep.iface);
-        }
-        libusb_close(h);
-    }
-    if (n >= 0)
-        libusb_free_device_list(list, 1);
-    libusb_exit(ctx);
-    return count;
+    struct list_ctx lc = {out, max, 0};
+    int rc = odp_usb_each(NULL, -1, list_one, &lc, e);
+    return rc ? rc : lc.count;
 }
 
 static void LIBUSB_CALL transfer_done(struct libusb_transfer *x)
@@ -242,6 +235,43 @@ static void usb_close(void *ctx)
     free(u);
 }
 
+struct open_ctx {
+    usb_ctx *u;
+    const char *serial;
+    char *serial_out;
+    size_t cap;
+    int matches, denied;
+    char seen[512];
+};
+
+/* Keeps the handle of the first adb device that matches; counts the others. */
+static int open_one(void *ud, odp_usb_dev *d)
+{
+    struct open_ctx *oc = ud;
+    struct adb_ep ep;
+    if (find_adb_interface(d->dev, &ep) != 0)
+        return 0;
+    if (d->open_rc == LIBUSB_ERROR_ACCESS) {
+        oc->denied++;
+        return 0;
+    }
+    if (!d->access || (oc->serial && strcmp(oc->serial, d->serial) != 0))
+        return 0;
+    oc->matches++;
+    size_t l = strlen(oc->seen);
+    snprintf(oc->seen + l, sizeof oc->seen - l, "%s%s", l ? ", " : "", d->serial);
+    if (oc->u->h) /* a second candidate: the user must choose */
+        return 0;
+    oc->u->h = d->h;
+    d->h = NULL;
+    oc->u->iface = ep.iface;
+    oc->u->ep_in = ep.in;
+    oc->u->ep_out = ep.out;
+    oc->u->max_packet = ep.max_packet;
+    snprintf(oc->serial_out, oc->cap, "%s", d->serial);
+    return 0;
+}
+
 int adb_usb_open(const char *serial, double deadline, struct adb_transport *t, char *serial_out, size_t cap,
                  odp_err *e)
 {
@@ -251,46 +281,12 @@ int adb_usb_open(const char *serial, double deadline, struct adb_transport *t, c
         free(u);
         return odp_fail(e, ODP_EIO, "libusb_init failed");
     }
-    libusb_device **list;
-    ssize_t n = libusb_get_device_list(u->ctx, &list);
-    int matches = 0, denied = 0, rc = 0;
-    char seen[512] = "";
-    for (ssize_t i = 0; i < n; i++) {
-        struct adb_ep ep;
-        if (find_adb_interface(list[i], &ep) != 0)
-            continue;
-        libusb_device_handle *h;
-        int orc = libusb_open(list[i], &h);
-        if (orc == LIBUSB_ERROR_ACCESS) {
-            denied++;
-            continue;
-        }
-        if (orc != 0)
-            continue;
-        struct libusb_device_descriptor dd;
-        libusb_get_device_descriptor(list[i], &dd);
-        char s[128];
-        read_string(h, dd.iSerialNumber, s, sizeof s);
-        if (serial && strcmp(serial, s) != 0) {
-            libusb_close(h);
-            continue;
-        }
-        matches++;
-        size_t l = strlen(seen);
-        snprintf(seen + l, sizeof seen - l, "%s%s", l ? ", " : "", s);
-        if (u->h) { /* a second candidate: the user must choose */
-            libusb_close(h);
-            continue;
-        }
-        u->h = h;
-        u->iface = ep.iface;
-        u->ep_in = ep.in;
-        u->ep_out = ep.out;
-        u->max_packet = ep.max_packet;
-        snprintf(serial_out, cap, "%s", s);
-    }
-    if (n >= 0)
-        libusb_free_device_list(list, 1);
+    struct open_ctx oc = {u, serial, serial_out, cap, 0, 0, ""};
+    int rc = odp_usb_each(u->ctx, -1, open_one, &oc, e);
+    if (rc)
+        goto fail;
+    int matches = oc.matches, denied = oc.denied;
+    const char *seen = oc.seen;
     if (matches > 1) {
         rc = odp_fail(e, ODP_ENODEV, "several adb devices on USB (%s): choose one with --serial", seen);
         goto fail;

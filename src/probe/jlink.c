@@ -1,5 +1,5 @@
 /* jlink backend: SEGGER's libjlinkarm.so, loaded with dlopen at run time (never linked: it is proprietary and
- * often absent). Call sequence from FACTS.md §4. The DLL's calls block inside the DLL; deadlines are checked
+ * often absent). Call sequence from docs/sources.md §4. The DLL's calls block inside the DLL; deadlines are checked
  * between calls only. Memory reads use the DLL's background access (the core keeps running). */
 #include <dlfcn.h>
 #include <glob.h>

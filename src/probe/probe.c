@@ -2,13 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../util/wait.h"
@@ -62,54 +58,4 @@ void odp_probe_release(odp_probe *p)
 {
     if (p && --p->refs <= 0)
         p->ops->close(p);
-}
-
-int odp_tcp_connect(const char *address, double deadline, odp_err *err)
-{
-    char host[256];
-    const char *colon = strrchr(address, ':');
-    if (!colon || colon == address || (size_t)(colon - address) >= sizeof host || !colon[1]) {
-        odp_fail(err, ODP_EIO, "address '%s' is not host:port", address);
-        return -1;
-    }
-    memcpy(host, address, (size_t)(colon - address));
-    host[colon - address] = 0;
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        memmove(host, host + 1, strlen(host));
-        host[strlen(host) - 1] = 0;
-    }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
-    int g = getaddrinfo(host, colon + 1, &hints, &res);
-    if (g) {
-        odp_fail(err, ODP_ENOTFOUND, "%s: %s", address, gai_strerror(g));
-        return -1;
-    }
-    int fd = -1;
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-            break;
-        if (errno == EINPROGRESS) {
-            struct pollfd pf = {.fd = fd, .events = POLLOUT};
-            int rc = odp_wait(&pf, 1, deadline, err);
-            int soerr = 0;
-            socklen_t sl = sizeof soerr;
-            if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
-                break;
-            if (rc == 0)
-                odp_fail_errno(err, soerr == ECONNREFUSED ? ODP_ENODEV : ODP_EIO, soerr, "connect %s", address);
-        } else {
-            odp_fail_errno(err, errno == ECONNREFUSED ? ODP_ENODEV : ODP_EIO, errno, "connect %s", address);
-        }
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    return fd;
 }

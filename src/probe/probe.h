@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../net/tcp.h" /* odp_tcp_connect for the gdb, QMP and telnet ports */
 #include "../util/err.h"
 
 typedef struct odp_probe odp_probe;
@@ -55,16 +56,5 @@ odp_probe *odp_probe_jlink_open(const char *lib, const char *device, int speed_k
                                 double deadline, odp_err *err);
 /* The library the jlink backend would load (for hints): fills path, returns 0 or ODP_ENOTFOUND. */
 int odp_jlink_find_lib(const char *lib, char *path, size_t len, odp_err *err);
-
-/* USB devices with vendor id vid (-1: all), for listing probes. Serial/product need access (udev rules). */
-typedef struct {
-    int vid, pid, bus, address;
-    int access; /* the device could be opened */
-    char serial[64], product[128], open_error[64];
-} odp_usb_info;
-int odp_usb_list(int vid, int (*fn)(void *ctx, const odp_usb_info *d), void *ctx, odp_err *err);
-
-/* "host:port" -> a connected TCP socket (non-blocking), or -1 with err. */
-int odp_tcp_connect(const char *address, double deadline, odp_err *err);
 
 #endif

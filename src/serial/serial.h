@@ -1,5 +1,5 @@
 /* Serial ports: listing through libserialport (USB VID/PID, description), opening as an odp_stream.
- * libserialport 0.1.1 cannot open a pty (no sysfs entry, no modem lines: FACTS.md §7), so a port that
+ * libserialport 0.1.1 cannot open a pty (no sysfs entry, no modem lines: docs/sources.md §7), so a port that
  * libserialport refuses is opened with plain termios (ptys, ser2net-style ttys). */
 #ifndef ODP_SERIAL_H
 #define ODP_SERIAL_H

@@ -4,27 +4,30 @@
 #include <fcntl.h>
 #include <libssh2.h>
 #include <libssh2_sftp.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "../net/tcp.h"
 #include "../util/hash.h"
 #include "../util/wait.h"
 #include "known_hosts.h"
 
-#define IO_CHUNK (256 * 1024)       /* measured sweet spot for libssh2 SFTP (FACTS.md §7) */
+#define IO_CHUNK (256 * 1024)       /* measured sweet spot for libssh2 SFTP (docs/sources.md §7) */
 #define MAX_KNOWN_HOSTS (4 << 20)
 #define STOP_GRACE_S 3.0            /* after a timeout: killing the remote group and collecting its end */
 #define CLOSE_GRACE_S 2.0
 #define PGID_HEAD_MAX 4096
+
+#define TUNNEL_BUF (64 * 1024)
+#define PROXY_ERR_MAX 400           /* bytes of a ProxyCommand's stderr quoted in an error */
 
 struct odp_ssh {
     LIBSSH2_SESSION *session;
@@ -32,9 +35,27 @@ struct odp_ssh {
     int fd;
     char uri[600];
     char fingerprint[80];
+    /* ProxyJump: this session's bytes travel in `tunnel`, a direct-tcpip channel of `via`. fd is one end of a
+     * socketpair; pump() moves bytes between its other end, pump_fd, and the channel whenever a session of
+     * the chain waits (wait_socket), so the chain needs no thread and no waiting point of its own. */
+    odp_ssh *via;
+    LIBSSH2_CHANNEL *tunnel;
+    int pump_fd;
+    int tunnel_eof, up_eof;
+    size_t up_off, up_len;          /* read from pump_fd, not yet written to the channel */
+    size_t down_off, down_len;      /* read from the channel, not yet written to pump_fd */
+    char *up, *down;
+    /* ProxyCommand: the process whose stdin/stdout is fd, in its own process group; its stderr goes to an
+     * unlinked temporary file (a pipe could fill and stall it) that an error quotes. */
+    pid_t proxy_pid;
+    int proxy_err_fd;
+    /* Keepalives: last_rx is when the transport last had bytes for us. */
+    int alive_interval, alive_count_max;
+    double last_rx;
 };
 
 static int lib_ready;
+static void close_session(odp_ssh *s, odp_ssh *tunnel_via);
 
 const char *odp_ssh_uri(const odp_ssh *s) { return s->uri; }
 const char *odp_ssh_fingerprint(const odp_ssh *s) { return s->fingerprint; }
@@ -49,17 +70,132 @@ static int ssh_fail_err(odp_ssh *s, odp_err *err, odp_code code, const char *wha
     return odp_fail(err, code, "%s: %s (libssh2 %d)", what, msg && *msg ? msg : "failed", rc);
 }
 
-/* The one place a libssh2 EAGAIN waits: on the socket, in the directions libssh2 is blocked on. */
+/* Moves what is ready between a tunnelled session's socketpair end and its channel, both ways, without
+ * blocking. A closed channel shuts the socketpair down, so the session above sees the connection end. */
+static void pump(odp_ssh *h)
+{
+    for (int moved = 1; moved && !h->tunnel_eof;) {
+        moved = 0;
+        if (h->down_len == 0) {
+            ssize_t n = libssh2_channel_read(h->tunnel, h->down, TUNNEL_BUF);
+            if (n > 0) {
+                h->down_off = 0;
+                h->down_len = (size_t)n;
+            } else if ((n == 0 && libssh2_channel_eof(h->tunnel)) || (n < 0 && n != LIBSSH2_ERROR_EAGAIN)) {
+                h->tunnel_eof = 1;
+                shutdown(h->pump_fd, SHUT_RDWR);
+                break;
+            }
+        }
+        if (h->down_len) {
+            ssize_t w = write(h->pump_fd, h->down + h->down_off, h->down_len);
+            if (w > 0) {
+                h->down_off += (size_t)w;
+                h->down_len -= (size_t)w;
+                moved = 1;
+            }
+        }
+        if (h->up_len == 0) {
+            ssize_t n = read(h->pump_fd, h->up, TUNNEL_BUF);
+            if (n > 0) {
+                h->up_off = 0;
+                h->up_len = (size_t)n;
+            } else if (n == 0 && !h->up_eof) {
+                h->up_eof = 1;
+                libssh2_channel_send_eof(h->tunnel); /* best effort: the session above is closing */
+            }
+        }
+        if (h->up_len) {
+            ssize_t w = libssh2_channel_write(h->tunnel, h->up + h->up_off, h->up_len);
+            if (w > 0) {
+                h->up_off += (size_t)w;
+                h->up_len -= (size_t)w;
+                moved = 1;
+            } else if (w < 0 && w != LIBSSH2_ERROR_EAGAIN) {
+                h->tunnel_eof = 1;
+                shutdown(h->pump_fd, SHUT_RDWR);
+            }
+        }
+    }
+}
+
+static short session_events(odp_ssh *h)
+{
+    int dir = libssh2_session_block_directions(h->session);
+    return (short)(POLLIN | ((dir & LIBSSH2_SESSION_BLOCK_OUTBOUND) ? POLLOUT : 0));
+}
+
+/* Keepalives of every session in the chain: sends them when due; fails when one has been silent too long.
+ * Silence counts from `since` (when this wait began) at the earliest: time odp spent elsewhere, not waiting
+ * on the session, is not the peer's silence. */
+static int keepalive(odp_ssh *s, double now, double since, double *next, odp_err *err)
+{
+    for (odp_ssh *h = s; h; h = h->via) {
+        if (h->alive_interval <= 0 || !h->session)
+            continue;
+        double limit = (double)h->alive_interval * (h->alive_count_max > 0 ? h->alive_count_max : 1);
+        double quiet = h->last_rx > since ? h->last_rx : since;
+        if (now - quiet > limit)
+            return odp_fail(err, ODP_EIO, "%s: no answer for %.0f s (ServerAliveInterval %d x ServerAliveCountMax "
+                            "%d): connection lost", h->uri, now - quiet, h->alive_interval, h->alive_count_max);
+        int secs = h->alive_interval;
+        libssh2_keepalive_send(h->session, &secs);
+        double due = now + (secs > 0 ? secs : 1);
+        if (quiet + limit < due)
+            due = quiet + limit + 0.01;
+        if (due < *next)
+            *next = due;
+    }
+    return 0;
+}
+
+#define CHAIN_MAX 16 /* ProxyJump hops; the resolver refuses longer chains */
+
+/* The one place a libssh2 EAGAIN waits: on the socket, in the directions libssh2 is blocked on; for a
+ * tunnelled session also on every hop below it, pumping their channels, and sending keepalives. */
 static int wait_socket(odp_ssh *s, double deadline, odp_err *err)
 {
-    int dir = libssh2_session_block_directions(s->session);
-    short ev = 0;
-    if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
-        ev |= POLLIN;
-    if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
-        ev |= POLLOUT;
-    struct pollfd p = {.fd = s->fd, .events = ev ? ev : POLLIN};
-    return odp_wait(&p, 1, deadline, err);
+    double since = odp_now();
+    for (;;) {
+        for (odp_ssh *h = s; h; h = h->via)
+            if (h->tunnel)
+                pump(h);
+        double now = odp_now(), until = deadline;
+        int rc = keepalive(s, now, since, &until, err);
+        if (rc)
+            return rc;
+        struct pollfd p[1 + 2 * CHAIN_MAX];
+        odp_ssh *owner[1 + 2 * CHAIN_MAX];
+        nfds_t n = 0;
+        short ev = 0;
+        int dir = libssh2_session_block_directions(s->session);
+        if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
+            ev |= POLLIN;
+        if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
+            ev |= POLLOUT;
+        owner[n] = s;
+        p[n++] = (struct pollfd){.fd = s->fd, .events = ev ? ev : POLLIN};
+        for (odp_ssh *h = s; h && n + 2 <= 1 + 2 * CHAIN_MAX; h = h->via) {
+            if (!h->tunnel || h->tunnel_eof)
+                continue;
+            owner[n] = NULL;
+            p[n++] = (struct pollfd){.fd = h->pump_fd, .events = (short)((h->up_len ? 0 : POLLIN) |
+                                                                          (h->down_len ? POLLOUT : 0))};
+            owner[n] = h->via;
+            p[n++] = (struct pollfd){.fd = h->via->fd, .events = session_events(h->via)};
+        }
+        rc = odp_wait(p, n, until, err);
+        if (rc == ODP_ETIMEDOUT && until < deadline)
+            continue; /* a keepalive is due */
+        if (rc)
+            return rc;
+        now = odp_now();
+        for (nfds_t i = 0; i < n; i++)
+            if (owner[i] && (p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                owner[i]->last_rx = now;
+        if (p[0].revents)
+            return 0;
+    }
 }
 
 /* Runs a libssh2 call until it stops saying EAGAIN, waiting in between (NSE's DO_OR_YIELD, with
@@ -83,50 +219,6 @@ static int wait_socket(odp_ssh *s, double deadline, odp_err *err)
         }                                                                                   \
     } while (0)
 
-static int tcp_connect(odp_ssh *s, const char *host, int port, double deadline, odp_err *err)
-{
-    char service[16];
-    snprintf(service, sizeof service, "%d", port);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res = NULL;
-    int g = getaddrinfo(host, service, &hints, &res);
-    if (g)
-        return odp_fail(err, ODP_ENOTFOUND, "cannot resolve %s: %s", host, gai_strerror(g));
-    int rc = odp_fail(err, ODP_EIO, "no address for %s", host);
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
-            rc = odp_fail_errno(err, ODP_EIO, errno, "cannot connect to %s port %d", host, port);
-            close(fd);
-            continue;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        int w = odp_wait(&p, 1, deadline, err);
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (w == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* ~2x SFTP get (FACTS §7) */
-            s->fd = fd;
-            rc = 0;
-            break;
-        }
-        if (w == ODP_ETIMEDOUT)
-            rc = odp_fail(err, ODP_ETIMEDOUT, "connecting to %s port %d timed out", host, port);
-        else if (w == 0)
-            rc = odp_fail_errno(err, soerr == ECONNREFUSED ? ODP_ENODEV : ODP_EIO, soerr,
-                                "cannot connect to %s port %d", host, port);
-        else
-            rc = w;
-        close(fd);
-        if (w)
-            break;
-    }
-    freeaddrinfo(res);
-    return rc;
-}
-
 static char *read_small_file(const char *path, size_t max, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -141,18 +233,31 @@ static char *read_small_file(const char *path, size_t max, size_t *len)
     return buf;
 }
 
-/* Key types known_hosts holds for this host, in libssh2's preference syntax. libssh2 1.10 offers ecdsa first,
- * so a host known only by its ed25519 key would otherwise come back as unknown (FACTS.md §7). */
-static void known_types(const char *kh_path, const char *host, int port, char *types, size_t n)
+/* Key types the known_hosts files hold for this host, in libssh2's preference syntax. libssh2 1.10 offers ecdsa
+ * first, so a host known only by its ed25519 key would otherwise come back as unknown. */
+static void known_types(const odp_ssh_opts *o, const char *host, int port, char *types, size_t n)
 {
-    size_t len = 0;
     types[0] = 0;
-    char *text = read_small_file(kh_path, MAX_KNOWN_HOSTS, &len);
-    if (!text)
-        return;
-    static const unsigned char none[] = {0, 0, 0, 1, 'x'};
-    odp_kh_check(text, len, host, port, none, sizeof none, types, n);
-    free(text);
+    size_t used = 0;
+    for (int i = -1; i < 0 || (o->known_hosts_also && o->known_hosts_also[i]); i++) {
+        size_t len = 0;
+        char *text = read_small_file(i < 0 ? o->known_hosts : o->known_hosts_also[i], MAX_KNOWN_HOSTS, &len);
+        if (!text)
+            continue;
+        char found[256];
+        found[0] = 0;
+        static const unsigned char none[] = {0, 0, 0, 1, 'x'};
+        odp_kh_check(text, len, host, port, none, sizeof none, found, sizeof found);
+        free(text);
+        for (char *t = strtok(found, ","); t; t = strtok(NULL, ",")) {
+            size_t tl = strlen(t);
+            int dup = 0;
+            for (const char *p = types; (p = strstr(p, t)) && !dup; p += tl)
+                dup = (p == types || p[-1] == ',') && (p[tl] == ',' || p[tl] == 0);
+            if (!dup && used + tl + 2 < n)
+                used += (size_t)snprintf(types + used, n - used, "%s%s", used ? "," : "", t);
+        }
+    }
 }
 
 static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err *err)
@@ -164,25 +269,38 @@ static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err 
         return ssh_fail_err(s, err, ODP_EPROTO, "no host key from server");
     const unsigned char *k = (const unsigned char *)key;
     char name[600], ktype[64];
-    odp_kh_hostname(o->host, port, name, sizeof name);
+    const char *kh_host = o->host_key_alias ? o->host_key_alias : o->host;
+    odp_kh_hostname(kh_host, port, name, sizeof name);
     odp_kh_fingerprint(k, key_len, s->fingerprint, sizeof s->fingerprint);
     if (odp_kh_keytype(k, key_len, ktype, sizeof ktype))
         snprintf(ktype, sizeof ktype, "?");
-    size_t len = 0;
-    char *text = read_small_file(o->known_hosts, MAX_KNOWN_HOSTS, &len);
-    odp_kh_status st = text ? odp_kh_check(text, len, o->host, port, k, key_len, NULL, 0) : ODP_KH_UNKNOWN;
-    free(text);
+    /* Every file counts, as with OpenSSH: a revoked key anywhere is refused, then a match anywhere is enough,
+     * then a different key for the host anywhere is a changed key. */
+    odp_kh_status st = ODP_KH_UNKNOWN;
+    const char *where = o->known_hosts;
+    static const int rank[] = {[ODP_KH_UNKNOWN] = 0, [ODP_KH_CHANGED] = 1, [ODP_KH_MATCH] = 2, [ODP_KH_REVOKED] = 3};
+    for (int i = -1; i < 0 || (o->known_hosts_also && o->known_hosts_also[i]); i++) {
+        const char *path = i < 0 ? o->known_hosts : o->known_hosts_also[i];
+        size_t len = 0;
+        char *text = read_small_file(path, MAX_KNOWN_HOSTS, &len);
+        odp_kh_status f = text ? odp_kh_check(text, len, kh_host, port, k, key_len, NULL, 0) : ODP_KH_UNKNOWN;
+        free(text);
+        if (rank[f] > rank[st]) {
+            st = f;
+            where = path;
+        }
+    }
     switch (st) {
     case ODP_KH_MATCH:
         return 0;
     case ODP_KH_REVOKED:
         return odp_fail(err, ODP_EHOSTKEY, "host key %s %s of %s is marked @revoked in %s", ktype, s->fingerprint,
-                        name, o->known_hosts);
+                        name, where);
     case ODP_KH_CHANGED:
         return odp_fail(err, ODP_EHOSTKEY,
                         "host key of %s has CHANGED (now %s %s); refusing to connect: if the board was reinstalled, "
                         "remove its old line from %s (ssh-keygen -R '%s' -f %s)",
-                        name, ktype, s->fingerprint, o->known_hosts, name, o->known_hosts);
+                        name, ktype, s->fingerprint, where, name, where);
     case ODP_KH_UNKNOWN:
         break;
     }
@@ -191,7 +309,7 @@ static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err 
                         "unknown host key for %s: %s %s (not in %s); check it and run again with "
                         "--accept-new-host-key to add it",
                         name, ktype, s->fingerprint, o->known_hosts);
-    return odp_kh_append(o->known_hosts, o->host, port, k, key_len, err);
+    return odp_kh_append(o->known_hosts, kh_host, port, k, key_len, err);
 }
 
 /* An RSA key fails against OpenSSH >= 8.8 whatever its format: libssh2 1.10 signs only with ssh-rsa (SHA-1). */
@@ -227,8 +345,21 @@ static int is_rsa_key(const char *path)
     return rsa;
 }
 
-static const char RSA_HINT[] = "libssh2 1.10 signs RSA keys only with SHA-1 (ssh-rsa), which OpenSSH >= 8.8 refuses: "
-                               "use an ed25519 or ecdsa key (ssh-keygen -t ed25519; EC2 offers ed25519 key pairs)";
+const char *odp_ssh_libssh2_version(void) { return libssh2_version(0); }
+int odp_ssh_rsa_sha2(void) { return libssh2_version(0x010b00) != NULL; }
+
+/* Why an RSA key was refused, where the linked libssh2 cannot sign it acceptably; "" where it can. */
+static const char *rsa_hint(void)
+{
+    static char hint[300];
+    if (odp_ssh_rsa_sha2())
+        return "";
+    snprintf(hint, sizeof hint,
+             "libssh2 %s signs RSA keys only with SHA-1 (ssh-rsa), which OpenSSH >= 8.8 refuses (libssh2 >= 1.11 "
+             "does not): use an ed25519 or ecdsa key (ssh-keygen -t ed25519; EC2 offers ed25519 key pairs)",
+             libssh2_version(0));
+    return hint;
+}
 
 static int auth_file(odp_ssh *s, const odp_ssh_opts *o, const char *key, double deadline, odp_err *err,
                      int *rc_out)
@@ -256,16 +387,20 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
             return 0;
         char *msg = NULL;
         libssh2_session_last_error(s->session, &msg, NULL, 0);
-        if (is_rsa_key(o->identity))
-            return odp_fail(err, ODP_EAUTH, "%s@%s refused RSA key %s: %s", o->user, s->uri, o->identity, RSA_HINT);
+        if (is_rsa_key(o->identity) && *rsa_hint())
+            return odp_fail(err, ODP_EAUTH, "%s refused RSA key %s: %s", s->uri, o->identity, rsa_hint());
         if (rc == LIBSSH2_ERROR_FILE || (msg && strstr(msg, "passphrase")))
-            return odp_fail(err, ODP_EAUTH, "cannot use identity %s (%s): an encrypted key needs ODP_SSH_PASSPHRASE",
+            return odp_fail(err, ODP_EAUTH, "cannot use identity %s (%s): an encrypted key needs its passphrase "
+                            "(ODP_SSH_PASSPHRASE, or type it at the prompt on a terminal)",
                             o->identity, msg ? msg : "unreadable");
-        return odp_fail(err, ODP_EAUTH, "%s refused key %s for user %s (%s)", s->uri, o->identity, o->user,
+        return odp_fail(err, ODP_EAUTH, "%s refused key %s (%s)", s->uri, o->identity,
                         msg ? msg : "authentication failed");
     }
-    if (o->use_agent && getenv("SSH_AUTH_SOCK")) {
+    const char *agent_socket = o->agent_socket ? o->agent_socket : getenv("SSH_AUTH_SOCK");
+    if (o->use_agent && agent_socket && *agent_socket) {
         LIBSSH2_AGENT *agent = libssh2_agent_init(s->session);
+        if (agent)
+            libssh2_agent_set_identity_path(agent, agent_socket);
         if (agent && libssh2_agent_connect(agent) == 0 && libssh2_agent_list_identities(agent) == 0) {
             struct libssh2_agent_publickey *id = NULL, *prev = NULL;
             while (libssh2_agent_get_identity(agent, &id, prev) == 0) {
@@ -288,34 +423,181 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
         if (rc == 0)
             return 0;
     }
-    for (const char *const *k = o->default_keys; k && *k; k++) {
+    for (const char *const *k = o->keys; k && *k; k++) {
         if (access(*k, R_OK))
             continue;
         if ((w = auth_file(s, o, *k, deadline, err, &rc)))
             return w;
         if (rc == 0)
             return 0;
-        any_rsa |= is_rsa_key(*k);
+        any_rsa |= is_rsa_key(*k) && *rsa_hint();
         if (tl < sizeof tried)
             tl += (size_t)snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", *k);
     }
-    return odp_fail(err, ODP_EAUTH, "%s: no key accepted for user %s (tried: %s)%s%s", s->uri, o->user,
+    /* s->uri is user@host[:port]: the user is named there, once */
+    return odp_fail(err, ODP_EAUTH, "%s: no key accepted (tried: %s)%s%s", s->uri,
                     tl ? tried : "nothing: no identity, agent or ~/.ssh/id_ed25519|id_ecdsa",
-                    any_rsa ? "; " : "", any_rsa ? RSA_HINT : "; pass --identity FILE");
+                    any_rsa ? "; " : "", any_rsa ? rsa_hint() : "; pass --identity FILE");
+}
+
+/* Starts the ProxyCommand (through /bin/sh, in its own process group) on one end of a socketpair. */
+static int start_proxy(odp_ssh *s, const char *command, odp_err *err)
+{
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp))
+        return odp_fail_errno(err, ODP_EIO, errno, "ProxyCommand: socketpair");
+    char tmpl[] = "/tmp/odp-proxy-err.XXXXXX";
+    const char *tmpdir = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir && *tmpdir ? tmpdir : "/tmp", tmpl + 5);
+    s->proxy_err_fd = mkostemp(path, O_CLOEXEC);
+    if (s->proxy_err_fd < 0) {
+        close(sp[0]);
+        close(sp[1]);
+        return odp_fail_errno(err, ODP_EIO, errno, "ProxyCommand: temporary file in %s", path);
+    }
+    unlink(path);
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigfillset(&defaults);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sp[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, sp[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, s->proxy_err_fd, 2);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    char *const argv[] = {"sh", "-c", (char *)command, NULL};
+    extern char **environ;
+    int rc = posix_spawn(&s->proxy_pid, "/bin/sh", &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(sp[1]);
+    if (rc) {
+        s->proxy_pid = 0;
+        close(sp[0]);
+        return odp_fail_errno(err, ODP_EIO, rc, "cannot start ProxyCommand `%s`", command);
+    }
+    fcntl(sp[0], F_SETFL, fcntl(sp[0], F_GETFL) | O_NONBLOCK);
+    s->fd = sp[0];
+    return 0;
+}
+
+/* Reaps pid when it exits before the deadline; 0 when it is still running (or Ctrl-C ended the wait). */
+static pid_t reap_until(pid_t pid, int *status, double deadline)
+{
+    pid_t r;
+    while ((r = waitpid(pid, status, WNOHANG)) == 0 && odp_now() < deadline) {
+        double next = odp_now() + 0.01;
+        if (odp_sleep_until(next < deadline ? next : deadline, NULL))
+            break;
+    }
+    return r;
+}
+
+/* Ends the ProxyCommand: `natural` seconds to exit by itself (its stdin is closed by then), then TERM to its
+ * process group and 1 s, then KILL. Returns its wait status, -1 if there is none. */
+static int stop_proxy(odp_ssh *s, double natural)
+{
+    int status = -1;
+    pid_t pid = s->proxy_pid;
+    if (pid <= 0)
+        return status;
+    s->proxy_pid = 0;
+    pid_t r = reap_until(pid, &status, odp_now() + natural);
+    if (r == 0) {
+        kill(-pid, SIGTERM);
+        r = reap_until(pid, &status, odp_now() + 1.0);
+    }
+    if (r == 0) {
+        kill(-pid, SIGKILL);
+        r = waitpid(pid, &status, 0);
+    }
+    return r == pid ? status : -1;
+}
+
+/* The ProxyCommand ended the transport: its exit and the head of its stderr make the message. */
+static int proxy_failed(odp_ssh *s, const char *command, odp_err *err)
+{
+    if (s->fd >= 0) {
+        close(s->fd); /* its stdin ends: a proxy still running leaves */
+        s->fd = -1;
+    }
+    int status = stop_proxy(s, 1.0);
+    char msg[PROXY_ERR_MAX + 1] = "";
+    ssize_t n = pread(s->proxy_err_fd, msg, PROXY_ERR_MAX, 0);
+    msg[n > 0 ? n : 0] = 0;
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = *(c + 1) ? ' ' : 0;
+    char how[64];
+    if (status >= 0 && WIFEXITED(status))
+        snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+    else if (status >= 0 && WIFSIGNALED(status))
+        snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(how, sizeof how, "closed the connection");
+    return odp_fail(err, ODP_EIO, "ProxyCommand `%s` %s before the SSH handshake%s%s", command, how,
+                    *msg ? ": " : "", msg);
+}
+
+/* A direct-tcpip channel of via to host:port, and the socketpair the new session talks into. */
+static int open_tunnel(odp_ssh *s, odp_ssh *via, const char *host, int port, double deadline, odp_err *err)
+{
+    int depth = 1;
+    for (odp_ssh *h = via; h->via; h = h->via)
+        depth++;
+    if (depth >= CHAIN_MAX)
+        return odp_fail(err, ODP_EIO, "more than %d jump hosts in a chain", CHAIN_MAX - 1);
+    LIBSSH2_CHANNEL *ch;
+    PTR_OR_WAIT(via, ch, libssh2_channel_direct_tcpip_ex(via->session, host, port, "127.0.0.1", 22), deadline, err);
+    if (!ch) {
+        char *msg = NULL;
+        libssh2_session_last_error(via->session, &msg, NULL, 0);
+        return odp_fail(err, ODP_ENODEV, "jump host %s cannot reach %s port %d (%s)", via->uri, host, port,
+                        msg && *msg ? msg : "channel refused");
+    }
+    int sp[2];
+    s->up = malloc(TUNNEL_BUF);
+    s->down = malloc(TUNNEL_BUF);
+    if (!s->up || !s->down || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp)) {
+        while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(via, deadline, NULL))
+                break;
+        return odp_fail(err, ODP_EIO, "out of memory or descriptors for the tunnel to %s", host);
+    }
+    s->via = via;
+    s->tunnel = ch;
+    s->fd = sp[0];
+    s->pump_fd = sp[1];
+    return 0;
 }
 
 static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
 {
     int port = o->port > 0 ? o->port : 22, rc;
     double dl = o->deadline;
-    if ((rc = tcp_connect(s, o->host, port, dl, err)))
+    if (o->via)
+        rc = open_tunnel(s, o->via, o->host, port, dl, err);
+    else if (o->proxy_command)
+        rc = start_proxy(s, o->proxy_command, err);
+    else
+        rc = (s->fd = odp_tcp_connect_to(o->host, port, dl, err)) < 0 ? err->code : 0;
+    if (rc)
         return rc;
+    s->alive_interval = o->alive_interval;
+    s->alive_count_max = o->alive_count_max;
+    s->last_rx = odp_now();
     s->session = libssh2_session_init();
     if (!s->session)
         return odp_fail(err, ODP_EIO, "libssh2_session_init failed");
     libssh2_session_set_blocking(s->session, 0);
     char types[256];
-    known_types(o->known_hosts, o->host, port, types, sizeof types);
+    known_types(o, o->host_key_alias ? o->host_key_alias : o->host, port, types, sizeof types);
     if (types[0] && libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, types) != 0)
         libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, NULL);
     while ((rc = libssh2_session_handshake(s->session, s->fd)) == LIBSSH2_ERROR_EAGAIN) {
@@ -326,6 +608,9 @@ static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
             return w;
     }
     if (rc) {
+        if (s->proxy_pid > 0 && (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV ||
+                                 rc == LIBSSH2_ERROR_SOCKET_SEND || rc == LIBSSH2_ERROR_BANNER_RECV))
+            return proxy_failed(s, o->proxy_command, err);
         if (types[0] && rc == LIBSSH2_ERROR_KEX_FAILURE)
             return odp_fail(err, ODP_EHOSTKEY, "%s offers none of the host key types known for it (%s) in %s", s->uri,
                             types, o->known_hosts);
@@ -350,7 +635,7 @@ int odp_ssh_connect(const odp_ssh_opts *o, odp_ssh **out, odp_err *err)
     odp_ssh *s = calloc(1, sizeof *s);
     if (!s)
         return odp_fail(err, ODP_EIO, "out of memory");
-    s->fd = -1;
+    s->fd = s->pump_fd = s->proxy_err_fd = -1;
     int port = o->port > 0 ? o->port : 22;
     if (port == 22)
         snprintf(s->uri, sizeof s->uri, "%s@%s", o->user, o->host);
@@ -358,7 +643,9 @@ int odp_ssh_connect(const odp_ssh_opts *o, odp_ssh **out, odp_err *err)
         snprintf(s->uri, sizeof s->uri, "%s@%s:%d", o->user, o->host, port);
     int rc = connect_session(s, o, err);
     if (rc) {
-        odp_ssh_close(s);
+        odp_ssh *via = s->via;
+        s->via = NULL; /* stays the caller's */
+        close_session(s, via);
         return rc;
     }
     *out = s;
@@ -367,8 +654,15 @@ int odp_ssh_connect(const odp_ssh_opts *o, odp_ssh **out, odp_err *err)
 
 void odp_ssh_close(odp_ssh *s)
 {
-    if (!s)
-        return;
+    if (s)
+        close_session(s, s->via);
+    /* the hops below were closed with it */
+}
+
+/* Closes s; `tunnel_via` is the session its tunnel channel belongs to (freed here; closed only when it is
+ * s->via, i.e. owned). */
+static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
+{
     double dl = odp_now() + CLOSE_GRACE_S;
     if (s->sftp) {
         while (libssh2_sftp_shutdown(s->sftp) == LIBSSH2_ERROR_EAGAIN)
@@ -379,11 +673,30 @@ void odp_ssh_close(odp_ssh *s)
         while (libssh2_session_disconnect(s->session, "odp done") == LIBSSH2_ERROR_EAGAIN)
             if (wait_socket(s, dl, NULL))
                 break;
-        libssh2_session_free(s->session);
+        /* libssh2_session_free also says EAGAIN while it cannot send (a silent peer, a full tunnel); once the
+         * grace is over, a shut-down socket makes its sends fail instead, so it always completes. */
+        for (int tries = 0; libssh2_session_free(s->session) == LIBSSH2_ERROR_EAGAIN && tries < 1000; tries++)
+            if (wait_socket(s, dl, NULL) && s->fd >= 0)
+                shutdown(s->fd, SHUT_RDWR);
     }
     if (s->fd >= 0)
         close(s->fd);
+    if (s->tunnel && tunnel_via) {
+        /* on failure the channel goes with tunnel_via's session */
+        while (libssh2_channel_free(s->tunnel) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(tunnel_via, dl, NULL))
+                break;
+    }
+    if (s->pump_fd >= 0)
+        close(s->pump_fd);
+    stop_proxy(s, 0);
+    if (s->proxy_err_fd >= 0)
+        close(s->proxy_err_fd);
+    odp_ssh *owned = s->via;
+    free(s->up);
+    free(s->down);
     free(s);
+    odp_ssh_close(owned);
 }
 
 /* ---- exec ---- */

@@ -17,17 +17,33 @@ typedef struct {
     int port;                      /* 0 = 22 */
     const char *user;
     const char *identity;          /* private key file; when set, the only key tried */
-    const char *passphrase;        /* for identity / default keys; NULL = none */
+    const char *passphrase;        /* for identity / keys; NULL = none */
     int use_agent;                 /* try ssh-agent when no identity is given */
-    const char *const *default_keys; /* NULL-terminated, tried after the agent (absent files skipped) */
-    const char *known_hosts;       /* path; required */
+    const char *agent_socket;      /* the agent's socket; NULL = $SSH_AUTH_SOCK */
+    const char *const *keys;       /* NULL-terminated, tried after the agent (absent files skipped) */
+    const char *known_hosts;       /* path; required; a new host key is added here */
+    const char *const *known_hosts_also; /* NULL-terminated, also read (ssh_config's other UserKnownHostsFiles,
+                                          * GlobalKnownHostsFile); NULL = none */
+    const char *host_key_alias;    /* name to look the host key up under instead of host (ssh_config HostKeyAlias) */
     int accept_new;                /* unknown host key: add it to known_hosts instead of refusing */
+    /* The transport, instead of a TCP connection to host:port (ssh_config ProxyCommand / ProxyJump): */
+    const char *proxy_command;     /* run by /bin/sh; its stdin/stdout carry the session */
+    odp_ssh *via;                  /* a direct-tcpip channel of this session to host:port carries the new one;
+                                    * on success the new session owns via (and closes it with itself) */
+    /* Keepalives (ServerAliveInterval/CountMax): a peer silent for interval * count_max seconds while odp
+     * waits on it is lost (EIO). 0 = off. */
+    int alive_interval, alive_count_max;
     double deadline;
 } odp_ssh_opts;
 
 /* Connects, verifies the host key and authenticates. EHOSTKEY: unknown (message has the SHA256
- * fingerprint and the --accept-new-host-key hint) or changed key; EAUTH: no key was accepted. */
+ * fingerprint and the --accept-new-host-key hint) or changed key; EAUTH: no key was accepted; EIO with the
+ * ProxyCommand's stderr when it ended before the handshake; ENODEV when the jump host refuses the channel. */
 int odp_ssh_connect(const odp_ssh_opts *opts, odp_ssh **out, odp_err *err);
+/* The linked libssh2's version (at run time), and whether it signs RSA keys with rsa-sha2-256/512 (>= 1.11):
+ * older ones sign only with SHA-1 ssh-rsa, which OpenSSH >= 8.8 refuses. */
+const char *odp_ssh_libssh2_version(void);
+int odp_ssh_rsa_sha2(void);
 /* Disconnects (bounded wait) and frees. NULL is fine. */
 void odp_ssh_close(odp_ssh *s);
 /* "user@host:port", the host key's fingerprint. */

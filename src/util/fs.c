@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,4 +93,49 @@ int odp_mkdir_p(const char *path, mode_t mode, odp_err *err)
     if (stat(buf, &st) || !S_ISDIR(st.st_mode))
         return odp_fail(err, ODP_EIO, "%s exists and is not a directory", buf);
     return 0;
+}
+
+int odp_lock_file(const char *path, long *holder, odp_err *err)
+{
+    *holder = 0;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return odp_fail_errno(err, odp_code_from_errno(errno), errno, "%s", path);
+        if (flock(fd, LOCK_EX | LOCK_NB)) {
+            int e = errno;
+            if (e == EWOULDBLOCK) {
+                char buf[32] = "";
+                ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+                if (n > 0)
+                    *holder = strtol(buf, NULL, 10);
+            }
+            close(fd);
+            if (e == EWOULDBLOCK)
+                return odp_fail(err, ODP_EBUSY, "%s is held by pid %ld", path, *holder);
+            return odp_fail_errno(err, ODP_EIO, e, "flock %s", path);
+        }
+        /* The holder before us may have removed the file between our open and our flock: then we locked
+         * a file nobody else will see; try again with the one at path. */
+        struct stat mine, there;
+        if (fstat(fd, &mine) == 0 && stat(path, &there) == 0 && mine.st_ino == there.st_ino &&
+            mine.st_dev == there.st_dev) {
+            char pid[32];
+            int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+            if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)len, 0) != len) {
+                int e = errno;
+                close(fd);
+                return odp_fail_errno(err, ODP_EIO, e, "writing %s", path);
+            }
+            return fd;
+        }
+        close(fd);
+    }
+    return odp_fail(err, ODP_EBUSY, "%s keeps changing (another process taking and removing it)", path);
+}
+
+void odp_unlock_file(const char *path, int fd)
+{
+    unlink(path);
+    close(fd);
 }

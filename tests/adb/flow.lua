@@ -81,11 +81,84 @@ T.test("a runner that aborts: a failed record, exit 1, the model stays on the de
   T.ok(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte"), "nothing deleted")
 end)
 
-T.test("no device at that address: exit 3 with ENODEV", function()
+T.test("peak RSS through odp-rusage on the device: the program's own VmHWM for 0.5/4/50/200 MB", function()
+  local t = assert(require("odp.target.adb").new { adb = "tcp:127.0.0.1:" .. port })
+  os.execute(("cp '%s/tests/rss_touch' '%s/data/local/tmp/bin/'"):format(build, sbx))
+  T.eq(t:rusage_method(), "odp-rusage")
+  for _, mb in ipairs { 0.5, 4, 50, 200 } do
+    local r = assert(t:exec({ "/data/local/tmp/bin/rss_touch", tostring(mb) }, { timeout = 60 }))
+    T.eq(r.status, 0, "rss_touch status; stderr: " .. r.stderr)
+    local own = assert(tonumber(r.stdout:match("VmHWM_kb=(%d+)")), r.stdout)
+    local got, tol = r.rusage and r.rusage.maxrss_kb, math.max(own * 0.02, 256)
+    T.ok(got and math.abs(got - own) <= tol, ("%s MB: odp says %s kB, the program's own VmHWM is %d kB"):format(mb, got, own))
+  end
+  t:close()
+end)
+
+T.with_real_runner("real runner on the device: --target-ci 5 stops on its CI, samples.csv, first_ms per process", function(runner)
+  local rec, r = json_run({ "--runner", runner, "--model", add, "-n", "10", "--target-ci", "5", "--max-time", "60",
+    "--format", "json" })
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  T.eq(rec.stop.rule, "target_ci"); T.eq(rec.stop.met, true)
+  T.eq(#rec.latency_ms.first_ms, rec.stop.processes)
+  T.eq(#assert(require("odp.measure").read_samples(rec.artifacts.samples)), rec.stop.processes)
+end)
+
+T.test("--cool-to on the device: thermal zones and dumpsys battery read, before/after in the record; a hot zone times out", function()
+  os.execute(("mkdir -p '%s/sys/class/thermal/thermal_zone0' && echo 30000 > '%s/sys/class/thermal/thermal_zone0/temp'")
+    :format(sbx, sbx))
+  local dumpsys = sbx .. "/system/bin/dumpsys"
+  T.write(dumpsys, "#!/bin/sh\n[ \"$1\" = battery ] && printf 'Current Battery State:\\n  temperature: 312\\n'\nexit 0\n")
+  os.execute("chmod 755 '" .. dumpsys .. "'")
+  local rec, r = json_run({ "--runner", fake, "--model", add, "-n", "2", "--repeat", "2", "--cool-to", "45", "--format", "json" })
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  T.eq(#rec.thermal, 2)
+  T.eq(rec.thermal[1].before_c, 31.2, "the battery is the hottest"); T.eq(rec.thermal[2].after_c, 31.2)
+  os.execute(("echo 80000 > '%s/sys/class/thermal/thermal_zone0/temp'"):format(sbx))
+  rec, r = json_run({ "--runner", fake, "--model", add, "-n", "2", "--cool-to", "45", "--cool-timeout", "0.5", "--format", "json" })
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  T.eq(rec.thermal[1].before_c, 80.0)
+  T.match(table.concat(rec.warnings, "\n"), "thermal_zone0 still at 80%.0 C after %-%-cool%-timeout 0%.5s")
+  os.execute(("rm -rf '%s/sys' '%s'"):format(sbx, dumpsys))
+end)
+
+T.test("no device at that address: exit 3, one line naming the address once", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
     "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })
   T.eq(r.status, 3)
-  T.match(r.stdout .. r.stderr, "ENODEV")
+  T.eq(r.stderr, "odp: cannot connect to 127.0.0.1 port 1: Connection refused\n")
+end)
+
+T.test("a bad --adb: one line, exit 2", function()
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "usb:1", "--runner", fake,
+    "--model", add, "--runs-dir", dir .. "/runs" }, timeout = 30 })
+  T.eq(r.status, 2)
+  T.eq(r.stderr, "odp: --adb must be auto, server, usb or tcp:HOST:PORT, not 'usb:1'\n")
+end)
+
+T.with_real_runner("device state over adb: the recorded Pixel 8 tree, getprop and dumpsys, in the record", function(runner)
+  os.execute(("rm -rf '%s/data/local/tmp/state' && mkdir -p '%s/data/local/tmp/state' && cp -R '%s/tests/fixtures/device_state/pixel8' '%s/data/local/tmp/state/'")
+    :format(sbx, sbx, root, sbx))
+  local argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:" .. port, "--runs-dir",
+    dir .. "/runs", "--runner", runner, "--model", add, "-n", "2", "--format", "json" }
+  local r = assert(proc.run { argv = argv, cwd = dir, timeout = 120,
+    env = { ODP_STATE_ROOT = "/data/local/tmp/state/pixel8" } })
+  T.eq(r.status, 0, r.stderr)
+  local d = assert(json.decode(r.stdout)).device_state
+  T.eq({ d.android.product_model, d.android.build_version_sdk, d.cpus_online }, { "Pixel 8", "34", 9 })
+  T.eq(d.cluster_basis, "cpuinfo_max_freq")
+  local names = {}
+  for i, c in ipairs(d.clusters) do names[i] = c.name .. " " .. c.cpus .. " " .. c.core end
+  T.eq(names, { "little 0-3 Cortex-A510", "mid 4-7 Cortex-A715", "big 8 Cortex-X3" })
+  T.eq({ d.before.thermal_status, d.after.thermal_status, d.before.battery.level_pct }, { 0, 0, 84 })
+  T.ok(d.missing and #d.missing > 0, "ro.soc.model and thermal zones are not in the recording")
+  -- placement through the pushed helper on the (emulated) device's real CPUs
+  argv[#argv + 1] = "--cpus"
+  argv[#argv + 1] = "0"
+  r = assert(proc.run { argv = argv, cwd = dir, timeout = 120 })
+  T.eq(r.status, 0, r.stderr .. r.stdout)
+  local rec = assert(json.decode(r.stdout))
+  T.eq({ rec.params.cpus, rec.device_state.cpus_used, rec.ok }, { "0", "0", true })
 end)
 
 T.test("--help lists the adb options", function()

@@ -10,6 +10,9 @@ out=${ODP_BUILD_DIR:-$top/build}/tests
 make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok - building adbemu"; exit 1; }
 EMU=$out/adbemu
 export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
+# no adb server (nothing listens on port 1): odp devices and --adb auto take the direct path whatever runs here
+export ANDROID_ADB_SERVER_PORT=1
+unset ADB_SERVER_SOCKET ANDROID_SERIAL
 
 work=$(mktemp -d /tmp/odp-adb-test.XXXXXX)
 emu_pid=
@@ -53,7 +56,7 @@ run droptarget --drop-push 1000000
 
 if [ -z "$only" ] || [ "$only" = flow ]; then
 # The Android flow with the test runner program on the device (logcat stand-in installed).
-make -s -C "$top" BUILD="${ODP_BUILD_DIR:-$top/build}" "${ODP_BUILD_DIR:-$top/build}/tests/fake_runner" >/dev/null 2>&1
+make -s -C "$top" BUILD="${ODP_BUILD_DIR:-$top/build}" "${ODP_BUILD_DIR:-$top/build}/tests/fake_runner" "${ODP_BUILD_DIR:-$top/build}/tests/rss_touch" >/dev/null 2>&1
 stop_emu
 mkdir -p "$work/flow/system/bin"
 cp "$top/tests/adbemu/system/bin/logcat" "$top/tests/adbemu/system/bin/log" "$work/flow/system/bin/"

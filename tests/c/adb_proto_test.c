@@ -192,6 +192,33 @@ int main(int argc, char **argv)
     EVP_PKEY_CTX_free(vc);
     EVP_PKEY_free(pub);
     EVP_PKEY_free(key);
+
+    /* host:devices-l replies: the first line as Debian's adb 29 printed it for the emulator (tests/adb), the others
+     * in the formats of its USB, offline and no-permissions states */
+    static const char devices_l[] =
+        "127.0.0.1:38609        device product:adbemu model:X300_Pro_Emu device:adbemu transport_id:1\n"
+        "R5CT1234567            unauthorized usb:3-2 transport_id:4\n"
+        "emulator-5554          offline transport_id:2\n"
+        "0123456789ABCDEF       no permissions (missing udev rules? user is in the plugdev group); see "
+        "[http://developer.android.com/tools/device.html] usb:1-1 transport_id:3\n"
+        "\n";
+    struct adb_host_device hd4[8];
+    int nd = adb_host_devices_parse(devices_l, sizeof devices_l - 1, hd4, 8);
+    check(nd == 4, "devices-l: four devices, the empty line skipped");
+    check(!strcmp(hd4[0].serial, "127.0.0.1:38609") && !strcmp(hd4[0].state, "device") &&
+              !strcmp(hd4[0].model, "X300_Pro_Emu") && !strcmp(hd4[0].product, "adbemu") &&
+              !strcmp(hd4[0].device, "adbemu") && hd4[0].transport_id == 1,
+          "devices-l: serial, state, product, model, device, transport_id");
+    check(!strcmp(hd4[1].state, "unauthorized") && !strcmp(hd4[1].usb, "3-2") && !hd4[1].model[0] &&
+              !strcmp(hd4[2].state, "offline") && hd4[2].transport_id == 2,
+          "devices-l: unauthorized with its usb path, offline");
+    check(!strncmp(hd4[3].state, "no permissions (missing udev rules?", 35) && strstr(hd4[3].state, "device.html]") &&
+              !strcmp(hd4[3].usb, "1-1"),
+          "devices-l: a state with spaces runs up to the first key:value word");
+    check(adb_host_devices_parse(devices_l, sizeof devices_l - 1, hd4, 2) == 2, "devices-l: at most max");
+    check(adb_hex4((const uint8_t *)"0029") == 41 && adb_hex4((const uint8_t *)"FFff") == 0xffff &&
+              adb_hex4((const uint8_t *)"00 1") == -1 && adb_hex4((const uint8_t *)"OKAY") == -1,
+          "hex4 lengths: upper and lower case, anything else refused");
     printf("1..%d\n", n);
     return failed ? 1 : 0;
 }

@@ -10,7 +10,7 @@
  *   ODP_FAKE_MODE=hang|hang_tree|segv|abort|garbage|silent|old
  *       hang: sleep forever; hang_tree: also leave a grandchild sleeping (process-group kill tests);
  *       silent: a Release build without logging (only the tensor on stdout); old: the older spelling
- *       without timestamps (PROCEDURE.md's Raspberry Pi 5 example). */
+ *       without timestamps (the vendor guide's Raspberry Pi 5 example, docs/sources.md §8). */
 #include <errno.h>
 #include <stdarg.h>
 #include <signal.h>

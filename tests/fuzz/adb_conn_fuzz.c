@@ -1,7 +1,7 @@
 /* libFuzzer target for src/adb/conn.c: the host side of a connection whose device sends the input bytes
  * (CNXN, AUTH, OKAY/WRTE/CLSE, shell v2 and sync payloads). Whatever arrives, odp must fail cleanly:
  * no crash, no overread, no hang (the transport ends the input with an error).
- * sources: src/adb/proto.c src/adb/conn.c src/adb/auth.c src/util/err.c src/util/wait.c src/util/fs.c src/util/buf.c
+ * sources: src/adb/proto.c src/adb/conn.c src/adb/services.c src/adb/auth.c src/util/err.c src/util/wait.c src/util/fs.c src/util/buf.c
  * seeds: tests/fuzz/corpus/adb/conn_session
  * max_len: 16384 */
 #include <stddef.h>
@@ -48,16 +48,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct adb_conn *c = adb_conn_open(&t, &o, 1e300, &e);
     if (!c)
         return 0;
+    struct adb_link l;
+    adb_conn_link(c, &l);
     struct adb_shell_result r;
     memset(&r, 0, sizeof r);
     r.out.limit = r.err.limit = 1 << 20;
-    adb_conn_shell(c, "true", (const uint8_t *)"in", 2, NULL, NULL, &r, 1e300, &e);
+    adb_shell(&l, "true", (const uint8_t *)"in", 2, NULL, NULL, &r, 1e300, &e);
     if (r.out.len > size || r.err.len > size)
         __builtin_trap();
     odp_buf_free(&r.out);
     odp_buf_free(&r.err);
     struct adb_sync_stat st;
-    adb_conn_stat(c, "/data/local/tmp/x", &st, 1e300, &e);
-    adb_conn_close(c);
+    adb_stat(&l, "/data/local/tmp/x", &st, 1e300, &e);
+    adb_link_close(&l);
     return 0;
 }

@@ -1,5 +1,5 @@
-/* libFuzzer target for src/adb/proto.c: message headers, the CNXN banner, the shell v2 demuxer and the
- * sync decoder, fed in chunks whose sizes come from the input (packets straddle WRTEs on the wire).
+/* libFuzzer target for src/adb/proto.c: message headers, the CNXN banner, the shell v2 demuxer, the
+ * sync decoder and the adb server's devices-l reply, fed in chunks whose sizes come from the input (packets straddle WRTEs on the wire).
  * Input: byte 0 picks the decoder, byte 1 the chunk size, the rest is what a device sent.
  * sources: src/adb/proto.c
  * seeds: tests/fuzz/corpus/adb
@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return 0;
-    uint8_t which = data[0] % 3;
+    uint8_t which = data[0] % 4;
     size_t chunk = (size_t)data[1] + 1;
     data += 2;
     size -= 2;
@@ -56,6 +56,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (shell_bytes > size || d.exit_status < -1 || d.exit_status > 255)
             __builtin_trap();
+    } else if (which == 3) {
+        struct adb_host_device d[4];
+        int n = adb_host_devices_parse((const char *)data, size, d, 4);
+        if (n < 0 || n > 4)
+            __builtin_trap();
+        for (int i = 0; i < n; i++)
+            if (strlen(d[i].serial) >= sizeof d[i].serial || strlen(d[i].state) >= sizeof d[i].state ||
+                strlen(d[i].model) >= sizeof d[i].model || !d[i].state[0])
+                __builtin_trap();
+        if (size >= 4)
+            (void)adb_hex4(data);
     } else {
         static const uint32_t expect[] = {0, ADB_SYNC_STAT, ADB_SYNC_STA2, ADB_SYNC_LST2};
         struct adb_sync_dec d;

@@ -45,7 +45,7 @@ local function wait_for(pred, timeout)
 end
 
 --- The login account: a plain user with /bin/sh, like a board's (root's login files here may be slow).
--- A `useradd` account is locked under `UsePAM no` until its password field is '*' (FACTS.md §7).
+-- A `useradd` account is locked under `UsePAM no` until its password field is '*' (docs/sources.md §7).
 function M.ensure_user(name)
   if not proc.run { "id", name }.ok then
     sh(string.format("useradd -m -s /bin/sh %s && usermod -p '*' %s", name, name))
@@ -53,13 +53,16 @@ function M.ensure_user(name)
   return name
 end
 
---- opts: dir (temp dir), host_key_types ({"ed25519", "ecdsa"} default), user ("odptest", created if absent).
+--- opts: dir (temp dir), host_key_types ({"ed25519", "ecdsa"} default), user ("odptest", created if absent),
+-- listen (address, default 127.0.0.1), netns (run sshd in that network namespace), config (extra sshd_config
+-- lines, e.g. {"PermitOpen none"}).
 function M.start(opts)
   opts = opts or {}
   local dir = opts.dir or (function()
     local p = io.popen("mktemp -d /tmp/odp-sshd.XXXXXX"); local d = p:read("l"); p:close(); return d
   end)()
-  local self = setmetatable({ dir = dir, user = M.ensure_user(opts.user or "odptest"), host = "127.0.0.1" }, Server)
+  local self = setmetatable({ dir = dir, user = M.ensure_user(opts.user or "odptest"),
+    host = opts.listen or "127.0.0.1" }, Server)
   -- sshd reads authorized_keys as the user: the dir must be readable by it.
   sh("mkdir -p -m0755 /run/sshd && chmod 755 " .. q(dir))
   self.host_keys = {}
@@ -73,17 +76,20 @@ function M.start(opts)
   sh(string.format("mkdir -p %s && chown %s %s", q(self.remote_dir), self.user, q(self.remote_dir)))
   for attempt = 1, 5 do
     self.port = free_port() + attempt
-    local cfg = { "ListenAddress 127.0.0.1:" .. self.port, "UsePAM no", "StrictModes no",
+    local cfg = { "ListenAddress " .. self.host .. ":" .. self.port, "UsePAM no", "StrictModes no",
       "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
       "AuthorizedKeysFile " .. dir .. "/authorized_keys", "PidFile " .. dir .. "/sshd.pid",
       "Subsystem sftp /usr/lib/openssh/sftp-server", "LogLevel VERBOSE", "MaxSessions 50", "MaxStartups 50" }
     for _, kind in ipairs(opts.host_key_types or { "ed25519", "ecdsa" }) do
       cfg[#cfg + 1] = "HostKey " .. self.host_keys[kind]
     end
+    for _, line in ipairs(opts.config or {}) do cfg[#cfg + 1] = line end
     self.config = dir .. "/sshd_config"
     local f = assert(io.open(self.config, "w")); f:write(table.concat(cfg, "\n"), "\n"); f:close()
     self.log = dir .. "/sshd.log"
-    local pid = sh(string.format("/usr/sbin/sshd -D -e -f %s >%s 2>&1 & echo $!", q(self.config), q(self.log)))
+    local netns = opts.netns and ("ip netns exec " .. q(opts.netns) .. " ") or ""
+    local pid = sh(string.format("%s/usr/sbin/sshd -D -e -f %s >%s 2>&1 & echo $!", netns, q(self.config),
+      q(self.log)))
     self.pid = tonumber(pid:match("%d+"))
     local up = wait_for(function()
       local l = io.open(self.log):read("a")

@@ -87,7 +87,7 @@ function T.skip(name, why)
 end
 
 --- The real ExecuTorch executor_runner (x86_64, ETDump + logging) for tests that involve a runner:
--- $ODP_REAL_RUNNER, which tests/run.sh defaults to the copy beside the project (../shared/peers/executorch).
+-- $ODP_REAL_RUNNER, which tests/run.sh defaults to the copy beside the project when there is one.
 -- arch "aarch64" gives the static aarch64 build ($ODP_REAL_RUNNER_AARCH64), which runs here under qemu-user.
 -- Returns the path, or nil and the reason to skip with (a fresh clone has no such peer).
 function T.real_runner(arch)
@@ -109,6 +109,16 @@ end
 
 --- Path of the project's top directory (tests run from anywhere).
 function T.root() return require("odp.host").root end
+
+--- A deterministic random generator for bounded fuzz loops (no math.random seed dependence across Lua
+-- builds): local rnd = T.lcg(7); rnd(n) -> an integer in [0, n).
+function T.lcg(seed)
+  local s = seed
+  return function(n)
+    s = (s * 1103515245 + 12345) % 2147483648
+    return s % n
+  end
+end
 
 --- A fresh temporary directory, removed at exit unless ODP_KEEP_TMP is set.
 local tmpdirs = {}

@@ -85,6 +85,7 @@ T.test("the runner's output: 5 latency samples, PMU counters, etdump.bin byte-id
   T.ok(T.read(rec.artifacts.etdump) == fixture_etdump, "etdump.bin byte-identical to the fixture")
   T.eq(rec.ops_unit, "cycles")
   T.ok(#rec.ops > 0, "op table")
+  T.eq(rec.ops_summary.unit, "cycles", "the time split in cycles: " .. json.encode(rec.ops_summary))
   local log = T.read(dir .. "/run-ok/rtt.log")
   T.match(log, "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d+Z odp%-twin runner v1 boot 1\n", "host timestamps")
   T.match(log, "Inference: [%d.]+ ms")

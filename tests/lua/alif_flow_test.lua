@@ -30,7 +30,7 @@ local function derived_device(name, body)
   return T.derived_device(twin, dir .. "/" .. name .. ".lua", name, body)
 end
 
-T.test("dry-run prints PROCEDURE.md's commands without tools, sources or board", function()
+T.test("dry-run prints the vendor guide's commands without tools, sources or board", function()
   local r = odp_run({ "--model", mnist, "--mlek", "/nonexistent/mlek", "--setools", "/nonexistent/se",
     "--flasher-dir", "/nonexistent/fl", "--dry-run" }, { PATH = "/nonexistent" })
   T.eq(r.status, 0, "exit (stderr: " .. r.stderr .. ")")
@@ -200,7 +200,7 @@ d.commands = {
   local again = b(m2)
   T.eq(again.build.rebuilt, false)
   T.eq(again.steps[1].status, "skipped: unchanged", "nothing changed: the step says so")
-  T.match(require("odp.report").formats.human({ again }), "steps%s+build [%d.]+ ms %(skipped: unchanged%)")
+  T.match(require("odp.report").formats.human({ again }), "steps%s+build [%d.]+ %a+ %(skipped: unchanged%)")
   T.write(rev, "cff6f4dd32e6\n+ executorch_fpic.patch applied\n")
   local rec = b(m2)
   T.eq(rec.build.rebuilt, true)

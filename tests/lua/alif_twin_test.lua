@@ -56,6 +56,9 @@ T.test("the main job's default: --model and --inferences only, the whole flow on
   T.ok(#rec.ops > 0)
   T.ok(rec.pmu and rec.pmu.npu_cycles, "PMU counters")
   T.ok(sys.stat(dir .. "/r.json"), "--out written")
+  -- a bare-metal board: the device file's facts and the run's memory mode, the rest listed missing
+  T.eq({ rec.device_state.board, rec.device_state.memory_mode }, { "twin_m55", "Dedicated_Sram" })
+  T.eq(rec.device_state.missing, { "npu", "cpu_hz", "npu_hz" }, "the twin's device file names no NPU or clocks")
   T.match(T.read(rec.artifacts.rtt_log), "Z Inference: [%d.]+ ms")
   no_qemu_left(rec)
 end)

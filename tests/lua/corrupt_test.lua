@@ -16,15 +16,6 @@ local function files(dir, pattern)
   return out
 end
 
--- A deterministic generator (no math.random seed dependence across Lua builds).
-local function lcg(seed)
-  local s = seed
-  return function(n)
-    s = (s * 1103515245 + 12345) % 2147483648
-    return s % n
-  end
-end
-
 local function check(read, bytes, what)
   local ok, doc, err, code = pcall(read, bytes)
   if not ok then error(what .. " raised: " .. tostring(doc), 0) end
@@ -60,7 +51,7 @@ for _, r in ipairs(readers) do
   end)
 
   T.test(kind .. ": random byte corruption of every fixture is an error or a document, never a crash", function()
-    local rnd = lcg(7)
+    local rnd = T.lcg(7)
     for _, path in ipairs(list) do
       local bytes = T.read(path)
       if #bytes >= 16 then

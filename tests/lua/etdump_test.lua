@@ -237,6 +237,91 @@ T.test("tricky dump: blocks, order, repeated signature keeps its place and its l
   T.eq({ r5.n, r5.delegated, r5.p50 }, { 4, true, 8 })
 end)
 
+-- ops_summary's oracle: flatc's decode, walked here independently (per Execute run: Method::execute, the
+-- OPERATOR_CALL and DELEGATE_CALL events' end - start, in ns) with a median of its own.
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) // 2] or (xs[n // 2] + xs[n // 2 + 1]) / 2
+end
+
+for _, name in ipairs(FIXTURES) do
+  T.test(name .. ": ops_summary agrees with flatc's decode", function()
+    local want = json.decode(T.read(dir .. name .. ".flatc.json"))
+    local exe, ker, oth = {}, {}, {}
+    for _, wr in ipairs(want.run_data) do
+      local ops, e = 0, nil
+      for _, we in ipairs(wr.events or {}) do
+        local pe = we.profile_event
+        local d = pe.end_time - pe.start_time
+        if pe.name == "OPERATOR_CALL" then ops = ops + d elseif pe.name == "Method::execute" then e = d end
+      end
+      if e then exe[#exe + 1], ker[#ker + 1], oth[#oth + 1] = e / 1e6, ops / 1e6, (e - ops) / 1e6 end
+    end
+    local s = etdump.ops_summary(assert(etdump.read(dir .. name .. ".etdump")))
+    if #exe == 0 then return T.eq(s, nil, "no Method::execute, no summary") end
+    T.eq({ s.n, s.unit, s.delegated_ms, s.delegated_share }, { #exe, "ms", 0, 0 }, "no delegates in these models")
+    T.near(s.execute_ms, median(exe), 1e-12, "execute")
+    T.near(s.kernels_ms, median(ker), 1e-12, "kernels")
+    T.near(s.other_ms, median(oth), 1e-12, "other")
+  end)
+end
+
+T.test("ops_summary, hand-checked: add_n1 and the Method::execute row of add_n10", function()
+  -- add_n1.flatc.json: Method::execute 1232297..1379156, OPERATOR_CALL 1232939..1378815 (ns)
+  local s = etdump.ops_summary(assert(etdump.read(dir .. "add_n1.etdump")))
+  T.near(s.execute_ms, 0.146859, 1e-12)
+  T.near(s.kernels_ms, 0.145876, 1e-12)
+  T.near(s.other_ms, 0.000983, 1e-9)
+  local doc = assert(etdump.read(dir .. "add_n10.etdump"))
+  s = etdump.ops_summary(doc)
+  for _, r in ipairs(etdump.ops(doc)) do
+    if r.name == "Method::execute" then T.eq(s.execute_ms, r.p50, "same median as the op table") end
+  end
+  T.eq(etdump.ops_summary(assert(etdump.read(dir .. "add_n0.etdump"))), nil, "no inference")
+end)
+
+-- A delegated model as ExecuTorch's runtime records it: per inference one kernel instruction (its kernel
+-- event inside OPERATOR_CALL), one delegate instruction (the backend's own events inside DELEGATE_CALL),
+-- then Method::execute; the last run is a runtime that logs only the delegate's events.
+local function delegated_dump()
+  local fb = require("fbuild")
+  local runs = {}
+  for i, t in ipairs({ { 100, 600, 1000 }, { 120, 700, 1000 }, { 140, 800, 1000 } }) do
+    local op, dl, ex = t[1], t[2], t[3]
+    runs[i] = { name = "Execute", events = {
+      { kind = "profile", name = "native_call_add.out", instruction_id = 0, start_time = 15, end_time = 10 + op },
+      { kind = "profile", name = "OPERATOR_CALL", instruction_id = 0, start_time = 10, end_time = 10 + op },
+      { kind = "profile", name = "conv", instruction_id = 1, delegate_debug_id_int = 4, start_time = 200, end_time = 400 },
+      { kind = "profile", name = "fc", instruction_id = 1, delegate_debug_id_str = "fc_0", start_time = 400, end_time = 500 },
+      { kind = "profile", name = "DELEGATE_CALL", instruction_id = 1, start_time = 150, end_time = 150 + dl },
+      { kind = "profile", name = "Method::execute", instruction_id = 0, chain_index = -1, start_time = 0, end_time = ex },
+    } }
+  end
+  runs[4] = { name = "Execute", events = {
+    { kind = "profile", name = "conv", instruction_id = 1, delegate_debug_id_int = 4, start_time = 0, end_time = 300 },
+    { kind = "profile", name = "fc", instruction_id = 1, delegate_debug_id_str = "fc_0", start_time = 300, end_time = 700 },
+    { kind = "profile", name = "Method::execute", instruction_id = 0, chain_index = -1, start_time = 0, end_time = 1000 },
+  } }
+  return fb.etdump { run_data = runs }
+end
+
+T.test("ops_summary, built ETDump with delegate events: medians of four inferences", function()
+  local doc = assert(etdump.read(delegated_dump()))
+  -- delegated per inference: 600, 700, 800 (DELEGATE_CALL), 700 (conv + fc, no DELEGATE_CALL) -> median 700
+  -- kernels: 100, 120, 140, 0 -> 110; other: 300, 180, 60, 300 -> 240; shares .6 .7 .8 .7 -> .7
+  local s = etdump.ops_summary(doc, { time_scale = "cycles" })
+  T.eq({ s.n, s.unit, s.execute_ms, s.delegated_ms, s.kernels_ms, s.other_ms }, { 4, "cycles", 1000, 700, 110, 240 })
+  T.near(s.delegated_share, 0.7, 1e-12)
+  s = etdump.ops_summary(doc, { time_scale = "cycles", clock_hz = 1e6 })
+  T.eq({ s.unit, s.execute_ms, s.delegated_ms }, { "ms", 1, 0.7 }, "1 MHz: 1000 cycles = 1 ms")
+  local touched = assert(etdump.read(delegated_dump()))
+  local _ = touched.run_data[1].events
+  T.eq(etdump.ops_summary(touched, { time_scale = "cycles" }), etdump.ops_summary(doc, { time_scale = "cycles" }),
+    "the tables path agrees with the columns path")
+  T.raises(function() etdump.ops_summary(doc, { scale = "ns" }) end, "unknown option")
+end)
+
 T.test("events are decoded on first touch and show up in pairs/json", function()
   local doc = assert(etdump.read(dir .. "add_n1.etdump"))
   T.eq(rawget(doc.run_data[2], "events"), nil, "not yet")

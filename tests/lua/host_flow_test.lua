@@ -51,6 +51,20 @@ T.test("success: latency from per-iteration lines, RSS, buffers, outputs, ETDump
   T.match(T.read(rec.artifacts.run_dir .. "/runner.stderr"), "Model executed successfully 10 time")
 end)
 
+T.with_real_runner("the real runner's ETDump: ops_summary in the record and the report", function(runner)
+  local rec = json_run({ "--runner", runner, "--model", add, "-n", "5", "--etdump", dir .. "/real.etdump",
+    "--format", "json" })
+  T.eq(rec.ok, true)
+  local s = rec.ops_summary
+  T.eq({ s.n, s.delegated_ms, s.delegated_share }, { 5, 0, 0 }, "five inferences, no delegate in the add model")
+  T.ok(s.kernels_ms > 0 and s.kernels_ms <= s.execute_ms, "the kernel's time is inside execute")
+  for _, op in ipairs(rec.ops) do
+    if op.name == "Method::execute" then T.eq(s.execute_ms, op.p50, "the op table's median") end
+  end
+  local r = odp_run({ "--runner", runner, "--model", add, "-n", "2", "--etdump", dir .. "/real2.etdump" })
+  T.match(r.stdout, "time split%s+delegated 0 ms %(0%%%) · kernels [%d.]+ [^ ]*s · ")
+end)
+
 T.test("an older file at --etdump does not pass for this run's ETDump", function()
   T.write(dir .. "/stale.etdump", T.read(etd))
   local rec = json_run({ "--runner", fake, "--model", add, "--etdump", dir .. "/stale.etdump", "--format", "json" })
@@ -86,8 +100,9 @@ end)
 T.test("human output lines up and names the numbers", function()
   local r = odp_run({ "--runner", fake, "--model", add, "-n", "3" })
   T.eq(r.status, 0)
-  T.match(r.stdout, "latency %(ms, from log%)")
-  T.match(r.stdout, "\n%s+n%s+mean%s+min%s+p50%s+p90%s+p99%s+max%s+std\n%s+3%s")
+  T.match(r.stdout, "latency %(from log%)")
+  T.match(r.stdout, "\n%s+n%s+mean µs%s+min µs%s+p50 µs%s+p90 µs%s+p99 µs%s+max µs%s+std [^ ]*s\n%s+3%s+2%d%d%.%d%s",
+    "the runner's ~200 µs iterations in µs, four significant digits")
   T.match(r.stdout, "planned buffers%s+%[0%] 32 B")
 end)
 

@@ -17,7 +17,10 @@ T.test("etdump, human: op table without OPERATOR_CALL, p50 of the add kernel", f
   local r = inspect(fx .. "etdump/add_n10.etdump")
   T.eq(r.status, 0, r.stderr)
   T.match(r.stdout, "blocks: Default %(1 run%), Execute %(10 runs%)")
-  T.match(r.stdout, "Execute%s+native_call_add%.out%s+10%s+0%.000210%s+0%.000216%s+0%.0156")
+  -- one unit per column, from its values, named in the header; four significant digits (flatc's decode of the
+  -- fixture: 210 and 216 ns, p90 15625 ns)
+  T.match(r.stdout, "n%s+p10 ns%s+p50 ns%s+p90 µs%s+avg µs%s+min ns%s+max µs%s+delegate\n")
+  T.match(r.stdout, "Execute%s+native_call_add%.out%s+10%s+210%.0%s+216%.0%s+15%.62%s")
   T.ok(not r.stdout:find("Execute%s+OPERATOR_CALL"), "OPERATOR_CALL hidden")
   T.match(r.stdout, "1 OPERATOR_CALL row hidden")
   r = inspect(fx .. "etdump/add_n10.etdump", "--all")
@@ -75,6 +78,29 @@ T.test("trace: ns -> µs; cycles with a clock, or 1 cycle = 1 µs with a note", 
   tr = trace.chrome(doc, { time_scale = "cycles" })
   T.match(tr.otherData.note, "1 cycle = 1 us")
   T.raises(function() trace.chrome(doc, { clock = 1 }) end, "unknown option")
+end)
+
+T.test("etdump: the time split (delegated / kernels / other), human and json", function()
+  local r = inspect(fx .. "etdump/add_n1.etdump", "--format", "json")
+  local s = assert(json.decode(r.stdout)).ops_summary
+  T.eq({ s.n, s.delegated_ms, s.delegated_share, s.unit }, { 1, 0, 0, "ms" })
+  T.near(s.kernels_ms, 0.145876, 1e-12, "OPERATOR_CALL 1232939..1378815 ns (flatc)")
+  -- a delegated inference as the runtime logs it: 2 ms in DELEGATE_CALL of a 3 ms Method::execute
+  local fb = require("fbuild")
+  local dir = T.tmpdir()
+  T.write(dir .. "/d.etdump", fb.etdump { run_data = { { name = "Execute", events = {
+    { kind = "profile", name = "OPERATOR_CALL", instruction_id = 0, start_time = 0, end_time = 250000 },
+    { kind = "profile", name = "conv", instruction_id = 1, delegate_debug_id_int = 3, start_time = 300000, end_time = 2200000 },
+    { kind = "profile", name = "DELEGATE_CALL", instruction_id = 1, start_time = 250000, end_time = 2250000 },
+    { kind = "profile", name = "Method::execute", instruction_id = 0, start_time = 0, end_time = 3000000 } } } } })
+  r = inspect(dir .. "/d.etdump")
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, "time split: delegated 2%.000 ms %(67%%%) · kernels 250%.0 µs · other 750%.0 µs · execute 3%.000 ms %(medians of 1%)")
+  r = inspect(dir .. "/d.etdump", "--format", "json")
+  s = assert(json.decode(r.stdout)).ops_summary
+  T.near(s.delegated_share, 2 / 3, 1e-12)
+  r = inspect(fx .. "etdump/add_n0.etdump")
+  T.ok(not r.stdout:find("time split"), "no inference, no split")
 end)
 
 T.test("pte, json: identifier, bytes, methods, delegates with scratch_size", function()

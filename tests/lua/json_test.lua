@@ -1,35 +1,206 @@
+-- odp.json (lua-dkjson underneath) and the record codec of odp.result: lossless round trips.
 local T = require("t")
 local json = require("odp.json")
+local result = require("odp.result")
 
-T.test("round trip keeps types", function()
-  local v = { a = 1, b = 2.5, c = "x\n\"y\"", d = { 1, 2, 3 }, e = true, f = json.array() }
-  local back = assert(json.decode(json.encode(v)))
-  T.eq(back, v)
-  T.eq(math.type(back.a), "integer")
-  T.eq(json.encode(back.f), "[]")
-end)
-
-T.test("result keys come out in schema order", function()
-  T.eq(json.encode({ ok = true, schema = "odp.result/1", zzz = 1, flow = "x" }),
-    '{"schema":"odp.result/1","ok":true,"flow":"x","zzz":1}')
-end)
-
-T.test("floats survive exactly", function()
-  for _, x in ipairs({ 0.1, 42.6452859, 1e-300, 123456789.123 }) do
-    T.eq(json.decode(json.encode(x)), x)
+-- Exact equality: integer vs float, NaN == NaN, json.null, the array marker of empty arrays.
+local function same(a, b, path)
+  path = path or "$"
+  if type(a) ~= type(b) then return false, ("%s: %s vs %s"):format(path, type(a), type(b)) end
+  if type(a) == "number" then
+    if math.type(a) ~= math.type(b) then return false, ("%s: %s %s vs %s %s"):format(path, math.type(a), a, math.type(b), b) end
+    if a ~= b and not (a ~= a and b ~= b) then return false, ("%s: %.17g vs %.17g"):format(path, a, b) end
+    return true
   end
-  T.eq(json.encode(0 / 0), "null")
+  if type(a) ~= "table" then
+    if a ~= b then return false, ("%s: %q vs %q"):format(path, tostring(a), tostring(b)) end
+    return true
+  end
+  if a == json.null or b == json.null then return a == b, path .. ": null vs value" end
+  if json.is_array(a) ~= json.is_array(b) then return false, path .. ": array vs object" end
+  for k, v in pairs(a) do
+    local ok, why = same(v, b[k], path .. "." .. tostring(k))
+    if not ok then return false, why end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false, path .. "." .. tostring(k) .. ": extra" end
+  end
+  return true
+end
+
+T.test("round trip keeps types, null places and empty arrays", function()
+  local v = { a = 1, b = 2.5, c = "x\n\"y\"", d = { 1, 2, 3 }, e = true, f = json.array(), g = 1.0,
+    h = { 1, json.null, 2 }, n = 3 }
+  local back = assert(json.decode(json.encode(v)))
+  T.ok(same(v, back))
+  T.eq(json.encode(back.f), "[]")
+  T.eq(math.type(back.g), "float"); T.eq(json.encode(1.0), "1.0")
+  T.eq(json.encode({ n = 3 }), '{"n":3}', "an object with an n field is not an array")
+  local arr = assert(json.decode("[1,null,2]"))
+  T.eq(#arr, 3); T.eq(arr[2], json.null); T.eq(arr[3], 2)
+  T.eq(assert(json.decode('{"a":null,"b":1}')).a, nil, "null in an object is an absent key")
+  -- dkjson's lpeg grammar alone rejects whitespace in empty containers, which its pretty printer writes
+  T.eq(json.encode(assert(json.decode('{"a": { }, "b": [\n ]}'))), '{"a":{},"b":[]}')
+end)
+
+T.test("keyorder puts the listed keys first, the rest sorted; a record comes out in the result module's order", function()
+  T.eq(json.encode({ ok = true, schema = "odp.result/1", zzz = 1, flow = "x", aaa = 2 }),
+    '{"aaa":2,"flow":"x","ok":true,"schema":"odp.result/1","zzz":1}')
+  T.eq(result.encode({ ok = true, schema = "odp.result/1", zzz = 1, flow = "x", aaa = 2 }),
+    '{"schema":"odp.result/1","ok":true,"flow":"x","aaa":2,"zzz":1}')
+end)
+
+T.test("floats survive exactly; NaN and Inf have no JSON form outside outputs", function()
+  for _, x in ipairs({ 0.1, 0.1 + 0.2, 42.6452859, 1e-300, 123456789.123, 5e-324, 1.7976931348623157e308, -0.0 }) do
+    T.ok(same(json.decode(json.encode(x)), x), ("%.17g"):format(x))
+  end
+  T.eq(json.encode(0 / 0), "null"); T.eq(json.encode({ 1 / 0 }), "[null]")
+end)
+
+T.test("model outputs with NaN/Inf round-trip through the record codec as strings", function()
+  local rec = { schema = result.SCHEMA, ok = true,
+    outputs = { { index = 0, values = { 1.5, 0 / 0, 1 / 0, -1 / 0, json.null, 2.0 } } } }
+  local text = result.encode(rec)
+  T.match(text, '"values":%[1%.5,"NaN","Infinity","%-Infinity",null,2%.0%]')
+  T.ok(rec.outputs[1].values[2] ~= rec.outputs[1].values[2], "the record itself is not changed")
+  local back = assert(result.decode(text))
+  T.ok(same(back, rec))
 end)
 
 T.test("malformed input is an error value, not a raise", function()
-  for _, bad in ipairs({ "{", '{"a":}', "[1,]", '"\\q"', "tru", "1 2" }) do
+  for _, bad in ipairs({ "{", '{"a":}', '"\\q"', "tru", "1 2", "", '{"a":1', "[1", '"abc' }) do
     local v, err = json.decode(bad)
     T.eq(v, nil, bad)
     T.match(err, "^json: ", bad)
   end
+  T.eq(select(2, json.decode(nil)), "json: not a string")
 end)
 
 T.test("unicode escapes", function()
   T.eq(json.decode('"\\u00e9\\ud83d\\ude00"'), "é😀")
+end)
+
+-- Random records: nested objects and arrays, nulls in arrays, NaN/Inf in outputs, big integers, floats
+-- of every exponent (random bit patterns), 1.0, 1e-300, unicode and control characters.
+local seed = tonumber(os.getenv("ODP_JSON_SEED") or "") or os.time()
+math.randomseed(seed)
+local function rnd_string()
+  local cps = {}
+  for i = 1, math.random(0, 12) do
+    local pick = math.random(5)
+    if pick == 1 then cps[i] = math.random(0, 31)
+    elseif pick == 2 then cps[i] = math.random(0x80, 0xD7FF)
+    elseif pick == 3 then cps[i] = math.random(0x10000, 0x10FFFF)
+    else cps[i] = math.random(32, 126) end
+  end
+  return utf8.char(table.unpack(cps))
+end
+local function rnd_float()
+  local pick = math.random(6)
+  if pick == 1 then return 1.0 elseif pick == 2 then return 1e-300 elseif pick == 3 then return -0.0 end
+  while true do
+    local x = string.unpack("<d", string.pack("<i8", math.random(math.mininteger, math.maxinteger)))
+    if x == x and x ~= 1 / 0 and x ~= -1 / 0 then return x end
+  end
+end
+local function rnd_scalar(in_array)
+  local pick = math.random(in_array and 8 or 7)
+  if pick == 1 then return math.random(math.mininteger, math.maxinteger)
+  elseif pick == 2 then return ({ math.maxinteger, math.mininteger, 0, -1, 2 ^ 53 // 1 + 1 })[math.random(5)]
+  elseif pick == 3 then return rnd_float()
+  elseif pick == 4 then return rnd_string()
+  elseif pick == 5 then return math.random(2) == 1
+  elseif pick <= 7 then return math.random(-1000, 1000) + 0.0
+  else return json.null end
+end
+local rnd_value
+local function rnd_table(depth)
+  if math.random(2) == 1 then
+    local a = json.array()
+    for i = 1, math.random(0, 6) do a[i] = rnd_value(depth + 1, true) end
+    return a
+  end
+  local o = {}
+  for _ = 1, math.random(0, 6) do o[rnd_string()] = rnd_value(depth + 1, false) end
+  return o
+end
+function rnd_value(depth, in_array)
+  if depth < 5 and math.random(3) == 1 then return rnd_table(depth) end
+  return rnd_scalar(in_array)
+end
+local function rnd_record()
+  local values = json.array()
+  for i = 1, math.random(0, 8) do
+    values[i] = ({ 0 / 0, 1 / 0, -1 / 0, json.null, rnd_float(), math.random(100) })[math.random(6)]
+  end
+  return { schema = result.SCHEMA, ok = math.random(2) == 1, params = rnd_table(1), extra = rnd_value(0, false),
+    outputs = json.array { { index = 0, values = values } }, latency_ms = { p50 = rnd_float(), n = math.random(1000) } }
+end
+
+T.test(("property: decode(encode(r)) == r for 500 random records (seed %d: ODP_JSON_SEED)"):format(seed), function()
+  for i = 1, 500 do
+    local r = rnd_record()
+    for _, indent in ipairs { false, true } do
+      local text = result.encode(r, { indent = indent })
+      local back, err = result.decode(text)
+      T.ok(back, ("record %d: %s\n%s"):format(i, err, text))
+      local ok, why = same(r, back)
+      T.ok(ok, ("record %d: %s\n%s"):format(i, why, text))
+    end
+  end
+end)
+T.test("fuzz: 3000 mutated and truncated records decode or fail with an error value, never raise", function()
+  for i = 1, 3000 do
+    local text = result.encode(rnd_record(), { indent = i % 2 == 0 })
+    local bytes = { text:byte(1, -1) }
+    for _ = 1, math.random(1, 4) do
+      local at = math.random(#bytes)
+      local how = math.random(3)
+      if how == 1 then bytes[at] = math.random(0, 255)
+      elseif how == 2 then table.remove(bytes, at)
+      else
+        local chars = "{}[],:\"\\ 0-eE.n"
+        table.insert(bytes, at, chars:byte(math.random(#chars)))
+      end
+    end
+    local mutated = string.char(table.unpack(bytes)):sub(1, math.random(#bytes))
+    local ok, v, err = pcall(result.decode, mutated)
+    T.ok(ok, ("decode raised on %q: %s"):format(mutated, tostring(v)))
+    T.ok(v ~= nil or type(err) == "string", "a value or an error")
+  end
+end)
+
+T.test("result.file_info: sha256 cached by real path, size and mtime; recomputed when the file changes", function()
+  local sys = require("odp.sys")
+  local dir = T.tmpdir()
+  local f, cache = dir .. "/runner", dir .. "/cache.json"
+  T.write(f, "abc")
+  local want = sys.sha256_file(f)
+  T.eq(result.file_info(f, cache), { path = f, sha256 = want, bytes = 3 })
+  local known = assert(json.decode(T.read(cache)))
+  T.eq(known[sys.realpath(f)].sha256, want)
+  -- a cache entry that matches size and mtime is believed (no hashing) ...
+  known[sys.realpath(f)].sha256 = "cached"
+  T.write(cache, json.encode(known))
+  T.eq(result.file_info(f, cache).sha256, "cached")
+  -- ... a changed file is hashed again
+  T.write(f, "abcd")
+  T.eq(result.file_info(f, cache).sha256, sys.sha256_file(f))
+  T.eq(result.file_info(dir .. "/none", cache), nil)
+  T.eq(result.file_info(f).sha256, sys.sha256_file(f), "no cache: always hashed")
+end)
+
+T.test("an installed odp finds dkjson too (make install into a temporary prefix)", function()
+  local proc = require("odp.proc")
+  local prefix = T.tmpdir() .. "/usr"
+  local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")
+  local r = assert(proc.run { "make", "-s", "-C", T.root(), "install", "PREFIX=" .. prefix, "BUILD=" .. build,
+    timeout = 300 })
+  T.eq(r.status, 0, r.stderr)
+  T.write(prefix .. "/probe.lua", 'local json = require("odp.json") print(package.searchpath("odp.json", package.path),'
+    .. ' json.encode(json.decode("[1,null,2.0]")))')
+  r = assert(proc.run { prefix .. "/bin/odp", "run", prefix .. "/probe.lua", timeout = 30 })
+  T.eq(r.status, 0, r.stderr)
+  T.eq(r.stdout, prefix .. "/share/odp/lua/odp/json.lua\t[1,null,2.0]\n")
 end)
 T.done()

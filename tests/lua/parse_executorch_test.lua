@@ -305,7 +305,7 @@ T.test("every transcript parses without internal error; exit 134 has an F line",
 end)
 
 ---------------------------------------------------------------------------------------------------------
--- spellings no fixture covers (FACTS.md §1)
+-- spellings no fixture covers (docs/sources.md §1)
 ---------------------------------------------------------------------------------------------------------
 T.test("old and new buffer spellings, device buffers, index order", function()
   local r = et.parse(table.concat({

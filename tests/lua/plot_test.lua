@@ -87,4 +87,68 @@ T.test("odp plot: linear axis, no group, no error bars for a plain field; errors
   T.match(r.stderr, "no record")
 end)
 
+-- Records as scripts/sweep.lua writes them for -p size=... -p mode=...: the first parameter varies slowest.
+local function sweep_file(dir, extra)
+  local jl = {}
+  for _, size in ipairs({ 1, 10, 100, 1000 }) do
+    for _, mode in ipairs({ "fast", "slow" }) do
+      local p50 = size * (mode == "slow" and 2 or 1)
+      local params = { size = size, mode = mode, ["repeat"] = 1 }
+      for k, v in pairs(extra or {}) do params[k] = v(size, mode) end
+      jl[#jl + 1] = json.encode { ok = true, params = params, peak_rss_kb = 1000 + size,
+        latency_ms = { p10 = p50 * 0.9, p50 = p50, p90 = p50 * 1.1 } }
+    end
+  end
+  T.write(dir .. "/s.jsonl", table.concat(jl, "\n") .. "\n")
+  return dir .. "/s.jsonl"
+end
+
+T.test("odp plot s.jsonl without flags: x = the first swept parameter, the second = group, p50 with p10/p90, "
+  .. "s.svg next to the input, its path printed", function()
+  local dir = T.tmpdir()
+  local r = proc.run { odp, "plot", sweep_file(dir), cwd = "/", timeout = 30 }
+  T.eq(r.status, 0, r.stderr)
+  T.eq(r.stdout, dir .. "/s.svg\n", "the path, on stdout")
+  T.match(r.stderr, "8 point%(s%) in 2 series, x = size, group = mode")
+  local svg = T.read(dir .. "/s.svg")
+  T.eq(count(svg, 'class="point"'), 8)
+  T.eq(count(svg, 'class="errorbar"'), 8, "p10/p90 bars")
+  T.match(svg, ">mode=slow</text>")
+  T.match(svg, "latency_ms.p50 vs size")
+  T.match(svg, "mode=slow: x=1000 y=2000<")
+  -- --x alone: the other swept parameter still becomes the group
+  r = proc.run { odp, "plot", dir .. "/s.jsonl", "--x", "mode", "--out", "-", timeout = 30 }
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, ">size=1000</text>")
+  T.match(r.stdout, "latency_ms.p50 vs mode")
+end)
+
+T.test("odp plot --y with two fields: one panel each, stacked; the PNG is twice as tall", function()
+  local dir = T.tmpdir()
+  local r = proc.run { odp, "plot", sweep_file(dir), "--y", "latency_ms.p50,peak_rss_kb", "--out", dir .. "/two.svg",
+    timeout = 30 }
+  T.eq(r.status, 0, r.stderr)
+  T.eq(r.stdout, dir .. "/two.svg\n")
+  local svg = T.read(dir .. "/two.svg")
+  T.eq(count(svg, 'class="panel"'), 2)
+  T.eq(count(svg, 'class="point"'), 16)
+  T.eq(count(svg, 'class="errorbar"'), 8, "bars only where the field has p10/p90")
+  T.match(svg, "peak_rss_kb %(kB%)")
+  T.match(svg, "x=1000 y=2000<")
+  local pr = proc.run { "rsvg-convert", "-o", dir .. "/two.png", dir .. "/two.svg", timeout = 30 }
+  T.eq(pr.status, 0, pr.stderr)
+  T.eq({ png_size(dir .. "/two.png") }, { 760, 920 })
+end)
+
+T.test("odp plot without flags: records differing in three parameters, or in none, say which flag to give", function()
+  local dir = T.tmpdir()
+  local r = proc.run { odp, "plot", sweep_file(dir, { threads = function(size) return size < 50 and 1 or 4 end }), timeout = 30 }
+  T.eq(r.status, 2)
+  T.match(r.stderr, "also differ in mode; plot one slice, or pick the axes with %-%-x and %-%-group\n$")
+  T.write(dir .. "/one.jsonl", json.encode { ok = true, params = { n = 1 }, latency_ms = { p50 = 1 } } .. "\n")
+  r = proc.run { odp, "plot", dir .. "/one.jsonl", timeout = 30 }
+  T.eq(r.status, 2)
+  T.match(r.stderr, "no parameter differs across its records; name the x axis with %-%-x PARAM")
+end)
+
 T.done()

@@ -44,6 +44,16 @@ for _, v in ipairs { { "x86_64", {} }, { "aarch64", { "qemu-aarch64-static" } } 
     T.eq(rec.status, 3); T.eq(rec.signal, 0); T.eq(rest, "err\n")
     T.ok(rec.rusage.maxrss_kb > 100, "maxrss"); T.ok(rec.wall_s > 0, "wall")
   end)
+  T.test(arch .. ": --cpus pins the program (sched_getaffinity of the program itself); bad lists are 125", function()
+    local r = run_helper(prefix, { "--cpus", "0", "--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status" })
+    T.eq(r.status, 0, r.stderr)
+    T.match(r.stdout, "Cpus_allowed_list:%s+0\n")
+    for _, bad in ipairs({ "", "x", "3-1", "1,", "0-2000" }) do
+      r = run_helper(prefix, { "--cpus", bad, "true" })
+      T.eq(r.status, 125, bad)
+      T.match(r.stderr, "not a CPU list", bad)
+    end
+  end)
   T.test(arch .. ": a signal is reported and reproduced; -o writes a file; missing program is 127", function()
     local r = run_helper(prefix, { "sh", "-c", "kill -ABRT $$" })
     local rec = rusage.parse(r.stderr)

@@ -121,6 +121,74 @@ T.test("the full scripts/rpi5.lua flow against the loopback board with the test 
   T.match(table.concat(rec.warnings, "\n"), "no ETDump was written")
 end)
 
+T.with_real_runner("scripts/rpi5.lua with the real runner: --min-samples 25 -n 10 takes 3 processes; samples.csv, stop", function(runner)
+  local odp = os.getenv("ODP") or "build/odp"
+  local r = proc.run { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
+    "--remote-dir", srv.remote_dir .. "/real", "--runner", runner, "--model", T.root() .. "/tests/fixtures/pte/add_arduino.pte",
+    "-n", "10", "--min-samples", "25", "--runs-dir", tmp .. "/runs", "--format", "json", cwd = tmp, timeout = 120 }
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(require("odp.json").decode(r.stdout))
+  T.eq(rec.stop.rule, "min_samples"); T.eq(rec.stop.processes, 3); T.eq(rec.latency_ms.n, 30)
+  T.eq(#rec.latency_ms.first_ms, 3); T.ok(rec.latency_ms.ci95, "ci95")
+  local groups = assert(require("odp.measure").read_samples(rec.artifacts.samples))
+  T.eq(#groups, 3); T.eq(#groups[3], 10)
+end)
+
+T.test("exec with helper_args: the pushed odp-rusage pins the program (--cpus), as it reports itself", function()
+  local probe = (os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")) .. "/tests/affinity_probe"
+  local r = assert(t:exec({ probe }, { helper_args = { "--cpus", "0" } }))
+  T.eq(r.stdout, "affinity=0 thread=0 status=0\n")
+  T.ok(r.rusage and r.rusage.maxrss_kb > 0)
+  r = assert(t:exec({ probe }, { helper_args = { "--cpus", "1000" } }))
+  T.eq(r.status, 125)
+  T.match(r.stderr, "cannot pin to CPUs 1000")
+  -- counters through the pushed helper, as the board's unprivileged user
+  r = assert(t:exec({ probe }, { counters = "basic" }))
+  T.ok(r.counters and r.counters.page_faults > 0, "counted on the board")
+  if r.counters.paranoid and r.counters.paranoid >= 2 then T.eq(r.counters.user_only, true, "user space only") end
+  local shell = require("odp.target.shell")
+  T.eq(shell.with_helper_args("time", "/usr/bin/time -v", nil, "basic"), "/usr/bin/time -v",
+    "counters alone are dropped where there is no helper")
+  local p, err, code = shell.with_helper_args("time", "/usr/bin/time -v", { "--cpus", "0" })
+  T.eq({ p, code }, { nil, "ENOTSUP" })
+  T.match(err, "needs odp's odp%-rusage helper")
+  T.eq(shell.with_helper_args("odp-rusage", "'/r/.odp/odp-rusage' --", { "--cpus", "0-3" }),
+    "'/r/.odp/odp-rusage' '--cpus' '0-3' --")
+end)
+
+T.test("device state over SSH: one command, the same snapshot as read here, of the recorded Pi 5 tree", function()
+  local ds = require("odp.device_state")
+  local tree = T.root() .. "/tests/fixtures/device_state/rpi5"
+  local remote = assert(ds.gather(t, { root = tree }))
+  T.eq(remote, assert(ds.gather(require("odp.target.host").new(), { root = tree })))
+  T.eq(remote.board, "Raspberry Pi 5 Model B Rev 1.0")
+  local live = assert(ds.gather(t))
+  T.eq(live.hostname, sys.hostname(), "the loopback board is this machine")
+end)
+
+T.with_real_runner("scripts/rpi5.lua with the real runner: device_state in the record and the report", function(runner)
+  local odp = os.getenv("ODP") or "build/odp"
+  local pte = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+  local args = { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
+    "--remote-dir", srv.remote_dir .. "/state", "--runner", runner, "--model", pte, "-n", "2",
+    "--runs-dir", tmp .. "/runs", "--format", "json", cwd = tmp, timeout = 120,
+    env = { ODP_STATE_ROOT = T.root() .. "/tests/fixtures/device_state/rpi5" } }
+  local r = proc.run(args)
+  T.eq(r.status, 0, r.stderr .. r.stdout)
+  local rec = assert(require("odp.json").decode(r.stdout))
+  local d = rec.device_state
+  T.eq({ d.hostname, d.board, d.cpus_online, d.cpus_used }, { "raspberrypi", "Raspberry Pi 5 Model B Rev 1.0", 4, "0-3" })
+  T.eq(d.clusters, { { name = "all", cpus = "0-3", core = "Cortex-A76", max_khz = 2400000 } })
+  T.eq({ d.before.thermal[1].temp_c, d.after.thermal[1].temp_c }, { 58.4, 58.4 })
+  T.eq(d.throttled, false)
+  table.remove(args) -- without "--format", "json": the human report
+  table.remove(args)
+  r = proc.run(args)
+  T.match(r.stdout, "device%s+raspberrypi · Cortex%-A76 x4 · 2%.4 GHz ondemand · 58%.4 °C %-> 58%.4 °C")
+end)
+
 -- Preflight raises structured failures (exit 3); returns {code, message, exit}.
 local function preflight_failure(o)
   local ok, e = pcall(preflight.check, t, o)

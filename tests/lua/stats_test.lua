@@ -80,4 +80,101 @@ T.test("misuse raises", function()
   T.raises(function() stats.mean("x") end, "table expected")
 end)
 
+-- SciPy (Debian python3-scipy) as the oracle of the confidence and test statistics, on fixed data: the
+-- data go to python as JSON, the answers come back as JSON.
+local json = require("odp.json")
+local proc = require("odp.proc")
+local PYTHON = "/usr/bin/python3"
+local function scipy(code, data)
+  local r = assert(proc.run { PYTHON, "-c", "import json, sys\nimport numpy as np\nimport scipy.stats as st\n"
+    .. "d = json.load(sys.stdin)\n" .. code, stdin = json.encode(data), timeout = 120 })
+  assert(r.status == 0, r.stderr)
+  return assert(json.decode(r.stdout))
+end
+local have_scipy = (function()
+  local r = proc.run { PYTHON, "-c", "import scipy.stats", timeout = 60 }
+  return r and r.status == 0
+end)()
+local function with_scipy(name, fn)
+  if not have_scipy then return T.skip(name, "no SciPy (Debian python3-scipy) for " .. PYTHON) end
+  T.test(name, fn)
+end
+
+-- fixed data: a skewed latency-like sample (log-normal), a shifted copy, ties, small n
+local function lognormal(n, mu, seed)
+  math.randomseed(seed)
+  local out = {}
+  for i = 1, n do
+    local u1, u2 = math.random(1000000) / 1000001, math.random(1000000) / 1000001
+    out[i] = math.floor(math.exp(mu + 0.1 * math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)) * 1000) / 1000
+  end
+  return out
+end
+local A, B, C = lognormal(200, 1.0, 1), lognormal(150, 1.03, 2), lognormal(40, 1.0, 3)
+local TIES = { 1, 1, 2, 2, 2, 3, 3, 4, 5, 5, 5, 5, 6 }
+
+with_scipy("median CI: the binomial order-statistic ranks and interval agree with scipy.stats.binom", function()
+  local ns = { 6, 7, 8, 10, 13, 20, 40, 100, 150, 200, 1000, 12345 }
+  local want = scipy([[
+out = []
+for n in d["ns"]:
+    ks = np.arange(0, n // 2 + 1)
+    ok = ks[st.binom.cdf(ks, n, 0.5) <= 0.025]
+    out.append(int(ok.max()) + 1 if len(ok) else None)
+x = np.sort(np.array(d["a"]))
+r = out[d["ns"].index(200)]
+print(json.dumps({"ranks": out, "lo": x[r - 1], "hi": x[200 - r]}))
+]], { ns = ns, a = A })
+  for i, n in ipairs(ns) do
+    local lo, hi = stats.median_ci_ranks(n)
+    T.eq(lo, want.ranks[i], "lower rank for n = " .. n)
+    T.eq(hi, n + 1 - want.ranks[i], "upper rank for n = " .. n)
+  end
+  T.eq(stats.median_ci_ranks(5), nil, "n = 5 is too few for 95%")
+  local lo, hi = stats.median_ci(A)
+  T.eq(lo, want.lo); T.eq(hi, want.hi)
+  T.ok(lo <= stats.percentile(A, 50) and stats.percentile(A, 50) <= hi, "the median is inside")
+end)
+
+with_scipy("Mann-Whitney U and p agree with scipy.stats.mannwhitneyu(method='asymptotic')", function()
+  local pairs_ = { { A, B }, { A, C }, { TIES, { 2, 3, 3, 4, 6, 6, 7, 8 } }, { { 1, 2, 3 }, { 4, 5, 6 } }, { C, C } }
+  local want = scipy([[
+out = []
+for x, y in d:
+    r = st.mannwhitneyu(x, y, method="asymptotic")
+    out.append([float(r.statistic), float(r.pvalue)])
+print(json.dumps(out))
+]], pairs_)
+  for i, pr in ipairs(pairs_) do
+    local u, p = stats.mann_whitney(pr[1], pr[2])
+    T.eq(u, want[i][1], "U " .. i)
+    T.near(p, want[i][2], math.max(1e-6 * want[i][2], 1e-12), "p " .. i)
+  end
+  T.eq(stats.mann_whitney({}, { 1 }), nil)
+end)
+
+with_scipy("bootstrap CI of the median ratio agrees with scipy.stats.bootstrap(method='percentile') within Monte Carlo error", function()
+  local want = scipy([[
+def ratio(x, y, axis=-1):
+    return np.median(y, axis=axis) / np.median(x, axis=axis)
+r = st.bootstrap((d["a"], d["b"]), ratio, n_resamples=20000, method="percentile", vectorized=True,
+                 random_state=np.random.default_rng(7))
+print(json.dumps([float(np.median(d["b"]) / np.median(d["a"])), r.confidence_interval.low, r.confidence_interval.high]))
+]], { a = A, b = B })
+  local ratio, lo, hi = stats.bootstrap_ratio(A, B, { resamples = 5000 })
+  T.near(ratio, want[1], 1e-12, "ratio")
+  -- two independent resamplings: the bounds agree to a small fraction of the interval's width
+  local width = want[3] - want[2]
+  T.near(lo, want[2], 0.1 * width, "lo"); T.near(hi, want[3], 0.1 * width, "hi")
+  T.eq({ stats.bootstrap_ratio(A, B, { resamples = 500 }) }, { stats.bootstrap_ratio(A, B, { resamples = 500 }) },
+    "fixed seed: the same inputs give the same interval")
+  T.ok(select(2, stats.bootstrap_ratio(A, B, { resamples = 500, seed = 2 })) ~= select(2, stats.bootstrap_ratio(A, B, { resamples = 500 })),
+    "another seed, another resampling")
+end)
+
+T.test("cv is std / mean", function()
+  T.near(stats.cv({ 1, 2, 3 }), 1 / 2, 1e-15)
+  T.eq(stats.cv({}), nil)
+end)
+
 T.done()

@@ -86,6 +86,7 @@ T.test("scripts/sweep.lua: killed with SIGKILL in the middle loses no finished p
   local args = { "-p", "size=1,2,3,4,5,6", "-p", "mode=fast,slow", "--out", out, "-q" }
   local killed = odp_sweep { "-p", "size=1,2,3,4,5,6", "-p", "mode=fast,slow", "--out", out, "-q", "--die-at", "5" }
   T.eq(killed.signal_name, "KILL", "the sweep died by SIGKILL")
+  T.match(T.read(out .. ".lock"), "^%d+\n$", "the killed sweep left its lock file (its flock died with it)")
   local recs = lines(out)
   T.eq(#recs, 4, "the four finished points are in the file")
   T.eq(recs[4].params, { size = 2, mode = "slow" })
@@ -103,6 +104,46 @@ T.test("scripts/sweep.lua: killed with SIGKILL in the middle loses no finished p
   local again = odp_sweep(args)
   T.eq(again.status, 0)
   T.eq(#lines(out), 12, "a finished sweep reruns nothing")
+end)
+
+T.test("a second sweep on the same --out refuses with one line naming the first's pid; the lock goes with it", function()
+  local dir = T.tmpdir()
+  local out = dir .. "/l.jsonl"
+  local first = assert(proc.run { "sh", "-c", ("%s run %s/scripts/sweep.lua --flow %s -p size=1,2 --delay 1.5 --out %s -q "
+    .. ">/dev/null 2>&1 & echo $!"):format(odp, root, toy, out), timeout = 10 })
+  local pid = first.stdout:match("%d+")
+  local deadline = require("odp.sys").now() + 20
+  while not (io.open(out .. ".lock") and T.read(out .. ".lock"):match("%d")) and require("odp.sys").now() < deadline do
+    require("odp.sys").sleep(0.05)
+  end
+  local r = odp_sweep { "-p", "size=1,2", "--out", out, "-q" }
+  T.eq(r.status, 2, r.stderr)
+  T.eq(select(2, r.stderr:gsub("\n", "")), 1, "one line: " .. r.stderr)
+  T.match(r.stderr, "being written by another sweep %(pid " .. pid .. "%)")
+  while io.open(out .. ".lock") and require("odp.sys").now() < deadline do require("odp.sys").sleep(0.05) end
+  T.eq(io.open(out .. ".lock"), nil, "the first sweep removed its lock when done")
+  T.eq(#lines(out), 2, "no point interleaved or lost")
+end)
+
+T.test("resume keeps NaN, Infinity and null model outputs in place", function()
+  local out = T.tmpdir() .. "/nan.jsonl"
+  local values = { 1.5, 0 / 0, json.null, 1 / 0, -1 / 0, 2.0 }
+  local function run_point(p)
+    return { ok = true, outputs = json.array { { index = 0, values = json.array { table.unpack(values) } } },
+      latency_ms = { p50 = p.size } }
+  end
+  sweep.run { points = sweep.points { "size=1,2" }, out = out, run_point = run_point }
+  local res = sweep.run { points = sweep.points { "size=1,2,3" }, out = out, run_point = run_point }
+  T.eq(res.skipped, 2)
+  local recs = sweep.load(out)
+  T.eq(#recs, 3)
+  for _, rec in ipairs(recs) do
+    local v = rec.outputs[1].values
+    T.eq(#v, 6)
+    T.eq(v[1], 1.5); T.ok(v[2] ~= v[2], "NaN"); T.eq(v[3], json.null); T.eq(v[4], 1 / 0); T.eq(v[5], -1 / 0)
+    T.eq(math.type(v[6]), "float")
+  end
+  T.match(T.read(out), '"values":%[1%.5,"NaN",null,"Infinity","%-Infinity",2%.0%]')
 end)
 
 T.test("scripts/sweep.lua: summary table, failed points exit 1, swept required option, bad values", function()
@@ -139,6 +180,43 @@ T.test("scripts/sweep.lua over the real host flow (scripts/host.lua + the test r
   r = proc.run(argv)
   T.eq(r.status, 0, r.stderr)
   T.eq(#lines(dir .. "/h.jsonl"), 2, "rerun skipped both points")
+end)
+
+T.with_real_runner("scripts/sweep.lua --repeat 3 over the host flow: 3 runner processes per point, not 9", function(runner)
+  -- A wrapper that counts its starts, then becomes the real runner: the count is what the sweep started.
+  local dir = T.tmpdir()
+  local wrapper, count = dir .. "/counting_runner", dir .. "/starts"
+  T.write(wrapper, ('#!/bin/sh\necho "$*" >>%s\nexec %s "$@"\n'):format(count, runner))
+  T.eq(proc.run { "chmod", "755", wrapper }.status, 0)
+  local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua",
+    "--runner", wrapper, "--model", root .. "/tests/fixtures/pte/add_arduino.pte", "-p", "num_executions=1,2",
+    "--repeat", "3", "--runs-dir", dir .. "/runs", "--out", dir .. "/r.jsonl", "-q", cwd = dir, timeout = 120 }
+  local r = proc.run(argv)
+  T.eq(r.status, 0, r.stderr)
+  local recs = lines(dir .. "/r.jsonl")
+  T.eq(#recs, 6, "3 records per point")
+  local per_point = {}
+  for l in T.read(count):gmatch("[^\n]+") do
+    local n = tonumber(l:match("%-%-num_executions[= ](%d+)"))
+    per_point[n] = (per_point[n] or 0) + 1
+  end
+  T.eq(per_point, { 3, 3 }, "one runner process per record")
+  for _, rec in ipairs(recs) do
+    T.eq(rec.params["repeat"], 1, "the flow's own --repeat kept its default")
+    T.eq(rec.latency_ms.n, rec.params.num_executions, "each record holds one process's iterations")
+  end
+  -- The flow's own --repeat is reachable as -p repeat=N: then one record aggregates N processes.
+  os.remove(count)
+  r = proc.run { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua",
+    "--runner", wrapper, "--model", root .. "/tests/fixtures/pte/add_arduino.pte", "-p", "repeat=2",
+    "--runs-dir", dir .. "/runs", "--out", dir .. "/p.jsonl", "-q", cwd = dir, timeout = 120 }
+  T.eq(r.status, 0, r.stderr)
+  recs = lines(dir .. "/p.jsonl")
+  T.eq(#recs, 1)
+  T.eq(recs[1].params["repeat"], 2)
+  local starts = 0
+  for _ in T.read(count):gmatch("[^\n]+") do starts = starts + 1 end
+  T.eq(starts, 2, "two runner processes for the one record")
 end)
 
 T.done()

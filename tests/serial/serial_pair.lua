@@ -73,7 +73,7 @@ T.test("serial.list returns ports with names (libserialport)", function()
     T.eq(type(p.port), "string"); T.eq(type(p.transport), "string"); T.eq(type(p.access), "boolean")
     if p.transport == "usb" then T.eq(math.type(p.vid), "integer") end
   end
-  -- ptys are never listed (FACTS.md 7)
+  -- ptys are never listed (docs/sources.md §7)
   for _, p in ipairs(ports) do T.ok(not p.port:find("^/dev/pts/"), "no pty listed") end
 end)
 

@@ -1,7 +1,7 @@
 /* Test-only stand-in for SEGGER's libjlinkarm.so over the twin board (tests/twin/README.md): memory access
  * through the shared DDR file, halt/go/reset through QMP, RTTERMINAL through the RTT block in shared memory.
  * Built by the tests as libjlinkarm.so; never installed. Signatures follow SEGGER's DLL as used by pylink,
- * BlueZ's monitor/jlink.c and others (FACTS.md §4). ODP_TWIN_STATE names the twin's state directory. */
+ * BlueZ's monitor/jlink.c and others (docs/sources.md §4). ODP_TWIN_STATE names the twin's state directory. */
 #include "twin_host.h"
 #include <stdarg.h>
 

@@ -1,6 +1,6 @@
 /* odp's libusb adb transport (src/adb/usb.c) against a USB device emulated with umockdev: unmodified libusb
  * enumerates it from a mocked sysfs, and an in-process ioctl handler answers usbdevfs SUBMITURB/REAPURB as an
- * adb device would (FACTS.md section 3). The device has a decoy ff/42/03 interface first, the adb ff/42/01
+ * adb device would (docs/sources.md §3). The device has a decoy ff/42/03 interface first, the adb ff/42/01
  * interface second. Asserts interface and endpoint selection, header and payload as separate transfers, the
  * zero-length-packet rule, read sizing, timeouts (with the URB discarded) and EBUSY. Run under umockdev-wrapper.
  * Prints TAP lines. */
@@ -15,6 +15,7 @@
 #include <umockdev.h>
 
 #include "adb/conn.h"
+#include "usb/usb.h"
 #include "adb/proto.h"
 #include "adb/usb.h"
 #include "util/wait.h"
@@ -311,6 +312,22 @@ static struct adb_conn *open_conn(double timeout, odp_err *e)
     return adb_conn_open(&t, &o, odp_deadline(timeout), e);
 }
 
+struct each_seen {
+    int n, pid, access;
+    char serial[128], product[128];
+};
+
+static int count_dev(void *ud, odp_usb_dev *d)
+{
+    struct each_seen *s = ud;
+    s->n++;
+    s->pid = d->pid;
+    s->access = d->access;
+    snprintf(s->serial, sizeof s->serial, "%s", d->serial);
+    snprintf(s->product, sizeof s->product, "%s", d->product);
+    return 0;
+}
+
 int main(void)
 {
     UMockdevTestbed *tb = umockdev_testbed_new();
@@ -341,6 +358,13 @@ int main(void)
         NULL);
 
     odp_err e;
+    /* the one USB enumeration: a vendor filter, ids, place and strings */
+    struct each_seen google = {0}, segger = {0};
+    check(odp_usb_each(NULL, 0x18d1, count_dev, &google, &e) == 0 && google.n == 1 && google.pid == 0x4ee7 &&
+              google.access && !strcmp(google.serial, "EMU0001") && !strcmp(google.product, "X300 Pro Emu"),
+          "odp_usb_each with vendor 18d1: the device, its pid, serial and product");
+    check(odp_usb_each(NULL, 0x1366, count_dev, &segger, &e) == 0 && segger.n == 0,
+          "odp_usb_each with vendor 1366 (J-Link): nothing");
     struct adb_usb_info list[4];
     int n = adb_usb_list(list, 4, &e);
     check(n == 1, "adb_usb_list finds the one adb device");
@@ -354,6 +378,9 @@ int main(void)
     check(claimed == 1, "the adb interface (1) was claimed, not the ff/42/03 decoy (0)");
     check(c && !strcmp(adb_conn_banner(c)->model, "UsbEmu") && adb_conn_maxdata(c) == 4096,
           "banner model and maxdata 4096 negotiated");
+    struct adb_link link;
+    if (c)
+        adb_conn_link(c, &link);
     int zlp = 0;
     check(n_out >= 2 && out_log[0] == 24 && out_log[1] > 24 && !(n_out > 2 && out_log[2] == 0),
           "CNXN: header then payload as separate transfers, no ZLP after a payload that is not a multiple of 512");
@@ -368,7 +395,7 @@ int main(void)
         memset(in, 'x', sizeof in);
         struct adb_shell_result r;
         memset(&r, 0, sizeof r);
-        int rc = adb_conn_shell(c, "cat", in, (size_t)cases[i].stdin_len, NULL, NULL, &r, odp_deadline(5), &e);
+        int rc = adb_shell(&link, "cat", in, (size_t)cases[i].stdin_len, NULL, NULL, &r, odp_deadline(5), &e);
         char want[32], what[160];
         snprintf(want, sizeof want, "n=%d\n", cases[i].stdin_len);
         snprintf(what, sizeof what, "shell over USB with %d stdin bytes: status 0, device got them all",
@@ -413,9 +440,9 @@ int main(void)
 
     mode_busy = 1;
     c = open_conn(2, &e);
-    check(!c && e.code == ODP_EBUSY && strstr(e.msg, "adb kill-server"), "claim busy: EBUSY with the adb kill-server hint");
+    check(!c && e.code == ODP_EBUSY && strstr(e.msg, "--adb auto"), "claim busy: EBUSY with the hint to go through the adb server");
     n = adb_usb_list(list, 4, &e);
-    check(n == 1 && !strcmp(list[0].state, "busy") && strstr(list[0].hint, "adb kill-server"),
+    check(n == 1 && !strcmp(list[0].state, "busy") && strstr(list[0].hint, "--adb auto"),
           "adb_usb_list reports busy with the hint");
     mode_busy = 0;
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # odp.xmodem against lrzsz (sx, rx) over socat pty pairs, both directions, 128/1K, CRC/checksum;
 # then odp against odp through a lossy relay (corrupt/drop/duplicate): identical at 1e-3, clean abort at 1e-1.
-# rx runs on pipes (FACTS.md §5: on a pty its final ACK can be flushed away and the sender hangs).
+# rx runs on pipes (docs/sources.md §5: on a pty its final ACK can be flushed away and the sender hangs).
 set -u
 ODP=${ODP:-build/odp}
 BUILD=${ODP_BUILD_DIR:-build}

@@ -1,6 +1,6 @@
 --- odp devices: what is attached to this machine and how to reach it. Each kind of device comes from a
---- "source": {name=, list=function(opts) -> rows | nil, err, empty=message}. Rows: {kind=, id=, state=,
---- description=, usb=, hint=}. Other modules add sources with
+--- "source": {name=, list=function(opts) -> rows, notes? | nil, err, empty=message}. Rows: {kind=, id=, state=,
+--- transport=, description=, usb=, hint=}; notes: lines printed under the table. Other modules add sources with
 --- `table.insert(require("odp.commands.devices").sources, src)`.
 local report = require("odp.report")
 local json = require("odp.json")
@@ -10,10 +10,16 @@ local M = { summary = "List serial ports, J-Link probes and adb devices, with wh
 local DOCS = "docs/devices.md"
 
 local USAGE = [[usage: odp devices [--adb tcp:HOST:PORT]... [--timeout S] [--json]
-Lists serial ports (USB VID:PID), J-Link probes (USB VID 1366) and Android devices over adb (USB, plus the
-adb TCP addresses given), each with its state and one hint: how to open it, or what to fix first.
-adb states: device (usable), unauthorized (accept the "Allow USB debugging?" prompt), busy (Google's adb
-server holds it: `adb kill-server`), no permissions (udev rule, docs/devices.md), offline (no answer).]]
+Lists serial ports (USB VID:PID), J-Link probes (USB VID 1366) and Android devices over adb: those Google's
+adb server lists (transport "server"; ANDROID_ADB_SERVER_PORT, ADB_SERVER_SOCKET), those on USB (transport
+"usb"), and the adb TCP addresses given, each with its state and one hint: how to open it, or what to fix
+first. A line under the table says which way `odp run` reaches an adb device (--adb auto): through the
+server when one runs, else directly.
+adb states: device (usable), unauthorized (accept the "Allow USB debugging?" prompt), busy (another program
+holds the USB interface: when it is the adb server, runs go through it), no permissions (udev rule,
+docs/devices.md), offline (no answer).]]
+
+M.help_text = USAGE -- --help and the man page
 
 local function hex4(v) return v and string.format("%04x", v) or nil end
 
@@ -86,23 +92,51 @@ local function adb_probe(row, transport, serial, timeout)
   return row
 end
 
+local SERVER_HINTS = {
+  unauthorized = "unlock the phone and accept the USB debugging prompt (Allow), then run again",
+  offline = "the adb server gets no answer from it: reconnect the cable, or `adb reconnect`",
+}
+
+-- Google's adb server: its devices, and the line saying which way runs go.
+local function server_rows(rows)
+  local adb = require("odp.adb")
+  local srv, err, code = adb.server {}
+  if not srv then
+    if code == "ENODEV" then
+      return false, (err:gsub("^ENODEV: ", "")) .. ": runs talk to adb devices directly (USB, or --adb tcp:HOST:PORT)"
+    end
+    return false, "adb server: " .. (err:gsub("^E%u+: ", "")) .. " (runs with --adb auto stop here; --adb usb goes direct)"
+  end
+  for _, d in ipairs(srv.devices) do
+    local hint = SERVER_HINTS[d.state] or (d.state:match("^no permissions") and
+      ("no permission to open the USB device: udev rule, see %s"):format(DOCS))
+    if d.state == "device" then hint = ("odp run scripts/x300pro.lua --serial %s ..."):format(d.serial) end
+    rows[#rows + 1] = { kind = "adb", id = d.serial, transport = "server", state = d.state:match("^no permissions")
+      and "no permissions" or d.state, description = d.model, usb = d.usb, hint = hint or ("state " .. d.state) }
+  end
+  return true, ("adb server at %s (host protocol %d), %d device(s): runs use the adb server (--adb auto)"):format(
+    srv.address:gsub("^tcp:", ""), srv.version, #srv.devices)
+end
+
 local adb_source = {
   name = "adb",
-  empty = "no adb devices on USB (USB debugging on? cable? see " .. DOCS .. ", Android)",
+  empty = "no adb devices (USB debugging on? cable? see " .. DOCS .. ", Android)",
   list = function(opts)
     local adb = require("odp.adb")
     local rows = {}
+    local via_server, note = server_rows(rows)
     local usb, err = adb.devices()
     if not usb then return nil, err end
     for _, d in ipairs(usb) do
       local row = { kind = "adb", id = d.serial, transport = "usb", state = d.state, description = d.model, hint = d.hint }
-      if d.state == "available" then adb_probe(row, "usb", d.serial, opts.timeout) end
+      if d.state == "available" and not via_server then adb_probe(row, "usb", d.serial, opts.timeout) end
+      if d.state == "busy" and via_server then row.hint = "held by the adb server: runs go through it (listed above)" end
       rows[#rows + 1] = row
     end
     for _, t in ipairs(opts.adb) do
       rows[#rows + 1] = adb_probe({ kind = "adb", id = t:sub(5), transport = t }, t, nil, opts.timeout)
     end
-    return rows
+    return rows, { note }
   end,
 }
 
@@ -120,6 +154,7 @@ function M.collect(opts)
     else
       for _, r in ipairs(list) do rows[#rows + 1] = r end
       if #list == 0 and src.empty then notes[#notes + 1] = src.empty end
+      for _, n in ipairs(type(err) == "table" and err or {}) do notes[#notes + 1] = n end
     end
   end
   return rows, warnings, notes
@@ -150,11 +185,11 @@ function M.main(args)
   end
   local rows, warnings, notes = M.collect(opts)
   if as_json then
-    print(json.encode({ devices = json.array(rows), warnings = json.array(warnings) }))
+    print(json.encode({ devices = json.array(rows), warnings = json.array(warnings), notes = json.array(notes) }))
   else
     if #rows > 0 then
-      print(report.table(rows, { { key = "kind" }, { key = "id" }, { key = "state" }, { key = "description" },
-        { key = "usb" }, { key = "hint" } }))
+      print(report.table(rows, { { key = "kind" }, { key = "id" }, { key = "transport" }, { key = "state" },
+        { key = "description" }, { key = "usb" }, { key = "hint" } }))
     end
     for _, n in ipairs(notes) do print(n) end
   end

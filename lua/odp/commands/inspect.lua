@@ -15,6 +15,10 @@ M.options = {
   { "all", "ETDump: also show OPERATOR_CALL rows (kernel + framework overhead) in the human table", false, "bool" },
 }
 
+M.usage = "odp inspect FILE [options]"
+M.description = "FILE: an ETDump (.etdump/.etdp), a .pte, or an ELF (executor_runner).\n" ..
+  "The kind is read from the file's bytes."
+
 local function kind_of(head)
   if #head >= 12 and head:sub(9, 12) == "ED00" or head:sub(5, 8) == "ED00" then return "etdump" end
   if head:sub(5, 8) == "ET12" or head:sub(5, 6) == "BP" then return "pte" end
@@ -22,24 +26,10 @@ local function kind_of(head)
   return nil
 end
 
--- Operator times run from microseconds to seconds: keep about four significant digits at every scale.
-local function fmt_ms(v)
-  if type(v) ~= "number" then return "-" end
-  if v >= 100 then return ("%.1f"):format(v) end
-  if v >= 1 then return ("%.3f"):format(v) end
-  if v >= 0.01 then return ("%.4f"):format(v) end
-  return ("%.6f"):format(v)
-end
-
-local function fmt_val(unit)
-  if unit == "cycles" then return function(v) return type(v) == "number" and ("%.0f"):format(v) or "-" end end
-  return fmt_ms
-end
-
 local function etdump_doc(path, opts)
   local etdump = require("odp.etdump")
   local doc, err, code = etdump.read(path)
-  if not doc then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  if not doc then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
   local rows, unit = etdump.ops(doc, eopts)
   local blocks = {}
@@ -48,10 +38,10 @@ local function etdump_doc(path, opts)
     local tr = require("odp.trace").chrome(doc, eopts)
     errors.check(sys.write_file(opts.trace, json.encode(tr) .. "\n"))
   end
-  return doc, rows, unit, blocks
+  return doc, rows, unit, blocks, etdump.ops_summary(doc, eopts)
 end
 
-local function etdump_human(path, doc, rows, unit, blocks, opts)
+local function etdump_human(path, doc, rows, unit, blocks, summary, opts)
   local out = {}
   local parts = {}
   for _, b in ipairs(blocks) do parts[#parts + 1] = ("%s (%d run%s)"):format(b.name, b.runs, b.runs == 1 and "" or "s") end
@@ -61,14 +51,12 @@ local function etdump_human(path, doc, rows, unit, blocks, opts)
   for _, r in ipairs(rows) do
     if opts.all or not r.framework then shown[#shown + 1] = r else hidden = hidden + 1 end
   end
-  local f = fmt_val(unit)
   out[#out + 1] = ""
-  out[#out + 1] = ("operators (%s)"):format(unit)
-  local t = report.table(shown, {
-    { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" }, { key = "p10", fmt = f }, { key = "p50", fmt = f },
-    { key = "p90", fmt = f }, { key = "avg", fmt = f }, { key = "min", fmt = f }, { key = "max", fmt = f },
-    { key = "delegate_id", title = "delegate", fmt = function(v) return v ~= nil and tostring(v) or "" end } })
+  out[#out + 1] = "operators"
+  local t = report.table(shown, report.op_columns(unit,
+    { { key = "delegate_id", title = "delegate", fmt = function(v) return v ~= nil and tostring(v) or "" end } }))
   for line in t:gmatch("[^\n]+") do out[#out + 1] = "  " .. line end
+  if summary then out[#out + 1] = "  time split: " .. report.ops_summary_line(summary) end
   if hidden > 0 then
     out[#out + 1] = ("  (%d OPERATOR_CALL row%s hidden: kernel + framework overhead; --all shows them)")
       :format(hidden, hidden == 1 and "" or "s")
@@ -80,7 +68,7 @@ end
 local function pte_info(path)
   local pte = require("odp.pte")
   local p, err, code = pte.read(path)
-  if not p then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  if not p then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local methods, delegates = {}, {}
   for i, m in ipairs(p.methods) do
     methods[i] = { name = m.name, operators = json.array(m.operators),
@@ -125,7 +113,7 @@ local function elf_info(path)
   local ok, elf = pcall(require, "odp.elf")
   if not ok then errors.fail("EIO", "this odp has no ELF reader (odp.elf) yet", 3) end
   local e, err, code = elf.read(path)
-  if not e then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  if not e then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end
   return info
@@ -164,8 +152,7 @@ local OP_COLS = { "block", "name", "n", "p10", "p50", "p90", "avg", "min", "max"
 function M.main(args)
   local opts, rest = cli.parse(args, M.options, cli.global_options)
   if opts.help or #rest ~= 1 then
-    print(cli.help("odp inspect FILE [options]", "FILE: an ETDump (.etdump/.etdp), a .pte, or an ELF " ..
-      "(executor_runner).\nThe kind is read from the file's bytes.", M.options, cli.global_options))
+    print(cli.help(M.usage, M.description, M.options, cli.global_options))
     return opts.help and 0 or 2
   end
   local path = rest[1]
@@ -183,11 +170,11 @@ function M.main(args)
     if opts.time_scale ~= "cycles" and opts.clock_hz then
       errors.fail("EUSAGE", "--clock-hz needs --time-scale cycles", 2)
     end
-    local doc, rows, unit, blocks = etdump_doc(path, opts)
-    human = function() return etdump_human(path, doc, rows, unit, blocks, opts) end
+    local doc, rows, unit, blocks, summary = etdump_doc(path, opts)
+    human = function() return etdump_human(path, doc, rows, unit, blocks, summary, opts) end
     data = { kind = "etdump", version = doc.version, unit = unit, runs = #doc.run_data,
       blocks = json.array((function() local n = {} for i, b in ipairs(blocks) do n[i] = b.name end return n end)()),
-      ops = json.array(rows) }
+      ops = json.array(rows), ops_summary = summary }
     data.csv = function() return csv(rows, OP_COLS) end
   elseif kind == "pte" then
     local info = pte_info(path)
@@ -208,7 +195,7 @@ function M.main(args)
     local copy = {}
     for k, v in pairs(data) do if k ~= "csv" then copy[k] = v end end
     if f == "jsonl" then return json.encode(copy) .. "\n" end
-    return json.encode(copy, { indent = "  " }) .. "\n"
+    return json.encode(copy, { indent = true }) .. "\n"
   end
   if opts.out then
     errors.check(sys.write_file(opts.out, render(fmt)))

@@ -4,13 +4,21 @@ local repl = require("odp.repl")
 local device = require("odp.device")
 local cli = require("odp.cli")
 
-local M = { summary = "Interactive Lua prompt with every odp module; with a device file, its board connected" }
+local M = { summary = "Interactive Lua prompt with every odp module; with a device file, its board connected",
+  help_text = "usage: odp repl [DEVICE.lua [transport options]]\n\n" ..
+    "A Lua prompt. Globals: odp.<module> (odp.proc, odp.ssh, odp.probe, odp.board, ...); with DEVICE,\n" ..
+    "`board` (odp.board.open(DEVICE, options): connected on first use; board:help() lists its verbs) and\n" ..
+    "`device` (the file's table). `odp repl DEVICE --help` lists the device's transport options.\n" ..
+    "Tab completes names, members and board verbs; an incomplete statement continues on the next line (>>);\n" ..
+    "an expression's value is printed (a result record as the report). Ctrl-C interrupts the running call\n" ..
+    "and returns to the prompt; Ctrl-C at an empty prompt twice, or Ctrl-D, leaves.\n" ..
+    "History: $XDG_STATE_HOME/odp/repl_history." }
 
 -- What `odp repl DEVICE` accepts after the device: the transport's options (probe boards: the Ethos-U flow's).
 local PROBE_OPTIONS = { "probe", "jlink-lib", "gdb-address", "rtt-address", "rtt-ranges", "twin-state",
   "build-dir", "runs-dir" }
 
-function M.options(dev)
+function M.device_options(dev)
   if dev.transport ~= "probe" then return require("odp.target." .. dev.transport).options or {} end
   local out = {}
   for _, opt in ipairs(require("odp.flows.ethos_u").options) do
@@ -21,15 +29,9 @@ function M.options(dev)
   return out
 end
 
+-- --help: the text above and the device files shipped (found at run time).
 local function help()
-  local lines = { "usage: odp repl [DEVICE.lua [transport options]]", "",
-    "A Lua prompt. Globals: odp.<module> (odp.proc, odp.ssh, odp.probe, odp.board, ...); with DEVICE,",
-    "`board` (odp.board.open(DEVICE, options): connected on first use; board:help() lists its verbs) and",
-    "`device` (the file's table). `odp repl DEVICE --help` lists the device's transport options.",
-    "Tab completes names, members and board verbs; an incomplete statement continues on the next line (>>);",
-    "an expression's value is printed (a result record as the report). Ctrl-C interrupts the running call",
-    "and returns to the prompt; Ctrl-C at an empty prompt twice, or Ctrl-D, leaves.",
-    "History: $XDG_STATE_HOME/odp/repl_history.", "", "Device files shipped:" }
+  local lines = { M.help_text, "", "Device files shipped:" }
   for _, d in ipairs(device.shipped()) do
     lines[#lines + 1] = ("  %-26s %-6s %s"):format(d.path, d.transport, d.description or "")
   end
@@ -44,7 +46,7 @@ function M.main(args)
   local env = setmetatable({ odp = repl.odp_namespace() }, { __index = _G })
   if args[1] then
     local dev = device.load(args[1])
-    local options = M.options(dev)
+    local options = M.device_options(dev)
     local opts = cli.parse(table.move(args, 2, #args, 1, {}), options, { cli.global_options[#cli.global_options] })
     if opts.help then
       print(cli.help(("odp repl %s [options]"):format(args[1]), dev.description, options))

@@ -59,6 +59,7 @@ function M.run(ctx)
       steps = table.concat((function() local t = {} for _, s in ipairs(M.STEPS) do if p.steps[s] then t[#t + 1] = s end end return t end)(), ",") } }
   rec.model = result.file_info(o.model)
   rec.model.scratch_size = p.scratch_size
+  rec.device_state = require("odp.device_state").bare_metal(dev, p)
   local run_dir = result.run_dir(o.runs_dir, ctx.spec and ctx.spec.name or M.name)
   rec.artifacts.run_dir = run_dir
   if p.twin then

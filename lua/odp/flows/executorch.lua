@@ -5,6 +5,7 @@ local errors = require("odp.errors")
 local result = require("odp.result")
 local sys = require("odp.sys")
 local json = require("odp.json")
+local measuring = require("odp.measure")
 
 local M = { name = "executorch" }
 
@@ -16,10 +17,11 @@ M.options = {
   { "num-executions", "Inferences per runner process (--num_executions)", 1, "posint", short = "n" },
   { "etdump", "Where the ETDump lands on this machine (asks the runner for one)", nil, "string", metavar = "FILE" },
   { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
-  { "repeat", "Measured runner processes; their samples are aggregated", 1, "posint" },
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
 }
+-- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.measure)
+for _, opt in ipairs(measuring.options) do M.options[#M.options + 1] = opt end
 
 local function basename(p) return (p:match("([^/]+)$")) end
 
@@ -34,6 +36,7 @@ function M.validate(ctx)
   local o = ctx.opts
   if o.warmup < 0 then errors.fail("EUSAGE", "--warmup must be >= 0", 2) end
   if o.timeout <= 0 then errors.fail("EUSAGE", "--timeout must be > 0", 2) end
+  measuring.validate(o)
   local st = sys.stat(o.runner)
   if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner), 2) end
   if ctx.target_kind == "host" and not st.executable then
@@ -68,63 +71,51 @@ local function run_once(ctx, t, argv, label, files)
   local ui = ctx.ui
   ui:debug("%s: %s", label, table.concat(argv, " "))
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
-  local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true })
+  local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
+    helper_args = t.helper_args, counters = ctx.opts.counters })
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
   if files then
-    sys.write_file(files .. ".stdout", r.stdout)
-    sys.write_file(files .. ".stderr", r.stderr)
+    -- the logs as they came: plain writes (the record, written last, is the fsync'd atomic file)
+    for ext, text in pairs { stdout = r.stdout, stderr = r.stderr } do
+      local f = io.open(files .. "." .. ext, "wb")
+      if f then f:write(text) f:close() end
+    end
   end
   local parse = require("odp.parse.executorch")
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
 end
 
---- Turns what the runs printed into the record's measurements.
+--- Turns what the runs printed into the record's measurements; the samples go to runs/<id>/samples.csv.
+--- Returns the per-process groups of samples (odp.measure), or nil.
 local function measure(ctx, rec, runs)
   local n = ctx.opts.num_executions
-  local samples, source, total = {}, nil, 0
-  local have_iter, have_total = true, true
-  for _, x in ipairs(runs) do
-    if #(x.parsed.iterations_ms or {}) == 0 then have_iter = false end
-    if not x.parsed.total_ms then have_total = false end
-  end
-  if have_iter then
-    source = "log"
-    for _, x in ipairs(runs) do
-      for _, v in ipairs(x.parsed.iterations_ms) do samples[#samples + 1] = v end
-      total = total + (x.parsed.total_ms or 0)
-    end
-  elseif have_total then
-    -- only the total per process: each process contributes its mean, weighted by N in `total`
-    source = "log"
-    for _, x in ipairs(runs) do
-      local k = x.parsed.num_executions or n
-      if k > 0 then samples[#samples + 1] = x.parsed.total_ms / k end
-      total = total + x.parsed.total_ms
-    end
-    rec.warnings[#rec.warnings + 1] = "the runner printed only its total time, not per-iteration lines: " ..
-      "percentiles are over per-process means"
-  end
-  if #samples == 0 and rec.artifacts.etdump then
+  local g = measuring.log_groups(runs, n)
+  if g and g.warning then rec.warnings[#rec.warnings + 1] = g.warning end
+  if not g and rec.artifacts.etdump then
     local ok, etdump = pcall(require, "odp.etdump")
     if ok then
       local doc = etdump.read(rec.artifacts.etdump)
-      samples = doc and etdump.latency(doc) or {}
-      if #samples > 0 then source, total = "etdump", nil end
+      local samples = doc and etdump.latency(doc) or {}
+      -- the ETDump is the last process's: one group
+      if #samples > 0 then g = { groups = { samples }, source = "etdump", per_iteration = false } end
     end
   end
-  if #samples == 0 and n > 0 then
-    source, total = "wall", nil
-    for _, x in ipairs(runs) do samples[#samples + 1] = x.r.wall_s * 1000 / n end
+  if not g and n > 0 then
+    g = { groups = {}, source = "wall", per_iteration = false }
+    for i, x in ipairs(runs) do g.groups[i] = { x.r.wall_s * 1000 / n } end
     rec.warnings[#rec.warnings + 1] = "the runner printed no timing lines (a Release build without " ..
       "EXECUTORCH_ENABLE_LOGGING?): latency is the wall time of the whole process divided by " ..
       "--num-executions, model load included"
   end
-  if #samples > 0 then
-    rec.latency_ms = result.latency(samples, source, total)
-    if source == "log" and have_total and not have_iter then rec.latency_ms.n = n * #runs end
+  if g and #measuring.flatten(g.groups) > 0 then
+    rec.latency_ms = measuring.latency(g, rec.warnings)
+    if g.source == "log" and not g.per_iteration then rec.latency_ms.n = n * #runs end
+    local path = rec.artifacts.run_dir .. "/samples.csv"
+    errors.check(measuring.write_samples(path, g.groups))
+    rec.artifacts.samples = path
   else
-    rec.latency_ms = { n = 0, source = source }
+    rec.latency_ms = { n = 0, source = g and g.source }
   end
   local last = runs[#runs].parsed
   local loads = {}
@@ -138,6 +129,7 @@ local function measure(ctx, rec, runs)
   rec.outputs = json.array(last.outputs or {})
   rec.threads = last.threads
   rec.method = last.method
+  return g
 end
 
 --- ctx.target: an opened target; ctx.device: the device table (devices/*.lua) or nil.
@@ -145,11 +137,12 @@ function M.run(ctx)
   local o, ui = ctx.opts, ctx.ui
   local target = ctx.target
   local rec = result.new { flow = M.name, device = ctx.device and ctx.device.name or target.kind, target = target.uri,
-    params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = o["repeat"],
-      args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
+    params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = measuring.fixed_count(o), min_time = o.min_time,
+      max_time = o.max_time, min_samples = o.min_samples, target_ci = o.target_ci, sustained = o.sustained,
+      cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
   rec.model = result.file_info(o.model)
-  rec.runner = result.file_info(o.runner)
   local dir = result.run_dir(o.runs_dir, ctx.spec and ctx.spec.name or M.name)
+  rec.runner = result.file_info(o.runner, o.runs_dir .. "/.sha256-cache.json")
   rec.artifacts.run_dir = dir
   local t = { target = target }
 
@@ -182,6 +175,8 @@ function M.run(ctx)
     if etdump_remote then table.move({ "--etdump_path", etdump_remote }, 1, 2, #argv + 1, argv) end
     if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
     table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
+    t.state = require("odp.device_state").before(rec, target)
+    require("odp.placement").apply(ctx, t, rec, argv)
 
     for i = 1, o.warmup do
       local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
@@ -192,10 +187,18 @@ function M.run(ctx)
       end
     end
     local runs = {}
-    for i = 1, o["repeat"] do
-      local label = o["repeat"] > 1 and ("run %d/%d"):format(i, o["repeat"]) or "run"
+    local cooler = measuring.cooler(o, target, ui)
+    local stopper = measuring.stopper(o)
+    local count = stopper:count()
+    local samples = {} -- every iteration so far, for the stopping rule
+    repeat
+      local i = #runs + 1
+      local label = count == 1 and "run" or count and ("run %d/%d"):format(i, count) or ("run %d"):format(i)
       if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
-      local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (o["repeat"] > 1 and ("run" .. i) or "runner"))
+      if cooler then cooler:before(i) end
+      stopper:begin()
+      local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (count == 1 and "runner" or ("run" .. i)))
+      if cooler then cooler:after(i) end
       rec.status, rec.signal = r.status, r.signal
       local code, msg = failure_message(r, parsed)
       if code then
@@ -207,6 +210,14 @@ function M.run(ctx)
       if o.num_executions > 0 and not parsed.total_ms and #parsed.messages > 0 then
         rec.warnings[#rec.warnings + 1] = ("%s: the runner exited 0 but never said 'Model executed successfully'"):format(label)
       end
+      local g = measuring.log_groups({ runs[#runs] }, o.num_executions)
+      if g then table.move(g.groups[1], 1, #g.groups[1], #samples + 1, samples) end
+    until stopper:done(#runs, samples)
+    rec.stop = stopper.stop
+    if stopper.warning then rec.warnings[#rec.warnings + 1] = stopper.warning end
+    if cooler then
+      rec.thermal = cooler.log
+      for _, w in ipairs(cooler.warnings) do rec.warnings[#rec.warnings + 1] = w end
     end
     if etdump_remote then
       -- judged by this run's file only: an older file at --etdump must not pass for a new one
@@ -225,12 +236,23 @@ function M.run(ctx)
         rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
       end
     end
-    measure(ctx, rec, runs)
+    local g = measure(ctx, rec, runs)
+    require("odp.target.rusage").record_counters(rec, runs)
+    if o.sustained and g and #g.groups == #stopper.starts then
+      rec.sustained = measuring.per_minute(g.groups, stopper.starts)
+      rec.artifacts.sustained = dir .. "/sustained.jsonl"
+      errors.check(measuring.write_per_minute(rec.artifacts.sustained, rec.sustained))
+    end
     if rec.artifacts.etdump then
       local have, etdump = pcall(require, "odp.etdump")
       if have then
         local doc, derr = etdump.read(rec.artifacts.etdump)
-        if doc then rec.ops = json.array(etdump.ops(doc)) else rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr end
+        if doc then
+          rec.ops = json.array(etdump.ops(doc))
+          rec.ops_summary = etdump.ops_summary(doc)
+        else
+          rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr
+        end
       end
     end
     rec.ok = true
@@ -241,6 +263,9 @@ function M.run(ctx)
   if not ok then
     if not errors.is_failure(err) then error(err, 0) end
     result.fail(rec, err.code, err.message, err.exit)
+  end
+  if t.state and not (rec.error and rec.error.code == "ECANCELED") then
+    require("odp.device_state").after(rec, t.state, target, { cpus_used = t.cpus_used })
   end
   for _, w in ipairs(ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
   result.save(rec, dir)
@@ -253,7 +278,7 @@ function M.script(spec)
   local device = spec.device and require("odp.device").load(spec.device) or nil
   local target_mod = require("odp.target." .. (spec.target or device.transport))
   local options = {}
-  for _, list in ipairs({ M.options, target_mod.options or {} }) do
+  for _, list in ipairs({ M.options, require("odp.placement").options, target_mod.options or {} }) do
     for _, opt in ipairs(list) do
       -- the device's remote_dir is the --remote-dir default (devices/vivo_x300_pro.lua: /data/local/tmp/odp)
       if opt[1] == "remote-dir" and device and device.remote_dir then
@@ -273,7 +298,7 @@ function M.script(spec)
     run = function(ctx)
       ctx.device = device
       local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = ctx.opts }))
-      if not target then errors.fail(code or "ENODEV", err, 3) end
+      errors.check(target, err, code or "ENODEV")
       ctx.target = target
       local ok, rec = pcall(M.run, ctx)
       target:close()

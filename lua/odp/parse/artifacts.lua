@@ -1,5 +1,5 @@
 --- Base64 artifact blocks in a device log (RTT, serial): the files a bare-metal firmware sends as text.
--- Pure: lines in, {name, data} out; no I/O. Two forms are known (FACTS.md §1, PROCEDURE.md):
+-- Pure: lines in, {name, data} out; no I/O. Two forms are known (docs/sources.md §1, §8):
 --
 --   [base64] buffer size: 2320                 (optional: the decoded size, checked)
 --   #[RUN THIS]

@@ -2,7 +2,7 @@
 -- `HH:MM:SS.uuuuuu` timestamp), the Arm bare-metal runner (`I [executorch:file.cpp:12 func()] msg` and its
 -- PMU report), Android logcat text (bare messages, or logcat's threadtime/brief prefixes), the Alif RTT
 -- firmware's `Inference: <f> ms` lines, and the output tensors on stdout (`OutputX i: tensor(...)`,
--- `Output i: tensor(...)`, `Output[i][j]: (float) v`). See FACTS.md §1 for every spelling.
+-- `Output i: tensor(...)`, `Output[i][j]: (float) v`). See docs/sources.md §1 for every spelling.
 --
 -- Pure function over untrusted text: it never raises on content (garbage, binary, lines of megabytes),
 -- runs in linear time (one pass, line by line, over each text) and bounds the lists it keeps.

@@ -1,7 +1,8 @@
---- The adb target: an Android device over odp.adb (USB or TCP), no Google adb server needed.
+--- The adb target: an Android device over odp.adb, through Google's adb server when one runs (it keeps the
+-- phone's USB interface, Android Studio keeps working), else directly over USB or TCP.
 -- Same interface as lua/odp/target/host.lua (docs/SCRIPTING.md, "Targets"). Files are hash-skipped
 -- (sha256sum on the device) and written under a temporary name, renamed when complete. The runner's log
--- comes from logcat when the device has it (ExecuTorch's Android build logs there, FACTS.md section 1);
+-- comes from logcat when the device has it (ExecuTorch's Android build logs there, docs/sources.md §1);
 -- a runner built with the POSIX log layer writes to stderr instead, and both are handed to the parser.
 -- Peak memory: the odp-rusage helper for the device's `uname -m` when this machine has one, else
 -- toybox/GNU `time -v`. Nothing on the device is deleted.
@@ -11,8 +12,10 @@ local shell = require("odp.target.shell")
 local M = {
   kind = "adb",
   options = {
-    { "adb", "How to reach the device: usb, or tcp:HOST:PORT (adb tcpip, emulators)", "usb", "string", metavar = "HOW" },
-    { "serial", "The USB device to use when several are plugged in (see `odp devices`)", nil, "string" },
+    { "adb", "How to reach the device: auto (the adb server when one runs, else USB), server, usb, or " ..
+      "tcp:HOST:PORT (adb tcpip, emulators; direct)", "auto", "string", metavar = "HOW" },
+    { "serial", "The device to use when several are attached (see `odp devices`); default $ANDROID_SERIAL", nil,
+      "string" },
     { "remote-dir", "Working directory on the device", "/data/local/tmp/odp", "string", metavar = "DIR" },
     { "auth-timeout", "Seconds to wait for the USB debugging prompt to be accepted on the phone", 120, "number" },
   },
@@ -36,14 +39,18 @@ local function connect(self)
   return dev
 end
 
---- opts: adb ("usb" | "tcp:HOST:PORT"), serial, remote_dir, auth_timeout, timeout, device (devices/*.lua),
+--- opts: adb ("auto" | "server" | "usb" | "tcp:HOST:PORT"), serial (default $ANDROID_SERIAL), remote_dir, auth_timeout, timeout, device (devices/*.lua),
 -- ui (for the "tap Allow" message).
 function M.new(opts)
   opts = opts or {}
+  local how = opts.adb or "auto"
+  if not (how == "auto" or how == "server" or how == "usb" or how:match("^tcp:.+:%d+$")) then
+    require("odp.errors").fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
+  end
   local self = setmetatable({
     kind = "adb",
-    transport = opts.adb or "usb",
-    serial = opts.serial,
+    transport = opts.adb or "auto",
+    serial = opts.serial or (os.getenv("ANDROID_SERIAL") ~= "" and os.getenv("ANDROID_SERIAL") or nil),
     remote_dir = opts.remote_dir or "/data/local/tmp/odp",
     auth_timeout = opts.auth_timeout or 120,
     timeout = 10,
@@ -67,8 +74,8 @@ function M.new(opts)
   return self
 end
 
--- An operation that lost the transport marks the target; the next one reconnects once (root:, usb:,
--- reboot, a cable wiggle: FACTS.md section 3).
+-- An operation that lost a direct connection marks the target; the next one reconnects once (adbd restarts
+-- on root:, usb:, reboot, a cable wiggle: docs/sources.md §3). Through the adb server each operation has its own socket.
 function Target:device()
   if self.dev then return self.dev end
   return connect(self)
@@ -156,6 +163,17 @@ function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
   if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  local helper_args = opts.helper_args
+  if method == "odp-rusage" then
+    -- -g: the runner stays in the shell's process group, which adbd kills when the stream closes (a timeout,
+    -- Ctrl-C, the adb server or the connection gone): nothing of it outlives the command on the device
+    helper_args = table.move(opts.helper_args or {}, 1, #(opts.helper_args or {}), 2, { "-g" })
+  end
+  if helper_args or opts.counters then
+    local err, code
+    prefix, err, code = shell.with_helper_args(method, prefix, helper_args, opts.counters)
+    if not prefix and err then return nil, err, code end
+  end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix })
   local logcat = opts.runner_log and self:has_logcat()
   if logcat and self.log.clear then self:run(self.log.clear) end

@@ -12,12 +12,67 @@ function M.new(opts)
   return setmetatable({ kind = "host", uri = "local://" .. sys.hostname(), remote_dir = opts.remote_dir }, Host)
 end
 
---- Runs argv here. Same result table as odp.proc.run, rusage measured by wait4.
+local function first_line(argv)
+  local r = proc.run { argv = argv, timeout = 10 }
+  return r and r.ok and r.stdout:match("^%s*(.-)%s*\n") or nil
+end
+
+-- The odp-rusage helper of this machine's arch (odp.target.shell.local_helper), looked up once; false if none.
+local helper
+local function local_helper()
+  if helper == nil then
+    -- the kernel's own answer to `uname -m`, without starting uname (1 ms of every host run)
+    local arch = (sys.read_file("/proc/sys/kernel/arch") or ""):match("%S+") or first_line({ "uname", "-m" })
+    helper = arch and require("odp.target.shell").local_helper(arch) or false
+  end
+  return helper
+end
+
+--- How this machine measures a command's rusage: "odp-rusage" (the static helper execs the command, so
+--- its peak RSS is its own) or false (no helper built or installed: wait4 of a child odp spawned reports at
+--- least odp's own peak RSS, because the kernel carries the parent's high-water mark over a vfork+exec;
+--- exec then leaves rusage.maxrss_kb out rather than report that).
+function Host:rusage_method()
+  return local_helper() and "odp-rusage" or false
+end
+
+--- Runs argv here: the odp.proc.run result table. With opts.rusage ~= false the command runs through
+--- odp-rusage (-g: in the group proc.run kills on timeout; -o: the report goes to a file, so a command's
+--- own stderr, however long, cannot push it out), and rusage, status, signal and wall time are the
+--- command's own. opts.helper_args (e.g. {"--cpus", "0"}: CPU placement) and opts.counters ("basic"|"all":
+--- perf counters, r.counters) are passed to the helper.
 function Host:exec(argv, opts)
   opts = opts or {}
+  local shell = require("odp.target.shell")
+  local flags = shell.helper_flags(opts.helper_args, opts.counters)
   local spec = { argv = argv, cwd = opts.cwd, env = opts.env, stdin = opts.stdin, timeout = opts.timeout,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit }
-  return proc.run(spec)
+  local method = opts.rusage ~= false and self:rusage_method()
+  if not method then
+    -- placement cannot be done without the helper; counters are simply absent, as on a remote board
+    if opts.helper_args and #opts.helper_args > 0 then
+      return nil, "ENOTSUP: CPU placement needs odp's odp-rusage helper (make)", "ENOTSUP"
+    end
+    local r, err, code = proc.run(spec)
+    if r then r.rusage.maxrss_kb = nil end
+    return r, err, code
+  end
+  local report = os.tmpname()
+  local helper_argv = { local_helper(), "-g", "-o", report }
+  table.move(flags, 1, #flags, #helper_argv + 1, helper_argv)
+  helper_argv[#helper_argv + 1] = "--"
+  spec.argv = table.move(argv, 1, #argv, #helper_argv + 1, helper_argv)
+  local r, err, code = proc.run(spec)
+  local text = sys.read_file(report)
+  os.remove(report)
+  if not r then return nil, err, code end
+  -- the helper could not exec the command: the same error proc.run gives for a program it cannot start
+  local why = r.status == 127 and (text or "") == "" and r.stderr:match("odp%-rusage: cannot run [^\n]-: ([^\n]*)")
+  if why then
+    local ecode = why == "No such file or directory" and "ENOTFOUND" or "EIO"
+    return nil, ("%s: cannot start %s: %s"):format(ecode, argv[1], why), ecode
+  end
+  return shell.apply_rusage(r, method, text)
 end
 
 local function copy(src, dst, opts)
@@ -62,11 +117,6 @@ function Host:pull(src, dst, opts)
 end
 function Host:mkdir(path) return sys.mkdir_p(path) end
 function Host:sha256(path) return (sys.sha256_file(path)) end
-
-local function first_line(argv)
-  local r = proc.run { argv = argv, timeout = 10 }
-  return r and r.ok and r.stdout:match("^%s*(.-)%s*\n") or nil
-end
 
 function Host:arch() return first_line({ "uname", "-m" }) end
 function Host:libc_version()

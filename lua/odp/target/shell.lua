@@ -168,6 +168,41 @@ function M.rusage_method(target, time_commands)
   return false
 end
 
+--- The helper's own flags for an exec: helper_args (odp-rusage --cpus LIST: CPU placement) and, when counters
+--- is given and not "none", --counters LEVEL.
+---@param helper_args string[]?
+---@param counters string?
+---@return string[]
+function M.helper_flags(helper_args, counters)
+  local args = table.move(helper_args or {}, 1, #(helper_args or {}), 1, {})
+  if counters and counters ~= "none" then table.move({ "--counters", counters }, 1, 2, #args + 1, args) end
+  return args
+end
+
+--- The prefix of M.rusage_method with the helper's own flags added (M.helper_flags), or nil, err, code when
+--- placement is asked of a board that measures with `time -v` or not at all (only odp's helper pins).
+--- Counters alone are dropped there: such a board has none to give.
+---@param method "odp-rusage"|"time"|false
+---@param prefix string?
+---@param helper_args string[]?
+---@param counters string?
+---@return string? prefix
+---@return string? err
+---@return string? code
+function M.with_helper_args(method, prefix, helper_args, counters)
+  if method ~= "odp-rusage" then
+    if helper_args and #helper_args > 0 then
+      return nil, "ENOTSUP: CPU placement needs odp's odp-rusage helper on the board, and there is none for its " ..
+        "architecture", "ENOTSUP"
+    end
+    return prefix
+  end
+  local parts = { (prefix:gsub(" %-%-$", "")) }
+  for _, a in ipairs(M.helper_flags(helper_args, counters)) do parts[#parts + 1] = q(a) end
+  parts[#parts + 1] = "--"
+  return table.concat(parts, " ")
+end
+
 --- stderr without the `time -v` report that ends it (trailing lines with a label of `labels`, and
 --- GNU time's "Command exited with non-zero status" / "Command terminated by signal" lines).
 ---@param text string
@@ -194,14 +229,17 @@ end
 --- Merges the rusage report of an exec run with M.rusage_method's method into its result r (the
 --- odp.proc.run table): r.rusage filled, the report taken out of r.stderr; with odp-rusage also the
 --- command's own status, signal, wall time and ok. A missing report leaves r as it is.
+--- report: the text odp-rusage wrote with -o FILE (the host target), read instead of r.stderr.
 ---@param r table    the exec result
 ---@param method "odp-rusage"|"time"|false|nil
+---@param report string?
 ---@return table r
-function M.apply_rusage(r, method)
+function M.apply_rusage(r, method, report)
   if method == "odp-rusage" then
-    local rec, rest = require("odp.target.rusage").parse(r.stderr)
+    local rec, rest = require("odp.target.rusage").parse(report or r.stderr)
     if rec then
-      r.stderr, r.rusage, r.wall_s, r.status = rest, rec.rusage, rec.wall_s, rec.status
+      if not report then r.stderr = rest end
+      r.rusage, r.wall_s, r.status, r.counters = rec.rusage, rec.wall_s, rec.status, rec.counters
       if rec.signal > 0 then r.signal = rec.signal end
       r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
     end

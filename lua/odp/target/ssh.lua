@@ -5,19 +5,25 @@
 local ssh = require("odp.ssh")
 local errors = require("odp.errors")
 local shell = require("odp.target.shell")
+local ssh_config = require("odp.ssh_config")
+local sys = require("odp.sys")
 
 local M = { kind = "ssh" }
 
---- Options every SSH script has (cli option entries); the flow adds them to its own.
+--- Options every SSH script has (cli option entries); the flow adds them to its own. Where an option is not
+-- given, the board's ssh_config (docs/devices.md) decides, as for `ssh HOST`.
 M.options = {
-  { "host", "The board: [user@]host", nil, "string", required = true, metavar = "[USER@]HOST" },
-  { "port", "SSH port", 22, "posint" },
-  { "identity", "Private key (ed25519 or ecdsa; an encrypted key's passphrase comes from ODP_SSH_PASSPHRASE)",
-    nil, "file", metavar = "FILE" },
-  { "known-hosts", "known_hosts file to verify the board's host key against (default ~/.ssh/known_hosts)", nil,
-    "string", metavar = "FILE" },
+  { "host", "The board: [user@]host, or a Host alias of ~/.ssh/config", nil, "string", required = true,
+    metavar = "[USER@]HOST" },
+  { "port", "SSH port (default: ssh_config's Port, else 22)", nil, "posint" },
+  { "identity", "Private key (an encrypted key's passphrase comes from ODP_SSH_PASSPHRASE or a prompt); " ..
+    "default: ssh_config's IdentityFile", nil, "file", metavar = "FILE" },
+  { "known-hosts", "known_hosts file to verify the board's host key against (default: ssh_config's " ..
+    "UserKnownHostsFile, else ~/.ssh/known_hosts)", nil, "string", metavar = "FILE" },
   { "accept-new-host-key", "Add the board's host key to known_hosts if it is not there (a changed key is " ..
-    "always refused)", false, "bool" },
+    "always refused); ssh_config's StrictHostKeyChecking accept-new does the same", false, "bool" },
+  { "ssh-config", "ssh_config file to resolve --host with, or none (default ~/.ssh/config)", nil, "string",
+    metavar = "FILE|none" },
   { "remote-dir", "Working directory on the board", "/tmp/odp", "string", metavar = "DIR" },
 }
 
@@ -39,21 +45,175 @@ end
 -- Open sessions by uri: a script's validate (preflight) and run share one session.
 local open_targets = {}
 
---- Opens a session. opts: host ("[user@]host"), user, port, identity, known_hosts, accept_new_host_key,
--- remote_dir, connect_timeout, device (devices/*.lua: its `user`). Returns the target, or nil, err, code (EHOSTKEY, EAUTH, ENODEV, ETIMEDOUT...).
+-- What -v shows: the settings a connection uses, one line.
+local function describe(st)
+  local parts = { ("%s@%s:%d"):format(st.user, st.hostname, st.port) }
+  local function add(k, v) if v ~= nil and v ~= "" then parts[#parts + 1] = k .. "=" .. tostring(v) end end
+  add("IdentityFile", table.concat(st.identity_files, ","))
+  add("IdentitiesOnly", st.identities_only and "yes" or nil)
+  add("IdentityAgent", st.identity_agent)
+  add("ProxyJump", st.proxy_jump)
+  add("ProxyCommand", st.proxy_command)
+  add("UserKnownHostsFile", st.known_hosts_files[1])
+  add("StrictHostKeyChecking", st.strict_host_key_checking)
+  add("HostKeyAlias", st.host_key_alias)
+  add("ConnectTimeout", st.connect_timeout)
+  if st.server_alive_interval > 0 then
+    add("ServerAlive", ("%ds*%d"):format(st.server_alive_interval, st.server_alive_count_max))
+  end
+  return table.concat(parts, " ")
+end
+
+local function refuse_blind(st)
+  if st.strict_host_key_checking == "no" then
+    return nil, ("EUSAGE: ssh_config sets StrictHostKeyChecking no for %s (%s): odp verifies every host key and " ..
+      "will not connect blind; use accept-new (or --accept-new-host-key) to add a new board's key once")
+      :format(st.alias, table.concat(st.files, ", ")), "EUSAGE"
+  end
+  return st
+end
+
+--- Resolves opts.host through ssh_config (opts.ssh_config: a file, "none", default ~/.ssh/config) with the
+-- command line's user/port/identity/known_hosts on top (opts.device: a device file, its `user`). -> settings (odp.ssh_config.resolve) | nil, err, code
+function M.resolve(opts)
+  local user, alias = split_host(assert(opts.host, "ssh target: host is required"))
+  -- a device file's user (devices/graviton4.lua: ubuntu) stands for the user@ --host lacks
+  user = user or opts.user or (opts.device and opts.device.user)
+  local st, err, code = ssh_config.resolve(alias, { file = opts.ssh_config, user = user,
+    port = opts.port, identity = opts.identity, known_hosts = opts.known_hosts,
+    connect_timeout = opts.connect_timeout })
+  if not st then return nil, err, code end
+  return refuse_blind(st)
+end
+
+-- Whether a private key file is passphrase-protected: PEM "ENCRYPTED" headers, or an OpenSSH-format key whose
+-- cipher is not "none".
+function M.key_encrypted(path)
+  local f = io.open(path, "rb")
+  if not f then return false end
+  local text = f:read(65536) or ""
+  f:close()
+  if text:find("ENCRYPTED", 1, true) then return true end
+  local b64 = text:match("%-%-%-%-%-BEGIN OPENSSH PRIVATE KEY%-%-%-%-%-(.-)%-%-%-%-%-END")
+  local raw = b64 and sys.base64_decode((b64:gsub("%s", "")))
+  if not raw or raw:sub(1, 15) ~= "openssh-key-v1\0" or #raw < 19 then return false end
+  local n = string.unpack(">I4", raw, 16)
+  return raw:sub(20, 19 + n) ~= "none"
+end
+
+-- An encrypted key without ODP_SSH_PASSPHRASE: on a terminal, ask for the passphrase without echo (it stays in
+-- memory: never in argv, the environment of children or a log).
+local function ask_passphrase(conn)
+  if os.getenv("ODP_SSH_PASSPHRASE") or not sys.isatty("stdin") then return end
+  for _, k in ipairs(conn.identity and { conn.identity } or conn.keys or {}) do
+    if M.key_encrypted(k) then
+      io.stderr:write(("Enter passphrase for key %s (%s@%s): "):format(k, conn.user, conn.host))
+      conn.passphrase = sys.read_secret()
+      return
+    end
+  end
+end
+
+-- The ssh.connect options for settings st.
+local function connect_options(st, opts)
+  -- new host keys go to the first UserKnownHostsFile; the others and the global files are read too
+  local also = table.move(st.known_hosts_files, 2, #st.known_hosts_files, 1, {})
+  table.move(st.global_known_hosts_files, 1, #st.global_known_hosts_files, #also + 1, also)
+  local conn = { host = st.hostname, port = st.port, user = st.user, known_hosts = st.known_hosts_files[1],
+    known_hosts_also = also,
+    host_key_alias = st.host_key_alias, timeout = st.connect_timeout or CONNECT_TIMEOUT,
+    accept_new = opts.accept_new_host_key or st.strict_host_key_checking == "accept-new",
+    alive_interval = st.server_alive_interval, alive_count_max = st.server_alive_count_max,
+    proxy_command = st.proxy_command_line }
+  if opts.identity then
+    conn.identity = st.identity_files[1]
+  elseif #st.identity_files > 0 then
+    conn.keys = st.identity_files
+  end
+  if st.identities_only or st.identity_agent == "none" then
+    conn.agent = false
+  elseif st.identity_agent and st.identity_agent ~= "SSH_AUTH_SOCK" then
+    conn.agent = st.identity_agent
+  end
+  ask_passphrase(conn)
+  return conn
+end
+
+local MAX_HOPS = 8
+
+-- Connects st, first through its ProxyJump hops as OpenSSH does: the first hop with its own config (its
+-- ProxyJump too), each later one through the hop before it, each carried in a direct-tcpip channel of the
+-- previous session. path: the aliases being connected (a loop is refused). Returns the session.
+local function connect_chain(st, opts, path)
+  local via
+  if st.proxy_jump then
+    for i, hop in ipairs(ssh_config.jump_hops(st.proxy_jump)) do
+      local name = hop.host:lower()
+      for _, p in ipairs(path) do
+        if p == name then
+          return nil, ("ENODEV: ProxyJump loop: %s -> %s (%s)"):format(table.concat(path, " -> "), hop.host,
+            #st.files > 0 and table.concat(st.files, ", ") or "no config"), "ENODEV"
+        end
+      end
+      if #path >= MAX_HOPS then
+        return nil, ("ENODEV: ProxyJump chain longer than %d hops: %s -> %s"):format(MAX_HOPS,
+          table.concat(path, " -> "), hop.host), "ENODEV"
+      end
+      local hst, err, code = ssh_config.resolve(hop.host, { file = opts.ssh_config, user = hop.user,
+        port = hop.port, known_hosts = opts.known_hosts })
+      if hst then hst, err, code = refuse_blind(hst) end
+      if not hst then return nil, err, code end
+      local session
+      if via then
+        local conn = connect_options(hst, { accept_new_host_key = opts.accept_new_host_key })
+        conn.via, conn.proxy_command = via, nil
+        session, err, code = ssh.connect(conn)
+      else
+        local hop_path = table.move(path, 1, #path, 1, {})
+        hop_path[#hop_path + 1] = name
+        session, err, code = connect_chain(hst, { ssh_config = opts.ssh_config, known_hosts = opts.known_hosts,
+          accept_new_host_key = opts.accept_new_host_key }, hop_path)
+      end
+      if not session then
+        if via then via:close() end
+        return nil, err, code
+      end
+      via = session
+    end
+  end
+  local conn = connect_options(st, opts)
+  if via then conn.via, conn.proxy_command = via, nil end
+  local session, err, code = ssh.connect(conn)
+  if not session and via then via:close() end
+  return session, err, code
+end
+
+--- Opens a session. opts: host ("[user@]host" or an ssh_config alias), user, port, identity, known_hosts,
+-- accept_new_host_key, ssh_config, remote_dir, connect_timeout, ui (warnings; -v shows the settings).
+-- Returns the target, or nil, err, code (EHOSTKEY, EAUTH, ENODEV, ETIMEDOUT, EUSAGE for a bad ssh_config...).
 function M.new(opts)
-  local user, host = split_host(assert(opts.host, "ssh target: host is required"))
-  user = user or opts.user or (opts.device and opts.device.user) -- devices/graviton4.lua: ubuntu
-  local port = opts.port or 22
-  local key = ("%s@%s:%d"):format(user or "", host, port)
+  local st, err, code = M.resolve(opts)
+  if not st then return nil, err, code end
+  local ui = opts.ui
+  if ui then
+    for _, w in ipairs(st.warnings) do ui:warn("%s", w) end
+    ui:debug("ssh %s: %s (config: %s)", st.alias, describe(st), #st.files > 0 and table.concat(st.files, ", ")
+      or "none")
+  end
+  -- the route is part of the key: the same board through another jump is another connection
+  local key = ("%s@%s:%d %s"):format(st.user, st.hostname, st.port, st.proxy_jump or st.proxy_command_line or "")
   local cached = open_targets[key]
   if cached and cached.session then return cached end
-  local conn = { host = host, port = port, user = user, identity = opts.identity, known_hosts = opts.known_hosts,
-    accept_new = opts.accept_new_host_key or false, timeout = opts.connect_timeout or CONNECT_TIMEOUT }
-  local session, err, code = ssh.connect(conn)
-  if not session then return nil, err, code end
+  local session, cerr, ccode = connect_chain(st, opts, { st.alias:lower() })
+  if not session then
+    if ccode == "ENOTFOUND" and st.hostname == st.alias:lower() then
+      cerr = cerr .. ("; %s is no Host alias in %s"):format(st.alias,
+        #st.files > 0 and table.concat(st.files, ", ") or "any ssh_config (none was read)")
+    end
+    return nil, cerr, ccode
+  end
   local t = setmetatable({ kind = "ssh", uri = "ssh://" .. session:uri(), remote_dir = opts.remote_dir or "/tmp/odp",
-    session = session, key = key, cache = {} }, Target)
+    session = session, key = key, settings = st, cache = {} }, Target)
   open_targets[key] = t
   return t
 end
@@ -121,6 +281,11 @@ function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
   if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  if opts.helper_args or opts.counters then
+    local err, code
+    prefix, err, code = shell.with_helper_args(method, prefix, opts.helper_args, opts.counters)
+    if not prefix and err then return nil, err, code end
+  end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix, exec = true })
   local r, err, code = self.session:exec(cmd, { timeout = opts.timeout, stdin = opts.stdin,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit })
@@ -139,7 +304,7 @@ end
 --- Raises a structured failure when a target cannot be opened (for scripts).
 function M.open(opts)
   local t, err, code = M.new(opts)
-  if not t then errors.fail(code or "ENODEV", err, 3) end
+  errors.check(t, err, code or "ENODEV")
   return t
 end
 

@@ -126,6 +126,7 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
         local rows, unit = etdump.ops(doc, { time_scale = "cycles" })
         rec.ops = json.array(rows)
         rec.ops_unit = unit
+        rec.ops_summary = etdump.ops_summary(doc, { time_scale = "cycles" })
       elseif ui then
         ui:warn("ETDump %s: %s", rec.artifacts.etdump, tostring(derr))
       end

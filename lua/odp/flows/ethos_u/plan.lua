@@ -142,7 +142,7 @@ local function parse_ranges(s)
   return out
 end
 
---- Half the cores (PROCEDURE.md's make -j$(($(nproc)/2))), at least 1.
+--- Half the cores (docs/sources.md §8: the vendor guide's make -j$(($(nproc)/2))), at least 1.
 function M.default_jobs()
   local r = proc.run { argv = { "nproc" }, timeout = 5 }
   local n = r and r.ok and tonumber(r.stdout:match("%d+")) or 2

@@ -1,0 +1,62 @@
+-- The whole-command overhead of the host flow on the real executor_runner against GNU time -v of the same
+-- command, and where odp's extra time goes (median of N, the two commands interleaved so machine load
+-- hits both alike).
+--   build/odp run bench/overhead_bench.lua [N]     (ODP_REAL_RUNNER: a real executor_runner)
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+local stats = require("odp.stats")
+
+local N = tonumber(arg[1]) or 31
+local root = require("odp.host").root
+local odp = require("odp.host").argv[0]
+local runner = os.getenv("ODP_REAL_RUNNER")
+if not runner or not sys.stat(runner) then print("skipped: set ODP_REAL_RUNNER to a real executor_runner") return end
+local model = root .. "/tests/fixtures/pte/add_arduino.pte"
+local tmp = os.tmpname()
+os.remove(tmp)
+assert(sys.mkdir_p(tmp))
+local empty = tmp .. "/empty.lua"
+assert(sys.write_file(empty, ""))
+
+local function wall(argv)
+  local t0 = sys.now()
+  local r = assert(proc.run { argv = argv, cwd = tmp }) -- the runner leaves model.etdump in its cwd
+  assert(r.ok, table.concat(argv, " ") .. " failed: " .. r.stderr)
+  return (sys.now() - t0) * 1000
+end
+local function median(f)
+  local xs = {}
+  for i = 1, N do xs[i] = f() end
+  return stats.percentile(xs, 50)
+end
+
+local run = { runner, "--model_path", model, "--num_executions", "10" }
+local gnu, mine = {}, {}
+for i = 1, N do
+  gnu[i] = wall { "/usr/bin/time", "-v", table.unpack(run) }
+  mine[i] = wall { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "-n", "10", "-q",
+    "--runs-dir", tmp .. "/runs" }
+end
+local g, o = stats.percentile(gnu, 50), stats.percentile(mine, 50)
+print(("whole command, -n 10 on add_arduino.pte: odp host flow %.1f ms, /usr/bin/time -v %.1f ms, ratio %.1fx")
+  :format(o, g, o / g))
+
+-- where it goes
+local host = require("odp.target.host").new()
+local parts = {
+  { "odp start + an empty script", median(function() return wall { odp, "run", empty } end) },
+  { "runner through odp-rusage (host exec)", median(function()
+    local t0 = sys.now(); assert(host:exec(run, { cwd = tmp })); return (sys.now() - t0) * 1000 end) },
+  { "runner bare (odp.proc.run)", median(function()
+    local t0 = sys.now(); assert(proc.run { argv = run, cwd = tmp }); return (sys.now() - t0) * 1000 end) },
+  { "sha256 of the runner (cached by size+mtime after a run's first)", median(function()
+    local t0 = sys.now(); sys.sha256_file(runner); return (sys.now() - t0) * 1000 end) },
+  { "one fsync'd atomic write (result.json, samples.csv)", median(function()
+    local t0 = sys.now(); sys.write_file(tmp .. "/x", "x"); return (sys.now() - t0) * 1000 end) },
+}
+local loads = tmp .. "/loads.lua"
+assert(sys.write_file(loads, 'require("odp.flows.executorch") require("odp.parse.executorch") require("odp.report")'))
+parts[#parts + 1] = { "loading the flow's Lua modules (dkjson, lpeg grammars)",
+  median(function() return wall { odp, "run", loads } end) - parts[1][2] }
+for _, p in ipairs(parts) do print(("  %-58s %6.2f ms"):format(p[1], p[2])) end
+os.execute("rm -rf '" .. tmp .. "'")

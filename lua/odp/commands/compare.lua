@@ -1,0 +1,85 @@
+--- odp compare A B: is B faster than A? (lua/odp/compare.lua does the work; this is the command line.)
+local cli = require("odp.cli")
+local compare = require("odp.compare")
+local errors = require("odp.errors")
+local report = require("odp.report")
+local sys = require("odp.sys")
+
+local M = { summary = "Compare two results (files, JSONL, runs/<id>/): B/A with 95% CIs, Mann-Whitney p, verdicts" }
+
+M.options = {
+  { "fail-if-slower", "Exit 1 when B's latency is slower than A's by more than PCT% with the whole 95% CI beyond it",
+    nil, "number", metavar = "PCT" },
+  { "force", "Compare records of different models", false, "bool" },
+  { "svg", "Also draw the ratios with their CI whiskers as an SVG", nil, "string", metavar = "FILE" },
+  { "resamples", "Bootstrap resamples", 2000, "posint" },
+  { "seed", "Bootstrap seed (the same inputs and seed give the same output)", 1, "int" },
+}
+
+local function pct(v) return v and ("%+.1f%%"):format((v - 1) * 100) or "-" end
+
+local function human(res)
+  local rows = {}
+  for _, r in ipairs(res.rows) do
+    local fmt = r.unit == "kB" and function(v) return v and ("%.0f"):format(v) or "-" end or report.duration
+    rows[#rows + 1] = { metric = r.metric, a = fmt(r.a.median), b = fmt(r.b.median),
+      n = ("%d/%d"):format(r.a.n, r.b.n), ratio = r.ratio and ("%.3f"):format(r.ratio) or "-", change = pct(r.ratio),
+      ci = r.ci95 and ("[%s, %s]"):format(pct(r.ci95[1]), pct(r.ci95[2])) or "-",
+      p = r.p and ("%.2g"):format(r.p) or "-", verdict = compare.VERDICT_TEXT[r.verdict] or r.verdict }
+  end
+  local out = { ("A: %s (%d record(s), %d process(es))"):format(res.a.path, res.a.records, res.a.processes),
+    ("B: %s (%d record(s), %d process(es))"):format(res.b.path, res.b.records, res.b.processes), "",
+    report.table(rows, { { key = "metric" }, { key = "a", title = "A median", align = "r" },
+      { key = "b", title = "B median", align = "r" }, { key = "n", title = "n A/B", align = "r" },
+      { key = "ratio", title = "B/A", align = "r" }, { key = "change", align = "r" },
+      { key = "ci", title = "95% CI of change", align = "r" }, { key = "p", title = "p", align = "r" },
+      { key = "verdict" } }) }
+  for _, n in ipairs(res.notes) do out[#out + 1] = "note: " .. n end
+  return table.concat(out, "\n") .. "\n"
+end
+
+local function svg(res)
+  local points = {}
+  for _, r in ipairs(res.rows) do
+    if r.ratio then
+      points[#points + 1] = { x = r.metric, y = r.ratio, lo = r.ci95 and r.ci95[1], hi = r.ci95 and r.ci95[2] }
+    end
+  end
+  return require("odp.plot").svg({ { name = "", points = points } }, { title = "B / A with 95% CIs",
+    xlabel = "metric", ylabel = "B / A (1 = no change; above 1: B slower or larger)", lines = false,
+    width = math.max(560, 110 * #points) })
+end
+
+function M.main(args)
+  local opts, rest = cli.parse(args, M.options, cli.global_options)
+  if opts.help or #rest ~= 2 then
+    print(cli.help("odp compare A B [--fail-if-slower PCT] [--force] [--svg FILE] [--format human|json]",
+      "Is B faster than A? A and B: a result file, a JSONL of records or a runs/<id>/ directory.",
+      M.options, cli.global_options))
+    return opts.help and 0 or 2
+  end
+  if opts.fail_if_slower and not (opts.fail_if_slower >= 0) then
+    errors.fail("EUSAGE", "--fail-if-slower must be a percentage >= 0", 2)
+  end
+  if opts.format == "csv" or opts.format == "jsonl" then
+    errors.fail("EUSAGE", "odp compare writes --format human or json", 2)
+  end
+  local A = compare.load(rest[1], "A")
+  local B = compare.load(rest[2], "B")
+  local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed })
+  for _, n in ipairs(res.notes) do if not opts.quiet then io.stderr:write("odp: ", n, "\n") end end
+  local text = opts.format == "json" and (require("odp.json").encode(res, { indent = true }) .. "\n") or human(res)
+  if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
+  if opts.svg then errors.check(sys.write_file(opts.svg, svg(res))) end
+  if opts.fail_if_slower then
+    local lat = res.rows[1]
+    if lat and lat.ci95 and lat.ci95[1] > 1 + opts.fail_if_slower / 100 then
+      io.stderr:write(("odp: B is slower than A by %s (95%% CI %s .. %s), beyond --fail-if-slower %g%%\n")
+        :format(pct(lat.ratio), pct(lat.ci95[1]), pct(lat.ci95[2]), opts.fail_if_slower))
+      return 1
+    end
+  end
+  return 0
+end
+
+return M

@@ -1,0 +1,269 @@
+--- Is B faster than A? Two sides, each a result file, a JSONL of records or a runs/<id>/ directory, compared
+-- metric by metric over their raw samples: medians, the ratio B/A with a percentile-bootstrap 95% CI (seeded:
+-- the same inputs give the same output), the Mann-Whitney p, and a verdict. Used by `odp compare`
+-- (lua/odp/commands/compare.lua); docs/SCRIPTING.md, "odp compare".
+local errors = require("odp.errors")
+local json = require("odp.json")
+local measure = require("odp.measure")
+local result = require("odp.result")
+local stats = require("odp.stats")
+local sys = require("odp.sys")
+
+local M = {}
+
+--- Samples a side needs on each side for a CI and a verdict (fewer: medians and ratio only).
+M.MIN_SAMPLES = 6
+--- p below which a CI beyond 1 is called a difference.
+M.ALPHA = 0.05
+
+local function bad(msg) errors.fail("EUSAGE", msg, 2) end
+
+local function dirname(p) return p:match("^(.*)/[^/]*$") or "." end
+
+-- The records in path: a runs/<id>/ directory (its result.json), a JSON record (or list), or JSONL.
+-- -> records, the directory a record's relative samples.csv may sit in, warnings
+local function read_records(path, label)
+  local st = sys.stat(path)
+  if not st then bad(("%s: cannot read '%s'"):format(label, path)) end
+  local warnings = {}
+  if st.type == "dir" then
+    if not sys.stat(path .. "/result.json") then
+      bad(("%s: %s has no result.json (not a runs/<id>/ directory)"):format(label, path))
+    end
+    path = path .. "/result.json"
+  end
+  local text = assert(sys.read_file(path))
+  local whole = result.decode(text)
+  if type(whole) == "table" then
+    return json.is_array(whole) and whole or { whole }, dirname(path), warnings
+  end
+  local records, lineno, lines = {}, 0, {}
+  for line in text:gmatch("[^\n]+") do lines[#lines + 1] = line end
+  for i, line in ipairs(lines) do
+    lineno = i
+    local rec, err = result.decode(line)
+    if type(rec) ~= "table" then
+      if i == #lines and text:sub(-1) ~= "\n" then
+        warnings[#warnings + 1] = ("%s: the last line of %s is cut off (a killed sweep?): left out"):format(label, path)
+      else
+        bad(("%s: %s line %d is not a record (%s)"):format(label, path, lineno, err or "not an object"))
+      end
+    else
+      records[#records + 1] = rec
+    end
+  end
+  if #records == 0 then bad(("%s: %s holds no record"):format(label, path)) end
+  return records, dirname(path), warnings
+end
+
+-- samples.csv of a record: where the record says, else beside the record file
+local function samples_of(rec, dir)
+  local tries = {}
+  local named = rec.artifacts and rec.artifacts.samples
+  if type(named) == "string" then
+    tries[#tries + 1] = named
+    tries[#tries + 1] = dir .. "/" .. named:match("[^/]+$")
+  end
+  tries[#tries + 1] = dir .. "/samples.csv"
+  for _, p in ipairs(tries) do
+    if sys.stat(p) then
+      local groups, err = measure.read_samples(p)
+      if not groups then bad(err) end
+      return groups, p
+    end
+  end
+end
+
+-- per-operator raw samples from the record's ETDump (when the file is still there), else nil
+local function op_samples(rec)
+  local path = rec.artifacts and rec.artifacts.etdump
+  if type(path) ~= "string" or not sys.stat(path) then return nil end
+  local ok, etdump = pcall(require, "odp.etdump")
+  if not ok then return nil end
+  local doc = etdump.read(path)
+  if not doc then return nil end
+  local out, seen = {}, {}
+  for _, row in ipairs(etdump.ops(doc, { samples = true })) do
+    if not row.framework then
+      local key = ("%s/%s"):format(row.block, row.name)
+      seen[key] = (seen[key] or 0) + 1
+      if seen[key] > 1 then key = key .. "#" .. seen[key] end
+      out[#out + 1] = { key = key, samples = row.samples }
+    end
+  end
+  return out
+end
+
+--- Loads one side. label: "A" or "B" (for messages). Failed records, files without samples and cut lines
+--- are one-line usage errors (exit 2) or warnings, never compared. -> side {path, records, groups (latency
+--- per process), rss, load, ops = {{key, samples}}, model, device, device_state, warnings, samples_files}
+function M.load(path, label)
+  local records, dir, warnings = read_records(path, label)
+  local side = { path = path, label = label, records = {}, groups = {}, rss = {}, load = {}, warnings = warnings,
+    samples_files = {} }
+  local failed = {}
+  for i, rec in ipairs(records) do
+    if rec.ok == false then
+      failed[#failed + 1] = ("record %d (%s)"):format(i, rec.error and (rec.error.code .. ": " .. tostring(rec.error.message)) or "failed")
+    elseif type(rec.latency_ms) ~= "table" and type(rec.schema) ~= "string" then
+      bad(("%s: %s record %d is not an odp result record"):format(label, path, i))
+    else
+      side.records[#side.records + 1] = rec
+    end
+  end
+  if #side.records == 0 then
+    bad(("%s: %s holds only failed runs (%s): nothing was measured"):format(label, path, failed[1]))
+  elseif #failed > 0 then
+    warnings[#warnings + 1] = ("%s: %d failed record(s) in %s left out, e.g. %s"):format(label, #failed, path, failed[1])
+  end
+  local ops_by_key, op_order, ops_complete = {}, {}, true
+  for _, rec in ipairs(side.records) do
+    local groups, file = samples_of(rec, dir)
+    if groups then
+      side.samples_files[#side.samples_files + 1] = file
+      for _, g in ipairs(groups) do side.groups[#side.groups + 1] = g end
+    end
+    if type(rec.peak_rss_kb) == "number" then side.rss[#side.rss + 1] = rec.peak_rss_kb end
+    if type(rec.load_ms) == "number" then side.load[#side.load + 1] = rec.load_ms end
+    local ops = op_samples(rec)
+    if ops then
+      for _, op in ipairs(ops) do
+        if not ops_by_key[op.key] then ops_by_key[op.key] = {}; op_order[#op_order + 1] = op.key end
+        table.move(op.samples, 1, #op.samples, #ops_by_key[op.key] + 1, ops_by_key[op.key])
+      end
+    elseif rec.ops and #rec.ops > 0 then
+      ops_complete = false
+    end
+  end
+  if #side.groups == 0 then
+    bad(("%s: %s has no latency samples (no samples.csv beside it or where artifacts.samples says): "
+      .. "compare runs/<id>/ directories or records of odp runs that kept theirs"):format(label, path))
+  end
+  side.ops = {}
+  for _, k in ipairs(op_order) do side.ops[#side.ops + 1] = { key = k, samples = ops_by_key[k] } end
+  if not ops_complete and #side.ops == 0 then
+    warnings[#warnings + 1] = ("%s: the operator table has no raw samples (its ETDump is gone): operators not compared"):format(label)
+  end
+  local first = side.records[1]
+  side.model = first.model
+  side.device = first.device or first.target
+  side.target = first.target
+  side.device_state = first.device_state
+  for _, rec in ipairs(side.records) do
+    if rec.model and first.model and rec.model.sha256 ~= first.model.sha256 then
+      bad(("%s: %s mixes records of different models (%s, %s)"):format(label, path, first.model.path, rec.model.path))
+    end
+  end
+  return side
+end
+
+-- What of a device_state says how the device was set up (not the moment's readings: before/after hold
+-- temperatures and load, which differ on every run), with the CPU governors taken from `before`.
+local function setup_of(state)
+  local out = {}
+  for k, v in pairs(state) do
+    if k ~= "before" and k ~= "after" and k ~= "missing" then out[k] = v end
+  end
+  local govs = {}
+  for _, c in ipairs(type(state.before) == "table" and state.before.cpus or {}) do
+    if c.governor then govs[#govs + 1] = ("%s:%s"):format(tostring(c.cpu), c.governor) end
+  end
+  if #govs > 0 then out.governors = table.concat(govs, ",") end
+  return out
+end
+
+-- The setup keys in which two device_state tables differ, for the note.
+local function state_diff(a, b)
+  a, b = setup_of(a), setup_of(b)
+  local keys, seen = {}, {}
+  for _, t in ipairs { a, b } do
+    for k in pairs(t) do
+      if not seen[k] then
+        seen[k] = true
+        if json.encode(a[k]) ~= json.encode(b[k]) then keys[#keys + 1] = tostring(k) end
+      end
+    end
+  end
+  table.sort(keys)
+  return keys
+end
+
+--- One row: medians of a and b, ratio B/A, its bootstrap CI and the Mann-Whitney p, and the verdict
+--- ("faster"|"slower"|"same"|"too few samples"; for kind "memory": "smaller"|"larger").
+function M.row(metric, unit, a, b, opts)
+  opts = opts or {}
+  local r = { metric = metric, unit = unit, a = { n = #a, median = stats.percentile(a, 50) },
+    b = { n = #b, median = stats.percentile(b, 50) } }
+  if r.a.median and r.a.median ~= 0 then r.ratio = r.b.median / r.a.median end
+  if #a < M.MIN_SAMPLES or #b < M.MIN_SAMPLES or not r.ratio then
+    r.verdict = "too few samples"
+    return r
+  end
+  local _, lo, hi = stats.bootstrap_ratio(a, b, { resamples = opts.resamples, seed = opts.seed })
+  local _, p = stats.mann_whitney(a, b)
+  r.ci95, r.p = json.array { lo, hi }, p
+  local less, more = "faster", "slower"
+  if opts.kind == "memory" then less, more = "smaller", "larger" end
+  if p < M.ALPHA and hi < 1 then r.verdict = less
+  elseif p < M.ALPHA and lo > 1 then r.verdict = more
+  else r.verdict = "same" end
+  return r
+end
+
+--- Compares two loaded sides. opts: force (different models), resamples, seed. -> {a, b, rows, notes}
+function M.compare(A, B, opts)
+  opts = opts or {}
+  local notes = {}
+  for _, w in ipairs(A.warnings) do notes[#notes + 1] = w end
+  for _, w in ipairs(B.warnings) do notes[#notes + 1] = w end
+  local ma, mb = A.model or {}, B.model or {}
+  if ma.sha256 ~= mb.sha256 then
+    local msg = ("A and B measured different models (%s sha256 %s, %s sha256 %s)"):format(tostring(ma.path),
+      tostring(ma.sha256):sub(1, 12), tostring(mb.path), tostring(mb.sha256):sub(1, 12))
+    if not opts.force then bad(msg .. ": --force to compare them anyway") end
+    notes[#notes + 1] = msg
+  end
+  if A.device ~= B.device or A.target ~= B.target then
+    notes[#notes + 1] = ("measured on different devices: A on %s (%s), B on %s (%s)"):format(tostring(A.device),
+      tostring(A.target), tostring(B.device), tostring(B.target))
+  end
+  if type(A.device_state) == "table" and type(B.device_state) == "table" then
+    local diff = state_diff(A.device_state, B.device_state)
+    if #diff > 0 then notes[#notes + 1] = "device states differ in: " .. table.concat(diff, ", ") end
+  elseif (A.device_state == nil) ~= (B.device_state == nil) then
+    notes[#notes + 1] = "only one side recorded its device state: cannot tell whether they differ"
+  end
+  local rows = json.array()
+  local o = { resamples = opts.resamples, seed = opts.seed }
+  local function add(r) if r.a.n > 0 and r.b.n > 0 then rows[#rows + 1] = r end end
+  add(M.row("latency", "ms", measure.flatten(A.groups), measure.flatten(B.groups), o))
+  local function split(groups)
+    local first, warm = {}, {}
+    for _, g in ipairs(groups) do
+      if #g > 0 then first[#first + 1] = g[1] end
+      table.move(g, 2, #g, #warm + 1, warm)
+    end
+    return first, warm
+  end
+  local fa, wa = split(A.groups)
+  local fb, wb = split(B.groups)
+  add(M.row("warm latency", "ms", wa, wb, o))
+  add(M.row("first iteration", "ms", fa, fb, o))
+  add(M.row("model load", "ms", A.load, B.load, o))
+  add(M.row("peak RSS", "kB", A.rss, B.rss, { resamples = o.resamples, seed = o.seed, kind = "memory" }))
+  local bops = {}
+  for _, op in ipairs(B.ops) do bops[op.key] = op.samples end
+  for _, op in ipairs(A.ops) do
+    if bops[op.key] then add(M.row("op " .. op.key, "ms", op.samples, bops[op.key], o)) end
+  end
+  local function side_info(s)
+    return { path = s.path, records = #s.records, processes = #s.groups, model = s.model, device = s.device,
+      target = s.target, samples = json.array(s.samples_files) }
+  end
+  return { a = side_info(A), b = side_info(B), rows = rows, notes = json.array(notes) }
+end
+
+--- The words a verdict is shown with.
+M.VERDICT_TEXT = { same = "no difference within noise" }
+
+return M

@@ -1,0 +1,358 @@
+--- How many runner processes a measurement takes, and what their samples say: the stopping rules
+-- (--repeat, --min-time, --max-time, --min-samples, --target-ci), the latency block's statistics (ci95, cv,
+-- first_ms, warm, drift) and runs/<id>/samples.csv. Used by the executorch flow's run loop; written against
+-- plain lists of samples, so another flow can use it too (docs/SCRIPTING.md, "Stopping rules").
+local errors = require("odp.errors")
+local json = require("odp.json")
+local stats = require("odp.stats")
+local sys = require("odp.sys")
+
+local M = {}
+
+--- The options of the stopping rules (cli option entries).
+M.options = {
+  { "repeat", "Measured runner processes, exactly (the default, 1, when no other rule is given)", nil, "posint" },
+  { "min-samples", "Keep starting runner processes until at least N iterations are measured", nil, "posint" },
+  { "min-time", "Keep starting runner processes until at least S seconds of measuring", nil, "number",
+    metavar = "S" },
+  { "max-time", "Start no runner process after S seconds (default 120 with --target-ci)", nil, "number",
+    metavar = "S" },
+  { "target-ci", "Keep going until the 95% CI of the median latency is within +-PCT% of it", nil, "number",
+    metavar = "PCT" },
+  { "sustained", "Run back to back for MIN minutes; report p50/p90 per minute (throttling over time)", nil,
+    "number", metavar = "MIN" },
+  { "cooldown", "Pause S seconds between measured runner processes", nil, "number", metavar = "S" },
+  { "cool-to", "Before each measured process, wait until every temperature the target exposes is <= C", nil,
+    "number", metavar = "C" },
+  { "cool-timeout", "Longest wait for --cool-to (then measure anyway, with a warning)", 300, "number",
+    metavar = "S" },
+}
+
+--- The default cap of a --target-ci run without --max-time, in seconds.
+M.DEFAULT_MAX_TIME = 120
+
+local function usage(msg) errors.fail("EUSAGE", msg, 2) end
+
+--- Checks the options (usage errors exit 2). opts: the parsed options (keys with underscores).
+function M.validate(o)
+  if o.target_ci ~= nil and not (o.target_ci > 0 and o.target_ci < 100) then
+    usage(("--target-ci must be a positive percentage below 100 (2 means +-2%% of the median), got %s")
+      :format(o.target_ci))
+  end
+  if o.min_time ~= nil and o.min_time < 0 then usage("--min-time must be >= 0") end
+  if o.max_time ~= nil and o.max_time <= 0 then usage("--max-time must be > 0") end
+  if o.min_time and o.max_time and o.min_time > o.max_time then
+    usage(("--min-time %s is larger than --max-time %s"):format(o.min_time, o.max_time))
+  end
+  local adaptive = o.min_time or o.max_time or o.min_samples or o.target_ci
+  if o["repeat"] and adaptive then
+    usage("--repeat runs exactly N processes: drop it to use --min-time/--max-time/--min-samples/--target-ci")
+  end
+  if o.sustained ~= nil then
+    if not (o.sustained > 0) then usage("--sustained must be a positive number of minutes") end
+    if o["repeat"] or adaptive then
+      usage("--sustained runs for MIN minutes: drop --repeat/--min-time/--max-time/--min-samples/--target-ci")
+    end
+  end
+  if o.cooldown ~= nil and not (o.cooldown >= 0) then usage("--cooldown must be >= 0 seconds") end
+  if o.cool_timeout ~= nil and not (o.cool_timeout > 0) then usage("--cool-timeout must be > 0 seconds") end
+end
+
+--- Half-width of the median's 95% CI in % of the median (the larger side); nil when the CI cannot be had yet.
+---@param samples number[]
+---@return number|nil
+function M.ci_pct(samples)
+  local lo, hi = stats.median_ci(samples)
+  if not lo then return nil end
+  local med = stats.percentile(samples, 50)
+  if med == 0 then return nil end
+  return math.max(med - lo, hi - med) / math.abs(med) * 100
+end
+
+--- The number of measured processes when the options fix it (--repeat, or no rule: 1), else nil.
+function M.fixed_count(o)
+  if o.min_time or o.max_time or o.min_samples or o.target_ci or o.sustained then return nil end
+  return o["repeat"] or 1
+end
+
+local Stopper = {}
+Stopper.__index = Stopper
+
+--- A stopping rule for options o. s:done(processes, samples) after each measured process says whether to
+--- stop; then s.stop is the record's `stop` field and s.warning a line to warn with (or nil).
+function M.stopper(o)
+  local s = setmetatable({ o = o, t0 = sys.now(), first_true = {}, starts = {} }, Stopper)
+  s.fixed = M.fixed_count(o) ~= nil
+  s.max_time = o.max_time or (o.target_ci and M.DEFAULT_MAX_TIME) or nil
+  return s
+end
+
+--- Notes that a measured process starts now (its offset from the first feeds the per-minute table).
+function Stopper:begin()
+  self.starts[#self.starts + 1] = sys.now() - self.t0
+end
+
+--- The number of processes when it is known up front (--repeat or no rule), else nil.
+function Stopper:count()
+  return M.fixed_count(self.o)
+end
+
+---@param k integer processes measured so far
+---@param samples number[] every sample so far
+---@return boolean stop
+function Stopper:done(k, samples)
+  local o, elapsed = self.o, sys.now() - self.t0
+  local function finish(rule, met, ci_pct)
+    self.stop = { rule = rule, met = met, processes = k, seconds = elapsed, samples = #samples,
+      target_ci = o.target_ci, ci_pct = ci_pct }
+    return true
+  end
+  if self.fixed then
+    if k >= self:count() then return finish("repeat", true) end
+    return false
+  end
+  if o.sustained then
+    if elapsed >= o.sustained * 60 then return finish("sustained", true) end
+    return false
+  end
+  local ci_pct = o.target_ci and M.ci_pct(samples)
+  local conds = {
+    min_samples = #samples >= (o.min_samples or 1),
+    min_time = elapsed >= (o.min_time or 0),
+    target_ci = not o.target_ci or (ci_pct ~= nil and ci_pct <= o.target_ci),
+  }
+  for name, ok in pairs(conds) do
+    if ok and not self.first_true[name] then self.first_true[name] = k end
+  end
+  if conds.min_samples and conds.min_time and conds.target_ci then
+    -- the rule named is the one met last (with --target-ci: that one)
+    local rule = "target_ci"
+    if not o.target_ci then
+      local by_time = o.min_time and (not o.min_samples or self.first_true.min_time >= self.first_true.min_samples)
+      rule = by_time and "min_time" or "min_samples"
+    end
+    return finish(rule, true, ci_pct)
+  end
+  if self.max_time and elapsed >= self.max_time then
+    local missing = {}
+    if not conds.min_samples then missing[#missing + 1] = ("%d of --min-samples %d iterations"):format(#samples, o.min_samples) end
+    if not conds.target_ci then
+      missing[#missing + 1] = ci_pct and ("95%% CI of the median +-%.2g%%, not the +-%g%% of --target-ci"):format(ci_pct, o.target_ci)
+        or ("too few iterations (%d) for a 95%% CI of the median"):format(#samples)
+    end
+    self.warning = ("stopped at --max-time %gs after %d process(es): %s"):format(self.max_time, k, table.concat(missing, "; "))
+    return finish("max_time", #missing == 0, ci_pct)
+  end
+  return false
+end
+
+--- Per-process samples from what the runner processes printed. runs[i].parsed is the parsed log of
+--- process i (odp.parse.executorch); n the --num-executions asked. -> {groups = {{ms...} per process},
+--- source = "log", total = ms the runners reported, per_iteration = true|false, warning = string?}, or nil
+--- when the logs have no timing lines.
+function M.log_groups(runs, n)
+  local have_iter, have_total = true, true
+  for _, x in ipairs(runs) do
+    if #(x.parsed.iterations_ms or {}) == 0 then have_iter = false end
+    if not x.parsed.total_ms then have_total = false end
+  end
+  local g = { groups = {}, source = "log", total = 0 }
+  if have_iter then
+    g.per_iteration = true
+    for i, x in ipairs(runs) do
+      g.groups[i] = table.move(x.parsed.iterations_ms, 1, #x.parsed.iterations_ms, 1, {})
+      g.total = g.total + (x.parsed.total_ms or 0)
+    end
+    return g
+  elseif have_total then
+    -- only the total per process: each process contributes its mean
+    g.per_iteration = false
+    for i, x in ipairs(runs) do
+      local k = x.parsed.num_executions or n
+      g.groups[i] = k > 0 and { x.parsed.total_ms / k } or {}
+      g.total = g.total + x.parsed.total_ms
+    end
+    g.warning = "the runner printed only its total time, not per-iteration lines: percentiles are over per-process means"
+    return g
+  end
+end
+
+--- Every sample of groups in time order.
+function M.flatten(groups)
+  local all = {}
+  for _, g in ipairs(groups) do table.move(g, 1, #g, #all + 1, all) end
+  return all
+end
+
+--- Drift between the first and the last third of samples (in time order): {pct = how much slower the last
+--- third's median is, p = Mann-Whitney's two-sided p}; nil under 9 samples.
+function M.drift(samples)
+  local n = #samples
+  if n < 9 then return nil end
+  local third = n // 3
+  local first = table.move(samples, 1, third, 1, {})
+  local last = table.move(samples, n - third + 1, n, 1, {})
+  local m1, m3 = stats.percentile(first, 50), stats.percentile(last, 50)
+  if m1 == 0 then return nil end
+  local _, p = stats.mann_whitney(first, last)
+  return { pct = (m3 / m1 - 1) * 100, p = p }
+end
+
+-- The confidence, spread and drift fields of a latency block over samples (in time order).
+local function add_confidence(block, samples)
+  local lo, hi = stats.median_ci(samples)
+  if lo then block.ci95 = json.array { lo, hi } end
+  block.cv = stats.cv(samples)
+  return block
+end
+
+--- The record's latency_ms from per-process groups: the summary over every sample (mean, p50, ... keep
+--- their meaning: all iterations), its ci95 and cv; with per-iteration groups also first_ms (each process's
+--- first iteration) and warm (the same over the rest); drift. warnings: a list warnings are added to.
+---@param g {groups: number[][], source: string, total: number?, per_iteration: boolean?}
+---@param warnings string[]
+---@return table latency_ms
+function M.latency(g, warnings)
+  local all = M.flatten(g.groups)
+  local block = require("odp.result").latency(all, g.source, g.total)
+  add_confidence(block, all)
+  if g.per_iteration then
+    local first, warm = json.array(), {}
+    for _, grp in ipairs(g.groups) do
+      if #grp > 0 then first[#first + 1] = grp[1] end
+      table.move(grp, 2, #grp, #warm + 1, warm)
+    end
+    block.first_ms = first
+    if #warm > 0 then block.warm = add_confidence(stats.summary(warm), warm) end
+  end
+  local drift = M.drift(all)
+  if drift then
+    block.drift = drift
+    if drift.p < 0.01 and drift.pct > 5 then
+      warnings[#warnings + 1] = ("drift: the last third of the iterations is %.1f%% slower than the first " ..
+        "(Mann-Whitney p = %.2g): throttling or background load? (--cooldown, --cool-to)"):format(drift.pct, drift.p)
+    end
+  end
+  return block
+end
+
+--- p50/p90 per minute of a sustained run: each process's samples count in the minute it started in
+--- (starts: its offset in seconds). -> json array of {minute (from 1), processes, n, p10, p50, p90}
+function M.per_minute(groups, starts)
+  local minutes = {}
+  for i, g in ipairs(groups) do
+    local m = math.floor((starts[i] or 0) / 60) + 1
+    minutes[m] = minutes[m] or { samples = {}, processes = 0 }
+    minutes[m].processes = minutes[m].processes + 1
+    table.move(g, 1, #g, #minutes[m].samples + 1, minutes[m].samples)
+  end
+  local out = json.array()
+  for m = 1, #starts > 0 and math.floor(starts[#starts] / 60) + 1 or 0 do
+    local x = minutes[m]
+    if x and #x.samples > 0 then
+      out[#out + 1] = { minute = m, processes = x.processes, n = #x.samples, p10 = stats.percentile(x.samples, 10),
+        p50 = stats.percentile(x.samples, 50), p90 = stats.percentile(x.samples, 90) }
+    end
+  end
+  return out
+end
+
+--- Writes the per-minute rows as JSONL, one record per minute ({ok, kind = "sustained_minute", params =
+--- {minute}, latency_ms = {n, p10, p50, p90}}), so that `odp plot FILE --x minute --y latency_ms.p50` draws
+--- them (p10..p90 bars).
+function M.write_per_minute(path, rows)
+  local lines = {}
+  for i, row in ipairs(rows) do
+    lines[i] = json.encode({ ok = true, kind = "sustained_minute", params = { minute = row.minute },
+      latency_ms = { n = row.n, p10 = row.p10, p50 = row.p50, p90 = row.p90 } })
+  end
+  return sys.write_file(path, table.concat(lines, "\n") .. "\n")
+end
+
+local Cooler = {}
+Cooler.__index = Cooler
+
+--- The pause and the thermal wait before each measured process (--cooldown, --cool-to, --cool-timeout);
+--- nil when neither is asked. opts.root: the thermal class directory (tests). After the run, c.log is the
+--- record's `thermal` list ({process, waited_s, before_c, after_c}: the hottest temperature before the
+--- process (after any wait) and after it) and c.warnings what to warn about.
+function M.cooler(o, target, ui, opts)
+  if not (o.cooldown or o.cool_to) then return nil end
+  return setmetatable({ o = o, target = target, ui = ui, root = opts and opts.root, log = json.array(),
+    warnings = {} }, Cooler)
+end
+
+function Cooler:temperature()
+  return require("odp.thermal").hottest(require("odp.thermal").read(self.target, self.root))
+end
+
+--- Before measured process k.
+function Cooler:before(k)
+  local o = self.o
+  local entry = { process = k, waited_s = 0.0 }
+  local t0 = sys.now()
+  if o.cooldown and k > 1 then errors.check(sys.sleep(o.cooldown)) end
+  if o.cool_to and not self.no_zones then
+    local hot, name = self:temperature()
+    if not hot then
+      self.no_zones = true
+      self.warnings[#self.warnings + 1] = ("--cool-to %g: no thermal zones on this target (%s): not waiting")
+        :format(o.cool_to, self.target.uri or self.target.kind)
+    else
+      local deadline = sys.now() + o.cool_timeout
+      while hot > o.cool_to and sys.now() < deadline do
+        if self.ui and not self.ui.quiet then
+          self.ui:info("cooling: %s at %.1f C, waiting for %g C", name, hot, o.cool_to)
+        end
+        errors.check(sys.sleep(math.min(1, math.max(0.05, deadline - sys.now()))))
+        hot, name = self:temperature()
+      end
+      if hot and hot > o.cool_to then
+        self.warnings[#self.warnings + 1] = ("process %d: %s still at %.1f C after --cool-timeout %gs: measured anyway")
+          :format(k, name, hot, o.cool_timeout)
+      end
+      entry.before_c = hot
+    end
+  end
+  entry.waited_s = sys.now() - t0
+  self.log[k] = entry
+end
+
+--- After measured process k.
+function Cooler:after(k)
+  if self.o.cool_to and not self.no_zones then self.log[k].after_c = self:temperature() end
+end
+
+--- Writes groups as CSV (process, iteration, ms: one row per sample, processes and iterations from 1).
+function M.write_samples(path, groups)
+  local out = { "process,iteration,ms" }
+  for p, grp in ipairs(groups) do
+    for i, v in ipairs(grp) do out[#out + 1] = ("%d,%d,%.17g"):format(p, i, v) end
+  end
+  return sys.write_file(path, table.concat(out, "\n") .. "\n")
+end
+
+--- Reads a samples.csv back -> groups (per process, in order) | nil, err.
+function M.read_samples(path)
+  local text, err = sys.read_file(path)
+  if not text then return nil, err end
+  local groups = {}
+  local first = true
+  for line in text:gmatch("[^\n]+") do
+    if first then
+      first = false
+      if line ~= "process,iteration,ms" then return nil, ("%s: not a samples.csv (header '%s')"):format(path, line) end
+    else
+      local p, _, ms = line:match("^(%d+),(%d+),([^,]+)$")
+      local v = tonumber(ms)
+      if not p or not v or v ~= v then return nil, ("%s: bad line '%s'"):format(path, line) end
+      p = tonumber(p)
+      if p > #groups + 1 or p < #groups then return nil, ("%s: process %d out of order"):format(path, p) end
+      groups[p] = groups[p] or {}
+      table.insert(groups[p], v)
+    end
+  end
+  return groups
+end
+
+return M

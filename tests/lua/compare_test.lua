@@ -1,0 +1,177 @@
+-- odp compare: synthetic runs/<id>/ directories with known samples (SciPy is the oracle of the p-value),
+-- bad inputs, and two real runs of the real executor_runner.
+local T = require("t")
+local json = require("odp.json")
+local proc = require("odp.proc")
+local result = require("odp.result")
+local measure = require("odp.measure")
+local stats = require("odp.stats")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local add = root .. "/tests/fixtures/pte/add_arduino.pte"
+
+-- a runs/<id>/ directory holding a record and its samples.csv: processes of n iterations around `ms`
+local function run_dir(base, name, ms, opts)
+  opts = opts or {}
+  local dir = base .. "/" .. name
+  os.execute("mkdir -p '" .. dir .. "'")
+  math.randomseed(opts.seed or 1)
+  local groups = {}
+  for p = 1, opts.processes or 5 do
+    local g = { ms * 3 }
+    for i = 2, opts.n or 40 do g[i] = ms * (1 + (math.random() - 0.5) * 0.04) end
+    groups[p] = g
+  end
+  assert(measure.write_samples(dir .. "/samples.csv", groups))
+  local rec = result.new { flow = "executorch", device = opts.device or "host", target = opts.target or "local://x" }
+  rec.ok = opts.ok ~= false
+  if not rec.ok then result.fail(rec, "EIO", "runner exited with status 1") end
+  rec.model = { path = opts.model or "m.pte", sha256 = opts.sha or "aa11", bytes = 10 }
+  rec.latency_ms = measure.latency({ groups = groups, source = "log", per_iteration = true }, {})
+  rec.peak_rss_kb = opts.rss or 4000
+  rec.device_state = opts.state
+  rec.artifacts = { run_dir = dir, samples = dir .. "/samples.csv" }
+  assert(result.save(rec, dir))
+  return dir, groups
+end
+
+local function compare(args)
+  local argv = { odp, "compare" }
+  table.move(args, 1, #args, #argv + 1, argv)
+  argv.timeout = 120
+  return assert(proc.run(argv))
+end
+
+local base = T.tmpdir()
+local A, ga = run_dir(base, "a", 10.0)
+local B, gb = run_dir(base, "b", 11.0, { seed = 2 })
+local A2 = run_dir(base, "a2", 10.0, { seed = 3 })
+
+T.test("B 10% slower: ratio, CI around it, verdict slower; p is SciPy's; fixed seed, same output", function()
+  local r = compare { A, B, "--format", "json" }
+  T.eq(r.status, 0, r.stderr)
+  local res = assert(json.decode(r.stdout))
+  local lat = res.rows[1]
+  T.eq(lat.metric, "latency"); T.eq(lat.verdict, "slower")
+  T.eq(lat.a.n, 200); T.eq(lat.b.n, 200)
+  local all_a, all_b = measure.flatten(ga), measure.flatten(gb)
+  T.eq(lat.ratio, stats.percentile(all_b, 50) / stats.percentile(all_a, 50))
+  T.ok(lat.ci95[1] < lat.ratio and lat.ratio < lat.ci95[2], "the ratio is inside its CI")
+  T.ok(lat.ci95[1] > 1.08 and lat.ci95[2] < 1.12, ("CI [%g, %g] around 1.10"):format(lat.ci95[1], lat.ci95[2]))
+  local py = assert(proc.run { "/usr/bin/python3", "-c", "import json,sys\nimport scipy.stats as st\nd=json.load(sys.stdin)\n"
+    .. "print(json.dumps(st.mannwhitneyu(d[0], d[1], method='asymptotic').pvalue))",
+    stdin = json.encode { all_a, all_b }, timeout = 60 })
+  if py.status == 0 then
+    local want = assert(json.decode(py.stdout))
+    T.near(lat.p, want, math.max(want * 1e-6, 1e-300), "p against SciPy")
+  else
+    T.ok(lat.p < 1e-6, "p")
+  end
+  T.eq(res.rows[3].metric, "first iteration"); T.eq(res.rows[3].a.n, 5)
+  T.eq(compare { A, B, "--format", "json" }.stdout, r.stdout, "the same inputs give the same output")
+  local other = compare { A, B, "--format", "json", "--seed", "9" }
+  T.ok(other.stdout ~= r.stdout, "another seed, another resampling")
+end)
+
+T.test("A against A measured again: no difference within noise; human table lines up", function()
+  local r = compare { A, A2 }
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, "latency .- no difference within noise")
+  local widths = {}
+  for line in r.stdout:gmatch("[^\n]+") do
+    if line:match("^metric") or line:match("^latency") or line:match("^peak RSS") then widths[#widths + 1] = #line end
+  end
+  T.eq(#widths, 3)
+  T.match(r.stdout, "peak RSS .- too few samples")
+end)
+
+T.test("--fail-if-slower: exit 1 only when the whole CI is beyond PCT", function()
+  local r = compare { A, B, "--fail-if-slower", "5" }
+  T.eq(r.status, 1)
+  T.match(r.stderr, "B is slower than A by %+%d+%.%d%% %(95%% CI %+%d+%.%d%% %.%. %+%d+%.%d%%%), beyond %-%-fail%-if%-slower 5%%")
+  T.eq(compare { A, B, "--fail-if-slower", "15" }.status, 0)
+  T.eq(compare { B, A, "--fail-if-slower", "0" }.status, 0, "B faster")
+end)
+
+T.test("different models: refused with one line, exit 2; --force compares and says so", function()
+  local C = run_dir(base, "c", 10.0, { sha = "bb22", model = "other.pte" })
+  local r = compare { A, C }
+  T.eq(r.status, 2); T.eq(select(2, r.stderr:gsub("\n", "")), 1, r.stderr)
+  T.match(r.stderr, "A and B measured different models %(m%.pte sha256 aa11, other%.pte sha256 bb22%): %-%-force")
+  r = compare { A, C, "--force" }
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, "note: A and B measured different models")
+end)
+
+T.test("different devices and device states are said; a missing device_state is handled", function()
+  local function state(gov, temp)
+    return { kernel = "6.6", cpus_used = "0-3", before = { cpus = { { cpu = 0, governor = gov } }, loadavg = temp },
+      after = { thermal = { { zone = "cpu", temp_c = temp } } } }
+  end
+  local D = run_dir(base, "d", 10.0, { device = "rpi5", target = "ssh://pi@rpi5:22", state = state("powersave", 40) })
+  local E = run_dir(base, "e", 10.0, { state = state("performance", 55) })
+  local F = run_dir(base, "f2", 10.0, { state = state("powersave", 61) })
+  local r = compare { A, D }
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stderr, "measured on different devices: A on host %(local://x%), B on rpi5")
+  T.match(r.stderr, "only one side recorded its device state")
+  r = compare { D, E, "--format", "json" }
+  local res = assert(json.decode(r.stdout))
+  T.match(table.concat(res.notes, "\n"), "device states differ in: governors$")
+  res = assert(json.decode(compare { D, F, "--format", "json" }.stdout))
+  T.ok(not table.concat(res.notes, "\n"):find("device states differ"), "temperatures and load are readings, not setup")
+end)
+
+T.test("bad input: a failed record, no samples, a cut JSONL line, not a record, a missing file", function()
+  local F = run_dir(base, "f", 10.0, { ok = false })
+  local r = compare { A, F }
+  T.eq(r.status, 2); T.match(r.stderr, "B: .- holds only failed runs %(record 1 %(EIO: runner exited with status 1%)%): nothing was measured")
+  -- a record whose samples.csv is gone
+  local G = run_dir(base, "g", 10.0)
+  os.remove(G .. "/samples.csv")
+  r = compare { A, G .. "/result.json" }
+  T.eq(r.status, 2); T.match(r.stderr, "B: .- has no latency samples")
+  T.eq(select(2, r.stderr:gsub("\n", "")), 1, r.stderr)
+  -- a sweep's JSONL killed mid-write: the cut last line is a warning, the rest is compared
+  local rec_b = assert(result.decode(T.read(B .. "/result.json")))
+  local jsonl = base .. "/sweep.jsonl"
+  T.write(jsonl, result.encode(rec_b) .. "\n" .. result.encode(rec_b):sub(1, 40))
+  r = compare { A, jsonl }
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stderr, "B: the last line of .-sweep%.jsonl is cut off %(a killed sweep%?%): left out")
+  T.write(base .. "/junk.jsonl", "{\"a\":1}\nnot json\n{\"b\":2}\n")
+  r = compare { A, base .. "/junk.jsonl" }
+  T.eq(r.status, 2); T.match(r.stderr, "line 2 is not a record")
+  r = compare { A, base .. "/nothing" }
+  T.eq(r.status, 2); T.match(r.stderr, "B: cannot read")
+  r = compare { A }
+  T.eq(r.status, 2)
+end)
+
+T.with_real_runner("real runner: two host runs compared end to end, with operators from the ETDumps and an SVG", function(runner)
+  local dir = T.tmpdir()
+  local dirs = {}
+  for i = 1, 2 do
+    local r = assert(proc.run { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", add, "-n", "10",
+      "--min-samples", "60", "--etdump", dir .. "/e" .. i .. ".etdump", "--runs-dir", dir .. "/runs" .. i,
+      "--format", "json", timeout = 120 })
+    T.eq(r.status, 0, r.stderr)
+    dirs[i] = assert(json.decode(r.stdout)).artifacts.run_dir
+  end
+  local r = compare { dirs[1], dirs[2], "--format", "json", "--svg", dir .. "/c.svg" }
+  T.eq(r.status, 0, r.stderr)
+  local res = assert(json.decode(r.stdout))
+  local names = {}
+  for _, row in ipairs(res.rows) do names[row.metric] = row end
+  T.ok(names.latency and names.latency.ci95, "latency with a CI")
+  T.eq(names.latency.a.n, 60)
+  T.ok(names["warm latency"] and names["first iteration"], "warm and first rows")
+  T.ok(names["op Execute/native_call_add.out"], "an operator row from the ETDumps")
+  local svg = T.read(dir .. "/c.svg")
+  T.match(svg, 'class="errorbar"')
+  local png = proc.run { "rsvg-convert", "-o", dir .. "/c.png", dir .. "/c.svg", timeout = 30 }
+  T.eq(png.status, 0, png.stderr)
+end)
+
+T.done()
