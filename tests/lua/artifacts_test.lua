@@ -33,7 +33,7 @@ T.test("base64_decode rejects bad length, characters and padding", function()
   T.match(select(2, A.base64_decode("ab!d")), "invalid character")
   T.match(select(2, A.base64_decode("a===")), "padding")
   T.eq(A.base64_decode("ab=d"), nil, "padding in the middle")
-  -- the C decoder alone (odp.sys, libcrypto's EVP decoder): whitespace ignored, padding checked
+  -- the C decoder alone (odp.sys): whitespace ignored, padding checked
   T.eq(sys.base64_decode("aGVs\nbG8=\n"), "hello")
   T.eq(sys.base64_decode("aGVsbG8"), nil, "missing padding")
   T.eq(sys.base64_decode("aG=sbG8="), nil, "'=' inside")

@@ -244,6 +244,19 @@ T.test("scripts/rpi5.lua: a preflight failure is one line, exit 3, before any up
   T.eq(r.status, 3); T.match(r.stderr, "%-%-accept%-new%-host%-key")
 end)
 
+T.test("scripts/rpi5.lua: validate needs no network; preflight is the step after it", function()
+  local script = dofile(T.root() .. "/scripts/rpi5.lua")
+  local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+  local ctx = { opts = { host = "odp@127.0.0.1", port = 1, runner = "/bin/true", model = model, warmup = 0,
+    timeout = 10, remote_dir = "/tmp/odp" }, args = {}, ui = require("odp.ui").new { quiet = true } }
+  local t0 = sys.now()
+  script.validate(ctx) -- port 1 refuses: validate must not have tried
+  T.eq(ctx.preflight, nil, "no preflight in validate")
+  T.ok(sys.now() - t0 < 5, "no connection attempt")
+  local ok, e = pcall(script.run, ctx)
+  T.eq(ok, false); T.eq(e.exit, 3, "the run's preflight step connects and fails: " .. tostring(e.message))
+end)
+
 t:close()
 T.raises(function() t.session:exec("true") end)
 srv:stop()

@@ -42,7 +42,7 @@ M.forms = {
 }
 
 --- Strict base64 (standard alphabet, padded): returns bytes or nil, reason. The reason is found here (for a
--- message that helps); the decoding is libcrypto's (odp.sys.base64_decode).
+-- message that helps); the decoding is odp's one decoder, in C (odp.sys.base64_decode).
 function M.base64_decode(s)
   if #s % 4 ~= 0 then return nil, ("length %d is not a multiple of 4 (truncated?)"):format(#s) end
   local pad = s:match("(=*)$")

@@ -82,18 +82,19 @@ function M.check(target, opts)
   return facts
 end
 
---- Wraps an executorch script declaration so that validate() opens the target (the session run() then reuses)
--- and runs the checks above before anything is uploaded.
+--- Wraps an executorch script declaration so that preflight is a step of its own: after validate (which needs
+-- no network and no hardware) and before the run, it opens the target (the session the run then reuses) and
+-- runs the checks above before anything is uploaded.
 function M.wrap(script, target_mod, device_path)
   local device = device_path and require("odp.device").load(device_path) or nil
-  local validate = script.validate
-  script.validate = function(ctx)
-    validate(ctx)
+  local run = script.run
+  script.run = function(ctx)
     local o = ctx.opts
     local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = o }))
     errors.check(target, err, code or "ENODEV")
     ctx.preflight = M.check(target, { runner = o.runner, model = o.model, data = o.data, device = device,
       remote_dir = target.remote_dir })
+    return run(ctx)
   end
   return script
 end
