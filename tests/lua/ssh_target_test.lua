@@ -198,8 +198,7 @@ local function preflight_failure(o)
   return e
 end
 
-local model = tmp .. "/m.pte"
-T.write(model, "\0\0\0\0ET12" .. string.rep("\0", 64))
+local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte" -- a real .pte: odp.pte checks all of it
 
 T.test("preflight passes for a matching runner and model", function()
   local facts = preflight.check(t, { runner = "/bin/true", model = model })
