@@ -154,7 +154,7 @@ T.test("exec with helper_args: the pushed odp-rusage pins the program (--cpus), 
   T.eq({ p, code }, { nil, "ENOTSUP" })
   T.match(err, "needs odp's odp%-rusage helper")
   T.eq(shell.with_helper_args("odp-rusage", "'/r/.odp/odp-rusage' --", { "--cpus", "0-3" }),
-    "'/r/.odp/odp-rusage' '--cpus' '0-3' --")
+    "'/r/.odp/odp-rusage' --cpus 0-3 --")
 end)
 
 T.test("device state over SSH: one command, the same snapshot as read here, of the recorded Pi 5 tree", function()

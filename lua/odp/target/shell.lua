@@ -7,11 +7,15 @@ local sys = require("odp.sys")
 
 local M = {}
 
---- Quotes one word for a POSIX shell (single quotes; a quote inside becomes '\'').
+--- Quotes one word for a POSIX shell: as it is when it holds only characters no shell treats specially (so
+-- printed commands read like typed ones), else in single quotes (a quote inside becomes '\''). odp's one
+-- shell quoting: targets, the Ethos-U flow's printed commands.
 ---@param s any
 ---@return string
 function M.quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+  s = tostring(s)
+  if s:match("^[%w%./_:=,+@%-]+$") then return s end
+  return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 local q = M.quote
 
