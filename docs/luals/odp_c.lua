@@ -70,7 +70,7 @@ function proc.run(spec) end
 
 ---@class odp.sys
 local sys = {}
----@return string hex
+---@return string|nil hex, string? err, odp.ECode? code  -- ENOTFOUND: libcrypto (opened on first use) is missing
 function sys.sha256(data) end
 ---@return string|nil hex, string? err, odp.ECode? code
 function sys.sha256_file(path) end
