@@ -52,11 +52,14 @@ end
 
 function M.main(args)
   local opts, rest = cli.parse(args, M.options, cli.global_options)
-  if opts.help or #rest ~= 2 then
+  if opts.help then
     print(cli.help("odp compare A B [--fail-if-slower PCT] [--force] [--svg FILE] [--format human|json]",
       "Is B faster than A? A and B: a result file, a JSONL of records or a runs/<id>/ directory.",
       M.options, cli.global_options))
-    return opts.help and 0 or 2
+    return 0
+  end
+  if #rest ~= 2 then
+    errors.fail("EUSAGE", ("compare takes two results, A and B, got %d (odp compare --help)"):format(#rest), 2)
   end
   if opts.fail_if_slower and not (opts.fail_if_slower >= 0) then
     errors.fail("EUSAGE", "--fail-if-slower must be a percentage >= 0", 2)
