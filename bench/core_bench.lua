@@ -1,13 +1,11 @@
--- Core benchmarks (not tests): odp's startup and spawn+rusage overhead against what users run today.
+-- Core benchmark (not a test): odp's spawn+rusage overhead against what users run today. Startup is
+-- bench/startup_bench.sh (hyperfine, callgrind).
 --   build/odp run bench/core_bench.lua [N]
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local stats = require("odp.stats")
 
 local N = tonumber(arg[1]) or 200
-local odp = require("odp.host").argv[0]
-local tmp = os.tmpname()
-assert(sys.write_file(tmp, ""))
 
 local function median_wall(argv)
   local samples = {}
@@ -20,11 +18,6 @@ local function median_wall(argv)
   return stats.summary(samples).p50
 end
 
-local lua_ms = median_wall({ "lua5.4", "-e", "" })
-local odp_ms = median_wall({ odp, "run", tmp })
-print(("startup   odp run <empty script> %7.3f ms   lua5.4 -e '' %7.3f ms   ratio %.2f  (goal: odp < 5 ms)")
-  :format(odp_ms, lua_ms, odp_ms / lua_ms))
-
 local inproc = {}
 for i = 1, N do
   local t0 = sys.now()
@@ -35,4 +28,3 @@ local spawn_ms = stats.summary(inproc).p50
 local gnu_ms = median_wall({ "/usr/bin/time", "-v", "true" })
 print(("spawn     odp.proc.run{'true'} %7.3f ms   /usr/bin/time -v true %7.3f ms   ratio %.2f")
   :format(spawn_ms, gnu_ms, gnu_ms / spawn_ms))
-os.remove(tmp)

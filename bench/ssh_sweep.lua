@@ -1,7 +1,9 @@
 -- Benchmark (run by bench/ssh_sweep.sh): a private sshd on 127.0.0.1 (tests/lib/sshd.lua).
 -- 1. A 20-point sweep (a runner + model pushed, then run with --num_executions = point) three ways:
 --    odp's ssh target (one session, hash-skip, odp-rusage) vs a shell loop of scp + ssh per point vs the
---    same loop with OpenSSH ControlMaster.  2. SFTP put/get of 256 MB: odp.ssh vs OpenSSH scp and sftp.
+--    same loop with OpenSSH ControlMaster.  2. The same sweep through a ProxyJump hop (a second sshd): odp
+--    (--host alias of an ssh_config whose Host has ProxyJump) vs OpenSSH's loop with ControlMaster and the same
+--    config.  3. SFTP put/get of 256 MB: odp.ssh vs OpenSSH scp and sftp.
 local sshd = require("sshd")
 local sys = require("odp.sys")
 local ssh = require("odp.ssh")
@@ -26,9 +28,9 @@ local dest = srv.user .. "@127.0.0.1"
 
 local function time(fn) local t = sys.now(); fn(); return sys.now() - t end
 
-local function odp_sweep()
-  local t = assert(target_ssh.new { host = dest, port = srv.port, identity = srv.identity,
-    known_hosts = srv.known_hosts, remote_dir = rdir .. "/odp" })
+local function odp_sweep(opts)
+  local t = assert(target_ssh.new(opts or { host = dest, port = srv.port, identity = srv.identity,
+    known_hosts = srv.known_hosts, remote_dir = rdir .. "/odp" }))
   assert(t:mkdir(t.remote_dir))
   for n = 1, POINTS do
     assert(t:push(dir .. "/runner", t.remote_dir .. "/runner", { mode = tonumber("755", 8) }))
@@ -61,6 +63,37 @@ print(("sweep, %d points (push runner 1 MB + model 4 MB, run):"):format(POINTS))
 print(("  odp (one session, hash-skip)    %7.2f s"):format(res.odp))
 print(("  scp + ssh per point             %7.2f s   odp is %.1fx faster (goal >= 5x)"):format(res.plain, res.plain / res.odp))
 print(("  same with ControlMaster         %7.2f s   odp is %.1fx faster (goal >= 1.5x)"):format(res.cm, res.cm / res.odp))
+
+-- the same sweep through a jump host: one ssh_config for odp and OpenSSH
+local jump = sshd.start()
+local cfg = dir .. "/ssh_config"
+local kh = dir .. "/known_hosts"
+sh(("cat %s %s > %s"):format(srv.known_hosts, jump.known_hosts, kh))
+local f = assert(io.open(cfg, "w"))
+f:write(("Host board\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  ProxyJump bastion\n" ..
+  "Host bastion\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n" ..
+  "Host *\n  UserKnownHostsFile %s\n  IdentitiesOnly yes\n  BatchMode yes\n")
+  :format(srv.port, srv.user, srv.identity, jump.port, jump.user, jump.identity, kh))
+f:close()
+res.odp_jump = time(function()
+  odp_sweep { host = "board", ssh_config = cfg, remote_dir = rdir .. "/odpjump" }
+end)
+local jcm = ("-F %s -o ControlMaster=auto -o ControlPath=%s/jcm-%%C -o ControlPersist=60"):format(cfg, dir)
+res.cm_jump = time(function()
+  local d = rdir .. "/jloop"
+  sh(("ssh %s board 'mkdir -p %s'"):format(jcm, d))
+  for n = 1, POINTS do
+    sh(("scp -q %s %s/runner %s/model.pte board:%s/"):format(jcm, dir, dir, d))
+    sh(("ssh %s board '/usr/bin/time -v %s/runner --model_path %s/model.pte --num_executions %d 2>/dev/null'")
+      :format(jcm, d, d, n))
+  end
+end)
+sh(("ssh %s -O exit board 2>/dev/null || true"):format(jcm))
+jump:stop()
+print(("through a ProxyJump hop, %d points:"):format(POINTS))
+print(("  odp (--host alias, ProxyJump)   %7.2f s"):format(res.odp_jump))
+print(("  OpenSSH loop, ControlMaster     %7.2f s   odp is %.1fx faster"):format(res.cm_jump,
+  res.cm_jump / res.odp_jump))
 
 -- transfers
 local big = dir .. "/big.bin"

@@ -38,7 +38,7 @@ end
 local flow
 if flow_path then
   local chunk, err = loadfile(flow_path)
-  if not chunk then errors.fail("EUSAGE", ("--flow %s: %s"):format(flow_path, err), 2) end
+  if not chunk then errors.fail("EUSAGE", "--flow: " .. err, 2) end -- Lua's message names the file
   flow = chunk()
   if type(flow) ~= "table" or type(flow.run) ~= "function" then
     errors.fail("EUSAGE", ("--flow %s is not a declared script (it must return {options, validate, run})")

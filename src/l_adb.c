@@ -92,8 +92,9 @@ static void on_event(void *ud, enum adb_event ev, uint64_t done, uint64_t total)
     }
 }
 
-static int connect_direct(lua_State *L, ldev *d, int tcp, const char *host, int port, const char *serial,
-                          event_ctx *ev, double deadline, double auth_timeout, odp_err *err)
+/* odp's own adb connection (USB, or TCP when tcp is set): CNXN, AUTH with the user's keys. */
+static int connect_direct(ldev *d, int tcp, const char *host, int port, const char *serial, event_ctx *ev,
+                          double deadline, double auth_timeout, odp_err *err)
 {
     struct adb_transport t;
     int rc;
@@ -129,7 +130,6 @@ static int connect_direct(lua_State *L, ldev *d, int tcp, const char *host, int 
     if (!d->c)
         return err->code;
     adb_conn_link(d->c, &d->link);
-    (void)L;
     return 0;
 }
 
@@ -192,7 +192,7 @@ static int l_connect(lua_State *L)
         snprintf(d->transport, sizeof d->transport, "server");
         snprintf(d->server, sizeof d->server, "tcp:%s:%d", a.host, a.port);
     } else if (rc == 0) {
-        rc = connect_direct(L, d, tcp, host, port, serial, &ev, deadline, auth_timeout, &err);
+        rc = connect_direct(d, tcp, host, port, serial, &ev, deadline, auth_timeout, &err);
         snprintf(d->transport, sizeof d->transport, "%s", tcp ? transport : "usb");
     }
     odp_luacb_release(&ev.cb);

@@ -3,7 +3,6 @@
 
 #include "l_probe.h"
 #include "l_util.h"
-#include "usb/usb.h"
 
 #define PROBE_MT "odp.probe.Probe"
 #define READ_MAX (64u << 20)
@@ -155,47 +154,18 @@ static int l_jlink_lib(lua_State *L)
     return 1;
 }
 
-static int push_usb(void *ctx, odp_usb_dev *d)
-{
-    lua_State *L = ctx;
-    lua_createtable(L, 0, 9);
-    lua_pushinteger(L, d->vid);
-    lua_setfield(L, -2, "vid");
-    lua_pushinteger(L, d->pid);
-    lua_setfield(L, -2, "pid");
-    lua_pushinteger(L, d->bus);
-    lua_setfield(L, -2, "bus");
-    lua_pushinteger(L, d->address);
-    lua_setfield(L, -2, "address");
-    lua_pushboolean(L, d->access);
-    lua_setfield(L, -2, "access");
-    if (d->serial[0]) {
-        lua_pushstring(L, d->serial);
-        lua_setfield(L, -2, "serial");
-    }
-    if (d->product[0]) {
-        lua_pushstring(L, d->product);
-        lua_setfield(L, -2, "product");
-    }
-    if (d->open_error[0]) {
-        lua_pushstring(L, d->open_error);
-        lua_setfield(L, -2, "open_error");
-    }
-    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-    return 0;
-}
-
-/* probe.usb_list([vid]) -> {{vid, pid, bus, address, access, serial?, product?, open_error?}...} | nil, err, code
- * (J-Link probes: probe.usb_list(0x1366)) */
+/* probe.usb_list([vid]): odp.usb.list, kept here for the probe's callers. libusb lives in the odp.usb module,
+ * loaded on first use, so a run that never lists USB devices never loads it. */
 static int l_usb_list(lua_State *L)
 {
-    lua_Integer vid = luaL_optinteger(L, 1, -1);
-    luaL_argcheck(L, vid >= -1 && vid <= 0xffff, 1, "vid must be 0..0xffff");
-    lua_newtable(L);
-    odp_err err;
-    if (odp_usb_each(NULL, (int)vid, push_usb, L, &err))
-        return odp_pushfail(L, &err);
-    return 1;
+    lua_settop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "odp.usb");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "list");
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, LUA_MULTRET);
+    return lua_gettop(L) - 2;
 }
 
 int luaopen_odp_probe(lua_State *L)

@@ -1,4 +1,5 @@
 /* odp.readline: line editing and history (libedit) for the REPL, which is Lua (lua/odp/repl.lua). */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,9 @@ static int l_set_completer(lua_State *L)
 
 int luaopen_odp_readline(lua_State *L)
 {
+    /* libedit's readline API keeps its state in libedit's globals for the life of the process: keep libedit
+     * mapped when Lua unloads this module at exit (it was loaded on first require, Makefile LAZY). */
+    dlopen("libedit.so.2", RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     static const luaL_Reg funcs[] = {{"readline", l_readline}, {"add_history", l_add_history},
                                      {"read_history", l_read_history}, {"write_history", l_write_history},
                                      {"set_completer", l_set_completer}, {NULL, NULL}};

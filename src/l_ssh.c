@@ -32,34 +32,46 @@ static const char *home_dir(void)
     return pw ? pw->pw_dir : "/";
 }
 
-/* Up to MAX_KEYS paths from the list opts.keys (absent: ~/.ssh/id_ed25519, ~/.ssh/id_ecdsa, and ~/.ssh/id_rsa
- * where the linked libssh2 signs RSA with SHA-2), NULL-terminated in keys; the strings stay referenced from
- * the stack or the options table. */
-#define MAX_KEYS 32
-static void opt_keys(lua_State *L, int idx, const char *home, const char *keys[MAX_KEYS + 1])
+#define MAX_PATHS 32
+/* The list of paths opts[key] into out (NULL-terminated; at most MAX_PATHS), the strings kept referenced on the
+ * stack. Returns how many, or -1 when the option is absent. */
+static int opt_paths(lua_State *L, int idx, const char *key, const char *out[MAX_PATHS + 1])
 {
-    int t = odp_optfield(L, idx, "keys");
-    int n = 0;
-    if (t == LUA_TNIL) {
-        keys[n++] = lua_pushfstring(L, "%s/.ssh/id_ed25519", home);
-        keys[n++] = lua_pushfstring(L, "%s/.ssh/id_ecdsa", home);
-        if (odp_ssh_rsa_sha2())
-            keys[n++] = lua_pushfstring(L, "%s/.ssh/id_rsa", home);
-    } else {
-        luaL_argcheck(L, t == LUA_TTABLE, idx, "keys must be a list of paths");
-        lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
-        luaL_argcheck(L, len <= MAX_KEYS, idx, "too many keys");
-        luaL_checkstack(L, (int)len + 2, "keys");
-        for (lua_Integer i = 1; i <= len; i++) {
-            lua_rawgeti(L, -1 - (int)(i - 1), i);
-            luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, idx, "keys must be a list of paths");
-            keys[n++] = lua_tostring(L, -1);
-        }
+    int t = odp_optfield(L, idx, key);
+    out[0] = NULL;
+    if (t == LUA_TNIL)
+        return -1;
+    if (t != LUA_TTABLE)
+        luaL_error(L, "option '%s' must be a list of paths", key);
+    lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
+    if (len > MAX_PATHS)
+        luaL_error(L, "option '%s': more than %d paths", key, MAX_PATHS);
+    luaL_checkstack(L, (int)len + 2, key);
+    for (lua_Integer i = 1; i <= len; i++) {
+        lua_rawgeti(L, -1 - (int)(i - 1), i);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "option '%s' must be a list of paths", key);
+        out[i - 1] = lua_tostring(L, -1);
     }
+    out[len] = NULL;
+    return (int)len;
+}
+
+/* opts.keys, else ~/.ssh/id_ed25519, ~/.ssh/id_ecdsa, and ~/.ssh/id_rsa where the linked libssh2 signs RSA with
+ * SHA-2. */
+static void opt_keys(lua_State *L, int idx, const char *home, const char *keys[MAX_PATHS + 1])
+{
+    if (opt_paths(L, idx, "keys", keys) >= 0)
+        return;
+    int n = 0;
+    keys[n++] = lua_pushfstring(L, "%s/.ssh/id_ed25519", home);
+    keys[n++] = lua_pushfstring(L, "%s/.ssh/id_ecdsa", home);
+    if (odp_ssh_rsa_sha2())
+        keys[n++] = lua_pushfstring(L, "%s/.ssh/id_rsa", home);
     keys[n] = NULL;
 }
 
-/* ssh.connect{host=, port=22, user=$USER, identity=, keys={...}, known_hosts=~/.ssh/known_hosts,
+/* ssh.connect{host=, port=22, user=$USER, identity=, keys={...}, known_hosts=~/.ssh/known_hosts, known_hosts_also={},
  *             host_key_alias=, accept_new=false, agent=true|false|SOCKET, timeout=30, proxy_command=,
  *             via=Session, alive_interval=0, alive_count_max=3}
  *             passphrase=$ODP_SSH_PASSPHRASE}
@@ -67,7 +79,7 @@ static void opt_keys(lua_State *L, int idx, const char *home, const char *keys[M
  * environment, or from a terminal prompt (lua/odp/target/ssh.lua) passed here in memory. */
 static int l_connect(lua_State *L)
 {
-    static const char *const allowed[] = {"host", "port", "user", "identity", "keys", "known_hosts",
+    static const char *const allowed[] = {"host", "port", "user", "identity", "keys", "known_hosts", "known_hosts_also",
                                           "host_key_alias", "accept_new", "agent", "timeout", "proxy_command",
                                           "via", "alive_interval", "alive_count_max", "passphrase", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -100,9 +112,11 @@ static int l_connect(lua_State *L)
     }
     o.deadline = odp_optdeadline(L, 1, DEFAULT_CONNECT_TIMEOUT_S);
     o.passphrase = odp_optstring(L, 1, "passphrase", getenv("ODP_SSH_PASSPHRASE"));
-    const char *keys[MAX_KEYS + 1];
+    const char *keys[MAX_PATHS + 1], *also[MAX_PATHS + 1];
     opt_keys(L, 1, home, keys);
     o.keys = keys;
+    if (opt_paths(L, 1, "known_hosts_also", also) > 0)
+        o.known_hosts_also = also;
     o.proxy_command = odp_optstring(L, 1, "proxy_command", NULL);
     session_ud *via = NULL;
     if (odp_optfield(L, 1, "via") != LUA_TNIL) {

@@ -19,6 +19,9 @@
 #ifndef ODP_DATADIR
 #define ODP_DATADIR "/usr/local/share/odp"
 #endif
+#ifndef ODP_LIBDIR
+#define ODP_LIBDIR "/usr/local/lib"
+#endif
 
 #define ODP_MODULE(name) int luaopen_odp_##name(lua_State *L);
 #include "modules.h"
@@ -50,29 +53,32 @@ static void on_interrupt(int sig)
 
 static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 
+/* The directory odp's executable is in ("" when /proc/self/exe cannot be read). */
+static void find_exe_dir(char *dir, size_t n)
+{
+    ssize_t len = readlink("/proc/self/exe", dir, n - 1);
+    dir[len > 0 ? len : 0] = 0;
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        dir[0] = 0;
+}
+
 /* The directory holding lua/, scripts/, devices/: the source tree when run from it (build/odp), else
  * <prefix>/share/odp beside <prefix>/bin/odp (so an installed tree can be moved), else the configured
  * install data dir. */
-static void find_root(char *root, size_t n)
+static void find_root(const char *exe_dir, char *root, size_t n)
 {
     static const char *const candidates[] = {"..", "../share/odp"};
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-                char probe[PATH_MAX + 64];
-                snprintf(probe, sizeof probe, "%s/%s/lua/odp/main.lua", exe, candidates[i]);
-                if (!file_exists(probe))
-                    continue;
-                snprintf(probe, sizeof probe, "%s/%s", exe, candidates[i]);
-                if (realpath(probe, root))
-                    return;
-            }
-        }
+    for (size_t i = 0; *exe_dir && i < sizeof candidates / sizeof candidates[0]; i++) {
+        char probe[PATH_MAX + 64];
+        snprintf(probe, sizeof probe, "%s/%s/lua/odp/main.lua", exe_dir, candidates[i]);
+        if (!file_exists(probe))
+            continue;
+        snprintf(probe, sizeof probe, "%s/%s", exe_dir, candidates[i]);
+        if (realpath(probe, root))
+            return;
     }
     snprintf(root, n, "%s", ODP_DATADIR);
 }
@@ -83,21 +89,45 @@ static void find_root(char *root, size_t n)
 #define SYSTEM_LUA_DIR "/usr/share/lua/" LUA_VERSION_MAJOR "." LUA_VERSION_MINOR "/"
 #endif
 
+/* Each directory of ODP_PATH (':'-separated) as package.path or package.cpath entries: "dir/?.lua;..." */
+static void add_odp_path(lua_State *L, luaL_Buffer *b, const char *templ)
+{
+    const char *user = getenv("ODP_PATH");
+    if (!user || !*user)
+        return;
+    char *copy = strdup(user), *save = NULL;
+    for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        lua_pushfstring(L, templ, d, d);
+        luaL_addvalue(b);
+    }
+    free(copy);
+}
+
+/* package.cpath: the lazy C modules (odp/<m>.so) beside the binary in the build tree (build/lib), in the
+ * install tree (<prefix>/lib beside <prefix>/bin) or the configured one, after ODP_PATH's directories. */
+static void set_cpath(lua_State *L, const char *exe_dir)
+{
+    lua_getglobal(L, "package");
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    add_odp_path(L, &b, "%s/?.so;");
+    if (*exe_dir) {
+        lua_pushfstring(L, "%s/lib/?.so;%s/../lib/?.so;", exe_dir, exe_dir);
+        luaL_addvalue(&b);
+    }
+    luaL_addstring(&b, ODP_LIBDIR "/?.so");
+    luaL_pushresult(&b);
+    lua_setfield(L, -2, "cpath");
+    lua_pop(L, 1);
+}
+
 static void set_paths(lua_State *L, const char *root)
 {
     lua_getglobal(L, "package");
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    const char *user = getenv("ODP_PATH");
-    if (user && *user) {
-        /* ODP_PATH: directories, ':'-separated, each searched like lua/ (dir/?.lua, dir/?/init.lua). */
-        char *copy = strdup(user), *save = NULL;
-        for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-            lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", d, d);
-            luaL_addvalue(&b);
-        }
-        free(copy);
-    }
+    /* ODP_PATH: directories, each searched like lua/ (dir/?.lua, dir/?/init.lua). */
+    add_odp_path(L, &b, "%s/?.lua;%s/?/init.lua;");
     lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua", root, root);
     luaL_addvalue(&b);
     /* then the pure-Lua libraries Debian packages for Lua 5.4 (lua-dkjson: odp.json's codec); never the
@@ -180,9 +210,11 @@ int main(int argc, char **argv)
     }
     main_L = L;
     luaL_openlibs(L);
-    char root[PATH_MAX];
-    find_root(root, sizeof root);
+    char exe_dir[PATH_MAX], root[PATH_MAX];
+    find_exe_dir(exe_dir, sizeof exe_dir);
+    find_root(exe_dir, root, sizeof root);
     set_paths(L, root);
+    set_cpath(L, exe_dir);
     preload(L);
     push_host_info(L, root, argc, argv);
 

@@ -128,7 +128,7 @@ function Session:close() end
 
 ---@class odp.ssh
 local ssh = {}
----@param opts {host: string, port?: integer, user?: string, identity?: string, keys?: string[], passphrase?: string, known_hosts?: string, host_key_alias?: string, accept_new?: boolean, agent?: boolean|string, timeout?: number, proxy_command?: string, via?: odp.ssh.Session, alive_interval?: integer, alive_count_max?: integer}
+---@param opts {host: string, port?: integer, user?: string, identity?: string, keys?: string[], passphrase?: string, known_hosts?: string, known_hosts_also?: string[], host_key_alias?: string, accept_new?: boolean, agent?: boolean|string, timeout?: number, proxy_command?: string, via?: odp.ssh.Session, alive_interval?: integer, alive_count_max?: integer}
 ---@return odp.ssh.Session|nil session, string? err, odp.ECode? code
 function ssh.connect(opts) end
 ---@return string version of the linked libssh2
@@ -184,7 +184,15 @@ local probe = {}
 ---@return odp.probe.Probe|nil probe, string? err, odp.ECode? code
 function probe.open(opts) end
 function probe.jlink_lib() end
+---@param vid? integer
+---@return {vid: integer, pid: integer, bus: integer, address: integer, access: boolean, serial?: string, product?: string, open_error?: string}[]|nil list, string? err, odp.ECode? code
 function probe.usb_list(vid) end
+
+---@class odp.usb
+local usb = {}
+---@param vid? integer
+---@return {vid: integer, pid: integer, bus: integer, address: integer, access: boolean, serial?: string, product?: string, open_error?: string}[]|nil list, string? err, odp.ECode? code
+function usb.list(vid) end
 
 ---@class odp.rtt.Rtt
 local Rtt = {}

@@ -20,6 +20,33 @@ M.global_options = {
   { "help", "Show this help", false, "bool", short = "h" },
 }
 
+-- What `odp --help` and the man page (lua/odp/man.lua) say beyond the options: one declaration each.
+M.EXIT_CODES = {
+  { 0, "measured (or the command did what it was asked)" },
+  { 1, "the flow ran and the measurement failed (the runner failed, no latency, a failed sweep point)" },
+  { 2, "usage: a bad option, value, file or script" },
+  { 3, "device or infrastructure: the board, probe or a tool is unreachable or failed" },
+  { 130, "interrupted (Ctrl-C); the runner and everything it started are stopped" },
+}
+M.ENVIRONMENT = {
+  { "ODP_PATH", "`:`-separated directories searched first for odp's Lua library, scripts and devices" },
+  { "ODP_SSH_PASSPHRASE", "the passphrase of an encrypted SSH key (never on the command line)" },
+  { "ODP_JLINK_LIB", "the SEGGER J-Link library (libjlinkarm.so) to load instead of searching for it" },
+  { "ANDROID_SERIAL", "the adb device to use when several are attached (as for adb)" },
+  { "ANDROID_ADB_SERVER_PORT", "the port of Google's adb server (default 5037), as for adb" },
+  { "ADB_SERVER_SOCKET", "the adb server's socket (tcp:HOST:PORT or localabstract:NAME), as for adb" },
+  { "ADB_VENDOR_KEYS", "further adb private keys, `:`-separated, as for adb" },
+  { "SSH_AUTH_SOCK", "the ssh-agent socket tried for SSH keys" },
+  { "XDG_STATE_HOME", "where odp repl keeps its history (default ~/.local/state)" },
+}
+M.FILES = {
+  { "runs/<id>/", "each run's runner stdout, stderr and result.json (--runs-dir)" },
+  { "~/.ssh/config", "ssh_config aliases for --host (--ssh-config FILE, or none)" },
+  { "~/.ssh/known_hosts", "SSH host keys checked on every connection (--known-hosts)" },
+  { "~/.android/adbkey", "the adb RSA key (created when absent), with adbkey.pub" },
+  { "PREFIX/share/odp/", "the installed Lua library, scripts and device files" },
+}
+
 local function key(name) return (name:gsub("-", "_")) end
 
 local function usage(msg) errors.fail("EUSAGE", msg, 2) end
@@ -146,6 +173,14 @@ local function placeholder(o)
     or t == "file" and "FILE" or "VALUE")
 end
 
+--- One declaration as --help and the man page show it: {short = "-n" | nil, long = "--name N", help = text}.
+function M.describe(o)
+  local help = o[2] or ""
+  if o.required then help = help .. " (required)" end
+  if o[3] ~= nil and o[4] ~= "bool" then help = help .. (" [default: %s]"):format(tostring(o[3])) end
+  return { short = o.short and ("-" .. o.short) or nil, long = "--" .. o[1] .. placeholder(o), help = help }
+end
+
 --- The generated --help text.
 function M.help(usage_line, description, ...)
   local lines, rows, width = { "usage: " .. usage_line, "" }, {}, 0
@@ -156,11 +191,9 @@ function M.help(usage_line, description, ...)
   for gi, list in ipairs({ ... }) do
     rows[gi] = {}
     for _, o in ipairs(list) do
-      local left = (o.short and ("-" .. o.short .. ", ") or "    ") .. "--" .. o[1] .. placeholder(o)
-      local help = o[2] or ""
-      if o.required then help = help .. " (required)" end
-      if o[3] ~= nil and o[4] ~= "bool" then help = help .. (" [default: %s]"):format(tostring(o[3])) end
-      rows[gi][#rows[gi] + 1] = { left, help }
+      local d = M.describe(o)
+      local left = (d.short and (d.short .. ", ") or "    ") .. d.long
+      rows[gi][#rows[gi] + 1] = { left, d.help }
       width = math.max(width, #left)
     end
   end

@@ -5,6 +5,7 @@ local errors = require("odp.errors")
 local M = {}
 
 local COMMANDS = { "run", "repl", "devices", "inspect", "plot", "compare", "version" }
+M.COMMANDS = COMMANDS
 
 local function usage()
   local lines = { "usage: odp <command> [options]", "", "Commands:" }
@@ -13,7 +14,14 @@ local function usage()
     if ok then lines[#lines + 1] = ("  %-9s %s"):format(name, cmd.summary) end
   end
   lines[#lines + 1] = ""
-  lines[#lines + 1] = "Run `odp <command> --help` or `odp run SCRIPT --help` for details."
+  lines[#lines + 1] = "Run `odp <command> --help` or `odp run SCRIPT --help` for details; `man odp` for all of it."
+  local cli = require("odp.cli")
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "Exit codes:"
+  for _, e in ipairs(cli.EXIT_CODES) do lines[#lines + 1] = ("  %-4d %s"):format(e[1], e[2]) end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "Environment:"
+  for _, e in ipairs(cli.ENVIRONMENT) do lines[#lines + 1] = ("  %-24s %s"):format(e[1], e[2]) end
   return table.concat(lines, "\n")
 end
 

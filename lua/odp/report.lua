@@ -359,8 +359,7 @@ function M.emit(records, opts)
   local stdout_format = opts.out and "human" or (opts.format or "human")
   if opts.out then
     local f = opts.format or format_for(opts.out) or "json"
-    local ok, err, code = sys.write_file(opts.out, M.formats[f](records))
-    if not ok then require("odp.errors").fail(code, err, 3) end
+    require("odp.errors").check(sys.write_file(opts.out, M.formats[f](records)))
   end
   io.stdout:write(M.formats[stdout_format](records))
   io.stdout:flush()

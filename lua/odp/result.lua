@@ -70,7 +70,7 @@ function M.run_dir(base, name)
     n = n + 1
     dir = ("%s/%s.%d"):format(base or "runs", id, n)
   end
-  assert(sys.mkdir_p(dir))
+  require("odp.errors").check(sys.mkdir_p(dir)) -- a --runs-dir that cannot be made: one line, exit 3
   return dir, id
 end
 

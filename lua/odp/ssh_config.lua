@@ -211,6 +211,7 @@ end
 -- The parse state of one resolution: the options set so far (first value wins) and what was read.
 local function new_state(host, opts)
   return { host = host, original = host, home = opts.home or home_dir(), luser = opts.local_user or local_user(),
+    cli_user = opts.user,
     o = { identity_files = {}, ignore_unknown = nil }, files = {}, warnings = {}, skipped_match = false }
 end
 
@@ -242,7 +243,7 @@ local function eval_match(st, file, n, args)
       elseif crit == "originalhost" then
         r = match_list(st.original, arg, true)
       elseif crit == "user" then
-        r = match_list(st.o.user or st.luser, arg)
+        r = match_list(st.cli_user or st.o.user or st.luser, arg)
       elseif crit == "localuser" then
         r = match_list(st.luser, arg)
       elseif crit == "exec" or crit == "localnetwork" or crit == "tagged" or crit == "command"
@@ -307,6 +308,8 @@ local function process_line(st, file, n, line, active, never, depth, user_conf)
       end
       for _, f in ipairs(glob(p)) do
         if depth >= MAX_DEPTH then fail(file, n, "Includes nested too deeply (loop?)") end
+        local what = sys.stat(f)
+        if what and what.type ~= "file" then fail(file, n, ("Can't open user config file %s: not a file"):format(f)) end
         read_file(st, f, depth + 1, not on, user_conf)
       end
     end
@@ -350,6 +353,8 @@ local function process_line(st, file, n, line, active, never, depth, user_conf)
     if on then set1(o, "host_key_alias", a1) end
   elseif kw == "userknownhostsfile" then
     if on and o.known_hosts_files == nil then o.known_hosts_files = args end
+  elseif kw == "globalknownhostsfile" then
+    if on and o.global_known_hosts_files == nil then o.global_known_hosts_files = args end
   elseif kw == "connecttimeout" or kw == "serveraliveinterval" then
     local v = a1 == "none" and kw == "connecttimeout" and -1 or conv_time(a1)
     if not v then fail(file, n, "invalid time value") end
@@ -376,7 +381,8 @@ local function process_line(st, file, n, line, active, never, depth, user_conf)
 end
 
 read_file = function(st, path, depth, never, user_conf)
-  local f = io.open(path, "r")
+  local what = sys.stat(path)
+  local f = (not what or what.type == "file") and io.open(path, "r")
   if not f then
     if depth == 0 then return nil, path end
     return true -- an Include that names an unreadable file is skipped, as by OpenSSH when it does not exist
@@ -396,7 +402,8 @@ end
 -- known_hosts, connect_timeout. Returns the settings:
 --   alias, hostname, user, port, identity_files (expanded), identity_files_raw, identities_only,
 --   identity_agent (expanded; "none" = no agent; nil = $SSH_AUTH_SOCK), proxy_jump (string), proxy_command
---   (unexpanded: connect() fills %h %p %r), known_hosts_files (expanded), strict_host_key_checking
+--   (as written), proxy_command_line (%h %p %r %n filled in), known_hosts_files (expanded),
+--   global_known_hosts_files (as written), strict_host_key_checking
 --   ("yes"|"ask"|"accept-new"|"no"), connect_timeout (seconds or nil), server_alive_interval (0 = off),
 --   server_alive_count_max, host_key_alias, files (read), warnings (one line each)
 -- or nil, "EUSAGE: file line N: why", "EUSAGE" for a file OpenSSH would refuse too.
@@ -449,10 +456,15 @@ function M.resolve(host, opts)
       s.proxy_jump = table.concat(parts, ",")
     end
     s.proxy_command = o.proxy_command ~= "none" and o.proxy_command or nil
+    s.proxy_command_line = s.proxy_command and M.expand(s.proxy_command, { h = s.hostname, p = tostring(s.port),
+      r = s.user, n = host }, nil, "ProxyCommand")
     local kh = opts.known_hosts and { opts.known_hosts } or o.known_hosts_files
       or { "~/.ssh/known_hosts", "~/.ssh/known_hosts2" }
     s.known_hosts_files = {}
     for i, f in ipairs(kh) do s.known_hosts_files[i] = M.expand(f, tok, st.home, "UserKnownHostsFile") end
+    -- used as written: OpenSSH expands no tokens there
+    s.global_known_hosts_files = o.global_known_hosts_files or { "/etc/ssh/ssh_known_hosts",
+      "/etc/ssh/ssh_known_hosts2" }
     s.strict_host_key_checking = o.strict_host_key_checking or "ask"
     s.connect_timeout = opts.connect_timeout or (o.connect_timeout and o.connect_timeout >= 0 and o.connect_timeout)
       or nil
@@ -467,13 +479,6 @@ function M.resolve(host, opts)
     error(err2, 0)
   end
   return s
-end
-
---- The ProxyCommand line to run for settings s (%h host name, %p port, %r user, %n alias; %% a percent).
-function M.proxy_command(s)
-  if not s.proxy_command then return nil end
-  return M.expand(s.proxy_command, { h = s.hostname, p = tostring(s.port), r = s.user, n = s.alias }, nil,
-    "ProxyCommand")
 end
 
 return M

@@ -145,7 +145,7 @@ function M.run(opts)
       done_count[k] = (done_count[k] or 0) + 1
     end
   end
-  if torn then assert(sys.append_sync(out, "\n")) end
+  if torn then errors.check(sys.append_sync(out, "\n")) end
 
   local todo, skipped = {}, 0
   for i, p in ipairs(points) do
@@ -176,7 +176,7 @@ function M.run(opts)
     for k, v in pairs(item.params) do rec.params[k] = v end
     rec.sweep = { point = item.index, rep = item.rep, of = #points }
     if rec.ok == false then failed = failed + 1 end
-    assert(sys.append_sync(out, result.encode(rec) .. "\n"))
+    errors.check(sys.append_sync(out, result.encode(rec) .. "\n")) -- an unwritable --out: one line, exit 3
     records[#records + 1] = rec
     local elapsed = sys.now() - started
     local eta = (total - n) * elapsed / n

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tcp.h"
+#include "../net/tcp.h"
 #include "../stream/stream.h"
 #include "../util/wait.h"
 
@@ -130,10 +130,10 @@ static int request(int fd, const struct adb_server_addr *a, const char *text, do
 
 static int server_connect(const struct adb_server_addr *a, double deadline, odp_err *e)
 {
-    int fd = adb_tcp_connect(a->host, a->port, deadline, e);
-    if (fd == ODP_ENODEV)
+    int fd = odp_tcp_connect_to(a->host, a->port, deadline, e);
+    if (fd < 0 && e->code == ODP_ENODEV)
         return odp_fail(e, ODP_ENODEV, "no adb server at %s:%d (nothing listens there)", a->host, a->port);
-    return fd;
+    return fd < 0 ? e->code : fd;
 }
 
 /* One query: connect, request, read the reply's text (out: cap bytes). */
@@ -255,12 +255,12 @@ struct server_link {
 static int link_open(void *ctx, const char *service, struct adb_svc *s, double deadline, odp_err *e)
 {
     struct server_link *sl = ctx;
-    int fd = adb_tcp_connect(sl->a.host, sl->a.port, deadline, e);
-    if (fd == ODP_ENODEV)
+    int fd = odp_tcp_connect_to(sl->a.host, sl->a.port, deadline, e);
+    if (fd < 0 && e->code == ODP_ENODEV)
         return odp_fail(e, ODP_ENODEV, "the adb server at %s:%d is gone (nothing listens there any more)",
                         sl->a.host, sl->a.port);
     if (fd < 0)
-        return fd;
+        return e->code;
     char transport[160];
     snprintf(transport, sizeof transport, "host:transport:%s", sl->serial);
     struct sock_svc *x = malloc(sizeof *x);

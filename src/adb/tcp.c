@@ -74,19 +74,11 @@ static void tcp_close(void *ctx)
     free(t);
 }
 
-int adb_tcp_connect(const char *host, int port, double deadline, odp_err *e)
+int adb_tcp_open(const char *host, int port, double deadline, struct adb_transport *out, odp_err *e)
 {
     int fd = odp_tcp_connect_to(host, port, deadline, e);
     if (fd < 0)
         return e->code;
-    return fd;
-}
-
-int adb_tcp_open(const char *host, int port, double deadline, struct adb_transport *out, odp_err *e)
-{
-    int fd = adb_tcp_connect(host, port, deadline, e);
-    if (fd < 0)
-        return fd;
     tcp_ctx *t = calloc(1, sizeof *t);
     if (t) {
         t->rbuf = malloc(RBUF_SIZE);

@@ -6,10 +6,6 @@
 #include "../util/err.h"
 #include "conn.h"
 
-/* A TCP connection (non-blocking, TCP_NODELAY) to host:port before the deadline: the fd, or a negative
- * odp_code (ODP_ENODEV when nothing listens there). */
-int adb_tcp_connect(const char *host, int port, double deadline, odp_err *e);
-
 /* Connects to host:port before the deadline and fills *t. host is an address or a name. */
 int adb_tcp_open(const char *host, int port, double deadline, struct adb_transport *t, odp_err *e);
 

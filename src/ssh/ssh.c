@@ -125,21 +125,24 @@ static short session_events(odp_ssh *h)
     return (short)(POLLIN | ((dir & LIBSSH2_SESSION_BLOCK_OUTBOUND) ? POLLOUT : 0));
 }
 
-/* Keepalives of every session in the chain: sends them when due; fails when one has been silent too long. */
-static int keepalive(odp_ssh *s, double now, double *next, odp_err *err)
+/* Keepalives of every session in the chain: sends them when due; fails when one has been silent too long.
+ * Silence counts from `since` (when this wait began) at the earliest: time odp spent elsewhere, not waiting
+ * on the session, is not the peer's silence. */
+static int keepalive(odp_ssh *s, double now, double since, double *next, odp_err *err)
 {
     for (odp_ssh *h = s; h; h = h->via) {
         if (h->alive_interval <= 0 || !h->session)
             continue;
         double limit = (double)h->alive_interval * (h->alive_count_max > 0 ? h->alive_count_max : 1);
-        if (now - h->last_rx > limit)
+        double quiet = h->last_rx > since ? h->last_rx : since;
+        if (now - quiet > limit)
             return odp_fail(err, ODP_EIO, "%s: no answer for %.0f s (ServerAliveInterval %d x ServerAliveCountMax "
-                            "%d): connection lost", h->uri, now - h->last_rx, h->alive_interval, h->alive_count_max);
+                            "%d): connection lost", h->uri, now - quiet, h->alive_interval, h->alive_count_max);
         int secs = h->alive_interval;
         libssh2_keepalive_send(h->session, &secs);
         double due = now + (secs > 0 ? secs : 1);
-        if (h->last_rx + limit < due)
-            due = h->last_rx + limit + 0.01;
+        if (quiet + limit < due)
+            due = quiet + limit + 0.01;
         if (due < *next)
             *next = due;
     }
@@ -152,12 +155,13 @@ static int keepalive(odp_ssh *s, double now, double *next, odp_err *err)
  * tunnelled session also on every hop below it, pumping their channels, and sending keepalives. */
 static int wait_socket(odp_ssh *s, double deadline, odp_err *err)
 {
+    double since = odp_now();
     for (;;) {
         for (odp_ssh *h = s; h; h = h->via)
             if (h->tunnel)
                 pump(h);
         double now = odp_now(), until = deadline;
-        int rc = keepalive(s, now, &until, err);
+        int rc = keepalive(s, now, since, &until, err);
         if (rc)
             return rc;
         struct pollfd p[1 + 2 * CHAIN_MAX];
@@ -229,18 +233,31 @@ static char *read_small_file(const char *path, size_t max, size_t *len)
     return buf;
 }
 
-/* Key types known_hosts holds for this host, in libssh2's preference syntax. libssh2 1.10 offers ecdsa first,
- * so a host known only by its ed25519 key would otherwise come back as unknown (docs/sources.md §7). */
-static void known_types(const char *kh_path, const char *host, int port, char *types, size_t n)
+/* Key types the known_hosts files hold for this host, in libssh2's preference syntax. libssh2 1.10 offers ecdsa
+ * first, so a host known only by its ed25519 key would otherwise come back as unknown. */
+static void known_types(const odp_ssh_opts *o, const char *host, int port, char *types, size_t n)
 {
-    size_t len = 0;
     types[0] = 0;
-    char *text = read_small_file(kh_path, MAX_KNOWN_HOSTS, &len);
-    if (!text)
-        return;
-    static const unsigned char none[] = {0, 0, 0, 1, 'x'};
-    odp_kh_check(text, len, host, port, none, sizeof none, types, n);
-    free(text);
+    size_t used = 0;
+    for (int i = -1; i < 0 || (o->known_hosts_also && o->known_hosts_also[i]); i++) {
+        size_t len = 0;
+        char *text = read_small_file(i < 0 ? o->known_hosts : o->known_hosts_also[i], MAX_KNOWN_HOSTS, &len);
+        if (!text)
+            continue;
+        char found[256];
+        found[0] = 0;
+        static const unsigned char none[] = {0, 0, 0, 1, 'x'};
+        odp_kh_check(text, len, host, port, none, sizeof none, found, sizeof found);
+        free(text);
+        for (char *t = strtok(found, ","); t; t = strtok(NULL, ",")) {
+            size_t tl = strlen(t);
+            int dup = 0;
+            for (const char *p = types; (p = strstr(p, t)) && !dup; p += tl)
+                dup = (p == types || p[-1] == ',') && (p[tl] == ',' || p[tl] == 0);
+            if (!dup && used + tl + 2 < n)
+                used += (size_t)snprintf(types + used, n - used, "%s%s", used ? "," : "", t);
+        }
+    }
 }
 
 static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err *err)
@@ -257,21 +274,33 @@ static int verify_host_key(odp_ssh *s, const odp_ssh_opts *o, int port, odp_err 
     odp_kh_fingerprint(k, key_len, s->fingerprint, sizeof s->fingerprint);
     if (odp_kh_keytype(k, key_len, ktype, sizeof ktype))
         snprintf(ktype, sizeof ktype, "?");
-    size_t len = 0;
-    char *text = read_small_file(o->known_hosts, MAX_KNOWN_HOSTS, &len);
-    odp_kh_status st = text ? odp_kh_check(text, len, kh_host, port, k, key_len, NULL, 0) : ODP_KH_UNKNOWN;
-    free(text);
+    /* Every file counts, as with OpenSSH: a revoked key anywhere is refused, then a match anywhere is enough,
+     * then a different key for the host anywhere is a changed key. */
+    odp_kh_status st = ODP_KH_UNKNOWN;
+    const char *where = o->known_hosts;
+    static const int rank[] = {[ODP_KH_UNKNOWN] = 0, [ODP_KH_CHANGED] = 1, [ODP_KH_MATCH] = 2, [ODP_KH_REVOKED] = 3};
+    for (int i = -1; i < 0 || (o->known_hosts_also && o->known_hosts_also[i]); i++) {
+        const char *path = i < 0 ? o->known_hosts : o->known_hosts_also[i];
+        size_t len = 0;
+        char *text = read_small_file(path, MAX_KNOWN_HOSTS, &len);
+        odp_kh_status f = text ? odp_kh_check(text, len, kh_host, port, k, key_len, NULL, 0) : ODP_KH_UNKNOWN;
+        free(text);
+        if (rank[f] > rank[st]) {
+            st = f;
+            where = path;
+        }
+    }
     switch (st) {
     case ODP_KH_MATCH:
         return 0;
     case ODP_KH_REVOKED:
         return odp_fail(err, ODP_EHOSTKEY, "host key %s %s of %s is marked @revoked in %s", ktype, s->fingerprint,
-                        name, o->known_hosts);
+                        name, where);
     case ODP_KH_CHANGED:
         return odp_fail(err, ODP_EHOSTKEY,
                         "host key of %s has CHANGED (now %s %s); refusing to connect: if the board was reinstalled, "
                         "remove its old line from %s (ssh-keygen -R '%s' -f %s)",
-                        name, ktype, s->fingerprint, o->known_hosts, name, o->known_hosts);
+                        name, ktype, s->fingerprint, where, name, where);
     case ODP_KH_UNKNOWN:
         break;
     }
@@ -359,12 +388,12 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
         char *msg = NULL;
         libssh2_session_last_error(s->session, &msg, NULL, 0);
         if (is_rsa_key(o->identity) && *rsa_hint())
-            return odp_fail(err, ODP_EAUTH, "%s@%s refused RSA key %s: %s", o->user, s->uri, o->identity, rsa_hint());
+            return odp_fail(err, ODP_EAUTH, "%s refused RSA key %s: %s", s->uri, o->identity, rsa_hint());
         if (rc == LIBSSH2_ERROR_FILE || (msg && strstr(msg, "passphrase")))
             return odp_fail(err, ODP_EAUTH, "cannot use identity %s (%s): an encrypted key needs its passphrase "
                             "(ODP_SSH_PASSPHRASE, or type it at the prompt on a terminal)",
                             o->identity, msg ? msg : "unreadable");
-        return odp_fail(err, ODP_EAUTH, "%s refused key %s for user %s (%s)", s->uri, o->identity, o->user,
+        return odp_fail(err, ODP_EAUTH, "%s refused key %s (%s)", s->uri, o->identity,
                         msg ? msg : "authentication failed");
     }
     const char *agent_socket = o->agent_socket ? o->agent_socket : getenv("SSH_AUTH_SOCK");
@@ -405,7 +434,8 @@ static int authenticate(odp_ssh *s, const odp_ssh_opts *o, double deadline, odp_
         if (tl < sizeof tried)
             tl += (size_t)snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", *k);
     }
-    return odp_fail(err, ODP_EAUTH, "%s: no key accepted for user %s (tried: %s)%s%s", s->uri, o->user,
+    /* s->uri is user@host[:port]: the user is named there, once */
+    return odp_fail(err, ODP_EAUTH, "%s: no key accepted (tried: %s)%s%s", s->uri,
                     tl ? tried : "nothing: no identity, agent or ~/.ssh/id_ed25519|id_ecdsa",
                     any_rsa ? "; " : "", any_rsa ? rsa_hint() : "; pass --identity FILE");
 }
@@ -457,29 +487,37 @@ static int start_proxy(odp_ssh *s, const char *command, odp_err *err)
     return 0;
 }
 
-/* Ends the ProxyCommand's process group (it normally leaves by itself once its stdin closes); 1 s grace. */
-static int stop_proxy(odp_ssh *s)
+/* Reaps pid when it exits before the deadline; 0 when it is still running (or Ctrl-C ended the wait). */
+static pid_t reap_until(pid_t pid, int *status, double deadline)
+{
+    pid_t r;
+    while ((r = waitpid(pid, status, WNOHANG)) == 0 && odp_now() < deadline) {
+        double next = odp_now() + 0.01;
+        if (odp_sleep_until(next < deadline ? next : deadline, NULL))
+            break;
+    }
+    return r;
+}
+
+/* Ends the ProxyCommand: `natural` seconds to exit by itself (its stdin is closed by then), then TERM to its
+ * process group and 1 s, then KILL. Returns its wait status, -1 if there is none. */
+static int stop_proxy(odp_ssh *s, double natural)
 {
     int status = -1;
-    if (s->proxy_pid <= 0)
+    pid_t pid = s->proxy_pid;
+    if (pid <= 0)
         return status;
-    double dl = odp_now() + 1.0;
-    pid_t r;
-    while ((r = waitpid(s->proxy_pid, &status, WNOHANG)) == 0 && odp_now() < dl)
-        if (odp_sleep_until(odp_now() + 0.01, NULL))
-            break;
-    if (r == 0) {
-        kill(-s->proxy_pid, SIGTERM);
-        dl = odp_now() + 1.0;
-        while ((r = waitpid(s->proxy_pid, &status, WNOHANG)) == 0 && odp_now() < dl)
-            odp_sleep_until(odp_now() + 0.01, NULL);
-        if (r == 0) {
-            kill(-s->proxy_pid, SIGKILL);
-            waitpid(s->proxy_pid, &status, 0);
-        }
-    }
     s->proxy_pid = 0;
-    return status;
+    pid_t r = reap_until(pid, &status, odp_now() + natural);
+    if (r == 0) {
+        kill(-pid, SIGTERM);
+        r = reap_until(pid, &status, odp_now() + 1.0);
+    }
+    if (r == 0) {
+        kill(-pid, SIGKILL);
+        r = waitpid(pid, &status, 0);
+    }
+    return r == pid ? status : -1;
 }
 
 /* The ProxyCommand ended the transport: its exit and the head of its stderr make the message. */
@@ -489,7 +527,7 @@ static int proxy_failed(odp_ssh *s, const char *command, odp_err *err)
         close(s->fd); /* its stdin ends: a proxy still running leaves */
         s->fd = -1;
     }
-    int status = stop_proxy(s);
+    int status = stop_proxy(s, 1.0);
     char msg[PROXY_ERR_MAX + 1] = "";
     ssize_t n = pread(s->proxy_err_fd, msg, PROXY_ERR_MAX, 0);
     msg[n > 0 ? n : 0] = 0;
@@ -510,6 +548,11 @@ static int proxy_failed(odp_ssh *s, const char *command, odp_err *err)
 /* A direct-tcpip channel of via to host:port, and the socketpair the new session talks into. */
 static int open_tunnel(odp_ssh *s, odp_ssh *via, const char *host, int port, double deadline, odp_err *err)
 {
+    int depth = 1;
+    for (odp_ssh *h = via; h->via; h = h->via)
+        depth++;
+    if (depth >= CHAIN_MAX)
+        return odp_fail(err, ODP_EIO, "more than %d jump hosts in a chain", CHAIN_MAX - 1);
     LIBSSH2_CHANNEL *ch;
     PTR_OR_WAIT(via, ch, libssh2_channel_direct_tcpip_ex(via->session, host, port, "127.0.0.1", 22), deadline, err);
     if (!ch) {
@@ -554,7 +597,7 @@ static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
         return odp_fail(err, ODP_EIO, "libssh2_session_init failed");
     libssh2_session_set_blocking(s->session, 0);
     char types[256];
-    known_types(o->known_hosts, o->host_key_alias ? o->host_key_alias : o->host, port, types, sizeof types);
+    known_types(o, o->host_key_alias ? o->host_key_alias : o->host, port, types, sizeof types);
     if (types[0] && libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, types) != 0)
         libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY, NULL);
     while ((rc = libssh2_session_handshake(s->session, s->fd)) == LIBSSH2_ERROR_EAGAIN) {
@@ -646,7 +689,7 @@ static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
     }
     if (s->pump_fd >= 0)
         close(s->pump_fd);
-    stop_proxy(s);
+    stop_proxy(s, 0);
     if (s->proxy_err_fd >= 0)
         close(s->proxy_err_fd);
     odp_ssh *owned = s->via;

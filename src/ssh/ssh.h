@@ -21,7 +21,9 @@ typedef struct {
     int use_agent;                 /* try ssh-agent when no identity is given */
     const char *agent_socket;      /* the agent's socket; NULL = $SSH_AUTH_SOCK */
     const char *const *keys;       /* NULL-terminated, tried after the agent (absent files skipped) */
-    const char *known_hosts;       /* path; required */
+    const char *known_hosts;       /* path; required; a new host key is added here */
+    const char *const *known_hosts_also; /* NULL-terminated, also read (ssh_config's other UserKnownHostsFiles,
+                                          * GlobalKnownHostsFile); NULL = none */
     const char *host_key_alias;    /* name to look the host key up under instead of host (ssh_config HostKeyAlias) */
     int accept_new;                /* unknown host key: add it to known_hosts instead of refusing */
     /* The transport, instead of a TCP connection to host:port (ssh_config ProxyCommand / ProxyJump): */

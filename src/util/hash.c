@@ -1,9 +1,46 @@
 #include "hash.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <stdio.h>
 #include <unistd.h>
+
+/* libcrypto is opened on the first hash, not linked: relocating it costs more than all of a short odp run
+ * (bench/README.md, startup). Only the EVP calls below are used; their types come from the real header. */
+static struct {
+    int tried, ok;
+    char why[160];
+    __typeof__(EVP_sha256) *sha256;
+    __typeof__(EVP_Digest) *digest;
+    __typeof__(EVP_MD_CTX_new) *ctx_new;
+    __typeof__(EVP_MD_CTX_free) *ctx_free;
+    __typeof__(EVP_DigestInit_ex) *init;
+    __typeof__(EVP_DigestUpdate) *update;
+    __typeof__(EVP_DigestFinal_ex) *final;
+} evp;
+
+static int load_libcrypto(odp_err *err)
+{
+    if (!evp.tried) {
+        evp.tried = 1;
+        void *h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            evp.sha256 = (__typeof__(evp.sha256))dlsym(h, "EVP_sha256");
+            evp.digest = (__typeof__(evp.digest))dlsym(h, "EVP_Digest");
+            evp.ctx_new = (__typeof__(evp.ctx_new))dlsym(h, "EVP_MD_CTX_new");
+            evp.ctx_free = (__typeof__(evp.ctx_free))dlsym(h, "EVP_MD_CTX_free");
+            evp.init = (__typeof__(evp.init))dlsym(h, "EVP_DigestInit_ex");
+            evp.update = (__typeof__(evp.update))dlsym(h, "EVP_DigestUpdate");
+            evp.final = (__typeof__(evp.final))dlsym(h, "EVP_DigestFinal_ex");
+            evp.ok = evp.sha256 && evp.digest && evp.ctx_new && evp.ctx_free && evp.init && evp.update && evp.final;
+        }
+        if (!evp.ok)
+            snprintf(evp.why, sizeof evp.why, "%s", h ? "libcrypto.so.3 lacks the EVP digest calls" : dlerror());
+    }
+    return evp.ok ? 0 : odp_fail(err, ODP_ENOTFOUND, "SHA-256 needs OpenSSL 3's libcrypto: %s", evp.why);
+}
 
 static void to_hex(const unsigned char *md, unsigned len, char *out)
 {
@@ -15,21 +52,26 @@ static void to_hex(const unsigned char *md, unsigned len, char *out)
     out[2 * len] = 0;
 }
 
-void odp_sha256_hex(const void *data, size_t n, char out[ODP_SHA256_HEX])
+int odp_sha256_hex(const void *data, size_t n, char out[ODP_SHA256_HEX], odp_err *err)
 {
+    if (load_libcrypto(err))
+        return err->code;
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned len = 0;
-    EVP_Digest(data, n, md, &len, EVP_sha256(), NULL);
+    evp.digest(data, n, md, &len, evp.sha256(), NULL);
     to_hex(md, len, out);
+    return 0;
 }
 
 int odp_sha256_file_hex(const char *path, char out[ODP_SHA256_HEX], odp_err *err)
 {
+    if (load_libcrypto(err))
+        return err->code;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return odp_fail_errno(err, odp_code_from_errno(errno), errno, "%s", path);
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    EVP_MD_CTX *ctx = evp.ctx_new();
+    evp.init(ctx, evp.sha256(), NULL);
     static unsigned char buf[1 << 18];
     int rc = 0;
     for (;;) {
@@ -42,32 +84,37 @@ int odp_sha256_file_hex(const char *path, char out[ODP_SHA256_HEX], odp_err *err
             rc = odp_fail_errno(err, ODP_EIO, errno, "%s", path);
             break;
         }
-        EVP_DigestUpdate(ctx, buf, (size_t)r);
+        evp.update(ctx, buf, (size_t)r);
     }
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned len = 0;
-    EVP_DigestFinal_ex(ctx, md, &len);
-    EVP_MD_CTX_free(ctx);
+    evp.final(ctx, md, &len);
+    evp.ctx_free(ctx);
     close(fd);
     if (!rc)
         to_hex(md, len, out);
     return rc;
 }
 
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
 size_t odp_base64_encode(const void *in, size_t n, char *out)
 {
-    size_t total = 0;
-    /* EVP_EncodeBlock takes an int length: feed it in slices that are multiples of 3. */
-    const size_t slice = 3u << 20;
     const unsigned char *p = in;
-    while (n > 0) {
-        size_t k = n < slice ? n : slice;
-        total += (size_t)EVP_EncodeBlock((unsigned char *)out + total, p, (int)k);
-        p += k;
-        n -= k;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned long w = (unsigned long)p[i] << 16;
+        if (i + 1 < n)
+            w |= (unsigned long)p[i + 1] << 8;
+        if (i + 2 < n)
+            w |= p[i + 2];
+        out[o++] = B64[(w >> 18) & 63];
+        out[o++] = B64[(w >> 12) & 63];
+        out[o++] = i + 1 < n ? B64[(w >> 6) & 63] : '=';
+        out[o++] = i + 2 < n ? B64[w & 63] : '=';
     }
-    out[total] = 0;
-    return total;
+    out[o] = 0;
+    return o;
 }
 
 static int b64_value(unsigned char c)

@@ -1,4 +1,4 @@
-/* SHA-256 and base64 through OpenSSL's libcrypto (already linked through libssh2). */
+/* SHA-256 through OpenSSL's libcrypto (opened on first use), base64 (RFC 4648, standard alphabet). */
 #ifndef ODP_HASH_H
 #define ODP_HASH_H
 
@@ -8,7 +8,8 @@
 
 #define ODP_SHA256_HEX 65
 
-void odp_sha256_hex(const void *data, size_t n, char out[ODP_SHA256_HEX]);
+/* 0, or ENOTFOUND when libcrypto cannot be loaded. */
+int odp_sha256_hex(const void *data, size_t n, char out[ODP_SHA256_HEX], odp_err *err);
 int odp_sha256_file_hex(const char *path, char out[ODP_SHA256_HEX], odp_err *err);
 /* out must hold 4 * ((n + 2) / 3) + 1 bytes; returns the length written (without the NUL). */
 size_t odp_base64_encode(const void *in, size_t n, char *out);

@@ -122,11 +122,18 @@ T.test("--cool-to on the device: thermal zones and dumpsys battery read, before/
   os.execute(("rm -rf '%s/sys' '%s'"):format(sbx, dumpsys))
 end)
 
-T.test("no device at that address: exit 3 with ENODEV", function()
+T.test("no device at that address: exit 3, one line naming the address once", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
     "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })
   T.eq(r.status, 3)
-  T.match(r.stdout .. r.stderr, "ENODEV")
+  T.eq(r.stderr, "odp: cannot connect to 127.0.0.1 port 1: Connection refused\n")
+end)
+
+T.test("a bad --adb: one line, exit 2", function()
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "usb:1", "--runner", fake,
+    "--model", add, "--runs-dir", dir .. "/runs" }, timeout = 30 })
+  T.eq(r.status, 2)
+  T.eq(r.stderr, "odp: --adb must be auto, server, usb or tcp:HOST:PORT, not 'usb:1'\n")
 end)
 
 T.with_real_runner("device state over adb: the recorded Pixel 8 tree, getprop and dumpsys, in the record", function(runner)

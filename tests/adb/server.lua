@@ -56,9 +56,14 @@ local function start_emu(name, args)
   end
   error("emulator " .. name .. " did not start")
 end
--- A listener that is not an adb server (socat): reply = what it says to every connection (nil: silent).
+-- A listener that is not an adb server (socat): reply = what it says to every connection (nil: silent); then it
+-- keeps the connection open until odp closes it (a close would race with odp's request).
 local function listener(name, port, reply)
-  local what = reply and ("SYSTEM:'printf \"%s\"'"):format(reply) or "SYSTEM:'exec cat >/dev/null'"
+  local file = ("%s/%s.reply"):format(work, name)
+  local f = assert(io.open(file, "wb"))
+  f:write(reply or "")
+  f:close()
+  local what = ("SYSTEM:'cat %s; exec cat >/dev/null'"):format(file)
   sh(("setsid socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork %s >/dev/null 2>&1 & echo $! >'%s/%s.pid'")
     :format(port, what, work, name))
   for _ = 1, 100 do -- listening once ss shows the port
@@ -238,7 +243,7 @@ end)
 -- from the real one: socat answers host:version with 31 (0x001f) where odp needs 32.
 T.test("a port where something else listens, a silent one, another protocol version: exit 3, no hang", function()
   local cases = {
-    { "http", server_port + 4, "HTTP/1.0 400 Bad Request\\r\\n\\r\\n", "is not an adb server %(it answered 'HTTP'" },
+    { "http", server_port + 4, "HTTP/1.0 400 Bad Request\r\n\r\n", "is not an adb server %(it answered 'HTTP'" },
     { "silent", server_port + 5, nil, "gave no adb server reply in time" },
     { "oldversion", server_port + 6, "OKAY0004001f", "speaks host protocol version 31; odp needs 32" },
     { "notversion", server_port + 7, "OKAY0002ok", "answered host:version with 'ok'" },
@@ -261,9 +266,9 @@ T.test("a port where something else listens, a silent one, another protocol vers
 end)
 
 T.test("Ctrl-C through the server: exit 130, the command killed on the device, the server serves on", function()
-  local marker = "odp/fake_runne[r].*fake_mode=hang" -- [r]: the pattern must not match the shell running pgrep
+  local marker = "odp/fake_runne[r].*fake_mode=hang_tree" -- [r]: the pattern must not match the shell running pgrep
   local argv = { odp, "run", root .. "/scripts/x300pro.lua", "--runs-dir", dir .. "/runs", "--runner", fake,
-    "--model", add, "--format", "json", "--", "--fake_mode=hang" }
+    "--model", add, "--format", "json", "--", "--fake_mode=hang_tree" }
   local cmd = ("exec %s & p=$!; for i in $(seq 400); do pgrep -f '%s' >/dev/null && break; sleep 0.05; done; " ..
     "kill -INT $p; wait $p; echo \"exit=$?\" >&2"):format(table.concat(argv, " "), marker)
   local r = assert(proc.run { "sh", "-c", cmd, timeout = 60 })
@@ -280,10 +285,10 @@ end)
 
 T.test("the server killed mid-run: one error, exit 3, nothing left running", function()
   -- kill the server once the runner runs on the device (the test runner program hangs until killed)
-  local marker = "odp/fake_runne[r].*fake_mode=hang" -- [r]: the pattern must not match the shell running pgrep
+  local marker = "odp/fake_runne[r].*fake_mode=hang_tree" -- [r]: the pattern must not match the shell running pgrep
   sh(("(for i in $(seq 400); do pgrep -f '%s' >/dev/null && break; sleep 0.05; done; " ..
     "sleep 0.3; pkill -f 'adb -L tcp:%d fork-serve[r]') >/dev/null 2>&1 &"):format(marker, server_port))
-  local r = odp_run({ "--runner", fake, "--model", add, "--timeout", "60", "--", "--fake_mode=hang" }, nil, 90)
+  local r = odp_run({ "--runner", fake, "--model", add, "--timeout", "60", "--", "--fake_mode=hang_tree" }, nil, 90)
   T.eq(r.status, 3, "exit 3; stderr: " .. r.stderr)
   T.ok(r.wall_s < 45, "no hang")
   local errors = 0

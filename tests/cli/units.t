@@ -17,11 +17,11 @@ The operator table: one unit per column (flatc's decode of the fixture: add 210/
 A run's latency statistics share one unit; NaN outputs print as NaN, never the platform's -nan
 (a replay of the real runner's transcript, tests/fixtures/transcripts/22_add_n10_split, with NaN outputs)
   $ cp tests/fixtures/transcripts/22_add_n10_split.stderr $TMP/nan.stderr; cp tests/fixtures/transcripts/22_add_n10_split.rc $TMP/nan.rc; printf 'OutputX 0: tensor(sizes=[3], [nan, -nan, 2.])\n' >$TMP/nan.stdout
-  $ ODP_FAKE_REPLAY=$TMP/nan $ODP run scripts/host.lua --runner $ODP_BUILD_DIR/tests/fake_runner --model tests/fixtures/pte/add_arduino.pte --runs-dir $TMP/runs -q | awk '/latency \(from/ {n = 3} n && n-- || /planned buffers/'
+  $ ODP_FAKE_REPLAY=$TMP/nan $ODP run scripts/host.lua --runner $ODP_BUILD_DIR/tests/fake_runner --model tests/fixtures/pte/add_arduino.pte --runs-dir $TMP/runs -q | awk '/^  latency/ { n = 3 } n && n-- { print } /^  outputs/ { print }'
     latency (from log)
        n  mean µs  min µs  p50 µs  p90 µs  p99 µs  max µs  std µs
       10    91.80  0.7520  0.8770   118.3   796.0   871.3   274.1
-    planned buffers  [0] 32 B
+    outputs          [0] sizes [3]: NaN, NaN, 2.0
 
 JSON keeps milliseconds; NaN model outputs are the strings "NaN" (JSON has no NaN; odp.result reads them back as numbers)
   $ ODP_FAKE_REPLAY=$TMP/nan $ODP run scripts/host.lua --runner $ODP_BUILD_DIR/tests/fake_runner --model tests/fixtures/pte/add_arduino.pte --runs-dir $TMP/runs -q --format json | grep -E '^    "(p50|min)"|"values"'

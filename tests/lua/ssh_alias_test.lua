@@ -41,7 +41,7 @@ T.test("the command line overrides the config (user, port)", function()
   local t, err, code = target_ssh.new { host = "board", ssh_config = cfg, port = 1 }
   T.eq(t, nil); T.eq(code, "ENODEV"); T.match(err, "127%.0%.0%.1 port 1")
   t, err, code = target_ssh.new { host = "root@board", ssh_config = cfg }
-  T.eq(t, nil); T.eq(code, "EAUTH"); T.match(err, "user root")
+  T.eq(t, nil); T.eq(code, "EAUTH"); T.match(err, "^EAUTH: root@127%.0%.0%.1:%d+: no key accepted")
 end)
 
 T.test("HostKeyAlias: the host key is looked up (and added) under the alias", function()
@@ -55,6 +55,21 @@ T.test("HostKeyAlias: the host key is looked up (and added) under the alias", fu
   c = config("config_noalias", "  UserKnownHostsFile " .. kh)
   local _, err, code = target_ssh.new { host = "board", ssh_config = c }
   T.eq(code, "EHOSTKEY"); T.match(err, "unknown host key")
+end)
+
+T.test("every UserKnownHostsFile and GlobalKnownHostsFile is read; a changed key in any is refused", function()
+  local empty = tmp .. "/kh_empty_" -- absent files are fine
+  local c = config("config_kh2", ("  UserKnownHostsFile %s1 %s"):format(empty, srv.known_hosts))
+  local t = assert(target_ssh.new { host = "board", ssh_config = c })
+  t:close()
+  c = config("config_global", ("  UserKnownHostsFile %s2\n  GlobalKnownHostsFile %s"):format(empty, srv.known_hosts))
+  t = assert(target_ssh.new { host = "board", ssh_config = c })
+  t:close()
+  local other = sshd.keygen(tmp .. "/other_host_key")
+  local changed = srv:write_known_hosts(nil, tmp .. "/kh_changed", other .. ".pub")
+  c = config("config_changed", ("  UserKnownHostsFile %s3\n  GlobalKnownHostsFile %s"):format(empty, changed))
+  local _, err, code = target_ssh.new { host = "board", ssh_config = c }
+  T.eq(code, "EHOSTKEY"); T.match(err, "CHANGED.*" .. changed:gsub("%p", "%%%0"))
 end)
 
 T.test("StrictHostKeyChecking accept-new adds the key; no is refused with the reason", function()
@@ -87,7 +102,49 @@ T.test("odp run --host ALIAS -v shows the resolved settings; a config syntax err
   args[7] = bad
   r = proc.run(args)
   T.eq(r.status, 2, r.stderr)
-  T.eq(r.stderr, ("odp: EUSAGE: %s line 2: Bad port 'nope'\n"):format(bad))
+  T.eq(r.stderr, ("odp: %s line 2: Bad port 'nope'\n"):format(bad))
+end)
+
+T.test("ConnectTimeout bounds the connection to a port that never speaks SSH", function()
+  local port = srv.port + 1000
+  local pid = sshd.sh(("socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr SYSTEM:'exec cat >/dev/null' " ..
+    ">/dev/null 2>&1 & echo $!"):format(port)):match("%d+")
+  local ok, err = pcall(function()
+    for _ = 1, 100 do
+      if proc.run { "sh", "-c", ("ss -ltn | grep -q '127.0.0.1:%d '"):format(port) }.ok then break end
+      require("odp.sys").sleep(0.05)
+    end
+    local path = tmp .. "/config_timeout"
+    T.write(path, ("Host mute\n  HostName 127.0.0.1\n  Port %d\n  ConnectTimeout 1\n"):format(port))
+    local t0 = require("odp.sys").now()
+    local _, e, code = target_ssh.new { host = "mute", ssh_config = path }
+    local took = require("odp.sys").now() - t0
+    T.eq(code, "ETIMEDOUT", e); T.ok(took >= 0.9 and took < 10, ("gave up after %.1f s"):format(took))
+  end)
+  sshd.sh("kill " .. pid .. " 2>/dev/null; true")
+  assert(ok, err)
+end)
+
+T.test("IdentityAgent names the agent's socket (OpenSSH's ssh-agent); IdentityAgent none keeps it out", function()
+  local sock = tmp .. "/agent.sock"
+  local out = sshd.sh(("ssh-agent -a %s"):format(sshd.quote(sock)))
+  local agent_pid = assert(out:match("SSH_AGENT_PID=(%d+)"))
+  local ok, err = pcall(function()
+    sshd.sh(("SSH_AUTH_SOCK=%s ssh-add -q %s"):format(sshd.quote(sock), sshd.quote(srv.identity)))
+    local function agent_config(name, agent)
+      local path = tmp .. "/" .. name
+      T.write(path, ("Host board\n  HostName 127.0.0.1\n  User %s\n  Port %d\n  IdentityFile %s/none\n" ..
+        "  IdentityAgent %s\n  UserKnownHostsFile %s\n"):format(srv.user, srv.port, tmp, agent, srv.known_hosts))
+      return path
+    end
+    local t = assert(target_ssh.new { host = "board", ssh_config = agent_config("config_agent", sock) })
+    T.eq(t:run("echo agent"), "agent\n")
+    t:close()
+    local _, e, code = target_ssh.new { host = "board", ssh_config = agent_config("config_noagent", "none") }
+    T.eq(code, "EAUTH", e)
+  end)
+  sshd.sh("kill " .. agent_pid)
+  assert(ok, err)
 end)
 
 T.test("an encrypted key: the passphrase is asked on the terminal without echo (tmux), never shown", function()

@@ -39,6 +39,7 @@ local function as_G(s)
     identityagent = s.identity_agent,
     proxyjump = s.proxy_jump, proxycommand = s.proxy_command,
     userknownhostsfile = table.concat(s.known_hosts_files, " "),
+    globalknownhostsfile = table.concat(s.global_known_hosts_files, " "),
     stricthostkeychecking = strict[s.strict_host_key_checking],
     connecttimeout = s.connect_timeout and tostring(s.connect_timeout) or "none",
     serveraliveinterval = tostring(s.server_alive_interval),
@@ -73,8 +74,14 @@ end
 T.test("command-line user, port and identity override the config, as ssh -l -p -i", function()
   local key = tmp .. "/cli_key"
   T.write(key, "") -- ssh -i drops a file that does not exist
-  local s = compare(corpus, "rpi5", { user = "bob", port = 2000, identity = key }, { "-l", "bob", "-p", "2000", "-i", key })
+  local s = compare(corpus, "rpi5", { user = "bob", port = 2000, identity = key },
+    { "-l", "bob", "-p", "2000", "-i", key })
   T.eq(s.identity_files[1], key)
+end)
+
+T.test("Match user sees the command line's user, as ssh -l", function()
+  compare(corpus, "proxied", { user = "root" }, { "-l", "root" })
+  compare(corpus, "proxied", { user = "bob" }, { "-l", "bob" })
 end)
 
 T.test("expanded IdentityFile paths equal the files ssh -v loads", function()
@@ -92,7 +99,7 @@ end)
 
 T.test("ProxyCommand is expanded with the target's %h %p %r", function()
   local s = assert(cfg.resolve("a.lab", { file = corpus }))
-  T.eq(cfg.proxy_command(s), "socat - TCP:a.lab:22 # a comment stays in ProxyCommand")
+  T.eq(s.proxy_command_line, "socat - TCP:a.lab:22 # a comment stays in ProxyCommand")
   T.eq(cfg.jump_hops(assert(cfg.resolve("secret.lab", { file = corpus })).proxy_jump),
     { { user = "u1", host = "hop1", port = 2022 }, { user = "u2", host = "hop2", port = 2023 } })
 end)
@@ -157,6 +164,36 @@ T.test("an unknown %token is an error, not a silent empty string", function()
   T.write(f, "Host a\n  IdentityFile ~/.ssh/%Z\n")
   local _, err = cfg.resolve("a", { file = f })
   T.match(err, "unknown token %%Z")
+  T.write(f, "Host a\n  ProxyCommand nc %h %q\n")
+  _, err = cfg.resolve("a", { file = f })
+  T.match(err, "^EUSAGE: ProxyCommand: unknown token %%q")
+end)
+
+T.test("fuzz: 3000 mutated configs resolve or fail with one EUSAGE line, never raise", function()
+  local base = T.read(corpus)
+  local alphabet = { "%", "!", "*", "?", "\"", "'", "\\", "=", "#", ",", " ", "\t", "\n", "Host ", "Match ",
+    "Include ", "ProxyJump ", "Port ", "%h", "%Z", "${HOME}", "${NO_SUCH_VAR_ODP}", "~", "none", "exec", "all",
+    "\0", "\255", "9999999999" }
+  math.randomseed(1313)
+  local f = tmp .. "/fuzz.conf"
+  for i = 1, 3000 do
+    local text = base
+    for _ = 1, math.random(1, 6) do
+      local at = math.random(1, #text)
+      if math.random() < 0.5 then
+        text = text:sub(1, at - 1) .. alphabet[math.random(#alphabet)] .. text:sub(at)
+      else
+        text = text:sub(1, at - 1) .. text:sub(at + math.random(1, 8))
+      end
+    end
+    T.write(f, text)
+    local ok, s, err, code = pcall(cfg.resolve, ({ "rpi5", "graviton-2", "a.lab", "x" })[i % 4 + 1], { file = f })
+    T.ok(ok, "raised on mutation " .. i .. ": " .. tostring(s))
+    if not s then
+      T.eq(code, "EUSAGE", "code for: " .. tostring(err))
+      T.ok(not err:find("\n"), "one line: " .. err)
+    end
+  end
 end)
 
 T.done()

@@ -22,15 +22,19 @@ sshd.sh(table.concat({
     veth, veth),
 }, " && "))
 
-local board = sshd.start { netns = ns }
-local bastion = sshd.start { netns = ns, listen = ns_ip }
-local gate = sshd.start()
-local closed = sshd.start { config = { "PermitOpen none" } } -- a jump host that forwards nothing
-
+local servers = {}
 local function finish()
-  for _, s in ipairs({ board, bastion, gate, closed }) do s:stop() end
+  for _, s in ipairs(servers) do s:stop() end
   proc.run { "ip", "netns", "del", ns }
 end
+local started, why = pcall(function()
+  servers[1] = sshd.start { netns = ns }
+  servers[2] = sshd.start { netns = ns, listen = ns_ip }
+  servers[3] = sshd.start()
+  servers[4] = sshd.start { config = { "PermitOpen none" } } -- a jump host that forwards nothing
+end)
+if not started then finish(); error(why, 0) end -- the namespace never outlives the test
+local board, bastion, gate, closed = table.unpack(servers)
 
 -- One config for all of it; keys and known_hosts of each server.
 local function host_block(name, srv, extra)
@@ -87,12 +91,15 @@ T.test("two hops: gate, then bastion, then the board", function()
   t:close()
 end)
 
-T.test("ProxyCommand with OpenSSH's ssh -W and with socat", function()
+T.test("ProxyCommand with OpenSSH's ssh -W and with socat; closing the session ends the command", function()
+  local pattern = ("-W 127.0.0.1:%d bastion|socat - TCP:127.0.0.1:%d"):format(board.port, board.port)
   for _, alias in ipairs({ "board-w", "board-socat" }) do
     local t = assert(open(alias))
     T.eq(t:run("echo " .. alias), alias .. "\n", alias)
+    T.ok(proc.run { "pgrep", "-f", "--", pattern }.stdout ~= "", "the ProxyCommand runs while the session is open")
     t:close()
   end
+  T.eq(proc.run { "pgrep", "-f", "--", pattern }.stdout, "", "no ProxyCommand left running")
 end)
 
 T.test("a ProxyCommand that exits at once: its status and stderr in one line", function()
@@ -111,6 +118,9 @@ end)
 
 T.test("a jump host that goes silent is detected within ServerAliveInterval x CountMax", function()
   local t = assert(open("board-silent"))
+  -- time spent elsewhere (not waiting on the connection) is not silence
+  sys.sleep(3)
+  T.eq(t:run("echo still"), "still\n")
   -- freeze the bastion's session processes: the TCP connection stays up, nothing answers
   local pids = sshd.sh(("pgrep -P %d"):format(bastion.pid)):gsub("%s+", " ")
   sshd.sh("kill -STOP " .. pids)
@@ -121,6 +131,17 @@ T.test("a jump host that goes silent is detected within ServerAliveInterval x Co
   T.eq(r, nil); T.match(err, "no answer for %d s %(ServerAliveInterval 1 x ServerAliveCountMax 2%)")
   T.ok(took >= 1.9 and took < 10, ("detected after %.1f s"):format(took))
   t:close()
+end)
+
+T.test("Ctrl-C while the jump host hangs the handshake: exit 130 at once", function()
+  sshd.sh("kill -STOP " .. bastion.pid) -- accepts TCP (the kernel does), never answers
+  local t0 = sys.now()
+  local r = proc.run { "timeout", "--preserve-status", "-s", "INT", "2", os.getenv("ODP") or "build/odp", "run",
+    T.root() .. "/scripts/rpi5.lua", "--host", "board", "--ssh-config", cfg, "--runner", "/bin/true", "--model",
+    T.root() .. "/tests/fixtures/pte/add_arduino.pte", timeout = 60 }
+  local took = sys.now() - t0
+  sshd.sh("kill -CONT " .. bastion.pid)
+  T.eq(r.status, 130, r.stderr); T.ok(took < 6, ("ended after %.1f s"):format(took))
 end)
 
 T.test("odp run --host ALIAS through a jump: one-line exit 3 for a ProxyJump loop", function()

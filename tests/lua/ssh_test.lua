@@ -152,7 +152,12 @@ T.test(("a wrong key gives EAUTH; an RSA key is %s: linked libssh2 %s"):format(r
   else
     T.eq(code, "EAUTH"); T.match(err, "libssh2 " .. ssh.libssh2_version():gsub("%p", "%%%0") .. " signs RSA keys only with SHA%-1")
     T.match(err, "ed25519")
+    -- the board named once, as the user would type it (it once read odptest@odptest@127.0.0.1:PORT)
+    T.match(err, "^EAUTH: " .. srv.user .. "@127%.0%.0%.1:" .. srv.port .. " refused RSA key ")
+    T.eq(select(2, err:gsub(srv.user .. "@", "")), 1, "the user once: " .. err)
   end
+  _, err = connect { identity = wrong }
+  T.eq(select(2, err:gsub(srv.user, "")), 1, "the user once: " .. err)
   _, err, code = connect { identity = tmp .. "/no_such_key" }
   T.eq(code, "EAUTH")
 end)

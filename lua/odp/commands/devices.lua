@@ -19,6 +19,8 @@ adb states: device (usable), unauthorized (accept the "Allow USB debugging?" pro
 holds the USB interface: when it is the adb server, runs go through it), no permissions (udev rule,
 docs/devices.md), offline (no answer).]]
 
+M.help_text = USAGE -- --help and the man page
+
 local function hex4(v) return v and string.format("%04x", v) or nil end
 
 local serial_source = {

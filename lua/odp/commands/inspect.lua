@@ -15,6 +15,10 @@ M.options = {
   { "all", "ETDump: also show OPERATOR_CALL rows (kernel + framework overhead) in the human table", false, "bool" },
 }
 
+M.usage = "odp inspect FILE [options]"
+M.description = "FILE: an ETDump (.etdump/.etdp), a .pte, or an ELF (executor_runner).\n" ..
+  "The kind is read from the file's bytes."
+
 local function kind_of(head)
   if #head >= 12 and head:sub(9, 12) == "ED00" or head:sub(5, 8) == "ED00" then return "etdump" end
   if head:sub(5, 8) == "ET12" or head:sub(5, 6) == "BP" then return "pte" end
@@ -25,7 +29,7 @@ end
 local function etdump_doc(path, opts)
   local etdump = require("odp.etdump")
   local doc, err, code = etdump.read(path)
-  if not doc then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  if not doc then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
   local rows, unit = etdump.ops(doc, eopts)
   local blocks = {}
@@ -64,7 +68,7 @@ end
 local function pte_info(path)
   local pte = require("odp.pte")
   local p, err, code = pte.read(path)
-  if not p then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  if not p then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local methods, delegates = {}, {}
   for i, m in ipairs(p.methods) do
     methods[i] = { name = m.name, operators = json.array(m.operators),
@@ -109,7 +113,7 @@ local function elf_info(path)
   local ok, elf = pcall(require, "odp.elf")
   if not ok then errors.fail("EIO", "this odp has no ELF reader (odp.elf) yet", 3) end
   local e, err, code = elf.read(path)
-  if not e then errors.fail(code, ("%s: %s"):format(path, err), 1) end
+  if not e then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end
   return info
@@ -148,8 +152,7 @@ local OP_COLS = { "block", "name", "n", "p10", "p50", "p90", "avg", "min", "max"
 function M.main(args)
   local opts, rest = cli.parse(args, M.options, cli.global_options)
   if opts.help or #rest ~= 1 then
-    print(cli.help("odp inspect FILE [options]", "FILE: an ETDump (.etdump/.etdp), a .pte, or an ELF " ..
-      "(executor_runner).\nThe kind is read from the file's bytes.", M.options, cli.global_options))
+    print(cli.help(M.usage, M.description, M.options, cli.global_options))
     return opts.help and 0 or 2
   end
   local path = rest[1]

@@ -25,6 +25,11 @@ M.options = {
   { "height", "Height in pixels", 460, "posint" },
 }
 
+M.usage = "odp plot FILE.jsonl [--x PARAM] [--y FIELD.PATH,...] [--group PARAM] [--out plot.svg]"
+M.description = "Plots the records of a sweep (scripts/sweep.lua --out FILE.jsonl). Without flags: x is the swept\n" ..
+  "parameter (with two, the second is --group), y is latency_ms.p50 with p10/p90 bars, and the SVG is\n" ..
+  "written next to FILE (s.jsonl -> s.svg); the path is printed. --out - writes the SVG to stdout."
+
 local function path_get(t, path)
   for part in path:gmatch("[^.]+") do
     if type(t) ~= "table" then return nil end
@@ -138,11 +143,7 @@ end
 function M.main(args)
   local opts, rest = cli.parse(args, M.options, cli.global_options)
   if opts.help or #rest ~= 1 then
-    print(cli.help("odp plot FILE.jsonl [--x PARAM] [--y FIELD.PATH,...] [--group PARAM] [--out plot.svg]",
-      "Plots the records of a sweep (scripts/sweep.lua --out FILE.jsonl). Without flags: x is the swept\n" ..
-      "parameter (with two, the second is --group), y is latency_ms.p50 with p10/p90 bars, and the SVG is\n" ..
-      "written next to FILE (s.jsonl -> s.svg); the path is printed. --out - writes the SVG to stdout.",
-      M.options, cli.global_options))
+    print(cli.help(M.usage, M.description, M.options, cli.global_options))
     return opts.help and 0 or 2
   end
   local path = rest[1]

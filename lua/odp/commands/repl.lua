@@ -2,14 +2,15 @@
 local errors = require("odp.errors")
 local repl = require("odp.repl")
 
-local M = { summary = "Interactive Lua prompt with every odp module loaded (optionally a device file)" }
+local M = { summary = "Interactive Lua prompt with every odp module loaded (optionally a device file)",
+  help_text = "usage: odp repl [DEVICE.lua]\n\n" ..
+    "Globals: odp.<module> (odp.proc, odp.ssh, odp.probe, odp.rtt, ...), device (the DEVICE file's table).\n" ..
+    "Tab completes names and members; an incomplete statement continues on the next line (>>);\n" ..
+    "an expression's value is printed. History: $XDG_STATE_HOME/odp/repl_history." }
 
 function M.main(args)
   if args[1] == "--help" or args[1] == "-h" then
-    print("usage: odp repl [DEVICE.lua]\n\n" ..
-      "Globals: odp.<module> (odp.proc, odp.ssh, odp.probe, odp.rtt, ...), device (the DEVICE file's table).\n" ..
-      "Tab completes names and members; an incomplete statement continues on the next line (>>);\n" ..
-      "an expression's value is printed. History: $XDG_STATE_HOME/odp/repl_history.")
+    print(M.help_text)
     return 0
   end
   local env = setmetatable({ odp = repl.odp_namespace() }, { __index = _G })

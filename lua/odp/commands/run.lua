@@ -4,7 +4,10 @@
 -- program with every odp module at hand; its arguments are `...` and `arg`).
 local errors = require("odp.errors")
 
-local M = { summary = "Run a script: a device flow (scripts/*.lua), a sweep, or your own Lua" }
+local M = { summary = "Run a script: a device flow (scripts/*.lua), a sweep, or your own Lua",
+  help_text = "usage: odp run SCRIPT [script options]\n\n" ..
+    "SCRIPT is a Lua file: scripts/host.lua, scripts/rpi5.lua, ... or your own.\n" ..
+    "`odp run SCRIPT --help` lists the script's options." }
 
 -- The user's frames only: odp's own below the script are noise to someone debugging their script.
 local function traceback(e)
@@ -39,9 +42,7 @@ end
 function M.main(args)
   local path = args[1]
   if path == nil or path == "--help" or path == "-h" then
-    print("usage: odp run SCRIPT [script options]\n\n" ..
-      "SCRIPT is a Lua file: scripts/host.lua, scripts/rpi5.lua, ... or your own.\n" ..
-      "`odp run SCRIPT --help` lists the script's options.")
+    print(M.help_text)
     return path == nil and 2 or 0
   end
   local chunk, err = loadfile(path)

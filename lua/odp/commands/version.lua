@@ -1,7 +1,8 @@
 --- odp version [-v]
 local host = require("odp.host")
 
-local M = { summary = "Print odp's version (-v: build and library details)" }
+local M = { summary = "Print odp's version (-v: build and library details)",
+  help_text = "usage: odp version [-v]" }
 
 function M.main(args)
   print("odp " .. host.version)

@@ -290,7 +290,7 @@ function M.script(spec)
     run = function(ctx)
       ctx.device = device
       local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = ctx.opts }))
-      if not target then errors.fail(code or "ENODEV", err) end
+      errors.check(target, err, code or "ENODEV")
       ctx.target = target
       local ok, rec = pcall(M.run, ctx)
       target:close()

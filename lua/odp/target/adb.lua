@@ -38,6 +38,10 @@ end
 -- ui (for the "tap Allow" message).
 function M.new(opts)
   opts = opts or {}
+  local how = opts.adb or "auto"
+  if not (how == "auto" or how == "server" or how == "usb" or how:match("^tcp:.+:%d+$")) then
+    require("odp.errors").fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
+  end
   local self = setmetatable({
     kind = "adb",
     transport = opts.adb or "auto",
@@ -152,9 +156,15 @@ function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
   if opts.rusage ~= false then method, prefix = self:rusage_method() end
-  if opts.helper_args or opts.counters then
+  local helper_args = opts.helper_args
+  if method == "odp-rusage" then
+    -- -g: the runner stays in the shell's process group, which adbd kills when the stream closes (a timeout,
+    -- Ctrl-C, the adb server or the connection gone): nothing of it outlives the command on the device
+    helper_args = table.move(opts.helper_args or {}, 1, #(opts.helper_args or {}), 2, { "-g" })
+  end
+  if helper_args or opts.counters then
     local err, code
-    prefix, err, code = shell.with_helper_args(method, prefix, opts.helper_args, opts.counters)
+    prefix, err, code = shell.with_helper_args(method, prefix, helper_args, opts.counters)
     if not prefix and err then return nil, err, code end
   end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix })

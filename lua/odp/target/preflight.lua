@@ -91,7 +91,7 @@ function M.wrap(script, target_mod, device_path)
     validate(ctx)
     local o = ctx.opts
     local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = o }))
-    if not target then errors.fail(code or "ENODEV", err) end
+    errors.check(target, err, code or "ENODEV")
     ctx.preflight = M.check(target, { runner = o.runner, model = o.model, data = o.data, device = device,
       remote_dir = target.remote_dir })
   end

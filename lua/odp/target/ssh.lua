@@ -114,11 +114,15 @@ end
 
 -- The ssh.connect options for settings st.
 local function connect_options(st, opts)
+  -- new host keys go to the first UserKnownHostsFile; the others and the global files are read too
+  local also = table.move(st.known_hosts_files, 2, #st.known_hosts_files, 1, {})
+  table.move(st.global_known_hosts_files, 1, #st.global_known_hosts_files, #also + 1, also)
   local conn = { host = st.hostname, port = st.port, user = st.user, known_hosts = st.known_hosts_files[1],
+    known_hosts_also = also,
     host_key_alias = st.host_key_alias, timeout = st.connect_timeout or CONNECT_TIMEOUT,
     accept_new = opts.accept_new_host_key or st.strict_host_key_checking == "accept-new",
     alive_interval = st.server_alive_interval, alive_count_max = st.server_alive_count_max,
-    proxy_command = ssh_config.proxy_command(st) }
+    proxy_command = st.proxy_command_line }
   if opts.identity then
     conn.identity = st.identity_files[1]
   elseif #st.identity_files > 0 then
@@ -194,7 +198,8 @@ function M.new(opts)
     ui:debug("ssh %s: %s (config: %s)", st.alias, describe(st), #st.files > 0 and table.concat(st.files, ", ")
       or "none")
   end
-  local key = ("%s@%s:%d"):format(st.user, st.hostname, st.port)
+  -- the route is part of the key: the same board through another jump is another connection
+  local key = ("%s@%s:%d %s"):format(st.user, st.hostname, st.port, st.proxy_jump or st.proxy_command_line or "")
   local cached = open_targets[key]
   if cached and cached.session then return cached end
   local session, cerr, ccode = connect_chain(st, opts, { st.alias:lower() })
@@ -297,7 +302,7 @@ end
 --- Raises a structured failure when a target cannot be opened (for scripts).
 function M.open(opts)
   local t, err, code = M.new(opts)
-  if not t then errors.fail(code or "ENODEV", err) end
+  errors.check(t, err, code or "ENODEV")
   return t
 end
 

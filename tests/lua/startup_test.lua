@@ -1,0 +1,68 @@
+-- Instant start: odp links only Lua and libc; libssh2, libusb, libserialport, libedit and libcrypto are loaded
+-- by the modules that need them (Makefile LAZY, src/main.c package.cpath), checked in /proc/self/maps.
+local T = require("t")
+local proc = require("odp.proc")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local HEAVY = { "libssh2", "libusb", "libserialport", "libedit", "libcrypto" }
+
+-- The heavy libraries mapped into a fresh odp after running the Lua chunk `code`.
+local function mapped_after(code)
+  local dir = T.tmpdir()
+  T.write(dir .. "/s.lua", code .. [[
+
+local seen = {}
+for line in io.lines("/proc/self/maps") do
+  for _, lib in ipairs({ "libssh2", "libusb", "libserialport", "libedit", "libcrypto" }) do
+    if line:find("/" .. lib, 1, true) then seen[lib] = true end
+  end
+end
+local out = {}
+for lib in pairs(seen) do out[#out + 1] = lib end
+table.sort(out)
+io.write(table.concat(out, " "))]])
+  local r = proc.run { odp, "run", dir .. "/s.lua", timeout = 30 }
+  T.eq(r.status, 0, r.stderr)
+  return r.stdout
+end
+
+T.test("the odp binary needs none of the heavy libraries (ldd)", function()
+  local r = proc.run { "ldd", odp, timeout = 30 }
+  T.eq(r.status, 0, r.stderr)
+  for _, lib in ipairs(HEAVY) do T.ok(not r.stdout:find(lib, 1, true), lib .. " is not linked: " .. r.stdout) end
+end)
+
+T.test("a script that uses none of them maps none of them", function()
+  T.eq(mapped_after("local x = require('odp.json').encode({ 1 })"), "")
+end)
+
+T.test("each module loads its library on first require, from build/lib/odp/*.so", function()
+  T.eq(mapped_after("require('odp.readline')"), "libedit")
+  T.eq(mapped_after("require('odp.serial')"), "libserialport")
+  T.eq(mapped_after("require('odp.usb')"), "libusb")
+  T.match(mapped_after("require('odp.ssh')"), "libcrypto libssh2")
+  T.match(mapped_after("require('odp.adb')"), "libcrypto libusb")
+end)
+
+T.test("sys.sha256 opens libcrypto on first use, and agrees with sha256sum", function()
+  T.eq(mapped_after("assert(require('odp.sys').sha256('abc'))"), "libcrypto")
+  local sys = require("odp.sys")
+  T.eq(sys.sha256("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+  local f = root .. "/tests/fixtures/pte/add_arduino.pte"
+  local r = proc.run { "sha256sum", f, timeout = 30 }
+  T.eq(sys.sha256_file(f), r.stdout:match("^(%x+)"))
+  for _, s in ipairs({ "", "f", "fo", "foo", "foob", "fooba", "foobar", ("\255\0\1"):rep(1000) }) do
+    local b = proc.run { argv = { "base64", "-w0" }, stdin = s, timeout = 30 }
+    T.eq(sys.base64_encode(s), b.stdout, "base64 of " .. #s .. " bytes, as coreutils' base64 (RFC 4648)")
+    T.eq(sys.base64_decode(sys.base64_encode(s)), s)
+  end
+end)
+
+T.test("probe.usb_list still answers, through odp.usb", function()
+  local probe = require("odp.probe")
+  local list, err = probe.usb_list(0x1366)
+  T.ok(type(list) == "table" or type(err) == "string", "a list or an error")
+end)
+
+T.done()
