@@ -135,7 +135,8 @@ function M.run(opts)
       errors.fail("EBUSY", ("%s is being written by another sweep (pid %d): wait for it to finish, "
         .. "or give this one another --out"):format(out, holder), 2)
     end
-    errors.fail(lcode, lerr, 3)
+    -- (the lock sits beside out: what cannot be created is out's directory)
+    errors.fail(lcode, ("cannot append to %s: %s"):format(out, lerr:match(": ([^:]*)$") or lerr), 3)
   end
   local old, torn = M.load(out)
   local done_count = {}

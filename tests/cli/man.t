@@ -21,6 +21,7 @@ Every command, every shipped script, the exit codes and environment variables ar
      odp devices
      odp inspect
      odp plot
+     odp compare A B
      odp version
      odp run scripts/alif_e8.lua
      odp run scripts/graviton4.lua
