@@ -70,7 +70,7 @@ function proc.run(spec) end
 
 ---@class odp.sys
 local sys = {}
----@return string hex
+---@return string|nil hex, string? err, odp.ECode? code  -- ENOTFOUND: libcrypto (opened on first use) is missing
 function sys.sha256(data) end
 ---@param crc? integer continue from this CRC
 ---@return integer

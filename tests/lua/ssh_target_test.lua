@@ -70,12 +70,15 @@ end)
 
 T.test("a runner hanging under odp-rusage is gone from the board after the timeout", function()
   local marker = "odp_target_hang_" .. sys.getpid()
-  local r = assert(t:exec({ "sh", "-c", "sleep 200 & sleep 201; : " .. marker }, { timeout = 1 }))
+  -- sleep lengths of this run only: another suite running at the same time must not look like a leftover
+  local d = 200000 + sys.getpid() % 100000 * 2
+  local r = assert(t:exec({ "sh", "-c", ("sleep %d & sleep %d; : %s"):format(d, d + 1, marker) }, { timeout = 1 }))
   T.eq(r.timed_out, true); T.eq(r.ok, false)
   -- the group gets TERM, then KILL after a grace period: wait for that (a loaded machine is slow), bounded
   local left
-  for _ = 1, 60 do
-    left = sshd.sh("ps -eo stat,args | grep -e " .. marker .. " -e 'sleep 20[01]' | grep -v grep | grep -v '^Z' || true")
+  for _ = 1, 100 do
+    left = sshd.sh(("ps -eo stat,args | grep -e %s -e 'sleep %d' -e 'sleep %d' | grep -v grep | grep -v '^Z' || true")
+      :format(marker, d, d + 1))
     if left == "" then break end
     sys.sleep(0.1)
   end
