@@ -135,8 +135,7 @@ function M.run(opts)
       errors.fail("EBUSY", ("%s is being written by another sweep (pid %d): wait for it to finish, "
         .. "or give this one another --out"):format(out, holder), 2)
     end
-    -- (the lock sits beside out: what cannot be created is out's directory)
-    errors.fail(lcode, ("cannot append to %s: %s"):format(out, lerr:match(": ([^:]*)$") or lerr), 3)
+    errors.check(lock, lerr, lcode) -- the lock file's path and why, once, exit 3
   end
   local old, torn = M.load(out)
   local done_count = {}

@@ -70,12 +70,15 @@ end)
 
 T.test("a runner hanging under odp-rusage is gone from the board after the timeout", function()
   local marker = "odp_target_hang_" .. sys.getpid()
-  local r = assert(t:exec({ "sh", "-c", "sleep 200 & sleep 201; : " .. marker }, { timeout = 1 }))
+  -- sleep lengths of this run only: another suite running at the same time must not look like a leftover
+  local d = 200000 + sys.getpid() % 100000 * 2
+  local r = assert(t:exec({ "sh", "-c", ("sleep %d & sleep %d; : %s"):format(d, d + 1, marker) }, { timeout = 1 }))
   T.eq(r.timed_out, true); T.eq(r.ok, false)
   -- the group gets TERM, then KILL after a grace period: wait for that (a loaded machine is slow), bounded
   local left
-  for _ = 1, 60 do
-    left = sshd.sh("ps -eo stat,args | grep -e " .. marker .. " -e 'sleep 20[01]' | grep -v grep | grep -v '^Z' || true")
+  for _ = 1, 100 do
+    left = sshd.sh(("ps -eo stat,args | grep -e %s -e 'sleep %d' -e 'sleep %d' | grep -v grep | grep -v '^Z' || true")
+      :format(marker, d, d + 1))
     if left == "" then break end
     sys.sleep(0.1)
   end
@@ -212,7 +215,7 @@ T.test("preflight: an aarch64 runner against the x86_64 board", function()
 end)
 
 T.test("preflight: a runner needing GLIBC_9.99, with the Graviton4 advice", function()
-  local device = dofile(T.root() .. "/devices/graviton4.lua")
+  local device = require("odp.device").load(T.root() .. "/devices/graviton4.lua")
   local e = preflight_failure { runner = craft.needs_glibc(tmp), model = model, device = device }
   T.eq(e.code, "ENODEV"); T.match(e.message, "GLIBC_9%.99"); T.match(e.message, t:libc_version(), "board glibc")
   T.match(e.message, "Ubuntu 26%.04")
@@ -242,6 +245,19 @@ T.test("scripts/rpi5.lua: a preflight failure is one line, exit 3, before any up
     "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", tmp .. "/empty_kh",
     "--remote-dir", rd, "--runner", "/bin/true", "--model", model, timeout = 60 }
   T.eq(r.status, 3); T.match(r.stderr, "%-%-accept%-new%-host%-key")
+end)
+
+T.test("scripts/rpi5.lua: validate needs no network; preflight is the step after it", function()
+  local script = dofile(T.root() .. "/scripts/rpi5.lua")
+  local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+  local ctx = { opts = { host = "odp@127.0.0.1", port = 1, runner = "/bin/true", model = model, warmup = 0,
+    timeout = 10, remote_dir = "/tmp/odp" }, args = {}, ui = require("odp.ui").new { quiet = true } }
+  local t0 = sys.now()
+  script.validate(ctx) -- port 1 refuses: validate must not have tried
+  T.eq(ctx.preflight, nil, "no preflight in validate")
+  T.ok(sys.now() - t0 < 5, "no connection attempt")
+  local ok, e = pcall(script.run, ctx)
+  T.eq(ok, false); T.eq(e.exit, 3, "the run's preflight step connects and fails: " .. tostring(e.message))
 end)
 
 t:close()

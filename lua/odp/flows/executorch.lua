@@ -273,14 +273,22 @@ function M.run(ctx)
 end
 
 --- A script declaration for a target kind: `return require("odp.flows.executorch").script{...}`.
----@param spec {name: string, description: string, target: string, device?: string}
+---@param spec {name: string, description: string, target?: string, device?: string} target defaults to the device's transport
 function M.script(spec)
-  local target_mod = require("odp.target." .. spec.target)
+  local device = spec.device and require("odp.device").load(spec.device) or nil
+  local target_mod = require("odp.target." .. (spec.target or device.transport))
   local options = {}
   for _, list in ipairs({ M.options, require("odp.placement").options, target_mod.options or {} }) do
-    for _, opt in ipairs(list) do options[#options + 1] = opt end
+    for _, opt in ipairs(list) do
+      -- the device's remote_dir is the --remote-dir default (devices/vivo_x300_pro.lua: /data/local/tmp/odp)
+      if opt[1] == "remote-dir" and device and device.remote_dir then
+        local copy = {}
+        for k, v in pairs(opt) do copy[k] = v end
+        copy[3], opt = device.remote_dir, copy
+      end
+      options[#options + 1] = opt
+    end
   end
-  local device = spec.device and dofile(require("odp.host").root .. "/" .. spec.device) or nil
   return {
     name = spec.name, description = spec.description, options = options, passes_args = true,
     validate = function(ctx)
