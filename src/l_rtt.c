@@ -33,56 +33,63 @@ static uint32_t field_u32(lua_State *L, int t, lua_Integer i, const char *what)
     return (uint32_t)v;
 }
 
-/* rtt.attach(probe, {ranges={{start, size}, ...}} | {address=} | {elf=}, {timeout=}) -> Rtt | nil, err, code */
-static int l_attach(lua_State *L)
+/* Reads `where` at idx ({ranges={{start, size}, ...}} | {address=} | {elf=}) into w; misuse raises. */
+static int check_where(lua_State *L, int idx, odp_rtt_where *w, odp_err *err)
 {
     static const char *const where_keys[] = {"ranges", "address", "elf", NULL};
-    static const char *const opt_keys[] = {"timeout", NULL};
-    odp_probe *p = odp_checkprobe(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    odp_checkopts(L, 2, where_keys);
-    odp_checkopts(L, 3, opt_keys);
-    double deadline = odp_optdeadline(L, 3, 5);
-    odp_rtt_where w;
-    memset(&w, 0, sizeof w);
-    odp_err err;
-    int kinds = 0;
-    if (lua_getfield(L, 2, "ranges") != LUA_TNIL) {
-        luaL_argcheck(L, lua_istable(L, -1), 2, "ranges must be a list of {start, size}");
+    luaL_checktype(L, idx, LUA_TTABLE);
+    odp_checkopts(L, idx, where_keys);
+    memset(w, 0, sizeof *w);
+    int kinds = 0, rc = 0;
+    if (lua_getfield(L, idx, "ranges") != LUA_TNIL) {
+        luaL_argcheck(L, lua_istable(L, -1), idx, "ranges must be a list of {start, size}");
         int t = lua_absindex(L, -1);
         lua_Integer n = (lua_Integer)lua_rawlen(L, t);
-        luaL_argcheck(L, n >= 1 && n <= ODP_RTT_MAX_RANGES, 2, "ranges must hold 1..16 {start, size} pairs");
+        luaL_argcheck(L, n >= 1 && n <= ODP_RTT_MAX_RANGES, idx, "ranges must hold 1..16 {start, size} pairs");
         for (lua_Integer i = 1; i <= n; i++) {
             lua_rawgeti(L, t, i);
-            luaL_argcheck(L, lua_istable(L, -1), 2, "each range is {start, size}");
+            luaL_argcheck(L, lua_istable(L, -1), idx, "each range is {start, size}");
             int rt = lua_absindex(L, -1);
-            w.ranges[i - 1].start = field_u32(L, rt, 1, "range start");
-            w.ranges[i - 1].size = field_u32(L, rt, 2, "range size");
-            luaL_argcheck(L, (uint64_t)w.ranges[i - 1].start + w.ranges[i - 1].size <= 0x100000000ULL, 2,
+            w->ranges[i - 1].start = field_u32(L, rt, 1, "range start");
+            w->ranges[i - 1].size = field_u32(L, rt, 2, "range size");
+            luaL_argcheck(L, (uint64_t)w->ranges[i - 1].start + w->ranges[i - 1].size <= 0x100000000ULL, idx,
                           "range passes the end of the 32-bit address space");
             lua_pop(L, 1);
         }
-        w.nranges = (int)n;
+        w->nranges = (int)n;
         kinds++;
     }
     lua_pop(L, 1);
-    if (lua_getfield(L, 2, "address") != LUA_TNIL) {
+    if (lua_getfield(L, idx, "address") != LUA_TNIL) {
         lua_Integer a = luaL_checkinteger(L, -1);
-        luaL_argcheck(L, a >= 0 && a <= 0xffffffff, 2, "address must be 32-bit");
-        w.has_address = 1;
-        w.address = (uint32_t)a;
+        luaL_argcheck(L, a >= 0 && a <= 0xffffffff, idx, "address must be 32-bit");
+        w->has_address = 1;
+        w->address = (uint32_t)a;
         kinds++;
     }
     lua_pop(L, 1);
-    if (lua_getfield(L, 2, "elf") != LUA_TNIL) {
+    if (lua_getfield(L, idx, "elf") != LUA_TNIL) {
         const char *elf = luaL_checkstring(L, -1);
-        if (odp_elf32_symbol(elf, "_SEGGER_RTT", &w.address, &err))
-            return odp_pushfail(L, &err);
-        w.has_address = 1;
+        rc = odp_elf32_symbol(elf, "_SEGGER_RTT", &w->address, err);
+        w->has_address = 1;
         kinds++;
     }
     lua_pop(L, 1);
-    luaL_argcheck(L, kinds == 1, 2, "give exactly one of ranges=, address=, elf=");
+    luaL_argcheck(L, kinds == 1, idx, "give exactly one of ranges=, address=, elf=");
+    return rc;
+}
+
+/* rtt.attach(probe, where, {timeout=}) -> Rtt | nil, err, code */
+static int l_attach(lua_State *L)
+{
+    static const char *const opt_keys[] = {"timeout", NULL};
+    odp_probe *p = odp_checkprobe(L, 1);
+    odp_checkopts(L, 3, opt_keys);
+    double deadline = odp_optdeadline(L, 3, 5);
+    odp_rtt_where w;
+    odp_err err;
+    if (check_where(L, 2, &w, &err))
+        return odp_pushfail(L, &err);
     lrtt *u = lua_newuserdatauv(L, sizeof *u, 1);
     u->r = NULL;
     luaL_setmetatable(L, RTT_MT);
@@ -92,6 +99,22 @@ static int l_attach(lua_State *L)
     if (odp_rtt_attach(p, &w, deadline, &r, &err))
         return odp_pushfail(L, &err);
     u->r = r;
+    return 1;
+}
+
+/* rtt.clear_ids(probe, where, {timeout=}) -> number of IDs zeroed | nil, err, code (halt the core first) */
+static int l_clear_ids(lua_State *L)
+{
+    static const char *const opt_keys[] = {"timeout", NULL};
+    odp_probe *p = odp_checkprobe(L, 1);
+    odp_checkopts(L, 3, opt_keys);
+    double deadline = odp_optdeadline(L, 3, 10);
+    odp_rtt_where w;
+    odp_err err;
+    int cleared;
+    if (check_where(L, 2, &w, &err) || odp_rtt_clear_ids(p, &w, deadline, &cleared, &err))
+        return odp_pushfail(L, &err);
+    lua_pushinteger(L, cleared);
     return 1;
 }
 
@@ -257,7 +280,7 @@ int luaopen_odp_rtt(lua_State *L)
     static const luaL_Reg methods[] = {{"channels", l_channels}, {"channel", l_channel}, {"lines", l_lines},
                                        {"stats", l_stats}, {"close", l_close}, {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {NULL, NULL}};
-    static const luaL_Reg fns[] = {{"attach", l_attach}, {"telnet", l_telnet}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"attach", l_attach}, {"clear_ids", l_clear_ids}, {"telnet", l_telnet}, {NULL, NULL}};
     odp_require_stream(L);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "odp.probe");

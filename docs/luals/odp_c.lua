@@ -215,6 +215,12 @@ local rtt = {}
 ---@param opts? {timeout?: number}
 ---@return odp.rtt.Rtt|nil rtt, string? err, odp.ECode? code
 function rtt.attach(probe, where, opts) end
+--- Zeroes every "SEGGER RTT" ID in `where` (as for attach) before a reset (halt the core first)
+---@param probe odp.probe.Probe
+---@param where {ranges?: integer[][], address?: integer, elf?: string}
+---@param opts? {timeout?: number}
+---@return integer|nil cleared, string? err, odp.ECode? code
+function rtt.clear_ids(probe, where, opts) end
 ---@param opts {address: string, channel?: integer, timeout?: number}
 ---@return odp.Stream|nil
 function rtt.telnet(opts) end

@@ -32,10 +32,8 @@ int odp_probe_reset(odp_probe *p, double deadline, odp_err *err)
     if (p->nscrub) {
         if ((rc = odp_probe_halt(p, deadline, err)) != 0)
             return rc;
-        static const uint8_t zero[4];
-        for (int i = 0; i < p->nscrub; i++)
-            if ((rc = odp_probe_write(p, p->scrub[i], zero, 4, deadline, err)) != 0)
-                return rc;
+        if ((rc = p->scrub_fn(p, p->scrub, p->nscrub, deadline, err)) != 0)
+            return rc;
     }
     if ((rc = p->ops->reset(p, deadline, err)) != 0)
         return rc;
@@ -43,8 +41,10 @@ int odp_probe_reset(odp_probe *p, double deadline, odp_err *err)
     return odp_probe_go(p, deadline, err);
 }
 
-void odp_probe_add_scrub(odp_probe *p, uint32_t addr)
+void odp_probe_add_scrub(odp_probe *p, uint32_t addr,
+                         int (*fn)(odp_probe *p, const uint32_t *addrs, int n, double deadline, odp_err *err))
 {
+    p->scrub_fn = fn;
     for (int i = 0; i < p->nscrub; i++)
         if (p->scrub[i] == addr)
             return;

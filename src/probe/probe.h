@@ -30,19 +30,22 @@ struct odp_probe {
     const odp_probe_ops *ops;
     int refs;
     unsigned resets; /* incremented by every odp_probe_reset: RTT re-finds its block when it changes */
-    /* Words zeroed while the core is halted, just before a reset (RTT control-block IDs): after the reset
-     * an ID can only come from the re-initialised firmware, never from RAM that survived the reset. */
+    /* RTT control blocks attached through this probe: their IDs are cleared (by RTT's scrub hook, while the
+     * core is halted) just before a reset, so that after it an ID can only come from the re-initialised
+     * firmware, never from RAM that survived the reset. */
     uint32_t scrub[ODP_PROBE_MAX_SCRUB];
     int nscrub;
+    int (*scrub_fn)(odp_probe *p, const uint32_t *addrs, int n, double deadline, odp_err *err);
 };
 
 int odp_probe_read(odp_probe *p, uint32_t addr, void *buf, size_t n, double deadline, odp_err *err);
 int odp_probe_write(odp_probe *p, uint32_t addr, const void *buf, size_t n, double deadline, odp_err *err);
 int odp_probe_halt(odp_probe *p, double deadline, odp_err *err);
 int odp_probe_go(odp_probe *p, double deadline, odp_err *err);
-/* halt, zero the scrub words, reset, go. */
+/* halt, clear the scrub addresses (scrub_fn), reset, go. */
 int odp_probe_reset(odp_probe *p, double deadline, odp_err *err);
-void odp_probe_add_scrub(odp_probe *p, uint32_t addr);
+void odp_probe_add_scrub(odp_probe *p, uint32_t addr,
+                         int (*fn)(odp_probe *p, const uint32_t *addrs, int n, double deadline, odp_err *err));
 void odp_probe_retain(odp_probe *p);
 void odp_probe_release(odp_probe *p); /* closes at the last reference */
 

@@ -60,18 +60,18 @@ static int in_ranges(const odp_rtt *r, uint32_t addr, uint32_t n)
     return 0;
 }
 
-/* Scans the ranges: 1 ID -> *at; 0 -> ENOTFOUND; 2+ -> EPROTO. IDs straddling a chunk edge are found by
- * overlapping chunks by ID_LEN-1 bytes. */
-static int scan(odp_rtt *r, uint32_t *at, double deadline, odp_err *err)
+/* Calls fn for every ID in the ranges, in address order. IDs straddling a chunk edge are found by
+ * overlapping chunks by ID_LEN-1 bytes; an ID is reported from the chunk it starts in, so once. */
+static int each_id(odp_probe *p, const odp_rtt_where *w, double deadline,
+                   int (*fn)(void *arg, uint32_t addr, double deadline, odp_err *err), void *arg, odp_err *err)
 {
     uint8_t *buf = malloc(SCAN_CHUNK + ID_LEN);
     if (!buf)
         return odp_fail(err, ODP_EIO, "out of memory");
-    int found = 0, rc = 0;
-    uint32_t first = 0, second = 0;
+    int rc = 0;
     uint64_t scanned = 0;
-    for (int i = 0; i < r->where.nranges && !rc; i++) {
-        const odp_rtt_range *g = &r->where.ranges[i];
+    for (int i = 0; i < w->nranges && !rc; i++) {
+        const odp_rtt_range *g = &w->ranges[i];
         for (uint64_t off = 0; off < g->size && !rc; off += SCAN_CHUNK) {
             uint64_t k = g->size - off < SCAN_CHUNK + ID_LEN - 1 ? g->size - off : SCAN_CHUNK + ID_LEN - 1;
             if (k < ID_LEN)
@@ -80,32 +80,92 @@ static int scan(odp_rtt *r, uint32_t *at, double deadline, odp_err *err)
                 rc = odp_fail(err, ODP_EIO, "RTT search ranges exceed %u MiB", ODP_RTT_MAX_SCAN >> 20);
                 break;
             }
-            rc = odp_probe_read(r->p, (uint32_t)(g->start + off), buf, (size_t)k, deadline, err);
+            rc = odp_probe_read(p, (uint32_t)(g->start + off), buf, (size_t)k, deadline, err);
             size_t pos = 0, at_off;
             while (!rc && pos + ID_LEN <= k) {
-                int c = odp_rtt_scan_image(buf + pos, (size_t)k - pos, &at_off);
-                if (!c)
+                if (!odp_rtt_scan_image(buf + pos, (size_t)k - pos, &at_off))
                     break;
-                uint32_t a = (uint32_t)(g->start + off + pos + at_off);
-                if (found == 0)
-                    first = a;
-                else if (found == 1)
-                    second = a;
-                found++;
+                rc = fn(arg, (uint32_t)(g->start + off + pos + at_off), deadline, err);
                 pos += at_off + 1;
             }
         }
     }
     free(buf);
+    return rc;
+}
+
+typedef struct {
+    int found;
+    uint32_t first, second;
+} scan_result;
+
+static int note_id(void *arg, uint32_t addr, double deadline, odp_err *err)
+{
+    (void)deadline, (void)err;
+    scan_result *s = arg;
+    if (s->found == 0)
+        s->first = addr;
+    else if (s->found == 1)
+        s->second = addr;
+    s->found++;
+    return 0;
+}
+
+/* Scans the ranges: 1 ID -> *at; 0 -> ENOTFOUND; 2+ -> EPROTO. */
+static int scan(odp_rtt *r, uint32_t *at, double deadline, odp_err *err)
+{
+    scan_result s = {0};
+    int rc = each_id(r->p, &r->where, deadline, note_id, &s, err);
     if (rc)
         return rc;
-    if (found > 1)
+    if (s.found > 1)
         return odp_fail(err, ODP_EPROTO, "two RTT control blocks (IDs at 0x%08x and 0x%08x): a stale copy? "
-                        "narrow the ranges or give the address", first, second);
-    if (!found)
+                        "narrow the ranges or give the address", s.first, s.second);
+    if (!s.found)
         return odp_fail(err, ODP_ENOTFOUND, "no RTT control block in the search ranges");
-    *at = first;
+    *at = s.first;
     return 0;
+}
+
+typedef struct {
+    odp_probe *p;
+    int cleared;
+} clear_state;
+
+static int wipe_id(void *arg, uint32_t addr, double deadline, odp_err *err)
+{
+    static const uint8_t zero[ID_LEN];
+    clear_state *c = arg;
+    int rc = odp_probe_write(c->p, addr, zero, ID_LEN, deadline, err);
+    if (rc == 0)
+        c->cleared++;
+    return rc;
+}
+
+/* The ID at addr, if it is one. */
+static int wipe_if_id(clear_state *c, uint32_t addr, double deadline, odp_err *err)
+{
+    uint8_t id[ID_LEN];
+    int rc = odp_probe_read(c->p, addr, id, ID_LEN, deadline, err);
+    return rc ? rc : id_ok(id) ? wipe_id(c, addr, deadline, err) : 0;
+}
+
+int odp_rtt_clear_ids(odp_probe *p, const odp_rtt_where *w, double deadline, int *cleared, odp_err *err)
+{
+    clear_state c = {p, 0};
+    int rc = w->has_address ? wipe_if_id(&c, w->address, deadline, err) : each_id(p, w, deadline, wipe_id, &c, err);
+    *cleared = c.cleared;
+    return rc;
+}
+
+/* The probe's reset hook: the IDs of the blocks attached through it, cleared while the core is halted. */
+static int clear_attached(odp_probe *p, const uint32_t *addrs, int n, double deadline, odp_err *err)
+{
+    clear_state c = {p, 0};
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = wipe_if_id(&c, addrs[i], deadline, err);
+    return rc;
 }
 
 /* Reads and checks the header at r->addr; sets nup/ndown. */
@@ -147,7 +207,7 @@ static int find(odp_rtt *r, double deadline, odp_err *err)
         if (rc == 0) {
             r->valid = 1;
             r->epoch = epoch;
-            odp_probe_add_scrub(r->p, r->addr);
+            odp_probe_add_scrub(r->p, r->addr, clear_attached);
             return 0;
         }
         if (rc != ODP_ENOTFOUND)

@@ -59,6 +59,11 @@ odp_stream *odp_rtt_stream(odp_rtt *r, int ch, odp_err *err);
 /* Marks r closed (streams then fail) and drops the caller's reference. */
 void odp_rtt_close(odp_rtt *r);
 
+/* Zeroes every RTT ID in w (the ranges scanned in bounded chunks, or the one address checked) so that the next
+ * attach after a reset finds only the block the restarted firmware writes: RAM survives a reset. Call it with
+ * the core halted. *cleared = IDs zeroed (also on failure, those before it). */
+int odp_rtt_clear_ids(odp_probe *p, const odp_rtt_where *w, double deadline, int *cleared, odp_err *err);
+
 /* Scans one memory image for the ID: returns the count of IDs found (first offset in *off). For tests/fuzz. */
 int odp_rtt_scan_image(const uint8_t *mem, size_t n, size_t *off);
 

@@ -10,7 +10,7 @@
 #include "util/wait.h"
 
 #define BASE 0x20000000u
-#define MEM 0x4000
+#define MEM 0x20000 /* two scan chunks: an ID can straddle their edge */
 static uint8_t mem[MEM];
 static int nfail, ntest;
 
@@ -176,7 +176,41 @@ int main(void)
     CHECK("two IDs: EPROTO naming both", rc == ODP_EPROTO && strstr(err.msg, "0x20000100") && strstr(err.msg, "0x20003000"));
     memset(mem + 0x3000, 0, 16);
 
-    /* an ID across a scan chunk edge is found: not testable at MEM 16K with 64K chunks; scan image helper */
+    /* clearing stale IDs before a reset: every ID in the ranges, each chunk read bounded */
+    int cleared = -1;
+    odp_rtt_where all = {.nranges = 1, .ranges = {{BASE, MEM}}};
+    memset(mem, 0, sizeof mem);
+    rc = odp_rtt_clear_ids(&fp.base, &all, odp_deadline(1), &cleared, &err);
+    CHECK("clear_ids: none in the ranges -> 0", rc == 0 && cleared == 0);
+    make_block(CB, 16, 8);
+    rc = odp_rtt_clear_ids(&fp.base, &all, odp_deadline(1), &cleared, &err);
+    CHECK("clear_ids: one ID zeroed, the rest of the block kept",
+          rc == 0 && cleared == 1 && mem[CB - BASE] == 0 && get32(CB + 16) == 1 && get32(UPD + 4) == UPBUF);
+    make_block(CB, 16, 8);
+    make_block(BASE + 0x3000, 16, 8);
+    rc = odp_rtt_clear_ids(&fp.base, &all, odp_deadline(1), &cleared, &err);
+    CHECK("clear_ids: two IDs zeroed", rc == 0 && cleared == 2 && mem[CB - BASE] == 0 && mem[0x3000] == 0);
+    uint32_t edge = BASE + 0x10000 - 5; /* "SEGGE" before the 64 KiB chunk edge, "R RTT" after it */
+    memcpy(mem + (edge - BASE), "SEGGER RTT", 11);
+    memcpy(mem + MEM - 16, "SEGGER RTT", 11); /* the last 16 bytes of the range */
+    fp.reads = 0;
+    rc = odp_rtt_clear_ids(&fp.base, &all, odp_deadline(1), &cleared, &err);
+    CHECK("clear_ids: an ID across the chunk edge and one at the range's end", rc == 0 && cleared == 2 &&
+          mem[edge - BASE] == 0 && mem[edge - BASE + 6] == 0 && mem[MEM - 16] == 0);
+    CHECK("clear_ids: read in bounded chunks", fp.reads == 2);
+    CHECK("clear_ids: nothing left for an attach", odp_rtt_scan_image(mem, MEM, &(size_t){0}) == 0);
+    make_block(CB, 16, 8);
+    odp_rtt_where at = {.has_address = 1, .address = CB + 0x40};
+    rc = odp_rtt_clear_ids(&fp.base, &at, odp_deadline(1), &cleared, &err);
+    CHECK("clear_ids at an address without an ID: nothing written", rc == 0 && cleared == 0 && mem[CB - BASE] == 'S');
+    at.address = CB;
+    rc = odp_rtt_clear_ids(&fp.base, &at, odp_deadline(1), &cleared, &err);
+    CHECK("clear_ids at the block's address", rc == 0 && cleared == 1 && mem[CB - BASE] == 0);
+    odp_rtt_where bad = {.nranges = 1, .ranges = {{BASE + MEM - 0x100, 0x1000}}};
+    rc = odp_rtt_clear_ids(&fp.base, &bad, odp_deadline(1), &cleared, &err);
+    CHECK("clear_ids over unmapped memory: the probe's error", rc == ODP_EIO && cleared == 0);
+
+    /* scan image helper */
     size_t off = 0;
     uint8_t img[64] = {0};
     memcpy(img + 40, "SEGGER RTT", 11);

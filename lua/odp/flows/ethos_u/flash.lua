@@ -38,44 +38,12 @@ function M.open_probe(ctx, p, which)
   return probe
 end
 
--- RAM survives a reset: zero every RTT ID the probe can see (halted) so the next attach finds only the block
--- the restarted firmware writes, never a stale one.
-local ID = "SEGGER RTT"
-function M.clear_stale_id(probe, address, ranges)
-  local cleared = 0
-  local function wipe(addr)
-    local ok = probe:write(addr, ("\0"):rep(16))
-    if ok then cleared = cleared + 1 end
-  end
-  if address then
-    local d = probe:read(address, 16)
-    if d and d:sub(1, #ID) == ID then wipe(address) end
-    return cleared
-  end
-  for _, r in ipairs(ranges or {}) do
-    local start, size = r[1], r[2]
-    local step = 0x10000
-    for off = 0, size - 1, step do
-      local n = math.min(step + 16, size - off)
-      local d = probe:read(start + off, n)
-      if d then
-        local i = 1
-        while true do
-          local s = d:find(ID, i, true)
-          if not s then break end
-          if s <= step then wipe(start + off + s - 1) end
-          i = s + 1
-        end
-      end
-    end
-  end
-  return cleared
-end
-
---- SWD reset with stale-block protection: halt, clear old IDs, reset and run.
+--- SWD reset with stale-block protection: halt, clear old RTT IDs (RAM survives a reset: the next attach must
+-- find only the block the restarted firmware writes), reset and run.
 function M.fresh_reset(ctx, probe, p, ranges)
-  probe:halt()
-  local n = M.clear_stale_id(probe, p.rtt_address, ranges)
+  errors.check(probe:halt())
+  local where = p.rtt_address and { address = p.rtt_address } or { ranges = ranges }
+  local n = errors.check(need_module("odp.rtt").clear_ids(probe, where))
   ctx.ui:debug("reset: cleared %d stale RTT id(s)", n)
   errors.check(probe:reset())
 end
