@@ -50,6 +50,31 @@ T.test("lines: count, CRLF stripped, partial line kept", function()
   T.eq(b:read(10, { timeout = 1 }), "four")
 end)
 
+T.test("reader: lines across calls, on_bytes/on_line hooks, long lines in pieces, give_back", function()
+  local stream = require("odp.stream")
+  local bytes, seen = 0, {}
+  local rd = stream.reader(b, { max_line = 8, on_bytes = function(d) bytes = bytes + #d end,
+    on_line = function(l) seen[#seen + 1] = l end })
+  a:write("one\r\ntwo\n")
+  T.eq(rd:line(2), "one")
+  T.eq(rd:line(2), "two")
+  a:write("0123456789AB") -- a runaway line (no end within max_line) comes out in max_line pieces
+  T.eq(rd:line(2), "01234567")
+  T.eq(rd:line(0.2), nil, "no whole line: nil at the timeout")
+  a:write("\nC")
+  T.eq(rd:line(2), "89AB")
+  T.eq(rd:line(0.2), nil) -- (the "C" is read by now)
+  local sent = "one\r\ntwo\n0123456789AB\nC"
+  T.eq(rd:pending(), "C")
+  T.eq(bytes, #sent, "on_bytes saw every byte once")
+  T.eq(seen, { "one", "two", "01234567", "89AB" })
+  rd:give_back()
+  T.eq(rd:pending(), "")
+  T.eq(b:read(10, { timeout = 1 }), "C", "the byte after the last line is the stream's again")
+  T.eq(bytes, #sent, "bytes given back are not counted by the reader again")
+  T.raises(function() stream.reader(b, { on_byte = print }) end, "unknown option")
+end)
+
 T.test("misuse raises: unknown option, missing port, closed stream", function()
   T.raises(function() b:expect("x", { timout = 1 }) end, "unknown option")
   T.raises(function() serial.open{ port = A, speed = 9600 } end, "unknown")

@@ -6,15 +6,20 @@ local json = require("odp.json")
 local artifacts = require("odp.parse.artifacts")
 local M = require("odp.flows.ethos_u.plan")
 
-local Reader = {}
-Reader.__index = Reader
+local RttLog = {}
+RttLog.__index = RttLog
 
+--- odp.stream's line reader over an RTT channel that also keeps the raw log with host timestamps (log_path)
+-- and counts the bytes read (rd.bytes). rd:line(timeout) -> line | nil (timeout); a stream error raises.
 function M.reader(stream, log_path)
-  local logf = log_path and assert(io.open(log_path, "ab"))
-  return setmetatable({ stream = stream, buf = "", log = logf, bytes = 0, lines = 0, last_data = sys.now() }, Reader)
+  local self = setmetatable({ bytes = 0, log = log_path and assert(io.open(log_path, "ab")) }, RttLog)
+  self.rd = require("odp.stream").reader(stream, { max_line = M.MAX_LINE,
+    on_bytes = function(data) self.bytes = self.bytes + #data end,
+    on_line = function(line) self:_log_line(line) end })
+  return self
 end
 
-function Reader:_log_line(line)
+function RttLog:_log_line(line)
   if self.log then
     local t = sys.time()
     self.log:write(("%s.%06dZ %s\n"):format(os.date("!%Y-%m-%dT%H:%M:%S", math.floor(t)),
@@ -22,44 +27,18 @@ function Reader:_log_line(line)
   end
 end
 
---- Next line (without newline) or nil, "timeout" after timeout seconds without a whole line.
-function Reader:line(timeout)
-  local deadline = sys.now() + timeout
-  while true do
-    local nl = self.buf:find("\n", 1, true)
-    if nl then
-      local line = self.buf:sub(1, nl - 1):gsub("\r$", "")
-      self.buf = self.buf:sub(nl + 1)
-      self.lines = self.lines + 1
-      self:_log_line(line)
-      return line
-    end
-    if #self.buf > M.MAX_LINE then
-      local line = self.buf
-      self.buf = ""
-      self:_log_line(line:sub(1, 200) .. " ...[cut]")
-      return line
-    end
-    local left = deadline - sys.now()
-    if left <= 0 then return nil, "timeout" end
-    local data, err, code = self.stream:read(65536, { timeout = math.min(left, 0.25) })
-    if data and #data > 0 then
-      self.buf = self.buf .. data
-      self.bytes = self.bytes + #data
-      self.last_data = sys.now()
-    elseif data == nil and code ~= "ETIMEDOUT" then
-      errors.fail(code or "EIO", "RTT read: " .. tostring(err):gsub("^E%u+: ", ""), 3)
-    end
-  end
+function RttLog:line(timeout)
+  local line, err, code = self.rd:line(timeout)
+  if err then errors.fail(code or "EIO", "RTT read: " .. tostring(err):gsub("^E%u+: ", ""), 3) end
+  return line
 end
 
 --- Hands bytes read past the last line back to the stream (XMODEM must see the flasher's 'C').
-function Reader:give_back()
-  if #self.buf > 0 then self.stream:unread(self.buf) self.buf = "" end
-end
+function RttLog:give_back() self.rd:give_back() end
 
-function Reader:close()
-  if #self.buf > 0 then self:_log_line(self.buf .. " [no newline]") self.buf = "" end
+function RttLog:close()
+  local rest = self.rd:pending()
+  if #rest > 0 then self:_log_line(rest .. " [no newline]") end
   if self.log then self.log:close() self.log = nil end
 end
 

@@ -66,7 +66,6 @@ function M.attach(ctx, probe, p, ranges, timeout, what)
   return rtt
 end
 
---- A line reader over an RTT channel that keeps the raw log with host timestamps.
 ------------------------------------------------------------------------------------------------ flash
 
 
