@@ -91,7 +91,7 @@ end)
 
 srv:stop()
 
-T.test("twin: attach, read32 of the RTT ID, reset, tail + Ctrl-C, flash with the twin's CRC, exit stops QEMU", function()
+T.test("twin: attach, read32 of the RTT ID, reset, tail + Ctrl-C, flash with the twin's CRC, Ctrl-C during a flash, exit stops QEMU", function()
   local state = tmp .. "/twin"
   start(("devices/twin_m55.lua --twin-state %s --build-dir %s --runs-dir %s"):format(q(state), q(tmp .. "/b"),
     q(tmp .. "/runs")))
@@ -118,6 +118,24 @@ T.test("twin: attach, read32 of the RTT ID, reset, tail + Ctrl-C, flash with the
   bytes = tonumber(bytes)
   local data = T.read(tmp .. "/payload.bin")
   T.eq(crc, ("%08x"):format(sys.crc32(data .. ("\26"):rep(bytes - #data))))
+  -- Ctrl-C during a flash (in the XMODEM transfer): one line, the prompt back, the board still flashes
+  T.write(tmp .. "/big.bin", ("big-flash "):rep(400000))
+  line(("board:flash(%q)"):format(tmp .. "/big.bin"))
+  wait_for("xmodem big%.bin", 120)
+  sys.sleep(0.5)
+  before = prompts()
+  send("C-c")
+  deadline = sys.now() + 20
+  while prompts() <= before and sys.now() < deadline do sys.sleep(0.1) end
+  T.ok(prompts() > before, "the flash ended by Ctrl-C:\n" .. screen())
+  local out = screen():match('board:flash%("[^"]*big%.bin"%)\n(.-)odp> ') or ""
+  local said = {}
+  for l in out:gmatch("[^\n]+") do if not l:match("^flash: app%-") then said[#said + 1] = l end end
+  T.eq(#said, 1, "one line after the setools commands:\n" .. out)
+  T.match(said[1] or "", "interrupted")
+  T.ok(not out:find("traceback") and not out:find("%.lua:%d+"), "no traceback:\n" .. out)
+  line(('r = board:flash(%q); return r.bytes, r.crc32 == r.expected_crc32'):format(tmp .. "/payload.bin"))
+  wait_for("\n" .. bytes .. "%s+true\n.-odp> ", 120)
   line("board:write(0x10, 'x')")
   wait_for("EIO")
   send("C-d")
