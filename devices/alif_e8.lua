@@ -1,6 +1,6 @@
 -- Alif Ensemble E8 DevKit (Cortex-M55 HP + HE cores, Ethos-U85 Z256), profiled with the MLEK
 -- executorch_inference_runner use case: build -> flash (SETOOLS + XMODEM over RTT) -> SWD reset -> RTT capture.
--- Data only (docs/devices.md): lua/odp/flows/ethos_u.lua reads it; scripts/alif_e8.lua uses it by default.
+-- Data only (schema: docs/devices.md): lua/odp/flows/ethos_u.lua reads it; scripts/alif_e8.lua uses it by default.
 -- Every value comes from the vendor's guide (docs/sources.md §8) or docs/sources.md §4-§6; docs/alif_e8.md
 -- explains each one. Copy this file to change anything (your own commands included) and pass --device.
 --
@@ -10,7 +10,8 @@
 return {
   name = "alif_e8",
   description = "Alif Ensemble E8 DevKit, M55 HP core + Ethos-U85 (MLEK executorch_inference_runner)",
-  kind = "ethos_u", -- flow lua/odp/flows/ethos_u
+  transport = "probe",
+  flow = "ethos_u", -- lua/odp/flows/ethos_u
 
   -- Probe: SEGGER J-Link over SWD. The application runs on the HP core; Alif's USB-to-OSPI flasher
   -- (flasher-cfg.json, cpu_id M55_HE) runs on the HE core, so XMODEM talks to the HE core's RTT block.
@@ -82,8 +83,6 @@ return {
   -- Flash: Alif SETOOLS (SE_FW 1.109.00), run from its directory; images are copied into build/images/.
   setools = {
     dir = "<setools>",
-    gen_toc = "app-gen-toc",
-    write_mram = "app-write-mram",
     flasher_cfg = "build/config/flasher-cfg.json",
     app_cfg = "build/config/asr.json",
     flasher_image = "build/images/flasher_he.bin",
@@ -109,5 +108,5 @@ return {
     flasher_crc = "^CRC32: (%x+)$",            -- not printed by Alif's flasher; checked when present
     flasher_fail = "^Failed = (%-?%d+)$",
   },
-  xmodem = { mode = "1k", c_interval_s = 2, c_tries = 80 },
+  xmodem = { mode = "1k" },
 }

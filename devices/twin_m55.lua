@@ -1,18 +1,17 @@
 -- The twin board: a Cortex-M55 in QEMU (mps3-an547) standing in for the Alif E8 in CI and on machines
--- without the board. Data only (docs/devices.md). Everything here is described in tests/twin/README.md; the same
+-- without the board. Data only (schema: docs/devices.md). Everything here is described in tests/twin/README.md; the same
 -- keys as devices/alif_e8.lua where the meaning is the same, so scripts/alif_e8.lua runs on either.
 return {
   name = "twin_m55",
   description = "Cortex-M55 twin of the Alif E8 HP core in QEMU mps3-an547 (test firmware, shared-RAM RTT)",
-  kind = "ethos_u", -- flow lua/odp/flows/ethos_u
+  transport = "probe",
+  flow = "ethos_u", -- lua/odp/flows/ethos_u
 
   -- Where the twin lives: tests/twin/launch.sh writes these files into the state directory.
   twin = {
     launch = "tests/twin/launch.sh",     -- launch.sh [-S] IMAGE.elf STATE_DIR
     stop = "tests/twin/stop.sh",         -- stop.sh STATE_DIR
     state_env = "ODP_TWIN_STATE",        -- SETOOLS stand-ins and the test libjlinkarm.so read it
-    state_files = { shm = "shm", qmp_port = "qmp_port", gdb_port = "gdb_port", pid = "pid", rtt_addr = "rtt_addr" },
-    boot_to_banner_s = 0.4,              -- measured: launch -> RTT banner 0.37 s; reset -> banner 0.06 s
   },
 
   -- Probe: the qemu backend (shared DDR file + QMP); the guest keeps running like J-Link background access.
@@ -33,7 +32,6 @@ return {
     address = 0x60000000,
     ranges = { { 0x60000000, 0x10000 } },
     channel = 0,                         -- "Terminal": text + XMODEM bytes of the flasher
-    up0_size = 16384, down0_size = 4096,
   },
 
   -- Build: a real CMake project (tests/twin/CMakeLists.txt) in place of the MLEK build.
@@ -61,8 +59,6 @@ return {
   -- Flash: SETOOLS stand-ins with Alif's command lines, run from a SETOOLS-like directory.
   setools = {
     dir = "tests/twin/setools",          -- copy build/config/ into a scratch dir; images go to build/images/
-    gen_toc = "app-gen-toc",             -- app-gen-toc -f build/config/<cfg>
-    write_mram = "app-write-mram",       -- app-write-mram -p (relaunches the twin halted: needs a reset)
     flasher_cfg = "build/config/flasher-cfg.json",
     app_cfg = "build/config/asr.json",
     flasher_image = "build/images/flasher_he.bin",
@@ -71,7 +67,6 @@ return {
 
   -- What the firmware prints (tests/twin/README.md "Output").
   lines = {
-    banner = "^odp%-twin (%a+) v1 boot (%d+)$",
     inference = "^Inference: ([%d.]+) ms$",
     done = "^odp%-twin done$",
     flasher_start = "Starting xmodemReceive...",
@@ -79,5 +74,5 @@ return {
     flasher_crc = "^CRC32: (%x+)$",
     flasher_fail = "^Failed = (%-?%d+)$",
   },
-  xmodem = { mode = "1k", c_interval_s = 2, c_tries = 80 },
+  xmodem = { mode = "1k" },
 }

@@ -6,6 +6,7 @@
 #include <editline/readline.h>
 
 #include "l_util.h"
+#include "util/wait.h"
 
 static lua_State *completion_L;
 static int completer_ref = LUA_NOREF;
@@ -44,7 +45,8 @@ static char **complete(const char *text, int start, int end)
     return rl_completion_matches(text, complete_next);
 }
 
-/* readline(prompt) -> line | nil at end of input */
+/* readline(prompt) -> line | nil at end of input | false, "interrupted" on Ctrl-C (libedit's read returns
+ * with nothing on SIGINT; the cancel request it set is lifted here: the prompt handled it) */
 static int l_readline(lua_State *L)
 {
     const char *prompt = luaL_optstring(L, 1, "> ");
@@ -52,6 +54,12 @@ static int l_readline(lua_State *L)
     char *line = readline(prompt);
     completion_L = NULL;
     if (!line) {
+        if (odp_cancel_requested()) {
+            odp_cancel_clear();
+            lua_pushboolean(L, 0);
+            lua_pushliteral(L, "interrupted");
+            return 2;
+        }
         luaL_pushfail(L);
         return 1;
     }

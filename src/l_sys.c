@@ -1,4 +1,5 @@
 /* odp.sys: the small system services Lua lacks (hashes, base64, atomic files, clocks, terminals). */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <limits.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "l_util.h"
 #include "util/fs.h"
@@ -52,6 +54,30 @@ static int l_base64_encode(lua_State *L)
     luaL_Buffer b;
     char *out = luaL_buffinitsize(L, &b, 4 * ((n + 2) / 3) + 1);
     luaL_pushresultsize(&b, odp_base64_encode(s, n, out));
+    return 1;
+}
+
+/* crc32(s [, crc]) -> zlib's CRC-32 (the gzip trailer's), continuing from crc. zlib is opened on the first
+ * call, not linked (odp links only Lua and libc: startup, see the Makefile's LAZY). */
+static int l_crc32(lua_State *L)
+{
+    static __typeof__(crc32) *zcrc32;
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    uLong crc = (uLong)luaL_optinteger(L, 2, 0);
+    if (!zcrc32) {
+        void *h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+        zcrc32 = h ? (__typeof__(crc32) *)dlsym(h, "crc32") : NULL;
+        if (!zcrc32)
+            return luaL_error(L, "crc32 needs zlib (libz.so.1): %s", h ? "no crc32 in it" : dlerror());
+    }
+    while (n > 0) { /* zlib's length is a uInt */
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = zcrc32(crc, (const Bytef *)s, k);
+        s += k;
+        n -= k;
+    }
+    lua_pushinteger(L, (lua_Integer)crc);
     return 1;
 }
 
@@ -276,6 +302,14 @@ static int l_hostname(lua_State *L)
     return 1;
 }
 
+/* Lifts a Ctrl-C once it has been handled (the REPL returns to its prompt). */
+static int l_cancel_clear(lua_State *L)
+{
+    (void)L;
+    odp_cancel_clear();
+    return 0;
+}
+
 static int l_cancel_requested(lua_State *L)
 {
     lua_pushboolean(L, odp_cancel_requested());
@@ -328,13 +362,13 @@ int luaopen_odp_sys(lua_State *L)
     odp_newclass(L, LOCK_MT, lock_methods, lock_meta);
     static const luaL_Reg funcs[] = {
         {"sha256", l_sha256}, {"sha256_file", l_sha256_file},
-        {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode},
+        {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode}, {"crc32", l_crc32},
         {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
         {"isatty", l_isatty}, {"term_width", l_term_width}, {"read_secret", l_read_secret},
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
-        {"lock", l_lock}, {NULL, NULL}};
+        {"cancel_clear", l_cancel_clear}, {"lock", l_lock}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

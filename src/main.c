@@ -29,21 +29,25 @@
 int luaopen_lpeg(lua_State *L);
 
 static lua_State *main_L;
-static volatile sig_atomic_t interrupts;
+static volatile sig_atomic_t hooked;
 
 static void interrupt_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
     lua_sethook(L, NULL, 0, 0);
+    hooked = 0;
     luaL_error(L, "interrupted");
 }
 
+/* Ctrl-C: the first asks every wait to stop (ECANCELED: children killed, transfers aborted); a second one
+ * while that is pending interrupts the Lua code; a third kills odp. odp.sys.cancel_clear() (the REPL, after
+ * each statement) starts the count again. */
 static void on_interrupt(int sig)
 {
-    interrupts++;
-    if (interrupts == 1) {
+    if (!odp_cancel_requested()) {
         odp_cancel_request();
-    } else if (interrupts == 2 && main_L) {
+    } else if (!hooked && main_L) {
+        hooked = 1;
         lua_sethook(main_L, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
     } else {
         signal(sig, SIG_DFL);

@@ -72,6 +72,9 @@ function proc.run(spec) end
 local sys = {}
 ---@return string|nil hex, string? err, odp.ECode? code  -- ENOTFOUND: libcrypto (opened on first use) is missing
 function sys.sha256(data) end
+---@param crc? integer continue from this CRC
+---@return integer
+function sys.crc32(data, crc) end
 ---@return string|nil hex, string? err, odp.ECode? code
 function sys.sha256_file(path) end
 function sys.base64_encode(data) end
@@ -111,6 +114,7 @@ function sys.readdir(path) end
 function sys.getpid() end
 function sys.hostname() end
 function sys.cancel_requested() end
+function sys.cancel_clear() end
 
 ---@class odp.ssh.Session
 local Session = {}

@@ -3,7 +3,8 @@
 --   { "num-executions", "Inferences per runner process", 1, "posint", short = "n" }
 --   [1] long name   [2] help text   [3] default (nil = none)   [4] type:
 --   "string" | "int" | "posint" | "number" | "bool" (a flag) | "file" (must exist and be readable) |
---   "list" (comma-separated; repeatable) | "choice" (needs choices = {...})
+--   "list" (comma-separated; repeatable) | "choice" (needs choices = {...}) |
+--   "size" (bytes: 6291456, 0x600000, 6M, 256K, 1G; the value is an integer)
 -- Extra keys: short (one letter), required, choices, metavar, repeat (collect every use into a list).
 -- Parsed values land in a table keyed by the name with dashes turned into underscores.
 local errors = require("odp.errors")
@@ -51,6 +52,20 @@ local function key(name) return (name:gsub("-", "_")) end
 
 local function usage(msg) errors.fail("EUSAGE", msg, 2) end
 
+local UNITS = { k = 1024, m = 1024 * 1024, g = 1024 * 1024 * 1024 }
+
+--- A size in bytes: an integer, or a string 6291456, 0x600000, 6M, 256K, 1G (KiB/MiB/GiB; `_` allowed).
+-- -> integer | nil when it is not one.
+function M.size(v)
+  if math.type(v) == "integer" then return v end
+  if type(v) ~= "string" then return nil end
+  local t = v:gsub("_", "")
+  if t:match("^0[xX]%x+$") then return math.tointeger(tonumber(t:sub(3), 16)) end
+  if t:match("^%d+$") then return math.tointeger(tonumber(t)) end
+  local d, u = t:match("^(%d+)([kKmMgG])i?[bB]?$")
+  return d and math.tointeger(tonumber(d) * UNITS[u:lower()]) or nil
+end
+
 local function convert(opt, raw)
   local name, typ = opt[1], opt[4] or "string"
   if typ == "int" or typ == "posint" then
@@ -70,6 +85,10 @@ local function convert(opt, raw)
     if not f then usage(("--%s: cannot read '%s'"):format(name, raw)) end
     f:close()
     return raw
+  elseif typ == "size" then
+    local v = M.size(raw)
+    if not v then usage(("--%s: '%s' is not a size (0x600000, 6291456, 6M)"):format(name, raw)) end
+    return v
   elseif typ == "list" then
     local out = {}
     for item in (raw .. ","):gmatch("([^,]*),") do if item ~= "" then out[#out + 1] = item end end

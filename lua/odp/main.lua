@@ -58,6 +58,8 @@ function M.main(args)
   end
   local rest = table.move(args, 2, #args, 1, {})
   local done, code = xpcall(cmd.main, traceback, rest)
+  -- boards left open (a script's, the REPL's) are closed here: sessions ended, the twin's QEMU stopped
+  if package.loaded["odp.board"] then pcall(package.loaded["odp.board"].close_all) end
   if not done then return M.present(code) end
   return code or 0
 end

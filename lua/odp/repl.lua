@@ -8,6 +8,8 @@ local M = {}
 function M.show(v, depth, seen)
   depth, seen = depth or 0, seen or {}
   if type(v) == "string" then return ("%q"):format(v):gsub("\\\n", "\\n") end
+  local mt = (type(v) == "table" or type(v) == "userdata") and getmetatable(v)
+  if type(mt) == "table" and mt.__tostring then return tostring(v) end -- a Board, help text
   if type(v) ~= "table" then return tostring(v) end
   if seen[v] then return "<cycle>" end
   if depth >= 3 then return "{...}" end
@@ -36,7 +38,7 @@ function M.odp_namespace()
 end
 
 local MODULES = { "proc", "sys", "ssh", "adb", "probe", "rtt", "xmodem", "serial", "etdump", "pte", "elf",
-  "stats", "json", "report", "sweep", "stream" }
+  "stats", "json", "report", "sweep", "stream", "board", "device" }
 
 -- Candidates for "a.b.c" / "a:b" prefixes: fields of tables, methods of userdata (through debug).
 local function complete(env)
@@ -61,9 +63,15 @@ local function complete(env)
         v = ok and x or nil
       end
       if v == env.odp then for _, m in ipairs(MODULES) do fields[m] = true end end
-      if type(v) == "table" then add_from(v) end
-      local mt = (type(v) == "table" or type(v) == "userdata") and debug.getmetatable(v)
-      if mt and type(mt.__index) == "table" then add_from(mt.__index) end
+      local ok_verbs, verbs = false, nil
+      if type(v) == "table" and type(v.verbs) == "function" then ok_verbs, verbs = pcall(v.verbs, v) end
+      if ok_verbs then -- a board: its verbs, not its insides
+        for _, name in ipairs(verbs) do fields[name] = true end
+      else
+        if type(v) == "table" then add_from(v) end
+        local mt = (type(v) == "table" or type(v) == "userdata") and debug.getmetatable(v)
+        if mt and type(mt.__index) == "table" then add_from(mt.__index) end
+      end
     end
     local out = {}
     for k in pairs(fields) do
@@ -80,15 +88,48 @@ local function history_path()
   return base .. "/odp/repl_history"
 end
 
---- Runs the loop until end of input. env: the globals the user's lines see.
+-- How a value is printed: a result record as the human report, anything else with show().
+local function print_values(res)
+  local result = require("odp.result")
+  local parts = {}
+  for i = 2, res.n do
+    local v = res[i]
+    if type(v) == "table" and v.schema == result.SCHEMA then
+      io.stdout:write(require("odp.report").formats.human({ v }))
+    else
+      parts[#parts + 1] = M.show(v)
+    end
+  end
+  if #parts > 0 then print(table.concat(parts, "\t")) end
+end
+
+-- An error at the prompt: odp's structured failures (a board call that failed, Ctrl-C) are one line.
+local function message(e)
+  local errors = require("odp.errors")
+  if errors.is_failure(e) then return ("%s: %s"):format(e.code, e.message) end
+  return (debug.traceback(tostring(e), 3):gsub("\n%s*%[C%]: in function 'xpcall'.*$", ""))
+end
+
+--- Runs the loop until end of input. env: the globals the user's lines see. Ctrl-C during a statement
+-- interrupts it (odp.sys: every wait returns ECANCELED, children are killed) and comes back here; Ctrl-C at
+-- the prompt drops the line, twice in a row leaves.
 function M.loop(env)
+  local sys = require("odp.sys")
   local hist = history_path()
   rl.read_history(hist)
   rl.set_completer(complete(env))
-  local buffer = nil
+  local buffer, interrupted = nil, false
   while true do
-    local line = rl.readline(buffer and ">> " or "odp> ")
+    local line, why = rl.readline(buffer and ">> " or "odp> ")
+    if line == false and why == "interrupted" then
+      io.write("\n")
+      if interrupted and not buffer then break end
+      if not buffer then io.stderr:write("(Ctrl-C again or Ctrl-D to leave)\n") end
+      buffer, interrupted = nil, true
+      goto continue
+    end
     if not line then io.write("\n") break end
+    interrupted = false
     local src = buffer and (buffer .. "\n" .. line) or line
     if src:match("%S") then
       local fn, err = load("return " .. src, "=repl", "t", env)
@@ -102,19 +143,19 @@ function M.loop(env)
           io.stderr:write(err, "\n")
         else
           -- the traceback stops at the user's line: odp's own frames below it are noise here
-          local res = table.pack(xpcall(fn, function(e)
-            return (debug.traceback(tostring(e), 2):gsub("\n%s*%[C%]: in function 'xpcall'.*$", ""))
-          end))
+          local res = table.pack(xpcall(fn, message))
+          local canceled = sys.cancel_requested()
+          sys.cancel_clear() -- the statement is over: the next one (and the board) start afresh
           if not res[1] then
             io.stderr:write(tostring(res[2]), "\n")
           elseif res.n > 1 then
-            local parts = {}
-            for i = 2, res.n do parts[#parts + 1] = M.show(res[i]) end
-            print(table.concat(parts, "\t"))
+            print_values(res)
           end
+          if canceled and res[1] then io.stderr:write("(interrupted)\n") end
         end
       end
     end
+    ::continue::
   end
   rl.write_history(hist)
 end

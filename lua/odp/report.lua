@@ -144,6 +144,13 @@ local function human_one(r, out)
     for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(r.params[k]) end
     kv("params", table.concat(parts, " "))
   end
+  if r.steps and #r.steps > 0 then
+    local parts = {}
+    for _, st in ipairs(r.steps) do
+      parts[#parts + 1] = ("%s %s%s"):format(st.name, M.duration(st.ms or 0), st.status ~= "ran" and (" (" .. st.status .. ")") or "")
+    end
+    kv("steps", table.concat(parts, ", "))
+  end
   if r.status ~= nil or r.signal then
     kv("exit", r.signal and ("signal %s"):format(r.signal) or ("status %d"):format(r.status))
   end
@@ -151,6 +158,10 @@ local function human_one(r, out)
   if l and l.n and l.n > 0 then
     out[#out + 1] = ""
     out[#out + 1] = ("  latency (from %s)"):format(l.source or "?")
+    if l.modelled then
+      out[#out + 1] = "  MODELLED, not measured: the QEMU twin computes these times from modelled cycles and sends a " ..
+        "canned ETDump (tests/twin/README.md)"
+    end
     local t = M.table({ l }, {
       { key = "n", fmt = "%d" }, { key = "mean", time = "t" }, { key = "min", time = "t" },
       { key = "p50", time = "t" }, { key = "p90", time = "t" }, { key = "p99", time = "t" },

@@ -137,6 +137,14 @@ function T.read(path)
   return s
 end
 
+--- Writes a device file derived from another (a user's copy with changes): `d` is the original table,
+-- body is Lua that changes it. Device files are data loaded without globals, so a copy cannot dofile.
+function T.derived_device(from, path, name, body)
+  local src = T.read(from):gsub("\nreturn {", "\nlocal d = {", 1)
+  T.write(path, ("%s\nd.name = %q\n%s\nreturn d\n"):format(src, name, body or ""))
+  return path
+end
+
 function T.write(path, data)
   local f = assert(io.open(path, "wb"))
   f:write(data)

@@ -23,10 +23,9 @@ assert(proc.run { argv = { "cc", "-std=c11", "-O2", "-o", rttcat, root .. "/test
 -- Builds the runner through the flow's build step with extra cmake values (a derived device file).
 local function build(name, cmake)
   local dev = dir .. "/" .. name .. ".lua"
-  local body = { ("local d = dofile(%q)"):format(twin), ("d.name = %q"):format(name), "d.build.vars = { inferences = false }" }
+  local body = { "d.build.vars = { inferences = false }" }
   for k, v in pairs(cmake) do body[#body + 1] = ("d.build.cmake[%q] = %q"):format(k, tostring(v)) end
-  body[#body + 1] = "return d"
-  T.write(dev, table.concat(body, "\n"))
+  T.derived_device(twin, dev, name, table.concat(body, "\n"))
   local r = proc.run { argv = { odp, "run", root .. "/scripts/alif_e8.lua", "--device", dev, "--model", mnist,
     "--only", "build", "--build-dir", dir .. "/b-" .. name, "--runs-dir", dir .. "/runs", "-q" }, cwd = dir, timeout = 120 }
   assert(r and r.status == 0, "build " .. name .. ": " .. (r and r.stderr or "?"))

@@ -25,11 +25,9 @@ local function json_of(r)
   return rec
 end
 
--- A device file derived from the twin's (a user's copy with changes).
+-- A device file derived from the twin's (a user's copy with changes: device files have no dofile).
 local function derived_device(name, body)
-  local path = dir .. "/" .. name .. ".lua"
-  T.write(path, ("local d = dofile(%q)\nd.name = %q\n%s\nreturn d\n"):format(twin, name, body or ""))
-  return path
+  return T.derived_device(twin, dir .. "/" .. name .. ".lua", name, body)
 end
 
 T.test("dry-run prints the vendor guide's commands without tools, sources or board", function()
@@ -126,7 +124,18 @@ T.test("sizes: hex, decimal, K/M; garbage is a usage error", function()
   T.eq(E.parse_size("6M"), 6291456)
   T.eq(E.parse_size("256K"), 262144)
   T.raises(function() E.parse_size("six", "activation-buf-sz") end, "not a size")
-  T.eq(E.crc32("123456789"), 0xCBF43926) -- the CRC-32 check value
+  T.eq(sys.crc32("123456789"), 0xCBF43926) -- the CRC-32 check value
+  T.eq(sys.crc32("6789", sys.crc32("12345")), 0xCBF43926, "continued")
+  -- the "size" option type parses the same spellings on the command line
+  local cli = require("odp.cli")
+  local decl = { { "buf", "", nil, "size" } }
+  T.eq(cli.parse({ "--buf", "0x600000" }, decl).buf, 6291456)
+  T.eq(cli.parse({ "--buf", "6M" }, decl).buf, 6291456)
+  T.eq(cli.parse({ "--buf", "1G" }, decl).buf, 1 << 30)
+  T.eq(cli.size("1_024"), 1024); T.eq(cli.size("6MiB"), 6291456); T.eq(cli.size("6X"), nil); T.eq(cli.size("0x"), nil)
+  T.raises(function() cli.parse({ "--buf", "lots" }, decl) end, "not a size")
+  local r = odp_run({ "--model", mnist, "--activation-buf-sz", "six", "--dry-run" })
+  T.eq(r.status, 2); T.match(r.stderr, "activation%-buf%-sz: 'six' is not a size")
 end)
 
 -- The build step on the twin's real cmake project.
@@ -184,8 +193,14 @@ d.commands = {
   end
   local m2 = dir .. "/m2.pte"
   T.write(m2, T.read(mnist))
-  T.eq(b(m2).build.rebuilt, true)
-  T.eq(b(m2).build.rebuilt, false)
+  local first = b(m2)
+  T.eq(first.build.rebuilt, true)
+  T.eq(#first.steps, 1); T.eq(first.steps[1].name, "build"); T.eq(first.steps[1].status, "ran")
+  T.ok(math.type(first.steps[1].ms) == "integer" and first.steps[1].ms >= 0, "ms")
+  local again = b(m2)
+  T.eq(again.build.rebuilt, false)
+  T.eq(again.steps[1].status, "skipped: unchanged", "nothing changed: the step says so")
+  T.match(require("odp.report").formats.human({ again }), "steps%s+build [%d.]+ %a+ %(skipped: unchanged%)")
   T.write(rev, "cff6f4dd32e6\n+ executorch_fpic.patch applied\n")
   local rec = b(m2)
   T.eq(rec.build.rebuilt, true)
@@ -222,6 +237,7 @@ T.test("build failure: exit 1, ok=false, the last 30 lines of build.log shown, t
   T.match(r.stderr, "TWIN_INFERENCES must be a decimal number")
   T.ok(T.read(rec.artifacts.build_log):find("TWIN_INFERENCES must be a decimal number", 1, true), "log kept")
   T.match(rec.build.log_tail, "TWIN_INFERENCES")
+  T.eq(rec.steps[1].status, "failed", "the failed step is recorded")
 end)
 
 T.done()

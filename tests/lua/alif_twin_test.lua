@@ -30,9 +30,7 @@ local function odp_run(args, env, timeout)
 end
 
 local function derived_device(name, body)
-  local path = dir .. "/" .. name .. ".lua"
-  T.write(path, ("local d = dofile(%q)\nd.name = %q\n%s\nreturn d\n"):format(twin, name, body or ""))
-  return path
+  return T.derived_device(twin, dir .. "/" .. name .. ".lua", name, body)
 end
 
 local function no_qemu_left(rec)
@@ -47,6 +45,10 @@ T.test("the main job's default: --model and --inferences only, the whole flow on
   T.eq(rec.flow, "ethos_u")
   T.eq(rec.latency_ms.n, 5)
   T.eq(rec.latency_ms.source, "rtt")
+  T.eq(rec.latency_ms.modelled, true, "the twin's times are modelled")
+  local names = {}
+  for i, s in ipairs(rec.steps) do names[i] = s.name .. ":" .. s.status end
+  T.eq(names, { "build:ran", "flash:ran", "run:ran" })
   T.ok(rec.flash.received.crc32 == rec.flash.received.expected_crc32, "flasher CRC32 checked")
   T.eq(rec.flash.received.bytes >= rec.model.bytes, true)
   T.ok(T.read(rec.artifacts.etdump) == fixture_etdump, "etdump.bin byte-identical to the fixture")

@@ -33,6 +33,19 @@ T.test("base64_decode rejects bad length, characters and padding", function()
   T.match(select(2, A.base64_decode("ab!d")), "invalid character")
   T.match(select(2, A.base64_decode("a===")), "padding")
   T.eq(A.base64_decode("ab=d"), nil, "padding in the middle")
+  -- the C decoder alone (odp.sys): whitespace ignored, padding checked
+  T.eq(sys.base64_decode("aGVs\nbG8=\n"), "hello")
+  T.eq(sys.base64_decode("aGVsbG8"), nil, "missing padding")
+  T.eq(sys.base64_decode("aG=sbG8="), nil, "'=' inside")
+end)
+
+T.test("base64_decode of more than one 4 MiB slice, checked against coreutils base64", function()
+  local data = ("0123456789abcdef"):rep(6 * 65536 + 7) -- 6 MiB + 112 bytes
+  local f = T.tmpdir() .. "/big.b64"
+  T.write(f, sys.base64_encode(data))
+  local r = require("odp.proc").run { argv = { "base64", "-d", f }, timeout = 60 }
+  T.eq(r.stdout == data, true, "coreutils agrees with the encoder")
+  T.eq(A.base64_decode(T.read(f)) == data, true, "decoded across slices")
 end)
 
 T.test("RUN THIS block: the fixture ETDump comes back byte-identical, with its announced size", function()

@@ -146,7 +146,7 @@ T.test("bad input: a failed record, no samples, a cut JSONL line, not a record, 
   r = compare { A, base .. "/nothing" }
   T.eq(r.status, 2); T.match(r.stderr, "B: cannot read")
   r = compare { A }
-  T.eq(r.status, 2)
+  T.eq(r.status, 2); T.eq(r.stderr, "odp: compare takes two results, A and B, got 1 (odp compare --help)\n")
 end)
 
 T.with_real_runner("real runner: two host runs compared end to end, with operators from the ETDumps and an SVG", function(runner)

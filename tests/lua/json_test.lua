@@ -194,8 +194,10 @@ T.test("an installed odp finds dkjson too (make install into a temporary prefix)
   local proc = require("odp.proc")
   local prefix = T.tmpdir() .. "/usr"
   local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")
-  local r = assert(proc.run { "make", "-s", "-C", T.root(), "install", "PREFIX=" .. prefix, "BUILD=" .. build,
-    timeout = 300 })
+  -- with the flags of the build under test (make asan's ODP_MAKEFLAGS), so that nothing is rebuilt
+  local q = require("odp.target.shell").quote
+  local r = assert(proc.run { "sh", "-c", ("make -s -C %s %s BUILD=%s install PREFIX=%s"):format(q(T.root()),
+    os.getenv("ODP_MAKEFLAGS") or "", q(build), q(prefix)), timeout = 300 })
   T.eq(r.status, 0, r.stderr)
   T.write(prefix .. "/probe.lua", 'local json = require("odp.json") print(package.searchpath("odp.json", package.path),'
     .. ' json.encode(json.decode("[1,null,2.0]")))')

@@ -157,7 +157,7 @@ T.test("exec with helper_args: the pushed odp-rusage pins the program (--cpus), 
   T.eq({ p, code }, { nil, "ENOTSUP" })
   T.match(err, "needs odp's odp%-rusage helper")
   T.eq(shell.with_helper_args("odp-rusage", "'/r/.odp/odp-rusage' --", { "--cpus", "0-3" }),
-    "'/r/.odp/odp-rusage' '--cpus' '0-3' --")
+    "'/r/.odp/odp-rusage' --cpus 0-3 --")
 end)
 
 T.test("device state over SSH: one command, the same snapshot as read here, of the recorded Pi 5 tree", function()
@@ -201,8 +201,7 @@ local function preflight_failure(o)
   return e
 end
 
-local model = tmp .. "/m.pte"
-T.write(model, "\0\0\0\0ET12" .. string.rep("\0", 64))
+local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte" -- a real .pte: odp.pte checks all of it
 
 T.test("preflight passes for a matching runner and model", function()
   local facts = preflight.check(t, { runner = "/bin/true", model = model })
@@ -215,7 +214,7 @@ T.test("preflight: an aarch64 runner against the x86_64 board", function()
 end)
 
 T.test("preflight: a runner needing GLIBC_9.99, with the Graviton4 advice", function()
-  local device = dofile(T.root() .. "/devices/graviton4.lua")
+  local device = require("odp.device").load(T.root() .. "/devices/graviton4.lua")
   local e = preflight_failure { runner = craft.needs_glibc(tmp), model = model, device = device }
   T.eq(e.code, "ENODEV"); T.match(e.message, "GLIBC_9%.99"); T.match(e.message, t:libc_version(), "board glibc")
   T.match(e.message, "Ubuntu 26%.04")
@@ -245,6 +244,19 @@ T.test("scripts/rpi5.lua: a preflight failure is one line, exit 3, before any up
     "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", tmp .. "/empty_kh",
     "--remote-dir", rd, "--runner", "/bin/true", "--model", model, timeout = 60 }
   T.eq(r.status, 3); T.match(r.stderr, "%-%-accept%-new%-host%-key")
+end)
+
+T.test("scripts/rpi5.lua: validate needs no network; preflight is the step after it", function()
+  local script = dofile(T.root() .. "/scripts/rpi5.lua")
+  local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+  local ctx = { opts = { host = "odp@127.0.0.1", port = 1, runner = "/bin/true", model = model, warmup = 0,
+    timeout = 10, remote_dir = "/tmp/odp" }, args = {}, ui = require("odp.ui").new { quiet = true } }
+  local t0 = sys.now()
+  script.validate(ctx) -- port 1 refuses: validate must not have tried
+  T.eq(ctx.preflight, nil, "no preflight in validate")
+  T.ok(sys.now() - t0 < 5, "no connection attempt")
+  local ok, e = pcall(script.run, ctx)
+  T.eq(ok, false); T.eq(e.exit, 3, "the run's preflight step connects and fails: " .. tostring(e.message))
 end)
 
 t:close()

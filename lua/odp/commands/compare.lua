@@ -7,6 +7,10 @@ local sys = require("odp.sys")
 
 local M = { summary = "Compare two results (files, JSONL, runs/<id>/): B/A with 95% CIs, Mann-Whitney p, verdicts" }
 
+M.usage = "odp compare A B [--fail-if-slower PCT] [--force] [--svg FILE] [--format human|json]"
+M.description = "Is B faster than A? A and B: a result file, a JSONL of records or a runs/<id>/ directory.\n" ..
+  "Exit 1 with --fail-if-slower when B is slower beyond it; 2 for inputs that cannot be compared."
+
 M.options = {
   { "fail-if-slower", "Exit 1 when B's latency is slower than A's by more than PCT% with the whole 95% CI beyond it",
     nil, "number", metavar = "PCT" },
@@ -52,11 +56,12 @@ end
 
 function M.main(args)
   local opts, rest = cli.parse(args, M.options, cli.global_options)
-  if opts.help or #rest ~= 2 then
-    print(cli.help("odp compare A B [--fail-if-slower PCT] [--force] [--svg FILE] [--format human|json]",
-      "Is B faster than A? A and B: a result file, a JSONL of records or a runs/<id>/ directory.",
-      M.options, cli.global_options))
-    return opts.help and 0 or 2
+  if opts.help then
+    print(cli.help(M.usage, M.description, M.options, cli.global_options))
+    return 0
+  end
+  if #rest ~= 2 then
+    errors.fail("EUSAGE", ("compare takes two results, A and B, got %d (odp compare --help)"):format(#rest), 2)
   end
   if opts.fail_if_slower and not (opts.fail_if_slower >= 0) then
     errors.fail("EUSAGE", "--fail-if-slower must be a percentage >= 0", 2)

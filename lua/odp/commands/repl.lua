@@ -1,26 +1,64 @@
---- odp repl [DEVICE]: an interactive Lua prompt with odp's modules (and a device description) loaded.
-local errors = require("odp.errors")
+--- odp repl [DEVICE [transport options]]: an interactive Lua prompt with odp's modules and, given a device file,
+-- `board` (odp.board, connected on first use) and `device` (the file's table).
 local repl = require("odp.repl")
+local device = require("odp.device")
+local cli = require("odp.cli")
 
-local M = { summary = "Interactive Lua prompt with every odp module loaded (optionally a device file)",
-  help_text = "usage: odp repl [DEVICE.lua]\n\n" ..
-    "Globals: odp.<module> (odp.proc, odp.ssh, odp.probe, odp.rtt, ...), device (the DEVICE file's table).\n" ..
-    "Tab completes names and members; an incomplete statement continues on the next line (>>);\n" ..
-    "an expression's value is printed. History: $XDG_STATE_HOME/odp/repl_history." }
+local M = { summary = "Interactive Lua prompt with every odp module; with a device file, its board connected",
+  help_text = "usage: odp repl [DEVICE.lua [transport options]]\n\n" ..
+    "A Lua prompt. Globals: odp.<module> (odp.proc, odp.ssh, odp.probe, odp.board, ...); with DEVICE,\n" ..
+    "`board` (odp.board.open(DEVICE, options): connected on first use; board:help() lists its verbs) and\n" ..
+    "`device` (the file's table). `odp repl DEVICE --help` lists the device's transport options.\n" ..
+    "Tab completes names, members and board verbs; an incomplete statement continues on the next line (>>);\n" ..
+    "an expression's value is printed (a result record as the report). Ctrl-C interrupts the running call\n" ..
+    "and returns to the prompt; Ctrl-C at an empty prompt twice, or Ctrl-D, leaves.\n" ..
+    "History: $XDG_STATE_HOME/odp/repl_history." }
+
+-- What `odp repl DEVICE` accepts after the device: the transport's options (probe boards: the Ethos-U flow's).
+local PROBE_OPTIONS = { "probe", "jlink-lib", "gdb-address", "rtt-address", "rtt-ranges", "twin-state",
+  "build-dir", "runs-dir" }
+
+function M.device_options(dev)
+  if dev.transport ~= "probe" then return require("odp.target." .. dev.transport).options or {} end
+  local out = {}
+  for _, opt in ipairs(require("odp.flows.ethos_u").options) do
+    for _, name in ipairs(PROBE_OPTIONS) do if opt[1] == name then out[#out + 1] = opt end end
+  end
+  out[#out + 1] = { "image", "Twin: an ELF to boot when no twin runs (default: the twin firmware build)", nil, "file" }
+  out[#out + 1] = { "keep", "Twin: leave QEMU running when the REPL ends", false, "bool" }
+  return out
+end
+
+-- --help: the text above and the device files shipped (found at run time).
+local function help()
+  local lines = { M.help_text, "", "Device files shipped:" }
+  for _, d in ipairs(device.shipped()) do
+    lines[#lines + 1] = ("  %-26s %-6s %s"):format(d.path, d.transport, d.description or "")
+  end
+  return table.concat(lines, "\n")
+end
 
 function M.main(args)
   if args[1] == "--help" or args[1] == "-h" then
-    print(M.help_text)
+    print(help())
     return 0
   end
   local env = setmetatable({ odp = repl.odp_namespace() }, { __index = _G })
   if args[1] then
-    local chunk, err = loadfile(args[1], "t", {})
-    if not chunk then errors.fail("EUSAGE", ("cannot load device file: %s"):format(err), 2) end
-    env.device = chunk()
-    io.stderr:write(("device: %s (%s)\n"):format(env.device and env.device.name or args[1], args[1]))
+    local dev = device.load(args[1])
+    local options = M.device_options(dev)
+    local opts = cli.parse(table.move(args, 2, #args, 1, {}), options, { cli.global_options[#cli.global_options] })
+    if opts.help then
+      print(cli.help(("odp repl %s [options]"):format(args[1]), dev.description, options))
+      return 0
+    end
+    opts.ui = require("odp.ui").new {}
+    env.device = dev
+    env.board = require("odp.board").open(dev, opts)
+    io.stderr:write(("board: %s (%s, %s) -- board:help() lists its verbs\n"):format(dev.name, args[1], dev.transport))
   end
   repl.loop(env)
+  if env.board then env.board:close() end
   return 0
 end
 

@@ -41,11 +41,8 @@ M.forms = {
   { name = "begin_end", start = "^begin%s+(%S+)%s*$", stop = "^end%s*$", data = "^%s*([A-Za-z0-9+/=]*)%s*$" },
 }
 
-local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-local DEC = {}
-for i = 1, 64 do DEC[B64:byte(i)] = i - 1 end
-
---- Strict base64 (standard alphabet, padded): returns bytes or nil, reason.
+--- Strict base64 (standard alphabet, padded): returns bytes or nil, reason. The reason is found here (for a
+-- message that helps); the decoding is odp's one decoder, in C (odp.sys.base64_decode).
 function M.base64_decode(s)
   if #s % 4 ~= 0 then return nil, ("length %d is not a multiple of 4 (truncated?)"):format(#s) end
   local pad = s:match("(=*)$")
@@ -55,22 +52,9 @@ function M.base64_decode(s)
   if bad then
     return nil, ("invalid character %q at offset %d"):format(body:sub(bad, bad), bad - 1)
   end
-  local out, n = {}, 0
-  local chunk = {}
-  for i = 1, #s, 4 do
-    local a, b, c, d = s:byte(i, i + 3)
-    local va, vb = DEC[a], DEC[b]
-    local vc = c ~= 61 and DEC[c] or 0
-    local vd = d ~= 61 and DEC[d] or 0
-    local v = ((va * 64 + vb) * 64 + vc) * 64 + vd
-    local k = (c == 61) and 1 or (d == 61) and 2 or 3
-    local bytes = string.char(v >> 16 & 255, v >> 8 & 255, v & 255)
-    n = n + 1
-    chunk[n] = k == 3 and bytes or bytes:sub(1, k)
-    if n == 4096 then out[#out + 1] = table.concat(chunk) chunk, n = {}, 0 end
-  end
-  out[#out + 1] = table.concat(chunk, "", 1, n)
-  return table.concat(out)
+  local data, err = require("odp.sys").base64_decode(s)
+  if not data then return nil, (tostring(err):gsub("^E%u+: ", "")) end
+  return data
 end
 
 local Decoder = {}

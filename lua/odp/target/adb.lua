@@ -23,8 +23,14 @@ local M = {
 local Target = {}
 Target.__index = Target
 Target.arch, Target.mkdir, Target.sha256 = shell.arch, shell.mkdir, shell.sha256 -- on Target:run
+Target.workdir, Target.stage, Target.fetch = shell.workdir, shell.stage, shell.fetch -- files go to remote_dir
 
 local q = shell.quote
+
+-- ExecuTorch's Android build logs to logcat (device files may say otherwise: `log`, docs/devices.md)
+local DEFAULT_LOG = { clear = "logcat -c", dump = "logcat -d -s ExecuTorch:I" }
+-- mksh's `time` is a keyword without -v: ask the binaries (device files: `time_commands`)
+local TIME_COMMANDS = { "/system/bin/time -v", "toybox time -v", "/usr/bin/time -v" }
 
 local function connect(self)
   local dev, err, code = adb.connect { transport = self.transport, serial = self.serial, timeout = self.timeout,
@@ -50,12 +56,16 @@ function M.new(opts)
     auth_timeout = opts.auth_timeout or 120,
     timeout = 10,
     cache = {},
+    log = opts.device and opts.device.log or DEFAULT_LOG,
+    time_commands = opts.device and opts.device.time_commands or TIME_COMMANDS,
   }, Target)
   local ui = opts.ui
   self.on_auth_prompt = function()
     local msg = "accept the USB debugging prompt on the phone (Allow) -- waiting up to " ..
       math.floor(self.auth_timeout) .. " s"
-    if ui and ui.warn then ui:warn("%s", msg) else io.stderr:write("odp: " .. msg .. "\n") end
+    -- through the run's ui like every message (quiet with -q); a script without one gets a plain ui
+    ui = ui or require("odp.ui").new {}
+    ui:info("%s", msg)
   end
   local dev, err, code = connect(self)
   if not dev then return nil, err, code end
@@ -76,7 +86,8 @@ local function call(self, method, ...)
   local dev, err, code = self:device()
   if not dev then return nil, err, code end
   local r, e, c = dev[method](dev, ...)
-  if not r and dev:broken() then
+  -- a failed call, or one cut short by Ctrl-C, can leave the transport unusable: reconnect next time
+  if dev:broken() then
     dev:close()
     self.dev = nil
   end
@@ -131,13 +142,10 @@ function Target:pull(src, dst, opts)
   return true
 end
 
--- mksh's `time` is a keyword without -v: ask the binaries
-local TIME_COMMANDS = { "/system/bin/time -v", "toybox time -v", "/usr/bin/time -v" }
-
 --- How this device measures rusage: "odp-rusage" (helper pushed), "time" (toybox or GNU time -v) or false;
 -- and the prefix that measures a command (odp.target.shell.rusage_method).
 function Target:rusage_method()
-  return shell.rusage_method(self, TIME_COMMANDS)
+  return shell.rusage_method(self, self.time_commands)
 end
 
 --- Is there a logcat on this device? (emulators and stripped images may have none)
@@ -151,7 +159,7 @@ end
 
 --- Runs argv on the device: the odp.proc.run result table (+ rusage when measurable, + log with runner_log).
 -- opts: timeout, cwd, env, stdin, capture_limit, rusage (false: run bare), runner_log (clear logcat before,
--- read `logcat -d -s ExecuTorch:I` after, as r.log). A timeout closes the stream: adbd kills the command.
+-- read it after with the device's log.dump, `logcat -d -s ExecuTorch:I` by default, as r.log). A timeout closes the stream: adbd kills the command.
 function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
@@ -169,13 +177,13 @@ function Target:exec(argv, opts)
   end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix })
   local logcat = opts.runner_log and self:has_logcat()
-  if logcat then self:run("logcat -c") end
+  if logcat and self.log.clear then self:run(self.log.clear) end
   local r, err, code = call(self, "shell", cmd, { timeout = opts.timeout, stdin = opts.stdin,
     capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
   if not r then return nil, err, code end
   shell.apply_rusage(r, method)
   if logcat and not r.timed_out then
-    local out = self:run("logcat -d -s ExecuTorch:I", 30)
+    local out = self.log.dump and self:run(self.log.dump, 30)
     if out then r.log = out end
   end
   return r

@@ -24,17 +24,12 @@ local function fail(code, msg) errors.fail(code, msg, 3) end
 
 local function mb(n) return ("%.1f MB"):format(n / 1e6) end
 
---- The model identifier check alone (host side, no board needed).
+--- The model check alone (host side, no board needed): odp.pte's, the one ET12 identifier check.
 function M.check_model(path)
-  local f, err = io.open(path, "rb")
-  if not f then fail("ENOTFOUND", ("model %s: %s"):format(path, err)) end
-  local head = f:read(8) or ""
-  f:close()
-  local ident = head:sub(5, 8)
-  if ident ~= "ET12" then
-    fail("EPROTO", ("model %s is not an ExecuTorch program for this runner: identifier '%s' at bytes 4..8, " ..
-      "expected 'ET12' (re-export the .pte with the ExecuTorch version the runner was built from)")
-      :format(path, (ident:gsub("[^%g]", "?"))))
+  local info, err, code = require("odp.pte").read(path)
+  if not info then
+    fail(code == "ENOTFOUND" and code or "EPROTO", ("model %s: %s (re-export the .pte with the ExecuTorch version " ..
+      "the runner was built from)"):format(path, (tostring(err):gsub("^E%u+: ", ""))))
   end
 end
 
@@ -47,11 +42,11 @@ function M.check(target, opts)
     local e, err = elf.read(opts.runner)
     if not e then fail("EPROTO", ("runner %s is not a Linux program: %s"):format(opts.runner, err)) end
     facts.runner = e
-    local board = M.normalize_arch(facts.arch)
+    local board = M.normalize_arch(facts.arch or device.arch) -- the device file's arch when uname fails
     if not board then fail("EIO", ("cannot tell the architecture of %s (uname -m failed)"):format(target.uri)) end
     if e.machine ~= board then
       fail("ENODEV", ("runner %s is built for %s but %s is %s (uname -m): use the runner built for this board%s")
-        :format(opts.runner, e.machine, target.uri, facts.arch, device.binary and (" (" .. device.binary .. ")") or ""))
+        :format(opts.runner, e.machine, target.uri, facts.arch, device.runner and (" (" .. device.runner .. ")") or ""))
     end
     if not e.static and e.glibc_required then
       facts.libc = target:libc_version()
@@ -82,18 +77,19 @@ function M.check(target, opts)
   return facts
 end
 
---- Wraps an executorch script declaration so that validate() opens the target (the session run() then reuses)
--- and runs the checks above before anything is uploaded.
+--- Wraps an executorch script declaration so that preflight is a step of its own: after validate (which needs
+-- no network and no hardware) and before the run, it opens the target (the session the run then reuses) and
+-- runs the checks above before anything is uploaded.
 function M.wrap(script, target_mod, device_path)
-  local device = device_path and dofile(require("odp.host").root .. "/" .. device_path) or nil
-  local validate = script.validate
-  script.validate = function(ctx)
-    validate(ctx)
+  local device = device_path and require("odp.device").load(device_path) or nil
+  local run = script.run
+  script.run = function(ctx)
     local o = ctx.opts
     local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = o }))
     errors.check(target, err, code or "ENODEV")
     ctx.preflight = M.check(target, { runner = o.runner, model = o.model, data = o.data, device = device,
       remote_dir = target.remote_dir })
+    return run(ctx)
   end
   return script
 end

@@ -33,6 +33,7 @@ local SMALL_TIMEOUT = 60 -- probes (uname, sha256sum, df): bounded even when the
 local Target = {}
 Target.__index = Target
 Target.arch, Target.mkdir, Target.sha256 = shell.arch, shell.mkdir, shell.sha256 -- on Target:run
+Target.workdir, Target.stage, Target.fetch = shell.workdir, shell.stage, shell.fetch -- files go to remote_dir
 
 local q = shell.quote
 M.quote = q
@@ -74,10 +75,12 @@ local function refuse_blind(st)
 end
 
 --- Resolves opts.host through ssh_config (opts.ssh_config: a file, "none", default ~/.ssh/config) with the
--- command line's user/port/identity/known_hosts on top. -> settings (odp.ssh_config.resolve) | nil, err, code
+-- command line's user/port/identity/known_hosts on top (opts.device: a device file, its `user`). -> settings (odp.ssh_config.resolve) | nil, err, code
 function M.resolve(opts)
   local user, alias = split_host(assert(opts.host, "ssh target: host is required"))
-  local st, err, code = ssh_config.resolve(alias, { file = opts.ssh_config, user = user or opts.user,
+  -- a device file's user (devices/graviton4.lua: ubuntu) stands for the user@ --host lacks
+  user = user or opts.user or (opts.device and opts.device.user)
+  local st, err, code = ssh_config.resolve(alias, { file = opts.ssh_config, user = user,
     port = opts.port, identity = opts.identity, known_hosts = opts.known_hosts,
     connect_timeout = opts.connect_timeout })
   if not st then return nil, err, code end

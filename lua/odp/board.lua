@@ -1,0 +1,381 @@
+--- Boards: one live object per device, whatever the transport (docs/SCRIPTING.md, "Boards").
+--   local board <close> = odp.board.open("devices/rpi5.lua", {host = "pi@rpi5.local"})
+--   board:exec("uname -a"); board:profile{runner = "executor_runner", model = "m.pte", n = 10}
+-- A Board wraps what the flows use: a target (lua/odp/target/*: host, ssh, adb) or a probe with its RTT
+-- (odp.probe, odp.rtt) and, on the twin, the QEMU it started. It connects on first use, so opening one never
+-- blocks; a verb the transport does not have fails with ENOTSUP.
+local errors = require("odp.errors")
+local device = require("odp.device")
+local sys = require("odp.sys")
+
+local M = {}
+
+local Board = {}
+Board.__index = Board
+
+-- verb -> {transports, one line of help}; the order is board:help()'s
+M.VERBS = {
+  { "info", "all", "what the board is: transport, uri, arch, OS, CPU (probe: backend, RTT block)" },
+  { "exec", "target", "exec(argv_or_string, {timeout=, cwd=, env=}) -> {status, stdout, stderr, wall_s, rusage}" },
+  { "push", "target", "push(local, remote) -> {bytes, skipped}: skipped when the board has the same bytes" },
+  { "pull", "target", "pull(remote, local) -> true" },
+  { "profile", "all", "profile{model=, ...} -> result record: the board's flow (executorch: runner=, n=, etdump=; ethos_u: inferences=)" },
+  { "attach", "probe", "attach() -> rtt: finds the RTT control block (after a reset, the new one)" },
+  { "reset", "probe", "reset{halt=false}: SWD reset (stale RTT IDs cleared first); halt=true stops the core after it" },
+  { "halt", "probe", "halt(): stops the core" },
+  { "go", "probe", "go(): runs the core" },
+  { "read", "probe", "read(addr, n) -> bytes" },
+  { "write", "probe", "write(addr, bytes)" },
+  { "read32", "probe", "read32(addr) -> integer (little-endian)" },
+  { "write32", "probe", "write32(addr, v)" },
+  { "rtt", "probe", "rtt() -> the attached odp.rtt.Rtt (rtt:channel(i) is a stream)" },
+  { "tail", "probe", "tail(ch=0, {timeout=}): prints RTT lines as they come, until Ctrl-C (or timeout) -> lines" },
+  { "flash", "probe", "flash(file) -> {bytes, crc32}: the flasher image, then file over XMODEM through RTT" },
+  { "build", "probe", "build{model=, ...} -> result record: the firmware build step (skipped when unchanged)" },
+  { "close", "all", "close(): disconnects (the twin's QEMU is stopped unless keep=true)" },
+  { "help", "all", "help(): this list" },
+}
+
+local function applies(self, which)
+  return which == "all" or (which == "probe") == (self.transport == "probe")
+end
+
+local function enotsup(self, verb)
+  errors.fail("ENOTSUP", ("%s has no %s (a %s board; board:help() lists its verbs)")
+    :format(self.device.name, verb, self.transport), 2)
+end
+
+-- Defaults of a list of cli option entries, keyed as cli.parse keys them.
+local function defaults(...)
+  local o = {}
+  for _, list in ipairs({ ... }) do
+    for _, opt in ipairs(list) do o[(opt[1]:gsub("-", "_"))] = opt[3] end
+  end
+  return o
+end
+
+local function merge(into, from)
+  for k, v in pairs(from or {}) do
+    if type(k) == "string" then into[(k:gsub("-", "_"))] = v end
+  end
+  return into
+end
+
+local open_boards = setmetatable({}, { __mode = "k" })
+
+--- Opens a board: dev is a device file path or a device table; opts are the transport's options (ssh: host,
+-- port, identity, known_hosts, accept_new_host_key; adb: adb, serial; probe: probe, jlink_lib, gdb_address,
+-- rtt_address, rtt_ranges, twin_state, image, keep) and ui (odp.ui; default a quiet-less one).
+function M.open(dev, opts)
+  dev = device.get(dev)
+  opts = opts or {}
+  local self = setmetatable({ device = dev, transport = dev.transport, opts = opts,
+    ui = opts.ui or require("odp.ui").new {}, keep = opts.keep }, Board)
+  open_boards[self] = true
+  return self
+end
+
+function Board:__tostring()
+  return ("Board(%s, %s%s)"):format(self.device.name, self.transport, self.uri and (", " .. self.uri) or "")
+end
+Board.__close = function(self) self:close() end
+Board.__gc = function(self) self:close() end
+
+--- The target (host, ssh, adb), connected on first use.
+function Board:target()
+  if self.transport == "probe" then enotsup(self, "target") end
+  if not self._target then
+    local mod = require("odp.target." .. self.transport)
+    local o = merge(defaults(mod.options or {}), self.opts)
+    if self.device.remote_dir and not self.opts.remote_dir then o.remote_dir = self.device.remote_dir end
+    o.device, o.ui = self.device, self.ui
+    local t, err, code = mod.new(o)
+    if not t then errors.fail(code or "ENODEV", (tostring(err):gsub("^E%u+: ", "")), 3) end
+    self._target, self.uri = t, t.uri
+  end
+  return self._target
+end
+
+------------------------------------------------------------------------------------------------ every board
+
+function Board:help()
+  local lines = { ("%s (%s, %s): board:VERB(...)"):format(self.device.name, self.transport, self.device.flow) }
+  for _, v in ipairs(M.VERBS) do
+    if applies(self, v[2]) then lines[#lines + 1] = ("  %-8s %s"):format(v[1], v[3]) end
+  end
+  local s = table.concat(lines, "\n")
+  return setmetatable({}, { __tostring = function() return s end, __name = "help", text = s })
+end
+
+--- The verbs this board has (REPL completion).
+function Board:verbs()
+  local out = {}
+  for _, v in ipairs(M.VERBS) do if applies(self, v[2]) then out[#out + 1] = v[1] end end
+  return out
+end
+
+function Board:info()
+  local d = self.device
+  local info = { name = d.name, description = d.description, transport = self.transport, flow = d.flow }
+  if self.transport == "probe" then
+    local p = self:_plan()
+    info.backend = p.probe_backend
+    info.uri = self.uri
+    info.rtt = { address = p.rtt_address, ranges = p.rtt_ranges, channel = p.rtt_channel }
+    if self._rtt then info.rtt.attached = self._rtt:channels().address end
+    info.twin_state = self.twin_state
+    return info
+  end
+  local t = self:target()
+  info.uri = t.uri
+  info.arch = t:arch()
+  info.libc = t:libc_version()
+  local r = self:exec({ "uname", "-srm" }, { timeout = 30, rusage = false })
+  info.os = r.ok and r.stdout:match("^%s*(.-)%s*$") or nil
+  local cpu = self:exec({ "sh", "-c", "grep -m1 -i -E '^(model name|hardware|cpu model)' /proc/cpuinfo; " ..
+    "grep -c ^processor /proc/cpuinfo" }, { timeout = 30, rusage = false })
+  if cpu.ok then
+    info.cpu = cpu.stdout:match(":%s*([^\n]+)")
+    info.cpus = math.tointeger(tonumber(cpu.stdout:match("(%d+)%s*$")))
+  end
+  return info
+end
+
+function Board:exec(argv, opts)
+  if self.transport == "probe" then enotsup(self, "exec") end
+  if type(argv) == "string" then argv = { "sh", "-c", argv } end
+  local r, err, code = self:target():exec(argv, opts)
+  if not r then errors.fail(code or "EIO", (tostring(err):gsub("^E%u+: ", "")), 3) end
+  return r
+end
+
+function Board:push(src, dst, opts)
+  if self.transport == "probe" then enotsup(self, "push") end
+  return (errors.check(self:target():push(src, dst, opts)))
+end
+
+function Board:pull(src, dst, opts)
+  if self.transport == "probe" then enotsup(self, "pull") end
+  return (errors.check(self:target():pull(src, dst, opts)))
+end
+
+-- The flow's context for this board: its options' defaults, then opts (n = num_executions / inferences).
+function Board:_ctx(flow, opts, extra)
+  local mod = require("odp.flows." .. flow)
+  local o = defaults(mod.options, require("odp.cli").global_options)
+  if flow == "executorch" then
+    merge(o, defaults(require("odp.target." .. self.transport).options or {}))
+    merge(o, self.opts)
+  else
+    merge(o, self.opts)
+    o.device = self.device.path
+  end
+  merge(o, extra)
+  merge(o, opts)
+  if opts and opts.n then
+    if flow == "executorch" then o.num_executions = opts.n else o.inferences = opts.n end
+  end
+  local args = opts and opts.args or {}
+  return { opts = o, args = args, ui = self.ui, device = self.device, spec = { name = self.device.name } }, mod
+end
+
+function Board:profile(opts)
+  if self.device.flow == "ethos_u" then return self:_ethos_u(opts, nil) end
+  local ctx, flow = self:_ctx("executorch", opts)
+  ctx.target_kind = self.transport
+  for _, k in ipairs({ "runner", "model" }) do
+    if not ctx.opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k), 2) end
+  end
+  flow.validate(ctx)
+  ctx.target = self:target()
+  return flow.run(ctx)
+end
+
+function Board:close()
+  if self._rtt then pcall(self._rtt.close, self._rtt) self._rtt = nil end
+  if self._probe then pcall(self._probe.close, self._probe) self._probe = nil end
+  if self._target then self._target:close() self._target = nil end
+  if self._twin_started and not self.keep then
+    require("odp.proc").run { argv = { self:_project_path(self.device.twin.stop or "tests/twin/stop.sh"),
+      self.twin_state }, timeout = 20 }
+    self._twin_started = nil
+  end
+  open_boards[self] = nil
+end
+
+--- Closes every open board (odp's exit).
+function M.close_all()
+  for b in pairs(open_boards) do b:close() end
+end
+
+------------------------------------------------------------------------------------------------ probe boards
+
+function Board:_project_path(p)
+  if p:sub(1, 1) == "/" then return p end
+  return require("odp.host").root .. "/" .. p
+end
+
+-- The Ethos-U flow's plan for this board (probe, RTT, lines), without the build and flash commands.
+function Board:_plan()
+  if not self._p then
+    -- lenient (dry_run): the board needs no MLEK or SETOOLS paths to reach the probe
+    local ctx = self:_ctx("ethos_u", { only = { "run" }, model = self.opts.model or "-", dry_run = true })
+    self._p = require("odp.flows.ethos_u").plan(ctx)
+    self._p.twin_state = self.twin_state
+  end
+  return self._p
+end
+
+-- The twin: a running one (its state directory), else one started here from opts.image or the firmware
+-- build of the twin's project (skipped when unchanged).
+function Board:_twin()
+  local tw = self.device.twin
+  if not tw or self.twin_state then return end
+  local state = self.opts.twin_state or os.getenv(tw.state_env or "ODP_TWIN_STATE")
+  local function alive(dir)
+    local pid = dir and sys.read_file(dir .. "/pid")
+    return pid and require("odp.proc").run { argv = { "kill", "-0", pid:match("%d+") or "0" }, timeout = 5 }.ok
+  end
+  if not alive(state) then
+    state = state or ((os.getenv("TMPDIR") or "/tmp") .. "/odp-board-" .. sys.getpid() .. "-" .. self.device.name)
+    local image = self.opts.image
+    if not image then
+      local rec = self:build {}
+      if not rec.ok then errors.fail(rec.error.code, "twin firmware build: " .. rec.error.message, rec.error.exit) end
+      local p = self._build_plan
+      image = p.mram
+    end
+    local r = require("odp.proc").run { argv = { self:_project_path(tw.launch or "tests/twin/launch.sh"), image, state },
+      timeout = 60 }
+    if not r or not r.ok then
+      errors.fail("ENODEV", ("cannot start the twin: %s"):format(r and (r.stderr:match("[^\n]+") or "") or "?"), 3)
+    end
+    self._twin_started = true
+  end
+  self.twin_state = state
+  if self._p then self._p.twin_state = state end
+end
+
+function Board:probe()
+  if self.transport ~= "probe" then enotsup(self, "probe") end
+  if not self._probe then
+    self:_twin()
+    local p = self:_plan()
+    local ctx = self:_ctx("ethos_u", {})
+    self._probe = require("odp.flows.ethos_u").open_probe(ctx, p, "app")
+    self.uri = p.probe_backend .. (self.twin_state and (":" .. self.twin_state) or "")
+  end
+  return self._probe
+end
+
+local function probe_verb(name, f)
+  Board[name] = function(self, ...)
+    if self.transport ~= "probe" then enotsup(self, name) end
+    return f(self, ...)
+  end
+end
+
+probe_verb("attach", function(self, opts)
+  local p = self:_plan()
+  if self._rtt then self._rtt:close() self._rtt = nil end
+  local ctx = self:_ctx("ethos_u", {})
+  self._rtt = require("odp.flows.ethos_u").attach(ctx, self:probe(), p, p.rtt_ranges,
+    (opts and opts.timeout) or 10, "attach")
+  return self._rtt
+end)
+
+probe_verb("rtt", function(self)
+  return self._rtt or self:attach()
+end)
+
+probe_verb("reset", function(self, opts)
+  local probe, p = self:probe(), self:_plan()
+  if self._rtt then self._rtt:close() self._rtt = nil end
+  require("odp.flows.ethos_u").fresh_reset(self:_ctx("ethos_u", {}), probe, p, p.rtt_ranges)
+  if opts and opts.halt then errors.check(probe:halt()) end
+  return true
+end)
+
+probe_verb("halt", function(self) return (errors.check(self:probe():halt())) end)
+probe_verb("go", function(self) return (errors.check(self:probe():go())) end)
+
+probe_verb("read", function(self, addr, n)
+  return (errors.check(self:probe():read(addr, n)))
+end)
+probe_verb("write", function(self, addr, bytes)
+  return (errors.check(self:probe():write(addr, bytes)))
+end)
+probe_verb("read32", function(self, addr)
+  return (string.unpack("<I4", self:read(addr, 4)))
+end)
+probe_verb("write32", function(self, addr, v)
+  return self:write(addr, string.pack("<I4", v))
+end)
+
+probe_verb("tail", function(self, ch, opts)
+  local p = self:_plan()
+  local stream = self:rtt():channel(ch or p.rtt_channel)
+  local deadline = opts and opts.timeout and (sys.now() + opts.timeout)
+  local n = 0
+  while true do
+    local left = deadline and (deadline - sys.now()) or 3600
+    if left <= 0 then break end
+    local ok, err = pcall(function()
+      for line in stream:lines { timeout = math.min(left, 1) } do
+        io.stdout:write(line, "\n")
+        io.stdout:flush()
+        n = n + 1
+      end
+    end)
+    if not ok then
+      if tostring(err):match("ECANCELED") or sys.cancel_requested() then break end
+      error(err, 0)
+    end
+    if sys.cancel_requested() then break end
+  end
+  return n
+end)
+
+-- The ethos_u flow on this board: build only (build{}), or the whole run (profile{}).
+function Board:_ethos_u(opts, only)
+  local flow = require("odp.flows.ethos_u")
+  local extra = { keep_twin = true, only = only, model = self.opts.model }
+  if self.device.twin and not only then
+    self:_twin()
+    extra.twin_state = self.twin_state
+  end
+  if not (opts and opts.model) and not extra.model and self.device.twin then
+    extra.model = require("odp.host").root .. "/tests/fixtures/pte/mnist_ethos_u55.pte" -- the twin's demo model
+  end
+  local ctx = self:_ctx("ethos_u", opts, extra)
+  if not ctx.opts.model then errors.fail("EUSAGE", "board:profile{model = FILE.pte, ...}: model is required", 2) end
+  -- the flow opens the probe itself (and a flash relaunches the twin): the board lets go of its own
+  if self._rtt then self._rtt:close() self._rtt = nil end
+  if self._probe then self._probe:close() self._probe = nil end
+  local p = flow.plan(ctx)
+  if only then self._build_plan = p end
+  local rec = flow.run(ctx)
+  self._p = nil
+  return rec
+end
+
+probe_verb("build", function(self, opts) return self:_ethos_u(opts, { "build" }) end)
+
+probe_verb("flash", function(self, file, opts)
+  if not sys.stat(file or "") then errors.fail("EUSAGE", ("board:flash(file): %s does not exist"):format(tostring(file)), 2) end
+  self:_twin()
+  local flow = require("odp.flows.ethos_u")
+  local ctx = self:_ctx("ethos_u", opts, { only = { "flash" }, twin_state = self.twin_state,
+    model = self.opts.model or file })
+  if self._rtt then self._rtt:close() self._rtt = nil end
+  if self._probe then self._probe:close() self._probe = nil end
+  local p = flow.plan(ctx)
+  p.twin_state = self.twin_state
+  local dir = require("odp.result").run_dir(ctx.opts.runs_dir, ctx.spec.name)
+  local rec = { flash = {}, artifacts = {} }
+  flow.flash_file(ctx, p, rec, dir, file)
+  self._p = nil
+  return rec.flash.received
+end)
+
+return M

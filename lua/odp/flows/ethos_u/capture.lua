@@ -1,0 +1,168 @@
+--- The Ethos-U flow, part 5: the run step: RTT capture (Inference: lines, base64 artifacts) and the measurements.
+local errors = require("odp.errors")
+local result = require("odp.result")
+local sys = require("odp.sys")
+local json = require("odp.json")
+local artifacts = require("odp.parse.artifacts")
+local M = require("odp.flows.ethos_u.plan")
+
+local Reader = {}
+Reader.__index = Reader
+
+function M.reader(stream, log_path)
+  local logf = log_path and assert(io.open(log_path, "ab"))
+  return setmetatable({ stream = stream, buf = "", log = logf, bytes = 0, lines = 0, last_data = sys.now() }, Reader)
+end
+
+function Reader:_log_line(line)
+  if self.log then
+    local t = sys.time()
+    self.log:write(("%s.%06dZ %s\n"):format(os.date("!%Y-%m-%dT%H:%M:%S", math.floor(t)),
+      math.floor((t % 1) * 1e6), line))
+  end
+end
+
+--- Next line (without newline) or nil, "timeout" after timeout seconds without a whole line.
+function Reader:line(timeout)
+  local deadline = sys.now() + timeout
+  while true do
+    local nl = self.buf:find("\n", 1, true)
+    if nl then
+      local line = self.buf:sub(1, nl - 1):gsub("\r$", "")
+      self.buf = self.buf:sub(nl + 1)
+      self.lines = self.lines + 1
+      self:_log_line(line)
+      return line
+    end
+    if #self.buf > M.MAX_LINE then
+      local line = self.buf
+      self.buf = ""
+      self:_log_line(line:sub(1, 200) .. " ...[cut]")
+      return line
+    end
+    local left = deadline - sys.now()
+    if left <= 0 then return nil, "timeout" end
+    local data, err, code = self.stream:read(65536, { timeout = math.min(left, 0.25) })
+    if data and #data > 0 then
+      self.buf = self.buf .. data
+      self.bytes = self.bytes + #data
+      self.last_data = sys.now()
+    elseif data == nil and code ~= "ETIMEDOUT" then
+      errors.fail(code or "EIO", "RTT read: " .. tostring(err):gsub("^E%u+: ", ""), 3)
+    end
+  end
+end
+
+--- Hands bytes read past the last line back to the stream (XMODEM must see the flasher's 'C').
+function Reader:give_back()
+  if #self.buf > 0 then self.stream:unread(self.buf) self.buf = "" end
+end
+
+function Reader:close()
+  if #self.buf > 0 then self:_log_line(self.buf .. " [no newline]") self.buf = "" end
+  if self.log then self.log:close() self.log = nil end
+end
+
+------------------------------------------------------------------------------------------------ run
+
+--- Reads RTT lines from `stream` (anything with read(n, {timeout=}) and unread) until p.inferences
+-- `Inference:` lines and opts.settle seconds of quiet, the device's done line, or opts.timeout. Decodes artifact
+-- blocks on the way. Returns {samples, lines, decoded = {artifacts, errors}, bytes}.
+function M.capture(stream, p, opts, log_path, ui)
+  local rd = M.reader(stream, log_path)
+  local lines, samples = {}, {}
+  local dec = artifacts.decoder { forms = p.device.artifact_forms }
+  local deadline = sys.now() + opts.timeout
+  local last_line = sys.now()
+  local done_pat = p.lines.done
+  local ok, err = pcall(function()
+    while true do
+      local now = sys.now()
+      if now >= deadline then break end
+      if #samples >= p.inferences and not dec.block and now - last_line >= opts.settle then break end
+      local line = rd:line(math.min(0.25, deadline - now))
+      if line then
+        last_line = sys.now()
+        lines[#lines + 1] = #line <= 4096 and line or line:sub(1, 4096)
+        dec:line(line)
+        local ms = line:match(p.lines.inference)
+        if ms then
+          samples[#samples + 1] = tonumber(ms)
+          if #samples == p.inferences and ui then ui:info("run: %d Inference: lines", #samples) end
+        end
+        if done_pat and line:find(done_pat) then break end
+      end
+    end
+  end)
+  rd:close()
+  if not ok then error(err, 0) end
+  return { samples = samples, lines = lines, decoded = dec:finish(), bytes = rd.bytes }
+end
+
+--- The latency block: odp.result.latency (odp.stats' field names) over the Inference: lines.
+function M.latency(samples) return result.latency(samples, "rtt") end
+
+--- Fills the record from a capture; raises the failure (after filling) when the capture is incomplete.
+function M.measure(rec, p, cap, run_dir, opts, ui)
+  local rlog = rec.artifacts.rtt_log or "rtt.log"
+  rec.rtt = { lines = #cap.lines, bytes = cap.bytes, log = rec.artifacts.rtt_log }
+  for _, a in ipairs(cap.decoded.artifacts) do
+    local name = artifacts.safe_name(a.name)
+    local path = run_dir .. "/" .. name
+    assert(sys.write_file(path, a.data))
+    rec.artifacts[(name:gsub("%.bin$", ""):gsub("[^%w_]", "_"))] = path
+    if ui then ui:info("run: %s (%d bytes)", path, a.bytes) end
+  end
+  local samples = cap.samples
+  rec.latency_ms = #samples > 0 and M.latency(samples) or { n = 0, source = "rtt" }
+  -- the twin's times come from modelled cycles and its ETDump is canned: never to be taken for a measurement
+  if p.twin then rec.latency_ms.modelled = true end
+  rec.pmu = require("odp.parse.executorch").parse(table.concat(cap.lines, "\n")).pmu
+  if rec.artifacts.etdump then
+    local have, etdump = pcall(require, "odp.etdump")
+    if have then
+      local doc, derr = etdump.read(rec.artifacts.etdump)
+      if doc then
+        local rows, unit = etdump.ops(doc, { time_scale = "cycles" })
+        rec.ops = json.array(rows)
+        rec.ops_unit = unit
+        rec.ops_summary = etdump.ops_summary(doc, { time_scale = "cycles" })
+      elseif ui then
+        ui:warn("ETDump %s: %s", rec.artifacts.etdump, tostring(derr))
+      end
+    end
+  end
+  -- failures after the measurements are in the record
+  if #cap.decoded.errors > 0 then
+    local e = cap.decoded.errors[1]
+    errors.fail("EPROTO", ("run: artifact %s (%s block): %s; raw RTT log in %s"):format(e.name, e.form, e.message, rlog), 1)
+  end
+  if #samples < p.inferences then
+    local silent = #samples == 0 and cap.bytes == 0
+    errors.fail(silent and "ETIMEDOUT" or "EPROTO",
+      ("run: %d of %d Inference: lines within %.0f s (%d RTT bytes)%s; raw RTT log in %s")
+        :format(#samples, p.inferences, opts.timeout, cap.bytes,
+          silent and ": the firmware printed nothing (no SWD reset? RTT in cached RAM?)" or "", rlog), silent and 3 or 1)
+  end
+end
+
+function M.run_step(ctx, p, rec, run_dir)
+  local o = ctx.opts
+  local rlog = run_dir .. "/rtt.log"
+  rec.artifacts.rtt_log = rlog
+  local probe = M.open_probe(ctx, p, "app")
+  local cap
+  local ok, err = pcall(function()
+    if not o.no_reset or p.flashed then M.fresh_reset(ctx, probe, p, p.rtt_ranges) end
+    local rtt = M.attach(ctx, probe, p, p.rtt_ranges, math.min(o.timeout, 30), "run")
+    local ok2, e2 = pcall(function() cap = M.capture(rtt:channel(p.rtt_channel), p, o, rlog, ctx.ui) end)
+    rtt:close()
+    if not ok2 then error(e2, 0) end
+  end)
+  probe:close()
+  if not ok then error(err, 0) end
+  M.measure(rec, p, cap, run_dir, o, ctx.ui)
+end
+
+
+return M

@@ -1,0 +1,253 @@
+--- The Ethos-U flow, part 4: the probe and RTT, and the flash step (SETOOLS + XMODEM over RTT).
+local errors = require("odp.errors")
+local sys = require("odp.sys")
+local proc = require("odp.proc")
+local M = require("odp.flows.ethos_u.plan")
+local basename, hex, read_file, need_module = M.basename, M.hex, M.read_file, M.need_module
+local function tail_lines(...) return M.tail_lines(...) end -- odp.flows.ethos_u.build
+local function run_logged(...) return M.run_logged(...) end -- odp.flows.ethos_u.build
+
+------------------------------------------------------------------------------------------------ probe, RTT
+
+
+local function twin_file(p, name)
+  local v = read_file(p.twin_state .. "/" .. name)
+  if not v then
+    errors.fail("ENODEV", ("no twin running in %s (no %s file): run the flash step first, or pass --twin-state")
+      :format(p.twin_state, name), 3)
+  end
+  return (v:gsub("%s+$", ""))
+end
+
+--- Opens the probe for the flasher ("flasher") or the application core ("app").
+function M.open_probe(ctx, p, which)
+  local probe_mod = need_module("odp.probe")
+  local pr, o = p.device.probe or {}, ctx.opts
+  local args
+  if p.probe_backend == "qemu" then
+    args = { backend = "qemu", shm = twin_file(p, "shm"), base = pr.base or 0x60000000,
+      qmp = "127.0.0.1:" .. twin_file(p, "qmp_port") }
+  elseif p.probe_backend == "gdb" then
+    args = { backend = "gdb", address = o.gdb_address or ("127.0.0.1:" .. twin_file(p, "gdb_port")) }
+  else
+    args = { backend = "jlink", device = which == "flasher" and pr.flasher_jlink_device or pr.jlink_device,
+      speed_khz = pr.speed_khz or 4000, lib = M.jlink_lib(o) }
+  end
+  local probe, err, code = probe_mod.open(args)
+  if not probe then errors.fail(code or "ENODEV", ("probe (%s): %s"):format(p.probe_backend, (tostring(err):gsub("^E%u+: ", ""))), 3) end
+  return probe
+end
+
+-- RAM survives a reset: zero every RTT ID the probe can see (halted) so the next attach finds only the block
+-- the restarted firmware writes, never a stale one.
+local ID = "SEGGER RTT"
+function M.clear_stale_id(probe, address, ranges)
+  local cleared = 0
+  local function wipe(addr)
+    local ok = probe:write(addr, ("\0"):rep(16))
+    if ok then cleared = cleared + 1 end
+  end
+  if address then
+    local d = probe:read(address, 16)
+    if d and d:sub(1, #ID) == ID then wipe(address) end
+    return cleared
+  end
+  for _, r in ipairs(ranges or {}) do
+    local start, size = r[1], r[2]
+    local step = 0x10000
+    for off = 0, size - 1, step do
+      local n = math.min(step + 16, size - off)
+      local d = probe:read(start + off, n)
+      if d then
+        local i = 1
+        while true do
+          local s = d:find(ID, i, true)
+          if not s then break end
+          if s <= step then wipe(start + off + s - 1) end
+          i = s + 1
+        end
+      end
+    end
+  end
+  return cleared
+end
+
+--- SWD reset with stale-block protection: halt, clear old IDs, reset and run.
+function M.fresh_reset(ctx, probe, p, ranges)
+  probe:halt()
+  local n = M.clear_stale_id(probe, p.rtt_address, ranges)
+  ctx.ui:debug("reset: cleared %d stale RTT id(s)", n)
+  errors.check(probe:reset())
+end
+
+function M.attach(ctx, probe, p, ranges, timeout, what)
+  local rtt_mod = need_module("odp.rtt")
+  local where = p.rtt_address and { address = p.rtt_address } or { ranges = ranges }
+  local rtt, err, code = rtt_mod.attach(probe, where, { timeout = timeout })
+  if not rtt then
+    local desc = p.rtt_address and hex(p.rtt_address) or (function()
+      local t = {}
+      for _, x in ipairs(ranges or {}) do t[#t + 1] = hex(x[1]) .. "+" .. hex(x[2]) end
+      return table.concat(t, ",")
+    end)()
+    errors.fail(code == "ETIMEDOUT" and "ETIMEDOUT" or (code or "ENOTFOUND"),
+      ("%s: no RTT control block within %.0f s after the SWD reset (searched %s): the image did not boot, " ..
+       "or its RTT block is elsewhere (--rtt-address / --rtt-ranges) [%s]"):format(what, timeout, desc,
+       (tostring(err):gsub("^E%u+: ", ""))), 3)
+  end
+  return rtt
+end
+
+--- A line reader over an RTT channel that keeps the raw log with host timestamps.
+------------------------------------------------------------------------------------------------ flash
+
+
+local function copy_file(src, dst)
+  local data = read_file(src)
+  if not data then errors.fail("ENOTFOUND", ("cannot read %s"):format(src), 3) end
+  local ok, err = sys.write_file(dst, data)
+  if not ok then errors.fail("EIO", ("cannot write %s: %s"):format(dst, tostring(err)), 3) end
+end
+
+local function setools_cmd(ctx, p, c, log)
+  local env = {}
+  if p.twin then env[(p.twin.state_env or "ODP_TWIN_STATE")] = p.twin_state end
+  c = { name = c.name, argv = c.argv, cwd = c.cwd, env = env }
+  ctx.ui:info("flash: %s", table.concat(c.argv, " "):gsub("^%S*/", ""))
+  local r = run_logged(c, log, ctx.opts.flash_timeout)
+  if not r.ok then
+    errors.fail("EIO", ("flash: %s failed (%s); output in %s:\n%s"):format(basename(c.argv[1]),
+      r.timed_out and "timed out" or ("exit " .. tostring(r.status)), log, tail_lines(log, 10)), 3)
+  end
+end
+
+-- Sends ext_flash.bin to the flasher over RTT and checks its answer.
+local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
+  local o, ui = ctx.opts, ctx.ui
+  local xmodem = need_module("odp.xmodem")
+  local ch = rtt:channel(p.rtt_channel)
+  local rd = M.reader(ch, rlog)
+  local deadline = sys.now() + o.flash_timeout
+  local started = false
+  while sys.now() < deadline do
+    local line = rd:line(math.min(1, deadline - sys.now()))
+    if line and line:find(p.lines.flasher_start, 1, true) then started = true break end
+    if line and line:find(p.lines.flasher_fail) then
+      rd:close()
+      errors.fail("EPROTO", ("flash: the flasher failed before the transfer: %s"):format(line), 3)
+    end
+  end
+  if not started then
+    rd:close()
+    errors.fail("ETIMEDOUT", ("flash: the flasher never said '%s' nor sent 'C' within %.0f s: check the flasher " ..
+      "image (--flasher) and the RTT ranges (--rtt-ranges); raw RTT log in %s"):format(p.lines.flasher_start,
+      o.flash_timeout, rlog), 3)
+  end
+  rd:give_back()
+  local size = sys.stat(p.ext_flash).size
+  local bar = ui:progress("xmodem " .. basename(p.ext_flash), size, "bytes")
+  local t0 = sys.now()
+  local r, err, code = xmodem.send(ch, p.ext_flash, { mode = p.xmodem_mode, timeout = o.flash_timeout,
+    on_progress = function(pr) bar:update(pr.bytes) end }) -- xmodem passes {bytes=, total=, ...}
+  bar:finish()
+  rec.flash.xmodem = r and { bytes = r.bytes, blocks = r.blocks, retries = r.retries, wall_s = sys.now() - t0 } or nil
+  -- whatever the flasher says next (Success/CRC32 or Failed = n)
+  local ok_n, crc, fail_line
+  local answer_deadline = sys.now() + math.min(o.flash_timeout, 10)
+  while sys.now() < answer_deadline and not fail_line and not (ok_n and crc) do
+    local line = rd:line(math.max(0.05, answer_deadline - sys.now()))
+    if not line then break end
+    ok_n = ok_n or line:match(p.lines.flasher_ok)
+    crc = crc or line:match(p.lines.flasher_crc)
+    if line:find(p.lines.flasher_fail) then fail_line = line end
+    if ok_n and not p.device.twin and not crc then
+      -- Alif's flasher prints no CRC: give it a moment, then go on with the byte count alone
+      local l2 = rd:line(0.5)
+      crc = l2 and l2:match(p.lines.flasher_crc)
+      break
+    end
+  end
+  rd:close()
+  if not r then
+    errors.fail(code == "ETIMEDOUT" and "ETIMEDOUT" or "EPROTO", ("flash: XMODEM transfer of %s aborted: %s%s; raw RTT " ..
+      "log in %s"):format(basename(p.ext_flash), (tostring(err):gsub("^E%u+: ", "")),
+      fail_line and (" (flasher: " .. fail_line .. ")") or "", rlog), 3)
+  end
+  if fail_line then errors.fail("EPROTO", ("flash: the flasher reported '%s' after the transfer"):format(fail_line), 3) end
+  if not ok_n then
+    errors.fail("EPROTO", ("flash: the flasher never confirmed the transfer ('%s'); raw RTT log in %s")
+      :format(p.lines.flasher_ok, rlog), 3)
+  end
+  local n = tonumber(ok_n)
+  if n < size or n >= size + 1024 then
+    errors.fail("EPROTO", ("flash: the flasher received %d bytes for a %d-byte file"):format(n, size), 3)
+  end
+  local data = read_file(p.ext_flash) .. ("\26"):rep(n - size)
+  local want = ("%08x"):format(sys.crc32(data)) -- zlib's, as the flasher prints it
+  rec.flash.received = { bytes = n, crc32 = crc and crc:lower(), expected_crc32 = want }
+  if crc then
+    if crc:lower() ~= want then
+      errors.fail("ECRC", ("flash: the flasher's CRC32 %s differs from %s's %s (with padding to %d bytes)")
+        :format(crc:lower(), basename(p.ext_flash), want, n), 3)
+    end
+    ui:info("flash: %s received, %d bytes, CRC32 %s ok", basename(p.ext_flash), n, want)
+  else
+    ui:warn("the flasher printed no CRC32: only the byte count (%d) was checked", n)
+  end
+end
+
+--- Flashes the flasher image, then sends `file` (p.ext_flash by default) to it over XMODEM through RTT and
+-- checks its answer (rec.flash.received = {bytes, crc32, expected_crc32}). board:flash(file) is this alone.
+-- Returns the SETOOLS directory the commands ran in.
+function M.flash_file(ctx, p, rec, run_dir, file)
+  local o = ctx.opts
+  local log = run_dir .. "/flash.log"
+  if file then p.ext_flash = file end
+  rec.flash = rec.flash or {}
+  rec.artifacts.flash_log = log
+  -- SETOOLS directory: the stand-ins run from a scratch copy of their configs
+  if p.setools_copy then
+    local dst = run_dir .. "/setools"
+    assert(sys.mkdir_p(dst .. "/build/images"))
+    local r = proc.run { argv = { "cp", "-R", p.setools_bin .. "/build/config", dst .. "/build/" }, timeout = 30 }
+    if not r or not r.ok then errors.fail("EIO", "cannot copy the SETOOLS configs to " .. dst, 3) end
+  end
+  local sdir = p.gen_toc_flasher.cwd
+  for _, c in ipairs({ p.gen_toc_flasher, p.write_mram_flasher, p.gen_toc_app, p.write_mram_app }) do
+    if c.cwd then c.cwd = c.cwd:gsub("<run_dir>", run_dir) end
+    for i, a in ipairs(c.argv) do c.argv[i] = a:gsub("<run_dir>", run_dir) end
+  end
+  sdir = p.gen_toc_flasher.cwd or "."
+  -- (1) the flasher
+  if not p.flasher or not sys.stat(p.flasher) then
+    errors.fail("ENOTFOUND", ("flash: the flasher image %s does not exist (--flasher)"):format(p.flasher or "?"), 3)
+  end
+  copy_file(p.flasher, sdir .. "/" .. p.flasher_image)
+  setools_cmd(ctx, p, p.gen_toc_flasher, log)
+  setools_cmd(ctx, p, p.write_mram_flasher, log)
+  -- (2) ext_flash.bin over XMODEM to the flasher, through RTT
+  local probe = M.open_probe(ctx, p, "flasher")
+  local ok, err = pcall(function()
+    M.fresh_reset(ctx, probe, p, p.flasher_ranges)
+    local rtt = M.attach(ctx, probe, p, p.flasher_ranges, math.min(o.flash_timeout, 30), "flash (flasher)")
+    local ok2, e2 = pcall(xmodem_ext_flash, ctx, p, rec, rtt, run_dir .. "/flasher_rtt.log")
+    rtt:close()
+    if not ok2 then error(e2, 0) end
+  end)
+  probe:close()
+  rec.artifacts.flasher_rtt_log = run_dir .. "/flasher_rtt.log"
+  if not ok then error(err, 0) end
+  return sdir, log
+end
+
+function M.flash_step(ctx, p, rec, run_dir)
+  local sdir, log = M.flash_file(ctx, p, rec, run_dir)
+  -- (3) the firmware
+  copy_file(p.mram, sdir .. "/" .. p.app_image)
+  setools_cmd(ctx, p, p.gen_toc_app, log)
+  setools_cmd(ctx, p, p.write_mram_app, log)
+  p.flashed = true -- (4) the SWD reset happens at the start of the run step, right before attaching
+end
+
+
+return M

@@ -1,0 +1,160 @@
+--- The Ethos-U flow, part 2: checks before anything touches the build tree or the board, and the dry run.
+local errors = require("odp.errors")
+local result = require("odp.result")
+local sys = require("odp.sys")
+local M = require("odp.flows.ethos_u.plan")
+local basename, shell_quote, hex = M.basename, M.shell_quote, M.hex
+
+------------------------------------------------------------------------------------------------ validate
+
+local function which(prog)
+  if prog:find("/") then
+    local st = sys.stat(prog)
+    return st and st.executable and prog or nil
+  end
+  for dir in (os.getenv("PATH") or "/usr/bin:/bin"):gmatch("[^:]+") do
+    local st = sys.stat(dir .. "/" .. prog)
+    if st and st.type == "file" and st.executable then return dir .. "/" .. prog end
+  end
+end
+M.which = which
+
+--- The J-Link library odp.probe would load (--jlink-lib, ODP_JLINK_LIB, SEGGER's install dirs), or nil: the
+-- one search, in C (odp.probe.jlink_lib), that `odp devices` uses too.
+function M.jlink_lib(opts)
+  local ok, probe = pcall(require, "odp.probe")
+  return ok and (probe.jlink_lib(opts.jlink_lib)) or nil
+end
+
+--- Checks before anything touches the build tree or the board. Errors exit 2 (usage) with one line.
+-- Warnings go through ctx.ui (and into the record).
+function M.validate(ctx, p)
+  local o, ui = ctx.opts, ctx.ui
+  -- the model: a .pte (odp.pte checks the ET12 identifier), and its Ethos-U scratch must fit the activation buffer
+  local ok_pte, pte = pcall(require, "odp.pte")
+  p.scratch_size = nil
+  if ok_pte then
+    local info, err = pte.read(o.model)
+    if not info then errors.fail("EUSAGE", ("model %s: %s"):format(o.model, (err:gsub("^E%u+: ", ""))), 2) end
+    local ethos = false
+    for _, d in ipairs(pte.delegates(info)) do
+      if d.backend == "EthosUBackend" then ethos = true end
+    end
+    p.scratch_size = pte.scratch_size(info)
+    p.ethos_delegate = ethos
+    if not ethos then
+      ui:warn("model %s has no EthosUBackend delegate: it will run on the CPU alone (no NPU)", basename(o.model))
+    elseif p.scratch_size and p.activation_buf_sz and p.scratch_size > p.activation_buf_sz then
+      errors.fail("EUSAGE", ("the model's Vela scratch_size is %d bytes (%s) but --activation-buf-sz is %d bytes " ..
+        "(%s): raise --activation-buf-sz to at least %s"):format(p.scratch_size, hex(p.scratch_size),
+        p.activation_buf_sz, hex(p.activation_buf_sz), hex(p.scratch_size)), 2)
+    end
+  else
+    ui:warn("odp.pte is not available: the activation buffer was not checked against the model's scratch size")
+  end
+  if p.steps.build then
+    if not p.activation_buf_sz then errors.fail("EUSAGE", "--activation-buf-sz is required (the device file has no default)", 2) end
+    ui:info("memory mode %s (it must be the mode the .pte was compiled for with Vela, or the device faults)%s",
+      p.memory_mode, #p.dropped > 0 and ("; dropped " .. table.concat(p.dropped, ", ")) or "")
+  end
+  if o.dry_run then return end
+  -- tools, only for the steps asked for
+  local missing = {}
+  local function need(prog, why)
+    if not which(prog) then missing[#missing + 1] = ("%s (%s)"):format(prog, why) end
+  end
+  if p.steps.build then
+    need(p.configure.argv[1], "build: configure")
+    need(p.build.argv[1], "build")
+    need(p.device.build.compiler or "arm-none-eabi-gcc", "build: compiler")
+    local st = sys.stat(p.source_dir)
+    if not st or st.type ~= "dir" then
+      missing[#missing + 1] = ("the source tree %s (--mlek)"):format(p.source_dir)
+    end
+  end
+  if p.steps.flash then
+    for _, c in ipairs({ p.gen_toc_flasher, p.write_mram_flasher }) do need(c.argv[1], "flash: SETOOLS (--setools)") end
+    if not p.flasher or not sys.stat(p.flasher) then
+      if not p.steps.build or not (p.device.build.outputs or {}).flasher then
+        missing[#missing + 1] = ("the flasher image %s (--flasher or --flasher-dir)"):format(p.flasher or "?")
+      end
+    end
+    if not p.steps.build then
+      for _, f2 in ipairs({ p.mram, p.ext_flash }) do
+        if not sys.stat(f2) then missing[#missing + 1] = ("%s (run the build step first)"):format(f2) end
+      end
+    end
+  end
+  if (p.steps.flash or p.steps.run) then
+    if p.probe_backend == "jlink" and not M.jlink_lib(o) then
+      missing[#missing + 1] = "the J-Link library libjlinkarm.so (--jlink-lib, ODP_JLINK_LIB, or install SEGGER's J-Link software)"
+    end
+    if p.twin and p.steps.flash then need("qemu-system-arm", "twin") end
+  end
+  if #missing > 0 then
+    errors.fail("ENOTFOUND", "missing: " .. table.concat(missing, "; "), 2)
+  end
+end
+
+------------------------------------------------------------------------------------------------ dry run
+
+local function cmd_line(c)
+  local parts = {}
+  if c.cwd then parts[#parts + 1] = "cd " .. shell_quote(c.cwd) .. " &&" end
+  if c.env then
+    local ks = {}
+    for k in pairs(c.env) do ks[#ks + 1] = k end
+    table.sort(ks)
+    for _, k in ipairs(ks) do parts[#parts + 1] = k .. "=" .. shell_quote(c.env[k]) end
+  end
+  for _, a in ipairs(c.argv) do parts[#parts + 1] = shell_quote(a) end
+  return table.concat(parts, " ")
+end
+M.cmd_line = cmd_line
+
+--- The commands and actions of the selected steps, as lines (what --dry-run prints).
+function M.describe(p)
+  local out = {}
+  local function say(fmt, ...) out[#out + 1] = fmt:format(...) end
+  local probe_desc = p.probe_backend == "jlink" and
+    ("J-Link %s, %s %d kHz"):format((p.device.probe or {}).jlink_device or "?", (p.device.probe or {}).interface or "swd",
+      (p.device.probe or {}).speed_khz or 4000) or p.probe_backend
+  local function ranges(r)
+    if not r then return "?" end
+    local t = {}
+    for _, x in ipairs(r) do t[#t + 1] = ("%s+%s"):format(hex(x[1]), hex(x[2])) end
+    return table.concat(t, ",")
+  end
+  if p.steps.build then
+    say("# build (stale-build guard: inputs hashed into %s/odp-build-inputs.txt; wiped and reconfigured on change)", p.build_dir)
+    say("%s", cmd_line(p.configure))
+    say("%s", cmd_line(p.build))
+    say("#   -> %s", p.mram)
+    say("#   -> %s", p.ext_flash)
+  end
+  if p.steps.flash then
+    say("# flash")
+    if p.setools_copy then say("cp -R %s/build <run_dir>/setools/", shell_quote(p.setools_bin or "?")) end
+    local sd = p.gen_toc_flasher.cwd or "."
+    say("cp %s %s", shell_quote(p.flasher or "<flasher.bin>"), shell_quote(sd .. "/" .. p.flasher_image))
+    say("%s", cmd_line(p.gen_toc_flasher))
+    say("%s", cmd_line(p.write_mram_flasher))
+    say("# probe %s (%s): halt, clear the stale RTT ID, SWD reset, attach RTT %s, wait for '%s'", p.probe_backend,
+      (p.device.probe or {}).flasher_jlink_device or probe_desc, ranges(p.flasher_ranges), p.lines.flasher_start)
+    say("# xmodem-%s send %s over RTT channel %d; expect '%s'", p.xmodem_mode, shell_quote(p.ext_flash), p.rtt_channel,
+      p.lines.flasher_ok)
+    say("cp %s %s", shell_quote(p.mram), shell_quote(sd .. "/" .. p.app_image))
+    say("%s", cmd_line(p.gen_toc_app))
+    say("%s", cmd_line(p.write_mram_app))
+    say("# probe %s: halt, clear the stale RTT ID, SWD reset (boots the firmware)", probe_desc)
+  end
+  if p.steps.run then
+    say("# run: attach RTT (%s), read channel %d until %d Inference: lines (timeout %ss), decode base64 blocks",
+      p.rtt_address and hex(p.rtt_address) or ranges(p.rtt_ranges), p.rtt_channel, p.inferences, tostring(p.timeout or "?"))
+  end
+  say("# report: result record (latency from Inference: lines, PMU counters, ETDump op table in cycles)")
+  return out
+end
+
+
+return M

@@ -1,0 +1,179 @@
+-- `odp repl DEVICE` as a person uses it, in tmux: the board connected on first use, its verbs, Tab, Ctrl-C
+-- during a call (the board stays usable), a result record printed as the report. Against the loopback sshd
+-- (with the real runner), the QEMU twin and the adb device emulator.
+local T = require("t")
+local sshd = require("sshd")
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local tmp = T.tmpdir()
+local sock, sessions = nil, 0
+local q = sshd.quote
+
+local function tmux(...)
+  return assert(proc.run { argv = { "tmux", "-S", sock, ... }, timeout = 10 })
+end
+local function screen() return tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "odp").stdout end
+local function wait_for(pattern, timeout)
+  local deadline = sys.now() + (timeout or 10)
+  repeat
+    local s = screen()
+    if s:find(pattern) then return s end
+    sys.sleep(0.1)
+  until sys.now() > deadline
+  error(("%q not on the screen within %ss:\n%s"):format(pattern, timeout or 10, screen()), 0)
+end
+local function send(...) tmux("send-keys", "-t", "odp", ...) end
+local function line(s) send("-l", s) send("Enter") end
+local function start(args)
+  sessions = sessions + 1
+  sock = ("%s/tmux%d.sock"):format(tmp, sessions) -- a server per session: no race with the last one's end
+  tmux("-f", "/dev/null", "new-session", "-d", "-s", "odp", "-x", "160", "-y", "50",
+    ("HOME=%s %s repl %s; echo REPL-EXITED $?; sleep 60"):format(q(tmp), q(odp), args))
+  wait_for("odp> ", 20)
+end
+local function stop() proc.run { argv = { "tmux", "-S", sock, "kill-server" }, timeout = 10 } end
+local function prompts() return select(2, screen():gsub("odp> ", "")) end
+
+local srv = sshd.start()
+local rdir = srv.remote_dir .. "/repl"
+local ssh_args = ("devices/rpi5.lua --host %s@127.0.0.1 --port %d --identity %s --known-hosts %s --remote-dir %s")
+  :format(srv.user, srv.port, q(srv.identity), q(srv.known_hosts), q(rdir))
+
+T.test("ssh: exec, push, Tab completes verbs, Ctrl-C during a long exec, the board still usable", function()
+  start(ssh_args)
+  line('board:exec("echo hi-$((40+2))").stdout')
+  wait_for('"hi%-42\\n"')
+  T.write(tmp .. "/f", "payload")
+  line(('board:exec("mkdir -p %s"); return board:push(%q, %q)'):format(rdir, tmp .. "/f", rdir .. "/f"))
+  wait_for("skipped = false")
+  T.eq(T.read(rdir .. "/f"), "payload")
+  send("board:pro", "Tab")
+  wait_for("odp> board:profile")
+  send("C-u")
+  local marker = "odp_repl_sleep_" .. sys.getpid()
+  line(('board:exec("sleep 300; : %s")'):format(marker))
+  sys.sleep(1)
+  local before = prompts()
+  send("C-c")
+  local deadline = sys.now() + 20
+  while prompts() <= before and sys.now() < deadline do sys.sleep(0.1) end
+  T.ok(prompts() > before, "back at the prompt:\n" .. screen())
+  T.match(screen(), "canceled = true")
+  -- the remote command is gone, and the same board answers
+  local left = proc.run { "sh", "-c", "ps -eo args | grep " .. marker .. " | grep -v grep || true" }.stdout
+  T.eq(left, "", "the remote sleep was killed")
+  line('board:exec("echo still-$((1+1))").stdout')
+  wait_for('"still%-2\\n"')
+  stop()
+end)
+
+T.with_real_runner("ssh: board:profile with the real runner prints the report", function(runner)
+  start(ssh_args)
+  line(('board:profile{runner = %q, model = %q, n = 3, runs_dir = %q}'):format(runner,
+    root .. "/tests/fixtures/pte/add_arduino.pte", tmp .. "/runs"))
+  local s = wait_for("latency", 120)
+  T.match(s, "rpi5")
+  T.eq(s:find("schema =", 1, true), nil, "the report, not the table")
+  stop()
+end)
+
+T.test("ssh: a board whose host refuses fails at the first call, one line, the prompt stays", function()
+  start(ssh_args:gsub("%-%-port %d+", "--port 1"))
+  line('board:exec("true")')
+  wait_for("ENODEV: cannot connect to 127%.0%.0%.1 port 1", 30)
+  line("1+1")
+  wait_for("\n2\n")
+  stop()
+end)
+
+srv:stop()
+
+T.test("twin: attach, read32 of the RTT ID, reset, tail + Ctrl-C, flash with the twin's CRC, exit stops QEMU", function()
+  local state = tmp .. "/twin"
+  start(("devices/twin_m55.lua --twin-state %s --build-dir %s --runs-dir %s"):format(q(state), q(tmp .. "/b"),
+    q(tmp .. "/runs")))
+  local before = prompts()
+  line("rtt = board:attach()")
+  local deadline = sys.now() + 180
+  while prompts() <= before and sys.now() < deadline do sys.sleep(0.2) end
+  T.ok(prompts() > before, "attached:\n" .. screen())
+  line("('%x'):format(board:read32(0x60000000))")
+  wait_for('"47474553"') -- "SEGG", the RTT control block's ID
+  line("board:reset()")
+  wait_for("\ntrue\n")
+  line("board:tail()")
+  wait_for("odp%-twin done", 60)
+  before = prompts()
+  send("C-c")
+  deadline = sys.now() + 10
+  while prompts() <= before and sys.now() < deadline do sys.sleep(0.1) end
+  T.ok(prompts() > before, "tail ended by Ctrl-C:\n" .. screen())
+  T.write(tmp .. "/payload.bin", ("repl-flash "):rep(500))
+  line(('r = board:flash(%q); return r.bytes, r.crc32 == r.expected_crc32, r.crc32'):format(tmp .. "/payload.bin"))
+  local s = wait_for("\n%d+%s+true%s+\"%x+\"\n", 120) -- tmux shows the tabs as spaces
+  local bytes, crc = s:match("\n(%d+)%s+true%s+\"(%x+)\"\n")
+  bytes = tonumber(bytes)
+  local data = T.read(tmp .. "/payload.bin")
+  T.eq(crc, ("%08x"):format(sys.crc32(data .. ("\26"):rep(bytes - #data))))
+  line("board:write(0x10, 'x')")
+  wait_for("EIO")
+  send("C-d")
+  wait_for("REPL%-EXITED 0", 30)
+  T.eq(sys.stat(state .. "/pid"), nil, "QEMU stopped when the REPL ended")
+  stop()
+end)
+
+-- The adb device emulator (tests/adbemu, itself checked against Debian's adb) on a TCP port.
+local function start_emulator()
+  local out = (os.getenv("ODP_BUILD_DIR") or (root .. "/build")) .. "/tests"
+  assert(proc.run { argv = { "make", "-s", "-C", root .. "/tests/adbemu", "OUT=" .. out }, timeout = 120 }.ok,
+    "adbemu builds")
+  local sbx, pf = tmp .. "/adb-root", tmp .. "/adb-port"
+  sys.mkdir_p(sbx)
+  local pid = sshd.sh(("%s --root %s --port 0 --port-file %s >/dev/null 2>%s & echo $!"):format(q(out .. "/adbemu"),
+    q(sbx), q(pf), q(tmp .. "/adbemu.log"))):match("%d+")
+  local deadline = sys.now() + 10
+  while not (sys.read_file(pf) or ""):match("%d") and sys.now() < deadline do sys.sleep(0.05) end
+  return sbx, (sys.read_file(pf) or ""):match("%d+"), pid
+end
+
+T.test("adb: exec, push, Ctrl-C during a long exec, then the device closed: one line, the prompt stays", function()
+  local sbx, port, pid = start_emulator()
+  T.ok(port, "the emulator listens")
+  start(("devices/vivo_x300_pro.lua --adb tcp:127.0.0.1:%s"):format(port))
+  line('board:exec("echo adb-$((3*3))").stdout')
+  wait_for('"adb%-9\\n"', 20)
+  T.write(tmp .. "/g", "to the phone")
+  line(('board:exec("mkdir -p /data/local/tmp/odp"); return board:push(%q, "/data/local/tmp/odp/g")'):format(tmp .. "/g"))
+  wait_for("skipped = false", 20)
+  T.eq(T.read(sbx .. "/data/local/tmp/odp/g"), "to the phone")
+  line('board:exec("sleep 300")')
+  sys.sleep(1)
+  local before = prompts()
+  send("C-c")
+  local deadline = sys.now() + 20
+  while prompts() <= before and sys.now() < deadline do sys.sleep(0.1) end
+  T.ok(prompts() > before, "back at the prompt:\n" .. screen())
+  line('board:exec("echo again").stdout')
+  wait_for('"again\\n"', 20)
+  proc.run { "kill", pid }
+  line('board:exec("true")')
+  wait_for("\nEIO: [^\n]*\nodp> ", 30)
+  line("6*7")
+  wait_for("\n42\n")
+  stop()
+end)
+
+T.test("a second Ctrl-C at an empty prompt leaves", function()
+  start("devices/host.lua")
+  send("C-c")
+  wait_for("Ctrl%-C again")
+  send("C-c")
+  wait_for("REPL%-EXITED 0")
+  stop()
+end)
+
+T.done()
