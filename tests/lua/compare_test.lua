@@ -262,8 +262,9 @@ T.with_real_runner("real runner: two host runs compared end to end, with operato
 end)
 
 -- A/A with the real runner: odp's own runs of one model, of several processes each. The runs of the two
--- sides alternate, so a change in the machine's load while the test runs (other jobs on a shared box)
--- falls on both sides alike, as it should in any A/B measurement. Processes of one binary still differ by
+-- sides alternate (ABBA, so neither side always runs right after the other), so a change in the machine's
+-- load while the test runs (other jobs on a shared box) falls on both sides alike, as it should in any A/B
+-- measurement. Processes of one binary still differ by
 -- tens of percent here (which core, which clock, where the heap landed): the flat bootstrap over all
 -- iterations called such A/A pairs faster or slower, the hierarchical one must not. A 95% CI still misses
 -- 1 by chance one time in twenty, so of three A/A pairs at most one may get a verdict on a row.
@@ -273,8 +274,8 @@ T.with_real_runner("real runner A/A: interleaved runs of several processes get n
   local sides = {}
   for k = 1, pairs_n do
     sides[k] = { a = {}, b = {} }
-    for _ = 1, runs_n do
-      for _, s in ipairs { "a", "b" } do
+    for j = 1, runs_n do
+      for _, s in ipairs(j % 2 == 1 and { "a", "b" } or { "b", "a" }) do
         local r = assert(proc.run { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", add, "-n", "10",
           "--repeat", "2", "--runs-dir", dir .. "/runs", "--format", "json", timeout = 120 })
         T.eq(r.status, 0, r.stderr)
