@@ -218,7 +218,8 @@ end
 -- The Ethos-U flow's plan for this board (probe, RTT, lines), without the build and flash commands.
 function Board:_plan()
   if not self._p then
-    local ctx = self:_ctx("ethos_u", { only = { "run" }, model = self.opts.model or "-" })
+    -- lenient (dry_run): the board needs no MLEK or SETOOLS paths to reach the probe
+    local ctx = self:_ctx("ethos_u", { only = { "run" }, model = self.opts.model or "-", dry_run = true })
     self._p = require("odp.flows.ethos_u").plan(ctx)
     self._p.twin_state = self.twin_state
   end

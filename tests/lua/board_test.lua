@@ -56,6 +56,14 @@ T.with_real_runner("host board: profile runs the executorch flow -> a result rec
   T.eq(require("odp.report").formats.human({ rec }):find("MODELLED", 1, true), nil)
 end)
 
+T.test("Alif E8 board without MLEK/SETOOLS paths: info works, attach without J-Link software is one line", function()
+  local b <close> = board.open("devices/alif_e8.lua", { ui = quiet, jlink_lib = tmp .. "/no-libjlinkarm.so" })
+  local info = b:info()
+  T.eq(info.backend, "jlink"); T.eq(info.rtt.ranges[1][1], 0x20000000)
+  local e = failure(function() b:attach() end)
+  T.ok(e.code == "ENOTFOUND" or e.code == "ENODEV", e.code); T.eq(e.exit, 3); T.eq(e.message:find("\n"), nil)
+end)
+
 local srv = sshd.start()
 local function ssh_opts()
   return { host = srv.user .. "@127.0.0.1", port = srv.port, identity = srv.identity,

@@ -157,7 +157,7 @@ T.test("exec with helper_args: the pushed odp-rusage pins the program (--cpus), 
   T.eq({ p, code }, { nil, "ENOTSUP" })
   T.match(err, "needs odp's odp%-rusage helper")
   T.eq(shell.with_helper_args("odp-rusage", "'/r/.odp/odp-rusage' --", { "--cpus", "0-3" }),
-    "'/r/.odp/odp-rusage' '--cpus' '0-3' --")
+    "'/r/.odp/odp-rusage' --cpus 0-3 --")
 end)
 
 T.test("device state over SSH: one command, the same snapshot as read here, of the recorded Pi 5 tree", function()
@@ -201,8 +201,7 @@ local function preflight_failure(o)
   return e
 end
 
-local model = tmp .. "/m.pte"
-T.write(model, "\0\0\0\0ET12" .. string.rep("\0", 64))
+local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte" -- a real .pte: odp.pte checks all of it
 
 T.test("preflight passes for a matching runner and model", function()
   local facts = preflight.check(t, { runner = "/bin/true", model = model })

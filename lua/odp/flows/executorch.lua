@@ -39,7 +39,7 @@ function M.validate(ctx)
   measuring.validate(o)
   local st = sys.stat(o.runner)
   if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner), 2) end
-  if ctx.target_kind == "host" and not st.executable then
+  if require("odp.target." .. ctx.target_kind).runs_in_place and not st.executable then
     errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner), 2)
   end
   check_model(o.model)
@@ -147,30 +147,17 @@ function M.run(ctx)
   local t = { target = target }
 
   local ok, err = xpcall(function()
-    -- stage: the host runs files in place; a remote target gets them in its remote dir (hash-skipped)
-    local runner, model, data, etdump_remote
-    if target.kind == "host" then
-      runner, model = sys.realpath(o.runner), sys.realpath(o.model)
-      data = o.data and sys.realpath(o.data)
-      t.workdir = sys.realpath(dir)
-      etdump_remote = o.etdump and (t.workdir .. "/model.etdump")
-    else
-      local rd = target.remote_dir
-      errors.check(target:mkdir(rd))
-      t.workdir = rd
-      local function stage(path, mode)
-        local remote = rd .. "/" .. basename(path)
-        local bar = ui:progress("push " .. basename(path), sys.stat(path).size, "bytes")
-        local r = errors.check(target:push(path, remote, { mode = mode, on_progress = function(d) bar:update(d) end }))
-        bar:finish()
-        ui:info("%s %s", r.skipped and "unchanged" or "pushed", basename(path))
-        return remote
-      end
-      runner = stage(o.runner, tonumber("755", 8))
-      model = stage(o.model)
-      data = o.data and stage(o.data)
-      etdump_remote = o.etdump and (rd .. "/odp-" .. basename(dir) .. ".etdump")
+    -- stage: where the files are is the target's business (the host runs them in place; a remote target
+    -- pushes them into its remote dir, hash-skipped)
+    t.workdir = errors.check(target:workdir(dir))
+    local function stage(path, mode)
+      local where, pushed = errors.check(target:stage(path, { mode = mode, ui = ui }))
+      if where ~= sys.realpath(path) then ui:info("%s %s", pushed and "pushed" or "unchanged", basename(path)) end
+      return where
     end
+    local runner, model = stage(o.runner, tonumber("755", 8)), stage(o.model)
+    local data = o.data and stage(o.data)
+    local etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(dir) .. ".etdump")
     local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
     if etdump_remote then table.move({ "--etdump_path", etdump_remote }, 1, 2, #argv + 1, argv) end
     if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
@@ -221,15 +208,9 @@ function M.run(ctx)
     end
     if etdump_remote then
       -- judged by this run's file only: an older file at --etdump must not pass for a new one
-      local got
-      if target.kind == "host" then
-        got = sys.stat(etdump_remote) and errors.check(sys.rename(etdump_remote, o.etdump))
-      else
-        local perr, pcode
-        got, perr, pcode = target:pull(etdump_remote, o.etdump)
-        -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
-        if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
-      end
+      local got, perr, pcode = target:fetch(etdump_remote, o.etdump)
+      -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
+      if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
       if got then
         rec.artifacts.etdump = o.etdump
       else
@@ -292,7 +273,7 @@ function M.script(spec)
   return {
     name = spec.name, description = spec.description, options = options, passes_args = true,
     validate = function(ctx)
-      ctx.target_kind = spec.target
+      ctx.target_kind = spec.target or device.transport
       M.validate(ctx)
     end,
     run = function(ctx)

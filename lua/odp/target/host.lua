@@ -116,6 +116,16 @@ function Host:pull(src, dst, opts)
   return true
 end
 function Host:mkdir(path) return sys.mkdir_p(path) end
+
+-- The flow's files on this machine: runners and models run in place (so they must be executable already:
+-- M.runs_in_place), the runner writes into the run's directory.
+M.runs_in_place = true
+function Host:workdir(run_dir) return sys.realpath(run_dir) end
+function Host:stage(path) return sys.realpath(path), false end
+function Host:fetch(path, dst)
+  if not sys.stat(path) then return nil, "ENOTFOUND: " .. path, "ENOTFOUND" end
+  return sys.rename(path, dst)
+end
 function Host:sha256(path) return (sys.sha256_file(path)) end
 
 function Host:arch() return first_line({ "uname", "-m" }) end

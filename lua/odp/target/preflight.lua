@@ -24,17 +24,12 @@ local function fail(code, msg) errors.fail(code, msg, 3) end
 
 local function mb(n) return ("%.1f MB"):format(n / 1e6) end
 
---- The model identifier check alone (host side, no board needed).
+--- The model check alone (host side, no board needed): odp.pte's, the one ET12 identifier check.
 function M.check_model(path)
-  local f, err = io.open(path, "rb")
-  if not f then fail("ENOTFOUND", ("model %s: %s"):format(path, err)) end
-  local head = f:read(8) or ""
-  f:close()
-  local ident = head:sub(5, 8)
-  if ident ~= "ET12" then
-    fail("EPROTO", ("model %s is not an ExecuTorch program for this runner: identifier '%s' at bytes 4..8, " ..
-      "expected 'ET12' (re-export the .pte with the ExecuTorch version the runner was built from)")
-      :format(path, (ident:gsub("[^%g]", "?"))))
+  local info, err, code = require("odp.pte").read(path)
+  if not info then
+    fail(code == "ENOTFOUND" and code or "EPROTO", ("model %s: %s (re-export the .pte with the ExecuTorch version " ..
+      "the runner was built from)"):format(path, (tostring(err):gsub("^E%u+: ", ""))))
   end
 end
 

@@ -7,11 +7,15 @@ local sys = require("odp.sys")
 
 local M = {}
 
---- Quotes one word for a POSIX shell (single quotes; a quote inside becomes '\'').
+--- Quotes one word for a POSIX shell: as it is when it holds only characters no shell treats specially (so
+-- printed commands read like typed ones), else in single quotes (a quote inside becomes '\''). odp's one
+-- shell quoting: targets, the Ethos-U flow's printed commands.
 ---@param s any
 ---@return string
 function M.quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+  s = tostring(s)
+  if s:match("^[%w%./_:=,+@%-]+$") then return s end
+  return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 local q = M.quote
 
@@ -102,6 +106,33 @@ end
 ---@return table? stat
 ---@return string? err
 ---@return string? code
+--- Where a flow's files go on a remote board: its remote dir (created). A method: Target.workdir = shell.workdir.
+function M.workdir(target)
+  local ok, err, code = target:mkdir(target.remote_dir)
+  if not ok then return nil, err, code end
+  return target.remote_dir
+end
+
+--- Makes a local file available on the board: pushed into the remote dir (hash-skipped, with a progress bar on
+-- ui). -> path on the board, pushed? | nil, err, code. A method: Target.stage = shell.stage.
+function M.stage(target, path, opts)
+  opts = opts or {}
+  local name = path:match("([^/]+)$")
+  local remote = target.remote_dir .. "/" .. name
+  local bar = opts.ui and opts.ui:progress("push " .. name, require("odp.sys").stat(path).size, "bytes")
+  local r, err, code = target:push(path, remote, { mode = opts.mode,
+    on_progress = bar and function(d) bar:update(d) end })
+  if bar then bar:finish() end
+  if not r then return nil, err, code end
+  return remote, not r.skipped
+end
+
+--- Brings a file the runner wrote on the board here. -> true | nil, err, code (ENOTFOUND: no such file).
+-- A method: Target.fetch = shell.fetch.
+function M.fetch(target, remote, dst)
+  return target:pull(remote, dst)
+end
+
 function M.push_skip(target, src, dst, opts)
   local st, err, code = sys.stat(src)
   if not st then return nil, nil, err, code end

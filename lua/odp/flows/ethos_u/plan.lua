@@ -76,11 +76,7 @@ local function project_path(p)
   return p
 end
 
-local function shell_quote(s)
-  s = tostring(s)
-  if s:match("^[%w%./_:=,+@%-]+$") then return s end
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+local shell_quote = require("odp.target.shell").quote
 M.shell_quote = shell_quote
 
 --- A size (odp.cli's "size" type: 0x600000, 6291456, 6M) from an option, a device file or a range; nil stays nil.

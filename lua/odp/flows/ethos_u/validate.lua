@@ -30,15 +30,8 @@ end
 -- Warnings go through ctx.ui (and into the record).
 function M.validate(ctx, p)
   local o, ui = ctx.opts, ctx.ui
-  -- the model: ET12, and its Ethos-U scratch must fit the activation buffer
+  -- the model: a .pte (odp.pte checks the ET12 identifier), and its Ethos-U scratch must fit the activation buffer
   local ok_pte, pte = pcall(require, "odp.pte")
-  local f = io.open(o.model, "rb")
-  local head = f and f:read(8) or ""
-  if f then f:close() end
-  if head:sub(5, 8) ~= "ET12" then
-    errors.fail("EUSAGE", ("model %s is not an ExecuTorch program (identifier '%s', expected 'ET12')")
-      :format(o.model, (head:sub(5, 8):gsub("[^%g]", "?"))), 2)
-  end
   p.scratch_size = nil
   if ok_pte then
     local info, err = pte.read(o.model)
