@@ -318,8 +318,7 @@ static int l_cancel_requested(lua_State *L)
 
 #define LOCK_MT "odp.sys.Lock"
 typedef struct {
-    int fd;
-    char *path;
+    int fd; /* the lock file's path is the userdata's user value: Lua owns it, nothing to allocate */
 } llock;
 
 /* lock(path) -> lock | nil, "EBUSY: PATH is held by pid N", "EBUSY", pid. lock:release() (also __gc,
@@ -327,9 +326,8 @@ typedef struct {
 static int l_lock(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    llock *u = lua_newuserdatauv(L, sizeof *u, 0);
+    llock *u = lua_newuserdatauv(L, sizeof *u, 1);
     u->fd = -1;
-    u->path = NULL;
     luaL_setmetatable(L, LOCK_MT);
     odp_err err;
     long holder = 0;
@@ -339,7 +337,8 @@ static int l_lock(lua_State *L)
         lua_pushinteger(L, holder);
         return n + 1;
     }
-    u->path = strdup(path);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
     u->fd = fd;
     return 1;
 }
@@ -347,11 +346,12 @@ static int l_lock(lua_State *L)
 static int lock_release(lua_State *L)
 {
     llock *u = luaL_checkudata(L, 1, LOCK_MT);
-    if (u->fd >= 0)
-        odp_unlock_file(u->path, u->fd);
+    if (u->fd >= 0) {
+        lua_getiuservalue(L, 1, 1);
+        odp_unlock_file(lua_tostring(L, -1), u->fd);
+        lua_pop(L, 1);
+    }
     u->fd = -1;
-    free(u->path);
-    u->path = NULL;
     return 0;
 }
 

@@ -1,6 +1,8 @@
 --- Is B faster than A? Two sides, each a result file, a JSONL of records or a runs/<id>/ directory, compared
 -- metric by metric over their raw samples: medians, the ratio B/A with a percentile-bootstrap 95% CI (seeded:
--- the same inputs give the same output), the Mann-Whitney p, and a verdict. Used by `odp compare`
+-- the same inputs give the same output; hierarchical over processes when a side has several, because
+-- processes of the same binary differ more than iterations within one), the Mann-Whitney p, and a verdict
+-- that needs the whole CI beyond a noise threshold. Used by `odp compare`
 -- (lua/odp/commands/compare.lua); docs/SCRIPTING.md, "odp compare".
 local errors = require("odp.errors")
 local json = require("odp.json")
@@ -13,8 +15,10 @@ local M = {}
 
 --- Samples a side needs on each side for a CI and a verdict (fewer: medians and ratio only).
 M.MIN_SAMPLES = 6
---- p below which a CI beyond 1 is called a difference.
+--- p below which a CI beyond 1 ± NOISE is called a difference.
 M.ALPHA = 0.05
+--- Default noise threshold (a fraction, `--noise` 2%): changes whose CI reaches inside 1 ± NOISE are "same".
+M.NOISE = 0.02
 
 local function bad(msg) errors.fail("EUSAGE", msg, 2) end
 
@@ -189,7 +193,10 @@ local function state_diff(a, b)
 end
 
 --- One row: medians of a and b, ratio B/A, its bootstrap CI and the Mann-Whitney p, and the verdict
---- ("faster"|"slower"|"same"|"too few samples"; for kind "memory": "smaller"|"larger").
+--- ("faster"|"slower"|"same"|"too few samples"; for kind "memory": "smaller"|"larger"). A difference needs
+--- p < ALPHA and the whole CI beyond 1 ± opts.noise (a fraction, default NOISE). With opts.a_groups and
+--- opts.b_groups (a and b by process) and a side of two processes or more, the CI is the hierarchical
+--- bootstrap's (r.bootstrap = "hierarchical"), so process-to-process variation widens it.
 function M.row(metric, unit, a, b, opts)
   opts = opts or {}
   local r = { metric = metric, unit = unit, a = { n = #a, median = stats.percentile(a, 50) },
@@ -199,18 +206,28 @@ function M.row(metric, unit, a, b, opts)
     r.verdict = "too few samples"
     return r
   end
-  local _, lo, hi = stats.bootstrap_ratio(a, b, { resamples = opts.resamples, seed = opts.seed })
+  local boot = { resamples = opts.resamples, seed = opts.seed }
+  local lo, hi
+  if opts.a_groups and opts.b_groups and math.max(#opts.a_groups, #opts.b_groups) >= 2 then
+    lo, hi = select(2, stats.bootstrap_ratio_groups(opts.a_groups, opts.b_groups, boot))
+    r.bootstrap = "hierarchical"
+  else
+    lo, hi = select(2, stats.bootstrap_ratio(a, b, boot))
+    r.bootstrap = "flat"
+  end
   local _, p = stats.mann_whitney(a, b)
   r.ci95, r.p = json.array { lo, hi }, p
   local less, more = "faster", "slower"
   if opts.kind == "memory" then less, more = "smaller", "larger" end
-  if p < M.ALPHA and hi < 1 then r.verdict = less
-  elseif p < M.ALPHA and lo > 1 then r.verdict = more
+  local noise = opts.noise or M.NOISE
+  if p < M.ALPHA and hi < 1 - noise then r.verdict = less
+  elseif p < M.ALPHA and lo > 1 + noise then r.verdict = more
   else r.verdict = "same" end
   return r
 end
 
---- Compares two loaded sides. opts: force (different models), resamples, seed. -> {a, b, rows, notes}
+--- Compares two loaded sides. opts: force (different models), resamples, seed, noise (a fraction, default
+--- NOISE). -> {a, b, rows, notes}
 function M.compare(A, B, opts)
   opts = opts or {}
   local notes = {}
@@ -233,24 +250,39 @@ function M.compare(A, B, opts)
   elseif (A.device_state == nil) ~= (B.device_state == nil) then
     notes[#notes + 1] = "only one side recorded its device state: cannot tell whether they differ"
   end
+  for _, s in ipairs { A, B } do
+    if #s.groups == 1 then
+      notes[#notes + 1] = ("%s holds one process: its CIs cover only the noise within that process, not how "
+        .. "processes differ (address layout, caches, clock): measure several processes per side (--repeat N, "
+        .. "or --min-samples with a small -n)"):format(s.label)
+    end
+  end
   local rows = json.array()
-  local o = { resamples = opts.resamples, seed = opts.seed }
+  local o = { resamples = opts.resamples, seed = opts.seed, noise = opts.noise }
+  local function with(extra)
+    local t = {}
+    for k, v in pairs(o) do t[k] = v end
+    for k, v in pairs(extra) do t[k] = v end
+    return t
+  end
   local function add(r) if r.a.n > 0 and r.b.n > 0 then rows[#rows + 1] = r end end
-  add(M.row("latency", "ms", measure.flatten(A.groups), measure.flatten(B.groups), o))
+  add(M.row("latency", "ms", measure.flatten(A.groups), measure.flatten(B.groups),
+    with { a_groups = A.groups, b_groups = B.groups }))
+  -- first iterations apart, and the warm ones still grouped by process
   local function split(groups)
     local first, warm = {}, {}
     for _, g in ipairs(groups) do
       if #g > 0 then first[#first + 1] = g[1] end
-      table.move(g, 2, #g, #warm + 1, warm)
+      if #g > 1 then warm[#warm + 1] = table.move(g, 2, #g, 1, {}) end
     end
     return first, warm
   end
   local fa, wa = split(A.groups)
   local fb, wb = split(B.groups)
-  add(M.row("warm latency", "ms", wa, wb, o))
+  add(M.row("warm latency", "ms", measure.flatten(wa), measure.flatten(wb), with { a_groups = wa, b_groups = wb }))
   add(M.row("first iteration", "ms", fa, fb, o))
   add(M.row("model load", "ms", A.load, B.load, o))
-  add(M.row("peak RSS", "kB", A.rss, B.rss, { resamples = o.resamples, seed = o.seed, kind = "memory" }))
+  add(M.row("peak RSS", "kB", A.rss, B.rss, with { kind = "memory" }))
   local bops = {}
   for _, op in ipairs(B.ops) do bops[op.key] = op.samples end
   for _, op in ipairs(A.ops) do

@@ -10,6 +10,7 @@
 --   mann_whitney    scipy.stats.mannwhitneyu(x, y, method="asymptotic"): U of x, two-sided p with tie and
 --                   continuity correction
 --   bootstrap_ratio percentile bootstrap CI of median(y) / median(x), seeded (same inputs, same interval)
+--   bootstrap_ratio_groups  the same over samples grouped by process: a two-level (cluster) bootstrap
 -- Samples are numbers (integers or floats); a non-number or NaN raises (misuse), an empty list is fine.
 local M = {}
 
@@ -259,6 +260,23 @@ local function resampled_median(s)
   return lerp(lo, s[i], 0.5) + 0.0
 end
 
+-- The percentile interval of draw_y() / draw_x() over opts.resamples (2000) draws at opts.level (0.95).
+-- Lua's own generator (xoshiro256**), seeded with opts.seed (1): the same on every Lua 5.4; re-randomized
+-- when done. -> lo, hi
+local function ratio_interval(draw_x, draw_y, opts)
+  local reps, level = opts.resamples or 2000, opts.level or 0.95
+  math.randomseed(opts.seed or 1)
+  local ratios = {}
+  for r = 1, reps do
+    local a = draw_x()
+    ratios[r] = a ~= 0 and draw_y() / a or math.huge
+  end
+  math.randomseed()
+  table.sort(ratios)
+  local tail = (1 - level) / 2 * 100
+  return pct_sorted(ratios, tail), pct_sorted(ratios, 100 - tail)
+end
+
 --- Percentile bootstrap of median(y) / median(x): `resamples` (default 2000) resamplings of each side with
 --- replacement, seeded (default 1): the same inputs give the same interval. -> ratio, lo, hi at `level`
 --- (default 0.95), or nil when a side is empty or has a zero median.
@@ -276,19 +294,59 @@ function M.bootstrap_ratio(x, y, opts)
   if n1 == 0 or n2 == 0 then return nil end
   local mx, my = M.percentile(x, 50), M.percentile(y, 50)
   if mx == 0 then return nil end
-  local reps, level = opts.resamples or 2000, opts.level or 0.95
   local sx, sy = sorted_copy(x), sorted_copy(y)
-  -- Lua's own generator (xoshiro256**), seeded: the same on every Lua 5.4; re-randomized when done
-  math.randomseed(opts.seed or 1)
-  local ratios = {}
-  for r = 1, reps do
-    local a = resampled_median(sx)
-    ratios[r] = a ~= 0 and resampled_median(sy) / a or math.huge
+  return my / mx, ratio_interval(function() return resampled_median(sx) end,
+    function() return resampled_median(sy) end, opts)
+end
+
+-- The median of a two-level resample of groups: #groups groups drawn with replacement, then each drawn
+-- group's samples drawn with replacement; buf is reused between calls.
+local function resampled_groups_median(groups, buf)
+  local random, n = math.random, 0
+  for _ = 1, #groups do
+    local g = groups[random(#groups)]
+    local m = #g
+    for _ = 1, m do n = n + 1; buf[n] = g[random(m)] end
   end
-  math.randomseed()
-  table.sort(ratios)
-  local tail = (1 - level) / 2 * 100
-  return my / mx, pct_sorted(ratios, tail), pct_sorted(ratios, 100 - tail)
+  for i = #buf, n + 1, -1 do buf[i] = nil end
+  table.sort(buf)
+  return pct_sorted(buf, 50)
+end
+
+--- Hierarchical (cluster) bootstrap of median(all of y) / median(all of x) for samples grouped by process
+--- (xg, yg: lists of non-empty sample lists): each resampling draws processes with replacement, then the
+--- iterations of each drawn process with replacement, so the interval also covers how much processes
+--- differ from each other, not only the noise within one. Seeded like bootstrap_ratio. With one group a
+--- side it is the plain bootstrap of that side. -> ratio, lo, hi, or nil when a side is empty or has a
+--- zero median.
+---@param xg number[][]
+---@param yg number[][]
+---@param opts {resamples: integer?, level: number?, seed: integer?}?
+---@return number|nil ratio
+---@return number|nil lo
+---@return number|nil hi
+function M.bootstrap_ratio_groups(xg, yg, opts)
+  for _, groups in ipairs { xg, yg } do
+    if type(groups) ~= "table" then
+      error(("bad argument to 'bootstrap_ratio_groups' (table expected, got %s)"):format(type(groups)), 2)
+    end
+  end
+  opts = opts or {}
+  local x, y = {}, {}
+  for _, g in ipairs(xg) do check(g, "bootstrap_ratio_groups"); table.move(g, 1, #g, #x + 1, x) end
+  for _, g in ipairs(yg) do check(g, "bootstrap_ratio_groups"); table.move(g, 1, #g, #y + 1, y) end
+  if #x == 0 or #y == 0 then return nil end
+  local mx, my = M.percentile(x, 50), M.percentile(y, 50)
+  if mx == 0 then return nil end
+  local function nonempty(groups)
+    local out = {}
+    for _, g in ipairs(groups) do if #g > 0 then out[#out + 1] = g end end
+    return out
+  end
+  xg, yg = nonempty(xg), nonempty(yg)
+  local bx, by = {}, {}
+  return my / mx, ratio_interval(function() return resampled_groups_median(xg, bx) end,
+    function() return resampled_groups_median(yg, by) end, opts)
 end
 
 return M

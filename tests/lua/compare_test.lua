@@ -94,6 +94,93 @@ T.test("--fail-if-slower: exit 1 only when the whole CI is beyond PCT", function
   T.eq(compare { B, A, "--fail-if-slower", "0" }.status, 0, "B faster")
 end)
 
+T.test("--noise: a clear 1% change is 'same' within the default 2%, 'slower' with --noise 0.5 or 0", function()
+  local B1 = run_dir(base, "b1", 10.1, { seed = 4 })
+  local res = assert(json.decode(compare { A, B1, "--format", "json" }.stdout))
+  local lat = res.rows[1]
+  T.eq(lat.bootstrap, "hierarchical")
+  T.ok(lat.p < 0.05 and lat.ci95[1] > 1, ("a real change: p %g, CI [%g, %g]"):format(lat.p, lat.ci95[1], lat.ci95[2]))
+  T.ok(lat.ci95[2] < 1.02, "inside the noise")
+  T.eq(lat.verdict, "same")
+  for _, noise in ipairs { "0.5", "0" } do
+    res = assert(json.decode(compare { A, B1, "--format", "json", "--noise", noise }.stdout))
+    T.eq(res.rows[1].verdict, "slower", "--noise " .. noise)
+  end
+  T.eq(assert(json.decode(compare { B1, A, "--format", "json", "--noise", "0" }.stdout)).rows[1].verdict, "faster")
+end)
+
+T.test("--noise that is not a percentage >= 0: one line, exit 2", function()
+  for _, bad in ipairs { "-1", "abc", "1e999" } do
+    local r = compare { A, B, "--noise", bad }
+    T.eq(r.status, 2, bad)
+    T.eq(select(2, r.stderr:gsub("\n", "")), 1, r.stderr)
+    T.match(r.stderr, "^odp: %-%-noise ")
+    T.eq(r.stdout, "")
+  end
+end)
+
+T.test("one process a side: the CI is the flat one and a note says it covers only within-process noise", function()
+  local A1 = run_dir(base, "a1", 10.0, { processes = 1, n = 100 })
+  local B1 = run_dir(base, "b1p", 10.0, { processes = 1, n = 100, seed = 5 })
+  local r = compare { A1, B1, "--format", "json" }
+  T.eq(r.status, 0, r.stderr)
+  local res = assert(json.decode(r.stdout))
+  T.eq(res.rows[1].bootstrap, "flat")
+  local notes = table.concat(res.notes, "\n")
+  T.match(notes, "A holds one process: its CIs cover only the noise within that process")
+  T.match(notes, "B holds one process: .-%-%-repeat N")
+  T.match(r.stderr, "odp: A holds one process")
+  T.ok(not table.concat(assert(json.decode(compare { A, B, "--format", "json" }.stdout)).notes, "\n")
+    :find("holds one process"), "no note with five processes a side")
+end)
+
+-- processes whose levels differ by a few percent, each with little noise inside: the way real processes
+-- of one binary behave (address layout, cache placement, clock)
+local function clustered(seed, processes, n)
+  math.randomseed(seed)
+  local groups = {}
+  for p = 1, processes do
+    local level = 10 * (1 + (math.random() - 0.5) * 0.10)
+    local g = {}
+    for i = 1, n do g[i] = level * (1 + (math.random() - 0.5) * 0.01) end
+    groups[p] = g
+  end
+  return groups
+end
+
+T.test("hierarchical bootstrap: seeded, wider than the flat one under between-process variance, like NumPy's", function()
+  local xg, yg = clustered(11, 6, 30), clustered(12, 6, 30)
+  local x, y = measure.flatten(xg), measure.flatten(yg)
+  local ratio, lo, hi = stats.bootstrap_ratio_groups(xg, yg, { seed = 3 })
+  T.eq(ratio, stats.percentile(y, 50) / stats.percentile(x, 50))
+  local r2, lo2, hi2 = stats.bootstrap_ratio_groups(xg, yg, { seed = 3 })
+  T.eq({ r2, lo2, hi2 }, { ratio, lo, hi }, "the same seed, the same interval")
+  local _, lo3 = stats.bootstrap_ratio_groups(xg, yg, { seed = 4 })
+  T.ok(lo3 ~= lo, "another seed, another resampling")
+  local _, flo, fhi = stats.bootstrap_ratio(x, y, { seed = 3 })
+  T.ok(hi - lo > 1.5 * (fhi - flo), ("hierarchical [%g, %g] wider than flat [%g, %g]"):format(lo, hi, flo, fhi))
+  -- the two sides are drawn alike: the flat CI misses 1 here (a false "slower"), the hierarchical one does not
+  T.ok(flo > 1 and lo < 1, "only the flat CI excludes 1")
+  T.ok(lo < ratio and ratio < hi, "the ratio is inside its CI")
+  -- NumPy's generator doing the same two-level resampling, with many more resamples: the endpoints agree
+  -- within the Monte Carlo error of 2000 resamples
+  local py = assert(proc.run { "/usr/bin/python3", "-c", table.concat({
+    "import json, sys, numpy as np",
+    "xg, yg = json.load(sys.stdin)",
+    "rng = np.random.default_rng(7)",
+    "def med(gs):",
+    "    pick = rng.integers(len(gs), size=len(gs))",
+    "    return np.median(np.concatenate([rng.choice(gs[i], size=len(gs[i])) for i in pick]))",
+    "r = [med(yg) / med(xg) for _ in range(20000)]",
+    "print(json.dumps(list(np.percentile(r, [2.5, 97.5]))))" }, "\n"),
+    stdin = json.encode { xg, yg }, timeout = 120 })
+  T.eq(py.status, 0, py.stderr)
+  local want = assert(json.decode(py.stdout))
+  local width = want[2] - want[1]
+  T.near(lo, want[1], 0.15 * width, "lower end against NumPy")
+  T.near(hi, want[2], 0.15 * width, "upper end against NumPy")
+end)
+
 T.test("different models: refused with one line, exit 2; --force compares and says so", function()
   local C = run_dir(base, "c", 10.0, { sha = "bb22", model = "other.pte" })
   local r = compare { A, C }
@@ -172,6 +259,75 @@ T.with_real_runner("real runner: two host runs compared end to end, with operato
   T.match(svg, 'class="errorbar"')
   local png = proc.run { "rsvg-convert", "-o", dir .. "/c.png", dir .. "/c.svg", timeout = 30 }
   T.eq(png.status, 0, png.stderr)
+end)
+
+-- A/A with the real runner: odp's own runs of one model, of several processes each. The runs of the two
+-- sides alternate (ABBA, so neither side always runs right after the other), so a change in the machine's
+-- load while the test runs (other jobs on a shared box) falls on both sides alike, as it should in any A/B
+-- measurement. Processes of one binary still differ by
+-- tens of percent here (which core, which clock, where the heap landed): the flat bootstrap over all
+-- iterations called such A/A pairs faster or slower, the hierarchical one must not. A 95% CI still misses
+-- 1 by chance about one time in twenty, so of five A/A pairs at most two may get a verdict on a row (three
+-- would happen by chance less than once in a thousand runs).
+T.with_real_runner("real runner A/A: interleaved runs of several processes get no faster/slower; A scaled 2x is slower", function(runner)
+  local dir = T.tmpdir()
+  local pairs_n, runs_n = 5, 8
+  local sides = {}
+  for k = 1, pairs_n do
+    sides[k] = { a = {}, b = {} }
+    for j = 1, runs_n do
+      for _, s in ipairs(j % 2 == 1 and { "a", "b" } or { "b", "a" }) do
+        local r = assert(proc.run { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", add, "-n", "10",
+          "--repeat", "2", "--runs-dir", dir .. "/runs", "--format", "json", timeout = 120 })
+        T.eq(r.status, 0, r.stderr)
+        table.insert(sides[k][s], result.encode(assert(json.decode(r.stdout))))
+      end
+    end
+  end
+  local verdicts, seen = {}, {}
+  for k, side in ipairs(sides) do
+    for _, s in ipairs { "a", "b" } do T.write(("%s/%s%d.jsonl"):format(dir, s, k), table.concat(side[s], "\n") .. "\n") end
+    local r = compare { ("%s/a%d.jsonl"):format(dir, k), ("%s/b%d.jsonl"):format(dir, k), "--format", "json" }
+    T.eq(r.status, 0, r.stderr)
+    local res = assert(json.decode(r.stdout))
+    T.eq(res.a.processes, 2 * runs_n); T.eq(res.b.processes, 2 * runs_n)
+    T.eq(res.rows[1].bootstrap, "hierarchical")
+    for _, row in ipairs(res.rows) do
+      if row.metric == "latency" or row.metric == "warm latency" or row.metric == "first iteration" then
+        seen[row.metric] = true
+        if row.verdict ~= "same" then
+          verdicts[row.metric] = (verdicts[row.metric] or 0) + 1
+          io.stderr:write(("A/A pair %d, %s: %s, B/A %g, CI [%g, %g], p %g\n"):format(k, row.metric, row.verdict,
+            row.ratio, row.ci95[1], row.ci95[2], row.p))
+        end
+      end
+    end
+  end
+  T.eq(seen, { latency = true, ["warm latency"] = true, ["first iteration"] = true })
+  for metric, count in pairs(verdicts) do
+    T.ok(count <= 2, ("%s got a verdict in %d of %d A/A pairs"):format(metric, count, pairs_n))
+  end
+  -- side A of the first pair with every sample twice as long: a clear slowdown is still called one. (Clear
+  -- here means beyond the process-to-process spread: at 1.5x a resampling of slow processes against one of
+  -- fast ones can come near 1.)
+  local slow = {}
+  for j, line in ipairs(sides[1].a) do
+    local rec = assert(result.decode(line))
+    local out = ("%s/slow%d"):format(dir, j)
+    os.execute("mkdir -p '" .. out .. "'")
+    local groups = assert(measure.read_samples(rec.artifacts.samples))
+    for _, g in ipairs(groups) do for i = 1, #g do g[i] = g[i] * 2 end end
+    assert(measure.write_samples(out .. "/samples.csv", groups))
+    rec.artifacts = { run_dir = out, samples = out .. "/samples.csv" }
+    slow[j] = result.encode(rec)
+  end
+  T.write(dir .. "/slow.jsonl", table.concat(slow, "\n") .. "\n")
+  local res = assert(json.decode(compare { dir .. "/a1.jsonl", dir .. "/slow.jsonl", "--format", "json" }.stdout))
+  local lat = res.rows[1]
+  T.eq(lat.metric, "latency"); T.near(lat.ratio, 2, 1e-9)
+  T.eq(lat.verdict, "slower", ("CI [%g, %g]"):format(lat.ci95[1], lat.ci95[2]))
+  res = assert(json.decode(compare { dir .. "/slow.jsonl", dir .. "/a1.jsonl", "--format", "json" }.stdout))
+  T.eq(res.rows[1].verdict, "faster")
 end)
 
 T.done()

@@ -7,11 +7,13 @@ local sys = require("odp.sys")
 
 local M = { summary = "Compare two results (files, JSONL, runs/<id>/): B/A with 95% CIs, Mann-Whitney p, verdicts" }
 
-M.usage = "odp compare A B [--fail-if-slower PCT] [--force] [--svg FILE] [--format human|json]"
+M.usage = "odp compare A B [--noise PCT] [--fail-if-slower PCT] [--force] [--svg FILE] [--format human|json]"
 M.description = "Is B faster than A? A and B: a result file, a JSONL of records or a runs/<id>/ directory.\n" ..
   "Exit 1 with --fail-if-slower when B is slower beyond it; 2 for inputs that cannot be compared."
 
 M.options = {
+  { "noise", "Call a change faster/slower only when its whole 95% CI is beyond 1 +- PCT% (and p < 0.05)",
+    math.tointeger(compare.NOISE * 100), "number", metavar = "PCT" },
   { "fail-if-slower", "Exit 1 when B's latency is slower than A's by more than PCT% with the whole 95% CI beyond it",
     nil, "number", metavar = "PCT" },
   { "force", "Compare records of different models", false, "bool" },
@@ -66,12 +68,16 @@ function M.main(args)
   if opts.fail_if_slower and not (opts.fail_if_slower >= 0) then
     errors.fail("EUSAGE", "--fail-if-slower must be a percentage >= 0", 2)
   end
+  if not (opts.noise >= 0 and opts.noise < math.huge) then
+    errors.fail("EUSAGE", ("--noise must be a percentage >= 0, got %s"):format(opts.noise), 2)
+  end
   if opts.format == "csv" or opts.format == "jsonl" then
     errors.fail("EUSAGE", "odp compare writes --format human or json", 2)
   end
   local A = compare.load(rest[1], "A")
   local B = compare.load(rest[2], "B")
-  local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed })
+  local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed,
+    noise = opts.noise / 100 })
   for _, n in ipairs(res.notes) do if not opts.quiet then io.stderr:write("odp: ", n, "\n") end end
   local text = opts.format == "json" and (require("odp.json").encode(res, { indent = true }) .. "\n") or human(res)
   if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
