@@ -85,7 +85,8 @@ end
 return {
   name = "sweep",
   description = "Run a flow over the cartesian product of -p values; one JSONL record per point in --out,\n" ..
-    "fsync'd as it completes. Re-running the same command skips finished points." ..
+    "fsync'd as it completes. Re-running the same command skips finished points. Options the sweep does not\n" ..
+    "declare go to the flow (e.g. --runner, --model); --flow SCRIPT --help lists them. odp plot OUT draws it." ..
     (flow and ("\n\nFlow %s: %s"):format(flow_path, flow.description or "") or ""),
   options = options,
   passes_args = flow and flow.passes_args,
