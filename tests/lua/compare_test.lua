@@ -129,7 +129,7 @@ T.test("one process a side: the CI is the flat one and a note says it covers onl
   local notes = table.concat(res.notes, "\n")
   T.match(notes, "A holds one process: its CIs cover only the noise within that process")
   T.match(notes, "B holds one process: .-%-%-repeat N")
-  T.match(r.stderr, "odp: A holds one process")
+  T.match(r.stderr, "odp: A holds one process") -- JSON on stdout: the terminal gets the notes
   T.ok(not table.concat(assert(json.decode(compare { A, B, "--format", "json" }.stdout)).notes, "\n")
     :find("holds one process"), "no note with five processes a side")
 end)
@@ -201,8 +201,8 @@ T.test("different devices and device states are said; a missing device_state is 
   local F = run_dir(base, "f2", 10.0, { state = state("powersave", 61) })
   local r = compare { A, D }
   T.eq(r.status, 0, r.stderr)
-  T.match(r.stderr, "measured on different devices: A on host %(local://x%), B on rpi5")
-  T.match(r.stderr, "only one side recorded its device state")
+  T.match(r.stdout, "note: measured on different devices: A on host %(local://x%), B on rpi5")
+  T.match(r.stdout, "only one side recorded its device state")
   r = compare { D, E, "--format", "json" }
   local res = assert(json.decode(r.stdout))
   T.match(table.concat(res.notes, "\n"), "device states differ in: governors$")
@@ -226,7 +226,7 @@ T.test("bad input: a failed record, no samples, a cut JSONL line, not a record, 
   T.write(jsonl, result.encode(rec_b) .. "\n" .. result.encode(rec_b):sub(1, 40))
   r = compare { A, jsonl }
   T.eq(r.status, 0, r.stderr)
-  T.match(r.stderr, "B: the last line of .-sweep%.jsonl is cut off %(a killed sweep%?%): left out")
+  T.match(r.stdout, "note: B: the last line of .-sweep%.jsonl is cut off %(a killed sweep%?%): left out")
   T.write(base .. "/junk.jsonl", "{\"a\":1}\nnot json\n{\"b\":2}\n")
   r = compare { A, base .. "/junk.jsonl" }
   T.eq(r.status, 2); T.match(r.stderr, "line 2 is not a record")

@@ -78,8 +78,11 @@ function M.main(args)
   local B = compare.load(rest[2], "B")
   local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed,
     noise = opts.noise / 100 })
-  for _, n in ipairs(res.notes) do if not opts.quiet then io.stderr:write("odp: ", n, "\n") end end
   local text = opts.format == "json" and (require("odp.json").encode(res, { indent = true }) .. "\n") or human(res)
+  -- the human report shows its notes; JSON or a report written to a file leaves the terminal to say them
+  if (opts.format == "json" or opts.out) and not opts.quiet then
+    for _, n in ipairs(res.notes) do io.stderr:write("odp: ", n, "\n") end
+  end
   if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
   if opts.svg then errors.check(sys.write_file(opts.svg, svg(res))) end
   if opts.fail_if_slower then
