@@ -20,8 +20,12 @@ M.options = {
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
 }
--- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.measure)
-for _, opt in ipairs(measuring.options) do M.options[#M.options + 1] = opt end
+-- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.measure);
+-- where and with what: --cpus, --cluster, --threads, --counters (odp.placement). Declared here once, so
+-- `odp run` and board:profile{} (which takes these defaults) see the same options.
+for _, list in ipairs({ measuring.options, require("odp.placement").options }) do
+  for _, opt in ipairs(list) do M.options[#M.options + 1] = opt end
+end
 
 local function basename(p) return (p:match("([^/]+)$")) end
 
@@ -259,7 +263,7 @@ function M.script(spec)
   local device = spec.device and require("odp.device").load(spec.device) or nil
   local target_mod = require("odp.target." .. (spec.target or device.transport))
   local options = {}
-  for _, list in ipairs({ M.options, require("odp.placement").options, target_mod.options or {} }) do
+  for _, list in ipairs({ M.options, target_mod.options or {} }) do
     for _, opt in ipairs(list) do
       -- the device's remote_dir is the --remote-dir default (devices/vivo_x300_pro.lua: /data/local/tmp/odp)
       if opt[1] == "remote-dir" and device and device.remote_dir then
