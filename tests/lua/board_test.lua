@@ -54,7 +54,7 @@ T.with_real_runner("host board: profile runs the executorch flow -> a result rec
   T.eq(rec.latency_ms.n, 3)
   T.eq(rec.latency_ms.modelled, nil, "a measurement")
   T.eq(require("odp.report").formats.human({ rec }):find("MODELLED", 1, true), nil)
-  -- the same option defaults as odp run: basic counters, placement recorded
+  -- the same option defaults as odp run (--counters basic)
   T.ok(rec.counters and rec.counters.total and rec.counters.total.task_clock_ms, "counters as with odp run")
 end)
 
