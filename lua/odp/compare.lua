@@ -176,9 +176,8 @@ local function setup_of(state)
   return out
 end
 
--- The setup keys in which two device_state tables differ, for the note.
-local function state_diff(a, b)
-  a, b = setup_of(a), setup_of(b)
+-- The keys in which two tables differ (sorted): device_state setups, run parameters.
+local function differing_keys(a, b)
   local keys, seen = {}, {}
   for _, t in ipairs { a, b } do
     for k in pairs(t) do
@@ -190,6 +189,17 @@ local function state_diff(a, b)
   end
   table.sort(keys)
   return keys
+end
+
+local function state_diff(a, b) return differing_keys(setup_of(a), setup_of(b)) end
+
+-- A side's run parameters when all its records ran with the same ones (a sweep's JSONL does not).
+local function params_of(side)
+  local first = side.records[1].params or {}
+  for _, rec in ipairs(side.records) do
+    if json.encode(rec.params or {}) ~= json.encode(first) then return nil end
+  end
+  return first
 end
 
 --- One row: medians of a and b, ratio B/A, its bootstrap CI and the Mann-Whitney p, and the verdict
@@ -249,6 +259,14 @@ function M.compare(A, B, opts)
     if #diff > 0 then notes[#notes + 1] = "device states differ in: " .. table.concat(diff, ", ") end
   elseif (A.device_state == nil) ~= (B.device_state == nil) then
     notes[#notes + 1] = "only one side recorded its device state: cannot tell whether they differ"
+  end
+  local pa, pb = params_of(A), params_of(B)
+  if pa and pb then
+    local diff = {}
+    for _, k in ipairs(differing_keys(pa, pb)) do
+      diff[#diff + 1] = ("%s %s vs %s"):format(k, json.encode(pa[k]), json.encode(pb[k]))
+    end
+    if #diff > 0 then notes[#notes + 1] = "A and B ran with different parameters: " .. table.concat(diff, ", ") end
   end
   for _, s in ipairs { A, B } do
     if #s.groups == 1 then

@@ -31,6 +31,7 @@ local function run_dir(base, name, ms, opts)
   rec.latency_ms = measure.latency({ groups = groups, source = "log", per_iteration = true }, {})
   rec.peak_rss_kb = opts.rss or 4000
   rec.device_state = opts.state
+  rec.params = opts.params or { num_executions = 40 }
   rec.artifacts = { run_dir = dir, samples = dir .. "/samples.csv" }
   assert(result.save(rec, dir))
   return dir, groups
@@ -179,6 +180,14 @@ T.test("hierarchical bootstrap: seeded, wider than the flat one under between-pr
   local width = want[2] - want[1]
   T.near(lo, want[1], 0.15 * width, "lower end against NumPy")
   T.near(hi, want[2], 0.15 * width, "upper end against NumPy")
+end)
+
+T.test("different run parameters are said, with both values", function()
+  local P = run_dir(base, "p10", 10.0, { params = { num_executions = 10 } })
+  local r = compare { A, P }
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, "note: A and B ran with different parameters: num_executions 40 vs 10")
+  T.ok(not compare({ A, A2 }).stdout:find("different parameters"), "same parameters: no note")
 end)
 
 T.test("different models: refused with one line, exit 2; --force compares and says so", function()
