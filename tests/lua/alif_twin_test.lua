@@ -2,7 +2,6 @@
 -- embedded, the SETOOLS stand-ins, XMODEM of ext_flash.bin over RTT to the flasher (CRC32 checked), SWD reset
 -- through odp.probe (qemu shared-RAM backend; jlink backend through the test libjlinkarm.so), RTT capture,
 -- etdump.bin byte-identical to the fixture; and the device-side failure paths.
--- Needs odp.probe, odp.rtt, odp.xmodem (the probe branch): without them every test is reported as SKIP.
 local T = require("t")
 local proc = require("odp.proc")
 local json = require("odp.json")
