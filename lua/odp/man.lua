@@ -97,24 +97,18 @@ function M.render()
   end
   out[#out + 1] = ".SH COMMON OPTIONS"
   options(out, cli.global_options)
-  out[#out + 1] = ".SH EXIT STATUS"
-  for _, e in ipairs(cli.EXIT_CODES) do
-    out[#out + 1] = ".TP"
-    out[#out + 1] = "\\fB" .. e[1] .. "\\fR"
-    out[#out + 1] = esc(e[2])
+  -- a section of tagged paragraphs: the term in bold (fonts "B") or italics ("I"), its meaning under it
+  local function terms(title, rows, font)
+    out[#out + 1] = ".SH " .. title
+    for _, e in ipairs(rows) do
+      out[#out + 1] = ".TP"
+      out[#out + 1] = "\\f" .. font .. esc(e[1]) .. "\\fR"
+      out[#out + 1] = esc(e[2])
+    end
   end
-  out[#out + 1] = ".SH ENVIRONMENT"
-  for _, e in ipairs(cli.ENVIRONMENT) do
-    out[#out + 1] = ".TP"
-    out[#out + 1] = "\\fB" .. esc(e[1]) .. "\\fR"
-    out[#out + 1] = esc(e[2])
-  end
-  out[#out + 1] = ".SH FILES"
-  for _, f in ipairs(cli.FILES) do
-    out[#out + 1] = ".TP"
-    out[#out + 1] = "\\fI" .. esc(f[1]) .. "\\fR"
-    out[#out + 1] = esc(f[2])
-  end
+  terms("EXIT STATUS", cli.EXIT_CODES, "B")
+  terms("ENVIRONMENT", cli.ENVIRONMENT, "B")
+  terms("FILES", cli.FILES, "I")
   out[#out + 1] = ".SH SEE ALSO"
   paragraph(out, "docs/SCRIPTING.md (the Lua API and the result record), docs/devices.md (setting up each " ..
     "device), docs/sources.md (the formats odp reads), in odp's source tree.")
