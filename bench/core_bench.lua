@@ -3,7 +3,7 @@
 --   build/odp run bench/core_bench.lua [N]
 local proc = require("odp.proc")
 local sys = require("odp.sys")
-local stats = require("odp.stats")
+local stats = require("odp.core.stats")
 
 local N = tonumber(arg[1]) or 200
 

@@ -1,14 +1,14 @@
---- The cost of one device-state snapshot: odp.device_state.gather (ONE shell command reading every file with the
+--- The cost of one device-state snapshot: odp.target.device_state.gather (ONE shell command reading every file with the
 -- shell's own `read`) against reading the same files the usual way, one command per file (`cat FILE`,
 -- `getprop`, `dumpsys thermalservice`, `dumpsys battery`: what a script over `adb shell`/`ssh` does), on the
 -- recorded Pixel 8 tree (tests/fixtures/device_state/pixel8: 9 CPUs) and on this machine. Locally both pay
 -- process creation only; over adb or SSH every command is also a round trip (10-50 ms), so the ratio of
 -- commands is the ratio that matters there. Not a test: record the numbers in bench/README.md.
 --   build/odp run bench/device_state_bench.lua [N]
-local ds = require("odp.device_state")
+local ds = require("odp.target.device_state")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
-local stats = require("odp.stats")
+local stats = require("odp.core.stats")
 
 local n = tonumber(arg[1]) or 20
 local root = require("odp.host").root .. "/tests/fixtures/device_state/pixel8"

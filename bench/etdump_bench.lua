@@ -4,7 +4,7 @@
 local host = require("odp.host")
 package.path = host.root .. "/tests/lib/?.lua;" .. package.path
 local fb = require("fbuild")
-local etdump = require("odp.etdump")
+local etdump = require("odp.parse.etdump")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 

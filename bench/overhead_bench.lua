@@ -4,7 +4,7 @@
 --   build/odp run bench/overhead_bench.lua [N]     (ODP_REAL_RUNNER: a real executor_runner)
 local proc = require("odp.proc")
 local sys = require("odp.sys")
-local stats = require("odp.stats")
+local stats = require("odp.core.stats")
 
 local N = tonumber(arg[1]) or 31
 local root = require("odp.host").root
@@ -55,7 +55,7 @@ local parts = {
     local t0 = sys.now(); sys.write_file(tmp .. "/x", "x"); return (sys.now() - t0) * 1000 end) },
 }
 local loads = tmp .. "/loads.lua"
-assert(sys.write_file(loads, 'require("odp.flows.executorch") require("odp.parse.executorch") require("odp.report")'))
+assert(sys.write_file(loads, 'require("odp.flows.executorch") require("odp.parse.executorch") require("odp.results.report")'))
 parts[#parts + 1] = { "loading the flow's Lua modules (dkjson, lpeg grammars)",
   median(function() return wall { odp, "run", loads } end) - parts[1][2] }
 for _, p in ipairs(parts) do print(("  %-58s %6.2f ms"):format(p[1], p[2])) end

@@ -4,9 +4,9 @@
 --   build/odp run bench/stop_bench.lua [REPEATS]     (ODP_REAL_RUNNER: a real executor_runner)
 local proc = require("odp.proc")
 local sys = require("odp.sys")
-local json = require("odp.json")
-local measure = require("odp.measure")
-local stats = require("odp.stats")
+local json = require("odp.core.json")
+local measure = require("odp.results.measure")
+local stats = require("odp.core.stats")
 
 local REPEATS = tonumber(arg[1]) or 5
 local root = require("odp.host").root

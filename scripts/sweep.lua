@@ -6,10 +6,10 @@
 -- the points already in the JSONL file. The sweep's own options (--flow, -p, --repeat, --out, --format) never
 -- reach the flow: --repeat here is records per point, each one flow run; a flow's own --repeat (runner
 -- processes aggregated into one record) keeps its default unless set with -p repeat=N.
-local cli = require("odp.cli")
-local errors = require("odp.errors")
-local report = require("odp.report")
-local sweep = require("odp.sweep")
+local cli = require("odp.core.options")
+local errors = require("odp.core.errors")
+local report = require("odp.results.report")
+local sweep = require("odp.run.sweep")
 
 local argv = { ... }
 

@@ -1,4 +1,4 @@
-/* odp.etdumpcore: decode(bytes) -> the ETDump as plain Lua tables (lua/odp/etdump.lua builds on it). */
+/* odp.etdumpcore: decode(bytes) -> the ETDump as plain Lua tables (lua/odp/parse/etdump.lua builds on it). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* odp.ptecore: decode(bytes) -> the .pte's header, methods and delegates as Lua tables (lua/odp/pte.lua). */
+/* odp.ptecore: decode(bytes) -> the .pte's header, methods and delegates as Lua tables (lua/odp/parse/pte.lua). */
 #include "l_util.h"
 #include "pte/pte.h"
 

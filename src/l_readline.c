@@ -1,4 +1,4 @@
-/* odp.readline: line editing and history (libedit) for the REPL, which is Lua (lua/odp/repl.lua). */
+/* odp.readline: line editing and history (libedit) for the REPL, which is Lua (lua/odp/cli/repl.lua). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -200,7 +200,7 @@ static int l_lines(lua_State *L)
     check_rtt(L, 1);
     lua_settop(L, 3);
     lua_getglobal(L, "require");
-    lua_pushliteral(L, "odp.stream");
+    lua_pushliteral(L, "odp.core.stream");
     lua_call(L, 1, 1);
     lua_getfield(L, -1, "lines");
     lua_pushcfunction(L, l_channel);

@@ -1,5 +1,5 @@
 /* odp.Stream: the Lua face of every odp_stream (serial, RTT channel, TCP, pty, pipe).
- * Line reading and expect are Lua (lua/odp/stream.lua), added to the methods table this module returns. */
+ * Line reading and expect are Lua (lua/odp/core/stream.lua), added to the methods table this module returns. */
 #include <stdlib.h>
 
 #include "l_util.h"

@@ -1,5 +1,5 @@
 /* odp: the Lua host. Creates the state, registers the C modules, finds the Lua library and hands the
- * command line to odp.main (Lua), which owns the CLI. Ctrl-C: the first asks every wait to stop
+ * command line to odp.cli.main (Lua), which owns the CLI. Ctrl-C: the first asks every wait to stop
  * (children are killed, partial results kept); the second interrupts Lua code; the third exits. */
 #include <lauxlib.h>
 #include <limits.h>
@@ -77,7 +77,7 @@ static void find_root(const char *exe_dir, char *root, size_t n)
     static const char *const candidates[] = {"..", "../share/odp"};
     for (size_t i = 0; *exe_dir && i < sizeof candidates / sizeof candidates[0]; i++) {
         char probe[PATH_MAX + 64];
-        snprintf(probe, sizeof probe, "%s/%s/lua/odp/main.lua", exe_dir, candidates[i]);
+        snprintf(probe, sizeof probe, "%s/%s/lua/odp/cli/main.lua", exe_dir, candidates[i]);
         if (!file_exists(probe))
             continue;
         snprintf(probe, sizeof probe, "%s/%s", exe_dir, candidates[i]);
@@ -134,7 +134,7 @@ static void set_paths(lua_State *L, const char *root)
     add_odp_path(L, &b, "%s/?.lua;%s/?/init.lua;");
     lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua", root, root);
     luaL_addvalue(&b);
-    /* then the pure-Lua libraries Debian packages for Lua 5.4 (lua-dkjson: odp.json's codec); never the
+    /* then the pure-Lua libraries Debian packages for Lua 5.4 (lua-dkjson: odp.core.json's codec); never the
      * current directory */
     luaL_addstring(&b, ";" SYSTEM_LUA_DIR "?.lua;" SYSTEM_LUA_DIR "?/init.lua");
     luaL_pushresult(&b);
@@ -186,7 +186,7 @@ static int traceback(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL && !lua_isnoneornil(L, 1) && !luaL_callmeta(L, 1, "__tostring")) {
-        /* a structured error (odp.fail): hand it back untouched for odp.main to present */
+        /* a structured error (odp.fail): hand it back untouched for odp.cli.main to present */
         return 1;
     }
     if (msg == NULL)
@@ -225,7 +225,7 @@ int main(int argc, char **argv)
     int code = 2;
     lua_pushcfunction(L, traceback);
     lua_getglobal(L, "require");
-    lua_pushliteral(L, "odp.main");
+    lua_pushliteral(L, "odp.cli.main");
     if (lua_pcall(L, 1, 1, 1) != LUA_OK) {
         fprintf(stderr, "odp: cannot load the Lua library from %s/lua (set ODP_PATH?)\n%s\n", root,
                 lua_tostring(L, -1));
@@ -239,7 +239,7 @@ int main(int argc, char **argv)
         lua_rawseti(L, -2, i);
     }
     if (lua_pcall(L, 1, 1, 1) != LUA_OK) {
-        /* odp.main catches everything it can present; what reaches here is a bug in odp itself */
+        /* odp.cli.main catches everything it can present; what reaches here is a bug in odp itself */
         fprintf(stderr, "odp: internal error: %s\n", lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
         code = 2;
     } else {

@@ -1,5 +1,5 @@
 /* The Inspector's merge of runs into blocks (devtools/inspector/_inspector.py, EventBlock._gen_from_etdump),
- * in C because a 100,000-event dump must give its op table in well under 100 ms. lua/odp/etdump.lua holds the
+ * in C because a 100,000-event dump must give its op table in well under 100 ms. lua/odp/parse/etdump.lua holds the
  * same algorithm in Lua for documents built by hand; the tests check that both agree. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 -- `odp devices` against the emulator (ADBEMU_PORT; ADB_MODE says whether it authorizes) and this machine's USB.
 local T = require("t")
 local proc = require("odp.proc")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local odp = os.getenv("ODP") or (T.root() .. "/build/odp")
 local addr = "tcp:127.0.0.1:" .. assert(os.getenv("ADBEMU_PORT"))
 local mode = os.getenv("ADB_MODE")

@@ -4,7 +4,7 @@
 -- are killed at the end). The server is killed by the last tests.
 local T = require("t")
 local proc = require("odp.proc")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local sys = require("odp.sys")
 local adb = require("odp.adb")
 

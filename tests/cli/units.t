@@ -23,7 +23,7 @@ A run's latency statistics share one unit; NaN outputs print as NaN, never the p
       10    91.80  0.7520  0.8770   118.3   796.0   871.3   274.1
     outputs          [0] sizes [3]: NaN, NaN, 2.0
 
-JSON keeps milliseconds; NaN model outputs are the strings "NaN" (JSON has no NaN; odp.result reads them back as numbers)
+JSON keeps milliseconds; NaN model outputs are the strings "NaN" (JSON has no NaN; odp.results.result reads them back as numbers)
   $ ODP_FAKE_REPLAY=$TMP/nan $ODP run scripts/host.lua --runner $ODP_BUILD_DIR/tests/fake_runner --model tests/fixtures/pte/add_arduino.pte --runs-dir $TMP/runs -q --format json | grep -E '^    "(p50|min)"|"values"'
       "min":0.000752,
       "p50":0.000877,

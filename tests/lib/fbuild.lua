@@ -133,7 +133,7 @@ function M.finish(root, ident, opts)
   return out
 end
 
---- ETDump helpers: events as plain tables, like odp.etdump.read returns them.
+--- ETDump helpers: events as plain tables, like odp.parse.etdump.read returns them.
 local function value_node(v)
   local f = { [0] = { "u8", ({ Null = 0, Int = 1, Bool = 2, Float = 3, Double = 4, Tensor = 5, TensorList = 6,
     String = 7 })[v.val] or 0 } }

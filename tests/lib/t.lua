@@ -12,7 +12,7 @@ local n, failed = 0, 0
 local function repr(v)
   if type(v) == "string" then return string.format("%q", v) end
   if type(v) ~= "table" then return tostring(v) end
-  local ok, json = pcall(require, "odp.json")
+  local ok, json = pcall(require, "odp.core.json")
   if ok then return json.encode(v) end
   return tostring(v)
 end

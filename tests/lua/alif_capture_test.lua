@@ -5,7 +5,7 @@
 -- (The full flow over odp.probe/odp.rtt is tests/lua/alif_twin_test.lua.)
 local T = require("t")
 local proc = require("odp.proc")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local sys = require("odp.sys")
 local E = require("odp.flows.ethos_u")
 

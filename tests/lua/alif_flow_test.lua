@@ -2,7 +2,7 @@
 -- building the twin's real cmake firmware project (tests/twin) in place of the MLEK.
 local T = require("t")
 local proc = require("odp.proc")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local sys = require("odp.sys")
 
 local root = T.root()
@@ -127,7 +127,7 @@ T.test("sizes: hex, decimal, K/M; garbage is a usage error", function()
   T.eq(sys.crc32("123456789"), 0xCBF43926) -- the CRC-32 check value
   T.eq(sys.crc32("6789", sys.crc32("12345")), 0xCBF43926, "continued")
   -- the "size" option type parses the same spellings on the command line
-  local cli = require("odp.cli")
+  local cli = require("odp.core.options")
   local decl = { { "buf", "", nil, "size" } }
   T.eq(cli.parse({ "--buf", "0x600000" }, decl).buf, 6291456)
   T.eq(cli.parse({ "--buf", "6M" }, decl).buf, 6291456)
@@ -200,7 +200,7 @@ d.commands = {
   local again = b(m2)
   T.eq(again.build.rebuilt, false)
   T.eq(again.steps[1].status, "skipped: unchanged", "nothing changed: the step says so")
-  T.match(require("odp.report").formats.human({ again }), "steps%s+build [%d.]+ %a+ %(skipped: unchanged%)")
+  T.match(require("odp.results.report").formats.human({ again }), "steps%s+build [%d.]+ %a+ %(skipped: unchanged%)")
   T.write(rev, "cff6f4dd32e6\n+ executorch_fpic.patch applied\n")
   local rec = b(m2)
   T.eq(rec.build.rebuilt, true)

@@ -4,7 +4,7 @@
 -- etdump.bin byte-identical to the fixture; and the device-side failure paths.
 local T = require("t")
 local proc = require("odp.proc")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local sys = require("odp.sys")
 
 local root = T.root()

@@ -1,15 +1,15 @@
--- odp.board: one Board per device on every transport. The host board, the loopback sshd board (a real
+-- odp.run.board: one Board per device on every transport. The host board, the loopback sshd board (a real
 -- OpenSSH server) and the QEMU twin (probe board), with the real ExecuTorch runner where one is needed.
 local T = require("t")
 local sshd = require("sshd")
-local board = require("odp.board")
+local board = require("odp.run.board")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 
 local root = T.root()
 local tmp = T.tmpdir()
 local model = root .. "/tests/fixtures/pte/add_arduino.pte"
-local quiet = require("odp.ui").new { quiet = true }
+local quiet = require("odp.core.ui").new { quiet = true }
 
 local function failure(fn)
   local ok, e = pcall(fn)
@@ -53,7 +53,7 @@ T.with_real_runner("host board: profile runs the executorch flow -> a result rec
   T.eq(rec.flow, "executorch"); T.eq(rec.device, "host")
   T.eq(rec.latency_ms.n, 3)
   T.eq(rec.latency_ms.modelled, nil, "a measurement")
-  T.eq(require("odp.report").formats.human({ rec }):find("MODELLED", 1, true), nil)
+  T.eq(require("odp.results.report").formats.human({ rec }):find("MODELLED", 1, true), nil)
   -- the same option defaults as odp run (--counters basic)
   T.ok(rec.counters and rec.counters.total and rec.counters.total.task_clock_ms, "counters as with odp run")
 end)
@@ -139,7 +139,7 @@ T.test("twin board: profile runs the Ethos-U flow on the board; the record and r
   T.eq(rec.ok, true, rec.error and rec.error.message)
   T.eq(rec.flow, "ethos_u"); T.eq(rec.latency_ms.n, 3)
   T.eq(rec.latency_ms.modelled, true)
-  T.match(require("odp.report").formats.human({ rec }), "MODELLED, not measured")
+  T.match(require("odp.results.report").formats.human({ rec }), "MODELLED, not measured")
   T.eq(b:read(0x60000000, 10), "SEGGER RTT", "the board is usable after the flow")
   b:close()
   T.eq(sys.stat(twin_state .. "/pid"), nil, "close stopped the twin")

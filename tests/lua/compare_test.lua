@@ -1,11 +1,11 @@
 -- odp compare: synthetic runs/<id>/ directories with known samples (SciPy is the oracle of the p-value),
 -- bad inputs, and two real runs of the real executor_runner.
 local T = require("t")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local proc = require("odp.proc")
-local result = require("odp.result")
-local measure = require("odp.measure")
-local stats = require("odp.stats")
+local result = require("odp.results.result")
+local measure = require("odp.results.measure")
+local stats = require("odp.core.stats")
 
 local root = T.root()
 local odp = os.getenv("ODP") or (root .. "/build/odp")

@@ -1,8 +1,8 @@
 -- Truncated and corrupted variants of every ETDump and .pte fixture: the readers return errors (or a
 -- document), never crash or raise. (The libFuzzer targets in tests/fuzz go much further; this runs everywhere.)
 local T = require("t")
-local etdump = require("odp.etdump")
-local pte = require("odp.pte")
+local etdump = require("odp.parse.etdump")
+local pte = require("odp.parse.pte")
 local sys = require("odp.sys")
 
 local root = T.root() .. "/tests/fixtures/"

@@ -5,7 +5,7 @@
 local T = require("t")
 local proc = require("odp.proc")
 local rusage = require("odp.target.rusage")
-local json = require("odp.json")
+local json = require("odp.core.json")
 
 local root = T.root()
 local build = os.getenv("ODP_BUILD_DIR") or (root .. "/build")

@@ -1,8 +1,8 @@
--- odp.device_state: the gather script on this machine's real /proc and /sys (no cpufreq or thermal zones
+-- odp.target.device_state: the gather script on this machine's real /proc and /sys (no cpufreq or thermal zones
 -- here: the absence path), on recorded trees of real boards (tests/fixtures/device_state, README there), the
 -- parser on malformed and mutated input, clusters, throttling and the report line.
 local T = require("t")
-local ds = require("odp.device_state")
+local ds = require("odp.target.device_state")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 

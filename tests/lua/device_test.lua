@@ -1,6 +1,6 @@
--- Device files: one schema, one loader (lua/odp/device.lua, docs/devices.md).
+-- Device files: one schema, one loader (lua/odp/target/device.lua, docs/devices.md).
 local T = require("t")
-local device = require("odp.device")
+local device = require("odp.target.device")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 

@@ -1,6 +1,6 @@
 -- odp devices: sources, hints, a failing source, JSON output.
 local T = require("t")
-local devices = require("odp.commands.devices")
+local devices = require("odp.cli.commands.devices")
 
 T.test("built-in sources are serial, jlink and adb", function()
   T.eq(devices.sources[1].name, "serial"); T.eq(devices.sources[2].name, "jlink"); T.eq(devices.sources[3].name, "adb")

@@ -1,7 +1,7 @@
--- odp.etdump against real ETDumps (tests/fixtures/etdump), with flatc's decodes as the expected values.
+-- odp.parse.etdump against real ETDumps (tests/fixtures/etdump), with flatc's decodes as the expected values.
 local T = require("t")
-local json = require("odp.json")
-local etdump = require("odp.etdump")
+local json = require("odp.core.json")
+local etdump = require("odp.parse.etdump")
 
 local dir = T.root() .. "/tests/fixtures/etdump/"
 local FIXTURES = { "add_n0", "add_n1", "add_n10", "datamap_ptd_n10" }

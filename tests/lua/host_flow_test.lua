@@ -2,7 +2,7 @@
 -- real fixtures, and every failure the issue lists.
 local T = require("t")
 local proc = require("odp.proc")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local sys = require("odp.sys")
 
 local root = T.root()

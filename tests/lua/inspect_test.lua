@@ -1,6 +1,6 @@
 -- `odp inspect` end to end (the real binary on the fixtures) and the Chrome trace export.
 local T = require("t")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local proc = require("odp.proc")
 
 local root = T.root()
@@ -65,8 +65,8 @@ T.test("etdump, csv to a file; trace to a file", function()
 end)
 
 T.test("trace: ns -> µs; cycles with a clock, or 1 cycle = 1 µs with a note", function()
-  local trace = require("odp.trace")
-  local doc = assert(require("odp.etdump").read(fx .. "etdump/add_n1.etdump"))
+  local trace = require("odp.results.trace")
+  local doc = assert(require("odp.parse.etdump").read(fx .. "etdump/add_n1.etdump"))
   local tr = trace.chrome(doc)
   local ev
   for _, e in ipairs(tr.traceEvents) do if e.name == "native_call_add.out" then ev = e end end

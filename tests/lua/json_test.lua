@@ -1,7 +1,7 @@
--- odp.json (lua-dkjson underneath) and the record codec of odp.result: lossless round trips.
+-- odp.core.json (lua-dkjson underneath) and the record codec of odp.results.result: lossless round trips.
 local T = require("t")
-local json = require("odp.json")
-local result = require("odp.result")
+local json = require("odp.core.json")
+local result = require("odp.results.result")
 
 -- Exact equality: integer vs float, NaN == NaN, json.null, the array marker of empty arrays.
 local function same(a, b, path)
@@ -199,10 +199,10 @@ T.test("an installed odp finds dkjson too (make install into a temporary prefix)
   local r = assert(proc.run { "sh", "-c", ("make -s -C %s %s BUILD=%s install PREFIX=%s"):format(q(T.root()),
     os.getenv("ODP_MAKEFLAGS") or "", q(build), q(prefix)), timeout = 300 })
   T.eq(r.status, 0, r.stderr)
-  T.write(prefix .. "/probe.lua", 'local json = require("odp.json") print(package.searchpath("odp.json", package.path),'
+  T.write(prefix .. "/probe.lua", 'local json = require("odp.core.json") print(package.searchpath("odp.core.json", package.path),'
     .. ' json.encode(json.decode("[1,null,2.0]")))')
   r = assert(proc.run { prefix .. "/bin/odp", "run", prefix .. "/probe.lua", timeout = 30 })
   T.eq(r.status, 0, r.stderr)
-  T.eq(r.stdout, prefix .. "/share/odp/lua/odp/json.lua\t[1,null,2.0]\n")
+  T.eq(r.stdout, prefix .. "/share/odp/lua/odp/core/json.lua\t[1,null,2.0]\n")
 end)
 T.done()

@@ -1,9 +1,9 @@
--- Stopping rules and the latency block's statistics (lua/odp/measure.lua), alone and end to end through
+-- Stopping rules and the latency block's statistics (lua/odp/results/measure.lua), alone and end to end through
 -- the host flow with the real executor_runner: the runner's own log lines are the oracle of samples.csv.
 local T = require("t")
-local measure = require("odp.measure")
-local stats = require("odp.stats")
-local json = require("odp.json")
+local measure = require("odp.results.measure")
+local stats = require("odp.core.stats")
+local json = require("odp.core.json")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 
@@ -84,7 +84,7 @@ T.test("drift: a last third 20% slower is a warning with pct and p", function()
 end)
 
 T.test("thermal: zones in millidegrees, dumpsys HAL and battery temperatures; implausible values dropped", function()
-  local thermal = require("odp.thermal")
+  local thermal = require("odp.target.thermal")
   T.eq(thermal.parse_zones("/sys/class/thermal/thermal_zone0/temp 45000\n/sys/class/thermal/thermal_zone1/temp -5\n"
     .. "/sys/class/thermal/thermal_zone2/temp 999999\n/x/thermal_zone3/temp junk\n"),
     { thermal_zone0 = 45.0, thermal_zone1 = -0.005 })

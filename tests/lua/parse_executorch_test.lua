@@ -531,7 +531,7 @@ T.test("--print_output all: int, char, bool, Not Tensor", function()
   T.eq(r.outputs[4].kind, "not_tensor")
   local cut = et.parse(nil, "Output[0][0]: (float) 1.000000\nOutput[0][2]: (float) 3.000000\n")
   T.eq(cut.outputs[1].numel, 3)
-  T.eq(cut.outputs[1].values[2], require("odp.json").null)
+  T.eq(cut.outputs[1].values[2], require("odp.core.json").null)
   T.eq(cut.outputs[1].elided, true)
 end)
 

@@ -6,7 +6,7 @@
 local T = require("t")
 local sshd = require("sshd")
 local proc = require("odp.proc")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local host = require("odp.target.host")
 
 local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")

@@ -2,10 +2,10 @@
 -- sched_getaffinity of its main thread and of a thread, /proc/self/status Cpus_allowed_list), cluster choice
 -- on the recorded trees, the flow's --cpus/--cluster/--threads with the real runner, a sweep and its plot.
 local T = require("t")
-local ds = require("odp.device_state")
-local placement = require("odp.placement")
+local ds = require("odp.target.device_state")
+local placement = require("odp.target.placement")
 local proc = require("odp.proc")
-local json = require("odp.json")
+local json = require("odp.core.json")
 
 local root = T.root()
 local build = os.getenv("ODP_BUILD_DIR") or (root .. "/build")

@@ -1,8 +1,8 @@
 -- odp plot: SVG from sweep records, checked as data (points, error bars, legend) and as an image (rsvg-convert).
 local T = require("t")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local proc = require("odp.proc")
-local plot = require("odp.plot")
+local plot = require("odp.results.plot")
 
 local root = T.root()
 local odp = os.getenv("ODP") or (root .. "/build/odp")

@@ -1,6 +1,6 @@
--- odp.pte against real programs (tests/fixtures/pte) and built ones (segments, corrupt Vela streams).
+-- odp.parse.pte against real programs (tests/fixtures/pte) and built ones (segments, corrupt Vela streams).
 local T = require("t")
-local pte = require("odp.pte")
+local pte = require("odp.parse.pte")
 local fb = require("fbuild")
 
 local dir = T.root() .. "/tests/fixtures/pte/"

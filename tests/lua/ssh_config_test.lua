@@ -1,9 +1,9 @@
--- odp.ssh_config against OpenSSH itself: for a corpus of config files, odp's resolution of each host equals
+-- odp.target.ssh_config against OpenSSH itself: for a corpus of config files, odp's resolution of each host equals
 -- `ssh -G -F FILE HOST` for the keywords odp honours, and the expanded IdentityFile paths equal what
 -- `ssh -v` reports loading. Syntax errors, Match blocks odp cannot evaluate and Include under ~/.ssh besides.
 local T = require("t")
 local proc = require("odp.proc")
-local cfg = require("odp.ssh_config")
+local cfg = require("odp.target.ssh_config")
 
 local tmp = T.tmpdir()
 local fixtures = T.root() .. "/tests/fixtures/ssh_config"

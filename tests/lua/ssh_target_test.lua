@@ -5,7 +5,7 @@ local sshd = require("sshd")
 local craft = require("elfcraft")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
-local errors = require("odp.errors")
+local errors = require("odp.core.errors")
 local target_ssh = require("odp.target.ssh")
 local preflight = require("odp.target.preflight")
 
@@ -106,7 +106,7 @@ T.test("the full scripts/rpi5.lua flow against the loopback board with the test 
     "--", "--fake_etdump=" .. T.root() .. "/tests/fixtures/etdump/add_n10.etdump", cwd = tmp, timeout = 120 }
   local r = proc.run(args)
   T.eq(r.status, 0, r.stderr .. r.stdout)
-  local rec = assert(require("odp.json").decode(r.stdout))
+  local rec = assert(require("odp.core.json").decode(r.stdout))
   T.eq(rec.ok, true); T.match(rec.target, "^ssh://odptest@127%.0%.0%.1")
   T.eq(rec.latency_ms.n, 20); T.ok(rec.peak_rss_kb > 0, "peak RSS from odp-rusage on the board")
   T.eq(sys.sha256_file(tmp .. "/p.etdump"), sys.sha256_file(T.root() .. "/tests/fixtures/etdump/add_n10.etdump"),
@@ -120,7 +120,7 @@ T.test("the full scripts/rpi5.lua flow against the loopback board with the test 
   args[#args] = nil
   r = proc.run(args)
   T.eq(r.status, 0, r.stderr)
-  rec = assert(require("odp.json").decode(r.stdout))
+  rec = assert(require("odp.core.json").decode(r.stdout))
   T.match(table.concat(rec.warnings, "\n"), "no ETDump was written")
 end)
 
@@ -131,10 +131,10 @@ T.with_real_runner("scripts/rpi5.lua with the real runner: --min-samples 25 -n 1
     "--remote-dir", srv.remote_dir .. "/real", "--runner", runner, "--model", T.root() .. "/tests/fixtures/pte/add_arduino.pte",
     "-n", "10", "--min-samples", "25", "--runs-dir", tmp .. "/runs", "--format", "json", cwd = tmp, timeout = 120 }
   T.eq(r.status, 0, r.stderr)
-  local rec = assert(require("odp.json").decode(r.stdout))
+  local rec = assert(require("odp.core.json").decode(r.stdout))
   T.eq(rec.stop.rule, "min_samples"); T.eq(rec.stop.processes, 3); T.eq(rec.latency_ms.n, 30)
   T.eq(#rec.latency_ms.first_ms, 3); T.ok(rec.latency_ms.ci95, "ci95")
-  local groups = assert(require("odp.measure").read_samples(rec.artifacts.samples))
+  local groups = assert(require("odp.results.measure").read_samples(rec.artifacts.samples))
   T.eq(#groups, 3); T.eq(#groups[3], 10)
 end)
 
@@ -161,7 +161,7 @@ T.test("exec with helper_args: the pushed odp-rusage pins the program (--cpus), 
 end)
 
 T.test("device state over SSH: one command, the same snapshot as read here, of the recorded Pi 5 tree", function()
-  local ds = require("odp.device_state")
+  local ds = require("odp.target.device_state")
   local tree = T.root() .. "/tests/fixtures/device_state/rpi5"
   local remote = assert(ds.gather(t, { root = tree }))
   T.eq(remote, assert(ds.gather(require("odp.target.host").new(), { root = tree })))
@@ -180,7 +180,7 @@ T.with_real_runner("scripts/rpi5.lua with the real runner: device_state in the r
     env = { ODP_STATE_ROOT = T.root() .. "/tests/fixtures/device_state/rpi5" } }
   local r = proc.run(args)
   T.eq(r.status, 0, r.stderr .. r.stdout)
-  local rec = assert(require("odp.json").decode(r.stdout))
+  local rec = assert(require("odp.core.json").decode(r.stdout))
   local d = rec.device_state
   T.eq({ d.hostname, d.board, d.cpus_online, d.cpus_used }, { "raspberrypi", "Raspberry Pi 5 Model B Rev 1.0", 4, "0-3" })
   T.eq(d.clusters, { { name = "all", cpus = "0-3", core = "Cortex-A76", max_khz = 2400000 } })
@@ -201,7 +201,7 @@ local function preflight_failure(o)
   return e
 end
 
-local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte" -- a real .pte: odp.pte checks all of it
+local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte" -- a real .pte: odp.parse.pte checks all of it
 
 T.test("preflight passes for a matching runner and model", function()
   local facts = preflight.check(t, { runner = "/bin/true", model = model })
@@ -214,7 +214,7 @@ T.test("preflight: an aarch64 runner against the x86_64 board", function()
 end)
 
 T.test("preflight: a runner needing GLIBC_9.99, with the Graviton4 advice", function()
-  local device = require("odp.device").load(T.root() .. "/devices/graviton4.lua")
+  local device = require("odp.target.device").load(T.root() .. "/devices/graviton4.lua")
   local e = preflight_failure { runner = craft.needs_glibc(tmp), model = model, device = device }
   T.eq(e.code, "ENODEV"); T.match(e.message, "GLIBC_9%.99"); T.match(e.message, t:libc_version(), "board glibc")
   T.match(e.message, "Ubuntu 26%.04")
@@ -250,7 +250,7 @@ T.test("scripts/rpi5.lua: validate needs no network; preflight is the step after
   local script = dofile(T.root() .. "/scripts/rpi5.lua")
   local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
   local ctx = { opts = { host = "odp@127.0.0.1", port = 1, runner = "/bin/true", model = model, warmup = 0,
-    timeout = 10, remote_dir = "/tmp/odp" }, args = {}, ui = require("odp.ui").new { quiet = true } }
+    timeout = 10, remote_dir = "/tmp/odp" }, args = {}, ui = require("odp.core.ui").new { quiet = true } }
   local t0 = sys.now()
   script.validate(ctx) -- port 1 refuses: validate must not have tried
   T.eq(ctx.preflight, nil, "no preflight in validate")

@@ -34,7 +34,7 @@ T.test("the odp binary needs none of the heavy libraries (ldd)", function()
 end)
 
 T.test("a script that uses none of them maps none of them", function()
-  T.eq(mapped_after("local x = require('odp.json').encode({ 1 })"), "")
+  T.eq(mapped_after("local x = require('odp.core.json').encode({ 1 })"), "")
 end)
 
 T.test("each module loads its library on first require, from build/lib/odp/*.so", function()

@@ -1,5 +1,5 @@
 local T = require("t")
-local stats = require("odp.stats")
+local stats = require("odp.core.stats")
 
 -- Expected values computed with numpy 1.24.2 (Debian python3-numpy): mean, std(ddof=1), then
 -- np.percentile at 0, 10, 25, 50, 90, 99, 100, 33.3; trimmed means as scipy.stats.trim_mean defines them.
@@ -82,7 +82,7 @@ end)
 
 -- SciPy (Debian python3-scipy) as the oracle of the confidence and test statistics, on fixed data: the
 -- data go to python as JSON, the answers come back as JSON.
-local json = require("odp.json")
+local json = require("odp.core.json")
 local proc = require("odp.proc")
 local PYTHON = "/usr/bin/python3"
 local function scipy(code, data)

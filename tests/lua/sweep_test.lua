@@ -1,8 +1,8 @@
--- odp.sweep and scripts/sweep.lua: products, JSONL appends, resume after SIGKILL, failed points retried.
+-- odp.run.sweep and scripts/sweep.lua: products, JSONL appends, resume after SIGKILL, failed points retried.
 local T = require("t")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local proc = require("odp.proc")
-local sweep = require("odp.sweep")
+local sweep = require("odp.run.sweep")
 
 local root = T.root()
 local odp = os.getenv("ODP") or (root .. "/build/odp")
@@ -176,7 +176,7 @@ T.test("scripts/sweep.lua over the real host flow (scripts/host.lua + the test r
   T.eq(#recs, 2)
   T.eq({ recs[1].flow, recs[1].params.num_executions, recs[2].params.num_executions }, { "executorch", 1, 3 })
   T.eq(recs[2].latency_ms.n, 3)
-  T.ok(recs[2].ops and #recs[2].ops == 5, "op table from the ETDump through odp.etdump")
+  T.ok(recs[2].ops and #recs[2].ops == 5, "op table from the ETDump through odp.parse.etdump")
   r = proc.run(argv)
   T.eq(r.status, 0, r.stderr)
   T.eq(#lines(dir .. "/h.jsonl"), 2, "rerun skipped both points")

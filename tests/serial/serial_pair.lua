@@ -51,7 +51,7 @@ T.test("lines: count, CRLF stripped, partial line kept", function()
 end)
 
 T.test("reader: lines across calls, on_bytes/on_line hooks, long lines in pieces, give_back", function()
-  local stream = require("odp.stream")
+  local stream = require("odp.core.stream")
   local bytes, seen = 0, {}
   local rd = stream.reader(b, { max_line = 8, on_bytes = function(d) bytes = bytes + #d end,
     on_line = function(l) seen[#seen + 1] = l end })

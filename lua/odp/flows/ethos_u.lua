@@ -4,8 +4,8 @@
 -- Everything board-specific is data in the device file (devices/alif_e8.lua, devices/twin_m55.lua),
 -- commands included; docs/alif_e8.md walks through it. The parts live in lua/odp/flows/ethos_u/ (plan,
 -- validate, build, flash, capture) and share one table; this module runs them as steps and makes the record.
-local errors = require("odp.errors")
-local result = require("odp.result")
+local errors = require("odp.core.errors")
+local result = require("odp.results.result")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 local M = require("odp.flows.ethos_u.plan")
@@ -59,14 +59,14 @@ function M.run(ctx)
       steps = table.concat((function() local t = {} for _, s in ipairs(M.STEPS) do if p.steps[s] then t[#t + 1] = s end end return t end)(), ",") } }
   rec.model = result.file_info(o.model)
   rec.model.scratch_size = p.scratch_size
-  rec.device_state = require("odp.device_state").bare_metal(dev, p)
+  rec.device_state = require("odp.target.device_state").bare_metal(dev, p)
   local run_dir = result.run_dir(o.runs_dir, ctx.spec and ctx.spec.name or M.name)
   rec.artifacts.run_dir = run_dir
   if p.twin then
     p.twin_state = o.twin_state or os.getenv(p.twin.state_env or "ODP_TWIN_STATE") or (sys.realpath(run_dir) .. "/twin")
     rec.twin_state = p.twin_state
   end
-  rec.steps = require("odp.json").array({})
+  rec.steps = require("odp.core.json").array({})
   local ok, err = xpcall(function()
     for _, name in ipairs(M.STEPS) do
       if p.steps[name] then M.step(rec, name, function() return M[name .. "_step"](ctx, p, rec, run_dir) end) end

@@ -1,15 +1,15 @@
 --- The ExecuTorch flow: run `executor_runner` on a target (host, ssh, adb), read latency, peak memory,
 -- planned buffers and outputs from what it prints and from rusage, pull the ETDump, report.
 -- Written once against the target interface (lua/odp/target/*.lua).
-local errors = require("odp.errors")
-local result = require("odp.result")
+local errors = require("odp.core.errors")
+local result = require("odp.results.result")
 local sys = require("odp.sys")
-local json = require("odp.json")
-local measuring = require("odp.measure")
+local json = require("odp.core.json")
+local measuring = require("odp.results.measure")
 
 local M = { name = "executorch" }
 
---- Options every executorch script has (cli option entries, see odp.cli).
+--- Options every executorch script has (cli option entries, see odp.core.options).
 M.options = {
   { "runner", "The executor_runner binary (a file on this machine)", nil, "file", required = true },
   { "model", "The .pte model", nil, "file", required = true },
@@ -20,10 +20,10 @@ M.options = {
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
 }
--- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.measure);
--- where and with what: --cpus, --cluster, --threads, --counters (odp.placement). Declared here once, so
+-- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.results.measure);
+-- where and with what: --cpus, --cluster, --threads, --counters (odp.target.placement). Declared here once, so
 -- `odp run` and board:profile{} (which takes these defaults) see the same options.
-for _, list in ipairs({ measuring.options, require("odp.placement").options }) do
+for _, list in ipairs({ measuring.options, require("odp.target.placement").options }) do
   for _, opt in ipairs(list) do M.options[#M.options + 1] = opt end
 end
 
@@ -31,7 +31,7 @@ local function basename(p) return (p:match("([^/]+)$")) end
 
 --- The model must be a .pte this runner can load: ET12 identifier, not truncated (eh00 header), parseable.
 local function check_model(path)
-  local info, err = require("odp.pte").read(path)
+  local info, err = require("odp.parse.pte").read(path)
   if not info then errors.fail("EPROTO", ("model %s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 2) end
   return info
 end
@@ -91,13 +91,13 @@ local function run_once(ctx, t, argv, label, files)
 end
 
 --- Turns what the runs printed into the record's measurements; the samples go to runs/<id>/samples.csv.
---- Returns the per-process groups of samples (odp.measure), or nil.
+--- Returns the per-process groups of samples (odp.results.measure), or nil.
 local function measure(ctx, rec, runs)
   local n = ctx.opts.num_executions
   local g = measuring.log_groups(runs, n)
   if g and g.warning then rec.warnings[#rec.warnings + 1] = g.warning end
   if not g and rec.artifacts.etdump then
-    local ok, etdump = pcall(require, "odp.etdump")
+    local ok, etdump = pcall(require, "odp.parse.etdump")
     if ok then
       local doc = etdump.read(rec.artifacts.etdump)
       local samples = doc and etdump.latency(doc) or {}
@@ -128,7 +128,7 @@ local function measure(ctx, rec, runs)
     local rss = x.r.rusage and x.r.rusage.maxrss_kb
     if rss and rss > 0 then rec.peak_rss_kb = math.max(rec.peak_rss_kb or 0, rss) end
   end
-  if #loads > 0 then rec.load_ms = require("odp.stats").summary(loads).p50 end
+  if #loads > 0 then rec.load_ms = require("odp.core.stats").summary(loads).p50 end
   rec.planned_buffers = json.array(last.planned_buffers or {})
   rec.outputs = json.array(last.outputs or {})
   rec.threads = last.threads
@@ -166,8 +166,8 @@ function M.run(ctx)
     if etdump_remote then table.move({ "--etdump_path", etdump_remote }, 1, 2, #argv + 1, argv) end
     if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
     table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
-    t.state = require("odp.device_state").before(rec, target)
-    require("odp.placement").apply(ctx, t, rec, argv)
+    t.state = require("odp.target.device_state").before(rec, target)
+    require("odp.target.placement").apply(ctx, t, rec, argv)
 
     for i = 1, o.warmup do
       local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
@@ -229,7 +229,7 @@ function M.run(ctx)
       errors.check(measuring.write_per_minute(rec.artifacts.sustained, rec.sustained))
     end
     if rec.artifacts.etdump then
-      local have, etdump = pcall(require, "odp.etdump")
+      local have, etdump = pcall(require, "odp.parse.etdump")
       if have then
         local doc, derr = etdump.read(rec.artifacts.etdump)
         if doc then
@@ -250,7 +250,7 @@ function M.run(ctx)
     result.fail(rec, err.code, err.message, err.exit)
   end
   if t.state and not (rec.error and rec.error.code == "ECANCELED") then
-    require("odp.device_state").after(rec, t.state, target, { cpus_used = t.cpus_used })
+    require("odp.target.device_state").after(rec, t.state, target, { cpus_used = t.cpus_used })
   end
   for _, w in ipairs(ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
   result.save(rec, dir)
@@ -260,7 +260,7 @@ end
 --- A script declaration for a target kind: `return require("odp.flows.executorch").script{...}`.
 ---@param spec {name: string, description: string, target?: string, device?: string} target defaults to the device's transport
 function M.script(spec)
-  local device = spec.device and require("odp.device").load(spec.device) or nil
+  local device = spec.device and require("odp.target.device").load(spec.device) or nil
   local target_mod = require("odp.target." .. (spec.target or device.transport))
   local options = {}
   for _, list in ipairs({ M.options, target_mod.options or {} }) do

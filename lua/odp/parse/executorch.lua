@@ -11,7 +11,7 @@
 -- line by line (a multi-line output tensor counts as one line) and only lines worth keeping reach Lua
 -- (function captures). bench/parse_bench.lua measures it against grep/awk.
 local lpeg = require("lpeg")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local scan = require("odp.scan")
 
 local P, R, S, C, Cc, Ct = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cc, lpeg.Ct

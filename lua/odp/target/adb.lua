@@ -46,7 +46,7 @@ function M.new(opts)
   opts = opts or {}
   local how = opts.adb or "auto"
   if not (how == "auto" or how == "server" or how == "usb" or how:match("^tcp:.+:%d+$")) then
-    require("odp.errors").fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
+    require("odp.core.errors").fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
   end
   local self = setmetatable({
     kind = "adb",
@@ -64,7 +64,7 @@ function M.new(opts)
     local msg = "accept the USB debugging prompt on the phone (Allow) -- waiting up to " ..
       math.floor(self.auth_timeout) .. " s"
     -- through the run's ui like every message (quiet with -q); a script without one gets a plain ui
-    ui = ui or require("odp.ui").new {}
+    ui = ui or require("odp.core.ui").new {}
     ui:info("%s", msg)
   end
   local dev, err, code = connect(self)

@@ -7,7 +7,7 @@
 --   * free space in the remote dir for runner + model (+ margin for the ETDump)
 local elf = require("odp.elf")
 local sys = require("odp.sys")
-local errors = require("odp.errors")
+local errors = require("odp.core.errors")
 
 local M = {}
 
@@ -24,9 +24,9 @@ local function fail(code, msg) errors.fail(code, msg, 3) end
 
 local function mb(n) return ("%.1f MB"):format(n / 1e6) end
 
---- The model check alone (host side, no board needed): odp.pte's, the one ET12 identifier check.
+--- The model check alone (host side, no board needed): odp.parse.pte's, the one ET12 identifier check.
 function M.check_model(path)
-  local info, err, code = require("odp.pte").read(path)
+  local info, err, code = require("odp.parse.pte").read(path)
   if not info then
     fail(code == "ENOTFOUND" and code or "EPROTO", ("model %s: %s (re-export the .pte with the ExecuTorch version " ..
       "the runner was built from)"):format(path, (tostring(err):gsub("^E%u+: ", ""))))
@@ -81,7 +81,7 @@ end
 -- no network and no hardware) and before the run, it opens the target (the session the run then reuses) and
 -- runs the checks above before anything is uploaded.
 function M.wrap(script, target_mod, device_path)
-  local device = device_path and require("odp.device").load(device_path) or nil
+  local device = device_path and require("odp.target.device").load(device_path) or nil
   local run = script.run
   script.run = function(ctx)
     local o = ctx.opts

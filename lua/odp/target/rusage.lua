@@ -92,7 +92,7 @@ end
 -- total = {name = sum, ..., ipc}, scaled?, unavailable?, paranoid?, user_only?} or nil when there are none.
 function M.total_counters(list)
   if #list == 0 then return nil end
-  local json = require("odp.json")
+  local json = require("odp.core.json")
   local total, scaled, unavailable, seen = {}, {}, {}, {}
   for _, c in ipairs(list) do
     for _, k in ipairs(M.COUNTERS) do if c[k] then total[k] = (total[k] or 0) + c[k] end end

@@ -3,9 +3,9 @@
 -- every step; files are hash-skipped (sha256sum on the board); rusage comes from the odp-rusage helper, pushed
 -- once per board into <remote_dir>/.odp/ (hash-skipped too), else from GNU `time -v` when the board has it.
 local ssh = require("odp.ssh")
-local errors = require("odp.errors")
+local errors = require("odp.core.errors")
 local shell = require("odp.target.shell")
-local ssh_config = require("odp.ssh_config")
+local ssh_config = require("odp.target.ssh_config")
 local sys = require("odp.sys")
 
 local M = { kind = "ssh" }
@@ -75,7 +75,7 @@ local function refuse_blind(st)
 end
 
 --- Resolves opts.host through ssh_config (opts.ssh_config: a file, "none", default ~/.ssh/config) with the
--- command line's user/port/identity/known_hosts on top (opts.device: a device file, its `user`). -> settings (odp.ssh_config.resolve) | nil, err, code
+-- command line's user/port/identity/known_hosts on top (opts.device: a device file, its `user`). -> settings (odp.target.ssh_config.resolve) | nil, err, code
 function M.resolve(opts)
   local user, alias = split_host(assert(opts.host, "ssh target: host is required"))
   -- a device file's user (devices/graviton4.lua: ubuntu) stands for the user@ --host lacks

@@ -1,6 +1,6 @@
 --- The Ethos-U flow, part 3: the firmware build (cmake + make) with its stale-build guard.
-local errors = require("odp.errors")
-local result = require("odp.result")
+local errors = require("odp.core.errors")
+local result = require("odp.results.result")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 local M = require("odp.flows.ethos_u.plan")

@@ -1,19 +1,19 @@
 --- The Ethos-U flow, part 5: the run step: RTT capture (Inference: lines, base64 artifacts) and the measurements.
-local errors = require("odp.errors")
-local result = require("odp.result")
+local errors = require("odp.core.errors")
+local result = require("odp.results.result")
 local sys = require("odp.sys")
-local json = require("odp.json")
+local json = require("odp.core.json")
 local artifacts = require("odp.parse.artifacts")
 local M = require("odp.flows.ethos_u.plan")
 
 local RttLog = {}
 RttLog.__index = RttLog
 
---- odp.stream's line reader over an RTT channel that also keeps the raw log with host timestamps (log_path)
+--- odp.core.stream's line reader over an RTT channel that also keeps the raw log with host timestamps (log_path)
 -- and counts the bytes read (rd.bytes). rd:line(timeout) -> line | nil (timeout); a stream error raises.
 function M.reader(stream, log_path)
   local self = setmetatable({ bytes = 0, log = log_path and assert(io.open(log_path, "ab")) }, RttLog)
-  self.rd = require("odp.stream").reader(stream, { max_line = M.MAX_LINE,
+  self.rd = require("odp.core.stream").reader(stream, { max_line = M.MAX_LINE,
     on_bytes = function(data) self.bytes = self.bytes + #data end,
     on_line = function(line) self:_log_line(line) end })
   return self
@@ -78,7 +78,7 @@ function M.capture(stream, p, opts, log_path, ui)
   return { samples = samples, lines = lines, decoded = dec:finish(), bytes = rd.bytes }
 end
 
---- The latency block: odp.result.latency (odp.stats' field names) over the Inference: lines.
+--- The latency block: odp.results.result.latency (odp.core.stats' field names) over the Inference: lines.
 function M.latency(samples) return result.latency(samples, "rtt") end
 
 --- Fills the record from a capture; raises the failure (after filling) when the capture is incomplete.
@@ -98,7 +98,7 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   if p.twin then rec.latency_ms.modelled = true end
   rec.pmu = require("odp.parse.executorch").parse(table.concat(cap.lines, "\n")).pmu
   if rec.artifacts.etdump then
-    local have, etdump = pcall(require, "odp.etdump")
+    local have, etdump = pcall(require, "odp.parse.etdump")
     if have then
       local doc, derr = etdump.read(rec.artifacts.etdump)
       if doc then

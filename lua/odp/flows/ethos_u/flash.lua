@@ -1,5 +1,5 @@
 --- The Ethos-U flow, part 4: the probe and RTT, and the flash step (SETOOLS + XMODEM over RTT).
-local errors = require("odp.errors")
+local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 local M = require("odp.flows.ethos_u.plan")

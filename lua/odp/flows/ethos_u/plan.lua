@@ -1,8 +1,8 @@
 --- The Ethos-U flow, part 1: options, the device's data and the plan (options + device -> every command, path
 -- and size the steps use). The flow's parts (plan, validate, build, flash, capture; lua/odp/flows/ethos_u.lua
 -- runs them as steps) share one table: this module's, which the others extend.
-local errors = require("odp.errors")
-local result = require("odp.result")
+local errors = require("odp.core.errors")
+local result = require("odp.results.result")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 local artifacts = require("odp.parse.artifacts")
@@ -13,7 +13,7 @@ M.STEPS = { "build", "flash", "run" } -- validate runs first and report last, wh
 M.MEMORY_MODES = { "Dedicated_Sram", "Shared_Sram", "Sram_Only" }
 M.MAX_LINE = 128 * 1024 * 1024 -- an RTT line longer than this is cut (a base64 artifact is one line)
 
---- Options of every Ethos-U script (cli option entries, see odp.cli).
+--- Options of every Ethos-U script (cli option entries, see odp.core.options).
 M.options = {
   { "device", "Device file (data: probe, RTT, build, SETOOLS, commands)", "devices/alif_e8.lua", "string", metavar = "FILE" },
   { "model", "The .pte model (compiled into the firmware)", nil, "file", required = true },
@@ -79,10 +79,10 @@ end
 local shell_quote = require("odp.target.shell").quote
 M.shell_quote = shell_quote
 
---- A size (odp.cli's "size" type: 0x600000, 6291456, 6M) from an option, a device file or a range; nil stays nil.
+--- A size (odp.core.options's "size" type: 0x600000, 6291456, 6M) from an option, a device file or a range; nil stays nil.
 function M.parse_size(s, what)
   if s == nil then return nil end
-  local n = require("odp.cli").size(s)
+  local n = require("odp.core.options").size(s)
   if not n then errors.fail("EUSAGE", ("--%s: '%s' is not a size (0x600000, 6291456, 6M)"):format(what, s), 2) end
   return n
 end
@@ -91,7 +91,7 @@ local function hex(n) return ("0x%08X"):format(n) end
 
 --- Loads a device file: a path (relative to the cwd, else to the project).
 function M.load_device(path)
-  local dev = require("odp.device").load(path)
+  local dev = require("odp.target.device").load(path)
   if dev.flow ~= "ethos_u" or type(dev.build) ~= "table" then
     errors.fail("EUSAGE", ("device file %s does not describe an Ethos-U board (flow = \"ethos_u\" and a build table)")
       :format(path), 2)

@@ -1,6 +1,6 @@
 --- The Ethos-U flow, part 2: checks before anything touches the build tree or the board, and the dry run.
-local errors = require("odp.errors")
-local result = require("odp.result")
+local errors = require("odp.core.errors")
+local result = require("odp.results.result")
 local sys = require("odp.sys")
 local M = require("odp.flows.ethos_u.plan")
 local basename, shell_quote, hex = M.basename, M.shell_quote, M.hex
@@ -30,8 +30,8 @@ end
 -- Warnings go through ctx.ui (and into the record).
 function M.validate(ctx, p)
   local o, ui = ctx.opts, ctx.ui
-  -- the model: a .pte (odp.pte checks the ET12 identifier), and its Ethos-U scratch must fit the activation buffer
-  local ok_pte, pte = pcall(require, "odp.pte")
+  -- the model: a .pte (odp.parse.pte checks the ET12 identifier), and its Ethos-U scratch must fit the activation buffer
+  local ok_pte, pte = pcall(require, "odp.parse.pte")
   p.scratch_size = nil
   if ok_pte then
     local info, err = pte.read(o.model)
@@ -50,7 +50,7 @@ function M.validate(ctx, p)
         p.activation_buf_sz, hex(p.activation_buf_sz), hex(p.scratch_size)), 2)
     end
   else
-    ui:warn("odp.pte is not available: the activation buffer was not checked against the model's scratch size")
+    ui:warn("odp.parse.pte is not available: the activation buffer was not checked against the model's scratch size")
   end
   if p.steps.build then
     if not p.activation_buf_sz then errors.fail("EUSAGE", "--activation-buf-sz is required (the device file has no default)", 2) end

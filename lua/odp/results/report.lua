@@ -1,7 +1,7 @@
 --- Reporters: result records -> text. Each format is a function (records) -> string, picked by name
--- (sysbench's model); `odp.report.formats` can be extended by a user script.
-local json = require("odp.json")
-local result = require("odp.result")
+-- (sysbench's model); `odp.results.report.formats` can be extended by a user script.
+local json = require("odp.core.json")
+local result = require("odp.results.result")
 local sys = require("odp.sys")
 
 local M = {}
@@ -134,7 +134,7 @@ local function human_one(r, out)
   if r.runner then kv("runner", r.runner.path) end
   if r.device_state then
     kv("device", r.device_state.error and ("state unknown: " .. r.device_state.error)
-      or require("odp.device_state").summary(r.device_state))
+      or require("odp.target.device_state").summary(r.device_state))
   end
   if r.params and next(r.params) then
     local keys = {}
@@ -174,7 +174,7 @@ local function human_one(r, out)
     if l.cv then extra[#extra + 1] = ("cv %.1f%%"):format(l.cv * 100) end
     if l.warm then extra[#extra + 1] = ("warm p50 %s"):format(M.duration(l.warm.p50)) end
     if l.first_ms and #l.first_ms > 0 then
-      extra[#extra + 1] = ("first iteration p50 %s"):format(M.duration(require("odp.stats").percentile(l.first_ms, 50)))
+      extra[#extra + 1] = ("first iteration p50 %s"):format(M.duration(require("odp.core.stats").percentile(l.first_ms, 50)))
     end
     if #extra > 0 then out[#out + 1] = "    " .. table.concat(extra, ", ") end
     out[#out + 1] = ""
@@ -222,7 +222,7 @@ local function human_one(r, out)
   if r.planned_buffers and #r.planned_buffers > 0 then
     for i, b in ipairs(r.planned_buffers) do
       kv(i == 1 and "planned buffers" or "", ("[%d] %d B%s"):format(i - 1, b,
-        b >= 1000 and (" (" .. require("odp.ui").human_bytes(b) .. ")") or ""))
+        b >= 1000 and (" (" .. require("odp.core.ui").human_bytes(b) .. ")") or ""))
     end
   end
   for i, o in ipairs(r.outputs or {}) do
@@ -370,7 +370,7 @@ function M.emit(records, opts)
   local stdout_format = opts.out and "human" or (opts.format or "human")
   if opts.out then
     local f = opts.format or format_for(opts.out) or "json"
-    require("odp.errors").check(sys.write_file(opts.out, M.formats[f](records)))
+    require("odp.core.errors").check(sys.write_file(opts.out, M.formats[f](records)))
   end
   io.stdout:write(M.formats[stdout_format](records))
   io.stdout:flush()

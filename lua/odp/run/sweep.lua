@@ -2,11 +2,11 @@
 -- record to a JSONL file (fsync'd) as it completes. Re-running the same sweep resumes: points whose
 -- parameters already have a successful record in the file are skipped, so a sweep killed at any moment loses
 -- no finished point.
---   local sweep = require("odp.sweep")
+--   local sweep = require("odp.run.sweep")
 --   sweep.run { points = sweep.points { "num_executions=1,10,100", "cpu_threads=1,4" }, ["repeat"] = 3,
 --     out = "sweep.jsonl", run_point = function(params, rep) return measure(params) end }
-local errors = require("odp.errors")
-local result = require("odp.result")
+local errors = require("odp.core.errors")
+local result = require("odp.results.result")
 local sys = require("odp.sys")
 
 local M = {}
@@ -109,7 +109,7 @@ end
 --              An error becomes a failed record {ok = false, error = {code, message}} and the sweep goes on;
 --              failed records do not count as done, so a rerun retries them.
 --   on_progress function(done, total, eta_s, params) after each record (ETA from the mean time per record)
---   ui         an odp.ui: draws a progress line with ETA
+--   ui         an odp.core.ui: draws a progress line with ETA
 -- Returns {records = {...} (this run's), skipped = n (found in the file), failed = n, total = n}.
 function M.run(opts)
   check_opts(opts, { points = true, ["repeat"] = true, out = true, run_point = true, on_progress = true, ui = true })

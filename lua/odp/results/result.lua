@@ -1,6 +1,6 @@
 --- The result record (docs/SCRIPTING.md, "The result record"): one per run, the same for every flow.
 -- A failed run is a record too (ok = false, error = {code, message, exit}), never a half-filled success.
-local json = require("odp.json")
+local json = require("odp.core.json")
 local sys = require("odp.sys")
 
 local M = { SCHEMA = "odp.result/1" }
@@ -46,7 +46,7 @@ end
 
 --- The latency block from samples in ms. total_ms is what the runner reported when known.
 function M.latency(samples, source, total_ms)
-  local s = require("odp.stats").summary(samples)
+  local s = require("odp.core.stats").summary(samples)
   s.source = source
   local sum = 0
   for _, v in ipairs(samples) do sum = sum + v end
@@ -70,7 +70,7 @@ function M.run_dir(base, name)
     n = n + 1
     dir = ("%s/%s.%d"):format(base or "runs", id, n)
   end
-  require("odp.errors").check(sys.mkdir_p(dir)) -- a --runs-dir that cannot be made: one line, exit 3
+  require("odp.core.errors").check(sys.mkdir_p(dir)) -- a --runs-dir that cannot be made: one line, exit 3
   return dir, id
 end
 

@@ -90,12 +90,12 @@ end
 
 -- How a value is printed: a result record as the human report, anything else with show().
 local function print_values(res)
-  local result = require("odp.result")
+  local result = require("odp.results.result")
   local parts = {}
   for i = 2, res.n do
     local v = res[i]
     if type(v) == "table" and v.schema == result.SCHEMA then
-      io.stdout:write(require("odp.report").formats.human({ v }))
+      io.stdout:write(require("odp.results.report").formats.human({ v }))
     else
       parts[#parts + 1] = M.show(v)
     end
@@ -105,7 +105,7 @@ end
 
 -- An error at the prompt: odp's structured failures (a board call that failed, Ctrl-C) are one line.
 local function message(e)
-  local errors = require("odp.errors")
+  local errors = require("odp.core.errors")
   if errors.is_failure(e) then return ("%s: %s"):format(e.code, e.message) end
   return (debug.traceback(tostring(e), 3):gsub("\n%s*%[C%]: in function 'xpcall'.*$", ""))
 end

@@ -7,7 +7,7 @@
 --   "size" (bytes: 6291456, 0x600000, 6M, 256K, 1G; the value is an integer)
 -- Extra keys: short (one letter), required, choices, metavar, repeat (collect every use into a list).
 -- Parsed values land in a table keyed by the name with dashes turned into underscores.
-local errors = require("odp.errors")
+local errors = require("odp.core.errors")
 
 local M = {}
 
@@ -21,7 +21,7 @@ M.global_options = {
   { "help", "Show this help", false, "bool", short = "h" },
 }
 
--- What `odp --help` and the man page (lua/odp/man.lua) say beyond the options: one declaration each.
+-- What `odp --help` and the man page (lua/odp/cli/man.lua) say beyond the options: one declaration each.
 M.EXIT_CODES = {
   { 0, "measured (or the command did what it was asked)" },
   { 1, "the flow ran and the measurement failed (the runner failed, no latency, a failed sweep point)" },

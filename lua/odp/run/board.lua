@@ -1,11 +1,11 @@
 --- Boards: one live object per device, whatever the transport (docs/SCRIPTING.md, "Boards").
---   local board <close> = odp.board.open("devices/rpi5.lua", {host = "pi@rpi5.local"})
+--   local board <close> = odp.run.board.open("devices/rpi5.lua", {host = "pi@rpi5.local"})
 --   board:exec("uname -a"); board:profile{runner = "executor_runner", model = "m.pte", n = 10}
 -- A Board wraps what the flows use: a target (lua/odp/target/*: host, ssh, adb) or a probe with its RTT
 -- (odp.probe, odp.rtt) and, on the twin, the QEMU it started. It connects on first use, so opening one never
 -- blocks; a verb the transport does not have fails with ENOTSUP.
-local errors = require("odp.errors")
-local device = require("odp.device")
+local errors = require("odp.core.errors")
+local device = require("odp.target.device")
 local sys = require("odp.sys")
 
 local M = {}
@@ -65,12 +65,12 @@ local open_boards = setmetatable({}, { __mode = "k" })
 
 --- Opens a board: dev is a device file path or a device table; opts are the transport's options (ssh: host,
 -- port, identity, known_hosts, accept_new_host_key; adb: adb, serial; probe: probe, jlink_lib, gdb_address,
--- rtt_address, rtt_ranges, twin_state, image, keep) and ui (odp.ui; default a quiet-less one).
+-- rtt_address, rtt_ranges, twin_state, image, keep) and ui (odp.core.ui; default a quiet-less one).
 function M.open(dev, opts)
   dev = device.get(dev)
   opts = opts or {}
   local self = setmetatable({ device = dev, transport = dev.transport, opts = opts,
-    ui = opts.ui or require("odp.ui").new {}, keep = opts.keep }, Board)
+    ui = opts.ui or require("odp.core.ui").new {}, keep = opts.keep }, Board)
   open_boards[self] = true
   return self
 end
@@ -162,7 +162,7 @@ end
 -- The flow's context for this board: its options' defaults, then opts (n = num_executions / inferences).
 function Board:_ctx(flow, opts, extra)
   local mod = require("odp.flows." .. flow)
-  local o = defaults(mod.options, require("odp.cli").global_options)
+  local o = defaults(mod.options, require("odp.core.options").global_options)
   if flow == "executorch" then
     merge(o, defaults(require("odp.target." .. self.transport).options or {}))
     merge(o, self.opts)
@@ -371,7 +371,7 @@ probe_verb("flash", function(self, file, opts)
   if self._probe then self._probe:close() self._probe = nil end
   local p = flow.plan(ctx)
   p.twin_state = self.twin_state
-  local dir = require("odp.result").run_dir(ctx.opts.runs_dir, ctx.spec.name)
+  local dir = require("odp.results.result").run_dir(ctx.opts.runs_dir, ctx.spec.name)
   local rec = { flash = {}, artifacts = {} }
   flow.flash_file(ctx, p, rec, dir, file)
   self._p = nil

@@ -3,10 +3,10 @@
 -- p10/p90 next to y (latency_ms.p50 -> latency_ms.p10 .. latency_ms.p90), widest over the repeats.
 -- Without flags: x is the swept parameter (the one whose values differ across the records; with two, the one
 -- given first to the sweep, and the other is --group), y is latency_ms.p50, the SVG goes next to the input.
-local cli = require("odp.cli")
-local errors = require("odp.errors")
-local plot = require("odp.plot")
-local sweep = require("odp.sweep")
+local cli = require("odp.core.options")
+local errors = require("odp.core.errors")
+local plot = require("odp.results.plot")
+local sweep = require("odp.run.sweep")
 local sys = require("odp.sys")
 
 local M = { summary = "Plot a sweep's JSONL records as an SVG line chart (axes, legend, p10/p90 error bars)" }
@@ -44,7 +44,7 @@ local function field(rec, name)
   return path_get(rec, name)
 end
 
---- Records -> series for odp.plot (exposed for scripts that plot their own records).
+--- Records -> series for odp.results.plot (exposed for scripts that plot their own records).
 function M.series(records, x, y, group, error_bars)
   local parent, leaf = y:match("^(.*)%.([^.]+)$")
   local by_group, order, skipped = {}, {}, 0

@@ -1,6 +1,6 @@
---- odp's command line: `odp <command> ...`. Each command is a module odp.commands.<name> with
+--- odp's command line: `odp <command> ...`. Each command is a module odp.cli.commands.<name> with
 -- `summary` (one line for `odp help`) and `main(args) -> exit code`; adding a command is adding a file.
-local errors = require("odp.errors")
+local errors = require("odp.core.errors")
 
 local M = {}
 
@@ -10,12 +10,12 @@ M.COMMANDS = COMMANDS
 local function usage()
   local lines = { "usage: odp <command> [options]", "", "Commands:" }
   for _, name in ipairs(COMMANDS) do
-    local ok, cmd = pcall(require, "odp.commands." .. name)
+    local ok, cmd = pcall(require, "odp.cli.commands." .. name)
     if ok then lines[#lines + 1] = ("  %-9s %s"):format(name, cmd.summary) end
   end
   lines[#lines + 1] = ""
   lines[#lines + 1] = "Run `odp <command> --help` or `odp run SCRIPT --help` for details; `man odp` for all of it."
-  local cli = require("odp.cli")
+  local cli = require("odp.core.options")
   lines[#lines + 1] = ""
   lines[#lines + 1] = "Exit codes:"
   for _, e in ipairs(cli.EXIT_CODES) do lines[#lines + 1] = ("  %-4d %s"):format(e[1], e[2]) end
@@ -48,9 +48,9 @@ function M.main(args)
     return name == nil and 2 or 0
   end
   if name == "--version" then name = "version" end
-  local ok, cmd = pcall(require, "odp.commands." .. name)
+  local ok, cmd = pcall(require, "odp.cli.commands." .. name)
   if not ok then
-    if not tostring(cmd):find("module 'odp.commands." .. name .. "' not found", 1, true) then
+    if not tostring(cmd):find("module 'odp.cli.commands." .. name .. "' not found", 1, true) then
       return M.present(cmd)
     end
     io.stderr:write(("odp: unknown command '%s'\n\n"):format(name), usage(), "\n")
@@ -59,7 +59,7 @@ function M.main(args)
   local rest = table.move(args, 2, #args, 1, {})
   local done, code = xpcall(cmd.main, traceback, rest)
   -- boards left open (a script's, the REPL's) are closed here: sessions ended, the twin's QEMU stopped
-  if package.loaded["odp.board"] then pcall(package.loaded["odp.board"].close_all) end
+  if package.loaded["odp.run.board"] then pcall(package.loaded["odp.run.board"].close_all) end
   if not done then return M.present(code) end
   return code or 0
 end

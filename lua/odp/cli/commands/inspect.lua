@@ -1,9 +1,9 @@
 --- odp inspect FILE: what is in an ETDump (op table), a .pte (methods, delegates, Vela scratch) or an ELF
 -- (machine, required glibc). The kind is taken from the file's bytes, not its name.
-local cli = require("odp.cli")
-local errors = require("odp.errors")
-local json = require("odp.json")
-local report = require("odp.report")
+local cli = require("odp.core.options")
+local errors = require("odp.core.errors")
+local json = require("odp.core.json")
+local report = require("odp.results.report")
 local sys = require("odp.sys")
 
 local M = { summary = "Show what an ETDump, a .pte or an ELF holds (op table, methods, delegates, glibc)" }
@@ -27,7 +27,7 @@ local function kind_of(head)
 end
 
 local function etdump_doc(path, opts)
-  local etdump = require("odp.etdump")
+  local etdump = require("odp.parse.etdump")
   local doc, err, code = etdump.read(path)
   if not doc then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
@@ -35,7 +35,7 @@ local function etdump_doc(path, opts)
   local blocks = {}
   for _, b in ipairs(etdump.blocks(doc)) do blocks[#blocks + 1] = { name = b.name, runs = b.runs } end
   if opts.trace then
-    local tr = require("odp.trace").chrome(doc, eopts)
+    local tr = require("odp.results.trace").chrome(doc, eopts)
     errors.check(sys.write_file(opts.trace, json.encode(tr) .. "\n"))
   end
   return doc, rows, unit, blocks, etdump.ops_summary(doc, eopts)
@@ -66,7 +66,7 @@ local function etdump_human(path, doc, rows, unit, blocks, summary, opts)
 end
 
 local function pte_info(path)
-  local pte = require("odp.pte")
+  local pte = require("odp.parse.pte")
   local p, err, code = pte.read(path)
   if not p then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local methods, delegates = {}, {}

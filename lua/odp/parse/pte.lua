@@ -1,5 +1,5 @@
 --- .pte: an ExecuTorch program, read without Python (C core src/pte, bounds-checked).
---   local pte = require("odp.pte")
+--   local pte = require("odp.parse.pte")
 --   local p = assert(pte.read("model.pte"))
 --   print(p.identifier, #p.methods, p.methods[1].name)
 --   for _, d in ipairs(pte.delegates(p)) do print(d.backend, d.scratch_size) end

@@ -3,12 +3,12 @@
 -- the same inputs give the same output; hierarchical over processes when a side has several, because
 -- processes of the same binary differ more than iterations within one), the Mann-Whitney p, and a verdict
 -- that needs the whole CI beyond a noise threshold. Used by `odp compare`
--- (lua/odp/commands/compare.lua); docs/SCRIPTING.md, "odp compare".
-local errors = require("odp.errors")
-local json = require("odp.json")
-local measure = require("odp.measure")
-local result = require("odp.result")
-local stats = require("odp.stats")
+-- (lua/odp/cli/commands/compare.lua); docs/SCRIPTING.md, "odp compare".
+local errors = require("odp.core.errors")
+local json = require("odp.core.json")
+local measure = require("odp.results.measure")
+local result = require("odp.results.result")
+local stats = require("odp.core.stats")
 local sys = require("odp.sys")
 
 local M = {}
@@ -82,7 +82,7 @@ end
 local function op_samples(rec)
   local path = rec.artifacts and rec.artifacts.etdump
   if type(path) ~= "string" or not sys.stat(path) then return nil end
-  local ok, etdump = pcall(require, "odp.etdump")
+  local ok, etdump = pcall(require, "odp.parse.etdump")
   if not ok then return nil end
   local doc = etdump.read(path)
   if not doc then return nil end

@@ -1,9 +1,9 @@
 --- odp devices: what is attached to this machine and how to reach it. Each kind of device comes from a
 --- "source": {name=, list=function(opts) -> rows, notes? | nil, err, empty=message}. Rows: {kind=, id=, state=,
 --- transport=, description=, usb=, hint=}; notes: lines printed under the table. Other modules add sources with
---- `table.insert(require("odp.commands.devices").sources, src)`.
-local report = require("odp.report")
-local json = require("odp.json")
+--- `table.insert(require("odp.cli.commands.devices").sources, src)`.
+local report = require("odp.results.report")
+local json = require("odp.core.json")
 
 local M = { summary = "List serial ports, J-Link probes and adb devices, with what to do for each" }
 

@@ -1,10 +1,10 @@
 --- ETDump: ExecuTorch's profiling dump, read without Python. The flatbuffer walk is C (src/etdump, every offset
 -- bounds-checked); this module adds the op table the way ExecuTorch's Inspector builds it.
---   local etdump = require("odp.etdump")
+--   local etdump = require("odp.parse.etdump")
 --   local doc = assert(etdump.read("model.etdump"))
 --   for _, row in ipairs(etdump.ops(doc)) do print(row.block, row.name, row.n, row.p50) end
 local core = require("odp.etdumpcore")
-local stats = require("odp.stats") -- numpy-compatible percentiles, like the Inspector
+local stats = require("odp.core.stats") -- numpy-compatible percentiles, like the Inspector
 
 local M = {}
 

@@ -2,7 +2,7 @@
 -- A script either returns a declaration {name, description, options, validate, run} (odp parses the options,
 -- generates --help, validates, runs and reports), or does its work itself and returns nothing (a plain Lua
 -- program with every odp module at hand; its arguments are `...` and `arg`).
-local errors = require("odp.errors")
+local errors = require("odp.core.errors")
 
 local M = { summary = "Run a script: a device flow (scripts/*.lua), a sweep, or your own Lua",
   help_text = "usage: odp run SCRIPT [script options]\n\n" ..
@@ -18,7 +18,7 @@ end
 --- Runs a declared script with its argument list; returns the exit code.
 function M.run_declared(spec, argv, path)
   -- loaded here, not at the top: a plain script should not pay for the CLI and the reporters
-  local cli, report = require("odp.cli"), require("odp.report")
+  local cli, report = require("odp.core.options"), require("odp.results.report")
   local options = spec.options or {}
   local opts, rest = cli.parse(argv, options, cli.global_options)
   if opts.help then
@@ -29,7 +29,7 @@ function M.run_declared(spec, argv, path)
   if #rest > 0 and not spec.passes_args then
     errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]), 2)
   end
-  local ui = require("odp.ui").new { quiet = opts.quiet, verbose = opts.verbose }
+  local ui = require("odp.core.ui").new { quiet = opts.quiet, verbose = opts.verbose }
   local ctx = { opts = opts, args = rest, script = path, ui = ui, spec = spec }
   if spec.validate then spec.validate(ctx) end
   local out = spec.run(ctx)

@@ -1,9 +1,9 @@
 --- Chrome trace export (the JSON Perfetto and chrome://tracing load): every profile event of an ETDump as a
 -- complete event (ph "X", microseconds), one track (tid) per block name (Default, Execute, ...).
---   local tr = require("odp.trace").chrome(doc)                 -- ns ticks (Linux runners)
---   local tr = require("odp.trace").chrome(doc, {time_scale = "cycles", clock_hz = 400e6})
---   require("odp.sys").write_file("trace.json", require("odp.json").encode(tr))
-local json = require("odp.json")
+--   local tr = require("odp.results.trace").chrome(doc)                 -- ns ticks (Linux runners)
+--   local tr = require("odp.results.trace").chrome(doc, {time_scale = "cycles", clock_hz = 400e6})
+--   require("odp.sys").write_file("trace.json", require("odp.core.json").encode(tr))
+local json = require("odp.core.json")
 
 local M = {}
 
@@ -14,7 +14,7 @@ local US_PER_TICK = { ns = 1e-3, us = 1, ms = 1e3, s = 1e6 }
 
 --- Returns the trace as a table: {traceEvents = {...}, displayTimeUnit = "ms", otherData = {...}}.
 -- Cycles without clock_hz are drawn as 1 cycle = 1 µs and otherData.note says so.
----@param doc table from odp.etdump.read
+---@param doc table from odp.parse.etdump.read
 ---@param opts? {time_scale?: string, clock_hz?: number, pid?: integer, process_name?: string}
 function M.chrome(doc, opts)
   opts = opts or {}

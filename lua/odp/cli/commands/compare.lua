@@ -1,8 +1,8 @@
---- odp compare A B: is B faster than A? (lua/odp/compare.lua does the work; this is the command line.)
-local cli = require("odp.cli")
-local compare = require("odp.compare")
-local errors = require("odp.errors")
-local report = require("odp.report")
+--- odp compare A B: is B faster than A? (lua/odp/results/compare.lua does the work; this is the command line.)
+local cli = require("odp.core.options")
+local compare = require("odp.results.compare")
+local errors = require("odp.core.errors")
+local report = require("odp.results.report")
 local sys = require("odp.sys")
 
 local M = { summary = "Compare two results (files, JSONL, runs/<id>/): B/A with 95% CIs, Mann-Whitney p, verdicts" }
@@ -51,7 +51,7 @@ local function svg(res)
       points[#points + 1] = { x = r.metric, y = r.ratio, lo = r.ci95 and r.ci95[1], hi = r.ci95 and r.ci95[2] }
     end
   end
-  return require("odp.plot").svg({ { name = "", points = points } }, { title = "B / A with 95% CIs",
+  return require("odp.results.plot").svg({ { name = "", points = points } }, { title = "B / A with 95% CIs",
     xlabel = "metric", ylabel = "B / A (1 = no change; above 1: B slower or larger)", lines = false,
     width = math.max(560, 110 * #points) })
 end
@@ -78,7 +78,7 @@ function M.main(args)
   local B = compare.load(rest[2], "B")
   local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed,
     noise = opts.noise / 100 })
-  local text = opts.format == "json" and (require("odp.json").encode(res, { indent = true }) .. "\n") or human(res)
+  local text = opts.format == "json" and (require("odp.core.json").encode(res, { indent = true }) .. "\n") or human(res)
   -- the human report shows its notes; JSON or a report written to a file leaves the terminal to say them
   if (opts.format == "json" or opts.out) and not opts.quiet then
     for _, n in ipairs(res.notes) do io.stderr:write("odp: ", n, "\n") end

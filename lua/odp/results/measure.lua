@@ -2,9 +2,9 @@
 -- (--repeat, --min-time, --max-time, --min-samples, --target-ci), the latency block's statistics (ci95, cv,
 -- first_ms, warm, drift) and runs/<id>/samples.csv. Used by the executorch flow's run loop; written against
 -- plain lists of samples, so another flow can use it too (docs/SCRIPTING.md, "Stopping rules").
-local errors = require("odp.errors")
-local json = require("odp.json")
-local stats = require("odp.stats")
+local errors = require("odp.core.errors")
+local json = require("odp.core.json")
+local stats = require("odp.core.stats")
 local sys = require("odp.sys")
 
 local M = {}
@@ -214,7 +214,7 @@ end
 ---@return table latency_ms
 function M.latency(g, warnings)
   local all = M.flatten(g.groups)
-  local block = require("odp.result").latency(all, g.source, g.total)
+  local block = require("odp.results.result").latency(all, g.source, g.total)
   add_confidence(block, all)
   if g.per_iteration then
     local first, warm = json.array(), {}
@@ -283,7 +283,7 @@ function M.cooler(o, target, ui, opts)
 end
 
 function Cooler:temperature()
-  return require("odp.thermal").hottest(require("odp.thermal").read(self.target, self.root))
+  return require("odp.target.thermal").hottest(require("odp.target.thermal").read(self.target, self.root))
 end
 
 --- Before measured process k.

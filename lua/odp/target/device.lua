@@ -2,7 +2,7 @@
 -- load(src, name, "t", {}) (no globals, no require, no os.execute), and every key is checked against the
 -- schema below; docs/devices.md describes each key. An unknown key or a wrong type is one error naming the
 -- file, the key and the expected type (exit 2).
-local errors = require("odp.errors")
+local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 
 local M = {}

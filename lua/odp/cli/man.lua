@@ -1,9 +1,9 @@
 --- The man page, odp(1), generated from what --help is generated from: the commands' summaries, usage lines
--- and option declarations, the shipped scripts' declarations (scripts/*.lua), and odp.cli's exit codes,
+-- and option declarations, the shipped scripts' declarations (scripts/*.lua), and odp.core.options's exit codes,
 -- environment and files. `make` writes it to build/odp.1 (tools/man.lua); `make install` to share/man/man1.
-local cli = require("odp.cli")
+local cli = require("odp.core.options")
 local host = require("odp.host")
-local main = require("odp.main")
+local main = require("odp.cli.main")
 
 local M = {}
 
@@ -76,7 +76,7 @@ function M.render()
     "CSV, and leaves the runner's output and its result record under runs/.")
   out[#out + 1] = ".SH COMMANDS"
   for _, name in ipairs(main.COMMANDS) do
-    local cmd = require("odp.commands." .. name)
+    local cmd = require("odp.cli.commands." .. name)
     local usage = cmd.usage or (cmd.help_text and cmd.help_text:match("^usage: ([^\n]+)")) or ("odp " .. name)
     out[#out + 1] = ".SS " .. esc(usage)
     paragraph(out, cmd.summary .. ".")

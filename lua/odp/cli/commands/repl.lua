@@ -1,13 +1,13 @@
 --- odp repl [DEVICE [transport options]]: an interactive Lua prompt with odp's modules and, given a device file,
--- `board` (odp.board, connected on first use) and `device` (the file's table).
-local repl = require("odp.repl")
-local device = require("odp.device")
-local cli = require("odp.cli")
+-- `board` (odp.run.board, connected on first use) and `device` (the file's table).
+local repl = require("odp.cli.repl")
+local device = require("odp.target.device")
+local cli = require("odp.core.options")
 
 local M = { summary = "Interactive Lua prompt with every odp module; with a device file, its board connected",
   help_text = "usage: odp repl [DEVICE.lua [transport options]]\n\n" ..
-    "A Lua prompt. Globals: odp.<module> (odp.proc, odp.ssh, odp.probe, odp.board, ...); with DEVICE,\n" ..
-    "`board` (odp.board.open(DEVICE, options): connected on first use; board:help() lists its verbs) and\n" ..
+    "A Lua prompt. Globals: odp.<module> (odp.proc, odp.ssh, odp.probe, odp.run.board, ...); with DEVICE,\n" ..
+    "`board` (odp.run.board.open(DEVICE, options): connected on first use; board:help() lists its verbs) and\n" ..
     "`device` (the file's table). `odp repl DEVICE --help` lists the device's transport options.\n" ..
     "Tab completes names, members and board verbs; an incomplete statement continues on the next line (>>);\n" ..
     "an expression's value is printed (a result record as the report). Ctrl-C interrupts the running call\n" ..
@@ -52,9 +52,9 @@ function M.main(args)
       print(cli.help(("odp repl %s [options]"):format(args[1]), dev.description, options))
       return 0
     end
-    opts.ui = require("odp.ui").new {}
+    opts.ui = require("odp.core.ui").new {}
     env.device = dev
-    env.board = require("odp.board").open(dev, opts)
+    env.board = require("odp.run.board").open(dev, opts)
     io.stderr:write(("board: %s (%s, %s) -- board:help() lists its verbs\n"):format(dev.name, args[1], dev.transport))
   end
   repl.loop(env)

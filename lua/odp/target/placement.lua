@@ -1,9 +1,9 @@
 --- Where the runner runs and with how many threads: --cpus LIST, --cluster big|mid|little|all, --threads N for
--- the executorch flows (and --counters: which perf counters odp-rusage opens on it, odp.target.rusage). The CPUs and clusters come from the device's state (odp.device_state: clusters by
+-- the executorch flows (and --counters: which perf counters odp-rusage opens on it, odp.target.rusage). The CPUs and clusters come from the device's state (odp.target.device_state: clusters by
 -- cpu_capacity, else cpuinfo_max_freq); pinning is odp-rusage's `--cpus` (sched_setaffinity before exec,
 -- inherited by the runner's threads), so it works where taskset is absent.
-local errors = require("odp.errors")
-local ds = require("odp.device_state")
+local errors = require("odp.core.errors")
+local ds = require("odp.target.device_state")
 
 local M = {}
 
@@ -17,7 +17,7 @@ M.options = {
     "choice", choices = { "none", "basic", "all" } },
 }
 
---- The CPUs an option set selects on a device (snapshot from odp.device_state.gather):
+--- The CPUs an option set selects on a device (snapshot from odp.target.device_state.gather):
 -- -> cpus (ids) | nil (no placement asked), warning?; a usage mistake raises an EUSAGE failure (exit 2).
 function M.select(opts, snap)
   if opts.cpus and opts.cluster then errors.fail("EUSAGE", "--cpus and --cluster: give one of them", 2) end

@@ -1,5 +1,5 @@
 --- SVG line/point charts without external tools: axes with nice ticks, labels, a legend, error bars.
---   local svg = require("odp.plot").svg({ { name = "fast", points = { { x = 1, y = 2.5, lo = 2.1, hi = 3 } } } },
+--   local svg = require("odp.results.plot").svg({ { name = "fast", points = { { x = 1, y = 2.5, lo = 2.1, hi = 3 } } } },
 --     { title = "latency", xlabel = "num_executions", ylabel = "latency_ms.p50 (ms)" })
 -- A series' points are joined in x order; x may be numbers or strings (a category axis, in first-seen order).
 -- opts.logx = true | false | "auto" (default: log when every x > 0 and they span 100x or more).

@@ -1,5 +1,5 @@
 --- Structured errors for flows and the CLI.
--- A flow that cannot go on raises `errors.fail(code, message, exit)`; odp.main prints the message on one
+-- A flow that cannot go on raises `errors.fail(code, message, exit)`; odp.cli.main prints the message on one
 -- line and exits with `exit` (3 device/infrastructure by default, 2 usage, 130 interrupted, 1 measurement).
 -- Anything else that is raised is a bug or a script error and is shown with a traceback.
 local M = {}
