@@ -369,6 +369,8 @@ int luaopen_odp_sys(lua_State *L)
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
         {"cancel_clear", l_cancel_clear}, {"lock", l_lock}, {NULL, NULL}};
+    static const char *const waiting[] = {"sleep", NULL};
     luaL_newlib(L, funcs);
+    odp_waiting(L, -1, waiting);
     return 1;
 }

@@ -44,8 +44,8 @@ static void interrupt_hook(lua_State *L, lua_Debug *ar)
  * each statement) starts the count again. */
 static void on_interrupt(int sig)
 {
-    if (!odp_cancel_requested()) {
-        odp_cancel_request();
+    if (!odp_interrupted()) {
+        odp_interrupt();
     } else if (!hooked && main_L) {
         hooked = 1;
         lua_sethook(main_L, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
