@@ -16,7 +16,9 @@ end
 
 local function out(self, s)
   if self.bar_shown then io.stderr:write("\r\27[K") self.bar_shown = false end
+  if self.block then self.block:clear() end
   io.stderr:write(s, "\n")
+  if self.block then self.block:draw() end
 end
 
 function UI:info(fmt, ...) if not self.quiet then out(self, fmt:format(...)) end end
@@ -61,6 +63,44 @@ function UI:progress(label, total, unit)
     if note then ui:info("%s: %s", label, note) end
   end
   return bar
+end
+
+--- One status line per name (many boards), kept at the bottom of the terminal while messages scroll above.
+-- Returns an object with :set(name, text) and :finish(); draws only on a terminal, at most 10 times a second.
+function UI:lines(names)
+  local block = { text = {}, shown = 0, last = 0 }
+  local ui, width = self, 0
+  for _, n in ipairs(names) do width = math.max(width, #n) end
+  function block.clear()
+    if block.shown > 0 then io.stderr:write(("\27[%dA\r\27[J"):format(block.shown)) block.shown = 0 end
+  end
+  function block.draw()
+    local cols = (sys.term_width("stderr") or 80) - 1
+    local buf = {}
+    for i, n in ipairs(names) do
+      buf[i] = (("%-" .. width .. "s  %s"):format(n, block.text[n] or "")):sub(1, cols) .. "\n"
+    end
+    io.stderr:write(table.concat(buf))
+    block.shown = #names
+  end
+  function block.set(_, name, text, force)
+    block.text[name] = text
+    if ui.quiet or not ui.tty then return end
+    local now = sys.now()
+    if not force and now - block.last < 0.1 then return end
+    block.last = now
+    block.clear()
+    block.draw()
+  end
+  function block.finish()
+    if ui.tty and not ui.quiet then
+      block.clear()
+      block.draw()
+    end
+    ui.block = nil
+  end
+  self.block = block
+  return block
 end
 
 return M

@@ -109,6 +109,14 @@ function Scheduler:spawn(fn, opts, ...)
   return t
 end
 
+---Gives the task a deadline `seconds` from now (nil: none); when it passes the task is canceled and marked
+---timed_out. A task may set its own (a limit per sweep point).
+---@param seconds number|nil
+function Task:limit(seconds)
+  self.timeout = seconds
+  self.deadline = seconds and sys.now() + seconds or nil
+end
+
 local function finish(t, ok, ...)
   t.status = "done"
   t.ok = ok

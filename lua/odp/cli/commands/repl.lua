@@ -15,14 +15,12 @@ local M = { summary = "Interactive Lua prompt with every odp module; with a devi
     "History: $XDG_STATE_HOME/odp/repl_history." }
 
 -- What `odp repl DEVICE` accepts after the device: the transport's options (probe boards: the Ethos-U flow's).
-local PROBE_OPTIONS = { "probe", "jlink-lib", "gdb-address", "rtt-address", "rtt-ranges", "twin-state",
-  "build-dir", "runs-dir" }
 
 function M.device_options(dev)
   if dev.transport ~= "probe" then return require("odp.target." .. dev.transport).options or {} end
   local out = {}
   for _, opt in ipairs(require("odp.flows.ethos_u").options) do
-    for _, name in ipairs(PROBE_OPTIONS) do if opt[1] == name then out[#out + 1] = opt end end
+    for _, name in ipairs(device.PROBE_OPTIONS) do if opt[1] == name then out[#out + 1] = opt end end
   end
   out[#out + 1] = { "image", "Twin: an ELF to boot when no twin runs (default: the twin firmware build)", nil, "file" }
   out[#out + 1] = { "keep", "Twin: leave QEMU running when the REPL ends", false, "bool" }

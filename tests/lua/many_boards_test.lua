@@ -1,0 +1,229 @@
+-- Many boards at once over SSH: four OpenSSH sshd on 127.0.0.1 (tests/lib/sshd.lua), a lab file naming them,
+-- odp.target.lab and odp.run.sweep.run_boards on odp.run.sched. Oracles: the wall clock against the sum of the
+-- boards' work, the JSONL file read back, the kernel (kill -0) for remote processes that must be gone.
+local T = require("t")
+local sshd = require("sshd")
+local lab = require("odp.target.lab")
+local sweep = require("odp.run.sweep")
+local board_mod = require("odp.run.board")
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+
+local servers = {}
+for i = 1, 4 do servers[i] = sshd.start() end
+local tmp = T.tmpdir()
+
+local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
+
+local function board_line(name, srv, extra)
+  return ("  { name = %q, device = \"devices/rpi5.lua\", host = %q, port = %d, identity = %q, known_hosts = %q,"
+    .. " ssh_config = \"none\", remote_dir = %q, tags = { \"loop\" }%s },\n")
+    :format(name, srv.user .. "@127.0.0.1", srv.port, srv.identity, srv.known_hosts, srv.remote_dir, extra or "")
+end
+
+local function write_lab(path, lines)
+  local f = assert(io.open(path, "w"))
+  f:write("return { boards = {\n", table.concat(lines), "} }\n")
+  f:close()
+  return path
+end
+
+local lab_path = write_lab(tmp .. "/lab.lua", {
+  board_line("pi-1", servers[1]), board_line("pi-2", servers[2]), board_line("pi-3", servers[3]),
+  board_line("pi-4", servers[4]),
+})
+
+-- A point: one command on the board, ~dur s, whose output names the board and the point.
+local function open(entry) return board_mod.open(entry.dev, lab.board_options(entry)) end
+local function run_point(dur)
+  return function(board, params, _, entry)
+    local r = board:exec(("sleep %s; echo %s-%s"):format(dur, entry.name, params.n), { timeout = 60 })
+    return { schema = "odp.result/1", ok = r.ok, value = r.stdout:match("%S+"), pid = r.remote_pgid }
+  end
+end
+
+local function lines_of(path)
+  local out = {}
+  for _, r in ipairs(sweep.load(path)) do out[#out + 1] = r end
+  return out
+end
+
+T.test("lab files: loaded like device files, checked key by key, selected by tag or names", function()
+  local l = lab.load(lab_path)
+  T.eq(#l.boards, 4)
+  T.eq(l.boards[2].name, "pi-2")
+  T.eq(l.boards[2].dev.name, "rpi5", "the device file is loaded")
+  T.eq(#lab.load(lab_path .. ":loop").boards, 4, "a tag")
+  local two = lab.load(lab_path .. ":pi-3,pi-1").boards
+  T.eq({ two[1].name, two[2].name }, { "pi-3", "pi-1" }, "names, in the order given")
+  T.raises(function() lab.load(lab_path .. ":nope") end, "no board is named or tagged 'nope'")
+  T.raises(function() lab.load(lab_path .. ":pi-1,nope") end, "no board named 'nope'")
+  local bad = write_lab(tmp .. "/bad.lua", { board_line("x", servers[1], ", serail = \"1\"") })
+  T.raises(function() lab.load(bad) end, "key serail is not an option of ssh boards")
+  local dup = write_lab(tmp .. "/dup.lua", { board_line("x", servers[1]), board_line("x", servers[2]) })
+  T.raises(function() lab.load(dup) end, "board name 'x' used twice")
+  local code = tmp .. "/code.lua"
+  local f = assert(io.open(code, "w"))
+  f:write("os.execute('true') return { boards = {} }")
+  f:close()
+  T.raises(function() lab.load(code) end, "data only, no code")
+  local noname = write_lab(tmp .. "/noname.lua", { '  { device = "devices/rpi5.lua", host = "x" },\n' })
+  T.raises(function() lab.load(noname) end, "key name: expected string, got missing")
+  local nodev = write_lab(tmp .. "/nodev.lua", { '  { name = "a", device = "devices/nope.lua" },\n' })
+  T.raises(function() lab.load(nodev) end, "device file devices/nope.lua")
+end)
+
+T.test("each: four boards run every point at once; every record carries its board; resume per board", function()
+  local boards = lab.load(lab_path).boards
+  local out = tmp .. "/each.jsonl"
+  local points = sweep.points { "n=1,2,3" }
+  local t0 = sys.now()
+  local res = sweep.run_boards { points = points, out = out, boards = boards, open = open, run_point = run_point(0.5),
+    close = function(b) b:close() end }
+  local wall = sys.now() - t0
+  T.eq(res.total, 12)
+  T.eq(res.failed, 0)
+  local seen = {}
+  for _, r in ipairs(lines_of(out)) do seen[#seen + 1] = r.board .. ":" .. r.value end
+  table.sort(seen)
+  local want = {}
+  for i = 1, 4 do for n = 1, 3 do want[#want + 1] = ("pi-%d:pi-%d-%d"):format(i, i, n) end end
+  table.sort(want)
+  T.eq(seen, want, "each record's board ran it")
+  -- one board alone takes 3 x 0.5 s plus its connection; four at once must not take four times that
+  T.ok(wall < 4, ("4 boards x 3 points of 0.5 s took %.2f s"):format(wall))
+  -- resume: drop pi-2's last record, rerun: only that one runs
+  local kept = {}
+  for _, r in ipairs(lines_of(out)) do
+    if not (r.board == "pi-2" and r.params.n == 3) then kept[#kept + 1] = require("odp.results.result").encode(r) end
+  end
+  local f = assert(io.open(out, "w"))
+  f:write(table.concat(kept, "\n") .. "\n")
+  f:close()
+  local again = sweep.run_boards { points = points, out = out, boards = boards, open = open, run_point = run_point(0),
+    close = function(b) b:close() end }
+  T.eq({ again.total, again.skipped }, { 1, 11 })
+  T.eq(again.records[1].board, "pi-2")
+  T.eq(again.records[1].params.n, 3)
+end)
+
+T.test("pool: the boards share the points", function()
+  local boards = lab.load(lab_path).boards
+  local out = tmp .. "/pool.jsonl"
+  local t0 = sys.now()
+  local res = sweep.run_boards { points = sweep.points { "n=1,2,3,4,5,6,7,8" }, out = out, boards = boards,
+    spread = "pool", open = open, run_point = run_point(0.5), close = function(b) b:close() end }
+  local wall = sys.now() - t0
+  T.eq({ res.total, res.failed }, { 8, 0 })
+  local per = {}
+  for _, r in ipairs(res.records) do per[r.board] = (per[r.board] or 0) + 1 end
+  for i = 1, 4 do T.ok((per["pi-" .. i] or 0) >= 1, "pi-" .. i .. " ran some points") end
+  T.ok(wall < 3, ("8 points of 0.5 s on 4 boards took %.2f s"):format(wall))
+end)
+
+T.test("failures stay with their board: unreachable, killed mid-sweep, timed out", function()
+  local dead = sshd.start()
+  local gone_port = dead.port
+  dead:stop()
+  local victim = sshd.start()
+  local slow = sshd.start()
+  local path = write_lab(tmp .. "/fail.lua", {
+    board_line("ok-1", servers[1]), board_line("ok-2", servers[2]),
+    board_line("refused", { user = servers[1].user, port = gone_port, identity = servers[1].identity,
+      known_hosts = servers[1].known_hosts, remote_dir = servers[1].remote_dir }),
+    board_line("killed", victim), board_line("hung", slow),
+  })
+  local boards = lab.load(path).boards
+  local out = tmp .. "/fail.jsonl"
+  local pidfile = slow.remote_dir .. "/hung.pid"
+  local function point(board, params, rep, entry)
+    if entry.name == "killed" and params.n == 2 then victim:crash() end
+    if entry.name == "hung" then
+      board:exec("echo $$ > " .. pidfile .. "; exec sleep 60", { timeout = 120 })
+    end
+    return run_point(0.2)(board, params, rep, entry)
+  end
+  local t0 = sys.now()
+  local res = sweep.run_boards { points = sweep.points { "n=1,2,3" }, out = out, boards = boards, open = open,
+    run_point = point, timeout = 3, close = function(b) b:close() end }
+  local wall = sys.now() - t0
+  local by = {}
+  for _, r in ipairs(lines_of(out)) do
+    by[r.board] = by[r.board] or {}
+    by[r.board][#by[r.board] + 1] = r
+  end
+  for _, name in ipairs { "ok-1", "ok-2" } do
+    T.eq(#by[name], 3, name .. " ran every point")
+    for _, r in ipairs(by[name]) do T.eq(r.ok, true, name) end
+  end
+  T.eq(#by.refused, 3, "the unreachable board's points are failed records")
+  for _, r in ipairs(by.refused) do
+    T.eq(r.ok, false)
+    T.match(r.error.message, "refused")
+  end
+  T.eq(by.killed[1].ok, true, "the point before the kill")
+  for i = 2, 3 do
+    T.eq(by.killed[i].ok, false, "after the kill")
+    T.match(by.killed[i].error.message, "killed")
+  end
+  T.eq(#by.hung, 3)
+  T.eq(by.hung[1].error.code, "ETIMEDOUT")
+  T.match(by.hung[1].error.message, "board hung: the point took longer than 3 s")
+  T.match(by.hung[2].error.message, "board hung is out %(ETIMEDOUT")
+  T.eq(res.failed, 3 + 2 + 3)
+  T.eq({ res.boards["ok-1"].out, res.boards.hung.out ~= nil, res.boards.refused.out ~= nil }, { nil, true, true })
+  T.ok(wall < 10, ("one hung board did not stall the rest (%.1f s)"):format(wall))
+  local pid = tonumber(sys.read_file(pidfile))
+  T.ok(pid and not alive(pid), "the hung board's remote command was killed")
+  slow:stop()
+end)
+
+T.test("pool: a point whose board fails is retried once on another board", function()
+  local victim = sshd.start()
+  local path = write_lab(tmp .. "/poolfail.lua", { board_line("good", servers[3]), board_line("bad", victim) })
+  local boards = lab.load(path).boards
+  local out = tmp .. "/poolfail.jsonl"
+  local res = sweep.run_boards { points = sweep.points { "n=1,2,3,4" }, out = out, boards = boards, spread = "pool",
+    open = open, close = function(b) b:close() end,
+    run_point = function(board, params, rep, entry)
+      if entry.name == "bad" and params.n >= 2 then victim:crash() end
+      return run_point(0.3)(board, params, rep, entry)
+    end }
+  for _, r in ipairs(res.records) do
+    if not r.ok then print("# failed", r.board, r.params.n, r.error and r.error.message) end
+  end
+  T.eq(res.failed, 0, "every point ran, the failed one again on the good board")
+  local ns = {}
+  for _, r in ipairs(lines_of(out)) do ns[#ns + 1] = r.params.n end
+  table.sort(ns)
+  T.eq(ns, { 1, 2, 3, 4 })
+  T.ok(res.boards.bad.out ~= nil, "the bad board is out")
+end)
+
+T.test("Ctrl-C stops every board: remote commands killed, ECANCELED (exit 130)", function()
+  local boards = lab.load(lab_path .. ":pi-1,pi-2").boards
+  local out = tmp .. "/int.jsonl"
+  local dir = servers[1].remote_dir
+  local ok, err = pcall(sweep.run_boards, { points = sweep.points { "n=1" }, out = out, boards = boards, open = open,
+    close = function(b) b:close() end,
+    run_point = function(board, _, _, entry)
+      if entry.name == "pi-1" then
+        proc.run { "sh", "-c", ("(sleep 1; kill -INT %d) >/dev/null 2>&1 &"):format(sys.getpid()) }
+      end
+      board:exec("echo $$ > " .. dir .. "/" .. entry.name .. ".pid; exec sleep 60", { timeout = 120 })
+      return { schema = "odp.result/1", ok = true }
+    end })
+  sys.cancel_clear()
+  T.eq(ok, false)
+  T.eq(err.code, "ECANCELED")
+  T.eq(err.exit, 130)
+  T.eq(#lines_of(out), 0, "no record for points cut short")
+  sys.sleep(0.3)
+  for _, n in ipairs { "pi-1", "pi-2" } do
+    local pid = tonumber(sys.read_file(dir .. "/" .. n .. ".pid"))
+    T.ok(pid and not alive(pid), n .. "'s remote command was killed")
+  end
+end)
+
+for _, s in ipairs(servers) do s:stop() end
+T.done()
