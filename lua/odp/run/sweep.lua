@@ -102,8 +102,9 @@ end
 
 -- Takes --out for this sweep: its lock (a second sweep on the same file fails with EBUSY, exit 2, naming
 -- the pid; a dead one's lock is free), the count of successful records per point key (per board and point
--- key when by_board), and a torn last line mended. Returns the lock and the counts.
+-- key when by_board), and a torn last line mended. Returns the lock and the counts (out nil: none).
 local function open_out(out, names, by_board)
+  if not out then return nil, {} end
   local lock, lerr, lcode, holder = sys.lock(out .. ".lock")
   if not lock then
     if lcode == "EBUSY" then
@@ -214,7 +215,7 @@ local function out_reason(rec)
 end
 
 --- Runs every point on many boards at once: one task per board (odp.run.sched), all in this process. opts:
---   points, repeat, out   as M.run; records carry `board`
+--   points, repeat, out   as M.run (out may be nil: no file, no resume); records carry `board`
 --   boards     list of {name = ...} (lab entries, odp.target.lab)
 --   spread     "each" (every board runs every point; resume counts per board) or "pool" (the boards share
 --              the points; a point whose board fails is retried once on another board)
@@ -232,7 +233,7 @@ function M.run_boards(opts)
     run_point = true, close = true, timeout = true, ui = true })
   local sched = require("odp.run.sched")
   local points = assert(opts.points, "sweep.run_boards: points is required")
-  local out = assert(opts.out, "sweep.run_boards: out is required")
+  local out = opts.out
   local boards = assert(opts.boards, "sweep.run_boards: boards is required")
   local spread = opts.spread or "each"
   assert(spread == "each" or spread == "pool", "sweep.run_boards: spread must be each or pool")
@@ -283,7 +284,7 @@ function M.run_boards(opts)
     if rec.ok == false then
       failed, st.failed = failed + 1, st.failed + 1
     end
-    errors.check(sys.append_sync(out, result.encode(rec) .. "\n"))
+    if out then errors.check(sys.append_sync(out, result.encode(rec) .. "\n")) end
     records[#records + 1] = rec
   end
 

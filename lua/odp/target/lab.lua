@@ -31,8 +31,9 @@ M.COMMON = {
 }
 local OPTION_VALUE = { one_of = { "string", "number", "boolean", { list = "string" } } }
 
--- The transport options a device's boards take, keyed as the CLI parser keys them (dashes -> underscores).
-local function transport_options(dev)
+--- The transport options a device's boards take, keyed as the CLI parser keys them (dashes -> underscores):
+-- a set {name = true}.
+function M.transport_options(dev)
   local names = {}
   if dev.transport == "probe" then
     for _, n in ipairs(device.PROBE_OPTIONS) do names[(n:gsub("-", "_"))] = true end
@@ -72,7 +73,7 @@ function M.check(lab, where, lab_dir)
     if not ok then
       errors.fail("EUSAGE", ("lab file %s: %s"):format(at, errors.is_failure(dev) and dev.message or tostring(dev)), 2)
     end
-    local allowed = transport_options(dev)
+    local allowed = M.transport_options(dev)
     local keys = {}
     for k in pairs(b) do keys[#keys + 1] = tostring(k) end
     table.sort(keys)
