@@ -70,7 +70,7 @@ local function check_bench()
   local t1 = sys.now()
   assert(proc.run { "sh", "-c", ("xargs -P 100 -L 1 sh -c 'timeout %d ssh -o BatchMode=yes -o ConnectTimeout=%d " ..
     "-o UserKnownHostsFile=$2 -i $1 -p $0 $3@127.0.0.1 uname -srm >/dev/null 2>&1; true' < %s"):format(TIMEOUT,
-    TIMEOUT, TIMEOUT, tmp .. "/hosts"), timeout = 600 })
+    TIMEOUT, tmp .. "/hosts"), timeout = 600 })
   local ref = sys.now() - t1
   proc.run { "kill", silent_pid }
   print(("100-board check, --timeout %g: odp devices --boards %.2f s (exit %d; %s), odp CPU %.2f s; " ..

@@ -62,6 +62,8 @@ T.test("lab files: loaded like device files, checked key by key, selected by tag
   T.raises(function() lab.load(bad) end, "key serail is not an option of ssh boards")
   local dup = write_lab(tmp .. "/dup.lua", { board_line("x", servers[1]), board_line("x", servers[2]) })
   T.raises(function() lab.load(dup) end, "board name 'x' used twice")
+  local shared = write_lab(tmp .. "/shared.lua", { board_line("x", servers[1]), board_line("y", servers[1]) })
+  T.raises(function() lab.load(shared) end, "boards x and y share host and remote_dir")
   local code = tmp .. "/code.lua"
   local f = assert(io.open(code, "w"))
   f:write("os.execute('true') return { boards = {} }")

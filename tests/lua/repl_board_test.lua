@@ -88,8 +88,8 @@ T.test("odp repl --boards: boards:exec runs on every board at once, output under
   local entry = '{ name = %q, device = "devices/rpi5.lua", host = "%s@127.0.0.1", port = %d, identity = %q, ' ..
     'known_hosts = %q, ssh_config = "none", remote_dir = %q }'
   T.write(lab, ("return { boards = { %s, %s } }\n"):format(
-    entry:format("lab-a", srv.user, srv.port, srv.identity, srv.known_hosts, rdir),
-    entry:format("lab-b", srv.user, srv.port, srv.identity, srv.known_hosts, rdir)))
+    entry:format("lab-a", srv.user, srv.port, srv.identity, srv.known_hosts, rdir .. "/a"),
+    entry:format("lab-b", srv.user, srv.port, srv.identity, srv.known_hosts, rdir .. "/b")))
   start("--boards " .. q(lab))
   line('boards:exec("true")') -- connected, so that the next call's wall time is the commands'
   wait_for("== lab%-b\n%[exit 0", 30)

@@ -90,6 +90,15 @@ function M.check(lab, where, lab_dir)
       end
     end
     b.dev = dev
+    if dev.transport == "ssh" and b.host then
+      -- two boards staging files into one directory of one host would overwrite each other's uploads
+      local place = ("%s:%s:%s"):format(b.host, tostring(b.port or ""), b.remote_dir or dev.remote_dir or "")
+      if seen[place] then
+        errors.fail("EUSAGE", ("lab file %s: boards %s and %s share host and remote_dir: give each its own remote_dir")
+          :format(where, seen[place], b.name), 2)
+      end
+      seen[place] = b.name
+    end
   end
   return lab
 end
