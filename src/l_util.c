@@ -262,7 +262,7 @@ static int scheduling;
 
 void *odp_yield_sentinel(void) { return &yield_sentinel; }
 
-void odp_scheduling(int delta) { scheduling += delta; }
+int odp_scheduling(int delta) { return scheduling += delta; }
 
 /* The registered function (upvalue 1) on the fiber, with the stack its caller gave it. */
 static int call_on_fiber(void *arg)

@@ -53,8 +53,9 @@ void odp_waiting(lua_State *L, int idx, const char *const names[]);
 void odp_waiting_methods(lua_State *L, const char *class_name, const char *const names[]);
 /* The first value of every yield the scheduler handles (NSE's sentinel: user coroutines pass such yields on). */
 void *odp_yield_sentinel(void);
-/* While positive, waiting functions called from a yieldable coroutine yield (the scheduler is running). */
-void odp_scheduling(int delta);
+/* While positive, waiting functions called from a yieldable coroutine yield (the scheduler is running).
+ * Adds delta and returns the new count. */
+int odp_scheduling(int delta);
 
 /* Streams (one userdata type odp.Stream for every odp_stream implementation). Takes ownership of s. */
 void odp_pushstream(lua_State *L, odp_stream *s);

@@ -74,9 +74,14 @@ static int l_wake(lua_State *L)
     return 0;
 }
 
-/* scheduling(true|false): a scheduler starts or stops running coroutines (nested ones count). */
+/* scheduling(true|false): a scheduler starts or stops running coroutines (nested ones count).
+ * scheduling() -> whether one runs. */
 static int l_scheduling(lua_State *L)
 {
+    if (lua_isnoneornil(L, 1)) {
+        lua_pushboolean(L, odp_scheduling(0) > 0);
+        return 1;
+    }
     luaL_checktype(L, 1, LUA_TBOOLEAN);
     odp_scheduling(lua_toboolean(L, 1) ? 1 : -1);
     return 0;

@@ -227,5 +227,31 @@ T.test("Ctrl-C stops every board: remote commands killed, ECANCELED (exit 130)",
   end
 end)
 
+T.test("two boards of one host pushing the same file at once: one upload, the other finds its bytes", function()
+  local sched = require("odp.run.sched")
+  local target_ssh = require("odp.target.ssh")
+  local src = tmp .. "/payload"
+  local f = assert(io.open(src, "wb"))
+  f:write(("0123456789abcdef"):rep(256 * 1024)) -- 4 MiB: long enough for the two to overlap
+  f:close()
+  local srv = servers[1]
+  local dst = srv.remote_dir .. "/shared-payload"
+  local s = sched.new()
+  for i = 1, 2 do
+    s:spawn(function()
+      local t = assert(target_ssh.new { host = srv.user .. "@127.0.0.1", port = srv.port, identity = srv.identity,
+        known_hosts = srv.known_hosts, ssh_config = "none", remote_dir = srv.remote_dir .. "/t" .. i })
+      local r = assert(t:push(src, dst))
+      t:close()
+      return r.skipped
+    end)
+  end
+  s:run()
+  local skipped = { s.tasks[1].values[1], s.tasks[2].values[1] }
+  table.sort(skipped, function(a, b) return tostring(a) < tostring(b) end)
+  T.eq(skipped, { false, true })
+  T.eq(sys.sha256_file(dst), sys.sha256_file(src))
+end)
+
 for _, s in ipairs(servers) do s:stop() end
 T.done()

@@ -3,6 +3,7 @@
 -- kernel (kill -0 on the child's pid).
 local T = require("t")
 local sched = require("odp.run.sched")
+local lock_mod = require("odp.core.lock")
 local wait = require("odp.wait")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
@@ -188,7 +189,7 @@ end)
 
 T.test("counted locks: at most n holders, first come first served, released on error", function()
   local s = sched.new()
-  local lock = sched.semaphore(2, "test lock")
+  local lock = lock_mod.new(2, "test lock")
   local holders, most, order = 0, 0, {}
   for i = 1, 5 do
     s:spawn(function()
@@ -208,7 +209,7 @@ T.test("counted locks: at most n holders, first come first served, released on e
   T.eq(s.tasks[2].ok, false)
   T.eq(lock.count, 2, "every unit came back")
   -- outside a scheduler an exhausted lock is EBUSY, not a hang
-  local one = sched.semaphore(1)
+  local one = lock_mod.new(1)
   assert(one:acquire())
   local ok, _, code = one:acquire()
   T.eq(ok, nil)
@@ -217,7 +218,7 @@ end)
 
 T.test("a canceled lock wait returns ECANCELED", function()
   local s = sched.new()
-  local lock = sched.semaphore(1)
+  local lock = lock_mod.new(1)
   local waiter
   s:spawn(function() lock:with(function() assert(sys.sleep(0.3)) end) end)
   waiter = s:spawn(function() return lock:acquire() end)

@@ -11,7 +11,8 @@
 -- the scheduler and resume the inner coroutine with what comes back (NSE does the same). Each task has its own
 -- deadline and its own cancellation: a canceled task's C call ends with ECANCELED (the ssh core then kills the
 -- remote process group); its cleanup inside that call may still wait, bounded by CLEANUP_S; its later calls
--- end with ECANCELED at their first wait. Counted locks (sched.semaphore) share what cannot be used freely.
+-- end with ECANCELED at their first wait. Counted locks (odp.core.lock) share what cannot be used freely; a
+-- task waiting for one yields ("lock", ticket) and is resumed when the ticket is granted.
 local wait = require("odp.wait")
 local sys = require("odp.sys")
 
@@ -148,8 +149,12 @@ local function park(self, t, ok, first, what, call, ...)
       t.status = "ready"
       self.runq[#self.runq + 1] = t
     end
-  elseif what == "lock" then
-    t.status = "locked"
+  elseif what == "lock" then -- odp.core.lock: the ticket is granted (or dropped when the task is canceled)
+    t.status, t.ticket = "locked", call
+    call.wake = function()
+      t.status, t.ticket = "ready", nil
+      self.runq[#self.runq + 1] = t
+    end
   else -- sched.yield()
     self.runq[#self.runq + 1] = t
   end
@@ -163,9 +168,8 @@ local function step(self, t)
   if args then
     park(self, t, raw_resume(t.co, table.unpack(args, 1, args.n)))
   else
-    park(self, t, raw_resume(t.co, t.resume_with))
+    park(self, t, raw_resume(t.co))
   end
-  t.resume_with = nil
   current = nil
 end
 
@@ -181,9 +185,8 @@ function Scheduler:cancel(t, why)
     t.status = "ready"
     self.runq[#self.runq + 1] = t
   elseif t.status == "locked" then
-    t.lock:_drop(t)
-    t.resume_with = "ECANCELED"
-    t.status = "ready"
+    t.ticket.lock:drop(t.ticket)
+    t.status, t.ticket = "ready", nil
     self.runq[#self.runq + 1] = t
   end
 end
@@ -262,75 +265,6 @@ end
 ---Lets the other ready tasks run (outside a task: does nothing).
 function sched.yield()
   if current and coroutine.isyieldable() then raw_yield(SENTINEL, "yield") end
-end
-
--- ---- counted locks -----------------------------------------------------------------------------------------
-
----@class odp.Semaphore
----@field count integer free units
-local Semaphore = {}
-Semaphore.__index = Semaphore
-
----A counted lock: at most n holders at once (connections to one adb server, SFTP transfers to one host).
----@param n integer
----@param name? string
----@return odp.Semaphore
-function sched.semaphore(n, name)
-  assert(math.type(n) == "integer" and n >= 1, "sched.semaphore: n must be an integer >= 1")
-  return setmetatable({ count = n, queue = {}, name = name or "lock" }, Semaphore)
-end
-
----Takes one unit, waiting in the scheduler (first come, first served) while none is free.
----@return true|nil ok, string? err, string? code  nil, "ECANCELED: ..." when the task is canceled meanwhile
-function Semaphore:acquire()
-  if self.count > 0 and #self.queue == 0 then
-    self.count = self.count - 1
-    return true
-  end
-  local t = current
-  if not t or not coroutine.isyieldable() then
-    return nil, "EBUSY: " .. self.name .. " is held (outside a scheduled task nothing would release it)", "EBUSY"
-  end
-  if t.canceled then return nil, "ECANCELED: interrupted", "ECANCELED" end
-  t.lock = self
-  self.queue[#self.queue + 1] = t
-  raw_yield(SENTINEL, "lock")
-  t.lock = nil
-  local granted = t.granted
-  t.granted = nil
-  if not granted then
-    return nil, "ECANCELED: interrupted while waiting for " .. self.name, "ECANCELED"
-  end
-  return true
-end
-
----Gives one unit back; the first waiting task gets it.
-function Semaphore:release()
-  local t = table.remove(self.queue, 1)
-  if t then
-    t.granted = true
-    t.status = "ready"
-    t.scheduler.runq[#t.scheduler.runq + 1] = t
-  else
-    self.count = self.count + 1
-  end
-end
-
-function Semaphore:_drop(t)
-  for i, q in ipairs(self.queue) do
-    if q == t then table.remove(self.queue, i) return end
-  end
-end
-
----Runs fn(...) holding one unit; the unit is given back however fn ends.
----@return any ... fn's results, or nil, err, code when the lock could not be taken
-function Semaphore:with(fn, ...)
-  local ok, err, code = self:acquire()
-  if not ok then return nil, err, code end
-  local res = table.pack(pcall(fn, ...))
-  self:release()
-  if not res[1] then error(res[2], 0) end
-  return table.unpack(res, 2, res.n)
 end
 
 return sched
