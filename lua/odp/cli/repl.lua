@@ -144,6 +144,8 @@ function M.loop(env)
   local buffer, interrupted = nil, false
   while true do
     local line, why = rl.readline(buffer and ">> " or "odp> ")
+    -- SIGHUP (the terminal closed) or SIGTERM: leave; odp.cli.main closes the boards
+    if sys.terminating() then break end
     if line == false and why == "interrupted" then
       io.write("\n")
       if interrupted and not buffer then break end
@@ -175,6 +177,7 @@ function M.loop(env)
             print_values(res)
           end
           if canceled and res[1] then io.stderr:write("(interrupted)\n") end
+          if sys.terminating() then break end
         end
       end
     end
