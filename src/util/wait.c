@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t cancel_flag;
+static volatile sig_atomic_t terminate_sig;
 /* Self-pipe: a cancel wakes a poll that is already sleeping. */
 static int cancel_pipe[2] = {-1, -1};
 
@@ -64,6 +65,14 @@ int odp_cancel_requested(void)
     odp_fiber *f = odp_fiber_current();
     return f ? f->cancel : cancel_flag != 0;
 }
+
+void odp_terminate_request(int sig)
+{
+    terminate_sig = sig;
+    odp_interrupt();
+}
+
+int odp_terminate_signal(void) { return terminate_sig; }
 
 void odp_cancel_clear(void)
 {

@@ -198,6 +198,12 @@ function M.run(opts)
     local eta = (total - n) * elapsed / n
     if bar then bar:update(n, (M.key(item.params, names):gsub("%z", " "))) end -- the bar draws the ETA
     if opts.on_progress then opts.on_progress(n, total, eta, item.params) end
+    -- Ctrl-C, SIGHUP, SIGTERM: the finished points are in the file; the rest wait for a rerun
+    if sys.cancel_requested() or sys.terminating() then
+      if bar then bar:finish(("interrupted after %d of %d"):format(n, total)) end
+      errors.fail("ECANCELED", ("sweep interrupted after %d of %d point runs; the same command resumes it")
+        :format(n, total), 130)
+    end
   end
   if bar then bar:finish(("%d run, %d skipped, %d failed"):format(total, skipped, failed)) end
   return { records = records, skipped = skipped, failed = failed, total = total }
@@ -328,7 +334,10 @@ function M.run_boards(opts)
         task:limit(opts.timeout)
         local pok, r = pcall(opts.run_point, board, item.params, item.rep, entry)
         task:limit(nil)
-        if s.interrupted then break end -- Ctrl-C: no record for a point cut short, as with one board
+        if s.interrupted then -- Ctrl-C, SIGTERM: a record the flow made of the cut point is kept, as with one board
+          if pok and type(r) == "table" then write(entry, item, r) end
+          break
+        end
         if task.timed_out then
           rec = failed_record { code = "ETIMEDOUT", exit = 3,
             message = ("board %s: the point took longer than %g s"):format(entry.name, opts.timeout) }
