@@ -96,11 +96,12 @@ function M.requested(argv)
   return false
 end
 
---- A script's option list with its transport options no longer required (for --boards), plus M.OPTIONS.
-function M.script_options(options)
+--- A flow script's option list plus M.OPTIONS; with relax (--boards given), its required options (the
+-- transport's --host, ...) no longer required: the lab file gives them.
+function M.script_options(options, relax)
   local out = {}
   for _, o in ipairs(options) do
-    if o.required then
+    if o.required and relax then
       local copy = {}
       for k, v in pairs(o) do copy[k] = v end
       copy.required = nil
@@ -147,6 +148,18 @@ function M.run_flow(spec, opts, args, points, out, ui, reps)
     run_point = function(board, params) return run.point(board, spec, point_opts(params), args) end,
     close = function(board) run.close(board) end,
   }
+end
+
+--- `odp run SCRIPT --boards SPEC`: the script's run on every board (--spread each) or on the first free one
+-- (pool), reported like one run's records; exit 1 when some board failed, the summary naming it.
+function M.main(spec, opts, args)
+  local ui = require("odp.core.ui").new { quiet = opts.quiet, verbose = opts.verbose }
+  local res = M.run_flow(spec, opts, args, nil, nil, ui)
+  local report = require("odp.results.report")
+  report.emit(res.records, { format = opts.format, out = opts.out, quiet = opts.quiet })
+  local line = M.summary(res)
+  if line then io.stderr:write("odp: ", line, "\n") end
+  return res.failed > 0 and 1 or 0 -- the boards' own failures are in their records; the run as a whole measured
 end
 
 --- The summary line of a many-board run: how many points failed, on which boards, and why each board is out.
