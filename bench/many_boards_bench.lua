@@ -6,7 +6,8 @@
 -- 2. `odp run scripts/sweep.lua --flow scripts/rpi5.lua --boards LAB ...` on 1, 2 and 4 SSH boards, the runner
 --    sleeping WAIT_MS per execution (device time that costs this machine no CPU): wall time against one
 --    board's (goal: 4 boards within 1.2x), and odp's own CPU per point (user + sys of the odp process).
--- BOARDS_ONLY=check|sweep runs one part.
+-- 3. Two QEMU twins flashed at once against one alone (goal: within 1.3x).
+-- BOARDS_ONLY=check|sweep|twins runs one part.
 local sshd = require("sshd")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
@@ -108,9 +109,37 @@ local function sweep_bench()
     w1, n1, c1 / n1 * 1000, w2, w2 / w1, n2, c2 / n2 * 1000, w4, w4 / w1, n4, c4 / n4 * 1000))
 end
 
+-- 3. Two QEMU twins flashed at once (a 2 MB XMODEM transfer each) against one twin alone, from one odp
+--    process (`boards:each`, what `odp repl --boards` and the scheduler do), best of 3.
+local function twins_bench()
+  local lab_mod, boards_mod = require("odp.target.lab"), require("odp.run.boards")
+  local function twin(name)
+    return ("  { name = %q, device = \"devices/twin_m55.lua\", twin_state = %q, build_dir = %q, runs_dir = %q },\n")
+      :format(name, tmp .. "/" .. name, tmp .. "/twin-build", tmp .. "/runs")
+  end
+  local lab = write(tmp .. "/twins.lua", "return { boards = {\n" .. twin("twin-a") .. twin("twin-b") .. "} }\n")
+  local boards = boards_mod.open(lab_mod.load(lab).boards, require("odp.core.ui").new { quiet = true })
+  assert(boards["twin-a"]:attach())
+  assert(boards["twin-b"]:attach())
+  local payload = write(tmp .. "/payload.bin", ("bench-twin "):rep(190000))
+  local one, both = math.huge, math.huge
+  for _ = 1, 3 do
+    local t0 = sys.now()
+    assert(boards["twin-a"]:flash(payload).crc32)
+    one = math.min(one, sys.now() - t0)
+    t0 = sys.now()
+    local res = boards:each(function(b) return b:flash(payload) end)
+    assert(res["twin-a"].crc32 and res["twin-b"].crc32, "both flashed")
+    both = math.min(both, sys.now() - t0)
+  end
+  boards:close()
+  print(("2 twins flashed at once: one twin %.2f s, both %.2f s = %.2fx"):format(one, both, both / one))
+end
+
 local ok, err = pcall(function()
-  if only ~= "sweep" then check_bench() end
-  if only ~= "check" then sweep_bench() end
+  if only == nil or only == "check" then check_bench() end
+  if only == nil or only == "sweep" then sweep_bench() end
+  if only == nil or only == "twins" then twins_bench() end
 end)
 for _, s in ipairs(servers) do s:stop() end
 sshd.sh("rm -rf " .. sshd.quote(tmp))

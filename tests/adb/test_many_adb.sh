@@ -1,0 +1,45 @@
+#!/bin/bash
+# Many adb boards at once (issue 18): three adb device emulators behind Google's adb server (Debian's adb, on a
+# private port with its own HOME, holding them over TCP after `adb connect`) and a fourth reached directly over
+# TCP (--adb tcp:HOST:PORT), all in one lab file. The checks are in many.lua.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+ODP=${ODP:-$top/build/odp}
+out=${ODP_BUILD_DIR:-$top/build}/tests
+command -v adb >/dev/null || { echo "not ok - Debian's adb is missing (vendor/packages.txt [test])"; exit 1; }
+make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok - building adbemu"; exit 1; }
+export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
+
+work=$(mktemp -d /tmp/odp-manyadb.XXXXXX)
+export HOME=$work/home ADBTEST_WORK=$work
+mkdir -p "$HOME"
+export ANDROID_ADB_SERVER_PORT=$(( 20000 + (RANDOM % 2000) * 8 + 3 ))
+unset ADB_SERVER_SOCKET ANDROID_ADB_SERVER_ADDRESS ANDROID_SERIAL
+cleanup() {
+    adb kill-server >/dev/null 2>&1
+    for f in "$work"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+for i in 1 2 3 4; do
+    mkdir -p "$work/dev$i/system/bin"
+    cp "$top/tests/adbemu/system/bin/logcat" "$top/tests/adbemu/system/bin/log" "$work/dev$i/system/bin/"
+    "$out/adbemu" --root "$work/dev$i" --port 0 --port-file "$work/port$i" --model Emu_$i >/dev/null 2>"$work/dev$i.log" &
+    echo $! >"$work/dev$i.pid"
+    disown
+done
+for i in 1 2 3 4; do
+    for _ in $(seq 100); do [ -s "$work/port$i" ] && break; sleep 0.05; done
+done
+adb start-server >/dev/null 2>&1 || { echo "not ok - adb start-server on port $ANDROID_ADB_SERVER_PORT"; exit 1; }
+for i in 1 2 3; do timeout 20 adb connect "127.0.0.1:$(cat "$work/port$i")" >/dev/null 2>&1; done
+"$ODP" run "$here/many.lua"
+rc=$?
+if grep -q violation "$work"/dev*.log; then
+    echo "not ok - an emulator saw protocol violations"; grep violation "$work"/dev*.log | sed 's/^/#   /'
+    rc=1
+fi
+exit $rc
