@@ -4,13 +4,8 @@
 # TCP (--adb tcp:HOST:PORT), all in one lab file. The checks are in many.lua.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
-ODP=${ODP:-$top/build/odp}
-out=${ODP_BUILD_DIR:-$top/build}/tests
 command -v adb >/dev/null || { echo "not ok - Debian's adb is missing (vendor/packages.txt [test])"; exit 1; }
-make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok - building adbemu"; exit 1; }
-export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
+. "$(dirname "$0")/env.sh"
 
 work=$(mktemp -d /tmp/odp-manyadb.XXXXXX)
 export HOME=$work/home ADBTEST_WORK=$work

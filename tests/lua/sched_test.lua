@@ -12,25 +12,28 @@ local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null")
 
 T.test("waiting calls of different tasks overlap; results and errors stay with their task", function()
   local s = sched.new()
-  local t0 = sys.now()
+  local spans = {}
   for i = 1, 4 do
     s:spawn(function(n)
+      local t0 = sys.now()
       local r = assert(proc.run { "sh", "-c", "sleep 0.4; echo task" .. n })
       assert(sys.sleep(0.2))
+      spans[n] = { t0, sys.now() }
       return r.stdout
     end, { name = "t" .. i }, i)
   end
   local bad = s:spawn(function() proc.run { "true", tiemout = 1 } end, { name = "misuse" })
   s:run()
-  local wall = sys.now() - t0
   for i = 1, 4 do
     T.eq(s.tasks[i].ok, true, "task " .. i)
     T.eq(s.tasks[i].values[1], "task" .. i .. "\n")
   end
   T.eq(bad.ok, false)
   T.match(tostring(bad.error), "unknown option 'tiemout'")
-  -- 4 x 0.6 s one after another would be 2.4 s
-  T.ok(wall < 1.5, "4 tasks of 0.6 s each took " .. wall .. " s")
+  -- one after the other, the last would start after the first ended
+  local last_start, first_end = -math.huge, math.huge
+  for i = 1, 4 do last_start, first_end = math.max(last_start, spans[i][1]), math.min(first_end, spans[i][2]) end
+  T.ok(last_start < first_end, "the four tasks' waits overlap")
 end)
 
 T.test("a misuse raised on a fiber is caught by the task, and the next call works", function()
@@ -132,7 +135,7 @@ T.test("deadlines: a task past its deadline is canceled, its child killed; the o
   T.eq(quick.timed_out, nil)
   local pid = assert(io.open(pidfile)):read("n")
   T.ok(not alive(pid), "the slow child is gone")
-  T.ok(wall < 2.5, "the deadline stopped the 30 s child (" .. wall .. " s)")
+  T.ok(wall < 10, "the deadline stopped the 30 s child (" .. wall .. " s)")
   -- a call's own timeout is still its own: ETIMEDOUT-style result, task not canceled
   local s2 = sched.new()
   local t = s2:spawn(function() return proc.run { "sleep", "5", timeout = 0.2 } end)
@@ -160,7 +163,7 @@ T.test("cancel: one task's waiting call ends with ECANCELED, later calls too; th
   T.eq(victim.values[2], nil)
   T.eq(victim.values[3], "ECANCELED")
   T.eq(other.values[1], "other done")
-  T.ok(sys.now() - t0 < 2, "the victim's 30 s and 5 s waits were cut short")
+  T.ok(sys.now() - t0 < 4.5, "the victim's 30 s and 5 s waits were cut short")
 end)
 
 T.test("Ctrl-C cancels every task, kills their children, and is raised again for the code around", function()
@@ -184,7 +187,7 @@ T.test("Ctrl-C cancels every task, kills their children, and is raised again for
     T.eq(s.tasks[i].values[1].canceled, true)
     T.ok(not alive(assert(io.open(dir .. "/" .. i)):read("n")), "child " .. i .. " killed")
   end
-  T.ok(sys.now() - t0 < 3, "stopped at once")
+  T.ok(sys.now() - t0 < 10, "stopped at once")
 end)
 
 T.test("counted locks: at most n holders, first come first served, released on error", function()

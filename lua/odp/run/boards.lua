@@ -100,15 +100,8 @@ end
 -- transport's --host, ...) no longer required: the lab file gives them.
 function M.script_options(options, relax)
   local out = {}
-  for _, o in ipairs(options) do
-    if o.required and relax then
-      local copy = {}
-      for k, v in pairs(o) do copy[k] = v end
-      copy.required = nil
-      o = copy
-    end
-    out[#out + 1] = o
-  end
+  local cli = require("odp.core.options")
+  for _, o in ipairs(options) do out[#out + 1] = relax and cli.optional(o) or o end
   for _, o in ipairs(M.OPTIONS) do out[#out + 1] = o end
   return out
 end
