@@ -38,7 +38,8 @@ static int l_poll(lua_State *L)
     struct pollfd *all = lua_newuserdatauv(L, (nfds ? nfds : 1) * sizeof *all, 0);
     size_t k = 0;
     for (lua_Integer i = 0; i < n; i++) {
-        memcpy(all + k, fs[i]->fds, fs[i]->nfds * sizeof *all);
+        if (fs[i]->nfds)
+            memcpy(all + k, fs[i]->fds, fs[i]->nfds * sizeof *all);
         k += fs[i]->nfds;
     }
     odp_err err;

@@ -7,6 +7,47 @@
 
 /* 1 MiB: a core's own frames are small, but a Lua callback run on the fiber (on_stdout, progress) may nest
  * up to LUAI_MAXCCALLS C levels. Pages are committed only when touched; the lowest is a guard. */
+/* AddressSanitizer follows stack switches only when told (its fake stacks, the shadow of each stack). */
+#if defined(__SANITIZE_ADDRESS__)
+#define ODP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ODP_ASAN 1
+#endif
+#endif
+#ifdef ODP_ASAN
+#include <pthread.h>
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define SWITCH_START(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define SWITCH_FINISH(save, bottom, size) __sanitizer_finish_switch_fiber(save, bottom, size)
+/* A Lua error raised on a fiber longjmps to the ordinary stack over frames whose redzones AddressSanitizer still
+ * holds poisoned (it saw no return from them): their shadow is cleared before switching, so the frames that run
+ * there after such a jump are not reported. Only these frames' redzones go unchecked, and only under ASan. */
+__attribute__((noinline)) static void unpoison_caller_frames(void)
+{
+    static char *top, *bottom;
+    if (!top) {
+        pthread_attr_t a;
+        void *addr;
+        size_t size;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            if (pthread_attr_getstack(&a, &addr, &size) == 0)
+                top = (char *)addr + size, bottom = addr;
+            pthread_attr_destroy(&a);
+        }
+    }
+    /* from a little below this frame (the switching frames below it, inlined or not, are cleared too) */
+    char *here = __builtin_frame_address(0), *from = here - 64 * 1024; /* no address-taken local to re-poison */
+    if (top && here < top && from > bottom)
+        __asan_unpoison_memory_region(from, (size_t)(top - from));
+}
+#else
+static void unpoison_caller_frames(void) {}
+#define SWITCH_START(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define SWITCH_FINISH(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#endif
+
 #define STACK_SIZE (1u << 20)
 #define GUARD_SIZE 4096u
 #define POOL_MAX 32
@@ -18,6 +59,9 @@ typedef struct fiber {
     int (*fn)(void *);
     void *arg;
     int done, parked;
+    const void *caller_bottom; /* the starter's stack, for AddressSanitizer's switch notes */
+    size_t caller_size;
+    void *fake_stack;
     struct fiber *prev, *next; /* every live fiber: light userdata from Lua is checked against them */
 } fiber;
 
@@ -93,16 +137,22 @@ void odp_fiber_free(odp_fiber *pub)
 static void entry(void)
 {
     fiber *f = starting;
+    SWITCH_FINISH(NULL, &f->caller_bottom, &f->caller_size);
     f->pub.result = f->fn(f->arg);
     f->done = 1;
     running = NULL;
+    SWITCH_START(NULL, f->caller_bottom, f->caller_size); /* NULL: this stack's frames end here */
     swapcontext(&f->ctx, &f->caller);
 }
 
 static int switch_in(fiber *f)
 {
+    void *fake = NULL;
     running = f;
+    SWITCH_START(&fake, f->stack + GUARD_SIZE, STACK_SIZE - GUARD_SIZE);
+    unpoison_caller_frames();
     swapcontext(&f->caller, &f->ctx);
+    SWITCH_FINISH(fake, NULL, NULL);
     running = NULL;
     return f->done;
 }
@@ -155,7 +205,9 @@ int odp_fiber_park(odp_fiber *pub, struct pollfd *fds, nfds_t nfds, double deadl
     f->pub.outcome = 0;
     f->parked = 1;
     running = NULL;
+    SWITCH_START(&f->fake_stack, f->caller_bottom, f->caller_size);
     swapcontext(&f->ctx, &f->caller);
+    SWITCH_FINISH(f->fake_stack, &f->caller_bottom, &f->caller_size);
     running = f;
     f->parked = 0;
     f->pub.fds = NULL;
