@@ -16,10 +16,10 @@ static odp_fiber *check_fiber(lua_State *L, int idx)
     return p;
 }
 
-/* poll(waits, until) -> ready | nil, "ECANCELED: interrupted", "ECANCELED"
- * waits: a list of parked waits (the second value of a sentinel yield); until: an absolute odp.sys.now() time,
+/* poll(waits, deadline) -> ready | nil, "ECANCELED: interrupted", "ECANCELED"
+ * waits: a list of parked waits (the second value of a sentinel yield); deadline: an absolute odp.sys.now() time,
  * nil = none beyond the waits' own deadlines. ready: the indices of the waits that are over (their outcome set:
- * ready or timed out), in order; empty when `until` came first. */
+ * ready or timed out), in order; empty when the deadline came first. */
 static int l_poll(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
