@@ -106,39 +106,36 @@ function M.script_options(options, relax)
   return out
 end
 
---- Runs a declared flow script's points on the boards of opts.boards (odp.run.sweep.run_boards):
+--- Runs a declared flow script's points on the boards of a lab (odp.run.sweep.run_boards). o:
 --   spec       the script's declaration (its flow, preflight)
---   opts       its parsed options; params override them per point; the boards' transport options come from
---              the lab, never from opts
+--   boards     the --boards SPEC; spread, timeout: --spread, --board-timeout
+--   opts_for   function(params) -> the flow's options for a point; the boards' transport options come from the
+--              lab, so those keys are dropped from it
 --   args       the runner's arguments
 --   points     list of parameter tables (sweep.points); nil: one point with none
---   out        JSONL file (resume per board and point)
+--   out, repeat, ui   as odp.run.sweep.run_boards
 -- Returns run_boards' result.
-function M.run_flow(spec, opts, args, points, out, ui, reps)
+function M.run_flow(o)
   local run = require("odp.run")
-  local entries = lab.load(opts.boards).boards
+  local entries = lab.load(o.boards).boards
   local transport = {}
   for _, e in ipairs(entries) do
     for k in pairs(lab.transport_options(e.dev)) do transport[k] = true end
   end
   local function point_opts(params)
-    local o = {}
-    for k, v in pairs(opts) do
-      if not transport[k] and k ~= "boards" and k ~= "spread" and k ~= "board_timeout" then o[k] = v end
-    end
-    o.out, o.format = nil, nil
-    for k, v in pairs(params) do o[k] = v end
-    return o
+    local po = o.opts_for(params)
+    for k in pairs(transport) do po[k] = nil end
+    return po
   end
   return require("odp.run.sweep").run_boards {
-    points = points or { {}, names = {} }, out = out, boards = entries, spread = opts.spread,
-    timeout = opts.board_timeout, ui = ui, ["repeat"] = reps,
+    points = o.points or { {}, names = {} }, out = o.out, boards = entries, spread = o.spread,
+    timeout = o.timeout, ui = o.ui, ["repeat"] = o["repeat"],
     open = function(entry)
-      local o = lab.board_options(entry)
-      o.ui = ui
-      return run.open_board(entry.dev, o)
+      local bo = lab.board_options(entry)
+      bo.ui = o.ui
+      return run.open_board(entry.dev, bo)
     end,
-    run_point = function(board, params) return run.point(board, spec, point_opts(params), args) end,
+    run_point = function(board, params) return run.point(board, o.spec, point_opts(params), o.args) end,
     close = function(board) run.close(board) end,
   }
 end
@@ -147,7 +144,15 @@ end
 -- (pool), reported like one run's records; exit 1 when some board failed, the summary naming it.
 function M.main(spec, opts, args)
   local ui = require("odp.core.ui").new { quiet = opts.quiet, verbose = opts.verbose }
-  local res = M.run_flow(spec, opts, args, nil, nil, ui)
+  local res = M.run_flow { spec = spec, boards = opts.boards, spread = opts.spread, timeout = opts.board_timeout,
+    args = args, ui = ui, opts_for = function(params)
+      local po = {}
+      for k, v in pairs(opts) do po[k] = v end
+      for _, own in ipairs(M.OPTIONS) do po[(own[1]:gsub("-", "_"))] = nil end
+      po.out, po.format = nil, nil
+      for k, v in pairs(params) do po[k] = v end
+      return po
+    end }
   local report = require("odp.results.report")
   report.emit(res.records, { format = opts.format, out = opts.out, quiet = opts.quiet })
   local line = M.summary(res)
