@@ -29,16 +29,35 @@ function M.show(v, depth, seen)
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
---- `odp` in the REPL: odp.proc, odp.ssh, ... loaded on first use.
-function M.odp_namespace()
+-- The layers of lua/odp/ (docs/architecture.md): odp.parse, odp.run, ... are namespaces in the REPL.
+local LAYERS = { core = true, parse = true, target = true, results = true, run = true, flows = true, cli = true }
+
+--- `odp` in the REPL: odp.proc, odp.parse.pte, odp.run.board, ... loaded on first use. A layer is a namespace
+-- of its modules; a layer that is a module too (odp.run) gives its own fields first, then its modules. A module
+-- that exists but fails to load raises its error (a missing one is nil).
+function M.odp_namespace(prefix)
+  prefix = prefix or "odp"
   return setmetatable({}, { __index = function(t, k)
-    local ok, mod = pcall(require, "odp." .. k)
-    if ok then rawset(t, k, mod) return mod end
+    if type(k) ~= "string" then return nil end
+    local name = prefix .. "." .. k
+    local ok, mod = pcall(require, name)
+    if not ok and not tostring(mod):find("module '" .. name .. "' not found", 1, true) then error(mod, 0) end
+    local v = ok and mod or nil
+    if prefix == "odp" and LAYERS[k] then
+      local sub = M.odp_namespace(name)
+      v = not ok and sub or setmetatable({}, { __index = function(_, kk)
+        local x = mod[kk]
+        if x == nil then x = sub[kk] end
+        return x
+      end })
+    end
+    rawset(t, k, v)
+    return v
   end })
 end
 
-local MODULES = { "proc", "sys", "ssh", "adb", "probe", "rtt", "xmodem", "serial", "etdump", "pte", "elf",
-  "stats", "json", "report", "sweep", "stream", "board", "device" }
+local MODULES = { "proc", "sys", "ssh", "adb", "probe", "rtt", "xmodem", "serial", "elf", "scan", "core", "parse",
+  "target", "results", "run", "flows" }
 
 -- Candidates for "a.b.c" / "a:b" prefixes: fields of tables, methods of userdata (through debug).
 local function complete(env)
