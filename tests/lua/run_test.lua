@@ -15,13 +15,7 @@ local add = root .. "/tests/fixtures/pte/add_arduino.pte"
 local tmp = T.tmpdir()
 local quiet = require("odp.core.ui").new { quiet = true }
 
-local function failure(fn)
-  local ok, e = pcall(fn)
-  T.eq(ok, false, "raises")
-  T.eq(type(e), "table", "a structured failure: " .. tostring(e))
-  return e
-end
-
+local failure = T.failure
 local function records(path)
   local out = {}
   for l in io.lines(path) do out[#out + 1] = assert(json.decode(l)) end
