@@ -134,13 +134,28 @@ T.test("run.open_board + run.point over SSH: one connection for three runs, then
   local b = run.open_board("devices/rpi5.lua", { host = srv.user .. "@127.0.0.1", port = srv.port,
     identity = srv.identity, known_hosts = srv.known_hosts, remote_dir = srv.remote_dir .. "/api", ui = quiet,
     board = "pi5-a" })
+  local stage = {}
   local conns = counted(function()
     for n = 1, 3 do
       local rec = run.point(b, "executorch", { runner = fake, model = add, n = n, runs_dir = tmp .. "/runs" })
       T.eq({ rec.ok, rec.board, rec.latency_ms.n }, { true, "pi5-a", n }, rec.error and rec.error.message)
+      T.eq({ rec.steps[1].name, rec.steps[2].name, #rec.steps }, { "stage", "run", 2 })
+      stage[n] = rec.steps[1].status
     end
   end)
   T.eq(conns, 1)
+  T.eq(stage, { "ran", "skipped: unchanged", "skipped: unchanged" }, "pushed once, then the board had the files")
+  T.eq(sys.sha256_file(srv.remote_dir .. "/api/fake_runner"), sys.sha256_file(fake), "the runner on the board")
+  -- a runner rebuilt between points (other bytes, same path) is pushed again: the board keys by sha256
+  local copy = tmp .. "/runner_copy"
+  T.write(copy, T.read(fake))
+  assert(sys.chmod(copy, tonumber("755", 8)))
+  local r1 = run.point(b, "executorch", { runner = copy, model = add, runs_dir = tmp .. "/runs" })
+  T.eq(r1.steps[1].status, "ran")
+  T.write(copy, T.read(fake) .. "\0rebuilt")
+  local r2 = run.point(b, "executorch", { runner = copy, model = add, runs_dir = tmp .. "/runs" })
+  T.eq({ r2.ok, r2.steps[1].status }, { true, "ran" }, r2.error and r2.error.message)
+  T.eq(sys.sha256_file(srv.remote_dir .. "/api/runner_copy"), sys.sha256_file(copy), "the new bytes on the board")
   run.close(b)
   T.eq(b._target, nil, "closed")
 end)
