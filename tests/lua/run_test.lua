@@ -130,6 +130,20 @@ T.test("a 3-point SSH sweep opens one connection; points after the first repeat 
   T.ok(per_point < one_x, ("a later point (%s channels) costs less than the first (%d)"):format(per_point, one_x))
 end)
 
+T.test("a swept transport option (remote_dir) is another board: one connection per value, not per point", function()
+  local a, b = srv.remote_dir .. "/dir_a", srv.remote_dir .. "/dir_b"
+  local conns = counted(function()
+    local r = proc.run(rpi5_args { "-p", "remote_dir=" .. a .. "," .. b, "-p", "num_executions=1,2",
+      "--out", tmp .. "/dirs.jsonl" })
+    T.eq(r.status, 0, r.stderr)
+  end)
+  T.eq(conns, 2)
+  local recs = records(tmp .. "/dirs.jsonl")
+  T.eq(#recs, 4)
+  T.eq({ recs[1].params.remote_dir, recs[4].params.remote_dir }, { a, b })
+  for _, d in ipairs({ a, b }) do T.eq(sys.sha256_file(d .. "/fake_runner"), sys.sha256_file(fake), d) end
+end)
+
 T.test("run.open_board + run.point over SSH: one connection for three runs, then closed", function()
   local b = run.open_board("devices/rpi5.lua", { host = srv.user .. "@127.0.0.1", port = srv.port,
     identity = srv.identity, known_hosts = srv.known_hosts, remote_dir = srv.remote_dir .. "/api", ui = quiet,
