@@ -29,35 +29,48 @@ function M.show(v, depth, seen)
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
--- The layers of lua/odp/ (docs/architecture.md): odp.parse, odp.run, ... are namespaces in the REPL.
-local LAYERS = { core = true, parse = true, target = true, results = true, run = true, flows = true, cli = true }
+-- lua/odp/'s layers, lowest first (docs/architecture.md)
+local LAYERS = { "core", "parse", "target", "results", "run", "flows", "cli" }
 
---- `odp` in the REPL: odp.proc, odp.parse.pte, odp.run.board, ... loaded on first use. A layer is a namespace
--- of its modules; a layer that is a module too (odp.run) gives its own fields first, then its modules. A module
--- that exists but fails to load raises its error (a missing one is nil).
+--- `odp` in the REPL: odp.proc, odp.ssh, ... loaded on first use. A Lua module answers to its short name too
+-- (odp.board is odp.run.board, odp.stats is odp.core.stats), and odp.<layer> is that layer's namespace.
 function M.odp_namespace(prefix)
-  prefix = prefix or "odp"
+  prefix = prefix or "odp."
   return setmetatable({}, { __index = function(t, k)
     if type(k) ~= "string" then return nil end
-    local name = prefix .. "." .. k
-    local ok, mod = pcall(require, name)
-    if not ok and not tostring(mod):find("module '" .. name .. "' not found", 1, true) then error(mod, 0) end
-    local v = ok and mod or nil
-    if prefix == "odp" and LAYERS[k] then
-      local sub = M.odp_namespace(name)
-      v = not ok and sub or setmetatable({}, { __index = function(_, kk)
-        local x = mod[kk]
-        if x == nil then x = sub[kk] end
-        return x
-      end })
+    local names = { prefix .. k }
+    if prefix == "odp." then
+      for _, layer in ipairs(LAYERS) do
+        if k == layer then
+          local ns = M.odp_namespace(prefix .. k .. ".")
+          if package.searchpath(prefix .. k, package.path) then
+            -- a layer that is a module too (odp.run: run.point, run.open_board): its own fields first
+            local mod, find = require(prefix .. k), getmetatable(ns).__index
+            getmetatable(ns).__index = function(ns_t, kk)
+              local v = mod[kk]
+              if v == nil then v = find(ns_t, kk) end
+              return v
+            end
+          end
+          rawset(t, k, ns)
+          return ns
+        end
+        names[#names + 1] = prefix .. layer .. "." .. k
+      end
     end
-    rawset(t, k, v)
-    return v
+    for _, name in ipairs(names) do
+      -- only a module that is not there is passed over: one that fails to load says why
+      if package.preload[name] or package.searchpath(name, package.path) or package.searchpath(name, package.cpath) then
+        local mod = require(name)
+        rawset(t, k, mod)
+        return mod
+      end
+    end
   end })
 end
 
-local MODULES = { "proc", "sys", "ssh", "adb", "probe", "rtt", "xmodem", "serial", "elf", "scan", "core", "parse",
-  "target", "results", "run", "flows" }
+local MODULES = { "proc", "sys", "ssh", "adb", "probe", "rtt", "xmodem", "serial", "etdump", "pte", "elf",
+  "stats", "json", "report", "sweep", "stream", "board", "device" }
 
 -- Candidates for "a.b.c" / "a:b" prefixes: fields of tables, methods of userdata (through debug).
 local function complete(env)
@@ -140,6 +153,8 @@ function M.loop(env)
   local buffer, interrupted = nil, false
   while true do
     local line, why = rl.readline(buffer and ">> " or "odp> ")
+    -- SIGHUP (the terminal closed) or SIGTERM: leave; odp.cli.main closes the boards
+    if sys.terminating() then break end
     if line == false and why == "interrupted" then
       io.write("\n")
       if interrupted and not buffer then break end
@@ -171,6 +186,7 @@ function M.loop(env)
             print_values(res)
           end
           if canceled and res[1] then io.stderr:write("(interrupted)\n") end
+          if sys.terminating() then break end
         end
       end
     end

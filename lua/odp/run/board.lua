@@ -260,8 +260,11 @@ function Board:_twin()
       if not rec.ok then errors.fail(rec.error.code, "twin firmware build: " .. rec.error.message, rec.error.exit) end
       image = rec.images.mram.path
     end
-    local r = require("odp.proc").run { argv = { self:_project_path(tw.launch or "tests/twin/launch.sh"), image, state },
-      timeout = 60 }
+    -- a board that is not kept takes its twin with it when odp ends, however it ends (launch.sh -l)
+    local launch = { self:_project_path(tw.launch or "tests/twin/launch.sh") }
+    if not self.keep then launch[2], launch[3] = "-l", "3" end
+    launch[#launch + 1], launch[#launch + 2] = image, state
+    local r = require("odp.proc").run { argv = launch, timeout = 60, lifeline = not self.keep and 3 or nil }
     if not r or not r.ok then
       errors.fail("ENODEV", ("cannot start the twin: %s"):format(r and (r.stderr:match("[^\n]+") or "") or "?"), 3)
     end
