@@ -9,6 +9,8 @@
 local cli = require("odp.core.options")
 local errors = require("odp.core.errors")
 local report = require("odp.results.report")
+local boards = require("odp.run.boards")
+local run = require("odp.run")
 local sweep = require("odp.run.sweep")
 
 local argv = { ... }
@@ -21,9 +23,10 @@ local OWN = {
   { "repeat", "Records per point, each a separate run of the flow (the flow's own --repeat, if it has one, is\n" ..
     "set with -p repeat=N)", 1, "posint" },
 }
+for _, o in ipairs(boards.OPTIONS) do OWN[#OWN + 1] = o end -- --boards, --spread, --board-timeout
 
--- What the command line says before it is parsed: the flow script and the swept names.
-local flow_path, swept = nil, {}
+-- What the command line says before it is parsed: the flow script, the swept names, whether --boards is given.
+local flow_path, swept, many = nil, {}, boards.requested(argv)
 for i, a in ipairs(argv) do
   if a == "--" then break end
   local v = a:match("^%-%-flow=(.*)$") or (a == "--flow" and argv[i + 1])
@@ -59,12 +62,8 @@ for _, o in ipairs(flow and flow.options or {}) do
   flow_types[key] = o[4]
   if own_names[o[1]] then shadowed[key] = o[3] end
   if not taken[o[1]] then
-    if swept[key] and o.required then
-      local copy = {}
-      for k, v in pairs(o) do copy[k] = v end
-      copy.required = nil
-      o = copy
-    end
+    -- a swept option, or with --boards a transport option the lab file gives, is no longer required
+    if swept[key] or many then o = cli.optional(o) end
     options[#options + 1] = o
   end
 end
@@ -100,24 +99,64 @@ return {
     for _, p in ipairs(points) do
       for k, v in pairs(p) do p[k] = typed(k, v) end
     end
-    local res = sweep.run {
-      points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out, ui = ctx.ui,
-      run_point = function(params)
-        -- The flow sees its own options and odp's, never the sweep's: a name both declare gets the
-        -- flow's default unless -p sets it.
-        local o = {}
-        for k, v in pairs(ctx.opts) do o[k] = v end
-        for name in pairs(own_names) do o[(name:gsub("-", "_"))] = nil end
-        o.out, o.format = nil, nil
-        for k, v in pairs(shadowed) do o[k] = v end
-        for k, v in pairs(params) do o[k] = v end
-        local fctx = { opts = o, args = ctx.args, script = flow_path, ui = ctx.ui, spec = flow }
-        if flow.validate then flow.validate(fctx) end
-        local rec = flow.run(fctx)
-        if type(rec) == "table" and not rec.schema and rec[1] then rec = rec[1] end
-        return rec
-      end,
-    }
+    -- The flow sees its own options and odp's, never the sweep's: a name both declare gets the flow's
+    -- default unless -p sets it.
+    local function flow_opts(params)
+      local o = {}
+      for k, v in pairs(ctx.opts) do o[k] = v end
+      for name in pairs(own_names) do o[(name:gsub("-", "_"))] = nil end
+      o.out, o.format = nil, nil
+      for k, v in pairs(shadowed) do o[k] = v end
+      for k, v in pairs(params) do o[k] = v end
+      return o
+    end
+    -- A declared flow script runs through odp.run on one board, opened at the first point and kept open for
+    -- every other: one connection, one preflight, files staged once. Only a swept parameter that says which
+    -- board or how to reach it (a transport option such as host, or device) opens another one. A script of
+    -- the user's own runs as it is.
+    local board, board_key
+    local flow_own = {}
+    for _, o in ipairs(flow.flow and run.flow(flow.flow).options or {}) do flow_own[(o[1]:gsub("-", "_"))] = true end
+    flow_own.device = nil
+    local function key_of(params)
+      local parts = {}
+      for _, name in ipairs(points.names) do
+        if not flow_own[name] then parts[#parts + 1] = name .. "=" .. tostring(params[name]) end
+      end
+      return table.concat(parts, " ")
+    end
+    local function run_point(params)
+      if flow.flow then
+        if board and board_key ~= key_of(params) then run.close(board) board = nil end
+        if not board then
+          local bo = flow_opts(params)
+          bo.ui = ctx.ui
+          board, board_key = run.open_board(flow, bo), key_of(params)
+        end
+        return run.point(board, flow, flow_opts(params), ctx.args)
+      end
+      local fctx = run.context { opts = flow_opts(params), args = ctx.args, script = flow_path, ui = ctx.ui, spec = flow }
+      if flow.validate then flow.validate(fctx) end
+      local rec = flow.run(fctx)
+      if type(rec) == "table" and not rec.schema and rec[1] then rec = rec[1] end
+      return rec
+    end
+    local ok, res
+    if ctx.opts.boards then
+      -- many boards at once: the lab's boards, each with its own transport options (docs/many-boards.md)
+      if not flow.flow then
+        errors.fail("EUSAGE", ("--boards runs declared flow scripts (scripts/rpi5.lua, ...); %s runs itself")
+          :format(flow_path), 2)
+      end
+      ok, res = pcall(boards.run_flow, { spec = flow, boards = ctx.opts.boards, spread = ctx.opts.spread,
+        timeout = ctx.opts.board_timeout, opts_for = flow_opts, args = ctx.args, points = points,
+        out = ctx.opts.out, ["repeat"] = ctx.opts["repeat"], ui = ctx.ui })
+    else
+      ok, res = pcall(sweep.run, { points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out,
+        ui = ctx.ui, run_point = run_point })
+    end
+    if board then run.close(board) end
+    if not ok then error(res, 0) end
     local all = sweep.load(ctx.opts.out)
     if not ctx.opts.quiet then
       io.stdout:write(report.summary(all), "\n")
@@ -125,8 +164,8 @@ return {
         :format(#res.records, res.skipped, res.failed, ctx.opts.out))
     end
     if res.failed > 0 then
-      errors.fail("EFAIL", ("%d of %d point runs failed (their records in %s say why)")
-        :format(res.failed, #res.records, ctx.opts.out), 1)
+      errors.fail("EFAIL", ("%s (their records in %s say why)"):format(res.boards and boards.summary(res) or
+        ("%d of %d point runs failed"):format(res.failed, #res.records), ctx.opts.out), 1)
     end
     return nil
   end,

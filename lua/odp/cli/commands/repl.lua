@@ -21,7 +21,7 @@ local M = { summary = "Interactive Lua prompt with every odp module; with a devi
 function M.device_options(dev)
   if dev.transport ~= "probe" then return require("odp.target." .. dev.transport).options or {} end
   local out = {}
-  for _, opt in ipairs(require("odp.flows.ethos_u").options) do
+  for _, opt in ipairs(require("odp.run").flow("ethos_u").options) do
     for _, name in ipairs(device.PROBE_OPTIONS) do if opt[1] == name then out[#out + 1] = opt end end
   end
   out[#out + 1] = { "image", "Twin: an ELF to boot when no twin runs (default: the twin firmware build)", nil, "file" }
@@ -62,12 +62,12 @@ function M.main(args)
     end
     opts.ui = require("odp.core.ui").new {}
     env.device = dev
-    env.board = require("odp.run.board").open(dev, opts)
+    env.board = require("odp.run").open_board(dev, opts) -- board:profile{} runs through odp.run.point
     env.board.echo = true -- board:exec(...) at the prompt: its output as it arrives, then one status line
     io.stderr:write(("board: %s (%s, %s) -- board:help() lists its verbs\n"):format(dev.name, args[1], dev.transport))
   end
   repl.loop(env)
-  if env.board then env.board:close() end
+  if env.board then require("odp.run").close(env.board) end
   if env.boards then env.boards:close() end
   return 0
 end

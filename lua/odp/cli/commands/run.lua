@@ -33,12 +33,8 @@ function M.run_declared(spec, argv, path)
     errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]), 2)
   end
   if boards and opts.boards then return boards.main(spec, opts, rest) end
-  local ui = require("odp.core.ui").new { quiet = opts.quiet, verbose = opts.verbose }
-  local ctx = { opts = opts, args = rest, script = path, ui = ui, spec = spec }
-  if spec.validate then spec.validate(ctx) end
-  local out = spec.run(ctx)
-  if out == nil then return 0 end
-  local records = out.schema and { out } or out
+  local records = require("odp.run").declared(spec, opts, rest, path)
+  if records == nil then return 0 end
   report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet })
   return report.exit_code(records)
 end
