@@ -297,5 +297,61 @@ T.test("two boards of one host pushing the same file at once: one upload, the ot
   T.eq(sys.sha256_file(dst), sys.sha256_file(src))
 end)
 
+T.test("the commands: a sweep of the real flow on three boards, one dead; resume; plot and compare by board", function()
+  local odp = os.getenv("ODP") or (T.root() .. "/build/odp")
+  local root = T.root()
+  local path = write_lab(tmp .. "/cli.lua", {
+    board_line("pi-1", servers[1]), board_line("pi-2", servers[2]),
+    board_line("dead", { user = servers[3].user, port = 1, identity = servers[3].identity,
+      known_hosts = servers[3].known_hosts, remote_dir = servers[3].remote_dir }),
+  })
+  local out = tmp .. "/cli.jsonl"
+  local function sweep_cmd(extra)
+    local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua", "--boards", path,
+      "--runner", root .. "/build/tests/fake_runner", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+      "--runs-dir", tmp .. "/runs", "-p", "num_executions=1,3", "--out", out }
+    for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
+    argv.timeout = 300
+    return assert(proc.run(argv))
+  end
+  local r = sweep_cmd()
+  T.eq(r.status, 1, "some points failed: exit 1")
+  T.match(r.stderr, "2 of 6 point runs failed: dead %(2: ENODEV: board dead: cannot connect")
+  local recs = lines_of(out)
+  T.eq(#recs, 6)
+  local ok_by = {}
+  for _, rec in ipairs(recs) do
+    if rec.board == "dead" then
+      T.eq(rec.ok, false)
+    else
+      T.eq(rec.ok, true, rec.board)
+      T.eq(rec.latency_ms.n, rec.params.num_executions, "the runner ran num_executions times on " .. rec.board)
+      ok_by[rec.board] = (ok_by[rec.board] or 0) + 1
+    end
+  end
+  T.eq(ok_by, { ["pi-1"] = 2, ["pi-2"] = 2 })
+  T.match(r.stdout, "board%s+num_executions")
+  -- the same command again: the live boards' points are done; the dead board's are tried again
+  r = sweep_cmd()
+  T.match(r.stdout, "2 record%(s%) this run, 4 already done, 2 failed")
+  local plot = assert(proc.run { odp, "plot", out, "--out", tmp .. "/cli.svg" })
+  T.eq(plot.status, 0)
+  T.match(plot.stderr, "in 2 series, x = num_executions, group = board")
+  T.match(T.read(tmp .. "/cli.svg"), "pi%-2")
+  local cmp = assert(proc.run { odp, "compare", out, out, "--by", "board", "--format", "json" })
+  T.eq(cmp.status, 0, cmp.stderr)
+  local doc = require("odp.core.json").decode(cmp.stdout)
+  T.ok(doc.boards["pi-1"] and doc.boards["pi-2"] and not doc.boards.dead, "one comparison per live board")
+  -- odp run SCRIPT --boards: one run on each board, reported together
+  local one = assert(proc.run { odp, "run", root .. "/scripts/rpi5.lua", "--boards", path .. ":pi-1,pi-2",
+    "--runner", root .. "/build/tests/fake_runner", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+    "--runs-dir", tmp .. "/runs", "-n", "2", "--format", "jsonl", timeout = 300 })
+  T.eq(one.status, 0, one.stderr)
+  local names = {}
+  for line in one.stdout:gmatch("[^\n]+") do names[#names + 1] = require("odp.core.json").decode(line).board end
+  table.sort(names)
+  T.eq(names, { "pi-1", "pi-2" })
+end)
+
 for _, s in ipairs(servers) do s:stop() end
 T.done()

@@ -97,11 +97,11 @@ local function op_samples(rec)
   return out
 end
 
---- The boards named by the records in path (`board`, from --boards runs), in first-seen order.
+--- The boards with a successful record in path (`board`, from --boards runs), in first-seen order.
 function M.boards(path)
   local seen, out = {}, {}
   for _, rec in ipairs((read_records(path, path))) do
-    if rec.board ~= nil and not seen[rec.board] then
+    if rec.board ~= nil and rec.ok ~= false and not seen[rec.board] then
       seen[rec.board] = true
       out[#out + 1] = rec.board
     end

@@ -132,7 +132,7 @@ function M.run_flow(o)
     timeout = o.timeout, ui = o.ui, ["repeat"] = o["repeat"],
     open = function(entry)
       local bo = lab.board_options(entry)
-      bo.ui = o.ui
+      bo.ui = o.ui and o.ui:child(entry.name)
       return run.open_board(entry.dev, bo)
     end,
     run_point = function(board, params) return run.point(board, o.spec, point_opts(params), o.args) end,
