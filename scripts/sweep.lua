@@ -6,6 +6,8 @@
 -- the points already in the JSONL file. The sweep's own options (--flow, -p, --repeat, --out, --format) never
 -- reach the flow: --repeat here is records per point, each one flow run; a flow's own --repeat (runner
 -- processes aggregated into one record) keeps its default unless set with -p repeat=N.
+-- --boards LAB.lua[:TAG|NAMES] runs the sweep on many boards at once (--spread each|pool, --board-timeout S);
+-- every record carries its board, and a board that fails fails only its own points (docs/many-boards.md).
 local cli = require("odp.core.options")
 local errors = require("odp.core.errors")
 local report = require("odp.results.report")
