@@ -1,6 +1,7 @@
 #!/bin/sh
 # Self-check of the twin board without odp: builds the firmware and host helpers, boots each mode in QEMU
-# and checks the contract of tests/twin/README.md. Prints "ok - ..." / "not ok - ..."; exits 1 on any failure.
+# and checks the contract of tests/twin/README.md. Prints TAP whose every check is marked "# rig" (a check of
+# the test rig, not of odp: tests/run.sh counts them apart); exits 1 on any failure.
 #   tests/twin/test_twin.sh [WORK_DIR]      (default build/twin-test)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -8,15 +9,15 @@ root=$(cd "$here/../.." && pwd)
 W=${1:-$root/build/twin-test}
 mkdir -p "$W"
 W=$(cd "$W" && pwd)
-fails=0
+. "$root/tests/lib/tap.sh"
 states=""
 cleanup() { for s in $states; do "$here/stop.sh" "$s"; done; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-ok() { echo "ok - $1"; }
-notok() { echo "not ok - $1"; fails=$((fails + 1)); }
+ok() { tap_ok "$1 # rig"; }
+notok() { tap_not_ok "$1 # rig"; }
 check() { d=$1; shift; if "$@"; then ok "$d"; else notok "$d"; fi; }
-need() { command -v "$1" >/dev/null 2>&1 || { notok "tool $1 present (vendor/install-deps.sh installs it)"; exit 1; }; }
+need() { command -v "$1" >/dev/null 2>&1 || { notok "tool $1 present (vendor/install-deps.sh installs it)"; tap_done; exit 1; }; }
 for t in cmake make arm-none-eabi-gcc qemu-system-arm cc sx socat ss gzip base64 lua5.4; do need "$t"; done
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
@@ -48,7 +49,7 @@ check "host tools build (rttcat, libjlinkarm.so, test_jlink)" sh -c \
 	"cc $cflags -o '$R' '$here/rttcat.c' && \
 	 cc $cflags -shared -fPIC -fvisibility=hidden -o '$W/libjlinkarm.so' '$here/jlinkarm_twin.c' && \
 	 cc $cflags -o '$W/test_jlink' '$here/test_jlink.c' -ldl"
-[ $fails -eq 0 ] || exit 1
+[ "$tap_failed" -eq 0 ] || { tap_done; exit 1; }
 
 # ---- runner
 t0=$(now)
@@ -232,5 +233,4 @@ else
 fi
 
 ls /dev/shm | grep -q "^odp-twin-$$-" && notok "shm files left behind"
-[ $fails -eq 0 ] && echo "# all twin checks passed" || echo "# $fails twin check(s) failed"
-[ $fails -eq 0 ]
+tap_done
