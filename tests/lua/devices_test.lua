@@ -21,20 +21,26 @@ T.test("an added source is listed; a failing one becomes a warning, the rest sti
   for i = #devices.sources, n + 1, -1 do table.remove(devices.sources, i) end
 end)
 
-T.test("every row has a kind, an id and a hint", function()
-  local rows = devices.collect()
+T.test("every row has a kind, an id and a hint (at least the adb address given, where nothing listens)", function()
+  local rows = devices.collect { adb = { "tcp:127.0.0.1:1" }, timeout = 3 }
+  local given
   for _, r in ipairs(rows) do
     T.eq(type(r.kind), "string"); T.eq(type(r.id), "string"); T.eq(type(r.hint), "string")
+    if r.transport == "tcp:127.0.0.1:1" then given = r end
   end
+  T.ok(given, "a row for the address given")
+  T.eq({ given.kind, given.state }, { "adb", "offline" })
+  T.match(given.hint, "%S")
 end)
 
-T.test("probe.usb_list returns a list (J-Link VID filter) or a clear error without a USB bus", function()
-  local list, err, code = require("odp.probe").usb_list(0x1366)
-  if list then
-    for _, d in ipairs(list) do T.eq(d.vid, 0x1366) end
-  else
-    T.match(err, "^E%u+: "); T.eq(type(code), "string")
+T.test("probe.usb_list(0x1366) is this machine's USB list (odp.usb.list) filtered to SEGGER's vendor id", function()
+  local all, err, code = require("odp.usb").list()
+  local want = nil
+  if all then
+    want = {}
+    for _, d in ipairs(all) do if d.vid == 0x1366 then want[#want + 1] = d end end
   end
+  T.eq({ require("odp.probe").usb_list(0x1366) }, { want or nil, err, code })
 end)
 
 T.done()
