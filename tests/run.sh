@@ -10,8 +10,11 @@
 # A suite's stdout is one TAP stream (its stderr goes to the log only): "ok N - name", "not ok N - name",
 # "ok N - name # SKIP reason", numbered 1..N in order, and one plan line "1..N" (t.lua's T.done prints it).
 # A suite fails when it prints no plan, runs fewer or more tests than it planned, numbers them out of order,
-# prints nothing, or exits non-zero. "ok N - name # rig" is a check of a test rig itself (an emulator, a
-# twin), counted apart ("N rig checks"), not as a test of odp.
+# prints nothing, or exits non-zero; a suite named on the command line that does not exist fails.
+# "ok N - name # rig" is a check of a test rig itself (an emulator, a twin), counted apart ("N rig checks"),
+# not as a test of odp. tests/lua/harness_test.lua checks all of this.
+# Adding a suite: name it as above. A Lua suite ends with T.done(); a C one prints "1..N" at the end; a shell
+# one sources tests/lib/tap.sh, runs its Lua parts through tap_run and ends with tap_done.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 top=$PWD
@@ -75,21 +78,22 @@ for s in $suites; do
   esac
   log="$logs/$(echo "$s" | tr '/' '_').log"
   start=$(date +%s)
+  rc=0
   if [ -f "$s" ]; then
     # shellcheck disable=SC2086
     timeout -k 10 "${ODP_SUITE_TIMEOUT:-900}" $cmd >"$log" 2>"$log.stderr"
     rc=$?
+    eval "$(tap "$log")"
+    if [ -n "$bad" ]; then
+      echo "not ok - $s $bad" >>"$log"
+      f=$((f + 1))
+    elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+      echo "not ok - $s exited with status $rc" >>"$log"
+      f=1
+    fi
   else
     echo "not ok - $s does not exist" >"$log"; : >"$log.stderr"
-    rc=127
-  fi
-  eval "$(tap "$log")"
-  if [ -n "$bad" ]; then
-    echo "not ok - $s $bad" >>"$log"
-    f=$((f + 1))
-  elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-    echo "not ok - $s exited with status $rc" >>"$log"
-    f=1
+    p=0 k=0 r=0 f=1
   fi
   pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + k)) rig=$((rig + r))
   printf '%-48s %4d passed %3d failed %3d skipped %3d rig checks  %4ss\n' "$s" "$p" "$f" "$k" "$r" \
