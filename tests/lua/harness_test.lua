@@ -43,7 +43,10 @@ local function counts(name)
     if p then return { tonumber(p), tonumber(f), tonumber(k), tonumber(g) } end
   end
 end
-local function log(name) return T.read(("%s/tests/.tmp/logs/%s.log"):format(root, (paths[name] or (dir .. "/test_" .. name .. ".sh")):gsub("/", "_"))) end
+local function log_path(name)
+  return ("%s/tests/.tmp/logs/%s.log"):format(root, (paths[name] or (dir .. "/test_" .. name .. ".sh")):gsub("/", "_"))
+end
+local function log(name) return T.read(log_path(name)) end
 
 T.test("a suite that prints nothing fails", function()
   T.eq(counts("silent"), { 0, 1, 0, 0 }); T.match(log("silent"), "printed no TAP")
@@ -85,4 +88,7 @@ T.test("the closing line is N passed, N failed, N skipped, alone; rig checks on 
   T.eq(r.status, 1)
 end)
 
+for _, name in ipairs { "silent", "unplanned", "short", "misnumbered", "stderr", "rig", "crashed", "child", "missing" } do
+  os.remove(log_path(name)); os.remove(log_path(name) .. ".stderr")
+end
 T.done()
