@@ -17,6 +17,7 @@ trap 'exit 130' INT TERM
 ok() { tap_ok "$1 # rig"; }
 notok() { tap_not_ok "$1 # rig"; }
 check() { d=$1; shift; if "$@"; then ok "$d"; else notok "$d"; fi; }
+quietly() { q_log=$1; shift; "$@" >"$q_log" 2>&1; } # quietly LOG CMD...: CMD's output to LOG, not to the TAP
 need() { command -v "$1" >/dev/null 2>&1 || { notok "tool $1 present (vendor/install-deps.sh installs it)"; tap_done; exit 1; }; }
 for t in cmake make arm-none-eabi-gcc qemu-system-arm cc sx socat ss gzip base64 lua5.4; do need "$t"; done
 now() { date +%s.%N; }
@@ -36,11 +37,11 @@ model=$fix/pte/mnist_ethos_u55.pte
 etdump=$fix/etdump/docs_tutorial.etdp
 head -c 1000 /dev/urandom >"$W/output.bin"
 N=7
-check "cmake configure (TWIN_INFERENCES=$N, output.bin)" cmake -S "$here" -B "$W/fw" -DTWIN_MODE=runner \
-	-DTWIN_MODEL_PATH="$model" -DTWIN_ETDUMP_PATH="$etdump" -DTWIN_OUTPUT_PATH="$W/output.bin" \
-	-DTWIN_INFERENCES=$N -DTWIN_STREAM_BYTES=2097152 >"$W/cmake.log" 2>&1
-check "firmware builds (make mlek_executorch_inference_runner)" make -C "$W/fw" -j2 mlek_executorch_inference_runner \
-	>"$W/make.log" 2>&1
+check "cmake configure (TWIN_INFERENCES=$N, output.bin)" quietly "$W/cmake.log" cmake -S "$here" -B "$W/fw" \
+	-DTWIN_MODE=runner -DTWIN_MODEL_PATH="$model" -DTWIN_ETDUMP_PATH="$etdump" -DTWIN_OUTPUT_PATH="$W/output.bin" \
+	-DTWIN_INFERENCES=$N -DTWIN_STREAM_BYTES=2097152
+check "firmware builds (make mlek_executorch_inference_runner)" quietly "$W/make.log" \
+	make -C "$W/fw" -j2 mlek_executorch_inference_runner
 check "mram.bin is the runner ELF, ext_flash.bin the model" sh -c \
 	"cmp -s '$W/fw/bin/sectors/executorch_inference_runner/mram.bin' '$W/fw/twin_runner.elf' && \
 	 cmp -s '$W/fw/bin/sectors/executorch_inference_runner/ext_flash.bin' '$model'"
@@ -104,7 +105,10 @@ check "system_reset while running, without clearing the ID: boot 3 seen ($(elaps
 "$R" -s "$S" up -u "odp-twin done" -t 20 >/dev/null
 ODP_TWIN_STATE=$S "$W/test_jlink" "$W/libjlinkarm.so" $N >"$W/jlink.log" 2>&1
 rc=$?
-cat "$W/jlink.log"
+# its "ok - jlink: ..." lines become checks of this stream; the rest, diagnostics
+while IFS= read -r l; do
+	case $l in "ok - "*) ok "${l#ok - }" ;; "not ok - "*) notok "${l#not ok - }" ;; *) echo "#   $l" ;; esac
+done <"$W/jlink.log"
 check "test_jlink (dlopen of the test libjlinkarm.so)" [ $rc -eq 0 ]
 "$here/stop.sh" "$S"
 
