@@ -4,7 +4,7 @@
 # TCP (--adb tcp:HOST:PORT), all in one lab file. The checks are in many.lua.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
-command -v adb >/dev/null || { echo "not ok - Debian's adb is missing (vendor/packages.txt [test])"; exit 1; }
+command -v adb >/dev/null || { echo "not ok 1 - Debian's adb is missing (vendor/packages.txt [test])"; echo 1..1; exit 1; }
 . "$(dirname "$0")/env.sh"
 
 work=$(mktemp -d /tmp/odp-manyadb.XXXXXX)
@@ -29,12 +29,12 @@ done
 for i in 1 2 3 4; do
     for _ in $(seq 100); do [ -s "$work/port$i" ] && break; sleep 0.05; done
 done
-adb start-server >/dev/null 2>&1 || { echo "not ok - adb start-server on port $ANDROID_ADB_SERVER_PORT"; exit 1; }
+adb start-server >/dev/null 2>&1 || { echo "not ok 1 - adb start-server on port $ANDROID_ADB_SERVER_PORT"; echo 1..1; exit 1; }
 for i in 1 2 3; do timeout 20 adb connect "127.0.0.1:$(cat "$work/port$i")" >/dev/null 2>&1; done
-"$ODP" run "$here/many.lua"
-rc=$?
+tap_run "$ODP" run "$here/many.lua"
 if grep -q violation "$work"/dev*.log; then
-    echo "not ok - an emulator saw protocol violations"; grep violation "$work"/dev*.log | sed 's/^/#   /'
-    rc=1
+    tap_not_ok "the emulators saw no protocol violations # rig"; grep violation "$work"/dev*.log | sed 's/^/#   /'
+else
+    tap_ok "the emulators saw no protocol violations # rig"
 fi
-exit $rc
+tap_done

@@ -87,10 +87,7 @@ function M.point_options(board, flow, opts)
   local o = options.defaults(flow.options, options.global_options)
   if board.transport ~= "probe" then options.merge(o, options.defaults(require("odp.target." .. board.transport).options or {})) end
   options.merge(o, board.opts)
-  if board.transport == "probe" then
-    o.device = board.device.path
-    o.twin_lifeline = not board.keep -- the twin a flash relaunches ends with odp unless the board is kept
-  end
+  if board.transport == "probe" then o.device = board.device.path end
   o.ui, o.board = nil, nil
   options.merge(o, opts)
   if opts and opts.n then
