@@ -353,5 +353,33 @@ T.test("the commands: a sweep of the real flow on three boards, one dead; resume
   T.eq(names, { "pi-1", "pi-2" })
 end)
 
+T.test("on a terminal: one status line per board while the sweep runs", function()
+  local odp = os.getenv("ODP") or (T.root() .. "/build/odp")
+  local root = T.root()
+  local path = write_lab(tmp .. "/tty.lua", { board_line("pi-1", servers[1]), board_line("pi-2", servers[2]) })
+  local sock = tmp .. "/tmux.sock"
+  local cmd = table.concat({ sshd.quote(odp), "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua",
+    "--boards", sshd.quote(path), "--runner", root .. "/build/tests/fake_runner", "--model",
+    root .. "/tests/fixtures/pte/add_arduino.pte", "--runs-dir", sshd.quote(tmp .. "/runs"), "-p", "num_executions=1,2",
+    "--out", sshd.quote(tmp .. "/tty.jsonl"), "--", "--fake_wait_us=1500000" }, " ")
+  assert(proc.run { "tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "odp", "-x", "150", "-y", "40",
+    cmd .. "; echo SWEEP-EXITED $?; sleep 60", timeout = 10 }.ok)
+  local seen, screen = false, ""
+  local deadline = sys.now() + 120
+  while sys.now() < deadline and not screen:find("SWEEP%-EXITED") do
+    screen = proc.run { "tmux", "-S", sock, "capture-pane", "-p", "-t", "odp", timeout = 10 }.stdout
+    -- both boards' lines at once, each with its own count and the point it runs
+    if screen:find("\npi%-1%s+%d/2%s+num_executions=%d") and screen:find("\npi%-2%s+%d/2%s+num_executions=%d") then
+      seen = true
+    end
+    sys.sleep(0.2)
+  end
+  proc.run { "tmux", "-S", sock, "kill-server", timeout = 10 }
+  T.ok(seen, "a line per board while running:\n" .. screen)
+  T.match(screen, "SWEEP%-EXITED 0")
+  T.match(screen, "\npi%-1%s+2/2%s+finished")
+  T.match(screen, "\npi%-2%s+2/2%s+finished")
+end)
+
 for _, s in ipairs(servers) do s:stop() end
 T.done()
