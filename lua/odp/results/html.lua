@@ -119,7 +119,7 @@ end
 
 --- <section> with a heading.
 function M.section(id, heading, body)
-  return ('<section id="%s">\n<h2>%s</h2>\n%s</section>\n'):format(esc(id), esc(heading), body)
+  return ('<section id="sec-%s">\n<h2>%s</h2>\n%s</section>\n'):format(esc(id), esc(heading), body)
 end
 
 --- A two-column table of label, value (value is HTML; nil values are left out).
@@ -260,10 +260,11 @@ function M.thin(points, max)
   return out
 end
 
+-- What a chart draws, one element per point: markers, or bars.
 local function count_points(series)
   local n = 0
   for _, s in ipairs(series) do
-    if s.markers ~= false and not s.bars then n = n + #s.points end
+    if s.markers ~= false or s.bars then n = n + #s.points end
   end
   return n
 end
@@ -317,7 +318,7 @@ local function distribution_figures(id, sides, unit, scale)
     M.figure(id .. "-hist", hsvg, ("Histogram of %s latency samples%s, %d bins%s."):format(
       table.concat((function() local t = {} for i, s in ipairs(sides) do t[i] = tostring(#s.samples) end return t end)(), " + "),
       #sides > 1 and " (A and B on the same bins)" or "", #common, log and ", log-spaced" or ""),
-      M.table(alt_rows, cols), 0) ..
+      M.table(alt_rows, cols), count_points(hist)) ..
     M.figure(id .. "-ecdf", esvg, "Share of samples at or below each latency (the empirical CDF)" ..
       (#all > M.MAX_ECDF_POINTS and (", drawn through %d quantiles"):format(M.MAX_ECDF_POINTS) or "") .. ".",
       M.table(percentiles, pcols), count_points(ecdf)) .. "</div>\n"

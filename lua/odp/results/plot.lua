@@ -188,8 +188,9 @@ function M.svg(series, opts)
       for _, p in ipairs(pts) do
         local x0, x1 = xmap(p.x0), xmap(p.x1)
         add(('<rect class="bar" x="%s" y="%s" width="%s" height="%s" fill-opacity="0.35" stroke-width="1"%s>' ..
-          '<title>%s: %s..%s: %s</title></rect>'):format(num(x0), num(ymap(p.y)), num(math.max(x1 - x0, 0.5)),
-          num(ymap(0) - ymap(p.y)), dash and (' stroke-dasharray="%s"'):format(dash) or "", esc(s.name or ""),
+          '<title>%s%s .. %s: %s</title></rect>'):format(num(x0), num(ymap(p.y)), num(math.max(x1 - x0, 0.5)),
+          num(ymap(0) - ymap(p.y)), dash and (' stroke-dasharray="%s"'):format(dash) or "",
+          (s.name or "") ~= "" and (esc(s.name) .. ": ") or "",
           esc(("%.4g"):format(p.x0)), esc(("%.4g"):format(p.x1)), esc(("%.6g"):format(p.y))))
       end
     end
@@ -212,9 +213,10 @@ function M.svg(series, opts)
     end
     if s.markers ~= false and not s.bars then
       for _, p in ipairs(pts) do
-        add(('<circle class="point" cx="%s" cy="%s" r="%s"><title>%s: x=%s y=%s</title></circle>'):format(
-          num(xmap(p.x)), num(ymap(p.y)), s.marker_r or 4, esc(s.name or ""),
-          esc(tostring(p.x)), esc(("%.6g"):format(p.y))))
+        add(('<circle class="point" cx="%s" cy="%s" r="%s"><title>%sx=%s y=%s%s</title></circle>'):format(
+          num(xmap(p.x)), num(ymap(p.y)), s.marker_r or 4, (s.name or "") ~= "" and (esc(s.name) .. ": ") or "",
+          esc(tostring(p.x)), esc(("%.6g"):format(p.y)),
+          s.band and p.lo and p.hi and esc((" (%.6g .. %.6g)"):format(p.lo, p.hi)) or ""))
       end
     end
     add("</g>")

@@ -48,14 +48,16 @@ local function relative(from_dir, target)
   return (table.concat(out, "/"):gsub("[^%w%-%._~/]", function(c) return ("%%%02X"):format(c:byte()) end))
 end
 
--- The run directory's files (sorted), linked relative to the page's directory.
-local function run_files(dir, page_dir)
+-- The run directory's files (sorted), linked relative to the page's directory; the page and its trace are
+-- not listed (a second report of the same run gives the same bytes).
+local function run_files(dir, page_dir, out)
+  local own = { [sys.realpath(out) or out] = true, [sys.realpath(out:gsub("%.html?$", "") .. ".trace.json") or ""] = true }
   local names = sys.readdir(dir) or {}
   table.sort(names)
   local out = {}
   for _, name in ipairs(names) do
     local st = sys.stat(dir .. "/" .. name)
-    if name ~= "." and name ~= ".." and st and st.type == "file" then
+    if name ~= "." and name ~= ".." and st and st.type == "file" and not own[sys.realpath(dir .. "/" .. name)] then
       out[#out + 1] = { name = name, href = relative(page_dir, dir .. "/" .. name), bytes = st.size }
     end
   end
@@ -92,7 +94,7 @@ local function report_run(rec, record_dir, run_dir, out, opts, source)
   local groups = compare.samples_of(rec, record_dir)
   local page_dir = dirname(out)
   local trace = not opts.no_trace and write_trace(rec, record_dir, out, opts.quiet) or nil
-  return html.run(rec, { samples = groups, files = run_dir and run_files(run_dir, page_dir) or nil, trace = trace,
+  return html.run(rec, { samples = groups, files = run_dir and run_files(run_dir, page_dir, out) or nil, trace = trace,
     source = source }), trace
 end
 
