@@ -37,7 +37,7 @@ h1{font-size:22px;margin:8px 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bo
 p.sub{color:#444;margin:0 0 12px}
 table{border-collapse:collapse;margin:6px 0 12px}
 th,td{padding:3px 10px;text-align:left;vertical-align:top;border-bottom:1px solid #ddd}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.kv th{font-weight:normal;color:#444;white-space:nowrap}
 thead th{border-bottom:2px solid #555;white-space:nowrap}
 thead th button{font:inherit;font-weight:bold;border:0;background:none;padding:0;cursor:pointer;color:inherit}

@@ -81,10 +81,10 @@ local function write_trace(rec, record_dir, out, quiet)
   end
   local cycles = rec.ops_unit == "cycles"
   local ds = type(rec.device_state) == "table" and rec.device_state or {}
-  local tr = require("odp.results.trace").chrome(doc, { time_scale = cycles and "cycles" or "ns",
-    clock_hz = cycles and ds.cpu_hz or nil })
+  local trace = require("odp.results.trace")
+  local tr = trace.chrome(doc, { time_scale = cycles and "cycles" or "ns", clock_hz = cycles and ds.cpu_hz or nil })
   local file = out:gsub("%.html?$", "") .. ".trace.json"
-  errors.check(sys.write_file(file, require("odp.core.json").encode(tr) .. "\n"))
+  errors.check(sys.write_file(file, trace.encode(tr) .. "\n"))
   local events = 0
   for _, e in ipairs(tr.traceEvents) do if e.ph == "X" then events = events + 1 end end
   return { href = relative(dirname(out), file), events = events, path = file }
