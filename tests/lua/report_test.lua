@@ -357,6 +357,56 @@ T.test("thinning: a long series keeps each bucket's lowest and highest, in order
   T.eq({ total, log }, { 5, true }, "every sample in a bin; log-spaced over a 1000x span")
 end)
 
+T.test("records from a device are data: mutated fields never break the page, markup in them is escaped", function()
+  -- the Ethos-U twin's record and a host record as the seeds (fields of every section), from the fixtures' runs
+  local seeds = {}
+  for _, f in ipairs { "run_host.json", "run_ethos_u.json" } do
+    seeds[#seeds + 1] = assert(json.decode(T.read(fixtures .. "/records/" .. f)))
+  end
+  local rnd = T.lcg(21)
+  local values = { function() return "<b>x</b>" end, function() return -1 end, function() return 0 / 0 end,
+    function() return 1.5 end, function() return 1e300 end, function() return {} end, function() return { 1, "a" } end,
+    function() return nil end, function() return true end, function() return ("y"):rep(5000) end,
+    function() return { n = "x", p50 = {} } end, function() return math.mininteger end }
+  -- every path to a value in the record, so any field can be hit
+  local function paths(t, prefix, out)
+    for k, v in pairs(t) do
+      local p = { table.unpack(prefix) }
+      p[#p + 1] = k
+      out[#out + 1] = p
+      if type(v) == "table" then paths(v, p, out) end
+    end
+    return out
+  end
+  local function copy(v)
+    if type(v) ~= "table" then return v end
+    local c = {}
+    for k, x in pairs(v) do c[k] = copy(x) end
+    return setmetatable(c, getmetatable(v))
+  end
+  for i = 1, 400 do
+    local rec = copy(seeds[i % #seeds + 1])
+    local all = paths(rec, {}, {})
+    table.sort(all, function(a, b) return table.concat(a, ".", 1, #a) < table.concat(b, ".", 1, #b) end)
+    for _ = 1, 1 + rnd(3) do
+      local p = all[rnd(#all) + 1]
+      local t = rec
+      for j = 1, #p - 1 do t = type(t) == "table" and t[p[j]] or nil end
+      if type(t) == "table" then t[p[#p]] = values[rnd(#values) + 1]() end
+    end
+    local samples = i % 3 == 0 and { {} } or i % 3 == 1 and { { 0.5, 0.25, 0.75 } } or nil
+    local ok, page = pcall(html.run, rec, { samples = samples })
+    T.ok(ok, ("mutation %d: %s"):format(i, tostring(page)))
+    T.ok(not page:find("<b>x</b>", 1, true), ("mutation %d: markup from the record is escaped"):format(i))
+  end
+  local rec = copy(seeds[1])
+  rec.model.path = "</script><script>alert(1)</script>"
+  rec.warnings = { '<img src=x onerror="alert(2)">' }
+  local page = html.run(rec, {})
+  T.ok(not page:find("<script>alert", 1, true) and not page:find("<img", 1, true), "no markup injected")
+  T.match(page, "&lt;/script&gt;&lt;script&gt;alert%(1%)")
+end)
+
 T.test("bad input: one line, exit 2, no page written", function()
   local r = run { odp, "report", dir .. "/nothing-here" }
   T.eq(r.status, 2)

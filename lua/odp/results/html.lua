@@ -109,9 +109,9 @@ function M.page(title, subtitle, sections, data)
     "<h1>", esc(title), "</h1>\n" }
   if subtitle then o[#o + 1] = '<p class="sub">' .. subtitle .. "</p>\n" end
   for _, s in ipairs(sections) do o[#o + 1] = s end
-  -- JSON in a script element: "</" must not appear ("<\/" is the same string to JSON); CDATA keeps the
-  -- page well-formed XML as well
-  local text = json.encode(data or {}):gsub("</", "<\\/"):gsub("]]>", "]]\\u003e")
+  -- JSON in a script element: no "<", ">" or "&" at all (JSON's \u escapes say the same), so no text from a
+  -- record can end the element or start markup, and the page stays well-formed XML too
+  local text = json.encode(data or {}):gsub("[<>&]", { ["<"] = "\\u003c", [">"] = "\\u003e", ["&"] = "\\u0026" })
   o[#o + 1] = '</main>\n<script type="application/json" id="odp-data">' .. text .. "</script>\n"
   o[#o + 1] = "<script>//<![CDATA[\n" .. JS .. "//]]></script>\n</body>\n</html>\n"
   return table.concat(o)
@@ -133,7 +133,7 @@ function M.kv(rows)
 end
 
 --- A data table. columns: {key, title, num = true (right-aligned, sorts by number), html = function(v, row)
---- -> cell HTML, text = function(v, row) -> cell text}. opts: id, sortable, filter (placeholder text),
+--- -> cell HTML, text = function(v, row) -> cell text (not called for nil: "-")}. opts: id, sortable, filter (placeholder text),
 --- caption, row_class = function(row) -> class.
 function M.table(rows, columns, opts)
   opts = opts or {}
@@ -159,7 +159,7 @@ function M.table(rows, columns, opts)
       local v = row[c.key]
       local cell
       if c.html then cell = c.html(v, row)
-      elseif c.text then cell = esc(c.text(v, row))
+      elseif c.text then cell = v == nil and "-" or esc(c.text(v, row))
       elseif v == nil then cell = "-"
       elseif type(v) == "number" then cell = esc(report.sig4(v))
       else cell = esc(v) end
@@ -174,13 +174,14 @@ function M.table(rows, columns, opts)
 end
 
 --- A chart: the SVG (role img, labelled), a caption, a hover readout, and the data as a table in <details>
---- (the text alternative). npoints: how many points the chart draws (data-points; tests count them).
+--- (the text alternative; a string starting "<p" stands as it is: a pointer to a table elsewhere on the
+--- page). npoints: how many points the chart draws (data-points; tests count them).
 function M.figure(id, svg, caption, alt_html, npoints)
   svg = svg:gsub("^<svg ", ('<svg role="img" aria-labelledby="%s-cap" '):format(esc(id)), 1)
   return ('<figure id="%s" data-chart="%s" data-points="%d">\n%s<figcaption id="%s-cap">%s</figcaption>\n' ..
     '<div class="readout" aria-live="polite"></div>\n%s</figure>\n'):format(esc(id), esc(id), npoints or 0, svg,
-    esc(id), esc(caption), alt_html and ("<details><summary>The chart's data as a table</summary>\n" .. alt_html ..
-      "</details>\n") or "")
+    esc(id), esc(caption), alt_html and alt_html:find("^<p") and alt_html or alt_html and
+      ("<details><summary>The chart's data as a table</summary>\n" .. alt_html .. "</details>\n") or "")
 end
 
 --- Warnings as a box (nothing when there are none).
@@ -325,6 +326,110 @@ local function distribution_figures(id, sides, unit, scale)
 end
 
 -- ---------------------------------------------------------------------------------------------------------
+-- A record as the page uses it. Records hold what devices said: every field the page reads is checked for
+-- its type here, once, and what does not fit is left out (the page shows "-"), so no field can break it.
+
+local function num(v) return type(v) == "number" and v == v and math.abs(v) ~= math.huge and v or nil end
+local function count(v)
+  v = num(v)
+  return v and math.abs(v) < 2 ^ 53 and math.tointeger(math.floor(v + 0.5)) or nil
+end
+local function text(v) return (type(v) == "string" or math.type(v) == "integer") and tostring(v) or nil end
+local function tab(v) return type(v) == "table" and v or nil end
+local function bool(v) return type(v) == "boolean" and v or nil end
+local function list(v, f)
+  local out = {}
+  for _, x in ipairs(tab(v) or {}) do out[#out + 1] = f(x) end
+  return out
+end
+local function fields(v, spec)
+  v = tab(v)
+  if not v then return nil end
+  local out = {}
+  for k, f in pairs(spec) do out[k] = f(v[k]) end
+  return out
+end
+local function nums(v) return fields(v, { n = count, mean = num, min = num, p10 = num, p50 = num, p90 = num, p99 = num,
+  max = num, std = num, cv = num }) end
+
+local function pair(v)
+  v = tab(v)
+  return v and num(v[1]) and num(v[2]) and { v[1], v[2] } or nil
+end
+
+local SHAPE = {
+  ok = function(v) return v ~= false end, flow = text, device = text, target = text, board = text,
+  started_at = text, odp_version = text, ops_unit = text, status = count, signal = text,
+  peak_rss_kb = count, load_ms = num,
+  model = function(v) return fields(v, { path = text, bytes = count, sha256 = text }) end,
+  runner = function(v) return fields(v, { path = text }) end,
+  params = function(v)
+    local out = {}
+    for k, x in pairs(tab(v) or {}) do
+      if type(k) == "string" and (text(x) or num(x) or type(x) == "boolean") then out[k] = x end
+    end
+    return out
+  end,
+  latency_ms = function(v)
+    local l = nums(v)
+    if not l then return nil end
+    l.source, l.modelled, l.ci95 = text(v.source), bool(v.modelled), pair(v.ci95)
+    l.warm = nums(v.warm)
+    l.first_ms = list(v.first_ms, num)
+    l.drift = fields(v.drift, { pct = num, p = num })
+    return l
+  end,
+  stop = function(v) return fields(v, { rule = text, met = bool, processes = count, samples = count, seconds = num,
+    target_ci = num, ci_pct = num }) end,
+  planned_buffers = function(v) return list(v, count) end,
+  ops = function(v)
+    return list(v, function(op)
+      local o = nums(op)
+      if not o then return nil end
+      o.block, o.name, o.avg = text(op.block) or "?", text(op.name) or "?", num(op.avg)
+      o.delegated, o.framework = bool(op.delegated), bool(op.framework)
+      return o
+    end)
+  end,
+  ops_summary = function(v) return fields(v, { n = count, execute_ms = num, delegated_ms = num, kernels_ms = num,
+    other_ms = num, unit = text }) end,
+  counters = function(v)
+    v = tab(v)
+    if not v then return nil end
+    local total = {}
+    for k, x in pairs(tab(v.total) or {}) do if type(k) == "string" and num(x) then total[k] = x end end
+    return { total = total, processes = #(tab(v.processes) or {}) }
+  end,
+  pmu = function(v)
+    local p = fields(v, { cpu_cycles_total = count, cpu_cycles_per_inference = num, npu_cycles = count })
+    if p then
+      p.counters = list(v.counters, function(c) return fields(c, { index = count, event = text, count = count }) end)
+    end
+    return p
+  end,
+  steps = function(v) return list(v, function(st) return fields(st, { name = text, status = text, ms = num }) end) end,
+  warnings = function(v) return list(v, text) end,
+  error = function(v) return fields(v, { code = text, message = text }) end,
+  -- device_state: what the page reads itself; the summary line is odp.target.device_state's, from the raw table
+  device_state = function(v)
+    v = tab(v)
+    if not v then return nil end
+    local before = tab(v.before) or {}
+    return { error = text(v.error), throttled = bool(v.throttled), cpus_online = count(v.cpus_online),
+      os = text(v.os), kernel = text(v.kernel), raw = v,
+      governors = list(before.cpus, function(c) return tab(c) and text(c.governor) end),
+      loadavg1 = num((tab(before.loadavg) or {})[1]) }
+  end,
+}
+
+--- The fields of a record the pages read, each of its type or absent (see SHAPE).
+function M.shape(rec)
+  local out = {}
+  for k, f in pairs(SHAPE) do out[k] = f(rec[k]) end
+  return out
+end
+
+-- ---------------------------------------------------------------------------------------------------------
 -- A run
 
 local function fmt_bytes(b)
@@ -337,24 +442,23 @@ end
 function M.run_warnings(rec)
   local out = {}
   for _, w in ipairs(rec.warnings or {}) do out[#out + 1] = w end
-  local ds = type(rec.device_state) == "table" and rec.device_state or {}
+  local ds = rec.device_state or {}
   if ds.throttled and not table.concat(out, "\n"):find("throttled", 1, true) then
     out[#out + 1] = "throttled: the CPUs' frequency or the thermal status changed during the run"
   end
   local govs, seen = {}, {}
-  for _, c in ipairs(ds.before and ds.before.cpus or {}) do
-    if c.governor and c.governor ~= "performance" and not seen[c.governor] then
-      seen[c.governor] = true
-      govs[#govs + 1] = c.governor
+  for _, g in ipairs(ds.governors or {}) do
+    if g ~= "performance" and not seen[g] then
+      seen[g] = true
+      govs[#govs + 1] = g
     end
   end
   if #govs > 0 then
     out[#out + 1] = ("CPU governor %s, not performance: frequencies may change under the run (set the governor " ..
       "to performance for stable numbers)"):format(table.concat(govs, ", "))
   end
-  local la = ds.before and ds.before.loadavg
-  if type(la) == "table" and type(la[1]) == "number" and la[1] >= 0.5 then
-    out[#out + 1] = ("other load: the 1-minute load average was %.2f before the run%s"):format(la[1],
+  if ds.loadavg1 and ds.loadavg1 >= 0.5 then
+    out[#out + 1] = ("other load: the 1-minute load average was %.2f before the run%s"):format(ds.loadavg1,
       ds.cpus_online and (" (%d CPUs online)"):format(ds.cpus_online) or "")
   end
   if rec.latency_ms and rec.latency_ms.modelled then
@@ -470,9 +574,9 @@ local function latency_section(rec, groups, unit, scale)
       st.target_ci and (", target CI +-%g%%%s"):format(st.target_ci, st.ci_pct and (", reached +-%.2f%%"):format(st.ci_pct) or "") or "")) }
   end
   o[#o + 1] = M.kv(facts)
-  if groups then
-    local samples = {}
-    for _, g in ipairs(groups) do table.move(g, 1, #g, #samples + 1, samples) end
+  local samples = {}
+  for _, g in ipairs(groups or {}) do table.move(g, 1, #g, #samples + 1, samples) end
+  if #samples > 0 then
     o[#o + 1] = distribution_figures("latency", { { name = "", samples = samples } }, unit, scale)
     -- the time series: every iteration in order, first iterations of each process as their own points
     local pts, firsts, i = {}, {}, 0
@@ -530,7 +634,7 @@ local function counters_section(rec)
     for _, k in ipairs(keys) do
       if type(c[k]) == "number" then rows[#rows + 1] = { counter = k:gsub("_", "-"), value = c[k] } end
     end
-    o[#o + 1] = ("<p>perf counters of the runner, summed over %d process(es).</p>\n"):format(#(rec.counters.processes or {}))
+    o[#o + 1] = ("<p>perf counters of the runner, summed over %d process(es).</p>\n"):format(rec.counters.processes)
     o[#o + 1] = M.table(rows, { { key = "counter" }, { key = "value", num = true,
       text = function(v) return math.type(v) == "integer" and tostring(v) or ("%.6g"):format(v) end } })
   end
@@ -575,9 +679,10 @@ local function header_rows(rec)
   rows[#rows + 1] = { "flow", rec.flow and esc(rec.flow) }
   rows[#rows + 1] = { "board", rec.board and esc(rec.board) }
   rows[#rows + 1] = { "device", (rec.device or rec.target) and esc(("%s (%s)"):format(rec.device or "?", rec.target or "?")) }
-  if type(rec.device_state) == "table" then
+  if rec.device_state then
+    local ok, summary = pcall(require("odp.target.device_state").summary, rec.device_state.raw)
     rows[#rows + 1] = { "device state", esc(rec.device_state.error and ("unknown: " .. rec.device_state.error)
-      or require("odp.target.device_state").summary(rec.device_state)) }
+      or ok and summary or "unreadable (a field of an unexpected type)") }
     if rec.device_state.kernel or rec.device_state.os then
       rows[#rows + 1] = { "system", esc(table.concat({ rec.device_state.os or "", rec.device_state.kernel or "" }, " · ")) }
     end
@@ -603,7 +708,8 @@ end
 --- Chrome trace written beside the page), source (the path the record came from, for the subtitle).
 function M.run(rec, opts)
   opts = opts or {}
-  local l = type(rec.latency_ms) == "table" and rec.latency_ms or {}
+  rec = M.shape(rec)
+  local l = rec.latency_ms or {}
   local vals = {}
   for _, k in ipairs { "p10", "p50", "p90" } do vals[#vals + 1] = l[k] end
   local unit, scale = report.time_unit(vals)
@@ -644,6 +750,9 @@ end
 --- the board when records name boards), source (the file's path).
 function M.sweep(records, opts)
   opts = opts or {}
+  local shaped = {}
+  for i, r in ipairs(records) do shaped[i] = M.shape(r) end
+  records = shaped
   local swept = plot.swept(records)
   local x, group = opts.x or swept[1], opts.group or swept[2]
   local boards, nboards = {}, 0
@@ -674,21 +783,12 @@ function M.sweep(records, opts)
       npoints = npoints + #s.points
     end
     if npoints > 0 then
-      local alt = {}
-      for _, s in ipairs(series) do
-        for _, p in ipairs(s.points) do
-          alt[#alt + 1] = { series = s.name ~= "" and s.name or "-", x = p.x, p10 = p.lo, p50 = p.y, p90 = p.hi, n = p.n }
-        end
-      end
       local svg = plot.svg(series, { title = "Latency over " .. x, xlabel = x, ylabel = "latency p50 (" .. unit .. ")",
         width = 1000, height = 440, logx = "auto" })
       sections[#sections + 1] = M.section("chart", "Latency over " .. x, M.figure("sweep", svg,
         ("p50 latency as a line, the p10-p90 band shaded; one point per value of %s%s (the mean over repeats)."):format(
           x, group and (", one line per " .. group) or ""),
-        M.table(alt, { { key = "series", title = group or "series" }, { key = "x", title = x, num = true },
-          { key = "p10", title = "p10 " .. unit, num = true }, { key = "p50", title = "p50 " .. unit, num = true },
-          { key = "p90", title = "p90 " .. unit, num = true }, { key = "n", title = "records", num = true,
-            text = tostring } }), npoints))
+        '<p>The data: every record\'s p10, p50 and p90 in <a href="#points">the table of points</a>.</p>\n', npoints))
     end
   end
   -- every record, one row

@@ -66,11 +66,8 @@ local FRACTION = {}
 for i = 0, 999 do FRACTION[i] = i == 0 and ".0" or ("." .. ("%03d"):format(i):gsub("0+$", "")) end
 
 -- A number as odp.core.json writes it: integers as they are, floats exact in the fewest digits, with a '.'.
--- Times are whole nanoseconds in µs (us3): k/1000 prints as its decimal digits, without trying formats.
 local function number(v)
   if math.type(v) == "integer" then return tostring(v) end
-  local ns = math.floor(v * 1000 + 0.5)
-  if ns / 1000 == v and ns >= 0 and ns < 1e15 then return (ns // 1000) .. FRACTION[ns % 1000] end
   local t
   for _, fmt in ipairs { "%.15g", "%.16g", "%.17g" } do
     t = fmt:format(v)
@@ -93,14 +90,25 @@ function M.encode(tr)
   end
   local out = { '{"displayTimeUnit":', str(tr.displayTimeUnit), ',"otherData":', json.encode(tr.otherData),
     ',"traceEvents":[' }
+  local floor = math.floor
   for i, e in ipairs(tr.traceEvents) do
     local a = e.args
     if e.ph == "X" then
       local did = a.delegate_debug_id
-      out[#out + 1] = ('%s{"args":{"chain_index":%s,%s"instruction_id":%s,"run":%d},"cat":%s,"dur":%s,"name":%s,' ..
-        '"ph":"X","pid":%d,"tid":%d,"ts":%s}'):format(i > 1 and "," or "", number(a.chain_index),
+      local head = ('%s{"args":{"chain_index":%d,%s"instruction_id":%d,"run":%d},"cat":%s,"dur":'):format(
+        i > 1 and "," or "", a.chain_index,
         did ~= nil and ('"delegate_debug_id":%s,'):format(type(did) == "string" and str(did) or number(did)) or "",
-        number(a.instruction_id), a.run, str(e.cat), number(e.dur), str(e.name), e.pid, e.tid, number(e.ts))
+        a.instruction_id, a.run, str(e.cat))
+      local ts, dur = e.ts, e.dur
+      local tns, dns = floor(ts * 1000 + 0.5), floor(dur * 1000 + 0.5)
+      if tns / 1000 == ts and dns / 1000 == dur and tns >= 0 and dns >= 0 and tns < 1e15 then
+        -- the usual case, whole nanoseconds: no float formatting at all
+        out[#out + 1] = ('%s%d%s,"name":%s,"ph":"X","pid":%d,"tid":%d,"ts":%d%s}'):format(head, dns // 1000,
+          FRACTION[dns % 1000], str(e.name), e.pid, e.tid, tns // 1000, FRACTION[tns % 1000])
+      else
+        out[#out + 1] = ('%s%s,"name":%s,"ph":"X","pid":%d,"tid":%d,"ts":%s}'):format(head, number(dur), str(e.name),
+          e.pid, e.tid, number(ts))
+      end
     else
       out[#out + 1] = (i > 1 and "," or "") .. json.encode(e)
     end
