@@ -318,6 +318,14 @@ end
 
 local function pct(v) return ("%+.1f%%"):format((v - 1) * 100) end
 
+--- Checks the --noise and --fail-if-slower percentages of a command line (usage errors exit 2).
+function M.check_thresholds(opts)
+  if opts.fail_if_slower and not (opts.fail_if_slower >= 0) then bad("--fail-if-slower must be a percentage >= 0") end
+  if not (opts.noise >= 0 and opts.noise < math.huge) then
+    bad(("--noise must be a percentage >= 0, got %s"):format(opts.noise))
+  end
+end
+
 --- The CI gate (`--fail-if-slower PCT`): fails when B's latency is slower than A's by more than pct % with
 --- the whole 95% CI beyond it. -> {pct, failed, text} (text: one line saying why), or nil when pct is nil.
 function M.gate(res, fail_if_slower)

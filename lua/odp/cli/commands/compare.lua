@@ -67,12 +67,7 @@ function M.main(args)
   if #rest ~= 2 then
     errors.fail("EUSAGE", ("compare takes two results, A and B, got %d (odp compare --help)"):format(#rest), 2)
   end
-  if opts.fail_if_slower and not (opts.fail_if_slower >= 0) then
-    errors.fail("EUSAGE", "--fail-if-slower must be a percentage >= 0", 2)
-  end
-  if not (opts.noise >= 0 and opts.noise < math.huge) then
-    errors.fail("EUSAGE", ("--noise must be a percentage >= 0, got %s"):format(opts.noise), 2)
-  end
+  compare.check_thresholds(opts)
   if opts.format == "csv" or opts.format == "jsonl" then
     errors.fail("EUSAGE", "odp compare writes --format human or json", 2)
   end

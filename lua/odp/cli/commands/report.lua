@@ -110,6 +110,7 @@ function M.main(args)
   if opts.format and opts.format ~= "human" then usage("odp report writes HTML: drop --format") end
   local out, page, kind, extra
   if #rest == 2 then
+    compare.check_thresholds(opts)
     local A = compare.load(rest[1], "A")
     local B = compare.load(rest[2], "B")
     local res = compare.compare(A, B, { force = opts.force, noise = opts.noise / 100 })
