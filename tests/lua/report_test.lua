@@ -107,16 +107,31 @@ local function sorts(out)
   return n
 end
 
+-- samples.csv read here, not by odp: the number of samples, of processes, and the samples sorted
 local function samples_csv(path)
-  local n, per = 0, {}
+  local n, per, xs = 0, {}, {}
   for line in T.read(path):gmatch("[^\n]+") do
-    local p = line:match("^(%d+),")
-    if p then n = n + 1 per[tonumber(p)] = true end
+    local p, v = line:match("^(%d+),%d+,(.+)$")
+    if p then
+      n = n + 1
+      per[tonumber(p)] = true
+      xs[#xs + 1] = tonumber(v)
+    end
   end
   local procs = 0
   for _ in pairs(per) do procs = procs + 1 end
-  return n, procs
+  table.sort(xs)
+  return n, procs, xs
 end
+
+-- The p-th percentile by linear interpolation between closest ranks (NumPy's default)
+local function percentile(sorted, p)
+  local h = (#sorted - 1) * p / 100 + 1
+  local lo = math.floor(h)
+  return sorted[lo] + (h - lo) * ((sorted[lo + 1] or sorted[lo]) - sorted[lo])
+end
+
+local MS_PER = { ns = 1e-6, ["µs"] = 1e-3, ms = 1, s = 1e3 }
 
 local function host_run(runner, name, args)
   local argv = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "--runs-dir",
@@ -143,8 +158,19 @@ T.with_real_runner("a run: header, latency charts with every sample, operators t
     T.eq(run({ odp, "report", run_dir, "-q" }).status, 0)
     T.ok(T.read(page_path) == page, "a second report of the same run is byte-identical")
     -- oracle: samples.csv as written by the run
-    local n, procs = samples_csv(run_dir .. "/samples.csv")
+    local n, procs, sorted = samples_csv(run_dir .. "/samples.csv")
     T.eq(n, 30)
+    -- the histogram holds every sample once; the percentiles under the ECDF are samples.csv's
+    local hist = page:match('<figure id="latency%-hist".-</figure>')
+    local binned = 0
+    for c in hist:gmatch('<rect class="bar".-<title>[^<]*: (%d+)</title>') do binned = binned + tonumber(c) end
+    T.eq(binned, n, "histogram counts")
+    local ecdf = page:match('<figure id="latency%-ecdf".-</figure>')
+    local unit = ecdf:match('<th scope="col" class="n">([^<]+)</th>')
+    for _, p in ipairs { 10, 50, 90, 99 } do
+      local v = tonumber(ecdf:match(('<tr><td>p%d</td><td class="n" data%%-v="([^"]+)"'):format(p)))
+      T.near(v * MS_PER[unit], percentile(sorted, p), 1e-6, ("p%d"):format(p))
+    end
     local out = browse(page_path, "run.png", "add")
     T.eq(chart(out, "latency-ecdf").points, n, "ECDF: one point per sample")
     T.eq(chart(out, "series").points, n + procs, "time series: every iteration, plus each process's first marked")
@@ -419,6 +445,22 @@ T.test("bad input: one line, exit 2, no page written", function()
   r = run { odp, "report", "a", "b", "c" }
   T.eq(r.status, 2)
   T.match(r.stderr, "got 3 argument")
+  -- a killed sweep's cut last line: left out with a warning, the rest drawn
+  local rec = T.read(fixtures .. "/records/run_host.json"):gsub("\n%s*", "")
+  T.write(dir .. "/cut.jsonl", rec .. "\n" .. rec .. "\n" .. rec:sub(1, 100))
+  r = run { odp, "report", dir .. "/cut.jsonl" }
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stderr, "the last line of [^\n]*cut.jsonl is cut off")
+  T.match(T.read(dir .. "/cut.html"), "2 %(2 ok, 0 failed%)")
+  -- a failed run is a page too: its error, boxed
+  T.write(dir .. "/failed.json", json.encode { schema = "odp.result/1", ok = false, flow = "executorch",
+    error = { code = "ETIMEDOUT", message = "the runner did not finish in 600 s" } })
+  r = run { odp, "report", dir .. "/failed.json" }
+  T.eq(r.status, 0, r.stderr)
+  local page = T.read(dir .. "/failed.html")
+  T.match(page, "the run failed: ETIMEDOUT: the runner did not finish in 600 s")
+  T.match(page, "FAILED run")
+  validate(dir .. "/failed.html")
 end)
 
 T.done()
