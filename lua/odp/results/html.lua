@@ -592,8 +592,10 @@ local function latency_section(rec, groups, unit, scale)
     if #groups > 1 or #firsts > 0 then
       series[2] = { name = "first of a process", line = false, marker_r = 4, points = M.thin(firsts) }
     end
+    local lo, hi = math.huge, 0
+    for _, p in ipairs(pts) do lo, hi = math.min(lo, p.y), math.max(hi, p.y) end
     local svg = plot.svg(series, { title = "Per-iteration latency", xlabel = "iteration (processes one after another)",
-      ylabel = "latency (" .. unit .. ")", width = 1000, height = 360, logx = false })
+      ylabel = "latency (" .. unit .. ")", width = 1000, height = 360, logx = false, logy = lo > 0 and hi / lo >= 20 })
     local alt = {}
     for _, p in ipairs(M.thin(pts, 200)) do alt[#alt + 1] = { i = p.x, v = p.y } end
     o[#o + 1] = M.figure("series", svg, ("Every iteration's latency in order (%d iterations in %d process(es)%s): " ..

@@ -2,7 +2,8 @@
 --   local svg = require("odp.results.plot").svg({ { name = "fast", points = { { x = 1, y = 2.5, lo = 2.1, hi = 3 } } } },
 --     { title = "latency", xlabel = "num_executions", ylabel = "latency_ms.p50 (ms)" })
 -- A series' points are joined in x order; x may be numbers or strings (a category axis, in first-seen order).
--- opts.logx = true | false | "auto" (default: log when every x > 0 and they span 100x or more).
+-- opts.logx = true | false | "auto" (default: log when every x > 0 and they span 100x or more); opts.logy = true
+-- draws y in decades (when every y > 0).
 -- A series may also be drawn as a band (series.band: the area between each point's lo and hi, no error
 -- bars), as bars (series.bars: each point {x0, x1, y} a bar from 0 to y), as steps (series.step: an ECDF),
 -- without markers (series.markers = false; series.marker_r sizes them) or without a line (series.line = false). Lines after the first are dashed, so they stay apart when
@@ -122,11 +123,23 @@ function M.svg(series, opts)
     xticks = {}
     for i, v in ipairs(t) do xticks[i] = { pos = xmap(v), text = label(v, xstep) } end
   end
-  local ymin = #ys > 0 and math.min(0, table.unpack(ys)) or 0
-  local ymax = #ys > 0 and math.max(table.unpack(ys)) or 1
-  local yt, ystep = M.ticks(ymin, ymax, 6)
-  local ylo, yhi = yt[1], yt[#yt]
-  local function ymap(y) return mt + ph * (1 - (y - ylo) / (yhi - ylo)) end
+  local yt, ystep, ylo, yhi, ymap
+  local ypos = #ys > 0 and math.min(table.unpack(ys)) > 0
+  if opts.logy and ypos then
+    -- decades covering the values; a cold first iteration 300x the warm ones leaves both readable
+    local lo = math.floor(math.log(math.min(table.unpack(ys)), 10))
+    local hi = math.ceil(math.log(math.max(table.unpack(ys)), 10))
+    if hi == lo then hi = lo + 1 end
+    yt = {}
+    for e = lo, hi do yt[#yt + 1] = 10.0 ^ e end
+    ymap = function(y) return mt + ph * (1 - (math.log(y, 10) - lo) / (hi - lo)) end
+  else
+    local ymin = #ys > 0 and math.min(0, table.unpack(ys)) or 0
+    local ymax = #ys > 0 and math.max(table.unpack(ys)) or 1
+    yt, ystep = M.ticks(ymin, ymax, 6)
+    ylo, yhi = yt[1], yt[#yt]
+    ymap = function(y) return mt + ph * (1 - (y - ylo) / (yhi - ylo)) end
+  end
 
   local o = {}
   local function add(s) o[#o + 1] = s end
@@ -147,7 +160,7 @@ function M.svg(series, opts)
   add('<g class="yticks" text-anchor="end">')
   for _, v in ipairs(yt) do
     add(('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#333333"/><text x="%d" y="%s">%s</text>')
-      :format(ml - 5, num(ymap(v)), ml, num(ymap(v)), ml - 8, num(ymap(v) + 4), esc(label(v, ystep))))
+      :format(ml - 5, num(ymap(v)), ml, num(ymap(v)), ml - 8, num(ymap(v) + 4), esc(ystep and label(v, ystep) or ("%g"):format(v))))
   end
   add("</g>")
   add('<g class="xticks" text-anchor="middle">')
@@ -161,8 +174,8 @@ function M.svg(series, opts)
       :format(num(ml + pw / 2), H - 18, esc(opts.xlabel), logx and " (log scale)" or ""))
   end
   if opts.ylabel then
-    add(('<text class="ylabel" x="18" y="%s" text-anchor="middle" font-size="13" transform="rotate(-90 18 %s)">%s</text>')
-      :format(num(mt + ph / 2), num(mt + ph / 2), esc(opts.ylabel)))
+    add(('<text class="ylabel" x="18" y="%s" text-anchor="middle" font-size="13" transform="rotate(-90 18 %s)">%s%s</text>')
+      :format(num(mt + ph / 2), num(mt + ph / 2), esc(opts.ylabel), ystep and "" or " (log scale)"))
   end
   -- series: error bars, line, points
   for si, s in ipairs(series) do
