@@ -4,6 +4,7 @@
 -- without JavaScript (real tables, a text alternative for every chart) and in grey scale (dashed lines,
 -- words beside colours). The same input gives the same bytes: nothing here reads a clock or the
 -- environment. These functions take data and return text; lua/odp/cli/commands/report.lua reads the files.
+local compare = require("odp.results.compare")
 local json = require("odp.core.json")
 local plot = require("odp.results.plot")
 local report = require("odp.results.report")
@@ -869,23 +870,19 @@ function M.comparison(res, A, B, gate)
   sections[2] = M.kv({
     { "A", esc(("%s (%d record(s), %d process(es))"):format(res.a.path, res.a.records, res.a.processes)) },
     { "B", esc(("%s (%d record(s), %d process(es))"):format(res.b.path, res.b.records, res.b.processes)) } })
-  local notes = {}
-  for _, n in ipairs(res.notes) do notes[#notes + 1] = n end
-  sections[3] = M.warnings(notes)
-  local vals = {}
-  for _, r in ipairs(res.rows) do if r.unit == "ms" then vals[#vals + 1] = r.a.median end end
+  sections[3] = M.warnings(res.notes)
   local function fmt(r, v)
     if type(v) ~= "number" then return "-" end
     return r.unit == "kB" and ("%.0f kB"):format(v) or report.duration(v)
   end
-  local metric_rows, op_rows_ = {}, {}
+  local metric_rows, deltas = {}, {}
   for _, r in ipairs(res.rows) do
     local row = { metric = r.metric, a = r.a.median, b = r.b.median, n = ("%d/%d"):format(r.a.n, r.b.n), ratio = r.ratio,
-      lo = r.ci95 and r.ci95[1], hi = r.ci95 and r.ci95[2], p = r.p, verdict = M.VERDICT_TEXT(r.verdict), r = r,
+      lo = r.ci95 and r.ci95[1], hi = r.ci95 and r.ci95[2], p = r.p, verdict = compare.VERDICT_TEXT[r.verdict] or r.verdict, r = r,
       delta = (r.a.median and r.b.median) and (r.b.median - r.a.median) or nil }
     if r.metric:match("^op ") then
       row.metric = r.metric:sub(4)
-      op_rows_[#op_rows_ + 1] = row
+      deltas[#deltas + 1] = row
     else
       metric_rows[#metric_rows + 1] = row
     end
@@ -910,8 +907,8 @@ function M.comparison(res, A, B, gate)
   local unit, scale = report.time_unit({ stats.percentile(sa, 50), stats.percentile(sb, 50) })
   sections[#sections + 1] = M.section("distributions", "Distributions",
     distribution_figures("dist", { { name = "A", samples = sa }, { name = "B", samples = sb } }, unit, scale))
-  if #op_rows_ > 0 then
-    table.sort(op_rows_, function(x, y)
+  if #deltas > 0 then
+    table.sort(deltas, function(x, y)
       local dx, dy = math.abs(x.delta or 0), math.abs(y.delta or 0)
       if dx ~= dy then return dx > dy end
       return x.metric < y.metric
@@ -922,15 +919,12 @@ function M.comparison(res, A, B, gate)
     ocols[1] = { key = "metric", title = "operator" }
     sections[#sections + 1] = M.section("op-deltas", "Operators, by impact",
       "<p>Per-operator medians of A and B, sorted by how much the median moved (|B - A|), largest first.</p>\n" ..
-      M.table(op_rows_, ocols, { id = "op-deltas", sortable = true, filter = "operator" }))
+      M.table(deltas, ocols, { id = "op-deltas", sortable = true, filter = "operator" }))
   end
   local data = { kind = "comparison", verdict = verdict, ratio = lat and lat.ratio, ci95 = lat and lat.ci95,
-    gate = gate, rows = #res.rows, operators = #op_rows_, samples = json.array { #sa, #sb } }
+    gate = gate, rows = #res.rows, operators = #deltas, samples = json.array { #sa, #sb } }
   return M.page("A vs B", esc(("%s vs %s"):format(res.a.path, res.b.path)), sections, data)
 end
-
---- The words a verdict is shown with (odp.results.compare.VERDICT_TEXT, else the verdict itself).
-function M.VERDICT_TEXT(v) return require("odp.results.compare").VERDICT_TEXT[v] or v end
 
 -- ---------------------------------------------------------------------------------------------------------
 -- A history
