@@ -199,6 +199,9 @@ end
 
 --- Histogram bins over samples: about sqrt(n) bins (5..40), log-spaced when the samples span 20x or more
 --- (a first iteration 300x the others must not squash the rest into one bin). -> bins {x0, x1, y = count}, log
+---@param samples number[]
+---@return {x0: number, x1: number, x: number, y: integer}[] bins
+---@return boolean log
 function M.histogram(samples)
   local lo, hi = math.huge, -math.huge
   for _, v in ipairs(samples) do lo, hi = math.min(lo, v), math.max(hi, v) end
@@ -225,6 +228,8 @@ function M.histogram(samples)
 end
 
 --- The ECDF of samples as points {x, y} (y the fraction <= x), at most M.MAX_ECDF_POINTS of them.
+---@param samples number[]
+---@return {x: number, y: number}[]
 function M.ecdf(samples)
   local s = table.move(samples, 1, #samples, 1, {})
   table.sort(s)
@@ -242,6 +247,8 @@ end
 
 --- A sequence thinned to at most max points: each of max/2 buckets keeps its smallest and largest value
 --- (in order). points: {x, y}.
+---@param points {x: number, y: number}[]
+---@param max? integer default M.MAX_CHART_POINTS
 function M.thin(points, max)
   max = max or M.MAX_CHART_POINTS
   if #points <= max then return points end
@@ -709,6 +716,9 @@ end
 --- A run's page. rec: the record; opts: samples (groups per process, from samples.csv; nil: none), files
 --- ({name, href, bytes} of the run directory, hrefs relative to the page), trace ({href, events} of a
 --- Chrome trace written beside the page), source (the path the record came from, for the subtitle).
+---@param rec table a result record
+---@param opts? {samples?: number[][], files?: {name: string, href: string, bytes?: integer}[], trace?: {href: string, events: integer}, source?: string}
+---@return string page
 function M.run(rec, opts)
   opts = opts or {}
   rec = M.shape(rec)
@@ -751,6 +761,9 @@ end
 
 --- A sweep's page. records: the JSONL's records; opts: x, group (parameters; default: the swept ones, or
 --- the board when records name boards), source (the file's path).
+---@param records table[]
+---@param opts? {x?: string, group?: string, source?: string}
+---@return string page
 function M.sweep(records, opts)
   opts = opts or {}
   local shaped = {}
@@ -851,6 +864,11 @@ local function pct(v) return v and ("%+.1f%%"):format((v - 1) * 100) or "-" end
 
 --- A comparison's page. res: odp.results.compare.compare's result; A, B: the loaded sides (their groups
 --- are the latency samples); gate: odp.results.compare.gate's decision (nil: no gate set).
+---@param res table from odp.results.compare.compare
+---@param A table from odp.results.compare.load
+---@param B table from odp.results.compare.load
+---@param gate? {pct: number, failed: boolean, text: string}
+---@return string page
 function M.comparison(res, A, B, gate)
   local lat = res.rows[1]
   local sections = {}
@@ -932,6 +950,8 @@ end
 --- A history's page from a plain table: {series = name, unit = "ms" (default), points = {{t, p50, ci_lo,
 --- ci_hi, run?, commit?}}, changes = {{t, before, after, pct?, note?}}}. t: a number or a timestamp text
 --- (a category axis, in the points' order).
+---@param h {series: string, unit?: string, points: {t: number|string, p50: number, ci_lo?: number, ci_hi?: number}[], changes?: {t: number|string, before?: number, after?: number, pct?: number, note?: string}[]}
+---@return string page
 function M.history(h)
   local pts, change_pts, by_t = {}, {}, {}
   for i, p in ipairs(h.points or {}) do
