@@ -48,7 +48,20 @@ async function main() {
 }
 
 // What the tests look at beyond loading: charts, sorting, filtering, hovering, the screenshot.
+// What a reader without JavaScript gets: tables, their rows, charts and their text alternatives.
+const contents = () => ({
+  tables: document.querySelectorAll("table").length, rows: document.querySelectorAll("tbody tr").length,
+  charts: document.querySelectorAll("figure svg").length, captions: document.querySelectorAll("figcaption").length,
+  text: document.body.innerText.length,
+});
+
 async function interact(page, out, shot, filter_text) {
+  out.contents = await page.evaluate(contents);
+  const bare = await page.browser().newPage();
+  await bare.setJavaScriptEnabled(false);
+  await bare.goto(out.url, { waitUntil: "load" });
+  out.contents_without_js = await bare.evaluate(contents);
+  await bare.close();
   out.data = await page.evaluate(() => window.odpReport || null);
   out.charts = await page.evaluate(() => Array.from(document.querySelectorAll("figure[data-chart]")).map((f) => {
     const svg = f.querySelector("svg");

@@ -74,6 +74,10 @@ local function browse(page_path, shot, filter_text)
     T.ok(c.width > 100 and c.height > 100, c.id .. " is rendered")
     T.eq(c.label, c.id .. "-cap", c.id .. " is labelled by its caption")
   end
+  -- without JavaScript: the same tables, rows, charts and captions (page.evaluate runs even when the page's
+  -- own scripts may not)
+  T.eq(out.contents_without_js, out.contents, "what a reader without JavaScript gets")
+  T.ok(out.contents.tables > 0 and out.contents.rows > 0, "real tables")
   local png = T.read(shots .. "/" .. shot)
   T.eq(png:sub(1, 8), "\137PNG\r\n\26\n", "screenshot " .. shot)
   if out.hovered_title then T.eq(out.readout, out.hovered_title, "hover readout shows the point's values") end
