@@ -236,6 +236,8 @@ T.with_real_runner("a sweep: p50 line and p10-p90 band per group, every record a
     T.eq(r.status, 0, r.stderr)
     T.eq(r.stdout, dir .. "/s.html\n")
     local page = T.read(dir .. "/s.html")
+    T.eq(run({ odp, "report", dir .. "/s.jsonl", "-q" }).status, 0)
+    T.ok(T.read(dir .. "/s.html") == page, "the same sweep, the same bytes")
     validate(dir .. "/s.html")
     self_contained(page)
     local out = browse(dir .. "/s.html", "sweep.png", "FAIL")
