@@ -7,7 +7,7 @@ local sys = require("odp.sys")
 
 local M = { summary = "Compare two results (files, JSONL, runs/<id>/): B/A with 95% CIs, Mann-Whitney p, verdicts" }
 
-M.usage = "odp compare A B [--noise PCT] [--fail-if-slower PCT] [--force] [--by board] [--svg FILE] [--format human|json]"
+M.usage = "odp compare A B [--noise PCT] [--fail-if-slower PCT] [--force] [--by board] [--svg FILE] [--html FILE] [--format human|json]"
 M.description = "Is B faster than A? A and B: a result file, a JSONL of records or a runs/<id>/ directory.\n" ..
   "Exit 1 with --fail-if-slower when B is slower beyond it; 2 for inputs that cannot be compared."
 
@@ -18,6 +18,8 @@ M.options = {
     nil, "number", metavar = "PCT" },
   { "force", "Compare records of different models", false, "bool" },
   { "svg", "Also draw the ratios with their CI whiskers as an SVG", nil, "string", metavar = "FILE" },
+  { "html", "Also write the comparison as one self-contained HTML page (odp report A B does the same)", nil,
+    "string", metavar = "FILE" },
   { "by", "Compare board by board: the records of each board of A with that board's in B (runs with --boards)",
     nil, "choice", choices = { "board" } },
   { "resamples", "Bootstrap resamples", 2000, "posint" },
@@ -58,6 +60,40 @@ local function svg(res)
     width = math.max(560, 110 * #points) })
 end
 
+--- --by board: one comparison per board that A and B both have (records of --boards runs), each under its name;
+-- --fail-if-slower gates every board (exit 1 naming the slower ones).
+function M.by_board(rest, opts)
+  if opts.svg or opts.html then
+    errors.fail("EUSAGE", "--svg and --html draw one comparison: leave out --by board, or compare one board's files", 2)
+  end
+  local in_b, boards = {}, {}
+  for _, b in ipairs(compare.boards(rest[2])) do in_b[b] = true end
+  for _, b in ipairs(compare.boards(rest[1])) do if in_b[b] then boards[#boards + 1] = b end end
+  if #boards == 0 then
+    errors.fail("EUSAGE", "--by board: A and B have no measured board in common (records carry `board` with --boards)", 2)
+  end
+  local doc, texts, slower = { boards = {} }, {}, {}
+  for _, board in ipairs(boards) do
+    local res = compare.compare(compare.load(rest[1], "A", board), compare.load(rest[2], "B", board),
+      { force = opts.force, resamples = opts.resamples, seed = opts.seed, noise = opts.noise / 100 })
+    doc.boards[board] = res
+    texts[#texts + 1] = ("== board %s\n"):format(board) .. human(res)
+    if (opts.format == "json" or opts.out) and not opts.quiet then
+      for _, n in ipairs(res.notes) do io.stderr:write("odp: ", board, ": ", n, "\n") end
+    end
+    local gate = compare.gate(res, opts.fail_if_slower)
+    if gate and gate.failed then slower[#slower + 1] = board .. ": " .. (gate.text:gsub("^FAIL: ", "")) end
+  end
+  local text = opts.format == "json" and (require("odp.core.json").encode(doc, { indent = true }) .. "\n")
+    or table.concat(texts, "\n")
+  if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
+  if #slower > 0 then
+    io.stderr:write("odp: ", table.concat(slower, "; "), "\n")
+    return 1
+  end
+  return 0
+end
+
 function M.main(args)
   local opts, rest = cli.parse(args, M.options, cli.global_options)
   if opts.help then
@@ -67,58 +103,28 @@ function M.main(args)
   if #rest ~= 2 then
     errors.fail("EUSAGE", ("compare takes two results, A and B, got %d (odp compare --help)"):format(#rest), 2)
   end
-  if opts.fail_if_slower and not (opts.fail_if_slower >= 0) then
-    errors.fail("EUSAGE", "--fail-if-slower must be a percentage >= 0", 2)
-  end
-  if not (opts.noise >= 0 and opts.noise < math.huge) then
-    errors.fail("EUSAGE", ("--noise must be a percentage >= 0, got %s"):format(opts.noise), 2)
-  end
+  compare.check_thresholds(opts)
   if opts.format == "csv" or opts.format == "jsonl" then
     errors.fail("EUSAGE", "odp compare writes --format human or json", 2)
   end
-  -- one comparison, or one per board that A and B both have
-  local boards = { false }
-  if opts.by == "board" then
-    local in_b = {}
-    for _, b in ipairs(compare.boards(rest[2])) do in_b[b] = true end
-    boards = {}
-    for _, b in ipairs(compare.boards(rest[1])) do if in_b[b] then boards[#boards + 1] = b end end
-    if #boards == 0 then errors.fail("EUSAGE", "--by board: A and B have no board in common (records carry `board` with --boards)", 2) end
-    if opts.svg then errors.fail("EUSAGE", "--svg draws one comparison: leave out --by board, or compare one board's files", 2) end
-  end
-  local results, texts, slower = {}, {}, {}
-  for _, board in ipairs(boards) do
-    local A = compare.load(rest[1], "A", board or nil)
-    local B = compare.load(rest[2], "B", board or nil)
-    local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed,
-      noise = opts.noise / 100 })
-    results[#results + 1] = res
-    texts[#texts + 1] = (board and ("== board %s\n"):format(board) or "") .. human(res)
-    -- the human report shows its notes; JSON or a report written to a file leaves the terminal to say them
-    if (opts.format == "json" or opts.out) and not opts.quiet then
-      for _, n in ipairs(res.notes) do io.stderr:write("odp: ", board and (board .. ": ") or "", n, "\n") end
-    end
-    local lat = res.rows[1]
-    if opts.fail_if_slower and lat and lat.ci95 and lat.ci95[1] > 1 + opts.fail_if_slower / 100 then
-      slower[#slower + 1] = ("%sB is slower than A by %s (95%% CI %s .. %s)"):format(board and (board .. ": ") or "",
-        pct(lat.ratio), pct(lat.ci95[1]), pct(lat.ci95[2]))
-    end
-  end
-  local text
-  if opts.format == "json" then
-    local doc = results[1]
-    if boards[1] then
-      doc = { boards = {} }
-      for i, b in ipairs(boards) do doc.boards[b] = results[i] end
-    end
-    text = require("odp.core.json").encode(doc, { indent = true }) .. "\n"
-  else
-    text = table.concat(texts, "\n")
+  if opts.by == "board" then return M.by_board(rest, opts) end
+  local A = compare.load(rest[1], "A")
+  local B = compare.load(rest[2], "B")
+  local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed,
+    noise = opts.noise / 100 })
+  local text = opts.format == "json" and (require("odp.core.json").encode(res, { indent = true }) .. "\n") or human(res)
+  -- the human report shows its notes; JSON or a report written to a file leaves the terminal to say them
+  if (opts.format == "json" or opts.out) and not opts.quiet then
+    for _, n in ipairs(res.notes) do io.stderr:write("odp: ", n, "\n") end
   end
   if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
-  if opts.svg then errors.check(sys.write_file(opts.svg, svg(results[1]))) end
-  if #slower > 0 then
-    io.stderr:write(("odp: %s, beyond --fail-if-slower %g%%\n"):format(table.concat(slower, "; "), opts.fail_if_slower))
+  if opts.svg then errors.check(sys.write_file(opts.svg, svg(res))) end
+  local gate = compare.gate(res, opts.fail_if_slower)
+  if opts.html then
+    errors.check(sys.write_file(opts.html, require("odp.results.html").comparison(res, A, B, gate)))
+  end
+  if gate and gate.failed then
+    io.stderr:write("odp: ", (gate.text:gsub("^FAIL: ", "")), "\n")
     return 1
   end
   return 0
