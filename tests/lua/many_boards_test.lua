@@ -88,6 +88,36 @@ T.test("lab files: loaded like device files, checked key by key, selected by tag
   T.raises(function() lab.load(nodev) end, "device file devices/nope.lua")
 end)
 
+T.test("--boards lava and labgrid:FILE[:TARGET] go to their providers, whose boards are checked like a lab file's", function()
+  -- the providers themselves (odp.target.lab_lava, lab_labgrid) are tested with LAVA and labgrid; here stand-ins
+  -- check what the dispatcher passes them and does with their answer
+  local saved = { package.loaded["odp.target.lab_lava"], package.loaded["odp.target.lab_labgrid"] }
+  local got = {}
+  package.loaded["odp.target.lab_lava"] = { boards = function(env)
+    got.env = env
+    return { boards = { { name = "lava-dut", device = "devices/rpi5.lua", host = "pi@10.0.0.9", lava_job_id = 42,
+      tags = { "lava" } } } }
+  end }
+  package.loaded["odp.target.lab_labgrid"] = { boards = function(file, target)
+    got.file, got.target = file, target
+    if target == "missing" then return nil, "ENOTFOUND: no target missing in " .. file, "ENOTFOUND" end
+    return { boards = { { name = "lg-1", device = "devices/rpi5.lua", host = "x", bogus = 1 } } }
+  end }
+  local ok, err = pcall(function()
+    local l = lab.load("lava", { LAVA_JOB_ID = "42" })
+    T.eq(got.env.LAVA_JOB_ID, "42")
+    T.eq(l.boards[1].name, "lava-dut")
+    T.eq(lab.board_options(l.boards[1]).host, "pi@10.0.0.9")
+    T.eq(lab.board_options(l.boards[1]).lava_job_id, nil, "a provider's fact is not a transport option")
+    T.raises(function() lab.load("labgrid:" .. lab_path .. ":main") end, "key bogus is not an option of ssh boards")
+    T.eq({ got.file, got.target }, { lab_path, "main" })
+    local f = T.failure(function() lab.load("labgrid:" .. lab_path .. ":missing") end)
+    T.eq({ f.code, f.message }, { "ENOTFOUND", "--boards labgrid:" .. lab_path .. ": no target missing in " .. lab_path })
+  end)
+  package.loaded["odp.target.lab_lava"], package.loaded["odp.target.lab_labgrid"] = saved[1], saved[2]
+  if not ok then error(err, 0) end
+end)
+
 T.test("each: four boards run every point at once; every record carries its board; resume per board", function()
   local boards = lab.load(lab_path).boards
   local out = tmp .. "/each.jsonl"
