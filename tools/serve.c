@@ -188,7 +188,7 @@ static int relay(int fd, uint8_t t)
 }
 
 /* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL"), "--", argv.
- * Answers: 'O'/'E' output frames as it goes, then 'D' {status, report}: the ODP-COUNTERS/ODP-RUSAGE lines of
+ * Answers: 'O'/'E' output frames as it goes, then 'D' {status, report[, signal name]}: the ODP-COUNTERS/ODP-RUSAGE lines of
  * exec mode (status: what exec mode would exit with when the program never ran, 127 or 125, else its own).
  * While it runs, stdin may carry 'Z' {signal}: sent to the program's process group. */
 static void serve_run(const odp_frame *f)
@@ -345,7 +345,16 @@ static void serve_run(const odp_frame *f)
     }
     char status[16];
     snprintf(status, sizeof status, "%d", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-    answer('D', status, rep ? rep : "");
+    odp_buf d = {0};
+    size_t at = odp_frame_begin(&d, 'D');
+    odp_frame_add_str(&d, status);
+    odp_frame_add_str(&d, rep ? rep : "");
+    const char *signame = WIFSIGNALED(st) ? sigabbrev_np(WTERMSIG(st)) : NULL;
+    if (signame)
+        odp_frame_add_str(&d, signame); /* as SSH names it: "ABRT" */
+    if (odp_frame_end(&d, at) == 0)
+        send_all(d.data, d.len);
+    odp_buf_free(&d);
     free(rep);
 out:
     free_fields(fl, n);

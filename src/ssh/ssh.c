@@ -52,7 +52,17 @@ struct odp_ssh {
     /* Keepalives: last_rx is when the transport last had bytes for us. */
     int alive_interval, alive_count_max;
     double last_rx;
+    odp_ssh_channel *channels; /* open long-lived channels, made dead when the session closes */
 };
+
+struct odp_ssh_channel {
+    odp_ssh *s;                 /* NULL once the session closed */
+    LIBSSH2_CHANNEL *ch;
+    odp_buf err;
+    odp_ssh_channel *next;
+};
+
+#define CHANNEL_STDERR_MAX 4096
 
 static int lib_ready;
 static void close_session(odp_ssh *s, odp_ssh *tunnel_via);
@@ -664,6 +674,15 @@ void odp_ssh_close(odp_ssh *s)
 static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
 {
     double dl = odp_now() + CLOSE_GRACE_S;
+    while (s->channels) {
+        odp_ssh_channel *c = s->channels;
+        s->channels = c->next;
+        while (libssh2_channel_free(c->ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        c->s = NULL;
+        c->ch = NULL;
+    }
     if (s->sftp) {
         while (libssh2_sftp_shutdown(s->sftp) == LIBSSH2_ERROR_EAGAIN)
             if (wait_socket(s, dl, NULL))
@@ -697,6 +716,116 @@ static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
     free(s->down);
     free(s);
     odp_ssh_close(owned);
+}
+
+/* ---- long-lived channels ---- */
+
+int odp_ssh_channel_open(odp_ssh *s, const char *command, double deadline, odp_ssh_channel **out, odp_err *err)
+{
+    LIBSSH2_CHANNEL *ch;
+    PTR_OR_WAIT(s, ch, libssh2_channel_open_session(s->session), deadline, err);
+    if (!ch)
+        return ssh_fail_err(s, err, ODP_EIO, "cannot open a channel");
+    int rc, w = 0;
+    while ((rc = libssh2_channel_exec(ch, command)) == LIBSSH2_ERROR_EAGAIN)
+        if ((w = wait_socket(s, deadline, err)))
+            break;
+    odp_ssh_channel *c = rc ? NULL : calloc(1, sizeof *c);
+    if (!c) {
+        if (w == 0)
+            w = rc ? ssh_fail_err(s, err, ODP_EIO, "remote exec failed") : odp_fail(err, ODP_EIO, "out of memory");
+        double dl = odp_now() + CLOSE_GRACE_S;
+        while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        return w;
+    }
+    c->s = s;
+    c->ch = ch;
+    c->err.limit = CHANNEL_STDERR_MAX;
+    c->next = s->channels;
+    s->channels = c;
+    *out = c;
+    return 0;
+}
+
+static int channel_dead(odp_ssh_channel *c, odp_err *err)
+{
+    return c->s ? 0 : odp_fail(err, ODP_EIO, "the SSH session of this channel is closed");
+}
+
+ssize_t odp_ssh_channel_read(odp_ssh_channel *c, void *buf, size_t n, double deadline, odp_err *err)
+{
+    int rc = channel_dead(c, err);
+    if (rc)
+        return rc;
+    for (;;) {
+        char e[1024];
+        ssize_t k;
+        while ((k = libssh2_channel_read_stderr(c->ch, e, sizeof e)) > 0)
+            odp_buf_append(&c->err, e, (size_t)k);
+        k = libssh2_channel_read(c->ch, buf, n);
+        if (k > 0)
+            return k;
+        if (k < 0 && k != LIBSSH2_ERROR_EAGAIN)
+            return ssh_fail_err(c->s, err, ODP_EIO, "reading the channel");
+        if (libssh2_channel_eof(c->ch))
+            return 0;
+        if (libssh2_poll_channel_read(c->ch, 0) || libssh2_poll_channel_read(c->ch, 1))
+            continue;
+        if ((rc = wait_socket(c->s, deadline, err)))
+            return rc;
+    }
+}
+
+int odp_ssh_channel_write(odp_ssh_channel *c, const void *p, size_t n, double deadline, odp_err *err)
+{
+    int rc = channel_dead(c, err);
+    if (rc)
+        return rc;
+    const char *b = p;
+    while (n) {
+        ssize_t k = libssh2_channel_write(c->ch, b, n);
+        if (k > 0) {
+            b += k;
+            n -= (size_t)k;
+        } else if (k == LIBSSH2_ERROR_EAGAIN) {
+            if ((rc = wait_socket(c->s, deadline, err)))
+                return rc;
+        } else {
+            return ssh_fail_err(c->s, err, ODP_EIO, "writing the channel");
+        }
+    }
+    return 0;
+}
+
+const odp_buf *odp_ssh_channel_stderr(const odp_ssh_channel *c) { return &c->err; }
+
+void odp_ssh_channel_close(odp_ssh_channel *c)
+{
+    if (!c)
+        return;
+    odp_ssh *s = c->s;
+    if (s) {
+        double dl = odp_now() + CLOSE_GRACE_S;
+        for (odp_ssh_channel **pp = &s->channels; *pp; pp = &(*pp)->next)
+            if (*pp == c) {
+                *pp = c->next;
+                break;
+            }
+        /* EOF on its stdin first: the helper sees it and ends what it runs */
+        while (libssh2_channel_send_eof(c->ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        while (libssh2_channel_close(c->ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        while (libssh2_channel_free(c->ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+    }
+    odp_buf_free(&c->err);
+    free(c);
 }
 
 /* ---- exec ---- */
