@@ -236,10 +236,10 @@ end
 -- reconnect when the connection is gone.
 function Target:open_channel(cmd)
   local ch, err, code = self.session:open_channel(cmd, { timeout = SMALL_TIMEOUT })
-  if not ch and code == "EIO" and self:reconnect() then
-    ch, err, code = self.session:open_channel(cmd, { timeout = SMALL_TIMEOUT })
-  end
-  return ch, err, code
+  if ch or code ~= "EIO" then return ch, err, code end
+  local ok, rerr, rcode = self:reconnect()
+  if not ok then return nil, rerr, rcode end
+  return self.session:open_channel(cmd, { timeout = SMALL_TIMEOUT })
 end
 
 --- A small command whose output is needed (probes): through the resident helper (no new session), else its
