@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
@@ -174,6 +175,41 @@ static char **make_env(char **sets, int nsets, char **unsets, int nunsets)
     return env;
 }
 
+static pid_t watched;
+
+static void watchdog_fire(int sig)
+{
+    (void)sig;
+    kill(-watched, SIGKILL);
+    _exit(0);
+}
+
+/* A process that outlives the helper by a moment: should the helper die, even by SIGKILL (adbd and the adb
+ * emulator kill the shell's process group when the stream closes), the kernel sends it SIGTERM
+ * (PR_SET_PDEATHSIG) and it KILLs the run's whole process group, so nothing the run started is left behind.
+ * In a group of its own, so a kill of the helper's group does not take it first. -1 when it cannot be made. */
+static pid_t watchdog(pid_t group, int keep_a, int keep_b)
+{
+    pid_t helper = getpid();
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    setpgid(0, 0);
+    watched = group;
+    struct sigaction sa = {0};
+    sa.sa_handler = watchdog_fire;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGCHLD, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != helper)
+        watchdog_fire(0);
+    /* hold nothing of the helper's: its channel must close when it dies */
+    close(0), close(1), close(2), close(keep_a), close(keep_b), close(sigchld_pipe[0]), close(sigchld_pipe[1]);
+    for (;;)
+        pause();
+}
+
 /* Output of the run's pipe fd as frames of type t; 0 at its end. */
 static int relay(int fd, uint8_t t)
 {
@@ -275,6 +311,7 @@ static void serve_run(const odp_frame *f)
         answer('D', ch.stage == RUSAGE_STAGE_EXEC ? "127" : "125", "");
         goto out;
     }
+    pid_t dog = watchdog(ch.pid, po[0], pe[0]);
     fcntl(po[0], F_SETFL, O_NONBLOCK);
     fcntl(pe[0], F_SETFL, O_NONBLOCK);
     int out_open = 1, err_open = 1, in_open = 1, reaped = 0, st = 0;
@@ -333,6 +370,12 @@ static void serve_run(const odp_frame *f)
     if (!reaped)
         while (wait4(ch.pid, &st, 0, &ru) < 0 && errno == EINTR) {}
     double wall = now() - ch.t0;
+    if (kill_at != 0)
+        kill(-ch.pid, SIGKILL); /* stopped: what the program left in its group (one that ignored TERM) goes too */
+    if (dog > 0) {
+        kill(dog, SIGKILL);
+        while (waitpid(dog, NULL, 0) < 0 && errno == EINTR) {}
+    }
     close(po[0]), close(pe[0]);
     if (!in_open)
         _exit(0);

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../util/wait.h"
+
 void adb_link_close(struct adb_link *l)
 {
     if (l->close)
@@ -226,6 +228,113 @@ int adb_shell(struct adb_link *l, const char *cmd, const uint8_t *in, size_t in_
     if (adb_banner_has(&l->banner, "shell_v2"))
         return shell_v2(l, cmd, in, in_len, &sc, deadline, e);
     return shell_plain(l, cmd, in_len, &sc, deadline, e);
+}
+
+/* ---------- a long-lived shell v2 stream ---------- */
+
+#define STREAM_STDERR_MAX 4096
+
+struct adb_shell_stream {
+    struct adb_svc svc;
+    struct adb_shell_demux dm;
+    odp_buf out, err; /* stdout demuxed and not yet read; the first bytes of stderr */
+    size_t out_off;
+    int ended;
+};
+
+static void stream_sink(void *ud, int id, const uint8_t *p, size_t n)
+{
+    struct adb_shell_stream *s = ud;
+    odp_buf_append(id == ADB_SHELL_STDERR ? &s->err : &s->out, p, n);
+}
+
+static int stream_data(void *ud, const uint8_t *p, size_t n, odp_err *e)
+{
+    struct adb_shell_stream *s = ud;
+    if (adb_shell_demux_feed(&s->dm, p, n, stream_sink, s) != 0)
+        return odp_fail(e, ODP_EPROTO, "malformed shell protocol v2 packet from the device");
+    return 0;
+}
+
+int adb_shell_stream_open(struct adb_link *l, const char *cmd, double deadline, struct adb_shell_stream **out,
+                          odp_err *e)
+{
+    if (!adb_banner_has(&l->banner, "shell_v2"))
+        return odp_fail(e, ODP_EPROTO, "this device has no shell_v2: a command's stdin cannot be streamed");
+    struct adb_shell_stream *s = calloc(1, sizeof *s);
+    size_t svl = strlen(cmd) + 32;
+    char *svc = malloc(svl);
+    if (!s || !svc) {
+        free(s);
+        free(svc);
+        return odp_fail(e, ODP_EIO, "out of memory");
+    }
+    snprintf(svc, svl, "shell,v2,raw:%s", cmd);
+    int rc = svc_open(l, &s->svc, svc, deadline, e);
+    free(svc);
+    if (rc != 0) {
+        free(s);
+        return -1;
+    }
+    adb_shell_demux_init(&s->dm);
+    s->err.limit = STREAM_STDERR_MAX;
+    *out = s;
+    return 0;
+}
+
+long adb_shell_stream_read(struct adb_shell_stream *s, void *buf, size_t n, double deadline, odp_err *e)
+{
+    while (s->out_off == s->out.len) {
+        s->out.len = s->out_off = 0;
+        if (s->ended)
+            return 0;
+        int rc = s->svc.read(s->svc.ctx, stream_data, s, deadline, e);
+        if (rc < 0)
+            return -1;
+        if (rc == 1 || s->dm.exit_status >= 0)
+            s->ended = 1;
+    }
+    size_t k = s->out.len - s->out_off < n ? s->out.len - s->out_off : n;
+    memcpy(buf, s->out.data + s->out_off, k);
+    s->out_off += k;
+    return (long)k;
+}
+
+int adb_shell_stream_write(struct adb_shell_stream *s, const void *p, size_t n, double deadline, odp_err *e)
+{
+    const uint8_t *b = p;
+    size_t room = s->svc.chunk - 5;
+    while (n) {
+        size_t k = n < room ? n : room;
+        uint8_t ph[5];
+        adb_shell_pack_hdr(ph, ADB_SHELL_STDIN, (uint32_t)k);
+        /* output arriving meanwhile is demuxed and kept for the next read */
+        if (svc_put(&s->svc, ph, 5, stream_data, s, deadline, e) || svc_put(&s->svc, b, k, stream_data, s, deadline, e))
+            return -1;
+        b += k;
+        n -= k;
+    }
+    return svc_flush(&s->svc, stream_data, s, deadline, e);
+}
+
+const odp_buf *adb_shell_stream_stderr(const struct adb_shell_stream *s) { return &s->err; }
+
+void adb_shell_stream_close(struct adb_shell_stream *s)
+{
+    if (!s)
+        return;
+    if (!s->ended) {
+        uint8_t ph[5];
+        odp_err e;
+        adb_shell_pack_hdr(ph, ADB_SHELL_CLOSE_STDIN, 0);
+        double dl = odp_now() + 2.0;
+        if (!svc_put(&s->svc, ph, 5, NULL, NULL, dl, &e))
+            svc_flush(&s->svc, NULL, NULL, dl, &e);
+    }
+    svc_close(&s->svc);
+    odp_buf_free(&s->out);
+    odp_buf_free(&s->err);
+    free(s);
 }
 
 /* ---------- sync ---------- */

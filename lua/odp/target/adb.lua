@@ -49,7 +49,7 @@ function M.new(opts)
     require("odp.core.errors").fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
   end
   local self = setmetatable({
-    kind = "adb",
+    kind = "adb", ui = opts.ui,
     transport = opts.adb or "auto",
     serial = opts.serial or (os.getenv("ANDROID_SERIAL") ~= "" and os.getenv("ANDROID_SERIAL") or nil),
     remote_dir = opts.remote_dir or "/data/local/tmp/odp",
@@ -82,20 +82,32 @@ function Target:device()
   return connect(self)
 end
 
+-- Drops the connection (its helper channel with it): the next operation connects again.
+local function drop(self)
+  if self.cache.helper_client then self.cache.helper_client:close() end
+  if self.dev then self.dev:close() self.dev = nil end
+end
+
 local function call(self, method, ...)
   local dev, err, code = self:device()
   if not dev then return nil, err, code end
   local r, e, c = dev[method](dev, ...)
   -- a failed call, or one cut short by Ctrl-C, can leave the transport unusable: reconnect next time
-  if dev:broken() then
-    dev:close()
-    self.dev = nil
-  end
+  if dev:broken() then drop(self) end
   return r, e, c
 end
 
---- One shell command line; returns stdout or nil, err, code.
-function Target:run(cmd, timeout)
+--- A `shell,v2` command whose stdin/stdout are a byte stream (odp.adb.Channel): the resident helper's.
+function Target:open_channel(cmd)
+  return call(self, "open_channel", cmd, { timeout = 30 })
+end
+
+--- One shell command line: through the resident helper (no new service), else its own shell service.
+--- Returns stdout or nil, err, code.
+Target.run = shell.run
+
+--- One shell command line in its own shell service (the path without the helper). -> stdout | nil, err, code
+function Target:exec_command(cmd, timeout)
   local r, err, code = call(self, "shell", cmd, { timeout = timeout or 30 })
   if not r then return nil, err, code end
   if r.timed_out then return nil, "ETIMEDOUT: " .. cmd, "ETIMEDOUT" end
@@ -109,6 +121,8 @@ end
 function Target:libc_version() return nil end -- bionic: no glibc version to check
 
 function Target:free_bytes(path)
+  local h = shell.helper(self)
+  if h then return (h:free(path)) end
   local out = self:run("df -k " .. q(path) .. " 2>/dev/null")
   local kb = out and out:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
   return kb and tonumber(kb) * 1024
@@ -164,6 +178,21 @@ function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
   if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  local logcat = opts.runner_log and self:has_logcat()
+  if (method == "odp-rusage" or opts.rusage == false) and not opts.stdin then
+    local h, herr, hcode = shell.helper(self)
+    if herr then return nil, herr, hcode end
+    if h then
+      if logcat and self.log.clear then self:run(self.log.clear) end
+      local r, err, code = shell.helper_exec(h, argv, opts)
+      if not r then return nil, err, code end
+      if logcat and not r.timed_out then
+        local out = self.log.dump and self:run(self.log.dump, 30)
+        if out then r.log = out end
+      end
+      return r
+    end
+  end
   local helper_args = opts.helper_args
   if method == "odp-rusage" then
     -- -g: the runner stays in the shell's process group, which adbd kills when the stream closes (a timeout,
@@ -176,7 +205,6 @@ function Target:exec(argv, opts)
     if not prefix and err then return nil, err, code end
   end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix })
-  local logcat = opts.runner_log and self:has_logcat()
   if logcat and self.log.clear then self:run(self.log.clear) end
   local r, err, code = call(self, "shell", cmd, { timeout = opts.timeout, stdin = opts.stdin,
     capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
@@ -189,8 +217,9 @@ function Target:exec(argv, opts)
   return r
 end
 
-function Target:close()
-  if self.dev then self.dev:close() self.dev = nil end
-end
+--- The device-state snapshot's text through the helper (odp.target.device_state), nil without one.
+Target.state_text = shell.state_text
+
+function Target:close() drop(self) end
 
 return M

@@ -51,7 +51,8 @@ function Client:frame(deadline)
     end
     if chunk == "" then
       local why = (self.ch:stderr() or ""):match("[^\n]*[%w][^\n]*")
-      return self:lose(("EIO: the helper on %s ended%s"):format(self.uri, why and (": " .. why) or ""), "EIO")
+      return self:lose(("EIO: the helper on %s ended%s"):format(self.uri, why and (": " .. why)
+        or " (killed, or the connection or the adb server went away)"), "EIO")
     end
     self.dec:feed(chunk)
   end

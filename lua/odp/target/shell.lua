@@ -215,9 +215,13 @@ function M.helper(target)
   c.helper_starting = true
   local path = M.helper_path(target)
   local client, err, code, why = start_helper(target, path)
-  if why == "channel" then
+  if why == "channel" and code ~= "EPROTO" and code ~= "ENOTFOUND" then
     c.helper_starting = nil
-    return nil, err, code
+    return nil, err, code -- the connection is gone: that is no reason to give up the helper
+  elseif why == "channel" then
+    c.helper_starting, c.helper_off = nil, true -- the transport has no such channel (adb without shell_v2)
+    say_fallback(target, (err:gsub("^E%u+: ", "")))
+    return nil
   end
   if client and not current(client, path) then
     client:close()
