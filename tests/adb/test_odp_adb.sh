@@ -32,7 +32,7 @@ run() {
     "$EMU" --root "$sbx" --port 0 --port-file "$work/port" "$@" >/dev/null 2>"$log" &
     emu_pid=$!
     for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-    HOME=${RUN_HOME:-$work/home-$mode} ADBEMU_PORT=$(cat "$work/port") ADBEMU_ROOT=$sbx ADB_MODE=$mode \
+    HOME=${RUN_HOME:-$work/home-$mode} ADBEMU_PORT=$(cat "$work/port") ADBEMU_ROOT=$sbx ADBEMU_LOG=$log ADB_MODE=$mode \
         "$ODP" run "$here/${SCRIPT:-client}.lua" || fails=$((fails+1))
     if grep -q violation "$log"; then
         echo "not ok - $mode: the emulator saw protocol violations by odp"; grep violation "$log" | sed 's/^/#   /'
@@ -53,6 +53,8 @@ run failsend --fail-send
 run clse --clse-open
 run drop --drop-push 1000000
 run droptarget --drop-push 1000000
+# the resident helper: services counted from the emulator's own log (-v: every OPEN)
+SCRIPT=count run count -v
 
 if [ -z "$only" ] || [ "$only" = flow ]; then
 # The Android flow with the test runner program on the device (logcat stand-in installed).
