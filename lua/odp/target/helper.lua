@@ -67,10 +67,32 @@ end
 
 --- Starts a client on a channel whose command is `odp-rusage --serve`: waits for its hello.
 -- -> client | nil, err, code, "version" (the helper speaks another protocol: push odp's own and start again)
+-- opts.absent: a line the channel's command prints instead of starting the helper (a probe that found none):
+-- then nil, "ENOTFOUND: ...", "ENOTFOUND", "absent", and what the command printed after that line (4 KiB at most).
 function M.open(channel, opts)
   opts = opts or {}
   local self = setmetatable({ ch = channel, dec = codec.decoder(), uri = opts.uri or "the board" }, Client)
-  local t, f, code = self:frame(sys.now() + (opts.timeout or M.HELLO_TIMEOUT))
+  local deadline = sys.now() + (opts.timeout or M.HELLO_TIMEOUT)
+  if opts.absent then
+    local head = ""
+    while #head < 2 do
+      local chunk, err, code = channel:read(4096, { timeout = math.max(0, deadline - sys.now()) })
+      if not chunk or chunk == "" then break end
+      head = head .. chunk
+    end
+    if head:sub(1, #opts.absent + 1) == opts.absent .. "\n" then
+      while #head < 4096 do
+        local chunk = channel:read(4096, { timeout = math.max(0, deadline - sys.now()) })
+        if not chunk or chunk == "" then break end
+        head = head .. chunk
+      end
+      self:lose("absent")
+      return nil, ("ENOTFOUND: no helper on %s"):format(self.uri), "ENOTFOUND", "absent",
+        head:sub(#opts.absent + 2, 4096)
+    end
+    self.dec:feed(head)
+  end
+  local t, f, code = self:frame(deadline)
   if not t then
     self:lose(f, code)
     return nil, f, code

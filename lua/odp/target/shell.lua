@@ -105,7 +105,7 @@ end
 ---@param target odp.target.shell.Target
 ---@param src string  local file
 ---@param dst string  path on the board
----@param opts {mode: integer?, on_progress: fun(done: integer, total: integer)?}
+---@param opts {mode: integer?, on_progress: fun(done: integer, total: integer)?, fresh: boolean?} fresh: dst is known to be absent (no hash check)
 ---@return {bytes: integer, skipped: true}? skipped
 ---@return table? stat
 ---@return string? err
@@ -140,6 +140,7 @@ end
 function M.push_skip(target, src, dst, opts)
   local st, err, code = sys.stat(src)
   if not st then return nil, nil, err, code end
+  if opts.fresh then return nil, st end -- the caller knows dst is not there
   local here = sys.sha256_file(src)
   if here and here == target:sha256(dst) then
     if opts.mode then target:run(("chmod %o %s"):format(opts.mode, q(dst))) end
@@ -184,12 +185,23 @@ local function say_fallback(target, why)
   if target.ui then target.ui:warn("%s", msg) else io.stderr:write("odp: warning: ", msg, "\n") end
 end
 
+local ABSENT = "ODP-NO-HELPER"
+
 -- Starts the helper at path on the board: client | nil, err, code, why ("version": another protocol;
--- "channel": no channel could be opened, the connection is gone).
-local function start_helper(target, path)
-  local ch, err, code = target:open_channel("exec " .. q(path) .. " --serve")
+-- "channel": no channel could be opened, the connection is gone; "absent": no helper there, and then the
+-- board's `uname -m` as a fifth value). probe: the same channel makes the helper's directory and, when there
+-- is no helper to start, says so with the arch: one round trip instead of three.
+local function start_helper(target, path, probe)
+  local cmd = "exec " .. q(path) .. " --serve"
+  if probe then
+    cmd = ("mkdir -p %s 2>/dev/null; [ -x %s ] && %s; echo %s; uname -m"):format(q(path:match("^(.*)/[^/]*$")),
+      q(path), cmd, ABSENT)
+  end
+  local ch, err, code = target:open_channel(cmd)
   if not ch then return nil, err, code, "channel" end
-  return require("odp.target.helper").open(ch, { uri = target.uri })
+  local client, herr, hcode, why, rest = require("odp.target.helper").open(ch, { uri = target.uri,
+    absent = probe and ABSENT })
+  return client, herr, hcode, why, rest and rest:match("^%s*(%S+)")
 end
 
 -- Whether a started helper is this odp's own build for its arch (the sha256 of its file, asked of itself).
@@ -214,7 +226,8 @@ function M.helper(target)
   if c.helper_off or c.helper_starting or not target.open_channel then return nil end
   c.helper_starting = true
   local path = M.helper_path(target)
-  local client, err, code, why = start_helper(target, path)
+  local client, err, code, why, arch = start_helper(target, path, true)
+  if why == "absent" and arch then target.cache.arch = arch end
   if why == "channel" and code ~= "EPROTO" and code ~= "ENOTFOUND" then
     c.helper_starting = nil
     return nil, err, code -- the connection is gone: that is no reason to give up the helper
@@ -236,8 +249,10 @@ function M.helper(target)
       say_fallback(target, ("no odp-rusage helper built for %s"):format(arch or "its architecture"))
       return nil
     end
-    local pushed, perr = target:mkdir(target.remote_dir .. "/.odp")
-    if pushed then pushed, perr = target:push(mine, path, { mode = tonumber("755", 8) }) end
+    local pushed, perr = true, nil
+    if why ~= "absent" then pushed, perr = target:mkdir(target.remote_dir .. "/.odp") end
+    -- none there: no hash to compare first
+    if pushed then pushed, perr = target:push(mine, path, { mode = tonumber("755", 8), fresh = why == "absent" }) end
     if pushed then client, err, code = start_helper(target, path) end
     if not client then
       c.helper_starting, c.helper_off = nil, true
