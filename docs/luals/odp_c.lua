@@ -115,6 +115,8 @@ function sys.getpid() end
 function sys.hostname() end
 function sys.cancel_requested() end
 function sys.cancel_clear() end
+--- raises the Ctrl-C request again after a cleanup that lifted it to wait (stopping a run on a board)
+function sys.cancel_request() end
 ---@return integer|nil signal SIGHUP (1) or SIGTERM (15) once odp has been asked to end
 function sys.terminating() end
 
@@ -131,6 +133,22 @@ function Session:get(remote_path, local_path, opts) end
 function Session:uri() end
 function Session:fingerprint() end
 function Session:close() end
+--- a long-lived channel running command, its stdin/stdout a byte stream (the resident helper's; docs/helper-protocol.md)
+---@param opts? {timeout?: number}
+---@return odp.Channel|nil channel, string? err, odp.ECode? code
+function Session:open_channel(command, opts) end
+
+---@class odp.Channel odp.ssh.Channel and odp.adb.Channel
+local Channel = {}
+---@param opts? {timeout?: number}
+---@return string|nil bytes 1..n bytes of stdout, "" once the command ended; nil, err, code
+function Channel:read(n, opts) end
+---@param opts? {timeout?: number}
+---@return true|nil ok, string? err, odp.ECode? code
+function Channel:write(bytes, opts) end
+---@return string stderr the command's stderr so far (its first 4 KiB)
+function Channel:stderr() end
+function Channel:close() end
 
 ---@class odp.ssh
 local ssh = {}
@@ -160,6 +178,33 @@ function Device:info() end
 ---@return boolean broken a direct connection dropped (always false through the adb server)
 function Device:broken() end
 function Device:close() end
+--- a long-lived `shell,v2,raw:` command (EPROTO without shell_v2), closed with the device
+---@param opts? {timeout?: number}
+---@return odp.Channel|nil channel, string? err, odp.ECode? code
+function Device:open_channel(command, opts) end
+
+---@class odp.helper.Decoder
+local Decoder = {}
+---@return odp.helper.Decoder
+function Decoder:feed(bytes) end
+---@return string|nil type, string[]|string|nil fields_or_err, odp.ECode? code nil alone: more bytes needed
+function Decoder:next() end
+---@return integer bytes held that are not yet a whole frame
+function Decoder:pending() end
+
+--- the resident helper's frames and the in-process device-state snapshot (docs/helper-protocol.md)
+---@class odp.helper
+---@field PROTO integer the protocol version
+---@field FRAME_MAX integer payload bytes of one frame
+local helper = {}
+---@param type string one character
+---@param fields (string|number)[]
+---@return string frame
+function helper.encode(type, fields) end
+---@return odp.helper.Decoder
+function helper.decoder() end
+---@return string text the @v/@f/@c snapshot odp.target.device_state.parse reads
+function helper.state(root, cpu_files, props) end
 
 ---@class odp.adb
 local adb = {}
