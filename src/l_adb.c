@@ -21,6 +21,7 @@
 #include "adb/services.h"
 #include "adb/tcp.h"
 #include "adb/usb.h"
+#include "l_streamdeps.h"
 #include "l_util.h"
 #include "util/wait.h"
 
@@ -29,11 +30,8 @@
 #define DEFAULT_AUTH_TIMEOUT_S 120.0
 #define SERVER_PROBE_S 3.0
 
-struct lchannel;
-
 typedef struct {
     struct adb_link link; /* link.close is NULL once closed */
-    struct lchannel *channels; /* open long-lived streams: closed before the link is */
     struct adb_conn *c;   /* the direct connection (NULL through the adb server) */
     int server_version;   /* through the adb server: its host protocol version */
     char serial[160];
@@ -49,34 +47,9 @@ static ldev *check_dev(lua_State *L)
     return d;
 }
 
-/* odp.adb.Channel: a long-lived shell,v2 command's stdin/stdout (the resident helper's channel). */
-#define CHANNEL_MT "odp.adb.Channel"
-#define CHANNEL_READ_MAX (1 << 20)
-
-typedef struct lchannel {
-    struct adb_shell_stream *s; /* NULL once closed (or its device closed) */
-    ldev *d;
-    struct lchannel *next;
-} lchannel;
-
-static void channel_release(lchannel *c)
-{
-    if (!c->s)
-        return;
-    for (lchannel **pp = &c->d->channels; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    adb_shell_stream_close(c->s);
-    c->s = NULL;
-}
-
 static int dev_close(lua_State *L)
 {
     ldev *d = luaL_checkudata(L, 1, DEVICE_MT);
-    while (d->channels)
-        channel_release(d->channels);
     adb_link_close(&d->link);
     d->c = NULL;
     return 0;
@@ -364,83 +337,22 @@ static int dev_shell(lua_State *L)
     return 1;
 }
 
-static const char *const channel_io_opts[] = {"timeout", NULL};
-
-static lchannel *check_channel(lua_State *L)
-{
-    lchannel *c = luaL_checkudata(L, 1, CHANNEL_MT);
-    if (!c->s)
-        luaL_error(L, "attempt to use a closed odp.adb.Channel");
-    return c;
-}
-
-/* dev:open_channel(command, {timeout=}) -> channel | nil, err, code. EPROTO without shell_v2. */
+/* dev:open_channel(command, {timeout=}) -> an odp.Stream of a shell,v2 command's stdout/stdin (its stderr:
+ * stream:stderr()) | nil, err, code (EPROTO without shell_v2). The stream keeps its device alive. */
 static int dev_open_channel(lua_State *L)
 {
+    static const char *const allowed[] = {"timeout", NULL};
     ldev *d = check_dev(L);
     const char *cmd = luaL_checkstring(L, 2);
-    odp_checkopts(L, 3, channel_io_opts);
+    odp_checkopts(L, 3, allowed);
     double deadline = odp_optdeadline(L, 3, DEFAULT_TIMEOUT_S);
-    lchannel *c = lua_newuserdatauv(L, sizeof *c, 1);
-    memset(c, 0, sizeof *c);
-    luaL_setmetatable(L, CHANNEL_MT);
-    lua_pushvalue(L, 1); /* the device lives as long as its channel */
-    lua_setiuservalue(L, -2, 1);
+    odp_require_stream(L);
+    odp_stream *st;
     odp_err err;
-    if (adb_shell_stream_open(&d->link, cmd, deadline, &c->s, &err))
+    if (adb_shell_stream_open(&d->link, cmd, deadline, &st, &err))
         return odp_pushfail(L, &err);
-    c->d = d;
-    c->next = d->channels;
-    d->channels = c;
+    odp_pushstream_owned(L, st, 1);
     return 1;
-}
-
-/* channel:read(n, {timeout=}) -> 1..n bytes of stdout | "" once the command ended | nil, err, code */
-static int channel_read(lua_State *L)
-{
-    lchannel *c = check_channel(L);
-    lua_Integer n = luaL_checkinteger(L, 2);
-    luaL_argcheck(L, n > 0 && n <= CHANNEL_READ_MAX, 2, "size must be 1..1 MiB");
-    odp_checkopts(L, 3, channel_io_opts);
-    double deadline = odp_optdeadline(L, 3, -1);
-    luaL_Buffer b;
-    char *p = luaL_buffinitsize(L, &b, (size_t)n);
-    odp_err err;
-    long r = adb_shell_stream_read(c->s, p, (size_t)n, deadline, &err);
-    if (r < 0)
-        return odp_pushfail(L, &err);
-    luaL_pushresultsize(&b, (size_t)r);
-    return 1;
-}
-
-/* channel:write(bytes, {timeout=}) -> true | nil, err, code */
-static int channel_write(lua_State *L)
-{
-    lchannel *c = check_channel(L);
-    size_t n;
-    const char *p = luaL_checklstring(L, 2, &n);
-    odp_checkopts(L, 3, channel_io_opts);
-    double deadline = odp_optdeadline(L, 3, -1);
-    odp_err err;
-    if (adb_shell_stream_write(c->s, p, n, deadline, &err))
-        return odp_pushfail(L, &err);
-    lua_pushboolean(L, 1);
-    return 1;
-}
-
-/* channel:stderr() -> the command's stderr so far (its first 4 KiB) */
-static int channel_stderr(lua_State *L)
-{
-    lchannel *c = check_channel(L);
-    const odp_buf *e = adb_shell_stream_stderr(c->s);
-    lua_pushlstring(L, e->data ? e->data : "", e->len);
-    return 1;
-}
-
-static int channel_close(lua_State *L)
-{
-    channel_release(luaL_checkudata(L, 1, CHANNEL_MT));
-    return 0;
 }
 
 static int dev_push(lua_State *L)
@@ -607,10 +519,6 @@ int luaopen_odp_adb(lua_State *L)
                                        {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", dev_close}, {"__close", dev_close}, {NULL, NULL}};
     odp_newclass(L, DEVICE_MT, methods, meta);
-    static const luaL_Reg cmethods[] = {{"read", channel_read}, {"write", channel_write},
-                                        {"stderr", channel_stderr}, {"close", channel_close}, {NULL, NULL}};
-    static const luaL_Reg cmeta[] = {{"__gc", channel_close}, {"__close", channel_close}, {NULL, NULL}};
-    odp_newclass(L, CHANNEL_MT, cmethods, cmeta);
     static const luaL_Reg funcs[] = {{"devices", l_devices}, {"server", l_server}, {"connect", l_connect},
                                      {NULL, NULL}};
     luaL_newlib(L, funcs);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "l_streamdeps.h"
 #include "l_util.h"
 #include "ssh/ssh.h"
 #include "util/wait.h"
@@ -230,90 +231,22 @@ static int l_exec(lua_State *L)
     return rc ? 3 : 1;
 }
 
-/* ---- odp.ssh.Channel: one long-lived command's stdin/stdout (the resident helper's channel) ---- */
-#define CHANNEL "odp.ssh.Channel"
-#define CHANNEL_READ_MAX (1 << 20)
-
-typedef struct {
-    odp_ssh_channel *c; /* NULL once closed */
-} channel_ud;
-
-static channel_ud *check_channel(lua_State *L)
-{
-    channel_ud *u = luaL_checkudata(L, 1, CHANNEL);
-    if (!u->c)
-        luaL_error(L, "attempt to use a closed odp.ssh.Channel");
-    return u;
-}
-
-static const char *const channel_io_opts[] = {"timeout", NULL};
-
-/* session:open_channel(command, {timeout=}) -> channel | nil, err, code. The channel keeps its session alive. */
+/* session:open_channel(command, {timeout=}) -> an odp.Stream of the command's stdout/stdin (its stderr:
+ * stream:stderr()) | nil, err, code. The stream keeps its session alive. */
 static int l_open_channel(lua_State *L)
 {
+    static const char *const allowed[] = {"timeout", NULL};
     session_ud *u = check_session(L);
     const char *cmd = luaL_checkstring(L, 2);
-    odp_checkopts(L, 3, channel_io_opts);
+    odp_checkopts(L, 3, allowed);
     double deadline = odp_optdeadline(L, 3, 30);
-    channel_ud *cu = lua_newuserdatauv(L, sizeof *cu, 1);
-    cu->c = NULL;
-    luaL_setmetatable(L, CHANNEL);
-    lua_pushvalue(L, 1);
-    lua_setiuservalue(L, -2, 1);
+    odp_require_stream(L);
+    odp_stream *st;
     odp_err err;
-    if (odp_ssh_channel_open(u->s, cmd, deadline, &cu->c, &err))
+    if (odp_ssh_channel_open(u->s, cmd, deadline, &st, &err))
         return odp_pushfail(L, &err);
+    odp_pushstream_owned(L, st, 1);
     return 1;
-}
-
-/* channel:read(n, {timeout=}) -> 1..n bytes of stdout | "" at its end | nil, err, code */
-static int l_channel_read(lua_State *L)
-{
-    channel_ud *u = check_channel(L);
-    lua_Integer n = luaL_checkinteger(L, 2);
-    luaL_argcheck(L, n > 0 && n <= CHANNEL_READ_MAX, 2, "size must be 1..1 MiB");
-    odp_checkopts(L, 3, channel_io_opts);
-    double deadline = odp_optdeadline(L, 3, -1);
-    luaL_Buffer b;
-    char *p = luaL_buffinitsize(L, &b, (size_t)n);
-    odp_err err;
-    ssize_t r = odp_ssh_channel_read(u->c, p, (size_t)n, deadline, &err);
-    if (r < 0)
-        return odp_pushfail(L, &err);
-    luaL_pushresultsize(&b, (size_t)r);
-    return 1;
-}
-
-/* channel:write(bytes, {timeout=}) -> true | nil, err, code */
-static int l_channel_write(lua_State *L)
-{
-    channel_ud *u = check_channel(L);
-    size_t n;
-    const char *p = luaL_checklstring(L, 2, &n);
-    odp_checkopts(L, 3, channel_io_opts);
-    double deadline = odp_optdeadline(L, 3, -1);
-    odp_err err;
-    if (odp_ssh_channel_write(u->c, p, n, deadline, &err))
-        return odp_pushfail(L, &err);
-    lua_pushboolean(L, 1);
-    return 1;
-}
-
-/* channel:stderr() -> what the command wrote to stderr (its first 4 KiB) */
-static int l_channel_stderr(lua_State *L)
-{
-    channel_ud *u = check_channel(L);
-    const odp_buf *e = odp_ssh_channel_stderr(u->c);
-    lua_pushlstring(L, e->data ? e->data : "", e->len);
-    return 1;
-}
-
-static int channel_close(lua_State *L)
-{
-    channel_ud *u = luaL_checkudata(L, 1, CHANNEL);
-    odp_ssh_channel_close(u->c);
-    u->c = NULL;
-    return 0;
 }
 
 typedef struct {
@@ -433,10 +366,6 @@ int luaopen_odp_ssh(lua_State *L)
     static const luaL_Reg meta[] = {{"__gc", session_close}, {"__close", session_close},
                                     {"__tostring", session_tostring}, {NULL, NULL}};
     odp_newclass(L, SESSION, methods, meta);
-    static const luaL_Reg cmethods[] = {{"read", l_channel_read}, {"write", l_channel_write},
-                                        {"stderr", l_channel_stderr}, {"close", channel_close}, {NULL, NULL}};
-    static const luaL_Reg cmeta[] = {{"__gc", channel_close}, {"__close", channel_close}, {NULL, NULL}};
-    odp_newclass(L, CHANNEL, cmethods, cmeta);
     static const luaL_Reg funcs[] = {{"connect", l_connect}, {"libssh2_version", l_libssh2_version},
                                      {"rsa_sha2", l_rsa_sha2}, {"backend_version", l_backend_version},
                                      {NULL, NULL}};

@@ -29,6 +29,8 @@
 #define TUNNEL_BUF (64 * 1024)
 #define PROXY_ERR_MAX 400           /* bytes of a ProxyCommand's stderr quoted in an error */
 
+typedef struct odp_ssh_channel odp_ssh_channel;
+
 struct odp_ssh {
     LIBSSH2_SESSION *session;
     LIBSSH2_SFTP *sftp;
@@ -56,6 +58,7 @@ struct odp_ssh {
 };
 
 struct odp_ssh_channel {
+    odp_stream base;
     odp_ssh *s;                 /* NULL once the session closed */
     LIBSSH2_CHANNEL *ch;
     odp_buf err;
@@ -720,42 +723,14 @@ static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
 
 /* ---- long-lived channels ---- */
 
-int odp_ssh_channel_open(odp_ssh *s, const char *command, double deadline, odp_ssh_channel **out, odp_err *err)
-{
-    LIBSSH2_CHANNEL *ch;
-    PTR_OR_WAIT(s, ch, libssh2_channel_open_session(s->session), deadline, err);
-    if (!ch)
-        return ssh_fail_err(s, err, ODP_EIO, "cannot open a channel");
-    int rc, w = 0;
-    while ((rc = libssh2_channel_exec(ch, command)) == LIBSSH2_ERROR_EAGAIN)
-        if ((w = wait_socket(s, deadline, err)))
-            break;
-    odp_ssh_channel *c = rc ? NULL : calloc(1, sizeof *c);
-    if (!c) {
-        if (w == 0)
-            w = rc ? ssh_fail_err(s, err, ODP_EIO, "remote exec failed") : odp_fail(err, ODP_EIO, "out of memory");
-        double dl = odp_now() + CLOSE_GRACE_S;
-        while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
-            if (wait_socket(s, dl, NULL))
-                break;
-        return w;
-    }
-    c->s = s;
-    c->ch = ch;
-    c->err.limit = CHANNEL_STDERR_MAX;
-    c->next = s->channels;
-    s->channels = c;
-    *out = c;
-    return 0;
-}
-
 static int channel_dead(odp_ssh_channel *c, odp_err *err)
 {
     return c->s ? 0 : odp_fail(err, ODP_EIO, "the SSH session of this channel is closed");
 }
 
-ssize_t odp_ssh_channel_read(odp_ssh_channel *c, void *buf, size_t n, double deadline, odp_err *err)
+static ssize_t channel_read(odp_stream *st, void *buf, size_t n, double deadline, odp_err *err)
 {
+    odp_ssh_channel *c = (odp_ssh_channel *)st;
     int rc = channel_dead(c, err);
     if (rc)
         return rc;
@@ -778,17 +753,19 @@ ssize_t odp_ssh_channel_read(odp_ssh_channel *c, void *buf, size_t n, double dea
     }
 }
 
-int odp_ssh_channel_write(odp_ssh_channel *c, const void *p, size_t n, double deadline, odp_err *err)
+static ssize_t channel_write(odp_stream *st, const void *p, size_t n, double deadline, odp_err *err)
 {
+    odp_ssh_channel *c = (odp_ssh_channel *)st;
     int rc = channel_dead(c, err);
     if (rc)
         return rc;
     const char *b = p;
-    while (n) {
-        ssize_t k = libssh2_channel_write(c->ch, b, n);
+    size_t left = n;
+    while (left) {
+        ssize_t k = libssh2_channel_write(c->ch, b, left);
         if (k > 0) {
             b += k;
-            n -= (size_t)k;
+            left -= (size_t)k;
         } else if (k == LIBSSH2_ERROR_EAGAIN) {
             if ((rc = wait_socket(c->s, deadline, err)))
                 return rc;
@@ -796,15 +773,14 @@ int odp_ssh_channel_write(odp_ssh_channel *c, const void *p, size_t n, double de
             return ssh_fail_err(c->s, err, ODP_EIO, "writing the channel");
         }
     }
-    return 0;
+    return (ssize_t)n;
 }
 
-const odp_buf *odp_ssh_channel_stderr(const odp_ssh_channel *c) { return &c->err; }
+static const odp_buf *channel_stderr(odp_stream *st) { return &((odp_ssh_channel *)st)->err; }
 
-void odp_ssh_channel_close(odp_ssh_channel *c)
+static void channel_close(odp_stream *st)
 {
-    if (!c)
-        return;
+    odp_ssh_channel *c = (odp_ssh_channel *)st;
     odp_ssh *s = c->s;
     if (s) {
         double dl = odp_now() + CLOSE_GRACE_S;
@@ -826,6 +802,40 @@ void odp_ssh_channel_close(odp_ssh_channel *c)
     }
     odp_buf_free(&c->err);
     free(c);
+}
+
+static const odp_stream_ops channel_ops = {
+    .kind = "ssh-channel", .read = channel_read, .write = channel_write, .close = channel_close,
+    .diag = channel_stderr};
+
+int odp_ssh_channel_open(odp_ssh *s, const char *command, double deadline, odp_stream **out, odp_err *err)
+{
+    LIBSSH2_CHANNEL *ch;
+    PTR_OR_WAIT(s, ch, libssh2_channel_open_session(s->session), deadline, err);
+    if (!ch)
+        return ssh_fail_err(s, err, ODP_EIO, "cannot open a channel");
+    int rc, w = 0;
+    while ((rc = libssh2_channel_exec(ch, command)) == LIBSSH2_ERROR_EAGAIN)
+        if ((w = wait_socket(s, deadline, err)))
+            break;
+    odp_ssh_channel *c = rc ? NULL : calloc(1, sizeof *c);
+    if (!c) {
+        if (w == 0)
+            w = rc ? ssh_fail_err(s, err, ODP_EIO, "remote exec failed") : odp_fail(err, ODP_EIO, "out of memory");
+        double dl = odp_now() + CLOSE_GRACE_S;
+        while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        return w;
+    }
+    c->base.ops = &channel_ops;
+    c->s = s;
+    c->ch = ch;
+    c->err.limit = CHANNEL_STDERR_MAX;
+    c->next = s->channels;
+    s->channels = c;
+    *out = &c->base;
+    return 0;
 }
 
 /* ---- exec ---- */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "../stream/stream.h"
 #include "../util/buf.h"
 #include "../util/err.h"
 
@@ -79,17 +80,10 @@ typedef struct {
 int odp_ssh_exec(odp_ssh *s, const odp_ssh_exec_opts *opts, odp_ssh_exec_result *r, odp_err *err);
 void odp_ssh_exec_result_free(odp_ssh_exec_result *r);
 
-/* A long-lived channel running one command, its stdin and stdout a byte stream in both directions (the resident
- * helper's channel: docs/helper-protocol.md). Its stderr is kept, the last 4 KiB, for an error message. Closing
- * the session first leaves the channel dead (reads and writes fail with EIO), never dangling. */
-typedef struct odp_ssh_channel odp_ssh_channel;
-int odp_ssh_channel_open(odp_ssh *s, const char *command, double deadline, odp_ssh_channel **out, odp_err *err);
-/* 1..n bytes of stdout, 0 at its end, or a negative code (ETIMEDOUT, ECANCELED, EIO). */
-ssize_t odp_ssh_channel_read(odp_ssh_channel *c, void *buf, size_t n, double deadline, odp_err *err);
-int odp_ssh_channel_write(odp_ssh_channel *c, const void *p, size_t n, double deadline, odp_err *err);
-const odp_buf *odp_ssh_channel_stderr(const odp_ssh_channel *c);
-/* Sends EOF, closes (bounded wait) and frees. NULL is fine. */
-void odp_ssh_channel_close(odp_ssh_channel *c);
+/* A long-lived channel running one command as an odp_stream: its stdout read, its stdin written (the resident
+ * helper's channel: docs/helper-protocol.md); odp_stream_diag gives its stderr, the first 4 KiB. Closing the
+ * stream sends EOF first. Closing the session first leaves the stream dead (EIO), never dangling. */
+int odp_ssh_channel_open(odp_ssh *s, const char *command, double deadline, odp_stream **out, odp_err *err);
 
 /* Progress: bytes done of total (total -1 when unknown). Non-zero aborts the transfer (ECANCELED). */
 typedef int (*odp_ssh_progress)(void *ctx, long long done, long long total);
