@@ -69,6 +69,7 @@ end
 ---@param target odp.target.shell.Target
 ---@return string?
 function M.arch(target)
+  if not target.cache.arch then M.helper(target) end -- the resident helper's hello names it
   if not target.cache.arch then
     local out = target:run("uname -m")
     target.cache.arch = out and out:match("^%s*(%S+)")
@@ -263,6 +264,7 @@ function M.helper(target)
   c.helper_starting = nil
   c.helper_client = client
   c.rusage, c.helper = "odp-rusage", path
+  c.arch = c.arch or client.arch -- its hello said `uname -m`
   return client
 end
 
