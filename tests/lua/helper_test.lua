@@ -242,6 +242,22 @@ T.test("a flooding program: output bounded in memory, every byte streamed to on_
   t:close()
 end)
 
+T.test("a flooding runner in a profile: the whole output in the run dir, a bounded part in memory", function()
+  local runner = tmp .. "/flood_runner"
+  T.write(runner, "#!/bin/sh\nhead -c 6000000 /dev/zero | tr '\\0' x\necho 'I 00:00:00.000 flood' >&2\n")
+  sys.chmod(runner, tonumber("755", 8))
+  local saved = helper.CAPTURE_MAX
+  helper.CAPTURE_MAX = 1 << 20
+  local b <close> = board.open("devices/rpi5.lua", opts { remote_dir = srv.remote_dir .. "/flood" })
+  local rec = b:profile { runner = runner, model = T.root() .. "/tests/fixtures/pte/add_arduino.pte", n = 1,
+    runs_dir = tmp .. "/floodruns" }
+  helper.CAPTURE_MAX = saved
+  local out = rec.artifacts.run_dir .. "/runner.stdout"
+  T.eq(sys.stat(out).size, 6000000, "every byte on disk")
+  T.eq(T.read(out):match("^x+$") ~= nil, true)
+  T.match(T.read(rec.artifacts.run_dir .. "/runner.stderr"), "^I 00:00:00.000 flood\n$")
+end)
+
 T.test("no exec permission in the remote dir: the shell path, said once", function()
   local dir = srv.remote_dir .. "/noexec"
   -- a noexec mount where this machine allows one, else a helper that cannot be executed (a directory)
