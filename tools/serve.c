@@ -466,6 +466,90 @@ static void serve_state(char **a, int n)
     odp_buf_free(&text);
 }
 
+/* ---- sha256, remembered across sessions ----
+ * A board keeps the same runner and model from one session to the next; hashing megabytes with portable code on
+ * every hash-skip check would cost more than the round trips the helper saves. So the helper remembers the
+ * hashes it computed in <its dir>/sha256-cache, each with the file's device, inode, size, mtime and ctime: a
+ * file written, renamed over, truncated or chmod'ed since gets a new ctime (no user can set ctime), so a match
+ * of all five is the same bytes. At most CACHE_ENTRIES lines, newest first; written to a temporary name and
+ * renamed. A cache that cannot be read or written only costs the hashing. */
+#define CACHE_ENTRIES 256
+#define CACHE_LINE 4400
+
+static char cache_path[PATH_MAX];
+
+static void cache_locate(void)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash && snprintf(cache_path, sizeof cache_path, "%.*s/sha256-cache", (int)(slash - self), self) >=
+                     (int)sizeof cache_path)
+        cache_path[0] = 0;
+}
+
+/* The identity a cache line records: "dev ino size mtime.ns ctime.ns". */
+static void file_identity(const struct stat *st, char *out, size_t n)
+{
+    snprintf(out, n, "%llu %llu %lld %lld.%09ld %lld.%09ld", (unsigned long long)st->st_dev,
+             (unsigned long long)st->st_ino, (long long)st->st_size, (long long)st->st_mtim.tv_sec,
+             st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+}
+
+/* Looks path up (or, with hex given, records it): 1 when found (hex filled), 0 otherwise. */
+static int cache_use(const char *path, const char *identity, char hex[65], int record)
+{
+    if (!cache_path[0])
+        return 0;
+    FILE *f = fopen(cache_path, "re");
+    char line[CACHE_LINE];
+    char *keep[CACHE_ENTRIES];
+    int nkeep = 0, found = 0;
+    size_t id_len = strlen(identity);
+    while (f && fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (!len || line[len - 1] != '\n')
+            break; /* cut short: the rest is not trusted */
+        line[--len] = 0;
+        /* identity, ' ', 64 hex, ' ', path */
+        char *h = strchr(line, ' ');
+        for (int k = 0; h && k < 4; k++)
+            h = strchr(h + 1, ' ');
+        if (!h || len < (size_t)(h - line) + 67 || h[65] != ' ')
+            continue;
+        int same = strcmp(h + 66, path) == 0;
+        if (same && !record && (size_t)(h - line) == id_len && !memcmp(line, identity, id_len)) {
+            memcpy(hex, h + 1, 64);
+            hex[64] = 0;
+            found = 1;
+            break;
+        }
+        if (record && !same && nkeep < CACHE_ENTRIES - 1)
+            keep[nkeep++] = strdup(line);
+    }
+    if (f)
+        fclose(f);
+    if (record) {
+        char tmp[PATH_MAX + 32];
+        snprintf(tmp, sizeof tmp, "%s.%d", cache_path, (int)getpid());
+        FILE *w = fopen(tmp, "we");
+        if (w) {
+            fprintf(w, "%s %s %s\n", identity, hex, path);
+            for (int k = 0; k < nkeep; k++)
+                if (keep[k])
+                    fprintf(w, "%s\n", keep[k]);
+            if (fclose(w) || rename(tmp, cache_path))
+                unlink(tmp);
+        }
+        for (int k = 0; k < nkeep; k++)
+            free(keep[k]);
+    }
+    return found;
+}
+
 static void serve_hash(char **a, int n)
 {
     if (n != 1) {
@@ -478,6 +562,13 @@ static void serve_hash(char **a, int n)
         if (fd >= 0)
             close(fd);
         answer('A', NULL, NULL); /* no such regular file: no hash */
+        return;
+    }
+    char identity[160], hex[65];
+    file_identity(&st, identity, sizeof identity);
+    if (strchr(a[0], '\n') == NULL && cache_use(a[0], identity, hex, 0)) {
+        close(fd);
+        answer('A', hex, NULL);
         return;
     }
     sha256_ctx c;
@@ -493,8 +584,15 @@ static void serve_hash(char **a, int n)
         fail(errno_code(e), "hash %s: %s", a[0], strerror(e));
         return;
     }
-    char hex[65];
     sha256_hex(&c, hex);
+    /* the file may have changed while it was read: remembered only if it is still the one that was hashed */
+    struct stat after;
+    char identity_after[160];
+    if (strchr(a[0], '\n') == NULL && stat(a[0], &after) == 0) {
+        file_identity(&after, identity_after, sizeof identity_after);
+        if (strcmp(identity, identity_after) == 0)
+            cache_use(a[0], identity, hex, 1);
+    }
     answer('A', hex, NULL);
 }
 
@@ -656,6 +754,7 @@ int rusage_serve(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
     odp_frame_dec_init(&in);
+    cache_locate();
     struct utsname u;
     char proto[16];
     snprintf(proto, sizeof proto, "%d", ODP_HELPER_PROTO);

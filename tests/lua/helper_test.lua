@@ -128,6 +128,32 @@ T.test("the helper's own answers agree with independent tools (sha256sum, df, th
   t:close()
 end)
 
+T.test("hashes are remembered across sessions, and a changed file is hashed again (same size and mtime)", function()
+  local cache = rdir .. "/.odp/sha256-cache"
+  local function session_hash(path)
+    local t = assert(target_ssh.new(opts()))
+    local hex = assert(require("odp.target.shell").helper(t)):sha256(path)
+    t:close()
+    return hex
+  end
+  local f = rdir .. "/cached"
+  sshd.sh(("head -c 2000000 /dev/urandom > %s && chown %s %s"):format(f, srv.user, f))
+  local want = sshd.sh("sha256sum " .. f):match("^%x+")
+  T.eq(session_hash(f), want)
+  T.match(T.read(cache), want .. " " .. f:gsub("%p", "%%%0") .. "\n", "remembered")
+  -- the remembered hash is what a second session answers: put a wrong one in its line and it is believed...
+  local text = T.read(cache)
+  T.write(cache, (text:gsub(want, ("0"):rep(64))))
+  T.eq(session_hash(f), ("0"):rep(64), "answered from the cache, not hashed again")
+  -- ...but only for the same file: one byte changed, size and mtime put back, the ctime differs
+  sshd.sh(("touch -r %s %s.ref && printf Z | dd of=%s conv=notrunc 2>/dev/null && touch -r %s.ref %s")
+    :format(f, f, f, f, f))
+  T.eq(session_hash(f), sshd.sh("sha256sum " .. f):match("^%x+"), "hashed again")
+  -- a damaged cache costs only the hashing
+  T.write(cache, "garbage\nmore garbage without an end")
+  T.eq(session_hash(f), sshd.sh("sha256sum " .. f):match("^%x+"))
+end)
+
 T.test("counts: one connection, and as many channels for 10 profiles of a board as for 3", function()
   local fake = build .. "/tests/fake_runner"
   local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
