@@ -171,27 +171,12 @@ function Target:has_logcat()
   return self.cache.logcat
 end
 
---- Runs argv on the device: the odp.proc.run result table (+ rusage when measurable, + log with runner_log).
--- opts: timeout, cwd, env, stdin, capture_limit, rusage (false: run bare), runner_log (clear logcat before,
--- read it after with the device's log.dump, `logcat -d -s ExecuTorch:I` by default, as r.log). A timeout closes the stream: adbd kills the command.
-function Target:exec(argv, opts)
-  opts = opts or {}
-  local method, prefix = false, nil
-  if opts.rusage ~= false then method, prefix = self:rusage_method() end
-  local logcat = opts.runner_log and self:has_logcat()
+-- The command itself: through the resident helper when it runs, else its own shell service.
+local function exec_measured(self, argv, opts, method, prefix)
   if (method == "odp-rusage" or opts.rusage == false) and not opts.stdin then
     local h, herr, hcode = shell.helper(self)
     if herr then return nil, herr, hcode end
-    if h then
-      if logcat and self.log.clear then self:run(self.log.clear) end
-      local r, err, code = shell.helper_exec(h, argv, opts)
-      if not r then return nil, err, code end
-      if logcat and not r.timed_out then
-        local out = self.log.dump and self:run(self.log.dump, 30)
-        if out then r.log = out end
-      end
-      return r
-    end
+    if h then return shell.helper_exec(h, argv, opts) end
   end
   local helper_args = opts.helper_args
   if method == "odp-rusage" then
@@ -205,11 +190,23 @@ function Target:exec(argv, opts)
     if not prefix and err then return nil, err, code end
   end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix })
-  if logcat and self.log.clear then self:run(self.log.clear) end
   local r, err, code = call(self, "shell", cmd, { timeout = opts.timeout, stdin = opts.stdin,
     capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
   if not r then return nil, err, code end
-  shell.apply_rusage(r, method)
+  return shell.apply_rusage(r, method)
+end
+
+--- Runs argv on the device: the odp.proc.run result table (+ rusage when measurable, + log with runner_log).
+-- opts: timeout, cwd, env, stdin, capture_limit, rusage (false: run bare), runner_log (clear logcat before,
+-- read it after with the device's log.dump, `logcat -d -s ExecuTorch:I` by default, as r.log). A timeout closes the stream: adbd kills the command.
+function Target:exec(argv, opts)
+  opts = opts or {}
+  local method, prefix = false, nil
+  if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  local logcat = opts.runner_log and self:has_logcat()
+  if logcat and self.log.clear then self:run(self.log.clear) end
+  local r, err, code = exec_measured(self, argv, opts, method, prefix)
+  if not r then return nil, err, code end
   if logcat and not r.timed_out then
     local out = self.log.dump and self:run(self.log.dump, 30)
     if out then r.log = out end
