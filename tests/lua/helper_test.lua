@@ -72,6 +72,43 @@ T.test("codec: malformed and oversized frames are one EPROTO, never a crash or a
   T.eq(select(3, d:next()), "EPROTO")
 end)
 
+-- A channel that replays bytes (the helper's side of a conversation) and swallows what odp writes.
+local function replay(bytes)
+  local pos = 1
+  return {
+    read = function(_, n) local c = bytes:sub(pos, pos + math.min(n, 977) - 1) pos = pos + #c return c end,
+    write = function() return true end, stderr = function() return "" end, close = function() end,
+  }
+end
+
+T.test("odp's client on 3000 mutated helper conversations: an answer or one error, never a raise", function()
+  local good = codec.encode("H", { "odp-helper", tostring(codec.PROTO), "x86_64" }) ..
+    codec.encode("O", { "I 00:00:00.000 executorch: Model loaded\n" }) .. codec.encode("E", { "err\n" }) ..
+    codec.encode("D", { "0", "ODP-RUSAGE status=0 signal=0 core=0 maxrss_kb=4592 utime_s=0.01 stime_s=0.0 " ..
+      "wall_s=0.02 minflt=1 majflt=0 nvcsw=1 nivcsw=0\n", "TERM" }) ..
+    codec.encode("A", { "2022980df2c53cc5c31a63f1b5d8a45fe0e373ae9f8792bfc07fe358e6424bbb" })
+  local rng = T.lcg(17)
+  for i = 1, 3000 do
+    local b = { good:byte(1, -1) }
+    for _ = 1, 1 + rng(4) do
+      local at = 1 + rng(#b)
+      local op = rng(3)
+      if op == 0 then b[at] = rng(256) elseif op == 1 then table.remove(b, at) else table.insert(b, at, rng(256)) end
+    end
+    local bytes = string.char(table.unpack(b))
+    local ok, err = pcall(function()
+      local h, herr = helper.open(replay(bytes), { uri = "fuzz", timeout = 1 })
+      if not h then return T.ok(type(herr) == "string" and not herr:find("\n"), herr) end
+      local r, report = h:run({ "x" }, { timeout = 1 })
+      T.ok(r or (type(report) == "string" and not report:find("\n")), report)
+      if r then require("odp.target.shell").apply_rusage(r, "odp-rusage", report) end
+      local hex, xerr = h:sha256("/x")
+      T.ok(hex == nil or hex:match("^%x+$"), xerr)
+    end)
+    if not ok then error(("mutation %d raised: %s"):format(i, err), 0) end
+  end
+end)
+
 -- a private sshd; LogLevel VERBOSE logs every connection and every session channel
 local srv = sshd.start()
 local rdir = srv.remote_dir .. "/h"
