@@ -97,9 +97,12 @@ local function call(self, method, ...)
   return r, e, c
 end
 
---- A `shell,v2` command whose stdin/stdout are a byte stream (odp.adb.Channel): the resident helper's.
+--- A `shell,v2` command whose stdin/stdout are a byte stream (an odp.Stream): the resident helper's. A direct
+--- connection found lost (a Ctrl-C in the middle of a read leaves it so) is made again, once.
 function Target:open_channel(cmd)
-  return call(self, "open_channel", cmd, { timeout = 30 })
+  local ch, err, code = call(self, "open_channel", cmd, { timeout = 30 })
+  if not ch and not self.dev then ch, err, code = call(self, "open_channel", cmd, { timeout = 30 }) end
+  return ch, err, code
 end
 
 --- One shell command line: through the resident helper (no new service), else its own shell service.
@@ -176,7 +179,12 @@ local function exec_measured(self, argv, opts, method, prefix)
   if (method == "odp-rusage" or opts.rusage == false) and not opts.stdin then
     local h, herr, hcode = shell.helper(self)
     if herr then return nil, herr, hcode end
-    if h then return shell.helper_exec(h, argv, opts) end
+    if h then
+      local r, err, code = shell.helper_exec(h, argv, opts)
+      -- a run cut short (Ctrl-C) can leave a direct connection unusable: drop it now, so adbd ends what ran
+      if self.dev and self.dev:broken() then drop(self) end
+      return r, err, code
+    end
   end
   local helper_args = opts.helper_args
   if method == "odp-rusage" then
