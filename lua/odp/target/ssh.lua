@@ -232,7 +232,7 @@ function Target:reconnect()
   return true
 end
 
---- A channel running cmd, its stdin and stdout a byte stream (odp.ssh.Channel): the resident helper's. One
+--- A channel running cmd, its stdin and stdout a byte stream (an odp.Stream): the resident helper's. One
 -- reconnect when the connection is gone.
 function Target:open_channel(cmd)
   local ch, err, code = self.session:open_channel(cmd, { timeout = SMALL_TIMEOUT })
