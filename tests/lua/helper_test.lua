@@ -109,6 +109,38 @@ T.test("odp's client on 3000 mutated helper conversations: an answer or one erro
   end
 end)
 
+T.test("the helper on 400 mutated request streams: well-formed answers, an exit of 0 or 2, never a crash", function()
+  local exe = build .. "/odp-rusage-x86_64"
+  -- a mutated type byte turns one request into another (a read into a chmod, a hash into a mkdir): every path
+  -- is in a scratch directory, which is also the helper's cwd for the relative ones a mutation makes
+  local dir = tmp .. "/mut"
+  sys.mkdir_p(dir)
+  T.write(dir .. "/f", "some bytes\n")
+  local good = codec.encode("X", { dir .. "/f" }) .. codec.encode("F", { dir .. "/x/y" }) ..
+    codec.encode("G", { dir .. "/f", "50000" }) .. codec.encode("S", { "", "online cpufreq/scaling_cur_freq", "ro.a|ro.b" }) ..
+    codec.encode("R", { "counters=basic", "--", "true" }) .. codec.encode("R", { "--", "/nonexistent/prog" }) ..
+    codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
+  local rng = T.lcg(23)
+  for i = 1, 400 do
+    local b = { good:byte(1, -1) }
+    for _ = 1, 1 + rng(3) do
+      local at = 1 + rng(#b)
+      local op = rng(3)
+      if op == 0 then b[at] = rng(256) elseif op == 1 then table.remove(b, at) else table.insert(b, at, rng(256)) end
+    end
+    local r = assert(proc.run { argv = { exe, "--serve" }, stdin = string.char(table.unpack(b)), cwd = dir,
+      timeout = 20 })
+    T.ok(r.signal == nil and (r.status == 0 or r.status == 2),
+      ("mutation %d: status %s signal %s"):format(i, r.status, tostring(r.signal)))
+    local d = codec.decoder():feed(r.stdout)
+    local t, f = d:next()
+    T.eq(t, "H", "hello first")
+    repeat t, f = d:next() until not t
+    T.eq(f, nil, ("mutation %d: the helper's answers are well-formed frames"):format(i))
+    T.eq(d:pending(), 0, "nothing cut short")
+  end
+end)
+
 -- a private sshd; LogLevel VERBOSE logs every connection and every session channel
 local srv = sshd.start()
 local rdir = srv.remote_dir .. "/h"
