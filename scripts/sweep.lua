@@ -113,14 +113,27 @@ return {
       return o
     end
     -- A declared flow script runs through odp.run on one board, opened at the first point and kept open for
-    -- every other: one connection, one preflight, files staged once. A script of the user's own runs as it is.
-    local board
+    -- every other: one connection, one preflight, files staged once. Only a swept parameter that says which
+    -- board or how to reach it (a transport option such as host, or device) opens another one. A script of
+    -- the user's own runs as it is.
+    local board, board_key
+    local flow_own = {}
+    for _, o in ipairs(flow.flow and run.flow(flow.flow).options or {}) do flow_own[(o[1]:gsub("-", "_"))] = true end
+    flow_own.device = nil
+    local function key_of(params)
+      local parts = {}
+      for _, name in ipairs(points.names) do
+        if not flow_own[name] then parts[#parts + 1] = name .. "=" .. tostring(params[name]) end
+      end
+      return table.concat(parts, " ")
+    end
     local function run_point(params)
       if flow.flow then
+        if board and board_key ~= key_of(params) then run.close(board) board = nil end
         if not board then
-          local bo = flow_opts({})
+          local bo = flow_opts(params)
           bo.ui = ctx.ui
-          board = run.open_board(flow, bo)
+          board, board_key = run.open_board(flow, bo), key_of(params)
         end
         return run.point(board, flow, flow_opts(params), ctx.args)
       end

@@ -111,4 +111,22 @@ T.test("lua/odp: no module requires one from a higher layer, nor a module that d
   T.eq(problems, {}, table.concat(problems, "\n"))
 end)
 
+T.test("the REPL's odp namespace follows the layers: odp.parse.pte, odp.run.board, odp.run.point", function()
+  local odp = require("odp.cli.repl").odp_namespace()
+  T.eq(odp.parse.pte.read, require("odp.parse.pte").read)
+  T.eq(odp.run.board.open, require("odp.run.board").open, "a layer's module")
+  T.eq(odp.run.point, require("odp.run").point, "the layer's own field first")
+  T.eq(odp.sys.getpid, require("odp.sys").getpid)
+  T.eq(odp.nosuch, nil); T.eq(odp.parse.nosuch, nil)
+  -- a module that exists but fails to load says why, instead of looking absent
+  local dir = T.tmpdir()
+  assert(sys.mkdir_p(dir .. "/odp/parse"))
+  T.write(dir .. "/odp/parse/broken_for_test.lua", "error('broken on purpose')\n")
+  local saved = package.path
+  package.path = dir .. "/?.lua;" .. package.path
+  local ok, e = pcall(function() return odp.parse.broken_for_test end)
+  package.path = saved
+  T.eq(ok, false); T.match(tostring(e), "broken on purpose")
+end)
+
 T.done()

@@ -15,13 +15,7 @@ local add = root .. "/tests/fixtures/pte/add_arduino.pte"
 local tmp = T.tmpdir()
 local quiet = require("odp.core.ui").new { quiet = true }
 
-local function failure(fn)
-  local ok, e = pcall(fn)
-  T.eq(ok, false, "raises")
-  T.eq(type(e), "table", "a structured failure: " .. tostring(e))
-  return e
-end
-
+local failure = T.failure
 local function records(path)
   local out = {}
   for l in io.lines(path) do out[#out + 1] = assert(json.decode(l)) end
@@ -140,17 +134,46 @@ T.test("a 3-point SSH sweep opens one connection; points after the first repeat 
   T.eq(three_x, one_x, ("channels: %d for 3 points, %d for 1"):format(three_x, one_x))
 end)
 
+T.test("a swept transport option (remote_dir) is another board: one connection per value, not per point", function()
+  local a, b = srv.remote_dir .. "/dir_a", srv.remote_dir .. "/dir_b"
+  local conns = counted(function()
+    local r = proc.run(rpi5_args { "-p", "remote_dir=" .. a .. "," .. b, "-p", "num_executions=1,2",
+      "--out", tmp .. "/dirs.jsonl" })
+    T.eq(r.status, 0, r.stderr)
+  end)
+  T.eq(conns, 2)
+  local recs = records(tmp .. "/dirs.jsonl")
+  T.eq(#recs, 4)
+  T.eq({ recs[1].params.remote_dir, recs[4].params.remote_dir }, { a, b })
+  for _, d in ipairs({ a, b }) do T.eq(sys.sha256_file(d .. "/fake_runner"), sys.sha256_file(fake), d) end
+end)
+
 T.test("run.open_board + run.point over SSH: one connection for three runs, then closed", function()
   local b = run.open_board("devices/rpi5.lua", { host = srv.user .. "@127.0.0.1", port = srv.port,
     identity = srv.identity, known_hosts = srv.known_hosts, remote_dir = srv.remote_dir .. "/api", ui = quiet,
     board = "pi5-a" })
+  local stage = {}
   local conns = counted(function()
     for n = 1, 3 do
       local rec = run.point(b, "executorch", { runner = fake, model = add, n = n, runs_dir = tmp .. "/runs" })
       T.eq({ rec.ok, rec.board, rec.latency_ms.n }, { true, "pi5-a", n }, rec.error and rec.error.message)
+      T.eq({ rec.steps[1].name, rec.steps[2].name, #rec.steps }, { "stage", "run", 2 })
+      stage[n] = rec.steps[1].status
     end
   end)
   T.eq(conns, 1)
+  T.eq(stage, { "ran", "skipped: unchanged", "skipped: unchanged" }, "pushed once, then the board had the files")
+  T.eq(sys.sha256_file(srv.remote_dir .. "/api/fake_runner"), sys.sha256_file(fake), "the runner on the board")
+  -- a runner rebuilt between points (other bytes, same path) is pushed again: the board keys by sha256
+  local copy = tmp .. "/runner_copy"
+  T.write(copy, T.read(fake))
+  assert(sys.chmod(copy, tonumber("755", 8)))
+  local r1 = run.point(b, "executorch", { runner = copy, model = add, runs_dir = tmp .. "/runs" })
+  T.eq(r1.steps[1].status, "ran")
+  T.write(copy, T.read(fake) .. "\0rebuilt")
+  local r2 = run.point(b, "executorch", { runner = copy, model = add, runs_dir = tmp .. "/runs" })
+  T.eq({ r2.ok, r2.steps[1].status }, { true, "ran" }, r2.error and r2.error.message)
+  T.eq(sys.sha256_file(srv.remote_dir .. "/api/runner_copy"), sys.sha256_file(copy), "the new bytes on the board")
   run.close(b)
   T.eq(b._target, nil, "closed")
 end)

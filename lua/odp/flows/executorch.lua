@@ -149,6 +149,7 @@ function M.record(ctx)
       cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
   rec.model = result.file_info(o.model)
   rec.runner = result.file_info(o.runner, o.runs_dir .. "/.sha256-cache.json")
+  rec.steps = json.array({})
   return rec
 end
 
@@ -157,29 +158,35 @@ function M.preflight_files(ctx)
   return { runner = ctx.opts.runner, model = ctx.opts.model, data = ctx.opts.data }
 end
 
---- The steps: stage (the board remembers what it staged), device state, the runner processes, the ETDump
--- fetched, the measurements. Raises a structured failure; odp.run turns it into the failed record.
-function M.steps(ctx, rec)
+-- The stage step: where the files are is the target's business (the host runs them in place; a remote target
+-- pushes them into its remote dir, hash-skipped; the board remembers what it staged). -> the runner's argv,
+-- and "unchanged" when a remote board had every file already.
+local function stage_step(ctx, rec, t)
   local o, ui, board = ctx.opts, ctx.ui, ctx.board
-  local target = board:target()
-  local dir = ctx.run_dir
-  local t = { target = target }
-  ctx.state_of = t
-  -- stage: where the files are is the target's business (the host runs them in place; a remote target
-  -- pushes them into its remote dir, hash-skipped)
-  t.workdir = board:workdir(dir)
+  t.workdir = board:workdir(ctx.run_dir)
+  local pushed_any, remote = false, false
   local function stage(path, mode, info)
     local where, pushed = board:stage(path, { mode = mode, ui = ui, sha256 = info and info.sha256 })
-    if where ~= sys.realpath(path) then ui:info("%s %s", pushed and "pushed" or "unchanged", basename(path)) end
+    if where ~= sys.realpath(path) then
+      remote, pushed_any = true, pushed_any or pushed
+      ui:info("%s %s", pushed and "pushed" or "unchanged", basename(path))
+    end
     return where
   end
   local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
   local data = o.data and stage(o.data)
-  local etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(dir) .. ".etdump")
+  t.etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
   local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
-  if etdump_remote then table.move({ "--etdump_path", etdump_remote }, 1, 2, #argv + 1, argv) end
+  if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
   if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
   table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
+  t.argv = argv
+  if remote and not pushed_any then return "unchanged" end
+end
+
+-- The run step: the device state before, placement, the warmup and measured runner processes. -> the runs
+local function run_step(ctx, rec, t)
+  local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
   t.state = require("odp.target.device_state").before(rec, target)
   require("odp.target.placement").apply(ctx, t, rec, argv)
 
@@ -224,17 +231,33 @@ function M.steps(ctx, rec)
     rec.thermal = cooler.log
     for _, w in ipairs(cooler.warnings) do rec.warnings[#rec.warnings + 1] = w end
   end
-  if etdump_remote then
-    -- judged by this run's file only: an older file at --etdump must not pass for a new one
-    local got, perr, pcode = target:fetch(etdump_remote, o.etdump)
-    -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
-    if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
-    if got then
-      rec.artifacts.etdump = o.etdump
-    else
-      rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
-    end
+  t.runs, t.stopper = runs, stopper
+end
+
+-- The fetch step: the ETDump the runner wrote on the board, brought here.
+local function fetch_step(ctx, rec, t)
+  local o = ctx.opts
+  -- judged by this run's file only: an older file at --etdump must not pass for a new one
+  local got, perr, pcode = t.target:fetch(t.etdump_remote, o.etdump)
+  -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
+  if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
+  if got then
+    rec.artifacts.etdump = o.etdump
+  else
+    rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
   end
+end
+
+--- The steps, each traced in rec.steps: stage, run, fetch (with --etdump); then the measurements. Raises a
+-- structured failure; odp.run turns it into the failed record.
+function M.steps(ctx, rec)
+  local o = ctx.opts
+  local t = { target = ctx.board:target() }
+  ctx.state_of = t
+  run.step(rec, "stage", function() return stage_step(ctx, rec, t) end)
+  run.step(rec, "run", function() return run_step(ctx, rec, t) end)
+  if t.etdump_remote then run.step(rec, "fetch", function() return fetch_step(ctx, rec, t) end) end
+  local runs, stopper, dir = t.runs, t.stopper, ctx.run_dir
   local g = measure(ctx, rec, runs)
   require("odp.target.rusage").record_counters(rec, runs)
   if o.sustained and g and #g.groups == #stopper.starts then

@@ -32,6 +32,8 @@ end
 --- The one .pte check, made on this machine before anything touches a board: the model given by the user must
 -- be an ExecuTorch program (the ET12 identifier, not truncated, parseable). A bad model file is a usage error
 -- (exit 2). Returns odp.parse.pte's table.
+---@param path string
+---@return table
 function M.check_model(path)
   local info, err, code = require("odp.parse.pte").read(path)
   if not info then
@@ -55,12 +57,16 @@ end
 -- table: its device, or the bare device of its target kind). opts: the transport's options (host, port,
 -- identity, ...; see odp.run.board.open), ui, and board = the lab file's name for it (records carry it).
 -- Nothing connects before the first run needs it.
+---@param dev string|table device file, device table or script declaration
+---@param opts table? transport options, ui, board (name)
+---@return table board an odp.run.board Board
 function M.open_board(dev, opts)
   if type(dev) == "table" and type(dev.run) == "function" then dev = script_device(dev, opts) end
   return board_mod.open(dev, opts)
 end
 
 --- Closes a board (its connection; the twin it started). Idempotent.
+---@param board table
 function M.close(board) board:close() end
 
 ------------------------------------------------------------------------------------------------ ctx
@@ -153,6 +159,11 @@ end
 -- flow: a flow name, module or script declaration (nil: the device's flow); opts: the flow's options as a
 -- table (defaults filled; n = num_executions or inferences); args: the runner's extra arguments.
 -- Returns the record (a failed run is a record with ok = false).
+---@param board table from run.open_board
+---@param flow string|table|nil flow name, flow module or script declaration; nil: the device's flow
+---@param opts table? the flow's options (n = num_executions or inferences)
+---@param args string[]? the runner's extra arguments
+---@return table record the result record (docs/SCRIPTING.md, "The result record")
 function M.point(board, flow, opts, args)
   local spec
   if type(flow) == "table" and type(flow.run) == "function" and flow.flow then spec, flow = flow, flow.flow end
