@@ -1,6 +1,6 @@
 -- The resident helper (odp-rusage --serve, docs/helper-protocol.md): its frames (odp.helper, the codec both ends
--- share), and odp's client over OpenSSH's sshd on 127.0.0.1 — counted from sshd's own log (connections:
--- "Accepted publickey", channels: "Starting session:"), and every bad input of issue 17: a killed helper, a
+-- share), and odp's client over OpenSSH's sshd on 127.0.0.1 — counted from sshd's own DEBUG1 log (connections:
+-- "Accepted publickey", channels: "server_input_channel_open: ctype session"), and every bad input of issue 17: a killed helper, a
 -- dropped connection, malformed and oversized frames, a helper of another protocol, a flooding program, Ctrl-C.
 local T = require("t")
 local sshd = require("sshd")
@@ -141,31 +141,14 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
   end
 end)
 
--- a private sshd; LogLevel VERBOSE logs every connection and every session channel
-local srv = sshd.start()
+-- a private sshd whose DEBUG1 log names every connection and every session channel
+local srv = sshd.start { log_level = "DEBUG1" }
 local rdir = srv.remote_dir .. "/h"
 local function opts(extra)
   local o = { host = srv.user .. "@127.0.0.1", port = srv.port, identity = srv.identity,
     known_hosts = srv.known_hosts, remote_dir = rdir, ui = quiet }
   for k, v in pairs(extra or {}) do o[k] = v end
   return o
-end
-local function log_counts()
-  local text = T.read(srv.log)
-  local _, conns = text:gsub("Accepted publickey", "")
-  local _, chans = text:gsub("Starting session:", "")
-  return conns, chans
-end
--- Waits until sshd has logged what it did (it writes after the client has moved on).
-local function settled_counts()
-  local c, n
-  for _ = 1, 20 do
-    sys.sleep(0.05)
-    local c2, n2 = log_counts()
-    if c2 == c and n2 == n then break end
-    c, n = c2, n2
-  end
-  return c, n
 end
 local function gone(pattern)
   for _ = 1, 50 do
@@ -223,28 +206,34 @@ T.test("hashes are remembered across sessions, and a changed file is hashed agai
   T.eq(session_hash(f), sshd.sh("sha256sum " .. f):match("^%x+"))
 end)
 
-T.test("counts: one connection, and as many channels for 10 profiles of a board as for 3", function()
+T.test("counts (sshd's DEBUG1 log): a sweep is one connection; 10 points open as many channels as 3", function()
+  local odp = os.getenv("ODP") or (build .. "/odp")
   local fake = build .. "/tests/fake_runner"
   local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+  local runs = 0
   local function sweep(points, remote)
-    local c0, n0 = settled_counts()
-    local b <close> = board.open("devices/rpi5.lua", opts { remote_dir = remote })
-    for i = 1, points do
-      local rec = b:profile { runner = fake, model = model, n = i, runs_dir = tmp .. "/runs" }
-      T.eq(rec.ok, true, rec.error and rec.error.message)
-      T.ok(rec.device_state and rec.device_state.before, "device state through the helper")
-    end
-    b:close()
-    local c1, n1 = settled_counts()
-    return c1 - c0, n1 - n0
+    runs = runs + 1
+    local c0, n0 = srv:count("Accepted publickey for "), srv:count("server_input_channel_open: ctype session")
+    local r = proc.run { argv = { odp, "run", T.root() .. "/scripts/sweep.lua", "--flow", T.root() .. "/scripts/rpi5.lua",
+      "--host", srv.user .. "@127.0.0.1", "--port", tostring(srv.port), "--identity", srv.identity,
+      "--known-hosts", srv.known_hosts, "--remote-dir", remote, "--runner", fake, "--model", model,
+      "-p", "num_executions=" .. points, "--out", ("%s/sweep%d.jsonl"):format(tmp, runs), -- a new file: a sweep skips points already in its file
+      "--runs-dir", tmp .. "/runs", "-q" }, timeout = 300 }
+    T.eq(r.status, 0, r.stderr)
+    sys.sleep(0.3) -- sshd logs a moment after the client has gone
+    return srv:count("Accepted publickey for ") - c0, srv:count("server_input_channel_open: ctype session") - n0
   end
-  local c3, n3 = sweep(3, srv.remote_dir .. "/c3")
-  local c10, n10 = sweep(10, srv.remote_dir .. "/c10")
+  local ten = "1,2,3,4,5,6,7,8,9,10"
+  -- first on a board without the helper (it is pushed), then on one that has it
+  local c3, n3 = sweep("1,2,3", srv.remote_dir .. "/c3")
+  local c10, n10 = sweep(ten, srv.remote_dir .. "/c10")
   T.eq(c3, 1, "one connection for 3 points"); T.eq(c10, 1, "one connection for 10 points")
-  T.eq(n10, n3, "channels do not grow with points")
-  -- and once the helper is on the board: one channel (the helper's) and the SFTP session of the pushes
-  local c, n = sweep(10, srv.remote_dir .. "/c10")
-  T.eq(c, 1); T.ok(n <= 2, ("%d channels for 10 points on a board that has the helper"):format(n))
+  T.eq(n10, n3, "a fresh board: channels do not grow with points")
+  local c3b, n3b = sweep("1,2,3", srv.remote_dir .. "/c3")
+  local c10b, n10b = sweep(ten, srv.remote_dir .. "/c10")
+  T.eq({ c3b, c10b }, { 1, 1 })
+  T.eq(n10b, n3b, "a board with the helper: channels do not grow with points")
+  T.ok(n10b <= 2, ("%d channels for 10 points on a board that has the helper (its own and SFTP's)"):format(n10b))
 end)
 
 T.test("helper killed mid-run: that run fails with one line, the next starts a new helper", function()
