@@ -17,17 +17,8 @@ make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || exit 1
 ROUNDS=${ROUNDS:-5}
 POINTS=${POINTS:-10}
 MODEL=$top/tests/fixtures/pte/add_arduino.pte
-work=$(mktemp -d /tmp/odp-adb-sweep.XXXXXX)
-export HOME=$work/home ANDROID_ADB_SERVER_PORT=$(( 20000 + RANDOM % 20000 ))
-unset ADB_SERVER_SOCKET ANDROID_ADB_SERVER_ADDRESS ANDROID_SERIAL
-mkdir -p "$HOME" "$work/sbx"
-emu_pid=
-cleanup() { adb kill-server >/dev/null 2>&1; [ -n "$emu_pid" ] && kill "$emu_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-"$out/adbemu" --root "$work/sbx" --port 0 --port-file "$work/port" >/dev/null 2>"$work/emu.log" &
-emu_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-serial=127.0.0.1:$(cat "$work/port")
+. "$top/bench/adbemu_env.sh"
+serial=127.0.0.1:$port
 adb start-server >/dev/null 2>&1
 adb connect "$serial" >/dev/null
 timeout 10 adb -s "$serial" wait-for-device

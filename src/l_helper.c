@@ -98,7 +98,7 @@ static int l_next(lua_State *L)
 static int l_pending(lua_State *L)
 {
     odp_frame_dec *d = check_decoder(L);
-    lua_pushinteger(L, (lua_Integer)(d->len - d->used));
+    lua_pushinteger(L, (lua_Integer)(d->in.len - d->used));
     return 1;
 }
 

@@ -1,7 +1,6 @@
 /* The helper protocol's frames; see frame.h. */
 #include "frame.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static uint32_t get32(const uint8_t *p)
@@ -34,7 +33,7 @@ void odp_frame_dec_init(odp_frame_dec *d) { memset(d, 0, sizeof *d); }
 
 void odp_frame_dec_free(odp_frame_dec *d)
 {
-    free(d->buf);
+    odp_buf_free(&d->in);
     memset(d, 0, sizeof *d);
 }
 
@@ -42,8 +41,8 @@ static void drop_used(odp_frame_dec *d)
 {
     if (!d->used)
         return;
-    memmove(d->buf, d->buf + d->used, d->len - d->used);
-    d->len -= d->used;
+    memmove(d->in.data, d->in.data + d->used, d->in.len - d->used);
+    d->in.len -= d->used;
     d->used = 0;
 }
 
@@ -52,22 +51,7 @@ int odp_frame_dec_feed(odp_frame_dec *d, const void *p, size_t n)
     if (d->error)
         return -1;
     drop_used(d);
-    if (n > SIZE_MAX - d->len)
-        return -1;
-    if (d->len + n > d->cap) {
-        size_t cap = d->cap ? d->cap : 4096;
-        while (cap < d->len + n)
-            cap *= 2;
-        uint8_t *b = realloc(d->buf, cap);
-        if (!b)
-            return -1;
-        d->buf = b;
-        d->cap = cap;
-    }
-    if (n)
-        memcpy(d->buf + d->len, p, n);
-    d->len += n;
-    return 0;
+    return odp_buf_append(&d->in, p, n);
 }
 
 static int malformed(odp_frame_dec *d, const char *why)
@@ -81,12 +65,13 @@ int odp_frame_next(odp_frame_dec *d, odp_frame *f)
     if (d->error)
         return -1;
     drop_used(d);
-    if (d->len < ODP_FRAME_HDR) {
-        if ((d->len >= 1 && d->buf[0] != 'O') || (d->len >= 2 && d->buf[1] != 'H'))
+    const uint8_t *h = (const uint8_t *)d->in.data;
+    size_t have = d->in.len;
+    if (have < ODP_FRAME_HDR) {
+        if ((have >= 1 && h[0] != 'O') || (have >= 2 && h[1] != 'H'))
             return malformed(d, "not a helper frame (bad magic)");
         return 0;
     }
-    const uint8_t *h = d->buf;
     if (h[0] != 'O' || h[1] != 'H')
         return malformed(d, "not a helper frame (bad magic)");
     if (h[3] != 0)
@@ -94,7 +79,7 @@ int odp_frame_next(odp_frame_dec *d, odp_frame *f)
     uint32_t len = get32(h + 4);
     if (len > ODP_FRAME_MAX)
         return malformed(d, "frame longer than 1 MiB");
-    if (d->len - ODP_FRAME_HDR < len)
+    if (have - ODP_FRAME_HDR < len)
         return 0;
     const uint8_t *p = h + ODP_FRAME_HDR;
     uint32_t pos = 0, nf = 0;

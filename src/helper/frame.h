@@ -28,9 +28,9 @@ typedef struct {
 int odp_frame_field(const odp_frame *f, uint32_t *pos, const uint8_t **p, uint32_t *n);
 
 typedef struct {
-    uint8_t *buf;
-    size_t len, cap, used; /* used: bytes of the frame last returned, dropped at the next call */
-    const char *error;     /* why the stream is malformed; sticky */
+    odp_buf in;        /* bytes fed, not yet dropped */
+    size_t used;       /* bytes of the frame last returned, dropped at the next call */
+    const char *error; /* why the stream is malformed; sticky */
 } odp_frame_dec;
 
 void odp_frame_dec_init(odp_frame_dec *d);

@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             lost = 1;
         }
-        if (d.len - d.used > ODP_FRAME_HDR + ODP_FRAME_MAX + 4096)
+        if (d.in.len - d.used > ODP_FRAME_HDR + ODP_FRAME_MAX + 4096)
             abort();
     }
     odp_frame_dec_free(&d);
