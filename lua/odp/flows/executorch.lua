@@ -184,7 +184,7 @@ local function stage_step(ctx, rec, t)
   if remote and not pushed_any then return "unchanged" end
 end
 
--- The run step: the device state before, placement, the warmup and measured runner processes. -> the runs
+-- The run step: the device state before, placement, the warmup and measured runner processes (t.runs).
 local function run_step(ctx, rec, t)
   local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
   t.state = require("odp.target.device_state").before(rec, target)

@@ -353,7 +353,8 @@ end)
 
 -- The ethos_u flow on this board (odp.run.point): build only (build{}), or the whole run (profile{}).
 function Board:_ethos_u(opts, only)
-  local extra = { keep_twin = true, only = only, model = self.opts.model }
+  -- the board stops its twin at close (keep_twin); one a flash relaunches ends with odp unless the board is kept
+  local extra = { keep_twin = true, twin_lifeline = not self.keep, only = only, model = self.opts.model }
   if self.device.twin and not only then
     self:_twin()
     extra.twin_state = self.twin_state
@@ -378,7 +379,8 @@ probe_verb("flash", function(self, file, opts)
   self:_twin()
   local run = require("odp.run")
   local flow = run.flow("ethos_u")
-  local o = options.merge({ only = { "flash" }, twin_state = self.twin_state, model = self.opts.model or file }, opts)
+  local o = options.merge({ only = { "flash" }, twin_state = self.twin_state, model = self.opts.model or file,
+    twin_lifeline = not self.keep }, opts)
   local ctx = run.context { opts = run.point_options(self, flow, o), board = self }
   if self._rtt then self._rtt:close() self._rtt = nil end
   if self._probe then self._probe:close() self._probe = nil end
