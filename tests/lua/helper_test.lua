@@ -72,6 +72,17 @@ T.test("codec: malformed and oversized frames are one EPROTO, never a crash or a
   T.eq(select(3, d:next()), "EPROTO")
 end)
 
+-- bytes with 1..max_ops of its bytes replaced, removed or inserted
+local function mutate(bytes, rng, max_ops)
+  local b = { bytes:byte(1, -1) }
+  for _ = 1, 1 + rng(max_ops) do
+    local at = 1 + rng(#b)
+    local op = rng(3)
+    if op == 0 then b[at] = rng(256) elseif op == 1 then table.remove(b, at) else table.insert(b, at, rng(256)) end
+  end
+  return string.char(table.unpack(b))
+end
+
 -- A channel that replays bytes (the helper's side of a conversation) and swallows what odp writes.
 local function replay(bytes)
   local pos = 1
@@ -89,13 +100,7 @@ T.test("odp's client on 3000 mutated helper conversations: an answer or one erro
     codec.encode("A", { "2022980df2c53cc5c31a63f1b5d8a45fe0e373ae9f8792bfc07fe358e6424bbb" })
   local rng = T.lcg(17)
   for i = 1, 3000 do
-    local b = { good:byte(1, -1) }
-    for _ = 1, 1 + rng(4) do
-      local at = 1 + rng(#b)
-      local op = rng(3)
-      if op == 0 then b[at] = rng(256) elseif op == 1 then table.remove(b, at) else table.insert(b, at, rng(256)) end
-    end
-    local bytes = string.char(table.unpack(b))
+    local bytes = mutate(good, rng, 4)
     local ok, err = pcall(function()
       local h, herr = helper.open(replay(bytes), { uri = "fuzz", timeout = 1 })
       if not h then return T.ok(type(herr) == "string" and not herr:find("\n"), herr) end
@@ -122,13 +127,7 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
   local rng = T.lcg(23)
   for i = 1, 400 do
-    local b = { good:byte(1, -1) }
-    for _ = 1, 1 + rng(3) do
-      local at = 1 + rng(#b)
-      local op = rng(3)
-      if op == 0 then b[at] = rng(256) elseif op == 1 then table.remove(b, at) else table.insert(b, at, rng(256)) end
-    end
-    local r = assert(proc.run { argv = { exe, "--serve" }, stdin = string.char(table.unpack(b)), cwd = dir,
+    local r = assert(proc.run { argv = { exe, "--serve" }, stdin = mutate(good, rng, 3), cwd = dir,
       timeout = 20 })
     T.ok(r.signal == nil and (r.status == 0 or r.status == 2),
       ("mutation %d: status %s signal %s"):format(i, r.status, tostring(r.signal)))
