@@ -59,6 +59,8 @@ int odp_scheduling(int delta);
 
 /* Streams (one userdata type odp.Stream for every odp_stream implementation). Takes ownership of s. */
 void odp_pushstream(lua_State *L, odp_stream *s);
+/* The same, the value at owner kept alive as long as the stream (a session whose channel it is). */
+void odp_pushstream_owned(lua_State *L, odp_stream *s, int owner);
 /* Returns the stream at idx or raises (wrong type, closed). */
 odp_stream *odp_checkstream(lua_State *L, int idx);
 
