@@ -72,7 +72,7 @@ return {
       { "hostname() -> string", "gethostname(2)" },
       { "cancel_requested() -> boolean", "a Ctrl-C (or SIGHUP/SIGTERM) is pending: every wait returns ECANCELED until it is lifted" },
       { "cancel_clear()", "lifts it (the REPL does after each statement)" },
-      { "cancel_request()", "raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md)" },
+      { "cancel_request()", "raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md); in a task of odp.run.sched, cancel_request, cancel_clear and cancel_requested act on that task's own flag (docs/many-boards.md)" },
       { "terminating() -> integer|nil signal", "SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)" },
       { "lock(path: string) -> odp.sys.Lock|nil lock, string? err, odp.ECode? code, integer? holder_pid", "an exclusive flock on path, created with this pid in it; EBUSY with the holder's pid" },
     } },

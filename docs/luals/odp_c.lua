@@ -185,7 +185,7 @@ function sys.hostname() end
 function sys.cancel_requested() end
 --- lifts it (the REPL does after each statement)
 function sys.cancel_clear() end
---- raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md)
+--- raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md); in a task of odp.run.sched, cancel_request, cancel_clear and cancel_requested act on that task's own flag (docs/many-boards.md)
 function sys.cancel_request() end
 --- SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)
 ---@return integer|nil signal

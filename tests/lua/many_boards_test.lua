@@ -215,7 +215,7 @@ T.test("failures stay with their board: unreachable, killed mid-sweep, timed out
   T.eq(res.failed, 3 + 2 + 3)
   T.eq({ res.boards["ok-1"].out, res.boards.hung.out ~= nil, res.boards.refused.out ~= nil }, { nil, true, true })
   T.ok(wall < 30, ("one hung board (a 60 s command) did not stall the rest (%.1f s)"):format(wall))
-  local pid = tonumber(sys.read_file(pidfile))
+  local pid = tonumber((sys.read_file(pidfile)))
   T.ok(pid and not alive(pid), "the hung board's remote command was killed")
   slow:stop()
 end)
@@ -249,8 +249,9 @@ T.test("Ctrl-C stops every board: remote commands killed, ECANCELED (exit 130)",
   local ok, err = pcall(sweep.run_boards, { points = sweep.points { "n=1" }, out = out, boards = boards, open = open,
     close = function(b) b:close() end,
     run_point = function(board, _, _, entry)
-      if entry.name == "pi-1" then
-        proc.run { "sh", "-c", ("(sleep 1; kill -INT %d) >/dev/null 2>&1 &"):format(sys.getpid()) }
+      if entry.name == "pi-1" then -- Ctrl-C once both boards' commands run
+        proc.run { "sh", "-c", ("(i=0; while [ $i -lt 600 ] && ! [ -s %s/pi-1.pid -a -s %s/pi-2.pid ]; do sleep 0.05; " ..
+          "i=$((i+1)); done; sleep 0.3; kill -INT %d) >/dev/null 2>&1 &"):format(dir, dir, sys.getpid()) }
       end
       local r = board:exec("echo $$ > " .. dir .. "/" .. entry.name .. ".pid; exec sleep 60", { timeout = 120 })
       if r.canceled then require("odp.core.errors").fail("ECANCELED", "interrupted", 130) end
@@ -263,7 +264,7 @@ T.test("Ctrl-C stops every board: remote commands killed, ECANCELED (exit 130)",
   T.eq(#lines_of(out), 0, "no record for points cut short (the point raised ECANCELED)")
   sys.sleep(0.3)
   for _, n in ipairs { "pi-1", "pi-2" } do
-    local pid = tonumber(sys.read_file(dir .. "/" .. n .. ".pid"))
+    local pid = tonumber((sys.read_file(dir .. "/" .. n .. ".pid")))
     T.ok(pid and not alive(pid), n .. "'s remote command was killed")
   end
 end)

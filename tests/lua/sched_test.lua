@@ -190,6 +190,27 @@ T.test("Ctrl-C cancels every task, kills their children, and is raised again for
   T.ok(sys.now() - t0 < 10, "stopped at once")
 end)
 
+T.test("a cancel raised from Lua in a task is that task's own: the other tasks go on, nothing is interrupted", function()
+  local s = sched.new()
+  local raiser = s:spawn(function()
+    sys.cancel_request() -- as a board's cleanup does after lifting its cancel
+    local mine = sys.cancel_requested()
+    assert(sys.sleep(0.1))
+    sys.cancel_clear()
+    return mine, sys.cancel_requested()
+  end)
+  local other = s:spawn(function()
+    local seen = sys.cancel_requested()
+    local ok = sys.sleep(0.3)
+    return seen, ok
+  end)
+  s:run()
+  T.eq({ raiser.values[1], raiser.values[2] }, { true, false })
+  T.eq({ other.values[1], other.values[2] }, { false, true }, "the other task neither saw it nor was cut short")
+  T.eq(s.interrupted, false)
+  T.eq(wait.interrupted(), false)
+end)
+
 T.test("counted locks: at most n holders, first come first served, released on error", function()
   local s = sched.new()
   local lock = lock_mod.new(2, "test lock")
