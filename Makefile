@@ -9,17 +9,19 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 CC      ?= cc
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0)
-PKGS    := lua5.4 libssh2 libusb-1.0 libserialport libedit libcrypto
+PKGS    := lua5.4 libssh2 libusb-1.0 libserialport libedit libcrypto sqlite3 libpq
 # Lazy modules: a binding src/l_<m>.c with its core src/<m>/*.c (and the cores in LAZY_USES_<m>), linked with
 # the libraries in LAZY_PKGS_<m> into <lib>/odp/<m>.so, loaded by `require "odp.<m>"` on first use. odp itself
 # links none of those libraries, so a run that needs none of them starts as fast as lua5.4 (bench/README.md).
-LAZY          := ssh adb usb serial readline
+LAZY          := ssh adb usb serial readline sqlite pg
 LAZY_PKGS_ssh := libssh2 libcrypto
 LAZY_PKGS_adb := libusb-1.0 libcrypto
 LAZY_USES_adb := usb
 LAZY_PKGS_usb := libusb-1.0
 LAZY_PKGS_serial := libserialport
 LAZY_PKGS_readline := libedit
+LAZY_PKGS_sqlite := sqlite3
+LAZY_PKGS_pg := libpq
 LPEG_A  := $(firstword $(wildcard /usr/lib/*/liblua5.4-lpeg.a /usr/lib/liblua5.4-lpeg.a))
 
 # CFLAGS/LDFLAGS are the user's (optimisation, debug); what odp needs is in ODP_* and always applies.

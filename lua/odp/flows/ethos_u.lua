@@ -76,14 +76,14 @@ function M.run(ctx)
   if p.twin and p.steps.flash and not o.keep_twin then stop_twin(p) end
   if not ok then
     if not errors.is_failure(err) then
-      result.save(rec, run_dir)
+      result.save(rec, run_dir, o)
       error(err, 0)
     end
     result.fail(rec, err.code, err.message, err.exit)
     if not ui.quiet then io.stderr:write("odp: ", err.code, ": ", err.message, "\n") end
   end
   for _, w in ipairs(ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
-  result.save(rec, run_dir)
+  result.save(rec, run_dir, o)
   return rec
 end
 

@@ -253,7 +253,7 @@ function M.run(ctx)
     require("odp.target.device_state").after(rec, t.state, target, { cpus_used = t.cpus_used })
   end
   for _, w in ipairs(ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
-  result.save(rec, dir)
+  result.save(rec, dir, o)
   return rec
 end
 
