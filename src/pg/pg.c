@@ -26,12 +26,21 @@ static int wait_socket(PGconn *conn, short events, double deadline, odp_err *err
     return odp_wait(&p, 1, deadline, err);
 }
 
+/* libpq prints the server's notices (NOTICE: relation ... already exists) on stderr by default; odp's C never
+ * prints, and none of them needs the user. */
+static void drop_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 int odp_pg_connect(const char *conninfo, double deadline, PGconn **out, odp_err *err)
 {
     *out = NULL;
     PGconn *conn = PQconnectStart(conninfo);
     if (!conn)
         return odp_fail(err, ODP_EIO, "postgresql: out of memory");
+    PQsetNoticeProcessor(conn, drop_notice, NULL);
     if (PQstatus(conn) == CONNECTION_BAD) {
         pg_fail(err, ODP_EIO, "cannot connect", PQerrorMessage(conn));
         PQfinish(conn);

@@ -210,4 +210,78 @@ assert(result.save(rec, path:match("^(.*)/"), { history = arg[1] .. "/notadir/h.
   T.ok(sys.stat(dir .. "/runs/r00001-bad/result.json"), "the record")
 end)
 
+-- PostgreSQL 15 ------------------------------------------------------------------------------------------
+-- initdb refuses root: the cluster belongs to nobody, in a temp dir of its own; the socket is there too.
+local PG = "/usr/lib/postgresql/15/bin/"
+local pgdir = T.tmpdir()
+local function sh(cmd, timeout)
+  return proc.run { argv = { "sh", "-c", cmd }, timeout = timeout or 60 }
+end
+local r = sh(("chown nobody %q && chmod 700 %q && runuser -u nobody -- %sinitdb -D %q/data --auth=trust -U odp >/dev/null && " ..
+  "runuser -u nobody -- %spg_ctl -D %q/data -o \"-k %s -c listen_addresses=''\" -l %q/log -w start")
+  :format(pgdir, pgdir, PG, pgdir, PG, pgdir, pgdir, pgdir), 120)
+local pg_url = ("postgresql://odp@/postgres?host=%s"):format(pgdir)
+T.test("postgresql: Debian's server starts on a unix socket as nobody", function()
+  T.ok(r.ok, r.stdout .. r.stderr)
+end)
+local function stop_pg() sh(("runuser -u nobody -- %spg_ctl -D %q/data -m fast -w stop"):format(PG, pgdir)) end
+
+if r.ok then
+  store_tests("postgresql", pg_url)
+  unrefuse(pg_url)
+  concurrent_writers("postgresql", pg_url, 500)
+
+  T.test("postgresql: a connection dropped mid-write (pg_terminate_backend): retried on a new one, the run lands once", function()
+    local dir = T.tmpdir()
+    T.write(dir .. "/save.lua", [[
+local result = require("odp.results.result")
+local rec, path = require("history_fixture").record(arg[1], 1, { tag = "drop" })
+assert(result.save(rec, path:match("^(.*)/"), { history = arg[2] }))
+]])
+    local pg = require("odp.pg")
+    local b = assert(pg.connect(pg_url))
+    assert(history.open(pg_url)):close() -- the schema exists before the lock is taken
+    assert(b:exec("BEGIN; LOCK TABLE runs IN EXCLUSIVE MODE"))
+    sh(("(%q run %q %q %q >%q/out 2>%q/err; echo $? >%q/rc) &"):format(odp, dir .. "/save.lua", dir, pg_url, dir, dir, dir))
+    local pid
+    for _ = 1, 200 do
+      local w = assert(b:query("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"))
+      pid = w.pid[1]
+      if pid then break end
+      sys.sleep(0.05)
+    end
+    T.ok(pid, "the writer waits on the lock, inside its transaction")
+    T.eq(assert(b:query("SELECT pg_terminate_backend($1) AS killed", { pid })).killed[1], true)
+    assert(b:exec("COMMIT"))
+    for _ = 1, 400 do
+      if sys.stat(dir .. "/rc") and T.read(dir .. "/rc") ~= "" then break end
+      sys.sleep(0.05)
+    end
+    T.eq(T.read(dir .. "/rc"), "0\n")
+    T.eq(T.read(dir .. "/err"), "", "retried, nothing to report")
+    T.ok(sys.stat(dir .. "/runs/r00001-drop/result.json"), "the record")
+    local n = assert(b:query("SELECT count(*) AS k FROM runs WHERE run_key LIKE $1", { "r00001-drop|%" })).k[1]
+    T.eq(n, 1)
+    b:close()
+  end)
+
+  T.test("postgresql: a server that is gone is reported in one line; the run's record is saved", function()
+    stop_pg()
+    local dir = T.tmpdir()
+    T.write(dir .. "/save.lua", [[
+local result = require("odp.results.result")
+local rec, path = require("history_fixture").record(arg[1], 1, { tag = "gone" })
+assert(result.save(rec, path:match("^(.*)/"), { history = arg[2] }))
+]])
+    local res = proc.run { argv = { odp, "run", dir .. "/save.lua", dir, pg_url }, timeout = 60 }
+    T.ok(res.ok, res.stderr)
+    local lines = {}
+    for l in res.stderr:gmatch("[^\n]+") do lines[#lines + 1] = l end
+    T.eq(#lines, 1, res.stderr)
+    T.match(lines[1], "^odp: warning: history postgresql://.*cannot connect.*the run is in .*r00001%-gone/result%.json")
+    T.ok(sys.stat(dir .. "/runs/r00001-gone/result.json"), "the record")
+  end)
+end
+stop_pg()
+
 T.done()
