@@ -11,7 +11,7 @@
 --  2. The best candidate is where the windows separate most: |AUC - 1/2| of the run medians (AUC = U / n1 n2,
 --     1 or 0 when every run after is above or below every run before), then the larger effect.
 --  3. It is accepted when the per-run samples agree: Mann-Whitney over the windows' pooled samples gives
---     p < alpha, and the hierarchical bootstrap of the ratio of medians (runs drawn, then their samples;
+--     p < alpha, so does each confirming run's samples against the runs before (same side), and the hierarchical bootstrap of the ratio of medians (runs drawn, then their samples;
 --     odp.core.stats) has a 95% CI that excludes no change. The effect and its CI are that ratio - 1.
 --  4. The segment is split there and both halves are searched again.
 -- Without samples (records that kept none) the run medians stand in for them. Dirty points (another governor,
@@ -96,11 +96,21 @@ function M.detect(points, opts)
       if #need > 0 then o.load_samples(need) end
     end
     local gb, ga = groups(points, idx, i, k - 1), groups(points, idx, k, j)
-    local _, p = stats.mann_whitney(flatten(gb), flatten(ga))
+    local before = flatten(gb)
+    local _, p = stats.mann_whitney(before, flatten(ga))
     if not p or p >= o.alpha then return nil end
+    -- each confirming run on its own differs from the runs before, on the same side
+    local mb = stats.percentile(before, 50)
+    for a = 1, math.min(o.confirm, #ga) do
+      local s = ga[a]
+      if #s > 1 then
+        local _, pa = stats.mann_whitney(before, s)
+        if pa >= o.alpha or (stats.percentile(s, 50) > mb) ~= (stats.percentile(flatten(ga), 50) > mb) then return nil end
+      end
+    end
     local ratio, lo, hi = stats.bootstrap_ratio_groups(gb, ga, { resamples = o.resamples, seed = o.seed })
     if not ratio or (lo <= 1 and hi >= 1) or math.abs(ratio - 1) < o.min_effect then return nil end
-    return { effect = ratio - 1, ci = { lo - 1, hi - 1 }, p = p, before = stats.percentile(flatten(gb), 50),
+    return { effect = ratio - 1, ci = { lo - 1, hi - 1 }, p = p, before = mb,
       after = stats.percentile(flatten(ga), 50), direction = ratio > 1 and "up" or "down" }
   end
 
