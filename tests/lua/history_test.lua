@@ -210,6 +210,72 @@ assert(result.save(rec, path:match("^(.*)/"), { history = arg[1] .. "/notadir/h.
   T.ok(sys.stat(dir .. "/runs/r00001-bad/result.json"), "the record")
 end)
 
+
+-- The command line ----------------------------------------------------------------------------------------
+T.test("odp history: list, SERIES with an SVG trend, --regressions --fail (exit 1), json/csv, import", function()
+  local dir = T.tmpdir()
+  local url = dir .. "/cli.db"
+  local g = 7
+  local function gauss()
+    g = (g * 1103515245 + 12345) % 2147483648
+    local u1 = (g + 1) / 2147483649
+    g = (g * 1103515245 + 12345) % 2147483648
+    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * g / 2147483648)
+  end
+  local db = assert(history.open(url))
+  for i = 1, 30 do
+    local lvl = i <= 20 and 1.0 or 1.06 -- a 6% regression from run 21
+    local s = {}
+    for j = 1, 15 do s[j] = lvl * (1 + 0.01 * gauss()) end
+    local rec, path = make_record(dir, i, { tag = "cli", samples = s })
+    rec.commit = ("c%02d"):format(i)
+    result.save(rec, path:match("^(.*)/"), { no_history = true })
+    assert(db:add(rec, { record_path = path }))
+  end
+  db:close()
+  local function run(...)
+    return proc.run { argv = { odp, "history", "--history", url, ... }, cwd = dir, timeout = 60 }
+  end
+  local r = run()
+  T.ok(r.ok, r.stderr)
+  T.match(r.stdout, "mv2%.pte%s+Raspberry Pi 5 Model B%s+latency_ms%s+30%s+1%.0%d%d ms%s+%+[56]%.%d%%")
+  local list = json.decode(run("--format", "json", "--metric", "latency_ms").stdout)
+  T.eq(#list, 1)
+  T.eq(list[1].runs, 30)
+  local id = list[1].id
+  r = run(tostring(id))
+  T.ok(r.ok, r.stderr)
+  T.match(r.stdout, "change at run 21 %(.-, commit c21%): %+[56]%.%d%%, 95%% CI")
+  T.match(r.stdout, "trend: history%-" .. id .. "%.svg")
+  local svg = T.read(dir .. "/history-" .. id .. ".svg")
+  T.match(svg, 'class="mark"')
+  T.eq(select(2, svg:gsub('class="errorbar"', "")), 30, "each run's CI")
+  r = run("--regressions", "--fail")
+  T.eq(r.status, 1, r.stderr)
+  T.match(r.stderr, "1 regression%(s%) still standing")
+  T.match(r.stdout, "c21")
+  local rows = json.decode(run("--regressions", "--format", "json").stdout)
+  T.eq(#rows, 1)
+  T.eq(rows[1].run, 21)
+  T.ok(rows[1].ci_lo > 0.03 and rows[1].ci_hi < 0.09, "the CI of a 6% change")
+  T.eq(run("--regressions", "--fail", "--since", "2030-01-01").status, 0, "nothing since then")
+  T.eq(run("--regressions", "--fail", "--min-effect", "10").status, 0, "nothing as large as 10%")
+  local csv = run("--regressions", "--format", "csv").stdout
+  T.match(csv, "^[^\n]*change[^\n]*\n[^\n]*c21")
+  T.eq(run("--since", "yesterdayish").status, 2)
+  T.eq(run("999").status, 2)
+  -- import: the records written beside, into a new history; twice adds nothing more
+  local url2 = dir .. "/imported.db"
+  r = proc.run { argv = { odp, "history", "--history", url2, "import", dir .. "/runs" }, timeout = 60 }
+  T.ok(r.ok, r.stderr)
+  T.match(r.stdout, "^30 run%(s%) added, 0 already there, 0 failed")
+  r = proc.run { argv = { odp, "history", "--history", url2, "import", dir .. "/runs" }, timeout = 60 }
+  T.match(r.stdout, "^0 run%(s%) added, 30 already there")
+  rows = json.decode(proc.run { argv = { odp, "history", "--history", url2, "--regressions", "--format", "json" },
+    timeout = 60 }.stdout)
+  T.eq(rows[1].run, 21, "the imported history finds the same change, from the samples.csv files")
+end)
+
 -- PostgreSQL 15 ------------------------------------------------------------------------------------------
 -- initdb refuses root: the cluster belongs to nobody, in a temp dir of its own; the socket is there too.
 local PG = "/usr/lib/postgresql/15/bin/"

@@ -491,10 +491,10 @@ function Db:load_samples(points)
   end)
 end
 
---- One series by id -> {fields} | nil.
+--- One series by id -> {fields} | false (no such series) | nil, err, code.
 function Db:get_series(id)
   return protect(function()
-    return rows(must(self, "SELECT " .. SERIES_COLS .. " FROM series WHERE id = $1", { id }))[1]
+    return rows(must(self, "SELECT " .. SERIES_COLS .. " FROM series WHERE id = $1", { id }))[1] or false
   end)
 end
 

@@ -95,7 +95,8 @@ end
 local function find_series(db, word)
   local id = math.tointeger(tonumber(word))
   if not id then errors.fail("EUSAGE", ("SERIES is a series id from `odp history`, got '%s'"):format(word), 2) end
-  local s = errors.check(db:get_series(id))
+  local s, err, code = db:get_series(id)
+  if s == nil then errors.check(s, err, code) end
   if not s then errors.fail("ENOTFOUND", ("no series %d in %s (`odp history` lists them)"):format(id, db.url), 2) end
   return s
 end
