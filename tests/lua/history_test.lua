@@ -211,6 +211,62 @@ assert(result.save(rec, path:match("^(.*)/"), { history = arg[1] .. "/notadir/h.
 end)
 
 
+
+-- Real runs ----------------------------------------------------------------------------------------------
+T.with_real_runner("a host run and every sweep point land in the history, with the run's samples and commit", function(runner)
+  local dir = T.tmpdir()
+  local url = dir .. "/real.db"
+  local model = root .. "/tests/fixtures/pte/add_arduino.pte"
+  local r = proc.run { argv = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "-n", "20",
+    "--runs-dir", dir .. "/runs", "--history", url, "--commit", "deadbeef", "-q" }, cwd = dir, timeout = 120 }
+  T.ok(r.ok, r.stderr)
+  r = proc.run { argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua", "--runner", runner,
+    "--model", model, "-p", "num_executions=3,7", "--out", dir .. "/s.jsonl", "--runs-dir", dir .. "/runs", "-q" },
+    env = { ODP_HISTORY = url }, cwd = dir, timeout = 120 }
+  T.ok(r.ok, r.stderr)
+  local db = assert(history.open(url))
+  local series = assert(db:series { metric = "latency_ms" })
+  T.eq(#series, 3, "one series per num_executions")
+  local by = {}
+  for _, s in ipairs(series) do by[json.decode(s.params).num_executions] = s end
+  local pts = assert(db:points(by[20].id))
+  T.eq(#pts, 1)
+  T.eq(#pts[1].samples, 20, "every iteration's time")
+  T.eq(pts[1].commit_id, "deadbeef")
+  local rec = assert(result.decode(T.read(pts[1].record_path)))
+  T.eq(rec.commit, "deadbeef", "the record says it too")
+  T.near(pts[1].median, rec.latency_ms.p50, 1e-12, "the point is the record's median")
+  local csv = T.read(rec.artifacts.samples)
+  local n = select(2, csv:gsub("\n", "")) - 1
+  T.eq(n, 20)
+  T.eq(#assert(db:points(by[7].id))[1].samples, 7)
+  -- importing the sweep's JSONL (and the run dirs) again adds nothing: the runs are known by their keys
+  local res = db:import({ dir .. "/s.jsonl", dir .. "/runs" })
+  T.eq({ res.added, res.skipped, #res.failed }, { 0, 5, 0 })
+  db:close()
+end)
+
+T.test("a writer killed (SIGKILL) in the middle of many writes leaves whole runs only", function()
+  local dir = T.tmpdir()
+  local url = dir .. "/crash.db"
+  T.write(dir .. "/w.lua", ([[
+local history = require("odp.results.history")
+local make = require("history_fixture").record
+local db = assert(history.open(%q))
+io.stdout:write("open\n") io.stdout:flush()
+for i = 1, 100000 do assert(db:add(make(%q, i, { tag = "k" }))) end
+]]):format(url, dir))
+  local r = proc.run { argv = { "sh", "-c", ("%q run %q & sleep 1.5; kill -9 $!; wait"):format(odp, dir .. "/w.lua") }, timeout = 60 }
+  T.ok(r.ok or r.status ~= 0)
+  local db = assert(require("odp.sqlite").open(url))
+  T.eq(assert(db:query("PRAGMA integrity_check")).integrity_check[1], "ok")
+  local runs = assert(db:query("SELECT count(*) AS k FROM runs")).k[1]
+  T.ok(runs > 10, "it wrote for a while: " .. runs)
+  local half = assert(db:query("SELECT count(*) AS k FROM runs r WHERE (SELECT count(*) FROM points p WHERE p.run_id = r.id) <> 2")).k[1]
+  T.eq(half, 0, "every run has both its points")
+  db:close()
+end)
+
 -- The command line ----------------------------------------------------------------------------------------
 T.test("odp history: list, SERIES with an SVG trend, --regressions --fail (exit 1), json/csv, import", function()
   local dir = T.tmpdir()
