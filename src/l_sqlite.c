@@ -198,11 +198,24 @@ static int bind_params(lua_State *L, Db *d, sqlite3_stmt *st, int idx)
     luaL_checktype(L, idx, LUA_TTABLE);
     lua_Integer n = lua_getfield(L, idx, "n") == LUA_TNUMBER ? lua_tointeger(L, -1) : (lua_Integer)lua_rawlen(L, idx);
     lua_pop(L, 1);
-    if (n != want)
-        luaL_error(L, "the statement has %d parameter(s), %d given", want, (int)n);
+    /* $N is the N-th value, wherever it stands and however often (as in PostgreSQL): SQLite numbers
+     * parameters in order of first appearance, so each is looked up by its name */
+    int most = 0;
+    for (int i = 1; i <= want; i++) {
+        const char *name = sqlite3_bind_parameter_name(st, i);
+        int v = name && name[0] == '$' ? atoi(name + 1) : i;
+        if (v > most)
+            most = v;
+    }
+    if (n != most)
+        luaL_error(L, "the statement has %d parameter(s), %d given", most, (int)n);
     for (int i = 1; i <= want; i++) {
         int rc;
-        switch (lua_rawgeti(L, idx, i)) {
+        const char *name = sqlite3_bind_parameter_name(st, i);
+        int v = name && name[0] == '$' ? atoi(name + 1) : i;
+        if (v < 1)
+            luaL_error(L, "parameter '%s': give $1, $2, ... or ?", name);
+        switch (lua_rawgeti(L, idx, v)) {
         case LUA_TNIL:
             rc = sqlite3_bind_null(st, i);
             break;

@@ -91,7 +91,7 @@ local function store_tests(label, url)
     local none, err, code = history.open(url)
     T.eq(none, nil)
     T.eq(code, "ENOTSUP")
-    T.match(err, "schema version 99, newer than this odp's 1: upgrade odp")
+    T.match(err, ("schema version 99, newer than this odp's %d: upgrade odp"):format(#history.MIGRATIONS))
     db = assert(history.open(url, { timeout = 5 }) or true)
   end)
 end
@@ -148,6 +148,41 @@ T.test("sqlite: the file is in WAL mode, made with its directories", function()
   T.eq(assert(db.conn:query("PRAGMA journal_mode")).journal_mode[1], "wal")
   db:close()
 end)
+
+T.test("sqlite: a history of schema 1 migrates: run counts, latest times and conditions filled in from its rows", function()
+  local dir = T.tmpdir()
+  local url = dir .. "/old.db"
+  local all = history.MIGRATIONS
+  history.MIGRATIONS = { all[1] }
+  local db = assert(history.open(url))
+  T.eq(db.version, 1)
+  -- what odp with schema 1 wrote: no cond, no counters
+  for i = 1, 4 do
+    local rec = make_record(dir, i, { tag = "old", governor = i == 2 and "powersave" or nil })
+    local ok = assert(db.conn:query("INSERT INTO runs (run_key, started_at, t, ok, conditions, throttled) " ..
+      "VALUES ($1, $2, $3, 1, $4, 0) RETURNING id", { "old" .. i, rec.started_at, history.epoch(rec.started_at),
+      history.board_of(rec) and select(2, history.board_of(rec)).text }))
+    local s = history.series_of(rec, "latency_ms", "ms")
+    local sid = db.conn:query("SELECT id FROM series WHERE key = $1", { s.key }).id[1] or
+      assert(db.conn:query("INSERT INTO series (key, name, metric, params) VALUES ($1, $2, $3, $4) RETURNING id",
+        { s.key, s.name, "latency_ms", s.params })).id[1]
+    assert(db.conn:query("INSERT INTO points (run_id, series_id, t, value) VALUES ($1, $2, $3, $4)",
+      { ok.id[1], sid, history.epoch(rec.started_at), i }))
+  end
+  db:close()
+  history.MIGRATIONS = all
+  db = assert(history.open(url))
+  T.eq(db.version, #all)
+  local series = assert(db:series {})
+  T.eq(#series, 1)
+  T.eq(series[1].n, 4)
+  T.eq(series[1].latest, 4.0)
+  local dirty = {}
+  for i, p in ipairs(assert(db:points(series[1].id))) do dirty[i] = p.dirty end
+  T.eq(dirty, { false, true, false, false }, "the powersave run")
+  db:close()
+end)
+
 concurrent_writers("sqlite", tmp .. "/concurrent.db", 500)
 
 -- Where runs go ------------------------------------------------------------------------------------------
@@ -312,10 +347,12 @@ T.test("odp history: list, SERIES with an SVG trend, --regressions --fail (exit 
   T.match(r.stdout, "c21")
   local rows = json.decode(run("--regressions", "--format", "json").stdout)
   T.eq(#rows, 1)
-  T.eq(rows[1].run, 21)
+  T.eq(rows[1].commit, "c21", "the first run after the change")
   T.ok(rows[1].ci_lo > 0.03 and rows[1].ci_hi < 0.09, "the CI of a 6% change")
   T.eq(run("--regressions", "--fail", "--since", "2030-01-01").status, 0, "nothing since then")
   T.eq(run("--regressions", "--fail", "--min-effect", "10").status, 0, "nothing as large as 10%")
+  T.eq(run("--regressions", "--fail", "--last", "5").status, 0, "not among the last 5 runs")
+  T.eq(run("--regressions", "--fail", "--last", "10").status, 1, "among the last 10")
   local csv = run("--regressions", "--format", "csv").stdout
   T.match(csv, "^[^\n]*change[^\n]*\n[^\n]*c21")
   T.eq(run("--since", "yesterdayish").status, 2)
@@ -329,7 +366,7 @@ T.test("odp history: list, SERIES with an SVG trend, --regressions --fail (exit 
   T.match(r.stdout, "^0 run%(s%) added, 30 already there")
   rows = json.decode(proc.run { argv = { odp, "history", "--history", url2, "--regressions", "--format", "json" },
     timeout = 60 }.stdout)
-  T.eq(rows[1].run, 21, "the imported history finds the same change, from the samples.csv files")
+  T.eq(rows[1].commit, "c21", "the imported history finds the same change, from the samples.csv files")
 end)
 
 -- PostgreSQL 15 ------------------------------------------------------------------------------------------

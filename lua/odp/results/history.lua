@@ -35,6 +35,17 @@ CREATE TABLE points (
 CREATE INDEX points_series_t ON points(series_id, t);
 CREATE INDEX runs_t ON runs(t);
 ]],
+  -- what `odp history` lists without reading every point: each series' run count and latest time, and each
+  -- point's conditions beside it (cond: the run's conditions, "|throttled" added when it was)
+  [[
+ALTER TABLE series ADD COLUMN runs {int} NOT NULL DEFAULT 0;
+ALTER TABLE series ADD COLUMN last_t {real};
+ALTER TABLE points ADD COLUMN cond TEXT;
+UPDATE points SET cond = (SELECT coalesce(r.conditions, '') || CASE WHEN r.throttled = 1 THEN '|throttled' ELSE '' END
+  FROM runs r WHERE r.id = points.run_id);
+UPDATE series SET runs = (SELECT count(*) FROM points WHERE series_id = series.id),
+  last_t = (SELECT max(t) FROM points WHERE series_id = series.id);
+]],
 }
 
 local DIALECT = {
@@ -111,9 +122,17 @@ function M.since(text, now)
   return nil, ("'%s' is not a time: give 7d, 12h, 30m, 2w or a date like 2026-12-01"):format(tostring(text))
 end
 
+-- A JSON string (what json.encode gives for it, without its cost: a key is made for every metric of a run).
+local ESC = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+local function jstr(v)
+  return '"' .. v:gsub('[%c"\\]', function(c) return ESC[c] or ("\\u%04x"):format(c:byte()) end) .. '"'
+end
+
 -- Canonical JSON (sorted keys, integers as integers): the same parameters always give the same text.
 local function canon(v)
-  if type(v) == "table" then
+  local t = type(v)
+  if t == "string" then return jstr(v) end
+  if t == "table" then
     local keys = {}
     for k in pairs(v) do keys[#keys + 1] = tostring(k) end
     table.sort(keys)
@@ -122,9 +141,9 @@ local function canon(v)
       for i = 1, #v do parts[i] = canon(v[i]) end
       return "[" .. table.concat(parts, ",") .. "]"
     end
-    for _, k in ipairs(keys) do parts[#parts + 1] = json.encode(k) .. ":" .. canon(v[k] == nil and v[tonumber(k)] or v[k]) end
+    for _, k in ipairs(keys) do parts[#parts + 1] = jstr(k) .. ":" .. canon(v[k] == nil and v[tonumber(k)] or v[k]) end
     return "{" .. table.concat(parts, ",") .. "}"
-  elseif type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then
+  elseif t == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then
     return ("%d"):format(v)
   end
   return json.encode(v)
@@ -162,15 +181,26 @@ function M.board_of(record)
     { text = table.concat(cond, ";"), throttled = ds.throttled == true }
 end
 
---- The series a record's metric belongs to: {key, name, fields...}.
-function M.series_of(record, metric, unit)
+-- What a series key is made of (with the metric): what makes two runs' numbers comparable. The model's file
+-- name is not in it (the same bytes renamed are the same model), nor is the device file's name (the board's
+-- identity stands for it, and falls back to it when the board says nothing).
+local KEY_FIELDS = { "flow", "model_sha256", "runner_sha256", "runner_version", "board", "soc", "kernel", "params" }
+
+--- The series a record's metric belongs to: {key, name, fields...}. keys: a table that remembers keys made
+--- before (a back-fill makes the same few keys many times).
+function M.series_of(record, metric, unit, keys)
   local id = M.board_of(record)
   local model, runner = record.model or {}, record.runner or {}
   local s = { metric = metric, unit = unit, flow = record.flow, device = record.device,
     model_sha256 = model.sha256, model_name = basename(model.path), runner_sha256 = runner.sha256,
     runner_version = runner.version, board = id.board, soc = id.soc, kernel = id.kernel,
     params = canon(record.params or {}) }
-  s.key = sys.sha256(canon(s))
+  local parts = {}
+  for i, f in ipairs(KEY_FIELDS) do parts[i] = tostring(s[f] or "") end
+  parts[#parts + 1] = metric
+  local text = table.concat(parts, "\0")
+  s.key = keys and keys[text] or sys.sha256(text)
+  if keys then keys[text] = s.key end
   s.name = ("%s · %s · %s"):format(s.model_name or "?", s.board or s.device or "?", metric)
   return s
 end
@@ -191,8 +221,11 @@ end
 function M.encode_samples(samples)
   if not samples then return nil end
   local parts = {}
-  for i, v in ipairs(samples) do parts[i] = ("%.7g"):format(v) end
-  return table.concat(parts, " ")
+  for first = 1, #samples, 1000 do -- one format call per thousand samples, not one per sample
+    local last = math.min(#samples, first + 999)
+    parts[#parts + 1] = ("%.7g "):rep(last - first + 1):format(table.unpack(samples, first, last))
+  end
+  return (table.concat(parts):gsub(" $", ""))
 end
 function M.decode_samples(text)
   if type(text) ~= "string" then return nil end
@@ -225,6 +258,7 @@ local function transaction(self, fn, write)
     res[2] = { history = true, err = err, code = code }
   end
   q(self, "ROLLBACK")
+  self.series_ids = {} -- series made in the rolled back transaction are gone again
   error(res[2], 0)
 end
 
@@ -291,7 +325,8 @@ function M.open(url, opts)
   url = url or M.url()
   if not url then return nil, "EUSAGE: no history: set ODP_HISTORY or HOME", "EUSAGE" end
   local kind = (url:match("^postgres") or url:match("^%a+=")) and "pg" or "sqlite"
-  local self = setmetatable({ url = url, kind = kind, timeout = opts and opts.timeout or 30 }, Db)
+  local self = setmetatable({ url = url, kind = kind, timeout = opts and opts.timeout or 30, series_ids = {},
+    keys = {} }, Db)
   local ok, err, code = connect(self)
   if not ok then return nil, err, code end
   local done, merr, mcode = protect(migrate, self)
@@ -306,15 +341,22 @@ function Db:close()
   if self.conn then self.conn:close() self.conn = nil end
 end
 
+-- The series' id, made when it is new; known ids are kept for the connection's life (a series is never
+-- deleted; a rollback forgets them all), so a back-fill asks once per series.
 local function series_id(self, s)
+  local known = self.series_ids[s.key]
+  if known then return known end
   local r = must(self, "SELECT id FROM series WHERE key = $1", { s.key })
-  if r.n > 0 then return r.id[1] end
-  must(self, "INSERT INTO series (key, name, metric, unit, flow, device, model_sha256, model_name, runner_sha256, " ..
-    "runner_version, board, soc, kernel, params) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) " ..
-    "ON CONFLICT (key) DO NOTHING",
-    { s.key, s.name, s.metric, s.unit, s.flow, s.device, s.model_sha256, s.model_name, s.runner_sha256,
-      s.runner_version, s.board, s.soc, s.kernel, s.params, n = 14 })
-  return must(self, "SELECT id FROM series WHERE key = $1", { s.key }).id[1]
+  if r.n == 0 then
+    must(self, "INSERT INTO series (key, name, metric, unit, flow, device, model_sha256, model_name, runner_sha256, " ..
+      "runner_version, board, soc, kernel, params) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) " ..
+      "ON CONFLICT (key) DO NOTHING",
+      { s.key, s.name, s.metric, s.unit, s.flow, s.device, s.model_sha256, s.model_name, s.runner_sha256,
+        s.runner_version, s.board, s.soc, s.kernel, s.params, n = 14 })
+    r = must(self, "SELECT id FROM series WHERE key = $1", { s.key })
+  end
+  self.series_ids[s.key] = r.id[1]
+  return r.id[1]
 end
 
 --- The key a run is known by (adding it twice adds it once): its run directory, start time and host.
@@ -324,6 +366,41 @@ function M.run_key(record)
   return ("%s|%s|%s"):format(basename(dir) or "-", record.started_at or "-", id.host or record.target or "-")
 end
 
+-- Adds one record inside the caller's transaction -> run id, added | nil, why (a record that cannot be added:
+-- nothing was written for it). Database errors raise (the transaction is rolled back).
+local function add_one(self, record, opts)
+  opts = opts or {}
+  local t = epoch(record.started_at)
+  if not t then return nil, "EPROTO: the record has no started_at time" end
+  local board, cond = M.board_of(record)
+  local key = M.run_key(record)
+  local r = must(self, "INSERT INTO runs (run_key, started_at, t, ok, commit_id, odp_version, host, record_path, " ..
+    "conditions, throttled, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) " ..
+    "ON CONFLICT (run_key) DO NOTHING RETURNING id",
+    { key, record.started_at, t, record.ok and 1 or 0, record.commit, record.odp_version, board.host,
+      opts.record_path, cond.text, cond.throttled and 1 or 0,
+      type(record.error) == "table" and record.error.message or nil, n = 11 })
+  if r.n == 0 then return must(self, "SELECT id FROM runs WHERE run_key = $1", { key }).id[1], false end
+  local run = r.id[1]
+  if record.ok then
+    local samples = opts.samples or samples_of(record, opts.record_path)
+    for _, m in ipairs(METRICS) do
+      local v, lo, hi, n, with_samples = m[3](record)
+      if v then
+        local s = M.series_of(record, m[1], m[2], self.keys)
+        local sid = series_id(self, s)
+        must(self, "INSERT INTO points (run_id, series_id, t, value, lo, hi, n, samples, cond) " ..
+          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+          { run, sid, t, v, lo, hi, n, with_samples and M.encode_samples(samples) or nil,
+            cond.text .. (cond.throttled and "|throttled" or ""), n = 9 })
+        must(self, "UPDATE series SET runs = runs + 1, last_t = CASE WHEN last_t IS NULL OR last_t < $2 THEN $2 " ..
+          "ELSE last_t END WHERE id = $1", { sid, t })
+      end
+    end
+  end
+  return run, true
+end
+
 --- Adds a record (a run or a sweep point) in one transaction: its run, and one point per metric it has, each
 --- with the run's samples. opts.record_path: where the record file is (its samples.csv is found from
 --- there); opts.samples: the samples, when the caller has them. Adding a run already there changes nothing.
@@ -331,32 +408,20 @@ end
 ---@param record table
 ---@param opts {record_path?: string, samples?: number[]}?
 function Db:add(record, opts)
-  opts = opts or {}
-  local t = epoch(record.started_at)
-  if not t then return nil, "EPROTO: the record has no started_at time", "EPROTO" end
-  local board, cond = M.board_of(record)
-  local samples = opts.samples or samples_of(record, opts.record_path)
+  local id, added, code = protect(transaction, self, function() return add_one(self, record, opts) end, true)
+  if id == nil and code == nil then code = tostring(added):match("^(E%u+)") end
+  return id, added, code
+end
+
+--- Adds many records in one transaction (a back-fill: one commit for all is many times faster than one each).
+--- items: a list of {record, opts} as Db:add takes. -> a list of {id, added} or {nil, why} per item | nil,
+--- err, code (nothing was added)
+---@param items {[1]: table, [2]: table?}[]
+function Db:add_all(items)
   return protect(transaction, self, function()
-    local r = must(self, "INSERT INTO runs (run_key, started_at, t, ok, commit_id, odp_version, host, record_path, " ..
-      "conditions, throttled, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) " ..
-      "ON CONFLICT (run_key) DO NOTHING RETURNING id",
-      { M.run_key(record), record.started_at, t, record.ok and 1 or 0, record.commit, record.odp_version, board.host,
-        opts.record_path, cond.text, cond.throttled and 1 or 0,
-        type(record.error) == "table" and record.error.message or nil, n = 11 })
-    if r.n == 0 then return must(self, "SELECT id FROM runs WHERE run_key = $1", { M.run_key(record) }).id[1], false end
-    local run = r.id[1]
-    if record.ok then
-      for _, m in ipairs(METRICS) do
-        local v, lo, hi, n, with_samples = m[3](record)
-        if v then
-          local s = M.series_of(record, m[1], m[2])
-          must(self, "INSERT INTO points (run_id, series_id, t, value, lo, hi, n, samples) " ..
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            { run, series_id(self, s), t, v, lo, hi, n, with_samples and M.encode_samples(samples) or nil, n = 8 })
-        end
-      end
-    end
-    return run, true
+    local out = {}
+    for i, it in ipairs(items) do out[i] = table.pack(add_one(self, it[1], it[2])) end
+    return out
   end, true)
 end
 
@@ -377,46 +442,79 @@ end
 local function mark_dirty(points)
   local count, best, usual = {}, 0, nil
   for _, p in ipairs(points) do
-    local c = p.conditions or ""
-    count[c] = (count[c] or 0) + 1
-    if count[c] > best then best, usual = count[c], c end
+    local c = p.cond or ""
+    if not c:find("|throttled", 1, true) then
+      count[c] = (count[c] or 0) + 1
+      if count[c] > best then best, usual = count[c], c end
+    end
   end
-  for _, p in ipairs(points) do p.dirty = p.throttled == 1 or (p.conditions or "") ~= usual end
+  for _, p in ipairs(points) do
+    p.conditions, p.throttled = (p.cond or ""):gsub("|throttled$", "")
+    p.throttled = p.throttled > 0
+    p.dirty = p.throttled or p.conditions ~= usual
+    p.cond = nil
+  end
   return points
 end
 
 local POINT_SQL = "SELECT p.id AS id, p.run_id AS run_id, p.t AS t, p.value AS median, p.lo AS lo, p.hi AS hi, " ..
-  "p.n AS samples_n, %s r.started_at AS started_at, r.commit_id AS commit_id, r.odp_version AS odp_version, " ..
-  "r.host AS host, r.record_path AS record_path, r.conditions AS conditions, r.throttled AS throttled " ..
+  "p.n AS samples_n, p.cond AS cond, %s r.started_at AS started_at, r.commit_id AS commit_id, " ..
+  "r.odp_version AS odp_version, r.host AS host, r.record_path AS record_path " ..
   "FROM points p JOIN runs r ON r.id = p.run_id WHERE p.series_id = $1 AND p.t >= $2 ORDER BY p.t, p.id"
+-- the last $2 points, newest first, without the run's fields (Db:runs gives them for the few that need them)
+local LAST_SQL = "SELECT id, run_id, t, value AS median, lo, hi, n AS samples_n, cond FROM points WHERE series_id = $1 " ..
+  "ORDER BY t DESC, id DESC LIMIT $2"
+
+local function since_time(since)
+  if type(since) ~= "string" then return since or 0 end
+  local t, err = M.since(since)
+  if not t then error({ history = true, err = "EUSAGE: " .. err, code = "EUSAGE" }, 0) end
+  return t
+end
 
 --- A series' points, oldest first: {id, run_id, t, started_at, median, lo, hi, n, samples (list), commit_id,
---- odp_version, host, record_path, conditions, dirty}. opts.since (a time as M.since takes, or seconds), with
---- opts.context more points before it; opts.samples = false leaves the samples out (Db:load_samples fills
---- them in later). -> points | nil, err, code
+--- odp_version, host, record_path, conditions, throttled, dirty}. opts.since (a time as M.since takes, or
+--- seconds), with opts.context more points before it; or opts.last: only the last N points, without the
+--- run's fields (started_at, commit_id, odp_version, host, record_path: Db:runs has them); opts.samples =
+--- false leaves the samples out (Db:load_samples fills them in later). -> points | nil, err, code
 ---@param id integer
----@param opts {since?: string|number, context?: integer, samples?: boolean}?
+---@param opts {since?: string|number, context?: integer, last?: integer, samples?: boolean}?
 function Db:points(id, opts)
   opts = opts or {}
-  local since = opts.since or 0
-  if type(since) == "string" then
-    local t, err = M.since(since)
-    if not t then return nil, "EUSAGE: " .. err, "EUSAGE" end
-    since = t
-  end
   local with = opts.samples ~= false
   return protect(function()
-    if opts.context and since > 0 then
-      local before = must(self, "SELECT t FROM points WHERE series_id = $1 AND t < $2 ORDER BY t DESC LIMIT 1 OFFSET $3",
-        { id, since, opts.context - 1 })
-      since = before.t[1] or 0
+    local since = since_time(opts.since)
+    local pts
+    if opts.last then
+      pts = rows(must(self, LAST_SQL, { id, opts.last }))
+      for i = 1, #pts // 2 do pts[i], pts[#pts + 1 - i] = pts[#pts + 1 - i], pts[i] end
+      if with then self:load_samples(pts) end
+    else
+      if opts.context and since > 0 then
+        local before = must(self, "SELECT t FROM points WHERE series_id = $1 AND t < $2 ORDER BY t DESC LIMIT 1 OFFSET $3",
+          { id, since, opts.context - 1 })
+        since = before.t[1] or 0
+      end
+      pts = rows(must(self, POINT_SQL:format(with and "p.samples AS samples," or ""), { id, since }))
+      for _, p in ipairs(pts) do p.samples = with and M.decode_samples(p.samples) or nil end
     end
-    local pts = rows(must(self, POINT_SQL:format(with and "p.samples AS samples," or ""), { id, since }))
-    for _, p in ipairs(pts) do
-      p.samples = with and M.decode_samples(p.samples) or nil
-      p.n, p.samples_n = p.samples_n, nil
-    end
+    for _, p in ipairs(pts) do p.n, p.samples_n = p.samples_n, nil end
     return mark_dirty(pts)
+  end)
+end
+
+--- The runs of run ids: {[id] = {started_at, commit_id, odp_version, host, record_path}}. -> map | nil, err, code
+---@param ids integer[]
+function Db:runs(ids)
+  return protect(function()
+    local out, list = {}, {}
+    for i, id in ipairs(ids) do list[i] = ("%d"):format(id) end
+    for first = 1, #list, 500 do
+      local r = rows(must(self, "SELECT id, started_at, commit_id, odp_version, host, record_path FROM runs WHERE id IN (" ..
+        table.concat(list, ",", first, math.min(#list, first + 499)) .. ")"))
+      for _, row in ipairs(r) do out[row.id] = row end
+    end
+    return out
   end)
 end
 
@@ -427,13 +525,8 @@ end
 ---@param filters {model?: string, board?: string, metric?: string, since?: string|number}?
 function Db:series(filters)
   filters = filters or {}
-  local since = filters.since or 0
-  if type(since) == "string" then
-    local t, err = M.since(since)
-    if not t then return nil, "EUSAGE: " .. err, "EUSAGE" end
-    since = t
-  end
   return protect(function()
+    local since = since_time(filters.since)
     local where, params = {}, {}
     -- each $$ of cond is the next parameter, taken from the values in order
     local function add(cond, ...)
@@ -449,31 +542,28 @@ function Db:series(filters)
       local like = "%" .. filters.board:lower() .. "%"
       add("(lower(board) LIKE $$ OR lower(soc) LIKE $$)", like, like)
     end
-    local sql = "SELECT " .. SERIES_COLS .. " FROM series" .. (#where > 0 and (" WHERE " .. table.concat(where, " AND ")) or "")
-      .. " ORDER BY name, id"
+    add("runs > 0 AND last_t >= $$", since)
+    local sql = "SELECT " .. SERIES_COLS .. ", runs, last_t FROM series WHERE " .. table.concat(where, " AND ") ..
+      " ORDER BY name, id"
     local list = rows(must(self, sql, params))
-    local out = {}
     for _, s in ipairs(list) do
-      local last = must(self, "SELECT p.value AS v, p.t AS t, r.conditions AS conditions, r.throttled AS throttled " ..
-        "FROM points p JOIN runs r ON r.id = p.run_id WHERE p.series_id = $1 AND p.t >= $2 ORDER BY p.t DESC, p.id DESC LIMIT 20",
+      local last = must(self, "SELECT value AS v FROM points WHERE series_id = $1 AND t >= $2 ORDER BY t DESC, id DESC LIMIT 20",
         { s.id, since })
-      if last.n > 0 then
-        local first = rows(must(self, "SELECT p.value AS median, r.conditions AS conditions, r.throttled AS throttled " ..
-          "FROM points p JOIN runs r ON r.id = p.run_id WHERE p.series_id = $1 AND p.t >= $2 ORDER BY p.t, p.id LIMIT 5",
-          { s.id, since }))
-        local recent = {}
-        for i = last.n, 1, -1 do recent[#recent + 1] = last.v[i] end
-        mark_dirty(first)
-        local clean = {}
-        for _, p in ipairs(first) do if not p.dirty then clean[#clean + 1] = p.median end end
-        s.baseline = stats.percentile(#clean > 0 and clean or { first[1].median }, 50)
-        s.latest, s.latest_t, s.recent = recent[#recent], last.t[1], recent
-        s.change = s.baseline and s.baseline ~= 0 and (s.latest / s.baseline - 1) or nil
-        s.n = must(self, "SELECT count(*) AS runs FROM points WHERE series_id = $1 AND t >= $2", { s.id, since }).runs[1]
-        out[#out + 1] = s
-      end
+      local first = rows(must(self, "SELECT value AS median, cond FROM points WHERE series_id = $1 AND t >= $2 " ..
+        "ORDER BY t, id LIMIT 5", { s.id, since }))
+      local recent = {}
+      for i = last.n, 1, -1 do recent[#recent + 1] = last.v[i] end
+      mark_dirty(first)
+      local clean = {}
+      for _, p in ipairs(first) do if not p.dirty then clean[#clean + 1] = p.median end end
+      s.baseline = stats.percentile(#clean > 0 and clean or { first[1].median }, 50)
+      s.latest, s.latest_t, s.recent = recent[#recent], s.last_t, recent
+      s.change = s.baseline ~= 0 and (s.latest / s.baseline - 1) or nil
+      s.n = since > 0 and must(self, "SELECT count(*) AS k FROM points WHERE series_id = $1 AND t >= $2", { s.id, since }).k[1]
+        or s.runs
+      s.last_t, s.runs = nil, nil
     end
-    return out
+    return list
   end)
 end
 
@@ -504,11 +594,21 @@ end
 function Db:import(paths)
   local result = require("odp.results.result")
   local out = { added = 0, skipped = 0, failed = {} }
+  local batch = {}
+  local function flush()
+    if #batch == 0 then return end
+    local res, err = self:add_all(batch)
+    for i, it in ipairs(batch) do
+      local r = res and res[i]
+      if r and r[2] == true then out.added = out.added + 1
+      elseif r and r[2] == false then out.skipped = out.skipped + 1
+      else out.failed[#out.failed + 1] = ("%s: %s"):format(it[2].record_path, r and r[2] or err) end
+    end
+    batch = {}
+  end
   local function one(record, path)
-    local _, added_or_err = self:add(record, { record_path = path })
-    if added_or_err == true then out.added = out.added + 1
-    elseif added_or_err == false then out.skipped = out.skipped + 1
-    else out.failed[#out.failed + 1] = ("%s: %s"):format(path, added_or_err) end
+    batch[#batch + 1] = { record, { record_path = path } }
+    if #batch >= 500 then flush() end
   end
   local function walk(path)
     local st = sys.stat(path)
@@ -541,6 +641,7 @@ function Db:import(paths)
     end
   end
   for _, p in ipairs(paths) do walk(p) end
+  flush()
   return out
 end
 

@@ -25,6 +25,7 @@ M.options = {
   { "since", "Only runs since: 7d, 12h, 2w or a date (2026-12-01)", nil, "string", metavar = "T" },
   { "regressions", "Find the changes that made each series slower or larger", false, "bool" },
   { "fail", "With --regressions: exit 1 when a regression is found that no later change undid", false, "bool" },
+  { "last", "With --regressions and no --since: look at each series' last N runs", 50, "posint" },
   { "min-effect", "Smallest change reported, in percent", 2, "number", metavar = "PCT" },
   { "svg", "With SERIES: where the trend goes [default: history-SERIES.svg]", nil, "string", metavar = "FILE" },
 }
@@ -155,31 +156,41 @@ local function show(db, opts, word)
   return 0
 end
 
---- The regressions of every series matching opts: changes up (slower, larger) whose first run is since
---- opts.since, each marked fixed when a later change brought the series back within min_effect of before.
+--- The regressions of every series matching opts: changes up (slower, larger) among each series' last
+--- opts.last runs, or since opts.since; each marked fixed when a later change brought the series back within
+--- min_effect of before. The detector sees a window of runs before them too, and loads samples only around
+--- candidates, so a scan reads a few rows per series, not the whole history.
 function M.regressions(db, opts)
-  local since = opts.since and assert(history.since(opts.since)) or 0
-  local series = errors.check(db:series { model = opts.model, board = opts.board, metric = opts.metric })
+  local detect = require("odp.results.detect")
+  local since = opts.since and assert(history.since(opts.since))
+  local series = errors.check(db:series { model = opts.model, board = opts.board, metric = opts.metric, since = since })
   local found = {}
   local dopts = { min_effect = opts.min_effect / 100 }
   dopts.load_samples = function(need) errors.check(db:load_samples(need)) end
   for _, s in ipairs(series) do
-    local points = errors.check(db:points(s.id, { since = since, context = require("odp.results.detect").DEFAULTS.window,
-      samples = false }))
+    local points = errors.check(db:points(s.id, since and { since = since, context = detect.DEFAULTS.window, samples = false }
+      or { last = opts.last + detect.DEFAULTS.window, samples = false }))
+    local first_new = since and 1 or math.max(1, #points - opts.last + 1)
     local changes = history.detect(points, dopts)
     for n, c in ipairs(changes) do
       local p = points[c.index]
-      if c.direction == "up" and p.t >= since then
+      if c.direction == "up" and (since and p.t >= since or not since and c.index >= first_new) then
         local fixed
         for m = n + 1, #changes do
           if changes[m].after <= c.before * (1 + dopts.min_effect) then fixed = points[changes[m].index] break end
         end
         found[#found + 1] = { series = s.id, name = s.name, metric = s.metric, unit = s.unit, board = s.board,
-          model = s.model_name, run = c.index, time = iso(p.t), commit = p.commit_id, record = p.record_path,
-          change = c.effect, ci_lo = c.ci[1], ci_hi = c.ci[2], p = c.p, before = c.before, after = c.after,
-          runs_after = c.runs_after, fixed_at = fixed and iso(fixed.t) }
+          model = s.model_name, run_id = p.run_id, time = iso(p.t), change = c.effect, ci_lo = c.ci[1], ci_hi = c.ci[2],
+          p = c.p, before = c.before, after = c.after, runs_after = c.runs_after, fixed_at = fixed and iso(fixed.t) }
       end
     end
+  end
+  local ids = {}
+  for i, f in ipairs(found) do ids[i] = f.run_id end
+  local runs = errors.check(db:runs(ids))
+  for _, f in ipairs(found) do
+    local r = runs[f.run_id] or {}
+    f.commit, f.record = r.commit_id, r.record_path
   end
   return found
 end
@@ -195,13 +206,13 @@ local function regressions(db, opts)
     end
     local t = {}
     for i, r in ipairs(found) do
-      t[i] = { series = r.series, name = r.name, run = r.run, time = r.time, commit = r.commit and r.commit:sub(1, 10) or "-",
+      t[i] = { series = r.series, name = r.name, time = r.time, commit = r.commit and r.commit:sub(1, 10) or "-",
         change = pct(r.change), ci = ("[%s, %s]"):format(pct(r.ci_lo), pct(r.ci_hi)),
         level = ("%s -> %s"):format(value(r.before, r.unit), value(r.after, r.unit)), after = r.runs_after,
         state = r.fixed_at and ("fixed " .. r.fixed_at) or "standing" }
     end
-    return report.table(t, { { key = "series", align = "r" }, { key = "name" }, { key = "run", title = "first run", align = "r" },
-      { key = "time", title = "time (UTC)" }, { key = "commit" }, { key = "change", align = "r" },
+    return report.table(t, { { key = "series", align = "r" }, { key = "name" },
+      { key = "time", title = "first run after (UTC)" }, { key = "commit" }, { key = "change", align = "r" },
       { key = "ci", title = "95% CI", align = "r" }, { key = "level" }, { key = "after", title = "runs after", align = "r" },
       { key = "state" } }) .. ("\n%d regression(s), %d standing\n"):format(#found, standing)
   end)

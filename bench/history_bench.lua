@@ -1,0 +1,183 @@
+-- The history (docs/history.md): writes, `odp history`, the regression scan, and the detector's false-positive
+-- rate on the real runner's noise.
+--   build/odp run bench/history_bench.lua [RECORDS] [SERIES] [RUNS]    (defaults 100000 1000 1000)
+-- 1. RECORDS records with 20 samples each added to a new SQLite history one by one (Db:add: one transaction
+--    per record, as each run does), against the sqlite3 shell loading the same rows from one SQL script in
+--    one transaction (what a user scripting it would do).
+-- 2. A history of SERIES series x RUNS runs (made with SQL: the runs, points and 10 samples each), then the
+--    commands a user types: `odp history` and `odp history --regressions`, median of 5 / 3, against the
+--    sqlite3 shell answering the list's question (latest value per series) with one query.
+-- 3. The detector on stationary series cut from one long real run (ODP_REAL_RUNNER, add_arduino.pte:
+--    --repeat 400 processes x -n 20; each process is a run): how many changes it reports where there are none.
+local history = require("odp.results.history")
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+local stats = require("odp.core.stats")
+
+local RECORDS, SERIES, RUNS = tonumber(arg[1]) or 100000, tonumber(arg[2]) or 1000, tonumber(arg[3]) or 1000
+local KEEP = os.getenv("ODP_BENCH_DB") -- keep the big history here (and reuse it when it is there)
+local root = require("odp.host").root
+local odp = require("odp.host").argv[0]
+local tmp = os.tmpname()
+os.remove(tmp)
+assert(sys.mkdir_p(tmp))
+
+local function median_time(n, fn)
+  local t = {}
+  for i = 1, n do
+    local t0 = sys.now()
+    fn()
+    t[i] = sys.now() - t0
+  end
+  return stats.percentile(t, 50)
+end
+
+local function sh(cmd)
+  local r = proc.run { argv = { "sh", "-c", cmd }, timeout = 3600 }
+  assert(r.ok, r.stderr)
+  return r
+end
+
+-- 1. writes -------------------------------------------------------------------------------------------------
+do
+  local db = assert(history.open(tmp .. "/writes.db"))
+  local rnd = math.random
+  math.randomseed(1)
+  local recs = {}
+  local N = 1000 -- distinct records, reused with new keys so that making them is not what is timed
+  for i = 1, N do
+    local s = {}
+    for j = 1, 20 do s[j] = 1 + 0.02 * rnd() end
+    recs[i] = { rec = { schema = "odp.result/1", ok = true, flow = "executorch", device = "rpi5",
+      started_at = os.date("!%Y-%m-%dT%H:%M:%SZ", 1764547200 + i), odp_version = "bench",
+      model = { path = "m" .. (i % 50) .. ".pte", sha256 = ("%064d"):format(i % 50) },
+      runner = { path = "r", sha256 = ("b"):rep(64) }, params = { num_executions = 20 },
+      latency_ms = { n = 20, p50 = stats.percentile(s, 50) }, peak_rss_kb = 4000,
+      artifacts = {}, device_state = { kernel = "6.6", board = "Pi 5" } }, samples = s }
+  end
+  local t0 = sys.now()
+  for i = 1, RECORDS do
+    local r = recs[(i - 1) % N + 1]
+    r.rec.artifacts.run_dir = "runs/" .. i
+    assert(db:add(r.rec, { samples = r.samples }))
+  end
+  local odp_s = sys.now() - t0
+  db:close()
+  -- the same rows as one SQL script for the sqlite3 shell (into the same schema)
+  local sql = { "BEGIN;" }
+  for i = 1, RECORDS do
+    local r = recs[(i - 1) % N + 1]
+    sql[#sql + 1] = ("INSERT INTO runs (run_key, started_at, t, ok) VALUES ('k%d', '%s', %d, 1);"):format(i, r.rec.started_at, i)
+    sql[#sql + 1] = ("INSERT INTO points (run_id, series_id, t, value, n, samples) VALUES (last_insert_rowid(), %d, %d, %.7g, 20, '%s');")
+      :format(i % 50 + 1, i, r.rec.latency_ms.p50, history.encode_samples(r.samples))
+    sql[#sql + 1] = ("INSERT INTO points (run_id, series_id, t, value, n) VALUES ((SELECT max(id) FROM runs), %d, %d, 4000, 1);")
+      :format(i % 50 + 51, i)
+  end
+  sql[#sql + 1] = "COMMIT;"
+  local ref = tmp .. "/ref.db"
+  assert(history.open(ref)):close()
+  assert(sys.write_file(tmp .. "/ref.sql", table.concat(sql, "\n")))
+  local t1 = sys.now()
+  sh(("sqlite3 %q < %q"):format(ref, tmp .. "/ref.sql"))
+  local ref_s = sys.now() - t1
+  print(("writes: %d records (20 samples each, 2 points): odp %.2f s (%.0f records/s, one transaction each); " ..
+    "sqlite3 shell, one transaction: %.2f s; ratio %.2fx"):format(RECORDS, odp_s, RECORDS / odp_s, ref_s, odp_s / ref_s))
+end
+
+-- 2. reading ------------------------------------------------------------------------------------------------
+do
+  local path = KEEP or (tmp .. "/big.db")
+  local t0 = sys.now()
+  if not sys.stat(path) then
+  assert(history.open(path)):close()
+  -- SERIES series; RUNS runs each a day apart; every 50th series has a +5% step 20 runs before its last
+  sh(("sqlite3 %q <<'EOF'\n" ..
+    "BEGIN;\n" ..
+    "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d)\n" ..
+    "INSERT INTO series (id, key, name, metric, unit, flow, model_name, model_sha256, board, params, runs, last_t)\n" ..
+    "  SELECT i, 'k' || i, 'm' || i || '.pte · Pi 5 · latency_ms', 'latency_ms', 'ms', 'executorch', 'm' || i || '.pte', " ..
+    "    printf('%%064d', i), 'Pi 5', '{}', %d, 1700000000 + %d * 86400 FROM s;\n" ..
+    "WITH RECURSIVE r(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM r WHERE j < %d)\n" ..
+    "INSERT INTO runs (id, run_key, started_at, t, ok, conditions, throttled)\n" ..
+    "  SELECT j, 'r' || j, strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', 1700000000 + j * 86400, 'unixepoch'), 1700000000 + j * 86400, 1, '', 0 FROM r;\n" ..
+    "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d),\n" ..
+    "  r(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM r WHERE j < %d),\n" ..
+    "  v AS (SELECT i, j, (1.0 + i / 1000.0) * (CASE WHEN i %% 50 = 0 AND j > %d THEN 1.05 ELSE 1.0 END) AS lvl FROM s, r)\n" ..
+    "INSERT INTO points (run_id, series_id, t, value, lo, hi, n, cond, samples)\n" ..
+    "  SELECT j, i, 1700000000 + j * 86400, lvl * (1 + (abs(random()) %% 1000) / 200000.0), lvl * 0.99, lvl * 1.01, 10, '',\n" ..
+    "    printf('%%.7g %%.7g %%.7g %%.7g %%.7g %%.7g %%.7g %%.7g %%.7g %%.7g',\n" ..
+    "      lvl * (1 + (abs(random()) %% 1000) / 50000.0), lvl * (1 + (abs(random()) %% 1000) / 50000.0),\n" ..
+    "      lvl * (1 + (abs(random()) %% 1000) / 50000.0), lvl * (1 + (abs(random()) %% 1000) / 50000.0),\n" ..
+    "      lvl * (1 + (abs(random()) %% 1000) / 50000.0), lvl * (1 + (abs(random()) %% 1000) / 50000.0),\n" ..
+    "      lvl * (1 + (abs(random()) %% 1000) / 50000.0), lvl * (1 + (abs(random()) %% 1000) / 50000.0),\n" ..
+    "      lvl * (1 + (abs(random()) %% 1000) / 50000.0), lvl * (1 + (abs(random()) %% 1000) / 50000.0))\n" ..
+    "  FROM v;\n" ..
+    "COMMIT;\nEOF"):format(path, SERIES, RUNS, RUNS, RUNS, SERIES, RUNS, RUNS - 20))
+  print(("made %d series x %d runs (%d points with 10 samples each) in %.1f s"):format(SERIES, RUNS, SERIES * RUNS,
+    sys.now() - t0))
+  end
+  local function odp_history(...)
+    local r = proc.run { argv = { odp, "history", "--history", path, ... }, timeout = 600 }
+    assert(r.status == 0 or r.status == 1, r.stderr)
+    return r
+  end
+  odp_history() -- warm the page cache
+  local list_s = median_time(5, function() odp_history() end)
+  local q = "SELECT s.id, s.name, (SELECT value FROM points p WHERE p.series_id = s.id ORDER BY t DESC LIMIT 1) " ..
+    "FROM series s ORDER BY s.name"
+  local ref_s = median_time(5, function() sh(("sqlite3 %q %q >/dev/null"):format(path, q)) end)
+  print(("odp history (%d series: latest, baseline, sparkline of 20): %.0f ms (goal < 200 ms); sqlite3 shell, " ..
+    "latest per series only: %.0f ms; ratio %.2fx"):format(SERIES, list_s * 1000, ref_s * 1000, list_s / ref_s))
+  local out
+  local scan_s = median_time(3, function() out = odp_history("--regressions", "--format", "json") end)
+  local found = require("odp.core.json").decode(out.stdout)
+  local want = SERIES // 50
+  local right = 0
+  local step_at = os.date("!%Y-%m-%d %H:%M:%S", 1700000000 + (RUNS - 19) * 86400)
+  for _, f in ipairs(found) do
+    if f.series % 50 == 0 and f.time == step_at then right = right + 1 end
+  end
+  print(("odp history --regressions (each series' last 50 runs) over %d x %d: %.2f s (goal < 2 s); %d regressions found, %d of the %d planted " ..
+    "at their first run, %d elsewhere"):format(SERIES, RUNS, scan_s, #found, right, want, #found - right))
+  local since = os.date("!%Y-%m-%d", 1700000000 + (RUNS - 100) * 86400)
+  local scan_since = median_time(3, function() odp_history("--regressions", "--since", since) end)
+  print(("odp history --regressions --since %s (each series' last 100 runs): %.2f s"):format(since, scan_since))
+end
+
+-- 3. false positives on the real runner's noise -------------------------------------------------------------
+local runner = os.getenv("ODP_REAL_RUNNER")
+if not runner or not sys.stat(runner) then
+  print("false positives: skipped (set ODP_REAL_RUNNER to a real executor_runner)")
+else
+  local model = root .. "/tests/fixtures/pte/add_arduino.pte"
+  local t0 = sys.now()
+  local r = proc.run { argv = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "-n", "20",
+    "--repeat", "400", "--runs-dir", tmp .. "/runs", "--no-history", "--format", "json" }, timeout = 1800 }
+  assert(r.ok, r.stderr)
+  local rec = require("odp.core.json").decode(r.stdout)
+  local groups = assert(require("odp.results.measure").read_samples(rec.artifacts.samples))
+  local runs = {}
+  for i, g in ipairs(groups) do runs[i] = { samples = g, median = stats.percentile(g, 50) } end
+  local meds = {}
+  for i, p in ipairs(runs) do meds[i] = p.median end
+  local detect = require("odp.results.detect")
+  -- in time order: windows of 40 consecutive runs (the runner's own drift included), then shuffled series
+  local flagged, series_n = 0, 0
+  for first = 1, #runs - 39, 10 do
+    series_n = series_n + 1
+    flagged = flagged + #detect.detect(table.move(runs, first, first + 39, 1, {}))
+  end
+  math.randomseed(2)
+  local shuffled_flags, shuffled_n = 0, 1000
+  for _ = 1, shuffled_n do
+    local pick = {}
+    for i = 1, 40 do pick[i] = runs[math.random(#runs)] end
+    shuffled_flags = shuffled_flags + #detect.detect(pick)
+  end
+  print(("false positives on the real runner (%d processes x 20 iterations in %.0f s; run medians: cv %.1f%%, " ..
+    "within a run cv %.1f%%): %d changes in %d time-ordered series of 40 runs (%.3f per series); %d in %d shuffled " ..
+    "series of 40 (%.4f per series, %.5f per run)"):format(#runs, sys.now() - t0, stats.cv(meds) * 100,
+    stats.cv(groups[1]) * 100, flagged, series_n, flagged / series_n, shuffled_flags, shuffled_n,
+    shuffled_flags / shuffled_n, shuffled_flags / (shuffled_n * 40)))
+end
+os.execute("rm -rf '" .. tmp .. "'")
