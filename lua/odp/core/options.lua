@@ -191,6 +191,17 @@ function M.parse(argv, ...)
   return opts, rest
 end
 
+--- Parses a command's argv (cmd = {usage, description, options}: an odp.cli.commands module) with the global
+--- options. With --help it prints the generated help and returns nil: the command then returns 0.
+function M.parse_command(cmd, argv)
+  local opts, rest = M.parse(argv, cmd.options, M.global_options)
+  if opts.help then
+    print(M.help(cmd.usage, cmd.description, cmd.options, M.global_options))
+    return nil
+  end
+  return opts, rest
+end
+
 local function placeholder(o)
   if o[4] == "bool" then return "" end
   if o.metavar then return " " .. o.metavar end

@@ -235,11 +235,8 @@ local function import(db, opts, paths)
 end
 
 function M.main(args)
-  local opts, rest = cli.parse(args, M.options, cli.global_options)
-  if opts.help then
-    print(cli.help(M.usage, M.description, M.options, cli.global_options))
-    return 0
-  end
+  local opts, rest = cli.parse_command(M, args)
+  if not opts then return 0 end
   if not (opts.min_effect > 0 and opts.min_effect < 100) then
     errors.fail("EUSAGE", ("--min-effect must be a percentage between 0 and 100, got %s"):format(opts.min_effect), 2)
   end
