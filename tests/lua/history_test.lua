@@ -302,6 +302,47 @@ for i = 1, 100000 do assert(db:add(make(%q, i, { tag = "k" }))) end
   db:close()
 end)
 
+
+T.test("import: garbage, torn and mistyped records fail one line each, never raise, never half-add (300 mutations)", function()
+  local dir = T.tmpdir()
+  local db = assert(history.open(dir .. "/fuzz.db"))
+  local rec = make_record(dir, 1, { tag = "seed" })
+  local text = result.encode(rec)
+  local rnd = T.lcg(11)
+  local lines = {}
+  local fields = { "started_at", "params", "latency_ms", "device_state", "model", "runner", "artifacts", "ok", "error",
+    "commit", "peak_rss_kb" }
+  local values = { "5", '"x"', "[]", "{}", "null", "true", "1e999", '{"p50":"fast","ci95":"wide","n":1.5}',
+    '{"before":{"cpus":[7,{"max_khz":"x","governor":[]}]},"clusters":[5,{"cpus":9}],"android":{"product_model":3}}',
+    '{"p50":1,"ci95":["a",null]}', '"' .. ("y"):rep(5000) .. '"' }
+  local function mistype(m, f, v) return (m:gsub('"' .. f .. '":', '"' .. f .. '":' .. v .. ',"was_' .. f .. '":', 1)) end
+  for _, f in ipairs(fields) do -- every field with every wrong type
+    for _, v in ipairs(values) do lines[#lines + 1] = mistype(text, f, v) end
+  end
+  while #lines < 300 do
+    local m = text
+    if rnd(2) == 0 then m = m:sub(1, rnd(#m)) -- torn
+    else -- bytes flipped
+      for _ = 1, 1 + rnd(8) do
+        local at = 1 + rnd(#m)
+        m = m:sub(1, at - 1) .. string.char(rnd(256)) .. m:sub(at + 1)
+      end
+    end
+    lines[#lines + 1] = m
+  end
+  for i, m in ipairs(lines) do lines[i] = m:gsub('"r00001%-seed', ('"m%05d'):format(i)):gsub("\n", " ") end
+  T.write(dir .. "/fuzz.jsonl", table.concat(lines, "\n") .. "\n")
+  local ok, res = pcall(db.import, db, { dir .. "/fuzz.jsonl" })
+  T.ok(ok, tostring(res))
+  T.eq(res.added + res.skipped + #res.failed, 300, "every line accounted for")
+  T.ok(#res.failed > 0 and res.added > 0, ("some fail (%d), some are added (%d)"):format(#res.failed, res.added))
+  for _, f in ipairs(res.failed) do T.ok(not f:find("\n") and #f < 600, "one line: " .. f:sub(1, 200)) end
+  -- what was added reads back: the list, every point, the detector
+  for _, sr in ipairs(assert(db:series {})) do history.detect(assert(db:points(sr.id))) end
+  T.eq(assert(db.conn:query("PRAGMA integrity_check")).integrity_check[1], "ok")
+  db:close()
+end)
+
 -- The command line ----------------------------------------------------------------------------------------
 T.test("odp history: list, SERIES with an SVG trend, --regressions --fail (exit 1), json/csv, import", function()
   local dir = T.tmpdir()
