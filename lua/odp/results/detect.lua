@@ -6,12 +6,15 @@
 -- How (the ideas of Mozilla's Perfherder and Apache Otava, with ranks instead of a t statistic):
 --  1. Binary segmentation: in a segment of clean runs, every candidate k compares a window of up to
 --     `window` runs before it with up to `window` from it on. A candidate needs the medians of the two
---     windows' run medians to differ by >= min_effect, and the first `confirm` runs from k on to each lie
---     beyond half of min_effect on the same side (one outlier is not a change).
+--     windows' run medians to differ by >= min_effect and by >= t_min times their standard error (the spread of
+--     the run medians before k: a step inside the runs' own noise is not a change), and the first `confirm`
+--     runs from k on to each lie beyond half of min_effect on the same side (one outlier is not a change).
 --  2. The best candidate is where the windows separate most: |AUC - 1/2| of the run medians (AUC = U / n1 n2,
 --     1 or 0 when every run after is above or below every run before), then the larger effect.
---  3. It is accepted when the per-run samples agree: Mann-Whitney over the windows' pooled samples gives
---     p < alpha, so does each confirming run's samples against the runs before (same side), and the hierarchical bootstrap of the ratio of medians (runs drawn, then their samples;
+--  3. It is accepted when the runs and their samples agree: Mann-Whitney over the two windows' run medians
+--     gives p < alpha_runs (the runs are the replicates; with 2 runs after, only when both lie beyond every
+--     run before), over their pooled samples p < alpha, so does each confirming run's samples against the
+--     runs before (same side), and the hierarchical bootstrap of the ratio of medians (runs drawn, then their samples;
 --     odp.core.stats) has a 95% CI that excludes no change. The effect and its CI are that ratio - 1.
 --  4. The segment is split there and both halves are searched again.
 -- Without samples (records that kept none) the run medians stand in for them. Dirty points (another governor,
@@ -21,8 +24,8 @@ local stats = require("odp.core.stats")
 
 local M = {}
 
-M.DEFAULTS = { min_effect = 0.02, confirm = 2, window = 12, min_before = 3, alpha = 0.01, resamples = 1000,
-  seed = 1, tries = 3 }
+M.DEFAULTS = { min_effect = 0.02, confirm = 2, window = 12, min_before = 6, alpha = 0.01, alpha_runs = 0.05, t_min = 5,
+  resamples = 500, seed = 1, tries = 3 }
 
 local function median(list, i, j)
   local s = table.move(list, i, j, 1, {})
@@ -63,7 +66,8 @@ end
 
 --- The change points of points (oldest first), in order. opts: min_effect (0.02 = 2%), confirm (runs after a
 --- change that must show it, 2), window (runs on each side compared, 12), min_before (runs before a change,
---- 3), alpha (Mann-Whitney level, 0.01), resamples/seed (bootstrap of the CI), load_samples (function(list of
+--- 6), alpha (Mann-Whitney level over samples, 0.01), alpha_runs (over run medians, 0.05), t_min (the step in standard errors of the run medians, 5),
+--- resamples/seed (bootstrap of the CI, 500), load_samples (function(list of
 --- points) that fills their samples when the caller left them out: only candidates' windows are loaded).
 --- Each change: {index (into points: the first run after the change), effect (after/before - 1), ci = {lo,
 --- hi} (of effect, 95%), p, before, after (medians of the two windows' samples), direction ("up"|"down"),
@@ -96,6 +100,12 @@ function M.detect(points, opts)
       if #need > 0 then o.load_samples(need) end
     end
     local gb, ga = groups(points, idx, i, k - 1), groups(points, idx, k, j)
+    -- the runs are the replicates: their medians must differ (rank test over runs: a machine whose runs fall
+    -- into two modes, say two cores or two clock states, mixes them by chance, and pooled samples would call
+    -- that a change), and so must the samples
+    local mb_runs, ma_runs = table.move(x, i, k - 1, 1, {}), table.move(x, k, j, 1, {})
+    local _, pr = stats.mann_whitney(mb_runs, ma_runs)
+    if not pr or pr >= o.alpha_runs then return nil end
     local before = flatten(gb)
     local _, p = stats.mann_whitney(before, flatten(ga))
     if not p or p >= o.alpha then return nil end
@@ -122,7 +132,13 @@ function M.detect(points, opts)
       if mb ~= 0 and math.abs(ma / mb - 1) >= half then
         local medb, meda = median(x, i, k - 1), median(x, k, j)
         local eff = medb ~= 0 and meda / medb - 1 or 0
-        local ok = math.abs(eff) >= o.min_effect
+        -- beyond the runs' own noise: the step against the spread of the run medians before it (1.4826 MAD, a
+        -- robust standard deviation), as Perfherder's t over two windows
+        local dev = {}
+        for a = i, k - 1 do dev[#dev + 1] = math.abs(x[a] - medb) end
+        local sd = 1.4826 * median(dev, 1, #dev)
+        local t = math.abs(meda - medb) / math.max(sd * math.sqrt(1 / (k - i) + 1 / (j - k + 1)), 1e-12 * math.abs(medb))
+        local ok = math.abs(eff) >= o.min_effect and t >= o.t_min
         for a = k, k + o.confirm - 1 do
           if not ok then break end
           local d = x[a] / medb - 1

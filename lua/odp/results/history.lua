@@ -36,11 +36,14 @@ CREATE INDEX points_series_t ON points(series_id, t);
 CREATE INDEX runs_t ON runs(t);
 ]],
   -- what `odp history` lists without reading every point: each series' run count and latest time, and each
-  -- point's conditions beside it (cond: the run's conditions, "|throttled" added when it was)
+  -- point's conditions beside it (cond: the run's conditions, "|throttled" added when it was); the index
+  -- holds what the list and the regression scan read, so neither visits the table's pages
   [[
 ALTER TABLE series ADD COLUMN runs {int} NOT NULL DEFAULT 0;
 ALTER TABLE series ADD COLUMN last_t {real};
 ALTER TABLE points ADD COLUMN cond TEXT;
+DROP INDEX points_series_t;
+CREATE INDEX points_series_t ON points(series_id, t, run_id, value, cond);
 UPDATE points SET cond = (SELECT coalesce(r.conditions, '') || CASE WHEN r.throttled = 1 THEN '|throttled' ELSE '' END
   FROM runs r WHERE r.id = points.run_id);
 UPDATE series SET runs = (SELECT count(*) FROM points WHERE series_id = series.id),
@@ -480,10 +483,10 @@ end
 local POINT_SQL = "SELECT p.id AS id, p.run_id AS run_id, p.t AS t, p.value AS median, p.lo AS lo, p.hi AS hi, " ..
   "p.n AS samples_n, p.cond AS cond, %s r.started_at AS started_at, r.commit_id AS commit_id, " ..
   "r.odp_version AS odp_version, r.host AS host, r.record_path AS record_path " ..
-  "FROM points p JOIN runs r ON r.id = p.run_id WHERE p.series_id = $1 AND p.t >= $2 ORDER BY p.t, p.id"
+  "FROM points p JOIN runs r ON r.id = p.run_id WHERE p.series_id = $1 AND p.t >= $2 ORDER BY p.t, p.run_id"
 -- the last $2 points, newest first, without the run's fields (Db:runs gives them for the few that need them)
-local LAST_SQL = "SELECT id, run_id, t, value AS median, lo, hi, n AS samples_n, cond FROM points WHERE series_id = $1 " ..
-  "ORDER BY t DESC, id DESC LIMIT $2"
+local LAST_SQL = "SELECT id, run_id, t, value AS median, cond FROM points WHERE series_id = $1 " ..
+  "ORDER BY t DESC, run_id DESC LIMIT $2"
 
 local function since_time(since)
   if type(since) ~= "string" then return since or 0 end
@@ -495,7 +498,7 @@ end
 --- A series' points, oldest first: {id, run_id, t, started_at, median, lo, hi, n, samples (list), commit_id,
 --- odp_version, host, record_path, conditions, throttled, dirty}. opts.since (a time as M.since takes, or
 --- seconds), with opts.context more points before it; or opts.last: only the last N points, without the
---- run's fields (started_at, commit_id, odp_version, host, record_path: Db:runs has them); opts.samples =
+--- CI and the run's fields (started_at, commit_id, odp_version, host, record_path: Db:runs has them); opts.samples =
 --- false leaves the samples out (Db:load_samples fills them in later). -> points | nil, err, code
 ---@param id integer
 ---@param opts {since?: string|number, context?: integer, last?: integer, samples?: boolean}?
@@ -567,10 +570,10 @@ function Db:series(filters)
       " ORDER BY name, id"
     local list = rows(must(self, sql, params))
     for _, s in ipairs(list) do
-      local last = must(self, "SELECT value AS v FROM points WHERE series_id = $1 AND t >= $2 ORDER BY t DESC, id DESC LIMIT 20",
+      local last = must(self, "SELECT value AS v FROM points WHERE series_id = $1 AND t >= $2 ORDER BY t DESC, run_id DESC LIMIT 20",
         { s.id, since })
       local first = rows(must(self, "SELECT value AS median, cond FROM points WHERE series_id = $1 AND t >= $2 " ..
-        "ORDER BY t, id LIMIT 5", { s.id, since }))
+        "ORDER BY t, run_id LIMIT 5", { s.id, since }))
       local recent = {}
       for i = last.n, 1, -1 do recent[#recent + 1] = last.v[i] end
       mark_dirty(first)
