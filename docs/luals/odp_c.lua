@@ -241,6 +241,47 @@ function serial.list() end
 ---@return odp.Stream|nil stream, string? how_or_err
 function serial.open(opts) end
 
+---A query's rows as columns: `r.n` rows, `r.columns` their names in order, `r[name][i]` (nil for NULL);
+---`r.changes` rows changed by a statement that returns none. Columns may not be named n, columns or changes.
+---@class odp.QueryResult
+---@field n integer
+---@field columns string[]
+---@field changes integer
+
+---@class odp.sqlite.Db
+local SqliteDb = {}
+---@return true|nil ok, string? err, odp.ECode? code
+function SqliteDb:exec(sql) end
+---@param params? any[] $1, $2, ... (or ?): nil entries are NULL (give params.n then)
+---@return odp.QueryResult|nil result, string? err, odp.ECode? code
+function SqliteDb:query(sql, params) end
+function SqliteDb:close() end
+
+---@class odp.sqlite
+---@field version string
+local sqlite = {}
+---@param opts? {timeout?: number, readonly?: boolean} timeout: seconds a lock held by another writer is waited for (30)
+---@return odp.sqlite.Db|nil db, string? err, odp.ECode? code
+function sqlite.open(path, opts) end
+
+---@class odp.pg.Conn
+local PgConn = {}
+---@return true|nil ok, string? err, odp.ECode? code
+function PgConn:exec(sql) end
+---@param params? any[]
+---@param opts? {timeout?: number}
+---@return odp.QueryResult|nil result, string? err, odp.ECode? code
+function PgConn:query(sql, params, opts) end
+function PgConn:close() end
+
+---@class odp.pg
+---@field version integer libpq's
+local pg = {}
+---@param conninfo string postgresql://... or "host=... dbname=..."
+---@param opts? {timeout?: number}
+---@return odp.pg.Conn|nil conn, string? err, odp.ECode? code
+function pg.connect(conninfo, opts) end
+
 ---@class odp.elf
 local elf = {}
 ---@return {class: integer, machine: string, endian: string, type: string, interpreter?: string, static: boolean, glibc_versions: string[], glibc_required?: string}|nil
