@@ -1,6 +1,8 @@
 -- The history (docs/history.md): writes, `odp history`, the regression scan, and the detector's false-positive
 -- rate on the real runner's noise.
---   build/odp run bench/history_bench.lua [RECORDS] [SERIES] [RUNS]    (defaults 100000 1000 1000)
+--   build/odp run bench/history_bench.lua [RECORDS] [SERIES] [RUNS] [PARTS]  (defaults 100000 1000 1000 123)
+-- Times are wall and CPU (user + system, from the process's rusage): on a shared, loaded machine the CPU time
+-- is what the command costs, the wall time what it took there.
 -- 1. RECORDS records with 20 samples each added to a new SQLite history one by one (Db:add: one transaction
 --    per record, as each run does), against the sqlite3 shell loading the same rows from one SQL script in
 --    one transaction (what a user scripting it would do).
@@ -15,6 +17,7 @@ local sys = require("odp.sys")
 local stats = require("odp.core.stats")
 
 local RECORDS, SERIES, RUNS = tonumber(arg[1]) or 100000, tonumber(arg[2]) or 1000, tonumber(arg[3]) or 1000
+local PARTS = arg[4] or "123"
 local KEEP = os.getenv("ODP_BENCH_DB") -- keep the big history here (and reuse it when it is there)
 local root = require("odp.host").root
 local odp = require("odp.host").argv[0]
@@ -22,14 +25,17 @@ local tmp = os.tmpname()
 os.remove(tmp)
 assert(sys.mkdir_p(tmp))
 
-local function median_time(n, fn)
-  local t = {}
+-- Runs argv n times -> median wall seconds, median CPU seconds (user + system, its children included), last result.
+local function timed(n, argv, stdin)
+  local walls, cpus, r = {}, {}, nil
   for i = 1, n do
     local t0 = sys.now()
-    fn()
-    t[i] = sys.now() - t0
+    r = proc.run { argv = argv, stdin = stdin, timeout = 3600 }
+    walls[i] = sys.now() - t0
+    assert(r.status == 0 or r.status == 1, r.stderr)
+    cpus[i] = r.rusage.utime_s + r.rusage.stime_s
   end
-  return stats.percentile(t, 50)
+  return stats.percentile(walls, 50), stats.percentile(cpus, 50), r
 end
 
 local function sh(cmd)
@@ -39,7 +45,7 @@ local function sh(cmd)
 end
 
 -- 1. writes -------------------------------------------------------------------------------------------------
-do
+if PARTS:find("1") then
   local db = assert(history.open(tmp .. "/writes.db"))
   local rnd = math.random
   math.randomseed(1)
@@ -90,18 +96,16 @@ do
   local ref = tmp .. "/ref.db"
   assert(history.open(ref)):close()
   assert(sys.write_file(tmp .. "/ref.sql", table.concat(sql, "\n")))
-  local t1 = sys.now()
-  sh(("sqlite3 %q < %q"):format(ref, tmp .. "/ref.sql"))
-  local ref_s = sys.now() - t1
+  local ref_s, ref_cpu = timed(1, { "sqlite3", ref }, assert(sys.read_file(tmp .. "/ref.sql")))
   print(("writes: %d records (20 samples each, 2 points), Db:add_all (500 a transaction, as `odp history import`): " ..
-    "odp %.2f s wall, %.2f s CPU (goal < 10 s); sqlite3 shell loading the same rows from SQL, one transaction: %.2f s; " ..
-    "ratio %.2fx"):format(RECORDS, odp_s, odp_cpu, ref_s, odp_s / ref_s))
+    "odp %.1f s wall, %.1f s CPU (goal < 10 s); sqlite3 shell loading the same rows from SQL in one transaction: " ..
+    "%.1f s wall, %.1f s CPU; ratio (CPU) %.2fx"):format(RECORDS, odp_s, odp_cpu, ref_s, ref_cpu, odp_cpu / ref_cpu))
   print(("writes, one run at a time (Db:add, a transaction each, as a run saves): %.0f us a record over %d"):format(
     one_s / ONE * 1e6, ONE))
 end
 
 -- 2. reading ------------------------------------------------------------------------------------------------
-do
+if PARTS:find("2") then
   local path = KEEP or (tmp .. "/big.db")
   local t0 = sys.now()
   if not sys.stat(path) then
@@ -132,20 +136,20 @@ do
   print(("made %d series x %d runs (%d points with 10 samples each) in %.1f s"):format(SERIES, RUNS, SERIES * RUNS,
     sys.now() - t0))
   end
-  local function odp_history(...)
-    local r = proc.run { argv = { odp, "history", "--history", path, ... }, timeout = 600 }
-    assert(r.status == 0 or r.status == 1, r.stderr)
-    return r
+  local odp_history = { odp, "history", "--history", path }
+  local function with(...)
+    local argv = table.move(odp_history, 1, #odp_history, 1, {})
+    return table.move({ ... }, 1, select("#", ...), #argv + 1, argv)
   end
-  odp_history() -- warm the page cache
-  local list_s = median_time(5, function() odp_history() end)
+  timed(1, odp_history) -- warm the page cache
+  local list_s, list_cpu = timed(5, odp_history)
   local q = "SELECT s.id, s.name, (SELECT value FROM points p WHERE p.series_id = s.id ORDER BY t DESC LIMIT 1) " ..
     "FROM series s ORDER BY s.name"
-  local ref_s = median_time(5, function() sh(("sqlite3 %q %q >/dev/null"):format(path, q)) end)
-  print(("odp history (%d series: latest, baseline, sparkline of 20): %.0f ms (goal < 200 ms); sqlite3 shell, " ..
-    "latest per series only: %.0f ms; ratio %.2fx"):format(SERIES, list_s * 1000, ref_s * 1000, list_s / ref_s))
-  local out
-  local scan_s = median_time(3, function() out = odp_history("--regressions", "--format", "json") end)
+  local ref_s, ref_cpu = timed(5, { "sqlite3", path, q })
+  print(("odp history (%d series: latest, baseline, sparkline of 20): %.0f ms wall, %.0f ms CPU (goal < 200 ms); " ..
+    "sqlite3 shell, latest per series only: %.0f ms wall, %.0f ms CPU; ratio (CPU) %.2fx"):format(SERIES, list_s * 1000,
+    list_cpu * 1000, ref_s * 1000, ref_cpu * 1000, list_cpu / ref_cpu))
+  local scan_s, scan_cpu, out = timed(3, with("--regressions", "--format", "json"))
   local found = require("odp.core.json").decode(out.stdout)
   local want = SERIES // 50
   local right = 0
@@ -153,16 +157,20 @@ do
   for _, f in ipairs(found) do
     if f.series % 50 == 0 and f.time == step_at then right = right + 1 end
   end
-  print(("odp history --regressions (each series' last 50 runs) over %d x %d: %.2f s (goal < 2 s); %d regressions found, %d of the %d planted " ..
-    "at their first run, %d elsewhere"):format(SERIES, RUNS, scan_s, #found, right, want, #found - right))
+  print(("odp history --regressions (each series' last 50 runs) over %d x %d: %.2f s wall, %.2f s CPU (goal < 2 s); " ..
+    "%d regressions found, %d of the %d planted at their first run, %d elsewhere"):format(SERIES, RUNS, scan_s, scan_cpu,
+    #found, right, want, #found - right))
   local since = os.date("!%Y-%m-%d", 1700000000 + (RUNS - 100) * 86400)
-  local scan_since = median_time(3, function() odp_history("--regressions", "--since", since) end)
-  print(("odp history --regressions --since %s (each series' last 100 runs): %.2f s"):format(since, scan_since))
+  local since_s, since_cpu = timed(3, with("--regressions", "--since", since))
+  print(("odp history --regressions --since %s (each series' last 100 runs): %.2f s wall, %.2f s CPU"):format(since,
+    since_s, since_cpu))
 end
 
 -- 3. false positives on the real runner's noise -------------------------------------------------------------
 local runner = os.getenv("ODP_REAL_RUNNER")
-if not runner or not sys.stat(runner) then
+if not PARTS:find("3") then
+  print("false positives: not asked for")
+elseif not runner or not sys.stat(runner) then
   print("false positives: skipped (set ODP_REAL_RUNNER to a real executor_runner)")
 else
   local model = root .. "/tests/fixtures/pte/add_arduino.pte"

@@ -12,9 +12,9 @@
 --  2. The best candidate is where the windows separate most: |AUC - 1/2| of the run medians (AUC = U / n1 n2,
 --     1 or 0 when every run after is above or below every run before), then the larger effect.
 --  3. It is accepted when the runs and their samples agree: Mann-Whitney over the two windows' run medians
---     gives p < alpha_runs (the runs are the replicates; with 2 runs after, only when both lie beyond every
---     run before), over their pooled samples p < alpha, so does each confirming run's samples against the
---     runs before (same side), and the hierarchical bootstrap of the ratio of medians (runs drawn, then their samples;
+--     gives p < alpha (the runs are the replicates; with 3 runs after or fewer, each must lie beyond every run
+--     before), over their pooled samples p < alpha, so does each confirming run's samples against the runs
+--     before (same side), and the hierarchical bootstrap of the ratio of medians (runs drawn, then their samples;
 --     odp.core.stats) has a 95% CI that excludes no change. The effect and its CI are that ratio - 1.
 --  4. The segment is split there and both halves are searched again.
 -- Without samples (records that kept none) the run medians stand in for them. Dirty points (another governor,
@@ -24,7 +24,7 @@ local stats = require("odp.core.stats")
 
 local M = {}
 
-M.DEFAULTS = { min_effect = 0.02, confirm = 2, window = 12, min_before = 6, alpha = 0.01, alpha_runs = 0.05, t_min = 5,
+M.DEFAULTS = { min_effect = 0.02, confirm = 2, window = 12, min_before = 6, alpha = 0.01, t_min = 5,
   resamples = 500, seed = 1, tries = 3 }
 
 local function median(list, i, j)
@@ -66,7 +66,7 @@ end
 
 --- The change points of points (oldest first), in order. opts: min_effect (0.02 = 2%), confirm (runs after a
 --- change that must show it, 2), window (runs on each side compared, 12), min_before (runs before a change,
---- 6), alpha (Mann-Whitney level over samples, 0.01), alpha_runs (over run medians, 0.05), t_min (the step in standard errors of the run medians, 5),
+--- 6), alpha (Mann-Whitney level, 0.01), t_min (the step in standard errors of the run medians, 5),
 --- resamples/seed (bootstrap of the CI, 500), load_samples (function(list of
 --- points) that fills their samples when the caller left them out: only candidates' windows are loaded).
 --- Each change: {index (into points: the first run after the change), effect (after/before - 1), ci = {lo,
@@ -103,9 +103,13 @@ function M.detect(points, opts)
     -- the runs are the replicates: their medians must differ (rank test over runs: a machine whose runs fall
     -- into two modes, say two cores or two clock states, mixes them by chance, and pooled samples would call
     -- that a change), and so must the samples
-    local mb_runs, ma_runs = table.move(x, i, k - 1, 1, {}), table.move(x, k, j, 1, {})
-    local _, pr = stats.mann_whitney(mb_runs, ma_runs)
-    if not pr or pr >= o.alpha_runs then return nil end
+    if j - k + 1 <= 3 then
+      -- too few runs after for a rank test to reach alpha: each must lie beyond every run before
+      if separation(x, i, k, j) < 0.5 then return nil end
+    else
+      local _, pr = stats.mann_whitney(table.move(x, i, k - 1, 1, {}), table.move(x, k, j, 1, {}))
+      if not pr or pr >= o.alpha then return nil end
+    end
     local before = flatten(gb)
     local _, p = stats.mann_whitney(before, flatten(ga))
     if not p or p >= o.alpha then return nil end

@@ -206,19 +206,26 @@ end
 -- identity stands for it, and falls back to it when the board says nothing).
 local KEY_FIELDS = { "flow", "model_sha256", "runner_sha256", "runner_version", "board", "soc", "kernel", "params" }
 
---- The series a record's metric belongs to: {key, name, fields...}. keys: a table that remembers keys made
---- before (a back-fill makes the same few keys many times).
-function M.series_of(record, metric, unit, keys)
+-- What every series of a record shares: the fields of KEY_FIELDS and the text the key is made from.
+local function identity(record)
   local id = M.board_of(record)
   local model, runner = tbl(record.model), tbl(record.runner)
-  local s = { metric = metric, unit = unit, flow = str(record.flow), device = str(record.device),
-    model_sha256 = str(model.sha256), model_name = basename(model.path), runner_sha256 = str(runner.sha256),
-    runner_version = str(runner.version), board = id.board, soc = id.soc, kernel = id.kernel,
-    params = canon(tbl(record.params)) }
+  local base = { flow = str(record.flow), device = str(record.device), model_sha256 = str(model.sha256),
+    model_name = basename(model.path), runner_sha256 = str(runner.sha256), runner_version = str(runner.version),
+    board = id.board, soc = id.soc, kernel = id.kernel, params = canon(tbl(record.params)) }
   local parts = {}
-  for i, f in ipairs(KEY_FIELDS) do parts[i] = tostring(s[f] or "") end
-  parts[#parts + 1] = metric
-  local text = table.concat(parts, "\0")
+  for i, f in ipairs(KEY_FIELDS) do parts[i] = base[f] or "" end
+  return base, table.concat(parts, "\0")
+end
+
+--- The series a record's metric belongs to: {key, name, fields...}. keys: a table that remembers keys made
+--- before (a back-fill makes the same few keys many times); base, text: identity(record), when the caller
+--- has it (one record gives several metrics).
+function M.series_of(record, metric, unit, keys, base, text)
+  if not base then base, text = identity(record) end
+  local s = { metric = metric, unit = unit }
+  for k, v in pairs(base) do s[k] = v end
+  text = text .. "\0" .. metric
   s.key = keys and keys[text] or sys.sha256(text)
   if keys then keys[text] = s.key end
   s.name = ("%s · %s · %s"):format(s.model_name or "?", s.board or s.device or "?", metric)
@@ -407,10 +414,11 @@ local function add_one(self, record, opts)
   local run = r.id[1]
   if record.ok == true then
     local samples = opts.samples or samples_of(record, opts.record_path)
+    local base, text = identity(record)
     for _, m in ipairs(METRICS) do
       local v, lo, hi, n, with_samples = m[3](record)
       if v then
-        local s = M.series_of(record, m[1], m[2], self.keys)
+        local s = M.series_of(record, m[1], m[2], self.keys, base, text)
         local sid = series_id(self, s)
         must(self, "INSERT INTO points (run_id, series_id, t, value, lo, hi, n, samples, cond) " ..
           "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
