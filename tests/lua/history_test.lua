@@ -344,9 +344,11 @@ T.test("import: garbage, torn and mistyped records fail one line each, never rai
 end)
 
 -- The command line ----------------------------------------------------------------------------------------
-T.test("odp history: list, SERIES with an SVG trend, --regressions --fail (exit 1), json/csv, import", function()
+-- The commands over a history at url holding a series with a 6% regression from its run 21 (of 30); the
+-- model is the test's own, so other tests' series in the same database do not count.
+local function cli_tests(label, url)
+T.test(label .. ": odp history: list, SERIES with an SVG trend, --regressions --fail (exit 1), json/csv, import", function()
   local dir = T.tmpdir()
-  local url = dir .. "/cli.db"
   local g = 7
   local function gauss()
     g = (g * 1103515245 + 12345) % 2147483648
@@ -359,18 +361,18 @@ T.test("odp history: list, SERIES with an SVG trend, --regressions --fail (exit 
     local lvl = i <= 20 and 1.0 or 1.06 -- a 6% regression from run 21
     local s = {}
     for j = 1, 15 do s[j] = lvl * (1 + 0.01 * gauss()) end
-    local rec, path = make_record(dir, i, { tag = "cli", samples = s })
+    local rec, path = make_record(dir, i, { tag = "cli", samples = s, model = "cli.pte", model_sha = ("e"):rep(64) })
     rec.commit = ("c%02d"):format(i)
     result.save(rec, path:match("^(.*)/"), { no_history = true })
     assert(db:add(rec, { record_path = path }))
   end
   db:close()
   local function run(...)
-    return proc.run { argv = { odp, "history", "--history", url, ... }, cwd = dir, timeout = 60 }
+    return proc.run { argv = { odp, "history", "--history", url, "--model", "cli.pte", ... }, cwd = dir, timeout = 60 }
   end
   local r = run()
   T.ok(r.ok, r.stderr)
-  T.match(r.stdout, "mv2%.pte%s+Raspberry Pi 5 Model B%s+latency_ms%s+30%s+1%.0%d%d ms%s+%+[56]%.%d%%")
+  T.match(r.stdout, "cli%.pte%s+Raspberry Pi 5 Model B%s+latency_ms%s+30%s+1%.0%d%d ms%s+%+[56]%.%d%%")
   local list = json.decode(run("--format", "json", "--metric", "latency_ms").stdout)
   T.eq(#list, 1)
   T.eq(list[1].runs, 30)
@@ -398,7 +400,10 @@ T.test("odp history: list, SERIES with an SVG trend, --regressions --fail (exit 
   T.match(csv, "^[^\n]*change[^\n]*\n[^\n]*c21")
   T.eq(run("--since", "yesterdayish").status, 2)
   T.eq(run("999").status, 2)
-  -- import: the records written beside, into a new history; twice adds nothing more
+  -- import: the records written beside; into this history they are all known already, into a new one they
+  -- are added once
+  r = proc.run { argv = { odp, "history", "--history", url, "import", dir .. "/runs" }, timeout = 60 }
+  T.match(r.stdout, "^0 run%(s%) added, 30 already there, 0 failed")
   local url2 = dir .. "/imported.db"
   r = proc.run { argv = { odp, "history", "--history", url2, "import", dir .. "/runs" }, timeout = 60 }
   T.ok(r.ok, r.stderr)
@@ -409,6 +414,9 @@ T.test("odp history: list, SERIES with an SVG trend, --regressions --fail (exit 
     timeout = 60 }.stdout)
   T.eq(rows[1].commit, "c21", "the imported history finds the same change, from the samples.csv files")
 end)
+end
+
+cli_tests("sqlite", tmp .. "/cli.db")
 
 -- PostgreSQL 15 ------------------------------------------------------------------------------------------
 -- initdb refuses root: the cluster belongs to nobody, in a temp dir of its own; the socket is there too.
@@ -430,6 +438,7 @@ if r.ok then
   store_tests("postgresql", pg_url)
   unrefuse(pg_url)
   concurrent_writers("postgresql", pg_url, 500)
+  cli_tests("postgresql", pg_url)
 
   T.test("postgresql: a connection dropped mid-write (pg_terminate_backend): retried on a new one, the run lands once", function()
     local dir = T.tmpdir()
