@@ -418,6 +418,17 @@ end
 
 cli_tests("sqlite", tmp .. "/cli.db")
 
+T.test("odp history before any run: one line says where runs will go; no file is made by looking", function()
+  local dir = T.tmpdir()
+  local r = proc.run { argv = { odp, "history", "--history", dir .. "/none.db" }, timeout = 60 }
+  T.eq(r.status, 2)
+  T.match(r.stderr, "^odp: no history at .*none%.db yet: runs are added as they finish, or `odp history import runs/`\n$")
+  T.eq(sys.stat(dir .. "/none.db"), nil)
+  r = proc.run { argv = { odp, "history", "--no-history" }, timeout = 60 }
+  T.eq(r.status, 2)
+  T.match(r.stderr, "no history: %-%-no%-history")
+end)
+
 -- PostgreSQL 15 ------------------------------------------------------------------------------------------
 -- initdb refuses root: the cluster belongs to nobody, in a temp dir of its own; the socket is there too.
 local PG = "/usr/lib/postgresql/15/bin/"

@@ -245,7 +245,7 @@ function M.main(args)
   local url = history.url(opts)
   if not url then errors.fail("EUSAGE", "no history: --no-history or ODP_HISTORY=off says none; give --history URL", 2) end
   if rest[1] ~= "import" and not url:match("^postgres") and not url:match("^%a+=") and not sys.stat((url:gsub("^sqlite:", ""))) then
-    errors.fail("ENOTFOUND", ("no history at %s yet: runs are added as they finish, or `odp history import runs/`"):format(url), 1)
+    errors.fail("ENOTFOUND", ("no history at %s yet: runs are added as they finish, or `odp history import runs/`"):format(url), 2)
   end
   local db = errors.check(history.open(url))
   if rest[1] == "import" then return import(db, opts, table.move(rest, 2, #rest, 1, {})) end
