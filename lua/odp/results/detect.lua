@@ -9,8 +9,10 @@
 --     windows' run medians to differ by >= min_effect and by >= t_min times their standard error (the spread of
 --     the run medians before k: a step inside the runs' own noise is not a change), and the first `confirm`
 --     runs from k on to each lie beyond half of min_effect on the same side (one outlier is not a change).
---  2. The best candidate is where the windows separate most: |AUC - 1/2| of the run medians (AUC = U / n1 n2,
---     1 or 0 when every run after is above or below every run before), then the larger effect.
+--  2. The best candidate is where the windows separate most: |z| of the Mann-Whitney U of the run medians
+--     (full separation of twelve runs from twelve scores higher than of two from twelve), then the larger
+--     effect. A permutation test (Apache Otava's) asks whether that best is better than the best of the same
+--     runs in random orders: p = (as good + 1) / (permutations + 1) < alpha (199: none as good).
 --  3. It is accepted when the runs and their samples agree: Mann-Whitney over the two windows' run medians
 --     gives p < alpha (the runs are the replicates; with 3 runs after or fewer, each must lie beyond every run
 --     before), over their pooled samples p < alpha, so does each confirming run's samples against the runs
@@ -25,7 +27,7 @@ local stats = require("odp.core.stats")
 local M = {}
 
 M.DEFAULTS = { min_effect = 0.02, confirm = 2, window = 12, min_before = 6, alpha = 0.01, t_min = 5,
-  resamples = 500, seed = 1, tries = 3 }
+  resamples = 500, permutations = 199, seed = 1, tries = 3 }
 
 local function median(list, i, j)
   local s = table.move(list, i, j, 1, {})
@@ -35,7 +37,9 @@ local function median(list, i, j)
   return (s[n // 2] + s[n // 2 + 1]) / 2
 end
 
--- |U / (n1 n2) - 1/2| of x[i..k-1] against x[k..j]
+-- How well x[k..j] separates from x[i..k-1]: |AUC - 1/2| (AUC = U / n1 n2: 1 or 0 when every run after lies
+-- above or below every run before) and |z| of U (the same separation weighed by the windows' sizes: two runs
+-- beyond twelve is weaker evidence than twelve beyond twelve).
 local function separation(x, i, k, j)
   local u = 0
   for a = k, j do
@@ -45,7 +49,8 @@ local function separation(x, i, k, j)
       if xa > xb then u = u + 1 elseif xa == xb then u = u + 0.5 end
     end
   end
-  return math.abs(u / ((j - k + 1) * (k - i)) - 0.5)
+  local n1, n2 = k - i, j - k + 1
+  return math.abs(u / (n1 * n2) - 0.5), math.abs(u - n1 * n2 / 2) / math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
 end
 
 -- The samples of points[idx[i..j]] as groups (each run's samples; its median when it kept none).
@@ -62,6 +67,64 @@ local function flatten(g)
   local out = {}
   for _, s in ipairs(g) do table.move(s, 1, #s, #out + 1, out) end
   return out
+end
+
+-- The candidates of x[lo..hi] (step 1 of the method), best first: {k, i, j (the windows), score, eff}.
+local function candidates(x, lo, hi, o)
+  local pre = { [lo - 1] = 0 } -- prefix sums: a window's mean screens candidates before medians and ranks
+  for a = lo, hi do pre[a] = pre[a - 1] + x[a] end
+  local W, half = o.window, o.min_effect / 2
+  local cands = {}
+  for k = lo + o.min_before, hi - o.confirm + 1 do
+    local i, j = math.max(lo, k - W), math.min(hi, k + W - 1)
+    local mb, ma = (pre[k - 1] - pre[i - 1]) / (k - i), (pre[j] - pre[k - 1]) / (j - k + 1)
+    if mb ~= 0 and math.abs(ma / mb - 1) >= half then
+      local medb, meda = median(x, i, k - 1), median(x, k, j)
+      local eff = medb ~= 0 and meda / medb - 1 or 0
+      -- beyond the runs' own noise: the step against the spread of the run medians before it (1.4826 MAD, a
+      -- robust standard deviation), as Perfherder's t over two windows
+      local dev = {}
+      for a = i, k - 1 do dev[#dev + 1] = math.abs(x[a] - medb) end
+      local sd = 1.4826 * median(dev, 1, #dev)
+      local t = math.abs(meda - medb) / math.max(sd * math.sqrt(1 / (k - i) + 1 / (j - k + 1)), 1e-12 * math.abs(medb))
+      local ok = math.abs(eff) >= o.min_effect and t >= o.t_min
+      for a = k, k + o.confirm - 1 do
+        if not ok then break end
+        local d = x[a] / medb - 1
+        ok = (d > 0) == (eff > 0) and math.abs(d) >= half
+      end
+      if ok then cands[#cands + 1] = { k = k, i = i, j = j, score = select(2, separation(x, i, k, j)), eff = math.abs(eff) } end
+    end
+  end
+  table.sort(cands, function(a, b)
+    if a.score ~= b.score then return a.score > b.score end
+    if a.eff ~= b.eff then return a.eff > b.eff end
+    return a.k < b.k
+  end)
+  return cands
+end
+
+-- Step 3's permutation test (Apache Otava's, for E-divisive): how often the runs of x[lo..hi] in a random
+-- order give a candidate that separates its windows as well as `score` does. The best of many candidates
+-- is always somewhat separated; this asks whether this segment's best is better than chance. -> p
+local function permutation_p(x, lo, hi, score, o)
+  local seed = o.seed
+  local function draw(n) -- its own generator (the caller's math.random is left alone); its high bits: an
+    seed = (seed * 1103515245 + 12345) % 2147483648 -- LCG's low bits repeat with short periods
+    return (seed >> 12) % n + 1
+  end
+  local m = hi - lo + 1
+  local as_good = 0
+  for _ = 1, o.permutations do
+    local y = table.move(x, lo, hi, 1, {})
+    for a = m, 2, -1 do
+      local b = draw(a)
+      y[a], y[b] = y[b], y[a]
+    end
+    local c = candidates(y, 1, m, o)[1]
+    if c and c.score >= score then as_good = as_good + 1 end
+  end
+  return (as_good + 1) / (o.permutations + 1)
 end
 
 --- The change points of points (oldest first), in order. opts: min_effect (0.02 = 2%), confirm (runs after a
@@ -84,10 +147,6 @@ function M.detect(points, opts)
       idx[#idx + 1], x[#x + 1] = i, p.median
     end
   end
-  -- prefix sums: a window's mean screens candidates before the medians and ranks are worked out
-  local pre = { [0] = 0 }
-  for i = 1, #x do pre[i] = pre[i - 1] + x[i] end
-  local W, half = o.window, o.min_effect / 2
   local found = {}
 
   local function verify(i, k, j)
@@ -129,37 +188,11 @@ function M.detect(points, opts)
   end
 
   local function search(lo, hi)
-    local cands = {}
-    for k = lo + o.min_before, hi - o.confirm + 1 do
-      local i, j = math.max(lo, k - W), math.min(hi, k + W - 1)
-      local mb, ma = (pre[k - 1] - pre[i - 1]) / (k - i), (pre[j] - pre[k - 1]) / (j - k + 1)
-      if mb ~= 0 and math.abs(ma / mb - 1) >= half then
-        local medb, meda = median(x, i, k - 1), median(x, k, j)
-        local eff = medb ~= 0 and meda / medb - 1 or 0
-        -- beyond the runs' own noise: the step against the spread of the run medians before it (1.4826 MAD, a
-        -- robust standard deviation), as Perfherder's t over two windows
-        local dev = {}
-        for a = i, k - 1 do dev[#dev + 1] = math.abs(x[a] - medb) end
-        local sd = 1.4826 * median(dev, 1, #dev)
-        local t = math.abs(meda - medb) / math.max(sd * math.sqrt(1 / (k - i) + 1 / (j - k + 1)), 1e-12 * math.abs(medb))
-        local ok = math.abs(eff) >= o.min_effect and t >= o.t_min
-        for a = k, k + o.confirm - 1 do
-          if not ok then break end
-          local d = x[a] / medb - 1
-          ok = (d > 0) == (eff > 0) and math.abs(d) >= half
-        end
-        if ok then cands[#cands + 1] = { k = k, i = i, j = j, score = separation(x, i, k, j), eff = math.abs(eff) } end
-      end
-    end
-    table.sort(cands, function(a, b)
-      if a.score ~= b.score then return a.score > b.score end
-      if a.eff ~= b.eff then return a.eff > b.eff end
-      return a.k < b.k
-    end)
+    local cands = candidates(x, lo, hi, o)
     for t = 1, math.min(o.tries, #cands) do
       local c = cands[t]
       local change = verify(c.i, c.k, c.j)
-      if change then
+      if change and permutation_p(x, lo, hi, c.score, o) < o.alpha then
         change.k = c.k
         found[#found + 1] = change
         search(lo, c.k - 1)
