@@ -175,4 +175,25 @@ T.test("without samples the run medians stand in; load_samples fills only what a
   T.ok(loaded <= 24, "only the windows around the candidate: " .. loaded)
 end)
 
+T.test("stationary series whose runs fall into two modes (as the real runner's do on a busy machine): few false changes", function()
+  -- each run's level is 10 or 11 at random (a second core, another clock state), 20 samples with 3% noise
+  local g = noise(42)
+  local rnd = T.lcg(43)
+  local flagged = 0
+  for _ = 1, 200 do
+    local levels = {}
+    for i = 1, 40 do levels[i] = (rnd(1000) < 300) and 11 or 10 end
+    local pts = {}
+    for i, lvl in ipairs(levels) do
+      local s = {}
+      for j = 1, 20 do s[j] = lvl * (1 + 0.03 * g()) end
+      local sorted = table.move(s, 1, 20, 1, {})
+      table.sort(sorted)
+      pts[i] = { samples = s, median = (sorted[10] + sorted[11]) / 2 }
+    end
+    flagged = flagged + #detect.detect(pts)
+  end
+  T.ok(flagged <= 2, ("%d changes in 200 stationary series of 40 runs (at most 2 allowed)"):format(flagged))
+end)
+
 T.done()
