@@ -35,8 +35,8 @@ local function etdump_doc(path, opts)
   local blocks = {}
   for _, b in ipairs(etdump.blocks(doc)) do blocks[#blocks + 1] = { name = b.name, runs = b.runs } end
   if opts.trace then
-    local tr = require("odp.results.trace").chrome(doc, eopts)
-    errors.check(sys.write_file(opts.trace, json.encode(tr) .. "\n"))
+    local trace = require("odp.results.trace")
+    errors.check(sys.write_file(opts.trace, trace.encode(trace.chrome(doc, eopts)) .. "\n"))
   end
   return doc, rows, unit, blocks, etdump.ops_summary(doc, eopts)
 end
@@ -110,9 +110,7 @@ local function pte_human(path, info)
 end
 
 local function elf_info(path)
-  local ok, elf = pcall(require, "odp.elf")
-  if not ok then errors.fail("EIO", "this odp has no ELF reader (odp.elf) yet", 3) end
-  local e, err, code = elf.read(path)
+  local e, err, code = require("odp.elf").read(path)
   if not e then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end
