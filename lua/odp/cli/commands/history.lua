@@ -28,6 +28,7 @@ M.options = {
   { "last", "With --regressions and no --since: look at each series' last N runs", 50, "posint" },
   { "min-effect", "Smallest change reported, in percent", 2, "number", metavar = "PCT" },
   { "svg", "With SERIES: where the trend goes [default: history-SERIES.svg]", nil, "string", metavar = "FILE" },
+  { "html", "With SERIES: also write its page (odp report's history view) to FILE", nil, "string", metavar = "FILE" },
 }
 
 local SPARKS = { "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█" }
@@ -125,6 +126,18 @@ local function show(db, opts, word)
     title = s.name, xlabel = "run (oldest first)", ylabel = ("%s (%s), median with 95%% CI"):format(s.metric, s.unit or ""),
     marks = marks, note = ("model %s · runner %s · %s"):format(short(s.model_sha256), short(s.runner_sha256),
       s.kernel or "") })))
+  if opts.html then
+    local page_points, page_changes = {}, {}
+    for i, p in ipairs(points) do
+      page_points[i] = { t = iso(p.t), p50 = p.median, ci_lo = p.lo, ci_hi = p.hi, commit = p.commit_id }
+    end
+    for i, c in ipairs(changes) do
+      page_changes[i] = { t = iso(points[c.index].t), before = c.before, after = c.after, pct = c.effect * 100,
+        note = ("95%% CI [%s, %s], p = %.2g, %d run(s) after"):format(pct(c.ci[1]), pct(c.ci[2]), c.p, c.runs_after) }
+    end
+    errors.check(sys.write_file(opts.html, require("odp.results.html").history { series = s.name, unit = s.unit,
+      points = page_points, changes = page_changes }))
+  end
   emit(opts, rows, function()
     local out = { ("series %d: %s"):format(s.id, s.name),
       ("model %s (sha256 %s) · runner sha256 %s%s"):format(s.model_name or "?", short(s.model_sha256),
