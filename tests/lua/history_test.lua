@@ -228,21 +228,28 @@ assert(result.save(rec, path:match("^(.*)/"), opts))
   T.eq(runs(dir .. "/env.db"), 1)
 end)
 
-T.test("a history that cannot be written costs the run nothing: its record is saved, one line says why", function()
+-- result.save in an odp process of its own, into the history at url(dir): the run's record is saved and
+-- stderr is one warning line matching pattern.
+local function saved_with_one_warning(tag, url, pattern)
   local dir = T.tmpdir()
   T.write(dir .. "/notadir", "x")
-  T.write(dir .. "/save.lua", [[
+  T.write(dir .. "/save.lua", ([[
 local result = require("odp.results.result")
-local rec, path = require("history_fixture").record(arg[1], 1, { tag = "bad" })
-assert(result.save(rec, path:match("^(.*)/"), { history = arg[1] .. "/notadir/h.db" }))
-]])
-  local r = proc.run { argv = { odp, "run", dir .. "/save.lua", dir }, timeout = 60 }
+local rec, path = require("history_fixture").record(arg[1], 1, { tag = %q })
+assert(result.save(rec, path:match("^(.*)/"), { history = arg[2] }))
+]]):format(tag))
+  local r = proc.run { argv = { odp, "run", dir .. "/save.lua", dir, url(dir) }, timeout = 60 }
   T.ok(r.ok, r.stderr)
   local lines = {}
   for l in r.stderr:gmatch("[^\n]+") do lines[#lines + 1] = l end
   T.eq(#lines, 1, r.stderr)
-  T.match(lines[1], "^odp: warning: history .*notadir/h%.db: .*the run is in .*r00001%-bad/result%.json; `odp history import` adds it later")
-  T.ok(sys.stat(dir .. "/runs/r00001-bad/result.json"), "the record")
+  T.match(lines[1], pattern)
+  T.ok(sys.stat(("%s/runs/r00001-%s/result.json"):format(dir, tag)), "the record")
+end
+
+T.test("a history that cannot be written costs the run nothing: its record is saved, one line says why", function()
+  saved_with_one_warning("bad", function(dir) return dir .. "/notadir/h.db" end,
+    "^odp: warning: history .*notadir/h%.db: .*the run is in .*r00001%-bad/result%.json; `odp history import` adds it later")
 end)
 
 
@@ -493,20 +500,10 @@ assert(result.save(rec, path:match("^(.*)/"), { history = arg[2] }))
 
   T.test("postgresql: a server that is gone is reported in one line; the run's record is saved", function()
     stop_pg()
-    local dir = T.tmpdir()
-    T.write(dir .. "/save.lua", [[
-local result = require("odp.results.result")
-local rec, path = require("history_fixture").record(arg[1], 1, { tag = "gone" })
-assert(result.save(rec, path:match("^(.*)/"), { history = arg[2] }))
-]])
-    local res = proc.run { argv = { odp, "run", dir .. "/save.lua", dir, pg_url }, timeout = 60 }
-    T.ok(res.ok, res.stderr)
-    local lines = {}
-    for l in res.stderr:gmatch("[^\n]+") do lines[#lines + 1] = l end
-    T.eq(#lines, 1, res.stderr)
-    T.match(lines[1], "^odp: warning: history postgresql://.*cannot connect.*the run is in .*r00001%-gone/result%.json")
-    T.ok(sys.stat(dir .. "/runs/r00001-gone/result.json"), "the record")
+    saved_with_one_warning("gone", function() return pg_url end,
+      "^odp: warning: history postgresql://.*cannot connect.*the run is in .*r00001%-gone/result%.json")
   end)
+
 end
 stop_pg()
 
