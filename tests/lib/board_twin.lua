@@ -24,13 +24,7 @@ local function build_dir()
   return (os.getenv("ODP_BUILD_DIR") or (root() .. "/build")) .. "/board_twin"
 end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return (sys.read_file(path)) end
 
 --- Builds the guest (tests/board_twin/build.sh; nothing to do when cached). Returns the build dir.
 function M.build()

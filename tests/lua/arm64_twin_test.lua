@@ -42,8 +42,8 @@ local function during_run(b, script, args, act)
   table.move(b:odp_args(), 1, #b:odp_args(), #argv + 1, argv)
   table.move(args, 1, #args, #argv + 1, argv)
   for i, a in ipairs(argv) do argv[i] = "'" .. a:gsub("'", "'\\''") .. "'" end
-  local wait_runner = b:ssh_command(("i=0; until pidof %s >/dev/null; do i=$((i+1)); [ $i -gt 300 ] && exit 1; " ..
-    "sleep 0.1; done; pid=$(pidof %s); grep Cpus_allowed_list /proc/$pid/status"):format(RUNNER_NAME, RUNNER_NAME))
+  local wait_runner = b:ssh_command(("i=0; until grep -h Cpus_allowed_list /proc/$(pidof %s || echo none)/status " ..
+    "2>/dev/null; do i=$((i+1)); [ $i -gt 300 ] && exit 1; sleep 0.1; done"):format(RUNNER_NAME))
   return ("%s & p=$!; %s >&2 || echo 'runner never seen' >&2; %s; wait $p; echo \"exit=$?\" >&2")
     :format(table.concat(argv, " "), wait_runner, act)
 end
@@ -174,7 +174,7 @@ end, "aarch64")
 
 T.with_real_runner("placement: --cpus 1 is the runner's own Cpus_allowed_list on the guest", function(runner)
   local r = assert(proc.run { "sh", "-c", during_run(pi, "rpi5.lua", { "--runner", runner, "--model", pte,
-    "-n", "1500", "--cpus", "1", "--runs-dir", tmp .. "/runs", "--format", "json" }, ":"), timeout = 180 })
+    "-n", "3000", "--cpus", "1", "--runs-dir", tmp .. "/runs", "--format", "json" }, ":"), timeout = 180 })
   T.match(r.stderr, "exit=0")
   T.match(r.stderr, "Cpus_allowed_list:%s+1\n", "the running runner's own /proc/<pid>/status")
   local rec = assert(json.decode(r.stdout))
