@@ -36,7 +36,7 @@ for i in $(seq "$rounds"); do
 		"/tmp/$(basename "$runner") --model_path /tmp/$(basename "$model") --num_executions 10" >/dev/null 2>&1
 	t4=$(now)
 	tests/board_twin/stop.sh "$tmp/state"
-	echo "$t0 $t1 $t2 $t3 $t4" | awk '{ printf "round: boot %.1f s, first flow %.1f s (boot + flow %.1f s), flow again %.1f s, scp + ssh %.1f s\n", $2-$1, $3-$2, $3-$1, $4-$3, $5-$4 }'
+	echo "$t0 $t1 $t2 $t3 $t4" | awk -v i="$i" '{ printf "round " i ": boot %.1f s, first flow %.1f s (boot + flow %.1f s), flow again %.1f s, scp + ssh %.1f s\n", $2-$1, $3-$2, $3-$1, $4-$3, $5-$4 }'
 	echo "$t0 $t1 $t2 $t3 $t4" >>"$tmp/times"
 done
 boot=$(awk '{ print $2 - $1 }' "$tmp/times" | median)

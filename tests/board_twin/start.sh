@@ -35,7 +35,8 @@ while :; do
 	port_free "$port" || continue
 	rm -f "$state/pid" "$state/monitor"
 	: >"$state/console.log"
-	if qemu-system-aarch64 -M virt -cpu "$cpu" -smp "$smp" -m 1024 \
+	# 512 MB: the root (~70 MB) lives in it with room for the runner; more is more for the kernel to set up
+	if qemu-system-aarch64 -M virt -cpu "$cpu" -smp "$smp" -m 512 \
 		-kernel "$build/Image" -initrd "$build/initramfs.cpio" \
 		-append "console=ttyAMA0 quiet odp.hostname=$hostname" \
 		-netdev user,id=net0,hostfwd=tcp:127.0.0.1:"$port"-:22 -device virtio-net-device,netdev=net0 \
