@@ -9,12 +9,11 @@ local function sh(cmd)
   return r.stdout
 end
 
---- dir/needs_glibc_9.99: links against dir/libfake.so, whose fake_fn is versioned GLIBC_9.99. arch "aarch64"
--- builds it with Debian's aarch64-linux-gnu-gcc (dir/needs_glibc_9.99_aarch64).
-function M.needs_glibc(dir, version, arch)
-  version = version or "9.99"
-  local cc = arch == "aarch64" and "aarch64-linux-gnu-gcc" or "cc"
-  local bin = dir .. "/needs_glibc_" .. version .. (arch == "aarch64" and "_aarch64" or "")
+--- dir/needs_glibc_9.99: links against dir/libfake.so, whose fake_fn is versioned GLIBC_9.99. cc: the compiler
+--- (default cc; aarch64-linux-gnu-gcc for an aarch64 one).
+function M.needs_glibc(dir, version, cc)
+  version, cc = version or "9.99", cc or "cc"
+  local bin = dir .. "/needs_glibc_" .. version
   sh(string.format([[cd %s && printf 'int fake_fn(void){return 0;}\n' > fake.c &&
 printf 'GLIBC_%s { global: fake_fn; local: *; };\n' > fake.map &&
 %s -shared -fPIC -Wl,--version-script=fake.map -Wl,-soname,libfake.so -o libfake.so fake.c &&

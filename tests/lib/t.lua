@@ -2,8 +2,9 @@
 -- Usage, in tests/lua/<area>_test.lua:
 --   local T = require("t")
 --   T.test("parses the RPi5 example", function() T.eq(x, 10) end)
---   T.done()            -- prints the summary; exit code 1 if anything failed
--- Output is TAP-like: "ok N - name", "not ok N - name" (+ indented diagnostics), "ok N - name # SKIP why".
+--   T.done()            -- prints the plan "1..N"; exit code 1 if anything failed
+-- Output is TAP: "ok N - name", "not ok N - name" (+ indented diagnostics), "ok N - name # SKIP why", and the
+-- plan at the end, which tests/run.sh checks against the tests it saw (a script that stops early fails).
 -- A test that needs a tool gets it from vendor/packages.txt. The only skip is for a peer that a fresh clone
 -- does not carry (the real ExecuTorch runners, see T.real_runner): counted as skipped, never as passed.
 local T = {}
@@ -61,6 +62,16 @@ function T.raises(fn, pattern, what)
     fail(string.format("%s raised %q, which does not match %q", what or "call", tostring(msg), pattern), 2)
   end
   return msg
+end
+
+--- Asserts that fn raises a structured failure (odp.core.errors: {code, message, exit}); returns it.
+function T.failure(fn, what)
+  local ok, err = pcall(fn)
+  if ok then fail((what or "call") .. " did not raise", 2) end
+  if not require("odp.core.errors").is_failure(err) then
+    fail(string.format("%s raised %s, not a structured failure", what or "call", tostring(err)), 2)
+  end
+  return err
 end
 
 function T.test(name, fn)
@@ -155,6 +166,7 @@ function T.done()
   if not os.getenv("ODP_KEEP_TMP") then
     for _, d in ipairs(tmpdirs) do os.execute("rm -rf '" .. d .. "'") end
   end
+  print(("1..%d"):format(n))
   io.stdout:flush()
   os.exit(failed == 0 and 0 or 1)
 end

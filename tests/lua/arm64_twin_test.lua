@@ -48,10 +48,13 @@ local function during_run(b, script, args, act)
     :format(table.concat(argv, " "), wait_runner, act)
 end
 
-T.test("the Pi 5 twin: Debian's arm64 kernel on Cortex-A76 cores, reached with a verified host key", function()
+T.test("the Pi 5 twin: Debian's arm64 kernel on Cortex-A76 cores, reached with OpenSSH # rig", function()
   T.eq(pi:sh("uname -m"), "aarch64\n")
   T.match(pi:sh("grep -m1 'CPU part' /proc/cpuinfo"), "0xd0b") -- the Cortex-A76's part number
   T.eq(pi:sh("hostname"), "raspberrypi\n")
+end)
+
+T.test("the twin's host key is verified: another key under its name is refused, exit 3", function()
   -- another key under the twin's name is refused: the known_hosts line is what verifies it
   local kh = tmp .. "/wrong_kh"
   local other = require("sshd").keygen(tmp .. "/other_host")
@@ -89,7 +92,7 @@ T.test("preflight on the guest: aarch64, its glibc (from getconf there); a runne
   local preflight = require("odp.target.preflight")
   local dir = tmp .. "/elf"
   os.execute("mkdir -p " .. dir)
-  local ok, e = pcall(preflight.check, t, { runner = craft.needs_glibc(dir, "9.99", "aarch64"), model = pte })
+  local ok, e = pcall(preflight.check, t, { runner = craft.needs_glibc(dir, "9.99", "aarch64-linux-gnu-gcc"), model = pte })
   T.eq(ok, false)
   T.eq(e.code, "ENODEV"); T.match(e.message, "GLIBC_9%.99"); T.match(e.message, t:libc_version())
   T.ok(not e.message:find("\n"), "one line")
