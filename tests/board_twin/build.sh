@@ -11,6 +11,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
+. "$top/tests/lib/debian_arm64.sh"
 out=${1:-$top/build/board_twin}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -21,7 +22,7 @@ out=$(cd "$out" && pwd)
 # for the runner (busybox time reads ru_maxrss as pages: 4x too much).
 PACKAGES="busybox-static dropbear-bin openssh-sftp-server libc-bin linux-perf base-files time"
 
-stamp=$( (cat "$0" "$here/init"; echo "$PACKAGES") | sha256sum | cut -c1-16)
+stamp=$( (cat "$0" "$here/init" "$top/tests/lib/debian_arm64.sh"; echo "$PACKAGES") | sha256sum | cut -c1-16)
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/initramfs.cpio" ] && [ -f "$out/Image" ]; then
 	exit 0
 fi
@@ -32,28 +33,7 @@ for tool in apt-get dpkg-deb cpio ssh-keygen qemu-aarch64-static; do
 done
 
 apt=$out/apt
-mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/sources"
-: >"$apt/status"
-# The host's Debian sources (deb822 or one-line), read for arm64.
-for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-	[ -f "$f" ] && cp "$f" "$apt/sources/"
-done
-cat >"$apt/apt.conf" <<CONF
-APT::Architecture "arm64";
-APT::Architectures { "arm64"; };
-APT::Sandbox::User "root";
-APT::Install-Recommends "false";
-Dir::State "$apt";
-Dir::State::status "$apt/status";
-Dir::State::Lists "$apt/lists";
-Dir::Cache "$apt";
-Dir::Cache::Archives "$apt/archives";
-Dir::Etc::SourceList "/dev/null";
-Dir::Etc::SourceParts "$apt/sources";
-Dir::Etc::Preferences "/dev/null";
-Dir::Etc::PreferencesParts "/dev/null";
-CONF
-export APT_CONFIG="$apt/apt.conf"
+arm64_apt "$apt"
 # Package lists at most a day old: a cached build does not reach the network.
 if [ -z "$(find "$apt/lists" -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
 	apt-get update -qq >/dev/null
@@ -94,15 +74,7 @@ for m in net/core/failover drivers/net/net_failover drivers/virtio/virtio_mmio d
 done
 rm -rf "$kdir"
 
-# The usual merged-/usr links (dpkg-deb -x does not make them; base-files would).
-for d in bin sbin lib; do
-	if [ -d "$root/$d" ] && [ ! -L "$root/$d" ]; then
-		mkdir -p "$root/usr/$d"
-		cp -a "$root/$d/." "$root/usr/$d/"
-		rm -rf "${root:?}/$d"
-	fi
-	ln -s "usr/$d" "$root/$d"
-done
+merge_usr "$root"
 mkdir -p "$root/dev" "$root/proc" "$root/sys" "$root/tmp" "$root/run" "$root/root" "$root/etc/dropbear" \
 	"$root/home/pi/.ssh" "$root/home/ubuntu/.ssh" "$root/var/log"
 cp "$here/init" "$root/init"
