@@ -108,7 +108,9 @@ qemu-aarch64-static -L "$root" "$root/usr/bin/dropbearkey" -y -f "$root/etc/drop
 	grep '^ssh-ed25519 ' | cut -d' ' -f1,2 >"$out/host_ed25519.pub"
 [ -s "$out/host_ed25519.pub" ] || { echo "$0: dropbearkey made no host key" >&2; exit 1; }
 
-(cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$out/initramfs.cpio.tmp"
+# 0600: the initramfs holds the twin's private host key
+(umask 077 && cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$out/initramfs.cpio.tmp"
+chmod 600 "$out/initramfs.cpio.tmp"
 mv "$out/initramfs.cpio.tmp" "$out/initramfs.cpio"
 rm -rf "$root"
 echo "$stamp" >"$out/stamp"
