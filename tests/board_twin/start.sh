@@ -4,7 +4,8 @@
 # 127.0.0.1, and returns once the guest's dropbear listens. STATE_DIR then holds:
 #   pid, port, user, identity, known_hosts (the "[127.0.0.1]:PORT ssh-ed25519 ..." line), monitor (QEMU's
 #   monitor socket: `system_reset`, `quit`), console.log, and env (the above as shell assignments).
-# stop.sh STATE_DIR stops it.
+# stop.sh STATE_DIR stops it. With ODP_TWIN_OWNER_PID set (tests do), the twin is also stopped once that
+# process is gone, so a test killed by its timeout leaves no QEMU behind.
 set -eu
 if [ $# -lt 2 ]; then echo "usage: $0 rpi5|graviton STATE_DIR [BUILD_DIR]" >&2; exit 2; fi
 kind=$1 state=$2
@@ -61,6 +62,11 @@ ODP_TWIN_USER=$user
 ODP_TWIN_IDENTITY=$state/identity
 ODP_TWIN_KNOWN_HOSTS=$state/known_hosts
 ENV
+if [ -n "${ODP_TWIN_OWNER_PID:-}" ]; then
+	qpid=$(cat "$state/pid")
+	(while kill -0 "$ODP_TWIN_OWNER_PID" 2>/dev/null && kill -0 "$qpid" 2>/dev/null; do sleep 2; done
+	 [ "$(cat "$state/pid" 2>/dev/null)" = "$qpid" ] && "$here/stop.sh" "$state") >/dev/null 2>&1 </dev/null &
+fi
 # Ready when the init says so (after dropbear started), bounded: a TCG boot takes seconds, 120 s is a hung guest.
 i=0
 until grep -q '^odp-twin: ready' "$state/console.log"; do

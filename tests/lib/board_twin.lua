@@ -34,8 +34,8 @@ function M.build()
   return dir
 end
 
---- Boots a twin: kind "rpi5" (Cortex-A76) or "graviton" (Neoverse-N1). opts.dir: the state dir (a fresh
--- temp dir by default). Raises when it does not come up.
+--- Boots a twin: kind "rpi5" (Cortex-A76) or "graviton" (Neoverse-N1). opts.dir: the state dir (by default a
+-- fresh temp dir, removed by stop()). Raises when it does not come up.
 function M.start(kind, opts)
   opts = opts or {}
   local build = M.build()
@@ -43,9 +43,10 @@ function M.start(kind, opts)
     local p = io.popen("mktemp -d /tmp/odp-twin.XXXXXX"); local d = p:read("l"); p:close(); return d
   end)()
   local t0 = sys.now()
-  local r = assert(proc.run { root() .. "/tests/board_twin/start.sh", kind, dir, build, timeout = 180 })
+  local r = assert(proc.run { root() .. "/tests/board_twin/start.sh", kind, dir, build, timeout = 180,
+    env = { ODP_TWIN_OWNER_PID = tostring(sys.getpid()) } })
   if not r.ok then error("the " .. kind .. " twin did not start:\n" .. r.stderr .. r.stdout, 2) end
-  local self = setmetatable({ kind = kind, dir = dir, host = "127.0.0.1", boot_s = sys.now() - t0,
+  local self = setmetatable({ kind = kind, dir = dir, own_dir = not opts.dir, host = "127.0.0.1", boot_s = sys.now() - t0,
     port = tonumber(read(dir .. "/port")), user = read(dir .. "/user"):match("%S+"),
     identity = dir .. "/identity", known_hosts = dir .. "/known_hosts", monitor = dir .. "/monitor",
     pid = tonumber(read(dir .. "/pid")) }, Twin)
@@ -107,6 +108,8 @@ function Twin:stop()
   if not self.pid then return end
   proc.run { root() .. "/tests/board_twin/stop.sh", self.dir, timeout = 30 }
   self.pid = nil
+  -- a state dir start() made is removed with the twin (ODP_KEEP_TMP keeps it, as tests/lib/t.lua does)
+  if self.own_dir and not os.getenv("ODP_KEEP_TMP") then proc.run { "rm", "-rf", self.dir } end
 end
 
 return M
