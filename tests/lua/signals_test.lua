@@ -29,13 +29,7 @@ local function wait_until(what, timeout, f)
 end
 
 -- A file's text, or nil while it does not exist yet.
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return (sys.read_file(path)) end
 
 -- A zombie is gone too: a daemon's parent is the nearest subreaper (this test's odp), which reaps it only
 -- when it next waits for a child.
@@ -94,11 +88,16 @@ local function one_record(runs_dir)
   return path and assert(json.decode(read(path)))
 end
 
+-- odp running the test runner on this machine, hanging with a grandchild that ignores SIGTERM.
+local function hanging_host_run(runner, dir)
+  return background({ odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", add,
+    "--runs-dir", dir .. "/runs" }, dir, { ODP_FAKE_MODE = "hang_tree" })
+end
+
 T.test("SIGTERM during a host run: the runner's group is killed, an ECANCELED record is saved, exit 143", function()
   local dir = T.tmpdir()
   local runner = own_runner(dir, "runner_term_" .. sys.getpid())
-  local job = background({ odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", add,
-    "--runs-dir", dir .. "/runs" }, dir, { ODP_FAKE_MODE = "hang_tree" })
+  local job = hanging_host_run(runner, dir)
   local rpid = wait_until("the runner to start", 20, function() return pid_of(runner) end)
   local pgid = sh("ps -o pgid= -p " .. rpid).stdout:match("%d+")
   T.ok(pgid, "the runner's process group")
@@ -112,14 +111,19 @@ end)
 
 local srv = sshd.start()
 
+-- The same over SSH: the board is this machine, the runner runs from the remote dir rd.
+local function hanging_ssh_run(rd, dir)
+  return background({ odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
+    "--remote-dir", rd, "--runner", build .. "/tests/fake_runner", "--model", add, "--runs-dir", dir .. "/runs",
+    "--", "--fake_mode=hang_tree" }, dir)
+end
+
 for _, sig in ipairs({ { "HUP", 129 }, { "TERM", 143 } }) do
   T.test(("SIG%s during a run over SSH: the runner's process group is gone on the board, exit %d"):format(sig[1], sig[2]), function()
     local dir = T.tmpdir()
     local rd = srv.remote_dir .. "/sig_" .. sig[1] .. "_" .. sys.getpid()
-    local job = background({ odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
-      "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
-      "--remote-dir", rd, "--runner", build .. "/tests/fake_runner", "--model", add, "--runs-dir", dir .. "/runs",
-      "--", "--fake_mode=hang_tree" }, dir)
+    local job = hanging_ssh_run(rd, dir)
     -- the board is this machine: the runner runs from the remote dir
     local rpid = wait_until("the runner to start on the board", 30, function() return pid_of(rd .. "/fake_runner") end)
     local pgid = sh("ps -o pgid= -p " .. rpid).stdout:match("%d+")
@@ -135,14 +139,10 @@ end
 T.test("SIGKILL of odp mid-run, here and over SSH: the runners' groups end with it (odp-rusage's parent-death signal)", function()
   local dir = T.tmpdir()
   local runner = own_runner(dir, "runner_kill_" .. sys.getpid())
-  local job = background({ odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", add,
-    "--runs-dir", dir .. "/runs" }, dir, { ODP_FAKE_MODE = "hang_tree" })
+  local job = hanging_host_run(runner, dir)
   local rd = srv.remote_dir .. "/sig_KILL_" .. sys.getpid()
   local dir2 = T.tmpdir()
-  local job2 = background({ odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
-    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
-    "--remote-dir", rd, "--runner", build .. "/tests/fake_runner", "--model", add, "--runs-dir", dir2 .. "/runs",
-    "--", "--fake_mode=hang_tree" }, dir2)
+  local job2 = hanging_ssh_run(rd, dir2)
   local groups = {}
   for i, path in ipairs({ runner, rd .. "/fake_runner" }) do
     local rpid = wait_until("the runner to start", 30, function() return pid_of(path) end)

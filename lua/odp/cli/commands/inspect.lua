@@ -148,10 +148,10 @@ local OP_COLS = { "block", "name", "n", "p10", "p50", "p90", "avg", "min", "max"
   "framework" }
 
 function M.main(args)
-  local opts, rest = cli.parse(args, M.options, cli.global_options)
-  if opts.help or #rest ~= 1 then
-    print(cli.help(M.usage, M.description, M.options, cli.global_options))
-    return opts.help and 0 or 2
+  local opts, rest = cli.parse_command(M, args)
+  if not opts then return 0 end
+  if #rest ~= 1 then
+    errors.fail("EUSAGE", ("inspect takes one file, got %d (odp inspect --help)"):format(#rest), 2)
   end
   local path = rest[1]
   local f = io.open(path, "rb")

@@ -99,11 +99,8 @@ local function report_run(rec, record_dir, run_dir, out, opts, source)
 end
 
 function M.main(args)
-  local opts, rest = cli.parse(args, M.options, cli.global_options)
-  if opts.help then
-    print(cli.help(M.usage, M.description, M.options, cli.global_options))
-    return 0
-  end
+  local opts, rest = cli.parse_command(M, args)
+  if not opts then return 0 end
   if #rest < 1 or #rest > 2 then
     usage(("report takes a run, a sweep, or two results A B; got %d argument(s) (odp report --help)"):format(#rest))
   end
