@@ -24,12 +24,14 @@ Every command odp --help lists, every shipped script, the exit codes and environ
      odp run scripts/rpi5.lua
      odp run scripts/sweep.lua
      odp run scripts/x300pro.lua
-  $ grep -E '^       (0|1|2|3|130) +[a-z]' $TMP/man.txt | sed 's/^ *//' | cut -c1-30
+  $ grep -E '^       (0|1|2|3|129|130|143) +[a-zA-Z]' $TMP/man.txt | sed 's/^ *//' | cut -c1-30
   0      measured (or the comman
   1      the flow ran and the me
   2      usage: a bad option, va
   3      device or infrastructur
   130    interrupted (Ctrl-C); t
+  129    the terminal closed (SI
+  143    SIGTERM: the same as SI
   $ grep -c -E '^       (ODP_PATH|ODP_SSH_PASSPHRASE|ANDROID_SERIAL)$' $TMP/man.txt
   3
 

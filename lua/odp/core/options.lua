@@ -33,6 +33,8 @@ M.EXIT_CODES = {
   { 2, "usage: a bad option, value, file or script" },
   { 3, "device or infrastructure: the board, probe or a tool is unreachable or failed" },
   { 130, "interrupted (Ctrl-C); the runner and everything it started are stopped" },
+  { 129, "the terminal closed (SIGHUP): as Ctrl-C, then odp ends; its boards are closed (docs/signals.md)" },
+  { 143, "SIGTERM: the same as SIGHUP" },
 }
 M.ENVIRONMENT = {
   { "ODP_PATH", "`:`-separated directories searched first for odp's Lua library, scripts and devices" },
