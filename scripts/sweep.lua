@@ -124,6 +124,7 @@ return {
       io.stdout:write(("%d record(s) this run, %d already done, %d failed; all in %s\n")
         :format(#res.records, res.skipped, res.failed, ctx.opts.out))
     end
+    errors.check(report.deliver(all, ctx.opts)) -- --report lava|junit, $GITHUB_STEP_SUMMARY
     if res.failed > 0 then
       errors.fail("EFAIL", ("%d of %d point runs failed (their records in %s say why)")
         :format(res.failed, #res.records, ctx.opts.out), 1)

@@ -74,6 +74,9 @@ function M.main(args)
   if opts.format == "csv" or opts.format == "jsonl" then
     errors.fail("EUSAGE", "odp compare writes --format human or json", 2)
   end
+  for _, spec in ipairs(opts.report or {}) do
+    if spec.name ~= "junit" then errors.fail("EUSAGE", "odp compare reports --report junit FILE only", 2) end
+  end
   local A = compare.load(rest[1], "A")
   local B = compare.load(rest[2], "B")
   local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed,
@@ -85,6 +88,10 @@ function M.main(args)
   end
   if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
   if opts.svg then errors.check(sys.write_file(opts.svg, svg(res))) end
+  for _, spec in ipairs(opts.report or {}) do
+    local junit = require("odp.results.junit")
+    errors.check(sys.write_file(spec.file, junit.xml(junit.compare_suites(res, opts.fail_if_slower))))
+  end
   if opts.fail_if_slower then
     local lat = res.rows[1]
     if lat and lat.ci95 and lat.ci95[1] > 1 + opts.fail_if_slower / 100 then

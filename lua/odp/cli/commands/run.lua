@@ -35,7 +35,7 @@ function M.run_declared(spec, argv, path)
   local out = spec.run(ctx)
   if out == nil then return 0 end
   local records = out.schema and { out } or out
-  report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet })
+  report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   return report.exit_code(records)
 end
 

@@ -7,17 +7,7 @@ local basename, shell_quote, hex = M.basename, M.shell_quote, M.hex
 
 ------------------------------------------------------------------------------------------------ validate
 
-local function which(prog)
-  if prog:find("/") then
-    local st = sys.stat(prog)
-    return st and st.executable and prog or nil
-  end
-  for dir in (os.getenv("PATH") or "/usr/bin:/bin"):gmatch("[^:]+") do
-    local st = sys.stat(dir .. "/" .. prog)
-    if st and st.type == "file" and st.executable then return dir .. "/" .. prog end
-  end
-end
-M.which = which
+local which = require("odp.target.host").which
 
 --- The J-Link library odp.probe would load (--jlink-lib, ODP_JLINK_LIB, SEGGER's install dirs), or nil: the
 -- one search, in C (odp.probe.jlink_lib), that `odp devices` uses too.
