@@ -1,7 +1,8 @@
 -- The real engine: Debian 12's lava-run (lava-dispatcher 2023.01, unpacked by tests/lib/lava.lua) runs the
 -- job docs/lava/ssh-host-flow.yaml on an `ssh` device whose dictionary is rendered from lava-server's own
 -- ssh.jinja2 / base.jinja2, pointing at a loopback OpenSSH sshd (tests/lib/sshd.lua). The job's test shell
--- runs odp's host flow with the real ExecuTorch runner and --report lava. Checked: LAVA's own results log
+-- runs odp's host flow, installed by `make install` as docs/lava/Dockerfile does, with the real ExecuTorch
+-- runner and --report lava. Checked: LAVA's own results log
 -- lists odp's cases with the measurements and units of the record odp wrote, and --boards lava's provider
 -- reads the environment file LAVA's overlay exported to the board.
 --
@@ -17,7 +18,6 @@ local sshd = require("sshd")
 local sys = require("odp.sys")
 
 local root = T.root()
-local odp = os.getenv("ODP") or (root .. "/build/odp")
 local dir = T.tmpdir()
 
 T.with_real_runner("lava-run: the job in docs/lava/ runs odp on an ssh device; LAVA's results hold its measurements",
@@ -41,7 +41,13 @@ T.with_real_runner("lava-run: the job in docs/lava/ runs odp on an ssh device; L
       local job = lyaml.load(T.read(root .. "/docs/lava/ssh-host-flow.yaml"))
       local def = job.actions[3].test.definitions[1]
       local runs = dir .. "/runs"
-      def.parameters = { ODP = odp, SCRIPT = root .. "/scripts/host.lua", RUNNER = runner,
+      -- odp as docs/lava/Dockerfile and a Pi have it: `make install` (into a staging dir here)
+      local inst = dir .. "/inst"
+      local mk = assert(proc.run { "make", "-s", "-C", root, "install", "DESTDIR=" .. inst,
+        "BUILD=" .. (os.getenv("ODP_BUILD_DIR") or (root .. "/build")), timeout = 300 })
+      T.eq(mk.status, 0, "make install: " .. mk.stderr)
+      def.parameters = { ODP = inst .. "/usr/local/bin/odp", SCRIPT = inst .. "/usr/local/share/odp/scripts/host.lua",
+        RUNNER = runner,
         MODEL = root .. "/tests/fixtures/pte/add_arduino.pte", N = "10", RUNS = runs }
       T.write(dir .. "/job.yaml", json.encode(job))
 
