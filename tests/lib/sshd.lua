@@ -35,6 +35,7 @@ local function free_port()
   return 20000 + (t * 7 + sys.getpid() * 13) % 30000
 end
 
+--- Polls pred every 50 ms until it is true (-> true) or timeout seconds pass (-> false).
 local function wait_for(pred, timeout)
   local deadline = sys.now() + timeout
   while sys.now() < deadline do
@@ -43,6 +44,7 @@ local function wait_for(pred, timeout)
   end
   return false
 end
+M.wait_for = wait_for
 
 --- The login account: a plain user with /bin/sh, like a board's (root's login files here may be slow).
 -- A `useradd` account is locked under `UsePAM no` until its password field is '*' (docs/sources.md §7).

@@ -137,16 +137,7 @@ T.test("fuzz: mutated environment files never raise; each gives boards or one li
   local rnd = T.lcg(19)
   local alphabet = "{}[]:,-# \n\t'\"!&*|>0123456789abcNetworkServicePortJLinkDevice"
   for i = 1, 400 do
-    local s = base
-    for _ = 1, 1 + rnd(6) do
-      local pos = 1 + rnd(#s)
-      local op = rnd(3)
-      if op == 0 then s = s:sub(1, pos - 1) .. s:sub(pos + 1 + rnd(20))
-      elseif op == 1 then
-        local c = 1 + rnd(#alphabet)
-        s = s:sub(1, pos - 1) .. alphabet:sub(c, c) .. s:sub(pos)
-      else s = s:sub(1, pos) .. s:sub(pos, pos + rnd(40)) .. s:sub(pos + 1) end
-    end
+    local s = T.mutate(base, rnd, alphabet)
     local p = dir .. "/fuzz.yaml"
     T.write(p, s)
     for _, target in ipairs({ "main", "e8" }) do

@@ -5,30 +5,18 @@
 local T = require("t")
 local proc = require("odp.proc")
 local serial = require("odp.serial")
+local sshd = require("sshd") -- its shell helpers
 local sys = require("odp.sys")
 local xmodem = require("odp.xmodem")
 
 local dir = T.tmpdir()
 local pids = {}
 
-local function sh(cmd)
-  local r = assert(proc.run { "sh", "-c", cmd, timeout = 60 })
-  if not r.ok then error("harness command failed: " .. cmd .. "\n" .. r.stderr, 2) end
-  return r.stdout
-end
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local sh, q, wait_for = sshd.sh, sshd.quote, sshd.wait_for
 local function bg(cmd, log)
   local pid = tonumber(sh(("cd %s && (exec %s) >%s 2>&1 & echo $!"):format(q(dir), cmd, q(log or "/dev/null"))):match("%d+"))
   pids[#pids + 1] = pid
   return pid
-end
-local function wait_for(pred, timeout)
-  local deadline = sys.now() + (timeout or 10)
-  while sys.now() < deadline do
-    if pred() then return true end
-    sys.sleep(0.05)
-  end
-  return false
 end
 local function alive(pid) return proc.run { "kill", "-0", tostring(pid) }.ok end
 
@@ -37,7 +25,7 @@ local function pty(name, cmd, pipes)
   local link = dir .. "/" .. name
   local pid = bg(("socat pty,raw,echo=0,link=%s EXEC:%s,%s"):format(q(link), q(cmd),
     pipes and "pipes" or "pty,raw,echo=0"), dir .. "/" .. name .. ".socat.log")
-  assert(wait_for(function() return sys.stat(link) ~= nil end), "socat made no pty")
+  assert(wait_for(function() return sys.stat(link) ~= nil end, 10), "socat made no pty")
   return link, pid
 end
 
@@ -52,7 +40,7 @@ local function ser2net(link, accepter)
     local pid = bg(("ser2net -n -u -d -c %s"):format(q(cfg)), log)
     local up = wait_for(function()
       return sh("ss -ltn"):find("127%.0%.0%.1:" .. port .. " ") ~= nil or not alive(pid)
-    end)
+    end, 10)
     if up and alive(pid) then return port, pid end
     proc.run { "kill", tostring(pid) }
   end
