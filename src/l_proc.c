@@ -115,11 +115,11 @@ static void push_result(lua_State *L, const odp_proc_result *r)
 }
 
 /* proc.run{argv=... | "prog", "arg", ...; cwd=, env=, stdin=, timeout=, kill_grace=, capture_limit=,
- *          on_stdout=, on_stderr=} -> result | nil, err, code */
+ *          on_stdout=, on_stderr=, lifeline=FD} -> result | nil, err, code */
 static int l_run(lua_State *L)
 {
     static const char *const allowed[] = {"argv", "cwd", "env", "stdin", "timeout", "kill_grace",
-                                          "capture_limit", "on_stdout", "on_stderr", NULL};
+                                          "capture_limit", "on_stdout", "on_stderr", "lifeline", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     odp_checkopts(L, 1, allowed);
@@ -129,6 +129,9 @@ static int l_run(lua_State *L)
     o.cwd = odp_optstring(L, 1, "cwd", NULL);
     o.deadline = odp_optdeadline(L, 1, -1);
     o.kill_grace = odp_optnumber(L, 1, "kill_grace", DEFAULT_KILL_GRACE_S);
+    lua_Integer lifeline = odp_optinteger(L, 1, "lifeline", 0);
+    luaL_argcheck(L, lifeline == 0 || (lifeline > 2 && lifeline < 64), 1, "option 'lifeline' must be a descriptor from 3 to 63");
+    o.lifeline_fd = (int)lifeline;
     odp_exec_io io;
     odp_exec_opts(L, 1, &io);
     o.stdin_data = io.stdin_data;

@@ -316,6 +316,17 @@ static int l_cancel_requested(lua_State *L)
     return 1;
 }
 
+/* terminating() -> the signal number (SIGHUP, SIGTERM) that asked odp to end, or nil. */
+static int l_terminating(lua_State *L)
+{
+    int sig = odp_terminate_signal();
+    if (sig)
+        lua_pushinteger(L, sig);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
 #define LOCK_MT "odp.sys.Lock"
 typedef struct {
     int fd; /* the lock file's path is the userdata's user value: Lua owns it, nothing to allocate */
@@ -368,7 +379,7 @@ int luaopen_odp_sys(lua_State *L)
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
-        {"cancel_clear", l_cancel_clear}, {"lock", l_lock}, {NULL, NULL}};
+        {"cancel_clear", l_cancel_clear}, {"terminating", l_terminating}, {"lock", l_lock}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

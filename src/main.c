@@ -1,6 +1,8 @@
 /* odp: the Lua host. Creates the state, registers the C modules, finds the Lua library and hands the
  * command line to odp.cli.main (Lua), which owns the CLI. Ctrl-C: the first asks every wait to stop
- * (children are killed, partial results kept); the second interrupts Lua code; the third exits. */
+ * (children are killed, partial results kept); the second interrupts Lua code; the third exits. SIGHUP (a
+ * closed terminal) and SIGTERM do the same and also ask odp to end: the REPL leaves, boards are closed and
+ * odp exits 128+signal (docs/signals.md). */
 #include <lauxlib.h>
 #include <limits.h>
 #include <lua.h>
@@ -44,7 +46,9 @@ static void interrupt_hook(lua_State *L, lua_Debug *ar)
  * each statement) starts the count again. */
 static void on_interrupt(int sig)
 {
-    if (!odp_cancel_requested()) {
+    if (sig != SIGINT && !odp_terminate_signal()) {
+        odp_terminate_request(sig);
+    } else if (!odp_cancel_requested()) {
         odp_cancel_request();
     } else if (!hooked && main_L) {
         hooked = 1;
@@ -211,6 +215,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_interrupt;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 
     lua_State *L = luaL_newstate();
     if (!L) {

@@ -12,7 +12,9 @@
  * and the reader scales it), or why it has none: unsupported (no such event here, e.g. a VM without a PMU),
  * denied (kernel.perf_event_paranoid; kernel-side counting is dropped first: user_only=1 says so).
  * The program runs in its own process group; SIGTERM/SIGHUP/SIGINT are forwarded to that group (and a
- * KILL follows 2 s later if it is still there); the program also gets SIGTERM if odp-rusage dies. With -g
+ * KILL follows 2 s later if it is still there, or as soon as the program itself has exited); the program
+ * also gets SIGTERM if odp-rusage dies. If odp-rusage's own parent dies (odp killed outright, a board's
+ * session dropped), the program's group is killed at once and odp-rusage exits: nothing outlives the run. With -g
  * the program stays in odp-rusage's process group and nothing is forwarded: the caller signals that group
  * itself (odp's host target, whose process runner already kills a run's whole group). After
  * wait4, one line goes to stderr (or FILE):
@@ -43,14 +45,26 @@
 #define KILL_AFTER_S 2
 
 static volatile pid_t child;
+static volatile sig_atomic_t stopping;
 static int same_group;
 
 static void forward(int sig)
 {
     if (child > 0 && !same_group) {
+        stopping = 1;
         kill(-child, sig);
         alarm(KILL_AFTER_S);
     }
+}
+
+/* The parent (odp on this machine; on a board the SSH or adb session that ran us) is gone: nobody will read
+ * the report or stop the run, so the run ends now, whole group at once (with -g that group is ours). */
+static void orphaned(int sig)
+{
+    (void)sig;
+    if (child > 0)
+        kill(same_group ? 0 : -child, SIGKILL);
+    _exit(128 + SIGKILL);
 }
 
 static void escalate(int sig)
@@ -233,6 +247,15 @@ int main(int argc, char **argv)
         perror("odp-rusage: pipe");
         return 125;
     }
+    /* PR_SET_PDEATHSIG before the check: a parent that died in between is caught by getppid() */
+    pid_t caller = getppid();
+    struct sigaction orphan = {0};
+    orphan.sa_handler = orphaned;
+    sigemptyset(&orphan.sa_mask);
+    sigaction(SIGUSR2, &orphan, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGUSR2);
+    if (getppid() != caller)
+        return 125;
     pid_t parent = getpid();
     double t0 = now();
     pid_t pid = fork();
@@ -288,6 +311,10 @@ int main(int argc, char **argv)
     memset(&ru, 0, sizeof ru);
     while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {}
     double wall = now() - t0;
+    /* a stopped run leaves nothing behind: what its group still holds (children that ignored the
+     * forwarded signal) ends with odp-rusage, not 2 s later or never */
+    if (stopping && !same_group)
+        kill(-pid, SIGKILL);
     if (r == (ssize_t)sizeof e && e < 0) {
         fprintf(stderr, "odp-rusage: cannot pin to CPUs %s: %s\n", cpus, strerror(-e));
         return 125;

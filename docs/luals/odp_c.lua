@@ -64,7 +64,7 @@ function Stream:lines(opts) end
 
 ---@class odp.proc
 local proc = {}
----@param spec odp.ExecOpts|{argv?: string[], cwd?: string, env?: table<string, string|false>, kill_grace?: number, [integer]: string}
+---@param spec odp.ExecOpts|{argv?: string[], cwd?: string, env?: table<string, string|false>, kill_grace?: number, lifeline?: integer, [integer]: string}
 ---@return odp.ExecResult|nil result, string? err, odp.ECode? code
 function proc.run(spec) end
 
@@ -115,6 +115,8 @@ function sys.getpid() end
 function sys.hostname() end
 function sys.cancel_requested() end
 function sys.cancel_clear() end
+---@return integer|nil signal SIGHUP (1) or SIGTERM (15) once odp has been asked to end
+function sys.terminating() end
 
 ---@class odp.ssh.Session
 local Session = {}

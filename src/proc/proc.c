@@ -26,6 +26,30 @@ static void close_fd(int *fd)
     }
 }
 
+/* odp's lifeline: a pipe whose write end only this process holds (close-on-exec, never closed). Kept
+ * above the low descriptors so that a dup2 onto the child's lifeline_fd is never a dup2 onto itself. */
+static int lifeline_read_end(void)
+{
+    static int read_end = -1;
+    if (read_end < 0) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC))
+            return -1;
+        int r = fcntl(p[0], F_DUPFD_CLOEXEC, 64), w = fcntl(p[1], F_DUPFD_CLOEXEC, 64);
+        close(p[0]);
+        close(p[1]);
+        if (r < 0 || w < 0) {
+            if (r >= 0)
+                close(r);
+            if (w >= 0)
+                close(w);
+            return -1;
+        }
+        read_end = r; /* w stays open, unreferenced, until the process ends: that is the point */
+    }
+    return read_end;
+}
+
 static int spawn(const odp_proc_opts *o, int out[2], int errp[2], int in[2], pid_t *pid, odp_err *err)
 {
     posix_spawn_file_actions_t fa;
@@ -47,6 +71,14 @@ static int spawn(const odp_proc_opts *o, int out[2], int errp[2], int in[2], pid
     posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
     if (o->cwd)
         posix_spawn_file_actions_addchdir_np(&fa, o->cwd);
+    if (o->lifeline_fd > 2) {
+        int lifeline = lifeline_read_end();
+        if (lifeline < 0) {
+            posix_spawn_file_actions_destroy(&fa);
+            return odp_fail_errno(err, ODP_EIO, errno, "cannot make odp's lifeline pipe");
+        }
+        posix_spawn_file_actions_adddup2(&fa, lifeline, o->lifeline_fd);
+    }
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attr, 0);

@@ -18,6 +18,10 @@ typedef struct {
     double deadline;            /* absolute (util/wait.h); ODP_FOREVER for none */
     double kill_grace;          /* seconds between SIGTERM and SIGKILL of the group */
     size_t capture_limit;       /* bytes kept per stream; 0 = keep everything */
+    /* > 2: the child gets the read end of odp's lifeline pipe as this descriptor. Only odp holds the write
+     * end, so the child (or whatever it hands the descriptor to) reads end-of-file when odp's process ends,
+     * however it ends, SIGKILL included: the way a daemon odp starts (the twin's QEMU) ends with odp. */
+    int lifeline_fd;
     /* Each chunk of output as it arrives (stream 1 = stdout, 2 = stderr). Non-zero stops the run
      * (the group is killed, result.aborted set). */
     int (*on_output)(void *ctx, int stream, const char *data, size_t n);

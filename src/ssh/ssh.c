@@ -880,14 +880,14 @@ static int exec_channel(odp_ssh *s, LIBSSH2_CHANNEL *ch, exec_state *x, char *bu
         if (w == ODP_ETIMEDOUT)
             continue;
         if (w == ODP_ECANCELED && !stopping) {
-            /* Ctrl-C: stop the remote group too. The request is lifted while doing so and raised again. */
+            /* Ctrl-C (SIGHUP, SIGTERM): stop the remote group too, as on a timeout, once its pid line is in
+             * (a signal right after the start may come before it). The request is lifted meanwhile, so
+             * that these waits can wait; odp_ssh_exec raises it again. */
             r->canceled = 1;
-            stopping = 2;
+            stopping = 1;
+            grace_until = odp_now() + STOP_GRACE_S;
             odp_cancel_clear();
-            if (r->pgid > 0 && kill_remote_group(s, r->pgid, odp_now() + STOP_GRACE_S, &werr) == 0)
-                r->killed_group = 1;
-            odp_cancel_request();
-            return 0;
+            continue;
         }
         if (w) {
             *err = werr;
@@ -961,6 +961,8 @@ done:
     free(cmd);
     free(buf);
     free(x);
+    if (r->canceled)
+        odp_cancel_request(); /* lifted while the remote group was stopped: the caller sees it */
     if (rc)
         odp_ssh_exec_result_free(r);
     return rc;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t cancel_flag;
+static volatile sig_atomic_t terminate_sig;
 /* Self-pipe: a cancel wakes a poll that is already sleeping. */
 static int cancel_pipe[2] = {-1, -1};
 
@@ -47,6 +48,14 @@ void odp_cancel_request(void)
 }
 
 int odp_cancel_requested(void) { return cancel_flag != 0; }
+
+void odp_terminate_request(int sig)
+{
+    terminate_sig = sig;
+    odp_cancel_request();
+}
+
+int odp_terminate_signal(void) { return terminate_sig; }
 
 void odp_cancel_clear(void)
 {

@@ -28,4 +28,11 @@ void odp_cancel_request(void);
 int odp_cancel_requested(void);
 void odp_cancel_clear(void);
 
+/* Termination (SIGHUP, SIGTERM): odp is to end, not only the current wait. odp_terminate_request cancels
+ * like Ctrl-C and remembers the signal, which odp_cancel_clear does not forget, so that cleanup (closing
+ * boards, killing remote groups) can still wait while everything above it knows to stop. Async-signal-safe. */
+void odp_terminate_request(int sig);
+/* The signal that asked odp to end, or 0. */
+int odp_terminate_signal(void);
+
 #endif

@@ -1,10 +1,21 @@
 #!/bin/sh
-# Start the twin board: launch.sh [-S] IMAGE.elf STATE_DIR  (tests/twin/README.md, "Launch and stop").
-# -S starts the core halted (QMP `cont` runs it). Returns once QMP and the gdbstub listen.
+# Start the twin board: launch.sh [-S] [-l FD] IMAGE.elf STATE_DIR  (tests/twin/README.md, "Launch and stop").
+# -S starts the core halted (QMP `cont` runs it). -l FD: FD is the read end of a pipe whose writer is the
+# process the twin belongs to (odp's lifeline, odp.proc.run{lifeline=}): when that process ends, however it
+# ends, a watcher reads end-of-file and stops the twin (stop.sh), shared DDR file included.
+# Returns once QMP and the gdbstub listen. Twins' DDR files that no process maps any more (their owner was
+# killed before it could stop them) are removed first.
 set -eu
-halt=""
-if [ "${1:-}" = "-S" ]; then halt="-S"; shift; fi
-if [ $# -ne 2 ]; then echo "usage: $0 [-S] IMAGE.elf STATE_DIR" >&2; exit 2; fi
+halt="" lifeline=""
+while [ $# -gt 0 ]; do
+	case $1 in
+		-S) halt="-S"; shift ;;
+		-l) lifeline=${2:?}; shift 2 ;;
+		*) break ;;
+	esac
+done
+case $lifeline in ""|[3-9]|[1-5][0-9]|6[0-3]) ;; *) echo "$0: -l takes a descriptor from 3 to 63" >&2; exit 2 ;; esac
+if [ $# -ne 2 ]; then echo "usage: $0 [-S] [-l FD] IMAGE.elf STATE_DIR" >&2; exit 2; fi
 image=$1 state=$2
 [ -f "$image" ] || { echo "$0: no such image: $image" >&2; exit 1; }
 case $(od -An -c -N4 "$image" | tr -d ' ') in
@@ -19,6 +30,14 @@ if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
 	exit 1
 fi
 qemu=${QEMU:-qemu-system-arm}
+here=$(cd "$(dirname "$0")" && pwd)
+
+# Stale DDR files: mapped by no process and older than a launch takes (so not one being started now).
+for f in /dev/shm/odp-twin-*; do
+	[ -f "$f" ] || continue
+	[ -n "$(find "$f" -maxdepth 0 -mmin -1 2>/dev/null)" ] && continue
+	grep -qsF "$f" /proc/[0-9]*/maps || rm -f "$f"
+done
 
 port_free() { ! ss -Htln "sport = :$1" | grep -q .; }
 pick_port() {
@@ -53,6 +72,11 @@ while :; do
 	fi
 done
 echo "$shm" >"$state/shm"
+if [ -n "$lifeline" ]; then
+	# Only the owner holds the lifeline's write end (QEMU and this script hold at most read ends, which do
+	# not keep a pipe open), so the watcher's end-of-file means the owner is gone.
+	setsid sh -c 'cat >/dev/null; exec "$0" "$1"' "$here/stop.sh" "$state" <&"$lifeline" >/dev/null 2>&1 &
+fi
 echo 0x60000000 >"$state/ddr_base"
 echo 2147483648 >"$state/ddr_size"
 echo 0x60000000 >"$state/rtt_addr"

@@ -58,9 +58,14 @@ function M.main(args)
   end
   local rest = table.move(args, 2, #args, 1, {})
   local done, code = xpcall(cmd.main, traceback, rest)
-  -- boards left open (a script's, the REPL's) are closed here: sessions ended, the twin's QEMU stopped
+  -- boards left open (a script's, the REPL's) are closed here: sessions ended, the twin's QEMU stopped. A
+  -- Ctrl-C or signal that ended the command is lifted first, or it would cancel the closing too.
+  require("odp.sys").cancel_clear()
   if package.loaded["odp.run.board"] then pcall(package.loaded["odp.run.board"].close_all) end
-  if not done then return M.present(code) end
+  if not done then code = M.present(code) end
+  -- SIGHUP/SIGTERM: whatever the command made of its interrupted run, odp ends as the signal says
+  local sig = require("odp.sys").terminating()
+  if sig then return 128 + sig end
   return code or 0
 end
 

@@ -29,11 +29,34 @@ function M.show(v, depth, seen)
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
---- `odp` in the REPL: odp.proc, odp.ssh, ... loaded on first use.
-function M.odp_namespace()
+-- lua/odp/'s layers, lowest first (docs/architecture.md)
+local LAYERS = { "core", "parse", "target", "results", "run", "flows", "cli" }
+
+--- `odp` in the REPL: odp.proc, odp.ssh, ... loaded on first use. A Lua module answers to its short name too
+-- (odp.board is odp.run.board, odp.stats is odp.core.stats), and odp.<layer> is that layer's namespace.
+function M.odp_namespace(prefix)
+  prefix = prefix or "odp."
   return setmetatable({}, { __index = function(t, k)
-    local ok, mod = pcall(require, "odp." .. k)
-    if ok then rawset(t, k, mod) return mod end
+    if type(k) ~= "string" then return nil end
+    local names = { prefix .. k }
+    if prefix == "odp." then
+      for _, layer in ipairs(LAYERS) do
+        if k == layer then
+          local ns = M.odp_namespace(prefix .. k .. ".")
+          rawset(t, k, ns)
+          return ns
+        end
+        names[#names + 1] = prefix .. layer .. "." .. k
+      end
+    end
+    for _, name in ipairs(names) do
+      -- only a module that is not there is passed over: one that fails to load says why
+      if package.preload[name] or package.searchpath(name, package.path) or package.searchpath(name, package.cpath) then
+        local mod = require(name)
+        rawset(t, k, mod)
+        return mod
+      end
+    end
   end })
 end
 
@@ -121,6 +144,8 @@ function M.loop(env)
   local buffer, interrupted = nil, false
   while true do
     local line, why = rl.readline(buffer and ">> " or "odp> ")
+    -- SIGHUP (the terminal closed) or SIGTERM: leave; odp.cli.main closes the boards
+    if sys.terminating() then break end
     if line == false and why == "interrupted" then
       io.write("\n")
       if interrupted and not buffer then break end
@@ -152,6 +177,7 @@ function M.loop(env)
             print_values(res)
           end
           if canceled and res[1] then io.stderr:write("(interrupted)\n") end
+          if sys.terminating() then break end
         end
       end
     end

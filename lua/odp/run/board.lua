@@ -169,6 +169,7 @@ function Board:_ctx(flow, opts, extra)
   else
     merge(o, self.opts)
     o.device = self.device.path
+    o.twin_lifeline = not self.keep -- the twin a flash relaunches ends with odp unless the board is kept
   end
   merge(o, extra)
   merge(o, opts)
@@ -245,8 +246,11 @@ function Board:_twin()
       local p = self._build_plan
       image = p.mram
     end
-    local r = require("odp.proc").run { argv = { self:_project_path(tw.launch or "tests/twin/launch.sh"), image, state },
-      timeout = 60 }
+    -- a board that is not kept takes its twin with it when odp ends, however it ends (launch.sh -l)
+    local launch = { self:_project_path(tw.launch or "tests/twin/launch.sh") }
+    if not self.keep then launch[2], launch[3] = "-l", "3" end
+    launch[#launch + 1], launch[#launch + 2] = image, state
+    local r = require("odp.proc").run { argv = launch, timeout = 60, lifeline = not self.keep and 3 or nil }
     if not r or not r.ok then
       errors.fail("ENODEV", ("cannot start the twin: %s"):format(r and (r.stderr:match("[^\n]+") or "") or "?"), 3)
     end

@@ -182,6 +182,12 @@ function M.run(opts)
     local eta = (total - n) * elapsed / n
     if bar then bar:update(n, (M.key(item.params, names):gsub("%z", " "))) end -- the bar draws the ETA
     if opts.on_progress then opts.on_progress(n, total, eta, item.params) end
+    -- Ctrl-C, SIGHUP, SIGTERM: the finished points are in the file; the rest wait for a rerun
+    if sys.cancel_requested() or sys.terminating() then
+      if bar then bar:finish(("interrupted after %d of %d"):format(n, total)) end
+      errors.fail("ECANCELED", ("sweep interrupted after %d of %d point runs; the same command resumes it")
+        :format(n, total), 130)
+    end
   end
   if bar then bar:finish(("%d run, %d skipped, %d failed"):format(total, skipped, failed)) end
   return { records = records, skipped = skipped, failed = failed, total = total }

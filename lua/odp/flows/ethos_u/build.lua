@@ -68,7 +68,7 @@ function M.run_logged(c, log_path, timeout, on_line)
     end
     if #pending > 65536 then pending = pending:sub(-4096) end
   end
-  local r, err = proc.run { argv = c.argv, cwd = c.cwd, env = c.env, timeout = timeout,
+  local r, err = proc.run { argv = c.argv, cwd = c.cwd, env = c.env, timeout = timeout, lifeline = c.lifeline,
     on_stdout = feed, on_stderr = feed, capture_limit = 1 }
   logf:write(("\n# exit %s%s\n"):format(r and tostring(r.status) or "?", r and r.timed_out and " (timed out)" or ""))
   logf:close()

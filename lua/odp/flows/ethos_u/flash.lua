@@ -76,10 +76,21 @@ local function copy_file(src, dst)
   if not ok then errors.fail("EIO", ("cannot write %s: %s"):format(dst, tostring(err)), 3) end
 end
 
+-- The twin's QEMU ends with odp (its lifeline, docs/signals.md) unless it is to outlive this run: --keep-twin,
+-- or a board opened with keep (which says so in twin_lifeline).
+local function twin_lifeline(o)
+  if o.twin_lifeline ~= nil then return o.twin_lifeline end
+  return not o.keep_twin
+end
+
 local function setools_cmd(ctx, p, c, log)
-  local env = {}
-  if p.twin then env[(p.twin.state_env or "ODP_TWIN_STATE")] = p.twin_state end
-  c = { name = c.name, argv = c.argv, cwd = c.cwd, env = env }
+  local env, lifeline = {}, nil
+  if p.twin then
+    env[(p.twin.state_env or "ODP_TWIN_STATE")] = p.twin_state
+    -- the SETOOLS stand-in relaunches the twin: it hands this descriptor on to launch.sh -l
+    if twin_lifeline(ctx.opts) then lifeline, env.ODP_TWIN_LIFELINE = 3, "3" end
+  end
+  c = { name = c.name, argv = c.argv, cwd = c.cwd, env = env, lifeline = lifeline }
   ctx.ui:info("flash: %s", table.concat(c.argv, " "):gsub("^%S*/", ""))
   local r = run_logged(c, log, ctx.opts.flash_timeout)
   if not r.ok then
