@@ -118,6 +118,18 @@ T.test("odp compare --fail-if-slower --report junit: the latency gate fails as t
   T.match(r.stderr, "odp compare reports %-%-report junit FILE only")
 end)
 
+T.test("a sweep with --report junit: one testcase per point and metric, the failed point failing", function()
+  -- tests/flows/toy.lua: latency = size * scale, size 13 fails ("unlucky size")
+  local file, out = dir .. "/sweep.xml", dir .. "/sweep.jsonl"
+  local r = assert(proc.run { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/tests/flows/toy.lua",
+    "-p", "size=12,13", "--out", out, "--report", "junit", file, "-q", timeout = 60 })
+  T.eq(r.status, 1, "one failed point")
+  T.eq(xmllint(file).status, 0)
+  T.eq(xpath(file, "string(/testsuites/@failures)"), "1")
+  T.match(xpath(file, "string(//testcase[failure]/@name)"), "size%-13%.run$")
+  T.ok(tonumber(xpath(file, "count(//testcase[contains(@name, 'size-12.latency_')])")) >= 1, "size 12's metrics")
+end)
+
 T.test("$GITHUB_STEP_SUMMARY: a Markdown table appended, one row per record; earlier content kept", function()
   local summary = dir .. "/summary.md"
   T.write(summary, "earlier step\n")
