@@ -64,11 +64,10 @@ for _, target in ipairs({ "main", "pi", "phone", "e8" }) do
         T.eq({ b.host, b.user, b.port }, { inst.address, inst.username, inst.port }, k)
       elseif r.cls == "NetworkSerialPort" then
         T.eq(b.console, ("%s://%s:%d"):format(inst.protocol, inst.host, inst.port), k)
-        T.eq(b.console_speed, inst.speed, k .. " speed")
       elseif r.cls == "RawSerialPort" then
-        T.eq({ b.console, b.console_speed }, { inst.port, inst.speed }, k)
+        T.eq(b.console, inst.port, k)
       elseif r.cls == "NetworkPowerPort" then
-        T.eq(b.power, { kind = "network", model = inst.model, host = inst.host, index = inst.index }, k)
+        T.match(b.power.reset, "^python3 %-c .* cycle$", k .. ": labgrid's driver cycles the outlet")
       end
     end
   end)
@@ -80,7 +79,7 @@ T.test("boards: each target's board, its device, console and power; an unmappabl
   local pi = got.boards[1]
   T.eq({ pi.name, pi.device, pi.host, pi.user, pi.port }, { "main", "devices/rpi5.lua", "10.0.0.11", "pi", 22 })
   T.eq(pi.console, "rfc2217://serial-server.lab:7001")
-  T.eq(pi.power, { kind = "network", model = "gude", host = "pdu.lab", index = "3" })
+  T.eq({ pi.power.on ~= nil, pi.power.off ~= nil, pi.power.reset ~= nil }, { true, true, true })
   T.eq(got.warnings, {})
   local e8 = assert(lab.boards(env_file, "e8"))
   T.eq({ e8.boards[1].device, e8.boards[1].jlink_serial }, { "devices/alif_e8.lua", 600112233 })
@@ -90,7 +89,34 @@ T.test("boards: each target's board, its device, console and power; an unmappabl
   local phone = assert(lab.boards(env_file, "phone")).boards[1]
   T.eq({ phone.serial, phone.adb_server_socket }, { "10AD5F1E", "tcp:exporter-3.lab:5037" })
   local pi2 = assert(lab.boards(env_file, "pi")).boards[1]
-  T.eq({ pi2.port, pi2.console, pi2.console_speed, pi2.power }, { 2222, "/dev/ttyUSB0", 921600, { kind = "manual" } })
+  T.eq({ pi2.port, pi2.console }, { 2222, "/dev/ttyUSB0" })
+  T.match(pi2.power.reset, "Power cycle board pi by hand, then press Enter")
+end)
+
+T.test("power verbs: the commands switch a NetworkPowerPort through labgrid's own driver (simplerest, loopback HTTP)", function()
+  local sshd = require("sshd") -- its shell helpers
+  local port = 20000 + (require("odp.sys").getpid() * 17) % 30000
+  local log = dir .. "/http.log"
+  local pid = tonumber(sshd.sh(("cd %s && (exec python3 -m http.server %d --bind 127.0.0.1) >%s 2>&1 & echo $!")
+    :format(sshd.quote(dir), port, sshd.quote(log))):match("%d+"))
+  local ok, err = pcall(function()
+    T.ok(sshd.wait_for(function() return T.read(log):find("Serving HTTP") ~= nil end, 10), "http.server up")
+    local env = dir .. "/power.yaml"
+    T.write(env, ("targets:\n  main:\n    options: {odp_device: rpi5}\n    resources:\n"
+      .. "      NetworkService: {address: 10.0.0.11, username: pi}\n"
+      .. "      NetworkPowerPort: {model: simplerest, host: 'http://127.0.0.1:%d/relay/{index}/{value}', index: 3}\n")
+      :format(port))
+    local b = assert(lab.boards(env)).boards[1]
+    for _, verb in ipairs({ "off", "on" }) do
+      -- the python3 on PATH must import labgrid: Debian's (not a pyenv shim in front of it)
+      local r = assert(proc.run { "sh", "-c", b.power[verb], env = { PATH = "/usr/bin:/bin" }, timeout = 60 })
+      T.eq(r.status, 0, verb .. ": " .. r.stderr)
+    end
+    local l = T.read(log)
+    T.match(l, '"GET /relay/3/0 HTTP/1%.1".*"GET /relay/3/1 HTTP/1%.1"', "off then on reached the PDU")
+  end)
+  proc.run { "kill", tostring(pid) }
+  if not ok then error(err, 0) end
 end)
 
 T.test("bad files: one line naming the file and key; no board is ENOTFOUND", function()
@@ -126,8 +152,7 @@ T.test("labgrid-client export JSON: SerialDriver's LG__ variables are an RFC 221
     LG__TFTP_HOST = "testhost", LG__TFTP_INTERNAL = "/srv/tftp/b/" })
   local got = assert(lab.boards(p, "alif_e8"))
   T.eq(#got.boards, 1)
-  T.eq({ got.boards[1].device, got.boards[1].console, got.boards[1].console_speed },
-    { "devices/alif_e8.lua", "rfc2217://testhost:12345", 115200 })
+  T.eq({ got.boards[1].device, got.boards[1].console }, { "devices/alif_e8.lua", "rfc2217://testhost:12345" })
   T.eq(#got.warnings, 1)
   T.match(got.warnings[1], "LG__TFTP_%* is not a resource odp maps")
 end)

@@ -9,7 +9,9 @@
 --                                           tcp:HOST:5037) or adb over TCP (serial HOST:PORT)
 --   JLinkDevice, NetworkJLinkDevice         a J-Link by serial number (match ID_SERIAL_SHORT) or through
 --                                           J-Link Remote Server by IP (jlink_ip)
---   NetworkPowerPort, ManualPowerPort       power = {kind = "network", model, host, index} | {kind = "manual"}
+--   NetworkPowerPort                        power = {on=, off=, reset=}: shell commands that switch the outlet
+--                                           with labgrid's own power driver (python3-labgrid), from this file
+--   ManualPowerPort                         power: commands that ask a person at the terminal, as labgrid does
 -- The odp device file of the target's boards is the target's option `odp_device` (labgrid keeps free-form
 -- options per target: targets: main: options: odp_device: rpi5). A resource odp cannot map is one line
 -- naming it; the boards it can use still run.
@@ -129,13 +131,36 @@ local MAP = {
   end,
   NetworkPowerPort = function(a)
     if not (str(a.model) and str(a.host) and a.index ~= nil) then return nil, "needs model, host and index" end
-    return { kind = "power", power = { kind = "network", model = str(a.model), host = str(a.host), index = str(a.index) } }
+    return { kind = "power", power = "network" }
   end,
-  ManualPowerPort = function() return { kind = "power", power = { kind = "manual" } } end,
+  ManualPowerPort = function() return { kind = "power", power = "manual" } end,
 }
 M.MAPPED = {}
 for k in pairs(MAP) do M.MAPPED[#M.MAPPED + 1] = k end
 table.sort(M.MAPPED)
+
+local q = require("odp.target.shell").quote
+
+-- The board's power verbs as shell commands (what a lab file's `power` holds): labgrid switches a network
+-- outlet with its own driver for the PDU's model, from the environment file and target odp read, so odp
+-- needs no PDU protocol of its own; a manual port asks the person at the terminal, as labgrid's does.
+local POWER_PY = "import sys; from labgrid import Environment; t = Environment(sys.argv[1]).get_target(sys.argv[2]); "
+  .. "from labgrid.driver.powerdriver import NetworkPowerDriver\n"
+  .. "try: d = t.get_driver('PowerProtocol', activate=False)\nexcept Exception: d = NetworkPowerDriver(t, None)\n"
+  .. "t.activate(d); getattr(d, sys.argv[3])()"
+local function power_commands(kind, path, target, name)
+  if kind == "manual" then
+    local function ask(what)
+      return ("printf %s >/dev/tty && read _ </dev/tty"):format(q(("Power %s board %s by hand, then press Enter: ")
+        :format(what, name)))
+    end
+    return { on = ask("on"), off = ask("off"), reset = ask("cycle") }
+  end
+  local function run(action)
+    return ("python3 -c %s %s %s %s"):format(q(POWER_PY), q(path), q(target), action)
+  end
+  return { on = run("on"), off = run("off"), reset = run("cycle") }
+end
 
 local function device_path(name)
   if name:find("/") or name:match("%.lua$") then return name end
@@ -143,7 +168,7 @@ local function device_path(name)
 end
 
 --- Boards of one target's resource list. where: the YAML path of the list, for messages.
-local function assemble(resources, target, odp_device, where)
+local function assemble(resources, target, odp_device, where, path)
   local transports, consoles, power, warnings = {}, {}, nil, {}
   for _, r in ipairs(resources) do
     -- names come from the file: control characters would break the one-line message
@@ -176,18 +201,18 @@ local function assemble(resources, target, odp_device, where)
     local b = { name = #transports == 1 and target or (target .. "-" .. i), device = device_path(odp_device),
       tags = { "labgrid" }, host = t.host, user = t.user, port = t.transport == "ssh" and t.port or nil,
       serial = t.serial, adb_server_socket = t.adb_server_socket, jlink_serial = t.jlink_serial, jlink_ip = t.jlink_ip,
-      power = power }
+      power = power and power_commands(power, path, target, #transports == 1 and target or (target .. "-" .. i)) }
     if t.password then
       warnings[#warnings + 1] = ("%s: %s has a password; odp logs in with keys only (identity, ssh-agent)")
         :format(where, t.label)
     end
-    if consoles[1] then b.console, b.console_speed = consoles[1].console, consoles[1].speed end
+    if consoles[1] then b.console = consoles[1].console end
     boards[#boards + 1] = b
   end
   if #transports == 0 and #consoles > 0 and odp_device then
     -- a board reached only by its console (XMODEM/UART)
     boards[1] = { name = target, device = device_path(odp_device), tags = { "labgrid" }, console = consoles[1].console,
-      console_speed = consoles[1].speed, power = power }
+      power = power and power_commands(power, path, target, target) }
   end
   return boards, warnings
 end
@@ -248,7 +273,7 @@ function M.boards(path, target)
       return nil, ("EUSAGE: labgrid export %s names no odp device: give it after the file (labgrid:%s:alif_e8)")
         :format(path, path), "EUSAGE"
     end
-    boards, warnings = assemble(M.export_resources(vars), "labgrid", target, path)
+    boards, warnings = assemble(M.export_resources(vars), "labgrid", target, path, path)
   else
     local ok, doc = pcall(require("lyaml").load, text)
     if not ok then
@@ -257,7 +282,8 @@ function M.boards(path, target)
     target = target or "main"
     local t, terr = M.target(doc, target)
     if not t then return nil, ("EUSAGE: labgrid file %s: %s"):format(path, terr), "EUSAGE" end
-    boards, warnings = assemble(t.resources, target, t.odp_device, ("%s: targets: %s: resources"):format(path, target))
+    boards, warnings = assemble(t.resources, target, t.odp_device, ("%s: targets: %s: resources"):format(path, target),
+      path)
   end
   if #boards == 0 then
     return nil, ("ENOTFOUND: labgrid file %s: no usable board%s"):format(path,
