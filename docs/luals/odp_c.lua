@@ -186,7 +186,7 @@ function Probe:close() end
 
 ---@class odp.probe
 local probe = {}
----@param opts {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, lib?: string, address?: string, shm?: string, base?: integer, qmp?: string}
+---@param opts {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, address?: string, shm?: string, base?: integer, qmp?: string}
 ---@return odp.probe.Probe|nil probe, string? err, odp.ECode? code
 function probe.open(opts) end
 function probe.jlink_lib() end
