@@ -4,7 +4,7 @@
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       the main job on the no-hardware default: the Alif E8 flow on its QEMU twin
 #   make demo-host  the host flow: a runner on this machine
-#   make install PREFIX=/usr/local    make deps    make clean
+#   make install PREFIX=/usr/local    make deps    make clean    make apidoc (docs/api.md, LuaLS stubs)
 PREFIX  ?= /usr/local
 BUILD   ?= build
 CC      ?= cc
@@ -60,7 +60,7 @@ AARCH64_CC    ?= aarch64-linux-gnu-gcc
 HELPERS       := $(BUILD)/odp-rusage-x86_64 \
                  $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/odp-rusage-aarch64)
 
-.PHONY: all test asan demo demo-host install clean deps bench testprogs helpers FORCE
+.PHONY: all test asan demo demo-host install clean deps bench testprogs helpers apidoc FORCE
 all: $(BUILD)/odp $(LAZY_SOS) helpers $(BUILD)/odp.1
 
 helpers: $(HELPERS)
@@ -114,6 +114,10 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 
 deps:
 	vendor/install-deps.sh build
+
+# docs/api.md and docs/luals/odp_c.lua from their one declaration, docs/api/c_modules.lua
+apidoc: $(BUILD)/odp
+	$(BUILD)/odp run tools/apidoc.lua
 
 test:
 	tests/run.sh

@@ -1,0 +1,204 @@
+-- The one declaration of every function odp's C modules register (src/l_*.c), luv's docs.lua being the
+-- model: `build/odp run tools/apidoc.lua` writes docs/api.md (the reference) and docs/luals/odp_c.lua (the
+-- LuaLS stubs) from it, and tests/lua/apidoc_test.lua fails when a registered C function has no declaration
+-- here, when a declaration names a function that is not registered, or when either file is out of date.
+--
+-- A function is {"name(param: type, ...) -> type name, ...", "what it does"}: `?` marks what may be nil,
+-- `opts?: {key?: type, ...}` an options table. A class's methods are declared like functions and called
+-- obj:name(...). Operational failures return nil, "ECODE: message", "ECODE" (docs/SCRIPTING.md, Errors);
+-- misuse raises. Prose and examples stay in docs/SCRIPTING.md; this is the reference.
+local FAIL = "string? err, odp.ECode? code"
+local PROGRESS = "fun(done: integer, total: integer)"
+local USB_LIST = "{vid: integer, pid: integer, bus: integer, address: integer, access: boolean, serial?: string, " ..
+  "product?: string, open_error?: string}[]|nil list, " .. FAIL
+local XMODEM_RESULT = "{bytes: integer, blocks: integer, retries: integer, check: string}|nil result, " .. FAIL
+local XMODEM_PROGRESS = "fun(p: {bytes: integer, total: integer, blocks: integer, retries: integer, check: string})"
+local WHERE = "{ranges?: integer[][], address?: integer, elf?: string}"
+
+return {
+  aliases = {
+    { "odp.ECode", '"ETIMEDOUT"|"EAUTH"|"EHOSTKEY"|"ENODEV"|"EBUSY"|"EPROTO"|"ECRC"|"ENOTFOUND"|"EIO"|"ECANCELED"|"EUSAGE"|"ENOTSUP"',
+      "the short, fixed list of operational error codes" },
+  },
+
+  types = {
+    { "odp.Rusage", "what the kernel counted for one process (wait4, or odp-rusage on a board)", {
+      "utime_s: number", "stime_s: number", "maxrss_kb: integer peak resident set size of the process, kB",
+      "minflt: integer", "majflt: integer", "nvcsw: integer", "nivcsw: integer" } },
+    { "odp.ExecResult", "a process exit is data, not an error", {
+      "ok: boolean exited 0, no signal, no timeout, not canceled",
+      "status: integer exit status (0 when a signal ended it)", "signal?: integer",
+      'signal_name?: string "ABRT", "SEGV", ...', "timed_out: boolean", "canceled: boolean",
+      "aborted?: boolean an output callback raised", "stdout: string", "stderr: string",
+      "stdout_dropped?: integer bytes past capture_limit", "stderr_dropped?: integer", "wall_s: number",
+      "rusage?: odp.Rusage", "log?: string the runner's log when it went elsewhere (Android logcat)" } },
+    { "odp.ExecOpts", "options every exec takes", {
+      "timeout?: number seconds; then the process group is killed", "stdin?: string",
+      "capture_limit?: integer bytes kept per stream (0 = all)",
+      "on_stdout?: fun(chunk: string)", "on_stderr?: fun(chunk: string)" } },
+    { "odp.host", "package.loaded['odp.host']: facts about this binary (a table, not a function)", {
+      "version: string", "root: string the directory holding lua/, scripts/, devices/",
+      "lua_release: string", "built: string", "compiler?: string", "argv: string[] odp's own argv (0 = the program)" } },
+  },
+
+  modules = {
+    { "odp.proc", "processes on this machine, without a shell, each leading its own process group", {
+      { "run(spec: odp.ExecOpts|{argv?: string[], cwd?: string, env?: table<string, string|false>, kill_grace?: number, lifeline?: integer, [integer]: string}) -> odp.ExecResult|nil result, " .. FAIL,
+        "runs argv[0] (PATH lookup) to its end; a timeout or Ctrl-C kills its whole group; lifeline: the child gets the read end of odp's lifeline pipe as that descriptor (docs/signals.md)" },
+    } },
+
+    { "odp.sys", "files, time, hashes, the terminal and Ctrl-C", {
+      { "sha256(data: string) -> string|nil hex, " .. FAIL, "SHA-256 of bytes (ENOTFOUND: libcrypto, opened on first use, is missing)" },
+      { "sha256_file(path: string) -> string|nil hex, " .. FAIL, "SHA-256 of a file, streamed" },
+      { "crc32(data: string, crc?: integer) -> integer", "CRC-32 (zlib's, opened on first use), continuing from crc" },
+      { "base64_encode(data: string) -> string", "standard alphabet, padded" },
+      { "base64_decode(text: string) -> string|nil bytes, " .. FAIL, "whitespace ignored; anything else off the alphabet is EPROTO" },
+      { "now() -> number seconds", "monotonic clock" },
+      { "time() -> number seconds", "since the epoch, with fractions" },
+      { "sleep(seconds: number) -> true|nil ok, " .. FAIL, "through the waiting point: ECANCELED on Ctrl-C" },
+      { 'isatty(fd: "stdin"|"stdout"|"stderr"|integer) -> boolean', "whether fd is a terminal" },
+      { 'term_width(fd?: "stdin"|"stdout"|"stderr"|integer) -> integer|nil columns', "the terminal's width" },
+      { "read_secret() -> string|nil line, " .. FAIL, "one line from the terminal with echo off (restored afterwards and on Ctrl-C); the caller writes the prompt" },
+      { "read_file(path: string) -> string|nil bytes, " .. FAIL, "the whole file" },
+      { "write_file(path: string, data: string, opts?: {mode?: integer}) -> true|nil ok, " .. FAIL, "atomically: a temporary file, fsync, rename" },
+      { "append_sync(path: string, data: string) -> true|nil ok, " .. FAIL, "appends and fsyncs (JSONL records)" },
+      { "mkdir_p(path: string, mode?: integer) -> true|nil ok, " .. FAIL, "with its parents" },
+      { "rename(from: string, to: string) -> true|nil ok, " .. FAIL, "rename(2)" },
+      { "chmod(path: string, mode: integer) -> true|nil ok, " .. FAIL, "chmod(2)" },
+      { 'stat(path: string) -> {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, executable: boolean, readable: boolean}|nil st, ' .. FAIL, "stat(2), following links" },
+      { "realpath(path: string) -> string|nil path, " .. FAIL, "realpath(3)" },
+      { "readdir(path: string) -> string[]|nil names, " .. FAIL, "in directory order, without . and .." },
+      { "getpid() -> integer", "odp's pid" },
+      { "hostname() -> string", "gethostname(2)" },
+      { "cancel_requested() -> boolean", "a Ctrl-C (or SIGHUP/SIGTERM) is pending: every wait returns ECANCELED until it is lifted" },
+      { "cancel_clear()", "lifts it (the REPL does after each statement)" },
+      { "terminating() -> integer|nil signal", "SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)" },
+      { "lock(path: string) -> odp.sys.Lock|nil lock, string? err, odp.ECode? code, integer? holder_pid", "an exclusive flock on path, created with this pid in it; EBUSY with the holder's pid" },
+    } },
+    { "odp.sys.Lock", "a held lock file (sys.lock)", {
+      { "release()", "removes the lock file and gives the lock back (also __close, __gc)" },
+    }, class = true },
+
+    { "odp.streamcore", "the C half of odp.Stream (lua/odp/core/stream.lua adds expect and lines to its methods)", {},
+      fields = { "methods: table the method table every odp.Stream shares" } },
+    { "odp.Stream", "one byte stream: serial ports, RTT channels, sockets, pipes", {
+      { "read(n: integer, opts?: {timeout?: number}) -> string|nil data, " .. FAIL, "1..n bytes (n <= 16 MiB), \"\" at end of stream" },
+      { "write(data: string, opts?: {timeout?: number}) -> true|nil ok, " .. FAIL, "all of data" },
+      { "unread(data: string)", "hands bytes back: the next read returns them first" },
+      { "kind() -> string", '"fd", "serial", "rtt", ...' },
+      { "close()", "idempotent (also __close, __gc)" },
+      { "expect(pattern: string, opts?: {timeout?: number, plain?: boolean}) -> string|nil match, string? before_or_err, odp.ECode? code", "reads until a Lua pattern (or plain text) matches (lua/odp/core/stream.lua)", lua = true },
+      { "lines(opts?: {timeout?: number, count?: integer}) -> fun(): string|nil", "an iterator over lines (lua/odp/core/stream.lua)", lua = true },
+    }, class = true },
+
+    { "odp.ssh", "SSH sessions (libssh2, loaded on first use); host keys always verified", {
+      { "connect(opts: {host: string, port?: integer, user?: string, identity?: string, keys?: string[], passphrase?: string, known_hosts?: string, known_hosts_also?: string[], host_key_alias?: string, accept_new?: boolean, agent?: boolean|string, timeout?: number, proxy_command?: string, via?: odp.ssh.Session, alive_interval?: integer, alive_count_max?: integer}) -> odp.ssh.Session|nil session, " .. FAIL,
+        "one TCP connection (or a ProxyCommand, or a direct-tcpip channel of via), host key checked against known_hosts, then public-key auth" },
+      { "libssh2_version() -> string", "the linked libssh2's version" },
+      { "rsa_sha2() -> boolean", "the linked libssh2 signs RSA keys with rsa-sha2-256/512 (>= 1.11)" },
+      { "backend_version() -> string", "one line for `odp version -v`" },
+    } },
+    { "odp.ssh.Session", "an open SSH session", {
+      { "exec(command: string[]|string, opts?: odp.ExecOpts) -> odp.ExecResult|nil result, " .. FAIL, "argv (quoted for the remote shell) or a command line; a timeout or Ctrl-C kills the remote process group" },
+      { "put(local_path: string, remote_path: string, opts?: {mode?: integer, on_progress?: " .. PROGRESS .. ", timeout?: number}) -> true|nil ok, " .. FAIL, "SFTP upload to a temporary name, renamed when complete" },
+      { "get(remote_path: string, local_path: string, opts?: {on_progress?: " .. PROGRESS .. ", timeout?: number}) -> true|nil ok, " .. FAIL, "SFTP download, renamed into place when complete" },
+      { "uri() -> string", "ssh://user@host:port" },
+      { "fingerprint() -> string", "the host key's SHA256 fingerprint" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+
+    { "odp.adb", "Android devices over adb: through Google's adb server when one runs, else directly (USB, TCP)", {
+      { "devices() -> {serial: string, state: string, model?: string, hint?: string}[]|nil list, " .. FAIL, "what the server (or USB) sees, with a hint for unauthorized ones" },
+      { "server(opts?: {server?: string, timeout?: number}) -> {address: string, version: integer, devices: {serial: string, state: string, model?: string, product?: string, device?: string, usb?: string, transport_id?: integer}[]}|nil server, " .. FAIL, "the adb server's answer; ENODEV when none runs" },
+      { 'connect(opts?: {serial?: string, transport?: "auto"|"server"|"usb"|string, server?: string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}) -> odp.adb.Device|nil device, ' .. FAIL, "one device; transport \"tcp:HOST:PORT\" connects directly" },
+    } },
+    { "odp.adb.Device", "a connected Android device", {
+      { "shell(command: string[]|string, opts?: odp.ExecOpts) -> odp.ExecResult|nil result, " .. FAIL, "shell,v2 where the device has it (separate stderr, real status)" },
+      { "push(local_path: string, remote_path: string, opts?: {mode?: integer, on_progress?: " .. PROGRESS .. ", timeout?: number}) -> true|nil ok, " .. FAIL, "sync SEND" },
+      { "pull(remote_path: string, local_path: string, opts?: {on_progress?: " .. PROGRESS .. ", timeout?: number}) -> true|nil ok, " .. FAIL, "sync RECV, renamed into place when complete" },
+      { "stat(path: string, opts?: {timeout?: number}) -> {mode: integer, size: integer, mtime: integer}|nil st, " .. FAIL, "sync STAT" },
+      { 'info() -> {serial: string, transport: "server"|"usb"|string, state: string, model: string, product: string, device: string, features: table<string, boolean>, version?: integer, maxdata?: integer, server?: string, server_version?: integer}', "what the device said of itself" },
+      { "broken() -> boolean", "a direct connection dropped (always false through the adb server)" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+
+    { "odp.usb", "USB devices (libusb, loaded on first use)", {
+      { "list(vid?: integer) -> " .. USB_LIST, "one enumeration of the bus" },
+    } },
+
+    { "odp.probe", "debug probes: J-Link (its DLL), GDB remote protocol, QEMU shared RAM + QMP", {
+      { 'open(opts: {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, address?: string, shm?: string, base?: integer, qmp?: string}) -> odp.probe.Probe|nil probe, ' .. FAIL, "one memory-access interface over the three" },
+      { "jlink_lib() -> string|nil path", "where the J-Link DLL would be loaded from" },
+      { "usb_list(vid?: integer) -> " .. USB_LIST, "J-Links (or vid's devices) on USB" },
+    } },
+    { "odp.probe.Probe", "an open probe", {
+      { "read(addr: integer, n: integer) -> string|nil bytes, " .. FAIL, "target memory" },
+      { "write(addr: integer, data: string) -> true|nil ok, " .. FAIL, "target memory" },
+      { "halt() -> true|nil ok, " .. FAIL, "stops the core" },
+      { "go() -> true|nil ok, " .. FAIL, "runs the core" },
+      { "reset() -> true|nil ok, " .. FAIL, "SWD reset, then run (RTT blocks attached through odp.rtt are invalidated first)" },
+      { "kind() -> string", '"jlink", "gdb" or "qemu"' },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+
+    { "odp.rtt", "SEGGER RTT over a probe; channels as odp.Stream", {
+      { "attach(probe: odp.probe.Probe, where: " .. WHERE .. ", opts?: {timeout?: number}) -> odp.rtt.Rtt|nil rtt, " .. FAIL, "finds and checks the control block" },
+      { "clear_ids(probe: odp.probe.Probe, where: " .. WHERE .. ", opts?: {timeout?: number}) -> integer|nil cleared, " .. FAIL, "zeroes every \"SEGGER RTT\" ID in where before a reset (halt the core first)" },
+      { "telnet(opts: {address: string, channel?: integer, timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "J-Link's RTT telnet server as a stream" },
+    } },
+    { "odp.rtt.Rtt", "an attached RTT control block", {
+      { 'channels() -> {index: integer, direction: "up"|"down", name: string, size: integer, flags: integer}[]', "the block's channels" },
+      { "channel(i: integer) -> odp.Stream", "up channel i to read, down channel i to write" },
+      { "lines(i: integer, opts?: {timeout?: number, count?: integer}) -> fun(): string|nil", "an iterator over channel i's lines" },
+      { "stats() -> {bytes_up: integer, bytes_down: integer, full_seen: integer}", "traffic so far; full_seen counts reads that found the up buffer full" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+
+    { "odp.xmodem", "XMODEM (CRC, checksum, 1K) over any odp.Stream", {
+      { 'send(stream: odp.Stream, path: string, opts?: {mode?: "1k"|"128", timeout?: number, start_timeout?: number, retries?: integer, on_progress?: ' .. XMODEM_PROGRESS .. "}) -> " .. XMODEM_RESULT, "sends a file; an error in on_progress cancels the transfer and is re-raised" },
+      { 'receive(stream: odp.Stream, path: string, opts?: {check?: "crc"|"checksum", timeout?: number, start_timeout?: number, retries?: integer, max_bytes?: integer, on_progress?: ' .. XMODEM_PROGRESS .. "}) -> " .. XMODEM_RESULT, "receives into path (complete or not written)" },
+    } },
+
+    { "odp.serial", "serial ports (libserialport, loaded on first use; termios for ptys)", {
+      { "list() -> {port: string, description: string, vid?: integer, pid?: integer, access: boolean}[]|nil ports, " .. FAIL, "the machine's serial ports" },
+      { "open(opts: {port: string, baud?: integer, timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "8N1, raw; port \"rfc2217://HOST:PORT\" is a port served over RFC 2217" },
+    } },
+
+    { "odp.elf", "ELF headers: machine, interpreter, the glibc versions a program needs", {
+      { "read(path: string) -> {class: integer, machine: string, machine_id: integer, endian: string, type: string, osabi: integer, interpreter?: string, static: boolean, glibc_versions: string[], glibc_required?: string}|nil info, " .. FAIL, "bounds-checked; a truncated or hostile file is EPROTO" },
+      { "version_cmp(a: string, b: string) -> integer", '-1, 0 or 1 for dotted versions ("2.9" < "2.34")' },
+    } },
+
+    { "odp.etdumpcore", "the C half of odp.parse.etdump", {
+      { "decode(bytes: string) -> {version: integer, size_prefixed: boolean, run_data: table[]}|nil doc, " .. FAIL, "the whole ETDump as plain tables" },
+      { "open(bytes: string) -> odp.etdump.Dump|nil dump, " .. FAIL, "a lazily walked ETDump: what the op table needs without a table per event" },
+      { "duration(start: integer, stop: integer) -> integer|nil ticks", "stop - start, across one 32-bit wrap" },
+    } },
+    { "odp.etdump.Dump", "an ETDump opened by etdumpcore.open", {
+      { "header() -> {version: integer, size_prefixed: boolean, run_data: {name: string, bundled_input_index: integer, allocators: table, nevents: integer}[]}", "without events" },
+      { "events(i: integer) -> table[]", "run i's events as decode gives them" },
+      { "columns(i: integer) -> table", "run i's profile and debug events as parallel arrays (the op table's input)" },
+      { "blocks(sorted?: boolean) -> table[]", "per block name: its runs and events, merged as ExecuTorch's Inspector does" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+
+    { "odp.ptecore", "the C half of odp.parse.pte", {
+      { "decode(bytes: string) -> {identifier: string, version: integer, bytes: integer, extended_header?: table, segments: table[], methods: table[]}|nil pte, " .. FAIL, "the program's header, methods and delegates" },
+      { "vela_scratch_size(bytes: string) -> integer|nil n, " .. FAIL, "the scratch size a Vela command stream asks for" },
+    } },
+
+    { "odp.scan", "the C scanner under odp.parse.executorch: `Iteration i of N: f ms` lines without a Lua string each", {
+      { "iteration_list(...: string|nil) -> number[]", "an empty table with room for every \"Iteration \" in the texts" },
+      { "find_iteration(text: string, pos: integer) -> integer", "the first iteration line at or after pos (#text + 1: none)" },
+      { "iterations(text: string, pos: integer, times: number[], max?: integer) -> integer next_pos, integer count, integer bare, integer|number n", "appends the times of the run of iteration lines at pos (at most max); bare of them had no log prefix; n is the last one's N" },
+    } },
+
+    { "odp.readline", "line editing and history for the REPL (libedit, loaded on first use)", {
+      { 'readline(prompt: string) -> string|false|nil line, "interrupted"? why', "a line; nil at end of input; false, \"interrupted\" on Ctrl-C" },
+      { "add_history(line: string)", "adds a history entry" },
+      { "read_history(path: string) -> boolean", "loads a history file" },
+      { "write_history(path: string) -> boolean", "saves the history" },
+      { "set_completer(f: fun(text: string, line: string): string[])", "Tab asks f for candidates" },
+    } },
+  },
+}
