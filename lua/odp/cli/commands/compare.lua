@@ -90,7 +90,7 @@ function M.main(args)
   if opts.svg then errors.check(sys.write_file(opts.svg, svg(res))) end
   for _, spec in ipairs(opts.report or {}) do
     local junit = require("odp.results.junit")
-    errors.check(sys.write_file(spec.file, junit.xml(junit.compare_suites(res, opts.fail_if_slower))))
+    errors.check(sys.write_file(spec.file, junit.xml(junit.compare_suites({ { res = res } }, opts.fail_if_slower))))
   end
   if opts.fail_if_slower then
     local lat = res.rows[1]
