@@ -46,6 +46,15 @@ local function wait_for(pred, timeout)
 end
 M.wait_for = wait_for
 
+--- Runs fn(pid) while the shell command cmd runs in the background (its output to log, default /dev/null),
+-- then stops cmd by its PID, also when fn fails (the failure is raised again).
+function M.with_background(cmd, fn, log)
+  local pid = tonumber(sh(("(exec %s) >%s 2>&1 & echo $!"):format(cmd, q(log or "/dev/null"))):match("%d+"))
+  local ok, err = pcall(fn, pid)
+  proc.run { "kill", tostring(pid) }
+  if not ok then error(err, 0) end
+end
+
 --- The login account: a plain user with /bin/sh, like a board's (root's login files here may be slow).
 -- A `useradd` account is locked under `UsePAM no` until its password field is '*' (docs/sources.md §7).
 function M.ensure_user(name)

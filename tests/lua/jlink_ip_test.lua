@@ -5,7 +5,6 @@
 -- the proof selection passed); an unreachable one is one ENODEV line naming the address.
 local T = require("t")
 local probe = require("odp.probe")
-local proc = require("odp.proc")
 local sshd = require("sshd") -- its shell helpers
 
 local root = T.root()
@@ -16,17 +15,14 @@ sshd.sh(("cc -std=c11 -Wall -Wextra -Werror -O2 -shared -fPIC -fvisibility=hidde
 
 T.test("ip: a listening Remote Server is selected, then the DLL opens (here: it asks for the twin)", function()
   local port = 20000 + (require("odp.sys").getpid() * 13) % 30000
-  local pid = tonumber(sshd.sh(("(exec socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork SYSTEM:'cat >/dev/null') "
-    .. ">/dev/null 2>&1 & echo $!"):format(port)):match("%d+"))
-  local ok, err = pcall(function()
-    T.ok(sshd.wait_for(function() return sshd.sh("ss -ltn"):find("127%.0%.0%.1:" .. port .. " ") ~= nil end, 10))
-    local p, e, code = probe.open { backend = "jlink", lib = dll, ip = "127.0.0.1:" .. port }
-    T.eq(p, nil)
-    T.eq(code, "ENODEV")
-    T.match(e, "^ENODEV: J%-Link: ODP_TWIN_STATE is not set", "past SelectIP, in OpenEx")
-  end)
-  proc.run { "kill", tostring(pid) }
-  if not ok then error(err, 0) end
+  sshd.with_background(("socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork SYSTEM:'cat >/dev/null'"):format(port),
+    function()
+      T.ok(sshd.wait_for(function() return sshd.sh("ss -ltn"):find("127%.0%.0%.1:" .. port .. " ") ~= nil end, 10))
+      local p, e, code = probe.open { backend = "jlink", lib = dll, ip = "127.0.0.1:" .. port }
+      T.eq(p, nil)
+      T.eq(code, "ENODEV")
+      T.match(e, "^ENODEV: J%-Link: ODP_TWIN_STATE is not set", "past SelectIP, in OpenEx")
+    end)
 end)
 
 T.test("ip: no server there is one ENODEV line naming it; a bad address and serial with ip are refused", function()

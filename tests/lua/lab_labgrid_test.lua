@@ -97,26 +97,23 @@ T.test("power verbs: the commands switch a NetworkPowerPort through labgrid's ow
   local sshd = require("sshd") -- its shell helpers
   local port = 20000 + (require("odp.sys").getpid() * 17) % 30000
   local log = dir .. "/http.log"
-  local pid = tonumber(sshd.sh(("cd %s && (exec python3 -m http.server %d --bind 127.0.0.1) >%s 2>&1 & echo $!")
-    :format(sshd.quote(dir), port, sshd.quote(log))):match("%d+"))
-  local ok, err = pcall(function()
-    T.ok(sshd.wait_for(function() return T.read(log):find("Serving HTTP") ~= nil end, 10), "http.server up")
-    local env = dir .. "/power.yaml"
-    T.write(env, ("targets:\n  main:\n    options: {odp_device: rpi5}\n    resources:\n"
-      .. "      NetworkService: {address: 10.0.0.11, username: pi}\n"
-      .. "      NetworkPowerPort: {model: simplerest, host: 'http://127.0.0.1:%d/relay/{index}/{value}', index: 3}\n")
-      :format(port))
-    local b = assert(lab.boards(env)).boards[1]
-    for _, verb in ipairs({ "off", "on" }) do
-      -- the python3 on PATH must import labgrid: Debian's (not a pyenv shim in front of it)
-      local r = assert(proc.run { "sh", "-c", b.power[verb], env = { PATH = "/usr/bin:/bin" }, timeout = 60 })
-      T.eq(r.status, 0, verb .. ": " .. r.stderr)
-    end
-    local l = T.read(log)
-    T.match(l, '"GET /relay/3/0 HTTP/1%.1".*"GET /relay/3/1 HTTP/1%.1"', "off then on reached the PDU")
-  end)
-  proc.run { "kill", tostring(pid) }
-  if not ok then error(err, 0) end
+  sshd.with_background(("python3 -m http.server %d --bind 127.0.0.1 --directory %s"):format(port, sshd.quote(dir)),
+    function()
+      T.ok(sshd.wait_for(function() return T.read(log):find("Serving HTTP") ~= nil end, 10), "http.server up")
+      local env = dir .. "/power.yaml"
+      T.write(env, ("targets:\n  main:\n    options: {odp_device: rpi5}\n    resources:\n"
+        .. "      NetworkService: {address: 10.0.0.11, username: pi}\n"
+        .. "      NetworkPowerPort: {model: simplerest, host: 'http://127.0.0.1:%d/relay/{index}/{value}', index: 3}\n")
+        :format(port))
+      local b = assert(lab.boards(env)).boards[1]
+      for _, verb in ipairs({ "off", "on" }) do
+        -- the python3 on PATH must import labgrid: Debian's (not a pyenv shim in front of it)
+        local r = assert(proc.run { "sh", "-c", b.power[verb], env = { PATH = "/usr/bin:/bin" }, timeout = 60 })
+        T.eq(r.status, 0, verb .. ": " .. r.stderr)
+      end
+      local l = T.read(log)
+      T.match(l, '"GET /relay/3/0 HTTP/1%.1".*"GET /relay/3/1 HTTP/1%.1"', "off then on reached the PDU")
+    end, log)
 end)
 
 T.test("bad files: one line naming the file and key; no board is ENOTFOUND", function()
