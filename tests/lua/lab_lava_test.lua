@@ -69,6 +69,26 @@ T.test("boards: no usable board is one ENOTFOUND line naming the variable to set
   T.raises(function() provider.boards(nil) end, "env must be a table")
 end)
 
+T.test("boards: random LAVA environments never raise; each gives boards or one line", function()
+  local rnd = T.lcg(23)
+  local keys = { "odp_device", "ssh_host", "ssh_port", "ssh_user", "board_id", "jlink_serial", "jlink_ip",
+    "connection", "odp_name", "odp_tags", "x y", "" }
+  local values = { "rpi5", "host", "alif_e8", "vivo_x300_pro", "../../etc/passwd", "", "22", "-1", "99999999999999999999",
+    "a\nb", ("x"):rep(5000), "uart0", "10.0.0.1" }
+  for i = 1, 300 do
+    local env = {}
+    for _ = 1, rnd(12) do
+      local kind = ({ "STATIC", "DEVICE", "OTHER" })[1 + rnd(3)]
+      env[("LAVA_%s_INFO_%d_%s"):format(kind, rnd(4), keys[1 + rnd(#keys)])] = values[1 + rnd(#values)]
+    end
+    if rnd(2) == 0 then env.ANDROID_SERIAL = values[1 + rnd(#values)] end
+    local ok, got, err = pcall(provider.boards, env)
+    T.ok(ok, ("case %d raised: %s"):format(i, tostring(got)))
+    if got == nil then T.ok(type(err) == "string" and not err:find("\n"), ("case %d: one line: %s"):format(i, tostring(err)))
+    else for _, w in ipairs(got.warnings) do T.ok(not w:find("\n"), ("case %d: one line: %s"):format(i, w)) end end
+  end
+end)
+
 local function record(board, model, params, lat, extra)
   local r = { schema = "odp.result/1", ok = true, device = board, model = { path = "/m/" .. model .. ".pte" },
     params = params, latency_ms = lat, peak_rss_kb = 4592 }

@@ -62,7 +62,8 @@ function M.boards(env)
   if #entries > MAX_ENTRIES then
     return nil, ("EUSAGE: %d LAVA_*_INFO_ entries, more than odp reads (%d)"):format(#entries, MAX_ENTRIES), "EUSAGE"
   end
-  local function warn(fmt, ...) warnings[#warnings + 1] = fmt:format(...) end
+  -- values come from the lab admin's dictionary: control characters would break the one-line messages
+  local function warn(fmt, ...) warnings[#warnings + 1] = (fmt:format(...):gsub("%c", "?")) end
   local first = true
   for _, e in ipairs(entries) do
     local k = e.keys
@@ -128,7 +129,7 @@ function M.boards(env)
   end
   if #boards == 0 then
     local hint = env.ANDROID_SERIAL and (" (ANDROID_SERIAL=%s is set: add odp_device to the device dictionary's "
-      .. "device_info entry for it)"):format(env.ANDROID_SERIAL) or ""
+      .. "device_info entry for it)"):format(tostring(env.ANDROID_SERIAL):gsub("%c", "?")) or ""
     return nil, ("ENOTFOUND: no usable board in LAVA's environment: no LAVA_STATIC_INFO_<i>_odp_device or " ..
       "LAVA_DEVICE_INFO_<i>_odp_device names a device file%s%s"):format(hint,
       #warnings > 0 and ("; " .. table.concat(warnings, "; ")) or ""), "ENOTFOUND"
