@@ -68,6 +68,21 @@ T.test("--report junit FILE: valid against the XSD; one testcase per board x poi
     "ssh://pi@10.0.0.11:22")
 end)
 
+T.with_real_runner("docs/ci.md's job step: the host flow with the real runner and --report junit", function(runner)
+  local file = dir .. "/odp-junit.xml"
+  local r = assert(proc.run { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model",
+    root .. "/tests/fixtures/pte/add_arduino.pte", "-n", "50", "--runs-dir", dir .. "/runs", "--report", "junit", file,
+    "--format", "json", "-q", timeout = 120 })
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq(xmllint(file).status, 0)
+  T.eq(xpath(file, "string(/testsuites/@failures)"), "0")
+  T.eq(xpath(file, "string(//testcase[contains(@name, '.latency_p50')]/system-out)"),
+    ("latency_p50 = %s ms"):format(require("odp.results.report").number(rec.latency_ms.p50)), "the record's p50")
+  T.eq(xpath(file, "string(//testcase[contains(@name, '.peak_rss')]/system-out)"),
+    ("peak_rss = %d kB"):format(rec.peak_rss_kb))
+end)
+
 T.test("an unwritable FILE is one line, exit 3, after stdout got the report", function()
   local r = assert(proc.run { odp, "run", script, "--report", "junit", dir .. "/no/such/dir/x.xml", "--format", "json",
     timeout = 60 })
