@@ -2,6 +2,8 @@
 -- command, and where odp's extra time goes (median of N, the two commands interleaved so machine load
 -- hits both alike).
 --   build/odp run bench/overhead_bench.lua [N]     (ODP_REAL_RUNNER: a real executor_runner)
+-- ODP_BEFORE_LUA=DIR also times the same command with the Lua modules of DIR (another checkout's lua/, e.g.
+-- `git archive main lua | tar -x -C /tmp/main`), interleaved with the others: before/after in one run.
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local stats = require("odp.core.stats")
@@ -18,9 +20,11 @@ assert(sys.mkdir_p(tmp))
 local empty = tmp .. "/empty.lua"
 assert(sys.write_file(empty, ""))
 
-local function wall(argv)
+local before = os.getenv("ODP_BEFORE_LUA")
+
+local function wall(argv, env)
   local t0 = sys.now()
-  local r = assert(proc.run { argv = argv, cwd = tmp }) -- the runner leaves model.etdump in its cwd
+  local r = assert(proc.run { argv = argv, cwd = tmp, env = env }) -- the runner leaves model.etdump in its cwd
   assert(r.ok, table.concat(argv, " ") .. " failed: " .. r.stderr)
   return (sys.now() - t0) * 1000
 end
@@ -31,15 +35,21 @@ local function median(f)
 end
 
 local run = { runner, "--model_path", model, "--num_executions", "10" }
-local gnu, mine = {}, {}
+local flow = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "-n", "10", "-q",
+  "--runs-dir", tmp .. "/runs" }
+local gnu, mine, theirs = {}, {}, {}
 for i = 1, N do
   gnu[i] = wall { "/usr/bin/time", "-v", table.unpack(run) }
-  mine[i] = wall { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "-n", "10", "-q",
-    "--runs-dir", tmp .. "/runs" }
+  mine[i] = wall(flow)
+  if before then theirs[i] = wall(flow, { ODP_PATH = before }) end -- ODP_PATH's modules come before lua/'s
 end
 local g, o = stats.percentile(gnu, 50), stats.percentile(mine, 50)
 print(("whole command, -n 10 on add_arduino.pte: odp host flow %.1f ms, /usr/bin/time -v %.1f ms, ratio %.1fx")
   :format(o, g, o / g))
+if before then
+  local b = stats.percentile(theirs, 50)
+  print(("  with %s: %.1f ms, ratio %.1fx; this tree / that one %.2f"):format(before, b, b / g, o / b))
+end
 
 -- where it goes
 local host = require("odp.target.host").new()

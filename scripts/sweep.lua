@@ -9,6 +9,7 @@
 local cli = require("odp.core.options")
 local errors = require("odp.core.errors")
 local report = require("odp.results.report")
+local run = require("odp.run")
 local sweep = require("odp.run.sweep")
 
 local argv = { ... }
@@ -100,24 +101,52 @@ return {
     for _, p in ipairs(points) do
       for k, v in pairs(p) do p[k] = typed(k, v) end
     end
-    local res = sweep.run {
-      points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out, ui = ctx.ui,
-      run_point = function(params)
-        -- The flow sees its own options and odp's, never the sweep's: a name both declare gets the
-        -- flow's default unless -p sets it.
-        local o = {}
-        for k, v in pairs(ctx.opts) do o[k] = v end
-        for name in pairs(own_names) do o[(name:gsub("-", "_"))] = nil end
-        o.out, o.format = nil, nil
-        for k, v in pairs(shadowed) do o[k] = v end
-        for k, v in pairs(params) do o[k] = v end
-        local fctx = { opts = o, args = ctx.args, script = flow_path, ui = ctx.ui, spec = flow }
-        if flow.validate then flow.validate(fctx) end
-        local rec = flow.run(fctx)
-        if type(rec) == "table" and not rec.schema and rec[1] then rec = rec[1] end
-        return rec
-      end,
-    }
+    -- The flow sees its own options and odp's, never the sweep's: a name both declare gets the flow's
+    -- default unless -p sets it.
+    local function flow_opts(params)
+      local o = {}
+      for k, v in pairs(ctx.opts) do o[k] = v end
+      for name in pairs(own_names) do o[(name:gsub("-", "_"))] = nil end
+      o.out, o.format = nil, nil
+      for k, v in pairs(shadowed) do o[k] = v end
+      for k, v in pairs(params) do o[k] = v end
+      return o
+    end
+    -- A declared flow script runs through odp.run on one board, opened at the first point and kept open for
+    -- every other: one connection, one preflight, files staged once. Only a swept parameter that says which
+    -- board or how to reach it (a transport option such as host, or device) opens another one. A script of
+    -- the user's own runs as it is.
+    local board, board_key
+    local flow_own = {}
+    for _, o in ipairs(flow.flow and run.flow(flow.flow).options or {}) do flow_own[(o[1]:gsub("-", "_"))] = true end
+    flow_own.device = nil
+    local function key_of(params)
+      local parts = {}
+      for _, name in ipairs(points.names) do
+        if not flow_own[name] then parts[#parts + 1] = name .. "=" .. tostring(params[name]) end
+      end
+      return table.concat(parts, " ")
+    end
+    local function run_point(params)
+      if flow.flow then
+        if board and board_key ~= key_of(params) then run.close(board) board = nil end
+        if not board then
+          local bo = flow_opts(params)
+          bo.ui = ctx.ui
+          board, board_key = run.open_board(flow, bo), key_of(params)
+        end
+        return run.point(board, flow, flow_opts(params), ctx.args)
+      end
+      local fctx = run.context { opts = flow_opts(params), args = ctx.args, script = flow_path, ui = ctx.ui, spec = flow }
+      if flow.validate then flow.validate(fctx) end
+      local rec = flow.run(fctx)
+      if type(rec) == "table" and not rec.schema and rec[1] then rec = rec[1] end
+      return rec
+    end
+    local ok, res = pcall(sweep.run, { points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out,
+      ui = ctx.ui, run_point = run_point })
+    if board then run.close(board) end
+    if not ok then error(res, 0) end
     local all = sweep.load(ctx.opts.out)
     if not ctx.opts.quiet then
       io.stdout:write(report.summary(all), "\n")

@@ -25,6 +25,15 @@ A missing file, and a missing option, on the command line
   odp: runner README.md is not executable (chmod +x README.md)
   [2]
 
+A model that is no .pte: one check, on this machine, exit 2 on every target (port 1: never dialled)
+  $ printf 'not a model at all' > $TMP/bad.pte
+  $ $ODP run scripts/host.lua --runner /bin/true --model $TMP/bad.pte --runs-dir $TMP/runs
+  odp: model .*/bad%.pte: .* (re)
+  [2]
+  $ $ODP run scripts/rpi5.lua --host pi@127.0.0.1 --port 1 --runner /bin/true --model $TMP/bad.pte --known-hosts $TMP/kh --runs-dir $TMP/runs
+  odp: model .*/bad%.pte: .* (re)
+  [2]
+
 The sweep's --flow: the option, then Lua's own message naming the file (once)
   $ $ODP run scripts/sweep.lua --flow $TMP/nosuch.lua -p a=1 --out $TMP/s.jsonl
   odp: %-%-flow: cannot open .*/nosuch%.lua: No such file or directory (re)

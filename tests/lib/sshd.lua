@@ -66,7 +66,8 @@ end
 
 --- opts: dir (temp dir), host_key_types ({"ed25519", "ecdsa"} default), user ("odptest", created if absent),
 -- listen (address, default 127.0.0.1), netns (run sshd in that network namespace), config (extra sshd_config
--- lines, e.g. {"PermitOpen none"}).
+-- lines, e.g. {"PermitOpen none"}), log_level (sshd's LogLevel, default VERBOSE: one "Accepted publickey" line per
+-- connection; DEBUG1 adds one "server_input_channel_open: ctype session" line per exec channel).
 function M.start(opts)
   opts = opts or {}
   local dir = opts.dir or (function()
@@ -90,7 +91,7 @@ function M.start(opts)
     local cfg = { "ListenAddress " .. self.host .. ":" .. self.port, "UsePAM no", "StrictModes no",
       "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
       "AuthorizedKeysFile " .. dir .. "/authorized_keys", "PidFile " .. dir .. "/sshd.pid",
-      "Subsystem sftp /usr/lib/openssh/sftp-server", "LogLevel VERBOSE", "MaxSessions 50", "MaxStartups 50" }
+      "Subsystem sftp /usr/lib/openssh/sftp-server", "LogLevel " .. (opts.log_level or "VERBOSE"), "MaxSessions 50", "MaxStartups 50" }
     for _, kind in ipairs(opts.host_key_types or { "ed25519", "ecdsa" }) do
       cfg[#cfg + 1] = "HostKey " .. self.host_keys[kind]
     end
@@ -126,6 +127,15 @@ function Server:write_known_hosts(kind, path, pub)
   f:write(string.format("[%s]:%d %s\n", self.host, self.port, key))
   f:close()
   return path or self.known_hosts
+end
+
+--- How many lines of sshd's own log match a Lua pattern (connections, channels: see log_level).
+function Server:count(pattern)
+  local f = assert(io.open(self.log, "rb"))
+  local n = 0
+  for line in f:lines() do if line:find(pattern) then n = n + 1 end end
+  f:close()
+  return n
 end
 
 function Server:alive()

@@ -63,6 +63,16 @@ function T.raises(fn, pattern, what)
   return msg
 end
 
+--- Asserts that fn raises a structured failure (odp.core.errors: {code, message, exit}); returns it.
+function T.failure(fn, what)
+  local ok, err = pcall(fn)
+  if ok then fail((what or "call") .. " did not raise", 2) end
+  if not require("odp.core.errors").is_failure(err) then
+    fail(string.format("%s raised %s, not a structured failure", what or "call", tostring(err)), 2)
+  end
+  return err
+end
+
 function T.test(name, fn)
   n = n + 1
   local ok, err = xpcall(fn, function(e)

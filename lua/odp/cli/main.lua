@@ -10,8 +10,7 @@ M.COMMANDS = COMMANDS
 local function usage()
   local lines = { "usage: odp <command> [options]", "", "Commands:" }
   for _, name in ipairs(COMMANDS) do
-    local ok, cmd = pcall(require, "odp.cli.commands." .. name)
-    if ok then lines[#lines + 1] = ("  %-9s %s"):format(name, cmd.summary) end
+    lines[#lines + 1] = ("  %-9s %s"):format(name, require("odp.cli.commands." .. name).summary)
   end
   lines[#lines + 1] = ""
   lines[#lines + 1] = "Run `odp <command> --help` or `odp run SCRIPT --help` for details; `man odp` for all of it."

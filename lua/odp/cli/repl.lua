@@ -43,6 +43,15 @@ function M.odp_namespace(prefix)
       for _, layer in ipairs(LAYERS) do
         if k == layer then
           local ns = M.odp_namespace(prefix .. k .. ".")
+          if package.searchpath(prefix .. k, package.path) then
+            -- a layer that is a module too (odp.run: run.point, run.open_board): its own fields first
+            local mod, find = require(prefix .. k), getmetatable(ns).__index
+            getmetatable(ns).__index = function(ns_t, kk)
+              local v = mod[kk]
+              if v == nil then v = find(ns_t, kk) end
+              return v
+            end
+          end
           rawset(t, k, ns)
           return ns
         end

@@ -194,6 +194,24 @@ function M.parse(argv, ...)
   return opts, rest
 end
 
+--- The defaults of lists of declarations, keyed as parse keys them (what parse fills for an empty argv,
+-- required options left out): the options of a run a script asks for as a table (board:profile{}).
+function M.defaults(...)
+  local o = {}
+  for _, list in ipairs({ ... }) do
+    for _, opt in ipairs(list) do o[key(opt[1])] = opt[3] end
+  end
+  return o
+end
+
+--- Copies the string keys of from into into, dashes turned into underscores as parse keys them. -> into
+function M.merge(into, from)
+  for k, v in pairs(from or {}) do
+    if type(k) == "string" then into[key(k)] = v end
+  end
+  return into
+end
+
 local function placeholder(o)
   if o[4] == "bool" then return "" end
   if o.metavar then return " " .. o.metavar end

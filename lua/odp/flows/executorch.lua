@@ -6,6 +6,7 @@ local result = require("odp.results.result")
 local sys = require("odp.sys")
 local json = require("odp.core.json")
 local measuring = require("odp.results.measure")
+local run = require("odp.run")
 
 local M = { name = "executorch" }
 
@@ -29,13 +30,6 @@ end
 
 local function basename(p) return (p:match("([^/]+)$")) end
 
---- The model must be a .pte this runner can load: ET12 identifier, not truncated (eh00 header), parseable.
-local function check_model(path)
-  local info, err = require("odp.parse.pte").read(path)
-  if not info then errors.fail("EPROTO", ("model %s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 2) end
-  return info
-end
-
 function M.validate(ctx)
   local o = ctx.opts
   if o.warmup < 0 then errors.fail("EUSAGE", "--warmup must be >= 0", 2) end
@@ -46,7 +40,7 @@ function M.validate(ctx)
   if require("odp.target." .. ctx.target_kind).runs_in_place and not st.executable then
     errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner), 2)
   end
-  check_model(o.model)
+  run.check_model(o.model) -- a .pte this runner can load: ET12 identifier, not truncated, parseable
 end
 
 -- One line that says why a runner process failed, from its exit and its own error lines.
@@ -97,13 +91,11 @@ local function measure(ctx, rec, runs)
   local g = measuring.log_groups(runs, n)
   if g and g.warning then rec.warnings[#rec.warnings + 1] = g.warning end
   if not g and rec.artifacts.etdump then
-    local ok, etdump = pcall(require, "odp.parse.etdump")
-    if ok then
-      local doc = etdump.read(rec.artifacts.etdump)
-      local samples = doc and etdump.latency(doc) or {}
-      -- the ETDump is the last process's: one group
-      if #samples > 0 then g = { groups = { samples }, source = "etdump", per_iteration = false } end
-    end
+    local etdump = require("odp.parse.etdump") -- loaded only when there is an ETDump
+    local doc = etdump.read(rec.artifacts.etdump)
+    local samples = doc and etdump.latency(doc) or {}
+    -- the ETDump is the last process's: one group
+    if #samples > 0 then g = { groups = { samples }, source = "etdump", per_iteration = false } end
   end
   if not g and n > 0 then
     g = { groups = {}, source = "wall", per_iteration = false }
@@ -136,134 +128,159 @@ local function measure(ctx, rec, runs)
   return g
 end
 
---- ctx.target: an opened target; ctx.device: the device table (devices/*.lua) or nil.
-function M.run(ctx)
-  local o, ui = ctx.opts, ctx.ui
-  local target = ctx.target
-  local rec = result.new { flow = M.name, device = ctx.device and ctx.device.name or target.kind, target = target.uri,
+--- The record, with what is known before anything runs (odp.run calls record, then steps, then finish).
+function M.record(ctx)
+  local o, board = ctx.opts, ctx.board
+  local rec = result.new { flow = M.name, device = board.device.name, target = board:target().uri,
     params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = measuring.fixed_count(o), min_time = o.min_time,
       max_time = o.max_time, min_samples = o.min_samples, target_ci = o.target_ci, sustained = o.sustained,
       cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
   rec.model = result.file_info(o.model)
-  local dir = result.run_dir(o.runs_dir, ctx.spec and ctx.spec.name or M.name)
   rec.runner = result.file_info(o.runner, o.runs_dir .. "/.sha256-cache.json")
-  rec.artifacts.run_dir = dir
-  local t = { target = target }
-
-  local ok, err = xpcall(function()
-    -- stage: where the files are is the target's business (the host runs them in place; a remote target
-    -- pushes them into its remote dir, hash-skipped)
-    t.workdir = errors.check(target:workdir(dir))
-    local function stage(path, mode)
-      local where, pushed = errors.check(target:stage(path, { mode = mode, ui = ui }))
-      if where ~= sys.realpath(path) then ui:info("%s %s", pushed and "pushed" or "unchanged", basename(path)) end
-      return where
-    end
-    local runner, model = stage(o.runner, tonumber("755", 8)), stage(o.model)
-    local data = o.data and stage(o.data)
-    local etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(dir) .. ".etdump")
-    local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
-    if etdump_remote then table.move({ "--etdump_path", etdump_remote }, 1, 2, #argv + 1, argv) end
-    if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
-    table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
-    t.state = require("odp.target.device_state").before(rec, target)
-    require("odp.target.placement").apply(ctx, t, rec, argv)
-
-    for i = 1, o.warmup do
-      local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
-      local code, msg = failure_message(r, parsed)
-      if code then
-        rec.status, rec.signal = r.status, r.signal
-        errors.fail(code, "warmup: " .. msg, code == "ECANCELED" and 130 or 1)
-      end
-    end
-    local runs = {}
-    local cooler = measuring.cooler(o, target, ui)
-    local stopper = measuring.stopper(o)
-    local count = stopper:count()
-    local samples = {} -- every iteration so far, for the stopping rule
-    repeat
-      local i = #runs + 1
-      local label = count == 1 and "run" or count and ("run %d/%d"):format(i, count) or ("run %d"):format(i)
-      if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
-      if cooler then cooler:before(i) end
-      stopper:begin()
-      local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (count == 1 and "runner" or ("run" .. i)))
-      if cooler then cooler:after(i) end
-      rec.status, rec.signal = r.status, r.signal
-      local code, msg = failure_message(r, parsed)
-      if code then
-        runs[#runs + 1] = { r = r, parsed = parsed }
-        if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }) end
-        errors.fail(code, msg, code == "ECANCELED" and 130 or 1)
-      end
-      runs[#runs + 1] = { r = r, parsed = parsed }
-      if o.num_executions > 0 and not parsed.total_ms and #parsed.messages > 0 then
-        rec.warnings[#rec.warnings + 1] = ("%s: the runner exited 0 but never said 'Model executed successfully'"):format(label)
-      end
-      local g = measuring.log_groups({ runs[#runs] }, o.num_executions)
-      if g then table.move(g.groups[1], 1, #g.groups[1], #samples + 1, samples) end
-    until stopper:done(#runs, samples)
-    rec.stop = stopper.stop
-    if stopper.warning then rec.warnings[#rec.warnings + 1] = stopper.warning end
-    if cooler then
-      rec.thermal = cooler.log
-      for _, w in ipairs(cooler.warnings) do rec.warnings[#rec.warnings + 1] = w end
-    end
-    if etdump_remote then
-      -- judged by this run's file only: an older file at --etdump must not pass for a new one
-      local got, perr, pcode = target:fetch(etdump_remote, o.etdump)
-      -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
-      if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
-      if got then
-        rec.artifacts.etdump = o.etdump
-      else
-        rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
-      end
-    end
-    local g = measure(ctx, rec, runs)
-    require("odp.target.rusage").record_counters(rec, runs)
-    if o.sustained and g and #g.groups == #stopper.starts then
-      rec.sustained = measuring.per_minute(g.groups, stopper.starts)
-      rec.artifacts.sustained = dir .. "/sustained.jsonl"
-      errors.check(measuring.write_per_minute(rec.artifacts.sustained, rec.sustained))
-    end
-    if rec.artifacts.etdump then
-      local have, etdump = pcall(require, "odp.parse.etdump")
-      if have then
-        local doc, derr = etdump.read(rec.artifacts.etdump)
-        if doc then
-          rec.ops = json.array(etdump.ops(doc))
-          rec.ops_summary = etdump.ops_summary(doc)
-        else
-          rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr
-        end
-      end
-    end
-    rec.ok = true
-  end, function(e)
-    if errors.is_failure(e) then return e end
-    return debug.traceback(tostring(e), 2)
-  end)
-  if not ok then
-    if not errors.is_failure(err) then error(err, 0) end
-    result.fail(rec, err.code, err.message, err.exit)
-  end
-  if t.state and not (rec.error and rec.error.code == "ECANCELED") then
-    require("odp.target.device_state").after(rec, t.state, target, { cpus_used = t.cpus_used })
-  end
-  for _, w in ipairs(ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
-  result.save(rec, dir)
+  rec.steps = json.array({})
   return rec
 end
 
---- A script declaration for a target kind: `return require("odp.flows.executorch").script{...}`.
----@param spec {name: string, description: string, target?: string, device?: string} target defaults to the device's transport
+--- The files preflight checks against the board (odp.run, for scripts declared with preflight = true).
+function M.preflight_files(ctx)
+  return { runner = ctx.opts.runner, model = ctx.opts.model, data = ctx.opts.data }
+end
+
+-- The stage step: where the files are is the target's business (the host runs them in place; a remote target
+-- pushes them into its remote dir, hash-skipped; the board remembers what it staged). -> the runner's argv,
+-- and "unchanged" when a remote board had every file already.
+local function stage_step(ctx, rec, t)
+  local o, ui, board = ctx.opts, ctx.ui, ctx.board
+  t.workdir = board:workdir(ctx.run_dir)
+  local pushed_any, remote = false, false
+  local function stage(path, mode, info)
+    local where, pushed = board:stage(path, { mode = mode, ui = ui, sha256 = info and info.sha256 })
+    if where ~= sys.realpath(path) then
+      remote, pushed_any = true, pushed_any or pushed
+      ui:info("%s %s", pushed and "pushed" or "unchanged", basename(path))
+    end
+    return where
+  end
+  local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
+  local data = o.data and stage(o.data)
+  t.etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
+  local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
+  if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
+  if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
+  table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
+  t.argv = argv
+  if remote and not pushed_any then return "unchanged" end
+end
+
+-- The run step: the device state before, placement, the warmup and measured runner processes (t.runs).
+local function run_step(ctx, rec, t)
+  local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
+  t.state = require("odp.target.device_state").before(rec, target)
+  require("odp.target.placement").apply(ctx, t, rec, argv)
+
+  for i = 1, o.warmup do
+    local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
+    local code, msg = failure_message(r, parsed)
+    if code then
+      rec.status, rec.signal = r.status, r.signal
+      errors.fail(code, "warmup: " .. msg, code == "ECANCELED" and 130 or 1)
+    end
+  end
+  local runs = {}
+  local cooler = measuring.cooler(o, target, ui)
+  local stopper = measuring.stopper(o)
+  local count = stopper:count()
+  local samples = {} -- every iteration so far, for the stopping rule
+  repeat
+    local i = #runs + 1
+    local label = count == 1 and "run" or count and ("run %d/%d"):format(i, count) or ("run %d"):format(i)
+    if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
+    if cooler then cooler:before(i) end
+    stopper:begin()
+    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (count == 1 and "runner" or ("run" .. i)))
+    if cooler then cooler:after(i) end
+    rec.status, rec.signal = r.status, r.signal
+    local code, msg = failure_message(r, parsed)
+    if code then
+      runs[#runs + 1] = { r = r, parsed = parsed }
+      if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }) end
+      errors.fail(code, msg, code == "ECANCELED" and 130 or 1)
+    end
+    runs[#runs + 1] = { r = r, parsed = parsed }
+    if o.num_executions > 0 and not parsed.total_ms and #parsed.messages > 0 then
+      rec.warnings[#rec.warnings + 1] = ("%s: the runner exited 0 but never said 'Model executed successfully'"):format(label)
+    end
+    local g = measuring.log_groups({ runs[#runs] }, o.num_executions)
+    if g then table.move(g.groups[1], 1, #g.groups[1], #samples + 1, samples) end
+  until stopper:done(#runs, samples)
+  rec.stop = stopper.stop
+  if stopper.warning then rec.warnings[#rec.warnings + 1] = stopper.warning end
+  if cooler then
+    rec.thermal = cooler.log
+    for _, w in ipairs(cooler.warnings) do rec.warnings[#rec.warnings + 1] = w end
+  end
+  t.runs, t.stopper = runs, stopper
+end
+
+-- The fetch step: the ETDump the runner wrote on the board, brought here.
+local function fetch_step(ctx, rec, t)
+  local o = ctx.opts
+  -- judged by this run's file only: an older file at --etdump must not pass for a new one
+  local got, perr, pcode = t.target:fetch(t.etdump_remote, o.etdump)
+  -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
+  if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
+  if got then
+    rec.artifacts.etdump = o.etdump
+  else
+    rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
+  end
+end
+
+--- The steps, each traced in rec.steps: stage, run, fetch (with --etdump); then the measurements. Raises a
+-- structured failure; odp.run turns it into the failed record.
+function M.steps(ctx, rec)
+  local o = ctx.opts
+  local t = { target = ctx.board:target() }
+  ctx.state_of = t
+  run.step(rec, "stage", function() return stage_step(ctx, rec, t) end)
+  run.step(rec, "run", function() return run_step(ctx, rec, t) end)
+  if t.etdump_remote then run.step(rec, "fetch", function() return fetch_step(ctx, rec, t) end) end
+  local runs, stopper, dir = t.runs, t.stopper, ctx.run_dir
+  local g = measure(ctx, rec, runs)
+  require("odp.target.rusage").record_counters(rec, runs)
+  if o.sustained and g and #g.groups == #stopper.starts then
+    rec.sustained = measuring.per_minute(g.groups, stopper.starts)
+    rec.artifacts.sustained = dir .. "/sustained.jsonl"
+    errors.check(measuring.write_per_minute(rec.artifacts.sustained, rec.sustained))
+  end
+  if rec.artifacts.etdump then
+    local etdump = require("odp.parse.etdump")
+    local doc, derr = etdump.read(rec.artifacts.etdump)
+    if doc then
+      rec.ops = json.array(etdump.ops(doc))
+      rec.ops_summary = etdump.ops_summary(doc)
+    else
+      rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr
+    end
+  end
+end
+
+--- After the steps, whatever happened: the device state after the run (not after Ctrl-C: the user wants out).
+function M.finish(ctx, rec, err)
+  local t = ctx.state_of
+  if t and t.state and not (type(err) == "table" and err.code == "ECANCELED") then
+    require("odp.target.device_state").after(rec, t.state, t.target, { cpus_used = t.cpus_used })
+  end
+end
+
+--- A script declaration for a target kind: `return require("odp.flows.executorch").script{...}`. odp.run
+-- runs it (M.validate, then the board opened with the parsed options, preflight when asked, the steps).
+---@param spec {name: string, description: string, target?: string, device?: string, preflight?: boolean} target defaults to the device's transport; preflight: check the runner and free space against the board before anything is uploaded (odp.target.preflight)
 function M.script(spec)
   local device = spec.device and require("odp.target.device").load(spec.device) or nil
-  local target_mod = require("odp.target." .. (spec.target or device.transport))
+  local kind = spec.target or device.transport
   local options = {}
-  for _, list in ipairs({ M.options, target_mod.options or {} }) do
+  for _, list in ipairs({ M.options, require("odp.target." .. kind).options or {} }) do
     for _, opt in ipairs(list) do
       -- the device's remote_dir is the --remote-dir default (devices/vivo_x300_pro.lua: /data/local/tmp/odp)
       if opt[1] == "remote-dir" and device and device.remote_dir then
@@ -274,23 +291,16 @@ function M.script(spec)
       options[#options + 1] = opt
     end
   end
-  return {
-    name = spec.name, description = spec.description, options = options, passes_args = true,
-    validate = function(ctx)
-      ctx.target_kind = spec.target or device.transport
-      M.validate(ctx)
-    end,
-    run = function(ctx)
-      ctx.device = device
-      local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = ctx.opts }))
-      errors.check(target, err, code or "ENODEV")
-      ctx.target = target
-      local ok, rec = pcall(M.run, ctx)
-      target:close()
-      if not ok then error(rec, 0) end
-      return rec
-    end,
-  }
+  local decl = { name = spec.name, description = spec.description, options = options, passes_args = true,
+    flow = M.name, target = kind, device = device, preflight = spec.preflight }
+  -- validate needs no network and no hardware: the board is opened by run, after it
+  decl.validate = function(ctx)
+    ctx.target_kind = kind
+    M.validate(ctx)
+    ctx.validated = true
+  end
+  decl.run = function(ctx) return require("odp.run").once(ctx, decl) end
+  return decl
 end
 
 return M

@@ -82,8 +82,7 @@ end
 local function op_samples(rec)
   local path = rec.artifacts and rec.artifacts.etdump
   if type(path) ~= "string" or not sys.stat(path) then return nil end
-  local ok, etdump = pcall(require, "odp.parse.etdump")
-  if not ok then return nil end
+  local etdump = require("odp.parse.etdump")
   local doc = etdump.read(path)
   if not doc then return nil end
   local out, seen = {}, {}

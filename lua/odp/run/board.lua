@@ -2,10 +2,14 @@
 --   local board <close> = odp.run.board.open("devices/rpi5.lua", {host = "pi@rpi5.local"})
 --   board:exec("uname -a"); board:profile{runner = "executor_runner", model = "m.pte", n = 10}
 -- A Board wraps what the flows use: a target (lua/odp/target/*: host, ssh, adb) or a probe with its RTT
--- (odp.probe, odp.rtt) and, on the twin, the QEMU it started. It connects on first use, so opening one never
--- blocks; a verb the transport does not have fails with ENOTSUP.
+-- (odp.probe, odp.rtt: lua/odp/target/probe.lua) and, on the twin, the QEMU it started. It connects on first
+-- use, so opening one never blocks; a verb the transport does not have fails with ENOTSUP. It is opened once
+-- and reused by every run on it (odp.run): the connection, the preflight facts and the files staged on it.
+-- Runs (profile, build) go through odp.run, which looks the board's flow up by name.
 local errors = require("odp.core.errors")
 local device = require("odp.target.device")
+local options = require("odp.core.options")
+local probe_target = require("odp.target.probe")
 local sys = require("odp.sys")
 
 local M = {}
@@ -45,32 +49,17 @@ local function enotsup(self, verb)
     :format(self.device.name, verb, self.transport), 2)
 end
 
--- Defaults of a list of cli option entries, keyed as cli.parse keys them.
-local function defaults(...)
-  local o = {}
-  for _, list in ipairs({ ... }) do
-    for _, opt in ipairs(list) do o[(opt[1]:gsub("-", "_"))] = opt[3] end
-  end
-  return o
-end
-
-local function merge(into, from)
-  for k, v in pairs(from or {}) do
-    if type(k) == "string" then into[(k:gsub("-", "_"))] = v end
-  end
-  return into
-end
-
 local open_boards = setmetatable({}, { __mode = "k" })
 
 --- Opens a board: dev is a device file path or a device table; opts are the transport's options (ssh: host,
 -- port, identity, known_hosts, accept_new_host_key; adb: adb, serial; probe: probe, jlink_lib, gdb_address,
--- rtt_address, rtt_ranges, twin_state, image, keep) and ui (odp.core.ui; default a quiet-less one).
+-- rtt_address, rtt_ranges, twin_state, image, keep), ui (odp.core.ui; default a quiet-less one) and board
+-- (the lab file's name for it: board.name, carried by its records).
 function M.open(dev, opts)
   dev = device.get(dev)
   opts = opts or {}
-  local self = setmetatable({ device = dev, transport = dev.transport, opts = opts,
-    ui = opts.ui or require("odp.core.ui").new {}, keep = opts.keep }, Board)
+  local self = setmetatable({ device = dev, transport = dev.transport, opts = opts, name = opts.board,
+    ui = opts.ui or require("odp.core.ui").new {}, keep = opts.keep, _staged = {}, _preflight = {} }, Board)
   open_boards[self] = true
   return self
 end
@@ -86,11 +75,12 @@ function Board:target()
   if self.transport == "probe" then enotsup(self, "target") end
   if not self._target then
     local mod = require("odp.target." .. self.transport)
-    local o = merge(defaults(mod.options or {}), self.opts)
+    local o = options.merge(options.defaults(mod.options or {}), self.opts)
     if self.device.remote_dir and not self.opts.remote_dir then o.remote_dir = self.device.remote_dir end
     o.device, o.ui = self.device, self.ui
     local t, err, code = mod.new(o)
-    if not t then errors.fail(code or "ENODEV", (tostring(err):gsub("^E%u+: ", "")), 3) end
+    -- exit 3, but 2 for a bad ssh_config (EUSAGE) and 130 for Ctrl-C (ECANCELED): errors.fail decides
+    if not t then errors.fail(code or "ENODEV", (tostring(err):gsub("^E%u+: ", ""))) end
     self._target, self.uri = t, t.uri
   end
   return self._target
@@ -159,43 +149,67 @@ function Board:pull(src, dst, opts)
   return (errors.check(self:target():pull(src, dst, opts)))
 end
 
--- The flow's context for this board: its options' defaults, then opts (n = num_executions / inferences).
-function Board:_ctx(flow, opts, extra)
-  local mod = require("odp.flows." .. flow)
-  local o = defaults(mod.options, require("odp.core.options").global_options)
-  if flow == "executorch" then
-    merge(o, defaults(require("odp.target." .. self.transport).options or {}))
-    merge(o, self.opts)
-  else
-    merge(o, self.opts)
-    o.device = self.device.path
-    o.twin_lifeline = not self.keep -- the twin a flash relaunches ends with odp unless the board is kept
+--- Makes a local file available on the board for a run (the target's stage: in place on the host, pushed
+-- into the remote dir elsewhere, hash-skipped) -> the path on the board, pushed?. opts: mode, ui, sha256 (the
+-- local file's). The board remembers what it staged: the same bytes (sha256) staged again on this board are
+-- not checked on the board again, so a sweep's later points cost no round trip for their files.
+function Board:stage(path, opts)
+  if self.transport == "probe" then enotsup(self, "stage") end
+  opts = opts or {}
+  local key = sys.realpath(path) or path
+  local known = self._staged[key]
+  if known and opts.sha256 and known.sha256 == opts.sha256 and known.mode == opts.mode then
+    return known.where, false
   end
-  merge(o, extra)
-  merge(o, opts)
-  if opts and opts.n then
-    if flow == "executorch" then o.num_executions = opts.n else o.inferences = opts.n end
-  end
-  local args = opts and opts.args or {}
-  return { opts = o, args = args, ui = self.ui, device = self.device, spec = { name = self.device.name } }, mod
+  local where, pushed = errors.check(self:target():stage(path, { mode = opts.mode, ui = opts.ui }))
+  self._staged[key] = { where = where, sha256 = opts.sha256, mode = opts.mode }
+  return where, pushed
 end
 
-function Board:profile(opts)
-  if self.device.flow == "ethos_u" then return self:_ethos_u(opts, nil) end
-  local ctx, flow = self:_ctx("executorch", opts)
-  ctx.target_kind = self.transport
-  for _, k in ipairs({ "runner", "model" }) do
-    if not ctx.opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k), 2) end
+--- Where a run's files go on the board (the target's workdir: the run dir itself on the host, the remote dir
+-- elsewhere, made once per board). run_dir: the run's directory on this machine.
+function Board:workdir(run_dir)
+  if self.transport == "probe" then enotsup(self, "workdir") end
+  local t = self:target()
+  if require("odp.target." .. self.transport).runs_in_place then return (errors.check(t:workdir(run_dir))) end
+  self._workdir = self._workdir or errors.check(t:workdir(run_dir))
+  return self._workdir
+end
+
+--- The preflight checks (odp.target.preflight: ELF machine, glibc, free space) for files = {runner=, model=,
+-- data=}, made once per board and set of files (same paths, sizes and mtimes) -> the facts.
+function Board:preflight(files)
+  if self.transport == "probe" then enotsup(self, "preflight") end
+  local parts = {}
+  for _, k in ipairs({ "runner", "model", "data" }) do
+    local st = files[k] and sys.stat(files[k])
+    parts[#parts + 1] = files[k] and ("%s:%s:%s"):format(files[k], st and st.size, st and st.mtime) or ""
   end
-  flow.validate(ctx)
-  ctx.target = self:target()
-  return flow.run(ctx)
+  local key = table.concat(parts, "\0")
+  if not self._preflight[key] then
+    local t = self:target()
+    self._preflight[key] = require("odp.target.preflight").check(t, { runner = files.runner, model = files.model,
+      data = files.data, device = self.device, remote_dir = t.remote_dir })
+  end
+  return self._preflight[key]
+end
+
+--- Runs the board's flow once (odp.run.point): executorch takes runner=, model=, n= (num_executions), args=
+-- and every option of `odp run scripts/host.lua`; ethos_u takes model=, n= (inferences), ...
+function Board:profile(opts)
+  opts = opts or {}
+  if self.device.flow == "ethos_u" then return self:_ethos_u(opts, nil) end
+  for _, k in ipairs({ "runner", "model" }) do
+    if not opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k), 2) end
+  end
+  return require("odp.run").point(self, nil, opts, opts.args)
 end
 
 function Board:close()
   if self._rtt then pcall(self._rtt.close, self._rtt) self._rtt = nil end
   if self._probe then pcall(self._probe.close, self._probe) self._probe = nil end
   if self._target then self._target:close() self._target = nil end
+  self._staged, self._preflight, self._workdir = {}, {}, nil -- a new connection checks again
   if self._twin_started and not self.keep then
     require("odp.proc").run { argv = { self:_project_path(self.device.twin.stop or "tests/twin/stop.sh"),
       self.twin_state }, timeout = 20 }
@@ -220,8 +234,9 @@ end
 function Board:_plan()
   if not self._p then
     -- lenient (dry_run): the board needs no MLEK or SETOOLS paths to reach the probe
-    local ctx = self:_ctx("ethos_u", { only = { "run" }, model = self.opts.model or "-", dry_run = true })
-    self._p = require("odp.flows.ethos_u").plan(ctx)
+    local run = require("odp.run")
+    local o = run.point_options(self, "ethos_u", { only = { "run" }, model = self.opts.model or "-", dry_run = true })
+    self._p = run.flow("ethos_u").plan(run.context { opts = o, board = self })
     self._p.twin_state = self.twin_state
   end
   return self._p
@@ -243,8 +258,7 @@ function Board:_twin()
     if not image then
       local rec = self:build {}
       if not rec.ok then errors.fail(rec.error.code, "twin firmware build: " .. rec.error.message, rec.error.exit) end
-      local p = self._build_plan
-      image = p.mram
+      image = rec.images.mram.path
     end
     -- a board that is not kept takes its twin with it when odp ends, however it ends (launch.sh -l)
     local launch = { self:_project_path(tw.launch or "tests/twin/launch.sh") }
@@ -265,8 +279,7 @@ function Board:probe()
   if not self._probe then
     self:_twin()
     local p = self:_plan()
-    local ctx = self:_ctx("ethos_u", {})
-    self._probe = require("odp.flows.ethos_u").open_probe(ctx, p, "app")
+    self._probe = probe_target.open(p, "app", self.opts)
     self.uri = p.probe_backend .. (self.twin_state and (":" .. self.twin_state) or "")
   end
   return self._probe
@@ -282,9 +295,7 @@ end
 probe_verb("attach", function(self, opts)
   local p = self:_plan()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  local ctx = self:_ctx("ethos_u", {})
-  self._rtt = require("odp.flows.ethos_u").attach(ctx, self:probe(), p, p.rtt_ranges,
-    (opts and opts.timeout) or 10, "attach")
+  self._rtt = probe_target.attach(self:probe(), p, p.rtt_ranges, (opts and opts.timeout) or 10, "attach")
   return self._rtt
 end)
 
@@ -295,7 +306,7 @@ end)
 probe_verb("reset", function(self, opts)
   local probe, p = self:probe(), self:_plan()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  require("odp.flows.ethos_u").fresh_reset(self:_ctx("ethos_u", {}), probe, p, p.rtt_ranges)
+  probe_target.fresh_reset(probe, p, p.rtt_ranges, self.ui)
   if opts and opts.halt then errors.check(probe:halt()) end
   return true
 end)
@@ -340,10 +351,10 @@ probe_verb("tail", function(self, ch, opts)
   return n
 end)
 
--- The ethos_u flow on this board: build only (build{}), or the whole run (profile{}).
+-- The ethos_u flow on this board (odp.run.point): build only (build{}), or the whole run (profile{}).
 function Board:_ethos_u(opts, only)
-  local flow = require("odp.flows.ethos_u")
-  local extra = { keep_twin = true, only = only, model = self.opts.model }
+  -- the board stops its twin at close (keep_twin); one a flash relaunches ends with odp unless the board is kept
+  local extra = { keep_twin = true, twin_lifeline = not self.keep, only = only, model = self.opts.model }
   if self.device.twin and not only then
     self:_twin()
     extra.twin_state = self.twin_state
@@ -351,14 +362,12 @@ function Board:_ethos_u(opts, only)
   if not (opts and opts.model) and not extra.model and self.device.twin then
     extra.model = require("odp.host").root .. "/tests/fixtures/pte/mnist_ethos_u55.pte" -- the twin's demo model
   end
-  local ctx = self:_ctx("ethos_u", opts, extra)
-  if not ctx.opts.model then errors.fail("EUSAGE", "board:profile{model = FILE.pte, ...}: model is required", 2) end
+  local o = options.merge(options.merge({}, extra), opts)
+  if not o.model then errors.fail("EUSAGE", "board:profile{model = FILE.pte, ...}: model is required", 2) end
   -- the flow opens the probe itself (and a flash relaunches the twin): the board lets go of its own
   if self._rtt then self._rtt:close() self._rtt = nil end
   if self._probe then self._probe:close() self._probe = nil end
-  local p = flow.plan(ctx)
-  if only then self._build_plan = p end
-  local rec = flow.run(ctx)
+  local rec = require("odp.run").point(self, "ethos_u", o)
   self._p = nil
   return rec
 end
@@ -368,14 +377,16 @@ probe_verb("build", function(self, opts) return self:_ethos_u(opts, { "build" })
 probe_verb("flash", function(self, file, opts)
   if not sys.stat(file or "") then errors.fail("EUSAGE", ("board:flash(file): %s does not exist"):format(tostring(file)), 2) end
   self:_twin()
-  local flow = require("odp.flows.ethos_u")
-  local ctx = self:_ctx("ethos_u", opts, { only = { "flash" }, twin_state = self.twin_state,
-    model = self.opts.model or file })
+  local run = require("odp.run")
+  local flow = run.flow("ethos_u")
+  local o = options.merge({ only = { "flash" }, twin_state = self.twin_state, model = self.opts.model or file,
+    twin_lifeline = not self.keep }, opts)
+  local ctx = run.context { opts = run.point_options(self, flow, o), board = self }
   if self._rtt then self._rtt:close() self._rtt = nil end
   if self._probe then self._probe:close() self._probe = nil end
   local p = flow.plan(ctx)
   p.twin_state = self.twin_state
-  local dir = require("odp.results.result").run_dir(ctx.opts.runs_dir, ctx.spec.name)
+  local dir = require("odp.results.result").run_dir(ctx.opts.runs_dir, self.device.name)
   local rec = { flash = {}, artifacts = {} }
   flow.flash_file(ctx, p, rec, dir, file)
   self._p = nil

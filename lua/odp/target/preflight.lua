@@ -1,10 +1,12 @@
 --- Preflight: checks that need the board, made before anything is uploaded or run. Each failure is one line
--- and exit code 3 (errors.fail). check(target, {runner=, model=, device=, remote_dir=, need_bytes=}) -> facts
+-- and exit code 3 (errors.fail). check(target, {runner=, model=, data=, device=, remote_dir=, need_bytes=})
+-- -> facts. odp.run makes them once per board (board:preflight) for scripts declared with preflight = true.
 --   * the runner's ELF machine vs the board's `uname -m`
 --   * the newest GLIBC_x.y the runner needs (.gnu.version_r) vs the board's glibc (with the device's advice,
 --     e.g. Graviton4: launch Ubuntu 26.04)
---   * the model's `ET12` identifier (bytes 4..8)
 --   * free space in the remote dir for runner + model (+ margin for the ETDump)
+-- The model's own check (a .pte this runner can load) needs no board: the flow's validate makes it first
+-- (odp.run.check_model, exit 2).
 local elf = require("odp.elf")
 local sys = require("odp.sys")
 local errors = require("odp.core.errors")
@@ -24,20 +26,10 @@ local function fail(code, msg) errors.fail(code, msg, 3) end
 
 local function mb(n) return ("%.1f MB"):format(n / 1e6) end
 
---- The model check alone (host side, no board needed): odp.parse.pte's, the one ET12 identifier check.
-function M.check_model(path)
-  local info, err, code = require("odp.parse.pte").read(path)
-  if not info then
-    fail(code == "ENOTFOUND" and code or "EPROTO", ("model %s: %s (re-export the .pte with the ExecuTorch version " ..
-      "the runner was built from)"):format(path, (tostring(err):gsub("^E%u+: ", ""))))
-  end
-end
-
 function M.check(target, opts)
   opts = opts or {}
   local facts = { arch = target:arch() }
   local device = opts.device or {}
-  if opts.model then M.check_model(opts.model) end
   if opts.runner then
     local e, err = elf.read(opts.runner)
     if not e then fail("EPROTO", ("runner %s is not a Linux program: %s"):format(opts.runner, err)) end
@@ -75,23 +67,6 @@ function M.check(target, opts)
     end
   end
   return facts
-end
-
---- Wraps an executorch script declaration so that preflight is a step of its own: after validate (which needs
--- no network and no hardware) and before the run, it opens the target (the session the run then reuses) and
--- runs the checks above before anything is uploaded.
-function M.wrap(script, target_mod, device_path)
-  local device = device_path and require("odp.target.device").load(device_path) or nil
-  local run = script.run
-  script.run = function(ctx)
-    local o = ctx.opts
-    local target, err, code = target_mod.new(setmetatable({ device = device, ui = ctx.ui }, { __index = o }))
-    errors.check(target, err, code or "ENODEV")
-    ctx.preflight = M.check(target, { runner = o.runner, model = o.model, data = o.data, device = device,
-      remote_dir = target.remote_dir })
-    return run(ctx)
-  end
-  return script
 end
 
 return M

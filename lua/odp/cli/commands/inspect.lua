@@ -110,9 +110,7 @@ local function pte_human(path, info)
 end
 
 local function elf_info(path)
-  local ok, elf = pcall(require, "odp.elf")
-  if not ok then errors.fail("EIO", "this odp has no ELF reader (odp.elf) yet", 3) end
-  local e, err, code = elf.read(path)
+  local e, err, code = require("odp.elf").read(path)
   if not e then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end

@@ -21,7 +21,7 @@ local PROBE_OPTIONS = { "probe", "jlink-lib", "gdb-address", "rtt-address", "rtt
 function M.device_options(dev)
   if dev.transport ~= "probe" then return require("odp.target." .. dev.transport).options or {} end
   local out = {}
-  for _, opt in ipairs(require("odp.flows.ethos_u").options) do
+  for _, opt in ipairs(require("odp.run").flow("ethos_u").options) do
     for _, name in ipairs(PROBE_OPTIONS) do if opt[1] == name then out[#out + 1] = opt end end
   end
   out[#out + 1] = { "image", "Twin: an ELF to boot when no twin runs (default: the twin firmware build)", nil, "file" }
@@ -54,11 +54,11 @@ function M.main(args)
     end
     opts.ui = require("odp.core.ui").new {}
     env.device = dev
-    env.board = require("odp.run.board").open(dev, opts)
+    env.board = require("odp.run").open_board(dev, opts) -- board:profile{} runs through odp.run.point
     io.stderr:write(("board: %s (%s, %s) -- board:help() lists its verbs\n"):format(dev.name, args[1], dev.transport))
   end
   repl.loop(env)
-  if env.board then env.board:close() end
+  if env.board then require("odp.run").close(env.board) end
   return 0
 end
 

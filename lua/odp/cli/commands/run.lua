@@ -29,12 +29,8 @@ function M.run_declared(spec, argv, path)
   if #rest > 0 and not spec.passes_args then
     errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]), 2)
   end
-  local ui = require("odp.core.ui").new { quiet = opts.quiet, verbose = opts.verbose }
-  local ctx = { opts = opts, args = rest, script = path, ui = ui, spec = spec }
-  if spec.validate then spec.validate(ctx) end
-  local out = spec.run(ctx)
-  if out == nil then return 0 end
-  local records = out.schema and { out } or out
+  local records = require("odp.run").declared(spec, opts, rest, path)
+  if records == nil then return 0 end
   report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   return report.exit_code(records)
 end

@@ -12,10 +12,13 @@ function M.main(args)
     print("lpeg     " .. (lpeg.version and (type(lpeg.version) == "function" and lpeg.version() or lpeg.version) or "?"))
     print("root     " .. host.root)
     print("built    " .. host.built .. (host.compiler and (" with " .. host.compiler) or ""))
-    for _, m in ipairs({ "proc", "ssh", "adb", "probe", "rtt", "xmodem", "serial", "etdump", "pte", "elf" }) do
+    -- the C modules; those that need a library beyond libc (ssh, adb, serial) are loaded here, so a missing
+    -- library shows as "no" with the loader's reason
+    for _, m in ipairs({ "proc", "ssh", "adb", "probe", "rtt", "xmodem", "serial", "etdumpcore", "ptecore", "elf" }) do
       local ok, mod = pcall(require, "odp." .. m)
-      local info = ok and type(mod) == "table" and mod.backend_version and (" (" .. mod.backend_version() .. ")") or ""
-      print(("module   odp.%-7s %s%s"):format(m, ok and "yes" or "no", info))
+      local info = ok and type(mod) == "table" and mod.backend_version and (" (" .. mod.backend_version() .. ")") or
+        not ok and (" (" .. tostring(mod):match("^[^\n]*") .. ")") or ""
+      print(("module   odp.%-10s %s%s"):format(m, ok and "yes" or "no", info))
     end
   end
   return 0

@@ -4,6 +4,7 @@ local result = require("odp.results.result")
 local sys = require("odp.sys")
 local json = require("odp.core.json")
 local artifacts = require("odp.parse.artifacts")
+local probe_target = require("odp.target.probe")
 local M = require("odp.flows.ethos_u.plan")
 
 local RttLog = {}
@@ -98,17 +99,15 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   if p.twin then rec.latency_ms.modelled = true end
   rec.pmu = require("odp.parse.executorch").parse(table.concat(cap.lines, "\n")).pmu
   if rec.artifacts.etdump then
-    local have, etdump = pcall(require, "odp.parse.etdump")
-    if have then
-      local doc, derr = etdump.read(rec.artifacts.etdump)
-      if doc then
-        local rows, unit = etdump.ops(doc, { time_scale = "cycles" })
-        rec.ops = json.array(rows)
-        rec.ops_unit = unit
-        rec.ops_summary = etdump.ops_summary(doc, { time_scale = "cycles" })
-      elseif ui then
-        ui:warn("ETDump %s: %s", rec.artifacts.etdump, tostring(derr))
-      end
+    local etdump = require("odp.parse.etdump")
+    local doc, derr = etdump.read(rec.artifacts.etdump)
+    if doc then
+      local rows, unit = etdump.ops(doc, { time_scale = "cycles" })
+      rec.ops = json.array(rows)
+      rec.ops_unit = unit
+      rec.ops_summary = etdump.ops_summary(doc, { time_scale = "cycles" })
+    elseif ui then
+      ui:warn("ETDump %s: %s", rec.artifacts.etdump, tostring(derr))
     end
   end
   -- failures after the measurements are in the record
@@ -129,11 +128,11 @@ function M.run_step(ctx, p, rec, run_dir)
   local o = ctx.opts
   local rlog = run_dir .. "/rtt.log"
   rec.artifacts.rtt_log = rlog
-  local probe = M.open_probe(ctx, p, "app")
+  local probe = probe_target.open(p, "app", o)
   local cap
   local ok, err = pcall(function()
-    if not o.no_reset or p.flashed then M.fresh_reset(ctx, probe, p, p.rtt_ranges) end
-    local rtt = M.attach(ctx, probe, p, p.rtt_ranges, math.min(o.timeout, 30), "run")
+    if not o.no_reset or p.flashed then probe_target.fresh_reset(probe, p, p.rtt_ranges, ctx.ui) end
+    local rtt = probe_target.attach(probe, p, p.rtt_ranges, math.min(o.timeout, 30), "run")
     local ok2, e2 = pcall(function() cap = M.capture(rtt:channel(p.rtt_channel), p, o, rlog, ctx.ui) end)
     rtt:close()
     if not ok2 then error(e2, 0) end

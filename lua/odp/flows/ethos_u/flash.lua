@@ -1,70 +1,13 @@
---- The Ethos-U flow, part 4: the probe and RTT, and the flash step (SETOOLS + XMODEM over RTT).
+--- The Ethos-U flow, part 4: the flash step (SETOOLS + XMODEM over RTT; the probe: odp.target.probe).
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
+local probe_target = require("odp.target.probe")
+local xmodem = require("odp.xmodem")
 local M = require("odp.flows.ethos_u.plan")
-local basename, hex, read_file, need_module = M.basename, M.hex, M.read_file, M.need_module
+local basename, read_file = M.basename, M.read_file
 local function tail_lines(...) return M.tail_lines(...) end -- odp.flows.ethos_u.build
 local function run_logged(...) return M.run_logged(...) end -- odp.flows.ethos_u.build
-
------------------------------------------------------------------------------------------------- probe, RTT
-
-
-local function twin_file(p, name)
-  local v = read_file(p.twin_state .. "/" .. name)
-  if not v then
-    errors.fail("ENODEV", ("no twin running in %s (no %s file): run the flash step first, or pass --twin-state")
-      :format(p.twin_state, name), 3)
-  end
-  return (v:gsub("%s+$", ""))
-end
-
---- Opens the probe for the flasher ("flasher") or the application core ("app").
-function M.open_probe(ctx, p, which)
-  local probe_mod = need_module("odp.probe")
-  local pr, o = p.device.probe or {}, ctx.opts
-  local args
-  if p.probe_backend == "qemu" then
-    args = { backend = "qemu", shm = twin_file(p, "shm"), base = pr.base or 0x60000000,
-      qmp = "127.0.0.1:" .. twin_file(p, "qmp_port") }
-  elseif p.probe_backend == "gdb" then
-    args = { backend = "gdb", address = o.gdb_address or ("127.0.0.1:" .. twin_file(p, "gdb_port")) }
-  else
-    args = { backend = "jlink", device = which == "flasher" and pr.flasher_jlink_device or pr.jlink_device,
-      speed_khz = pr.speed_khz or 4000, lib = M.jlink_lib(o) }
-  end
-  local probe, err, code = probe_mod.open(args)
-  if not probe then errors.fail(code or "ENODEV", ("probe (%s): %s"):format(p.probe_backend, (tostring(err):gsub("^E%u+: ", ""))), 3) end
-  return probe
-end
-
---- SWD reset with stale-block protection: halt, clear old RTT IDs (RAM survives a reset: the next attach must
--- find only the block the restarted firmware writes), reset and run.
-function M.fresh_reset(ctx, probe, p, ranges)
-  errors.check(probe:halt())
-  local where = p.rtt_address and { address = p.rtt_address } or { ranges = ranges }
-  local n = errors.check(need_module("odp.rtt").clear_ids(probe, where))
-  ctx.ui:debug("reset: cleared %d stale RTT id(s)", n)
-  errors.check(probe:reset())
-end
-
-function M.attach(ctx, probe, p, ranges, timeout, what)
-  local rtt_mod = need_module("odp.rtt")
-  local where = p.rtt_address and { address = p.rtt_address } or { ranges = ranges }
-  local rtt, err, code = rtt_mod.attach(probe, where, { timeout = timeout })
-  if not rtt then
-    local desc = p.rtt_address and hex(p.rtt_address) or (function()
-      local t = {}
-      for _, x in ipairs(ranges or {}) do t[#t + 1] = hex(x[1]) .. "+" .. hex(x[2]) end
-      return table.concat(t, ",")
-    end)()
-    errors.fail(code == "ETIMEDOUT" and "ETIMEDOUT" or (code or "ENOTFOUND"),
-      ("%s: no RTT control block within %.0f s after the SWD reset (searched %s): the image did not boot, " ..
-       "or its RTT block is elsewhere (--rtt-address / --rtt-ranges) [%s]"):format(what, timeout, desc,
-       (tostring(err):gsub("^E%u+: ", ""))), 3)
-  end
-  return rtt
-end
 
 ------------------------------------------------------------------------------------------------ flash
 
@@ -102,7 +45,6 @@ end
 -- Sends ext_flash.bin to the flasher over RTT and checks its answer.
 local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
   local o, ui = ctx.opts, ctx.ui
-  local xmodem = need_module("odp.xmodem")
   local ch = rtt:channel(p.rtt_channel)
   local rd = M.reader(ch, rlog)
   local deadline = sys.now() + o.flash_timeout
@@ -204,10 +146,10 @@ function M.flash_file(ctx, p, rec, run_dir, file)
   setools_cmd(ctx, p, p.gen_toc_flasher, log)
   setools_cmd(ctx, p, p.write_mram_flasher, log)
   -- (2) ext_flash.bin over XMODEM to the flasher, through RTT
-  local probe = M.open_probe(ctx, p, "flasher")
+  local probe = probe_target.open(p, "flasher", o)
   local ok, err = pcall(function()
-    M.fresh_reset(ctx, probe, p, p.flasher_ranges)
-    local rtt = M.attach(ctx, probe, p, p.flasher_ranges, math.min(o.flash_timeout, 30), "flash (flasher)")
+    probe_target.fresh_reset(probe, p, p.flasher_ranges, ctx.ui)
+    local rtt = probe_target.attach(probe, p, p.flasher_ranges, math.min(o.flash_timeout, 30), "flash (flasher)")
     local ok2, e2 = pcall(xmodem_ext_flash, ctx, p, rec, rtt, run_dir .. "/flasher_rtt.log")
     rtt:close()
     if not ok2 then error(e2, 0) end

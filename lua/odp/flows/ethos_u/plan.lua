@@ -292,12 +292,6 @@ end
 M.root, M.is_abs, M.basename, M.project_path, M.hex = root, is_abs, basename, project_path, hex
 M.fill, M.fill_argv, M.parse_ranges = fill, fill_argv, parse_ranges
 
-function M.need_module(name)
-  local ok, m = pcall(require, name)
-  if not ok then errors.fail("ENOTFOUND", ("this odp has no %s module (%s)"):format(name, tostring(m):match("^[^\n]*")), 3) end
-  return m
-end
-
 --- A file's bytes, or nil.
 function M.read_file(path)
   local f = io.open(path, "rb")

@@ -2,6 +2,9 @@
 local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
+local pte = require("odp.parse.pte")
+local run = require("odp.run")
+local probe_target = require("odp.target.probe")
 local M = require("odp.flows.ethos_u.plan")
 local basename, shell_quote, hex = M.basename, M.shell_quote, M.hex
 
@@ -9,38 +12,25 @@ local basename, shell_quote, hex = M.basename, M.shell_quote, M.hex
 
 local which = require("odp.target.host").which
 
---- The J-Link library odp.probe would load (--jlink-lib, ODP_JLINK_LIB, SEGGER's install dirs), or nil: the
--- one search, in C (odp.probe.jlink_lib), that `odp devices` uses too.
-function M.jlink_lib(opts)
-  local ok, probe = pcall(require, "odp.probe")
-  return ok and (probe.jlink_lib(opts.jlink_lib)) or nil
-end
-
---- Checks before anything touches the build tree or the board. Errors exit 2 (usage) with one line.
+--- Checks before anything touches the build tree or the board (M.validate makes the plan, then this). Errors
+-- exit 2 (usage) with one line.
 -- Warnings go through ctx.ui (and into the record).
-function M.validate(ctx, p)
+function M.check(ctx, p)
   local o, ui = ctx.opts, ctx.ui
   -- the model: a .pte (odp.parse.pte checks the ET12 identifier), and its Ethos-U scratch must fit the activation buffer
-  local ok_pte, pte = pcall(require, "odp.parse.pte")
-  p.scratch_size = nil
-  if ok_pte then
-    local info, err = pte.read(o.model)
-    if not info then errors.fail("EUSAGE", ("model %s: %s"):format(o.model, (err:gsub("^E%u+: ", ""))), 2) end
-    local ethos = false
-    for _, d in ipairs(pte.delegates(info)) do
-      if d.backend == "EthosUBackend" then ethos = true end
-    end
-    p.scratch_size = pte.scratch_size(info)
-    p.ethos_delegate = ethos
-    if not ethos then
-      ui:warn("model %s has no EthosUBackend delegate: it will run on the CPU alone (no NPU)", basename(o.model))
-    elseif p.scratch_size and p.activation_buf_sz and p.scratch_size > p.activation_buf_sz then
-      errors.fail("EUSAGE", ("the model's Vela scratch_size is %d bytes (%s) but --activation-buf-sz is %d bytes " ..
-        "(%s): raise --activation-buf-sz to at least %s"):format(p.scratch_size, hex(p.scratch_size),
-        p.activation_buf_sz, hex(p.activation_buf_sz), hex(p.scratch_size)), 2)
-    end
-  else
-    ui:warn("odp.parse.pte is not available: the activation buffer was not checked against the model's scratch size")
+  local info = run.check_model(o.model)
+  local ethos = false
+  for _, d in ipairs(pte.delegates(info)) do
+    if d.backend == "EthosUBackend" then ethos = true end
+  end
+  p.scratch_size = pte.scratch_size(info)
+  p.ethos_delegate = ethos
+  if not ethos then
+    ui:warn("model %s has no EthosUBackend delegate: it will run on the CPU alone (no NPU)", basename(o.model))
+  elseif p.scratch_size and p.activation_buf_sz and p.scratch_size > p.activation_buf_sz then
+    errors.fail("EUSAGE", ("the model's Vela scratch_size is %d bytes (%s) but --activation-buf-sz is %d bytes " ..
+      "(%s): raise --activation-buf-sz to at least %s"):format(p.scratch_size, hex(p.scratch_size),
+      p.activation_buf_sz, hex(p.activation_buf_sz), hex(p.scratch_size)), 2)
   end
   if p.steps.build then
     if not p.activation_buf_sz then errors.fail("EUSAGE", "--activation-buf-sz is required (the device file has no default)", 2) end
@@ -76,7 +66,7 @@ function M.validate(ctx, p)
     end
   end
   if (p.steps.flash or p.steps.run) then
-    if p.probe_backend == "jlink" and not M.jlink_lib(o) then
+    if p.probe_backend == "jlink" and not probe_target.jlink_lib(o) then
       missing[#missing + 1] = "the J-Link library libjlinkarm.so (--jlink-lib, ODP_JLINK_LIB, or install SEGGER's J-Link software)"
     end
     if p.twin and p.steps.flash then need("qemu-system-arm", "twin") end

@@ -1,0 +1,198 @@
+--- A run, from start to finish, in one place (docs/architecture.md): options -> ctx -> board (opened or
+-- reused) -> steps (preflight, stage, run, fetch) -> the record, saved once. `odp run`, board:profile{}, the
+-- sweep, the REPL and the many-boards scheduler all go through here:
+--   local run = require("odp.run")
+--   local board = run.open_board("devices/rpi5.lua", {host = "pi@rpi5", board = "pi5-a"})
+--   for _, n in ipairs {1, 10, 100} do
+--     local rec = run.point(board, "executorch", {runner = "executor_runner", model = "m.pte", num_executions = n})
+--   end
+--   run.close(board)
+-- A flow (lua/odp/flows/*) is a module {name, options, validate(ctx), record(ctx) -> rec | nil,
+-- steps(ctx, rec), finish(ctx, rec, err)?, preflight_files(ctx)?}: it says what a run measures; this module
+-- says when each part happens, keeps the board open between runs and writes the record.
+local errors = require("odp.core.errors")
+local options = require("odp.core.options")
+local result = require("odp.results.result")
+local board_mod = require("odp.run.board")
+local device_mod = require("odp.target.device")
+local sys = require("odp.sys")
+
+local M = {}
+
+--- The flow module called `name` (device.FLOWS: "executorch", "ethos_u"); a module is returned as it is.
+-- The flows sit above the run layer (they require it): this lookup by name is the one place it reaches them.
+function M.flow(name)
+  if type(name) == "table" then return name end
+  for _, known in ipairs(device_mod.FLOWS) do
+    if known == name then return require("odp.flows." .. name) end
+  end
+  errors.fail("EUSAGE", ("no flow '%s' (flows: %s)"):format(tostring(name), table.concat(device_mod.FLOWS, ", ")), 2)
+end
+
+--- The one .pte check, made on this machine before anything touches a board: the model given by the user must
+-- be an ExecuTorch program (the ET12 identifier, not truncated, parseable). A bad model file is a usage error
+-- (exit 2). Returns odp.parse.pte's table.
+---@param path string
+---@return table
+function M.check_model(path)
+  local info, err, code = require("odp.parse.pte").read(path)
+  if not info then
+    errors.fail(code == "ENOTFOUND" and code or "EPROTO", ("model %s: %s"):format(path,
+      (tostring(err):gsub("^E%u+: ", ""))), 2)
+  end
+  return info
+end
+
+------------------------------------------------------------------------------------------------ boards
+
+-- The device a script declaration runs on: its --device option (Ethos-U scripts), its device file, else
+-- the bare device of its target kind (scripts/host.lua: {name = "host", transport = "host"}).
+local function script_device(spec, opts)
+  if opts and opts.device then return opts.device end
+  if spec.device then return spec.device end
+  return { name = spec.target, transport = spec.target, flow = spec.flow }
+end
+
+--- Opens a board: `dev` is a device file path, a device table or a script declaration (scripts/rpi5.lua's
+-- table: its device, or the bare device of its target kind). opts: the transport's options (host, port,
+-- identity, ...; see odp.run.board.open), ui, and board = the lab file's name for it (records carry it).
+-- Nothing connects before the first run needs it.
+---@param dev string|table device file, device table or script declaration
+---@param opts table? transport options, ui, board (name)
+---@return table board an odp.run.board Board
+function M.open_board(dev, opts)
+  if type(dev) == "table" and type(dev.run) == "function" then dev = script_device(dev, opts) end
+  return board_mod.open(dev, opts)
+end
+
+--- Closes a board (its connection; the twin it started). Idempotent.
+---@param board table
+function M.close(board) board:close() end
+
+------------------------------------------------------------------------------------------------ ctx
+
+--- The ctx of one run: {opts, args, ui, flow, board, spec, script}. fields.opts are taken as given (a parsed
+-- command line has every default); run.point fills defaults for tables a script wrote.
+function M.context(fields)
+  local ctx = { opts = fields.opts or {}, args = fields.args or {}, ui = fields.ui, flow = fields.flow,
+    board = fields.board, spec = fields.spec, script = fields.script }
+  ctx.ui = ctx.ui or (ctx.board and ctx.board.ui) or require("odp.core.ui").new {}
+  return ctx
+end
+
+--- A point's options as a table: the flow's defaults and odp's, the transport's (executorch), the board's,
+-- then opts (keys with dashes or underscores; n is num_executions or inferences, whichever the flow has).
+function M.point_options(board, flow, opts)
+  flow = M.flow(flow)
+  local o = options.defaults(flow.options, options.global_options)
+  if board.transport ~= "probe" then options.merge(o, options.defaults(require("odp.target." .. board.transport).options or {})) end
+  options.merge(o, board.opts)
+  if board.transport == "probe" then o.device = board.device.path end
+  o.ui, o.board = nil, nil
+  options.merge(o, opts)
+  if opts and opts.n then
+    if o.inferences ~= nil then o.inferences = opts.n else o.num_executions = opts.n end
+  end
+  o.n, o.args = nil, nil
+  return o
+end
+
+------------------------------------------------------------------------------------------------ the run
+
+-- Errors inside a step: structured failures pass as they are, anything else gets its traceback once.
+local function trace(e)
+  if errors.is_failure(e) or tostring(e):find("\nstack traceback:", 1, true) then return e end
+  return debug.traceback(tostring(e), 2)
+end
+
+--- Runs one traced step and records it in rec.steps as {name, ms, status}: "ran", "skipped: unchanged" (fn
+-- returned "unchanged": what the step does was already done, labgrid-style) or "failed" (the error goes on).
+function M.step(rec, name, fn)
+  local entry = { name = name, status = "ran" }
+  rec.steps[#rec.steps + 1] = entry
+  local t0 = sys.now()
+  local ok, res = xpcall(fn, trace)
+  entry.ms = math.floor((sys.now() - t0) * 1000 + 0.5)
+  if not ok then
+    entry.status = "failed"
+    error(res, 0)
+  end
+  if res == "unchanged" then entry.status = "skipped: unchanged" end
+end
+
+--- Runs ctx (M.context, with ctx.board and ctx.flow) from validate to the saved record; returns the record,
+-- or nil when the flow records nothing (a dry run). Failures of the board or the measurement become a
+-- failed record (ok = false, error = {code, message, exit}); a failed preflight raises (nothing ran).
+function M.execute(ctx)
+  local flow, board = M.flow(ctx.flow), ctx.board
+  ctx.flow = flow
+  ctx.target_kind = board.transport
+  local first_warning = #ctx.ui.warnings + 1
+  if not ctx.validated then flow.validate(ctx) end
+  if ctx.spec and ctx.spec.preflight and flow.preflight_files then
+    ctx.preflight = board:preflight(flow.preflight_files(ctx))
+  end
+  local rec = flow.record(ctx)
+  if rec == nil then return nil end
+  local dir = result.run_dir(ctx.opts.runs_dir, ctx.spec and ctx.spec.name or flow.name)
+  ctx.run_dir = dir
+  rec.artifacts.run_dir = dir
+  rec.board = board.name
+  local ok, err = xpcall(flow.steps, trace, ctx, rec)
+  if flow.finish then flow.finish(ctx, rec, not ok and err or nil) end
+  if ok then
+    rec.ok = true
+  elseif errors.is_failure(err) then
+    result.fail(rec, err.code, err.message, err.exit)
+  end
+  for i = first_warning, #ctx.ui.warnings do rec.warnings[#rec.warnings + 1] = ctx.ui.warnings[i] end
+  local saved, serr, scode = result.save(rec, dir)
+  if not ok and not errors.is_failure(err) then error(err, 0) end -- a bug: its traceback, the record kept
+  errors.check(saved, serr, scode)
+  return rec
+end
+
+--- One run on an open board (reused: its connection, preflight and staged files stay for the next point).
+-- flow: a flow name, module or script declaration (nil: the device's flow); opts: the flow's options as a
+-- table (defaults filled; n = num_executions or inferences); args: the runner's extra arguments.
+-- Returns the record (a failed run is a record with ok = false).
+---@param board table from run.open_board
+---@param flow string|table|nil flow name, flow module or script declaration; nil: the device's flow
+---@param opts table? the flow's options (n = num_executions or inferences)
+---@param args string[]? the runner's extra arguments
+---@return table record the result record (docs/SCRIPTING.md, "The result record")
+function M.point(board, flow, opts, args)
+  local spec
+  if type(flow) == "table" and type(flow.run) == "function" and flow.flow then spec, flow = flow, flow.flow end
+  flow = M.flow(flow or board.device.flow)
+  local ctx = M.context { opts = M.point_options(board, flow, opts), args = args or (opts and opts.args), board = board,
+    flow = flow, spec = spec or { name = board.device.name } }
+  return M.execute(ctx)
+end
+
+--- A declared flow script's run (scripts/host.lua, scripts/rpi5.lua: `run = function(ctx) ... end`): opens
+-- the script's board with the parsed options, runs once, closes it.
+function M.once(ctx, spec)
+  ctx.spec = ctx.spec or spec
+  ctx.flow = M.flow(spec.flow)
+  local bopts = options.merge({}, ctx.opts)
+  bopts.ui = ctx.ui
+  ctx.board = M.open_board(spec, bopts)
+  local ok, rec = pcall(M.execute, ctx)
+  ctx.board:close()
+  if not ok then error(rec, 0) end
+  return rec
+end
+
+--- `odp run SCRIPT` for a declared script, after its options are parsed: ctx, validate, run. Returns the
+-- records to report (nil when the script reported itself).
+function M.declared(spec, opts, args, path)
+  local ui = require("odp.core.ui").new { quiet = opts.quiet, verbose = opts.verbose }
+  local ctx = M.context { opts = opts, args = args, script = path, ui = ui, spec = spec }
+  if spec.validate then spec.validate(ctx) end
+  local out = spec.run(ctx)
+  if out == nil then return nil end
+  return out.schema and { out } or out
+end
+
+return M

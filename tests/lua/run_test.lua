@@ -1,0 +1,178 @@
+-- odp.run: one module owns a run (options -> ctx -> board -> steps -> record saved once). A board is opened
+-- once and reused by every run on it: counted from OpenSSH's own log (sshd on 127.0.0.1, LogLevel DEBUG1:
+-- one "Accepted publickey" line per connection, one channel-open line per exec), not from odp's word.
+local T = require("t")
+local sshd = require("sshd")
+local json = require("odp.core.json")
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+local run = require("odp.run")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local fake = (os.getenv("ODP_BUILD_DIR") or (root .. "/build")) .. "/tests/fake_runner"
+local add = root .. "/tests/fixtures/pte/add_arduino.pte"
+local tmp = T.tmpdir()
+local quiet = require("odp.core.ui").new { quiet = true }
+
+local failure = T.failure
+local function records(path)
+  local out = {}
+  for l in io.lines(path) do out[#out + 1] = assert(json.decode(l)) end
+  return out
+end
+
+-- A flow of the test's own, to hold odp.run to its contract whatever the real flows do.
+local function toy_flow(behaviour)
+  return {
+    name = "toy", options = { { "size", "a size", 1, "int" }, { "runs-dir", "runs", tmp .. "/runs", "string" } },
+    validate = function(ctx) if ctx.opts.size < 0 then require("odp.core.errors").fail("EUSAGE", "size < 0", 2) end end,
+    record = function(ctx)
+      return require("odp.results.result").new { flow = "toy", device = ctx.board.device.name, params = { size = ctx.opts.size } }
+    end,
+    steps = function(ctx, rec)
+      ctx.ui:warn("size %d", ctx.opts.size) -- kept by the run module, in this run's record only
+      behaviour(ctx, rec)
+    end,
+  }
+end
+
+T.test("run.point on a board: records carry the board's name, this run's warnings only, result.json saved once", function()
+  local b = run.open_board("devices/host.lua", { ui = require("odp.core.ui").new { quiet = true }, board = "bench-1" })
+  local flow = toy_flow(function(ctx, rec) rec.latency_ms = { n = 1, p50 = ctx.opts.size } end)
+  local r1 = run.point(b, flow, { size = 3 })
+  local r2 = run.point(b, flow, { size = 4 })
+  T.eq({ r1.ok, r1.board, r1.device, r1.params.size }, { true, "bench-1", "host", 3 })
+  T.eq(r1.warnings, { "size 3" }); T.eq(r2.warnings, { "size 4" }, "not the first point's again")
+  local saved = assert(json.decode(T.read(r2.artifacts.run_dir .. "/result.json")))
+  T.eq({ saved.ok, saved.board, saved.latency_ms.p50 }, { true, "bench-1", 4 })
+  -- a failure in a step: the failed record, saved; a bug: saved, then raised with its traceback
+  local failed = run.point(b, toy_flow(function() require("odp.core.errors").fail("EIO", "board gone", 3) end), {})
+  T.eq({ failed.ok, failed.error.code, failed.error.exit }, { false, "EIO", 3 })
+  T.eq(json.decode(T.read(failed.artifacts.run_dir .. "/result.json")).error.message, "board gone")
+  local runs_before = #sys.readdir(tmp .. "/runs")
+  local e = select(2, pcall(run.point, b, toy_flow(function() local x = nil; return x.y end), {}))
+  T.match(tostring(e), "attempt to index"); T.match(tostring(e), "stack traceback")
+  T.eq(#sys.readdir(tmp .. "/runs"), runs_before + 1, "its record was written too")
+  -- validate runs before anything: a usage error raises, no run dir
+  T.eq(failure(function() run.point(b, flow, { size = -1 }) end).exit, 2)
+  T.eq(#sys.readdir(tmp .. "/runs"), runs_before + 1)
+  run.close(b)
+end)
+
+T.test("the one .pte check: exit 2 with the file's name, from odp.run and from every flow", function()
+  T.write(tmp .. "/bad.pte", ("x"):rep(64))
+  local e = failure(function() run.check_model(tmp .. "/bad.pte") end)
+  T.eq({ e.code, e.exit }, { "EPROTO", 2 }); T.match(e.message, "expected 'ET12'")
+  e = failure(function() run.check_model(tmp .. "/nosuch.pte") end)
+  T.eq({ e.code, e.exit }, { "ENOTFOUND", 2 })
+  T.eq(run.check_model(add).identifier, "ET12")
+  local b = run.open_board("devices/host.lua", { ui = quiet })
+  e = failure(function() b:profile { runner = fake, model = tmp .. "/bad.pte", runs_dir = tmp .. "/runs" } end)
+  T.eq(e.exit, 2)
+  b:close()
+  T.eq(failure(function() run.flow("nosuch") end).exit, 2)
+end)
+
+T.test("host board: the second point stages nothing again (the board remembers the files and their hashes)", function()
+  local b = run.open_board("devices/host.lua", { ui = quiet })
+  local r1 = run.point(b, "executorch", { runner = fake, model = add, n = 2, runs_dir = tmp .. "/runs" })
+  T.eq(r1.ok, true, r1.error and r1.error.message)
+  local staged = b._staged[sys.realpath(fake)]
+  T.eq(staged.sha256, sys.sha256_file(fake))
+  local r2 = run.point(b, "executorch", { runner = fake, model = add, n = 3, runs_dir = tmp .. "/runs" })
+  T.eq({ r2.ok, r2.latency_ms.n, r2.params.num_executions }, { true, 3, 3 })
+  T.ok(rawequal(b._staged[sys.realpath(fake)], staged), "the same entry: not staged again")
+  run.close(b)
+end)
+
+local srv = sshd.start { log_level = "DEBUG1" }
+local CONNECTION = "Accepted publickey for " .. srv.user
+local CHANNEL = "server_input_channel_open: ctype session"
+
+local function rpi5_args(extra)
+  local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua",
+    "--host", srv.user .. "@127.0.0.1", "--port", tostring(srv.port), "--identity", srv.identity,
+    "--known-hosts", srv.known_hosts, "--remote-dir", srv.remote_dir .. "/sweep", "--runner", fake, "--model", add,
+    "--runs-dir", tmp .. "/runs", "-q" }
+  table.move(extra, 1, #extra, #argv + 1, argv)
+  argv.timeout = 120
+  return argv
+end
+
+-- Connections and exec channels sshd logged while fn ran.
+local function counted(fn)
+  local c0, x0 = srv:count(CONNECTION), srv:count(CHANNEL)
+  fn()
+  return srv:count(CONNECTION) - c0, srv:count(CHANNEL) - x0
+end
+
+T.test("a 3-point SSH sweep opens one connection; points after the first repeat no preflight and no push", function()
+  local one_c, one_x = counted(function()
+    local r = proc.run(rpi5_args { "-p", "num_executions=1", "--out", tmp .. "/one.jsonl" })
+    T.eq(r.status, 0, r.stderr)
+  end)
+  local three_c, three_x = counted(function()
+    local r = proc.run(rpi5_args { "-p", "num_executions=1,2,3", "--out", tmp .. "/three.jsonl" })
+    T.eq(r.status, 0, r.stderr)
+  end)
+  local recs = records(tmp .. "/three.jsonl")
+  T.eq(#recs, 3)
+  for i, rec in ipairs(recs) do
+    T.eq({ rec.ok, rec.device, rec.params.num_executions }, { true, "rpi5", i }, rec.error and rec.error.message)
+  end
+  T.eq(one_c, 1, "a 1-point sweep: one connection")
+  T.eq(three_c, 1, "a 3-point sweep: one connection (main opened one per point)")
+  -- a point's own channels (device state, the runner, ...) are paid per point; preflight and the hash check
+  -- of the runner and model only once: two more points cost less than two more first points
+  local per_point = (three_x - one_x) / 2
+  T.ok(per_point >= 1, ("the later points ran on the board (%s channels each)"):format(per_point))
+  T.ok(per_point < one_x, ("a later point (%s channels) costs less than the first (%d)"):format(per_point, one_x))
+end)
+
+T.test("a swept transport option (remote_dir) is another board: one connection per value, not per point", function()
+  local a, b = srv.remote_dir .. "/dir_a", srv.remote_dir .. "/dir_b"
+  local conns = counted(function()
+    local r = proc.run(rpi5_args { "-p", "remote_dir=" .. a .. "," .. b, "-p", "num_executions=1,2",
+      "--out", tmp .. "/dirs.jsonl" })
+    T.eq(r.status, 0, r.stderr)
+  end)
+  T.eq(conns, 2)
+  local recs = records(tmp .. "/dirs.jsonl")
+  T.eq(#recs, 4)
+  T.eq({ recs[1].params.remote_dir, recs[4].params.remote_dir }, { a, b })
+  for _, d in ipairs({ a, b }) do T.eq(sys.sha256_file(d .. "/fake_runner"), sys.sha256_file(fake), d) end
+end)
+
+T.test("run.open_board + run.point over SSH: one connection for three runs, then closed", function()
+  local b = run.open_board("devices/rpi5.lua", { host = srv.user .. "@127.0.0.1", port = srv.port,
+    identity = srv.identity, known_hosts = srv.known_hosts, remote_dir = srv.remote_dir .. "/api", ui = quiet,
+    board = "pi5-a" })
+  local stage = {}
+  local conns = counted(function()
+    for n = 1, 3 do
+      local rec = run.point(b, "executorch", { runner = fake, model = add, n = n, runs_dir = tmp .. "/runs" })
+      T.eq({ rec.ok, rec.board, rec.latency_ms.n }, { true, "pi5-a", n }, rec.error and rec.error.message)
+      T.eq({ rec.steps[1].name, rec.steps[2].name, #rec.steps }, { "stage", "run", 2 })
+      stage[n] = rec.steps[1].status
+    end
+  end)
+  T.eq(conns, 1)
+  T.eq(stage, { "ran", "skipped: unchanged", "skipped: unchanged" }, "pushed once, then the board had the files")
+  T.eq(sys.sha256_file(srv.remote_dir .. "/api/fake_runner"), sys.sha256_file(fake), "the runner on the board")
+  -- a runner rebuilt between points (other bytes, same path) is pushed again: the board keys by sha256
+  local copy = tmp .. "/runner_copy"
+  T.write(copy, T.read(fake))
+  assert(sys.chmod(copy, tonumber("755", 8)))
+  local r1 = run.point(b, "executorch", { runner = copy, model = add, runs_dir = tmp .. "/runs" })
+  T.eq(r1.steps[1].status, "ran")
+  T.write(copy, T.read(fake) .. "\0rebuilt")
+  local r2 = run.point(b, "executorch", { runner = copy, model = add, runs_dir = tmp .. "/runs" })
+  T.eq({ r2.ok, r2.steps[1].status }, { true, "ran" }, r2.error and r2.error.message)
+  T.eq(sys.sha256_file(srv.remote_dir .. "/api/runner_copy"), sys.sha256_file(copy), "the new bytes on the board")
+  run.close(b)
+  T.eq(b._target, nil, "closed")
+end)
+
+srv:stop()
+T.done()
