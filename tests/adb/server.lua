@@ -216,10 +216,18 @@ T.test("an unauthorized device: odp says what to do and gives up after --auth-ti
 end)
 
 T.test("a device authorized while odp waits (the user taps Allow): the run goes on", function()
-  local later = start_emu("later", "--auth accept:1500")
+  local tap = work .. "/later.tap" -- the user taps Allow: the emulator accepts the key once this file exists
+  local later = start_emu("later", "--auth accept-on:" .. tap)
   adb_cli("connect " .. later)
   local prompted = 0
-  local dev, err = adb.connect { serial = later, auth_timeout = 30, on_auth_prompt = function() prompted = prompted + 1 end }
+  local tapped_before
+  local dev, err = adb.connect { serial = later, auth_timeout = 30, on_auth_prompt = function()
+    prompted = prompted + 1
+    tapped_before = io.open(tap) ~= nil
+    os.execute(("(sleep 0.5; touch '%s') >/dev/null 2>&1 &"):format(tap)) -- the user taps a moment later
+  end }
+  T.eq(tapped_before, false, "the prompt comes before the tap")
+  T.ok(io.open(tap), "authorized only once the user tapped Allow")
   T.ok(dev, err)
   T.eq(prompted, 1, "the prompt event once")
   T.eq(assert(dev:shell("echo allowed")).stdout, "allowed\n")

@@ -13,6 +13,7 @@ command -v socat >/dev/null || { echo "not ok - socat is missing (vendor/package
 make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok - building adbemu"; exit 1; }
 make -s -C "$top" BUILD="${ODP_BUILD_DIR:-$top/build}" "$out/fake_runner" >/dev/null 2>&1
 export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
+. "$top/tests/lib/tap.sh"
 
 work=$(mktemp -d /tmp/odp-adbserver.XXXXXX)
 export HOME=$work/home ADBEMU=$out/adbemu ADBTEST_WORK=$work
@@ -37,10 +38,10 @@ echo $! >"$work/device.pid"
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
 adb start-server >/dev/null 2>&1 || { echo "not ok - adb start-server on port $base"; exit 1; }
 timeout 20 adb connect "127.0.0.1:$(cat "$work/port")" >/dev/null 2>&1
-ADBEMU_PORT=$(cat "$work/port") ADBEMU_ROOT=$sbx "$ODP" run "$here/server.lua"
-rc=$?
+tap_run env ADBEMU_PORT="$(cat "$work/port")" ADBEMU_ROOT="$sbx" "$ODP" run "$here/server.lua"
 if grep -q violation "$work/device.log"; then
-    echo "not ok - the emulator saw protocol violations"; grep violation "$work/device.log" | sed 's/^/#   /'
-    rc=1
+    tap_not_ok "the emulator saw no protocol violations # rig"; grep violation "$work/device.log" | sed 's/^/#   /'
+else
+    tap_ok "the emulator saw no protocol violations # rig"
 fi
-exit $rc
+tap_done

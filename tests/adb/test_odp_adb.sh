@@ -7,16 +7,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 ODP=${ODP:-$top/build/odp}
 out=${ODP_BUILD_DIR:-$top/build}/tests
-make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok - building adbemu"; exit 1; }
+make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok 1 - building adbemu"; echo 1..1; exit 1; }
 EMU=$out/adbemu
 export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
+. "$top/tests/lib/tap.sh"
 # no adb server (nothing listens on port 1): odp devices and --adb auto take the direct path whatever runs here
 export ANDROID_ADB_SERVER_PORT=1
 unset ADB_SERVER_SOCKET ANDROID_SERIAL
 
 work=$(mktemp -d /tmp/odp-adb-test.XXXXXX)
 emu_pid=
-fails=0
 only=${ADB_TEST_ONLY:-}   # run one mode: ADB_TEST_ONLY=plain (or "flow")
 stop_emu() { if [ -n "$emu_pid" ]; then kill "$emu_pid" 2>/dev/null; wait "$emu_pid" 2>/dev/null; emu_pid=; fi; }
 trap 'stop_emu; rm -rf "$work"' EXIT
@@ -32,13 +32,13 @@ run() {
     "$EMU" --root "$sbx" --port 0 --port-file "$work/port" "$@" >/dev/null 2>"$log" &
     emu_pid=$!
     for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-    HOME=${RUN_HOME:-$work/home-$mode} ADBEMU_PORT=$(cat "$work/port") ADBEMU_ROOT=$sbx ADB_MODE=$mode \
-        "$ODP" run "$here/${SCRIPT:-client}.lua" || fails=$((fails+1))
+    tap_run env HOME="${RUN_HOME:-$work/home-$mode}" ADBEMU_PORT="$(cat "$work/port")" ADBEMU_ROOT="$sbx" \
+        ADB_MODE="$mode" "$ODP" run "$here/${SCRIPT:-client}.lua"
+    # the emulator's own log: a check of the rig's protocol checker as much as of odp
     if grep -q violation "$log"; then
-        echo "not ok - $mode: the emulator saw protocol violations by odp"; grep violation "$log" | sed 's/^/#   /'
-        fails=$((fails+1))
+        tap_not_ok "$mode: no protocol violations by odp (checked by the emulator) # rig" "$(grep violation "$log")"
     else
-        echo "ok - $mode: no protocol violations by odp (checked by the emulator)"
+        tap_ok "$mode: no protocol violations by odp (checked by the emulator) # rig"
     fi
     stop_emu
 }
@@ -64,7 +64,7 @@ rm -f "$work/port"
 "$EMU" --root "$work/flow" --port 0 --port-file "$work/port" >/dev/null 2>"$work/flow.log" &
 emu_pid=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-HOME=$work/home-flow ADBEMU_PORT=$(cat "$work/port") ADBEMU_ROOT=$work/flow "$ODP" run "$here/flow.lua" || fails=$((fails+1))
+tap_run env HOME="$work/home-flow" ADBEMU_PORT="$(cat "$work/port")" ADBEMU_ROOT="$work/flow" "$ODP" run "$here/flow.lua"
 stop_emu
 fi
 
@@ -74,8 +74,8 @@ adb keygen "$work/home-auth-verify/.android/adbkey" >/dev/null 2>&1
 run auth-verify --auth "verify:$work/home-auth-verify/.android/adbkey.pub"
 adb keygen "$work/vendor/ci.adb_key" >/dev/null 2>&1
 ADB_VENDOR_KEYS=$work/vendor run auth-vendor --auth "verify:$work/vendor/ci.adb_key.pub"
-run auth-accept --auth accept:1000
+run auth-accept --auth "accept-on:$work/home-auth-accept/tap"
 run auth-never --auth never
 SCRIPT=devices run devices
 SCRIPT=devices run devices-unauthorized --auth never
-[ "$fails" = 0 ]
+tap_done

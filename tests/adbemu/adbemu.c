@@ -51,6 +51,8 @@ static struct {
     enum auth_mode auth;
     const char *auth_key;
     int accept_delay_ms;
+    const char *accept_file; /* accept-on:FILE: the user taps Allow when FILE exists */
+    int accept_dir;          /* FILE's directory, opened before the chroot */
     const char *features;
     const char *model, *name, *device;
     uint32_t version;
@@ -871,7 +873,10 @@ static void handle_msg(struct conn *c, const struct adb_header *h, const uint8_t
                 EVP_PKEY_free(c->pending_key);
                 c->pending_key = k;
                 c->accept_at = now_ms() + opt.accept_delay_ms;
-                logv("public key offered; accepting in %d ms", opt.accept_delay_ms);
+                if (opt.accept_file)
+                    logv("public key offered; accepting when %s exists", opt.accept_file);
+                else
+                    logv("public key offered; accepting in %d ms", opt.accept_delay_ms);
             } else {
                 logv("public key offered; never accepted");
                 EVP_PKEY_free(k);
@@ -1057,11 +1062,15 @@ static void serve(int fd)
         if (c.accept_at >= 0) {
             int64_t left = c.accept_at - now_ms();
             timeout = left < 0 ? 0 : (int)left;
+            if (opt.accept_file)
+                timeout = 20; /* look for the tap file again */
         }
         int r = poll(pf, (nfds_t)n, timeout);
         if (r < 0 && errno != EINTR)
             die("poll: %s", strerror(errno));
-        if (c.accept_at >= 0 && now_ms() >= c.accept_at) {
+        int tapped = opt.accept_file ? faccessat(opt.accept_dir, opt.accept_file, F_OK, 0) == 0
+                                     : now_ms() >= c.accept_at;
+        if (c.accept_at >= 0 && tapped) {
             c.accept_at = -1;
             trusted[ntrusted++] = c.pending_key;
             c.pending_key = NULL;
@@ -1201,7 +1210,7 @@ static void enter_sandbox(void)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: adbemu --root DIR [--port N] [--port-file F] [--auth none|verify:PUB|accept[:MS]|never]\n"
+            "usage: adbemu --root DIR [--port N] [--port-file F] [--auth none|verify:PUB|accept[:MS]|accept-on:FILE|never]\n"
             "              [--features LIST] [--maxdata N] [--version HEX] [--split N] [--coalesce]\n"
             "              [--fail-send] [--refuse PREFIX] [--clse-open] [--drop-push BYTES[:TIMES]]\n"
             "              [--model M] [--name N] [--device D] [--no-chroot] [--once] [-v]\n");
@@ -1229,6 +1238,18 @@ int main(int argc, char **argv)
                 opt.auth = AUTH_VERIFY, opt.auth_key = m + 7;
             else if (!strcmp(m, "accept"))
                 opt.auth = AUTH_ACCEPT;
+            else if (!strncmp(m, "accept-on:", 10)) {
+                /* the directory is opened now: the device's chroot would hide it */
+                static char dir[PATH_MAX];
+                snprintf(dir, sizeof dir, "%s", m + 10);
+                char *slash = strrchr(dir, '/');
+                opt.auth = AUTH_ACCEPT, opt.accept_file = slash ? m + 10 + (slash - dir) + 1 : m + 10;
+                if (slash)
+                    *slash = 0;
+                opt.accept_dir = open(slash ? (*dir ? dir : "/") : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (opt.accept_dir < 0)
+                    die("--auth accept-on: %s: %s", m + 10, strerror(errno));
+            }
             else if (!strncmp(m, "accept:", 7))
                 opt.auth = AUTH_ACCEPT, opt.accept_delay_ms = atoi(m + 7);
             else

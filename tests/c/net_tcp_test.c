@@ -138,6 +138,6 @@ int main(void)
         fd = odp_tcp_connect_to("127.0.0.1", 1, odp_deadline(5), &err);
         CHECK("addresses never wait for the resolver", fd < 0 && err.code == ODP_ENODEV);
     }
-    printf("# %d tests, %d failed\n", ntest, nfail);
+    printf("1..%d\n# %d failed\n", ntest, nfail);
     return nfail != 0;
 }

@@ -223,6 +223,6 @@ int main(void)
     r = attach_ranges(&err, &rc);
     CHECK("no ID: ETIMEDOUT after waiting", rc == ODP_ETIMEDOUT);
 
-    printf("# %d tests, %d failed\n", ntest, nfail);
+    printf("1..%d\n# %d failed\n", ntest, nfail);
     return nfail != 0;
 }

@@ -41,4 +41,5 @@ if grep -q "exit.*7" "$tmp/.local/state/odp/repl_history" 2>/dev/null; then echo
 else failed=$((failed + 1)); echo "not ok $n - history is saved"; fi
 tmux -S "$sock" kill-server 2>/dev/null
 rm -rf "$tmp"
+echo "1..$n"
 [ $failed -eq 0 ]

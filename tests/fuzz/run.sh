@@ -5,7 +5,7 @@
 #    * sources: the C files of the core it exercises (no Lua: C cores have plain C APIs)
 #    * seeds: files or directories of real inputs to start from (missing ones are ignored)
 #    * max_len: the largest input to try
-# Prints TAP lines. A failure leaves its reproducer and log in tests/.tmp/fuzz/.
+# Prints TAP (lines and plan). A failure leaves its reproducer and log in tests/.tmp/fuzz/.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 secs=${1:-${ODP_FUZZ_SECONDS:-10}}
@@ -39,3 +39,4 @@ for t in tests/fuzz/*_fuzz.c; do
     echo "not ok $n - $name"; grep -A20 'ERROR\|runtime error' "$out/$name.log" | head -30 | sed 's/^/#   /'
   fi
 done
+echo "1..$n"

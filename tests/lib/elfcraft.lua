@@ -9,15 +9,16 @@ local function sh(cmd)
   return r.stdout
 end
 
---- dir/needs_glibc_9.99: links against dir/libfake.so, whose fake_fn is versioned GLIBC_9.99.
-function M.needs_glibc(dir, version)
-  version = version or "9.99"
+--- dir/needs_glibc_9.99: links against dir/libfake.so, whose fake_fn is versioned GLIBC_9.99. cc: the compiler
+--- (default cc; aarch64-linux-gnu-gcc for an aarch64 one).
+function M.needs_glibc(dir, version, cc)
+  version, cc = version or "9.99", cc or "cc"
   local bin = dir .. "/needs_glibc_" .. version
   sh(string.format([[cd %s && printf 'int fake_fn(void){return 0;}\n' > fake.c &&
 printf 'GLIBC_%s { global: fake_fn; local: *; };\n' > fake.map &&
-cc -shared -fPIC -Wl,--version-script=fake.map -Wl,-soname,libfake.so -o libfake.so fake.c &&
+%s -shared -fPIC -Wl,--version-script=fake.map -Wl,-soname,libfake.so -o libfake.so fake.c &&
 printf 'int fake_fn(void);\nint main(void){return fake_fn();}\n' > main.c &&
-cc -o %s main.c -L. -lfake]], dir, version, bin))
+%s -o %s main.c -L. -lfake]], dir, version, cc, cc, bin))
   return bin
 end
 

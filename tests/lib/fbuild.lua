@@ -189,4 +189,36 @@ function M.etdump(doc)
     { size_prefixed = true })
 end
 
+--- A large ETDump in the real layout, for benches: about `events` profile events, 100 per inference (33
+--- portable kernels with their OPERATOR_CALL, 33 delegated events, Method::execute). -> bytes, events, runs
+function M.big_etdump(events)
+  local PER_RUN = 100
+  local runs = { { name = "Default", events = {
+    { kind = "profile", name = "Method::init", chain_index = -1, instruction_id = 0, start_time = 1000, end_time = 60000 },
+    { kind = "profile", name = "Program::load_method", chain_index = -1, instruction_id = 0, start_time = 900,
+      end_time = 61000 } } } }
+  local OPS = { "convolution", "relu", "max_pool2d_with_indices", "addmm", "permute_copy", "add", "mul", "softmax" }
+  local t = 100000
+  for r = 1, math.max(1, events // PER_RUN) do
+    local ev, start = {}, t
+    for k = 0, 32 do
+      local op = OPS[k % #OPS + 1]
+      local d = 1000 + (k * 7919 + r * 104729) % 50000
+      ev[#ev + 1] = { kind = "profile", name = "native_call_" .. op .. ".out", chain_index = 0, instruction_id = k,
+        start_time = t + 100, end_time = t + 100 + d }
+      ev[#ev + 1] = { kind = "profile", name = "OPERATOR_CALL", chain_index = 0, instruction_id = k,
+        start_time = t, end_time = t + 300 + d }
+      t = t + 400 + d
+      ev[#ev + 1] = { kind = "profile", name = "conv #" .. k, chain_index = 0, instruction_id = 33,
+        delegate_debug_id_int = k, start_time = t, end_time = t + 500 + (k * r) % 900 }
+      t = t + 1500
+    end
+    ev[#ev + 1] = { kind = "profile", name = "Method::execute", chain_index = -1, instruction_id = 0,
+      start_time = start, end_time = t }
+    runs[#runs + 1] = { name = "Execute", events = ev }
+    t = t + 1000
+  end
+  return M.etdump { version = 0, run_data = runs }, 2 + (#runs - 1) * PER_RUN, #runs
+end
+
 return M

@@ -67,7 +67,8 @@ end
 --- opts: dir (temp dir), host_key_types ({"ed25519", "ecdsa"} default), user ("odptest", created if absent),
 -- listen (address, default 127.0.0.1), netns (run sshd in that network namespace), config (extra sshd_config
 -- lines, e.g. {"PermitOpen none"}), log_level (sshd's LogLevel, default VERBOSE: one "Accepted publickey" line per
--- connection; DEBUG1 adds one "server_input_channel_open: ctype session" line per exec channel).
+-- connection; DEBUG1 adds one "server_input_channel_open: ctype session" line per exec channel), sftp (the sftp
+-- subsystem, default /usr/lib/openssh/sftp-server; "internal-sftp" where a ChrootDirectory holds none).
 function M.start(opts)
   opts = opts or {}
   local dir = opts.dir or (function()
@@ -91,7 +92,8 @@ function M.start(opts)
     local cfg = { "ListenAddress " .. self.host .. ":" .. self.port, "UsePAM no", "StrictModes no",
       "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
       "AuthorizedKeysFile " .. dir .. "/authorized_keys", "PidFile " .. dir .. "/sshd.pid",
-      "Subsystem sftp /usr/lib/openssh/sftp-server", "LogLevel " .. (opts.log_level or "VERBOSE"), "MaxSessions 50", "MaxStartups 50" }
+      "Subsystem sftp " .. (opts.sftp or "/usr/lib/openssh/sftp-server"), "LogLevel " .. (opts.log_level or "VERBOSE"),
+      "MaxSessions 50", "MaxStartups 50" }
     for _, kind in ipairs(opts.host_key_types or { "ed25519", "ecdsa" }) do
       cfg[#cfg + 1] = "HostKey " .. self.host_keys[kind]
     end

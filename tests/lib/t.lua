@@ -2,8 +2,9 @@
 -- Usage, in tests/lua/<area>_test.lua:
 --   local T = require("t")
 --   T.test("parses the RPi5 example", function() T.eq(x, 10) end)
---   T.done()            -- prints the summary; exit code 1 if anything failed
--- Output is TAP-like: "ok N - name", "not ok N - name" (+ indented diagnostics), "ok N - name # SKIP why".
+--   T.done()            -- prints the plan "1..N"; exit code 1 if anything failed
+-- Output is TAP: "ok N - name", "not ok N - name" (+ indented diagnostics), "ok N - name # SKIP why", and the
+-- plan at the end, which tests/run.sh checks against the tests it saw (a script that stops early fails).
 -- A test that needs a tool gets it from vendor/packages.txt. The only skip is for a peer that a fresh clone
 -- does not carry (the real ExecuTorch runners, see T.real_runner): counted as skipped, never as passed.
 local T = {}
@@ -181,6 +182,7 @@ function T.done()
   if not os.getenv("ODP_KEEP_TMP") then
     for _, d in ipairs(tmpdirs) do os.execute("rm -rf '" .. d .. "'") end
   end
+  print(("1..%d"):format(n))
   io.stdout:flush()
   os.exit(failed == 0 and 0 or 1)
 end

@@ -79,9 +79,9 @@ T.test("the runner's output: 5 latency samples, PMU counters, etdump.bin byte-id
   T.ok(ok, "measure: " .. tostring(err and err.message or err))
   T.eq(rec.latency_ms.n, 5)
   T.eq(rec.latency_ms.source, "rtt")
-  T.ok(rec.latency_ms.p50 > 0 and rec.latency_ms.p50 < 1000, "p50 " .. tostring(rec.latency_ms.p50) .. " ms")
   T.ok(rec.pmu and rec.pmu.cpu_cycles_total and rec.pmu.npu_cycles, "PMU: " .. json.encode(rec.pmu or {}))
   T.eq(#rec.pmu.counters, 7, "seven U85 counters")
+  require("rttlog").check(rec) -- every latency and PMU value is the one the firmware printed
   T.ok(T.read(rec.artifacts.etdump) == fixture_etdump, "etdump.bin byte-identical to the fixture")
   T.eq(rec.ops_unit, "cycles")
   T.ok(#rec.ops > 0, "op table")

@@ -54,6 +54,7 @@ T.test("the main job's default: --model and --inferences only, the whole flow on
   T.eq(rec.ops_unit, "cycles")
   T.ok(#rec.ops > 0)
   T.ok(rec.pmu and rec.pmu.npu_cycles, "PMU counters")
+  require("rttlog").check(rec) -- every latency and PMU value is the one the firmware printed in rtt.log
   T.ok(sys.stat(dir .. "/r.json"), "--out written")
   -- a bare-metal board: the device file's facts and the run's memory mode, the rest listed missing
   T.eq({ rec.device_state.board, rec.device_state.memory_mode }, { "twin_m55", "Dedicated_Sram" })

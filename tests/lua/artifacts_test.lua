@@ -19,12 +19,24 @@ local function begin_end(data, name, width)
   return table.concat(lines, "\n") .. "\n"
 end
 
-T.test("base64_decode agrees with libcrypto on every length 0..300", function()
+T.test("base64 agrees with Python's base64 module on every length 0..300, both ways", function()
+  local data = {}
   for n = 0, 300 do
     local s = {}
     for i = 1, n do s[i] = string.char((i * 37 + n) % 256) end
-    s = table.concat(s)
-    T.eq(A.base64_decode(sys.base64_encode(s)), s, "length " .. n)
+    data[n + 1] = table.concat(s)
+  end
+  local hex = {}
+  for i, s in ipairs(data) do hex[i] = (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
+  local py = assert(require("odp.proc").run { "/usr/bin/python3", "-c",
+    "import base64, json, sys\nprint(json.dumps([base64.b64encode(bytes.fromhex(h)).decode() for h in json.load(sys.stdin)]))",
+    stdin = require("odp.core.json").encode(hex), timeout = 60 })
+  T.eq(py.status, 0, py.stderr)
+  local want = require("odp.core.json").decode(py.stdout)
+  T.eq(#want, 301)
+  for i, s in ipairs(data) do
+    T.eq(sys.base64_encode(s), want[i], "odp.sys.base64_encode, length " .. i - 1)
+    T.eq(A.base64_decode(want[i]), s, "odp.parse.artifacts.base64_decode, length " .. i - 1)
   end
 end)
 

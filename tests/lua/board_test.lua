@@ -139,6 +139,7 @@ T.test("twin board: profile runs the Ethos-U flow on the board; the record and r
   T.eq(rec.ok, true, rec.error and rec.error.message)
   T.eq(rec.flow, "ethos_u"); T.eq(rec.latency_ms.n, 3)
   T.eq(rec.latency_ms.modelled, true)
+  require("rttlog").check(rec) -- every latency and PMU value is the one the firmware printed in rtt.log
   T.match(require("odp.results.report").formats.human({ rec }), "MODELLED, not measured")
   T.eq(b:read(0x60000000, 10), "SEGGER RTT", "the board is usable after the flow")
   b:close()

@@ -85,7 +85,12 @@ T.test("an unprivileged user under perf_event_paranoid >= 2: user-space counting
   elseif paranoid >= 2 then
     T.eq(got.user_only, true, "kernel-side counting dropped, and recorded")
     T.ok(got.page_faults and got.page_faults > 0)
+  else
+    T.eq(got.user_only, nil, "kernel and user space counted: nothing to record")
+    T.ok(got.page_faults and got.page_faults > 0)
   end
+  print(("# perf_event_paranoid is %d here: the %s branch ran"):format(paranoid,
+    paranoid >= 3 and "denied" or paranoid >= 2 and "user-space-only" or "full counting"))
 end)
 
 -- The hardware path, from perf results recorded on real Arm hardware: `perf stat -e instructions,cycles

@@ -4,12 +4,13 @@ local json = require("odp.core.json")
 local etdump = require("odp.parse.etdump")
 
 local dir = T.root() .. "/tests/fixtures/etdump/"
-local FIXTURES = { "add_n0", "add_n1", "add_n10", "datamap_ptd_n10" }
+local FIXTURES = { "add_n0", "add_n1", "add_n10", "datamap_ptd_n10", "docs_tutorial" }
+local function file(name) return dir .. name .. (name == "docs_tutorial" and ".etdp" or ".etdump") end
 
 for _, name in ipairs(FIXTURES) do
   T.test(name .. ": every run and event matches flatc's decode", function()
     local want = json.decode(T.read(dir .. name .. ".flatc.json"))
-    local doc = assert(etdump.read(dir .. name .. ".etdump"))
+    local doc = assert(etdump.read(file(name)))
     T.eq(doc.version, want.version, "version")
     T.eq(doc.size_prefixed, true, "size_prefixed")
     T.eq(#doc.run_data, #want.run_data, "run count")
@@ -88,17 +89,24 @@ T.test("add_n0: no Execute block, no latency samples", function()
   T.eq(#etdump.latency(doc), 0)
 end)
 
-T.test("docs_tutorial.etdp: ExecuTorch's shipped ETDump, 29 Execute events", function()
-  local doc = assert(etdump.read(dir .. "docs_tutorial.etdp"))
-  T.eq(#doc.run_data, 2)
-  T.eq(#doc.run_data[2].events, 29)
-  local rows = etdump.ops(doc)
-  T.eq(#rows, 31)
+T.test("docs_tutorial.etdp: ExecuTorch's shipped ETDump, one run a block: every op row is its flatc event", function()
+  local want = json.decode(T.read(dir .. "docs_tutorial.flatc.json"))
+  local events = {}
+  for _, wr in ipairs(want.run_data) do
+    for _, we in ipairs(wr.events) do events[#events + 1] = { block = wr.name, pe = we.profile_event } end
+  end
+  local rows, unit = etdump.ops(assert(etdump.read(dir .. "docs_tutorial.etdp")))
+  T.eq(unit, "ms")
+  T.eq(#rows, #events, "one row per event")
   local visible = 0
-  for _, r in ipairs(rows) do if not r.framework then visible = visible + 1 end end
-  T.eq(visible, 17, "rows left after hiding OPERATOR_CALL")
+  for i, ev in ipairs(events) do
+    local r, d = rows[i], (ev.pe.end_time - ev.pe.start_time) / 1e6
+    T.eq({ r.block, r.name, r.n, r.framework }, { ev.block, ev.pe.name, 1, ev.pe.name == "OPERATOR_CALL" }, "row " .. i)
+    for _, f in ipairs { "p10", "p50", "p90", "avg", "min", "max" } do T.near(r[f], d, 1e-12, ("row %d %s"):format(i, f)) end
+    if ev.pe.name ~= "OPERATOR_CALL" then visible = visible + 1 end
+  end
+  T.eq(visible, 17, "rows left after hiding OPERATOR_CALL (counted in the decode)")
   T.eq(rows[#rows].name, "Method::execute")
-  T.near(rows[#rows].p50, 1.898821, 1e-9)
 end)
 
 T.test("time scales: cycles stay cycles, or convert with clock_hz", function()
@@ -207,8 +215,7 @@ end
 
 T.test("the C merge and the Lua merge agree on every fixture and on a tricky dump", function()
   local inputs = {}
-  for _, n in ipairs(FIXTURES) do inputs[#inputs + 1] = dir .. n .. ".etdump" end
-  inputs[#inputs + 1] = dir .. "docs_tutorial.etdp"
+  for _, n in ipairs(FIXTURES) do inputs[#inputs + 1] = file(n) end
   inputs[#inputs + 1] = tricky()
   for _, input in ipairs(inputs) do
     local a = etdump.blocks(assert(etdump.read(input)))
@@ -258,7 +265,7 @@ for _, name in ipairs(FIXTURES) do
       end
       if e then exe[#exe + 1], ker[#ker + 1], oth[#oth + 1] = e / 1e6, ops / 1e6, (e - ops) / 1e6 end
     end
-    local s = etdump.ops_summary(assert(etdump.read(dir .. name .. ".etdump")))
+    local s = etdump.ops_summary(assert(etdump.read(file(name))))
     if #exe == 0 then return T.eq(s, nil, "no Method::execute, no summary") end
     T.eq({ s.n, s.unit, s.delegated_ms, s.delegated_share }, { #exe, "ms", 0, 0 }, "no delegates in these models")
     T.near(s.execute_ms, median(exe), 1e-12, "execute")

@@ -36,6 +36,16 @@ local function start(args)
 end
 local function stop() proc.run { argv = { "tmux", "-S", sock, "kill-server" }, timeout = 10 } end
 local function prompts() return select(2, screen():gsub("odp> ", "")) end
+-- Waits until a process with marker in its arguments runs: the exec typed into the REPL reached the board.
+local function wait_running(marker)
+  local deadline = sys.now() + 20
+  repeat
+    local r = proc.run { "sh", "-c", "ps -eo args | grep -F " .. marker .. " | grep -v grep", timeout = 10 }
+    if r.stdout ~= "" then return end
+    sys.sleep(0.05)
+  until sys.now() > deadline
+  error(marker .. " never ran on the board:\n" .. screen(), 0)
+end
 
 local srv = sshd.start()
 local rdir = srv.remote_dir .. "/repl"
@@ -55,7 +65,7 @@ T.test("ssh: exec, push, Tab completes verbs, Ctrl-C during a long exec, the boa
   send("C-u")
   local marker = "odp_repl_sleep_" .. sys.getpid()
   line(('board:exec("sleep 300; : %s")'):format(marker))
-  sys.sleep(1)
+  wait_running(marker)
   local before = prompts()
   send("C-c")
   local deadline = sys.now() + 20
@@ -168,8 +178,9 @@ T.test("adb: exec, push, Ctrl-C during a long exec, then the device closed: one 
   line(('board:exec("mkdir -p /data/local/tmp/odp"); return board:push(%q, "/data/local/tmp/odp/g")'):format(tmp .. "/g"))
   wait_for("skipped = false", 20)
   T.eq(T.read(sbx .. "/data/local/tmp/odp/g"), "to the phone")
-  line('board:exec("sleep 300")')
-  sys.sleep(1)
+  local adb_marker = "odp_repl_adb_sleep_" .. sys.getpid()
+  line(('board:exec("sleep 300; : %s")'):format(adb_marker))
+  wait_running(adb_marker)
   local before = prompts()
   send("C-c")
   local deadline = sys.now() + 20

@@ -44,6 +44,12 @@ T.test("run.point on a board: records carry the board's name, this run's warning
   local r2 = run.point(b, flow, { size = 4 })
   T.eq({ r1.ok, r1.board, r1.device, r1.params.size }, { true, "bench-1", "host", 3 })
   T.eq(r1.warnings, { "size 3" }); T.eq(r2.warnings, { "size 4" }, "not the first point's again")
+  -- runs interleaved on one ui (the scheduler's boards share one): a run started inside another's steps keeps
+  -- its warnings to itself, and the outer one gets none of them
+  local inner
+  local outer = run.point(b, toy_flow(function(ctx) inner = run.point(b, flow, { size = 6 }) ctx.ui:warn("after") end),
+    { size = 5 })
+  T.eq(inner.warnings, { "size 6" }); T.eq(outer.warnings, { "size 5", "after" })
   local saved = assert(json.decode(T.read(r2.artifacts.run_dir .. "/result.json")))
   T.eq({ saved.ok, saved.board, saved.latency_ms.p50 }, { true, "bench-1", 4 })
   -- a failure in a step: the failed record, saved; a bug: saved, then raised with its traceback
@@ -159,6 +165,7 @@ T.test("run.open_board + run.point over SSH: one connection for three runs, then
   end)
   T.eq(conns, 1)
   T.eq(stage, { "ran", "skipped: unchanged", "skipped: unchanged" }, "pushed once, then the board had the files")
+  T.eq(b.ui, quiet, "the board's ui is its own again after each run")
   T.eq(sys.sha256_file(srv.remote_dir .. "/api/fake_runner"), sys.sha256_file(fake), "the runner on the board")
   -- a runner rebuilt between points (other bytes, same path) is pushed again: the board keys by sha256
   local copy = tmp .. "/runner_copy"
@@ -172,6 +179,20 @@ T.test("run.open_board + run.point over SSH: one connection for three runs, then
   T.eq(sys.sha256_file(srv.remote_dir .. "/api/runner_copy"), sys.sha256_file(copy), "the new bytes on the board")
   run.close(b)
   T.eq(b._target, nil, "closed")
+end)
+
+T.test("what the transport says as it connects (an ssh_config warning) is in the record of the run that connected", function()
+  local cfg = tmp .. "/ssh_config"
+  T.write(cfg, "Match exec \"true\"\n  User nobody\n")
+  local b = run.open_board("devices/rpi5.lua", { host = srv.user .. "@127.0.0.1", port = srv.port,
+    identity = srv.identity, known_hosts = srv.known_hosts, remote_dir = srv.remote_dir .. "/api",
+    ssh_config = cfg, ui = require("odp.core.ui").new { quiet = true } })
+  local r1 = run.point(b, "executorch", { runner = fake, model = add, runs_dir = tmp .. "/runs" })
+  local r2 = run.point(b, "executorch", { runner = fake, model = add, runs_dir = tmp .. "/runs" })
+  T.eq(r1.ok, true, r1.error and r1.error.message)
+  T.match(table.concat(r1.warnings, "\n"), "`Match exec` cannot be evaluated by odp")
+  T.eq(table.concat(r2.warnings, "\n"):find("Match exec", 1, true), nil, "not the next run's (it did not connect)")
+  run.close(b)
 end)
 
 srv:stop()

@@ -74,10 +74,19 @@ end
 -- (an orphan reparented to a subreaper that does not reap it stays a zombie: that is gone, too)
 T.test("x86_64: SIGTERM to the helper reaches the program's whole group", function()
   local tmp = T.tmpdir()
-  local r = assert(proc.run { "sh", "-c", string.format(
-    "%s/odp-rusage-x86_64 sh -c 'sleep 100 & echo $! > %s/pid; wait' 2>%s/err & h=$!; sleep 0.5; kill -TERM $h; wait $h; "
-    .. "sleep 0.2; ps -o stat= -p $(cat %s/pid) | grep -qv Z && echo alive || echo gone", build, tmp, tmp, tmp), timeout = 30 })
-  T.eq(r.stdout, "gone\n")
+  -- waits for events, not times: the pid file written (the program's child runs), then the helper's exit;
+  -- the child must be seen alive first, so an empty pid file cannot pass for "gone"
+  local r = assert(proc.run { "sh", "-c", ([[
+    export T=%s
+    "$B/odp-rusage-x86_64" sh -c 'sleep 100 & echo $! >"$T/pid.tmp" && mv "$T/pid.tmp" "$T/pid"; wait' 2>"$T/err" & h=$!
+    i=0; while [ ! -s "$T/pid" ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i + 1)); done
+    p=$(cat "$T/pid")
+    alive() { ps -o stat= -p "$p" | grep -qv Z; }
+    alive && echo "alive before" || echo "not running before: pid '$p'"
+    kill -TERM $h; wait $h
+    i=0; while alive && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    alive && echo "alive after" || echo "gone after"]]):format(tmp), env = { B = build }, timeout = 30 })
+  T.eq(r.stdout, "alive before\ngone after\n", r.stderr)
   T.eq(rusage.parse(T.read(tmp .. "/err")).signal, 15)
 end)
 

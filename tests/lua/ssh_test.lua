@@ -184,7 +184,10 @@ T.test("connect timeout and refused port", function()
   -- a listener that never speaks SSH: the handshake times out at the deadline
   local lp = srv.port + 1000
   local pid = tonumber(sshd.sh(string.format("socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr SYSTEM:'sleep 20' >/dev/null 2>&1 & echo $!", lp)))
-  sys.sleep(0.3)
+  for _ = 1, 200 do -- listening once ss shows the port
+    if proc.run { "sh", "-c", ("ss -Hltn 'sport = :%d' | grep -q ."):format(lp), timeout = 10 }.status == 0 then break end
+    sys.sleep(0.05)
+  end
   local t0 = sys.now()
   _, err, code = ssh.connect { host = "127.0.0.1", port = lp, user = "x", known_hosts = tmp .. "/kh", timeout = 1 }
   T.eq(code, "ETIMEDOUT"); T.ok(sys.now() - t0 < 3, "bounded by the timeout")

@@ -59,10 +59,12 @@ T.test("sys.sha256 opens libcrypto on first use, and agrees with sha256sum", fun
   end
 end)
 
-T.test("probe.usb_list still answers, through odp.usb", function()
-  local probe = require("odp.probe")
-  local list, err = probe.usb_list(0x1366)
-  T.ok(type(list) == "table" or type(err) == "string", "a list or an error")
+T.test("probe.usb_list answers what odp.usb.list answers, and maps libusb only when called", function()
+  T.eq(mapped_after("require('odp.probe')"), "", "requiring odp.probe maps no libusb")
+  T.eq(mapped_after("require('odp.probe').usb_list(0x1366)"), "libusb")
+  local probe, usb = require("odp.probe"), require("odp.usb")
+  T.eq({ probe.usb_list(0x1366) }, { usb.list(0x1366) }, "J-Link vendor 0x1366")
+  T.eq({ probe.usb_list() }, { usb.list() }, "every vendor")
 end)
 
 T.done()

@@ -23,7 +23,7 @@ if ! { cmake -S "$root/tests/twin" -B "$W/fw" -DTWIN_MODE=runner \
         -DTWIN_STREAM_BYTES=4194304 >"$W/cmake.log" 2>&1 &&
        make -C "$W/fw" -j2 >"$W/make.log" 2>&1 &&
        cc -std=c11 -O2 -shared -fPIC -fvisibility=hidden -o "$W/libjlinkarm.so" "$root/tests/twin/jlinkarm_twin.c"; }; then
-  echo "not ok 1 - twin firmware and libjlinkarm.so build"; tail -20 "$W/make.log" "$W/cmake.log" | sed 's/^/#   /'; exit 1
+  echo "not ok 1 - twin firmware and libjlinkarm.so build"; tail -20 "$W/make.log" "$W/cmake.log" | sed 's/^/#   /'; echo 1..1; exit 1
 fi
 
 launch() { # launch IMAGE NAME -> state dir in $S
@@ -55,6 +55,8 @@ FLASHER=$S
 launch "$W/fw/twin_stream.elf" stream || exit 1
 STREAM=$S
 
-ODP_TWIN_STATE=$RUNNER RUNNER=$RUNNER FLASHER=$FLASHER STREAM=$STREAM FW=$W/fw JLINK_LIB=$W/libjlinkarm.so TELNET_PORT=$port \
-  GUI_PORT=$gport TELNET_CFG=$W/telnet.cfg MODEL="$root/tests/fixtures/pte/mnist_ethos_u55.pte" \
-  "$ODP" run "$here/twin_probe.lua"
+. "$root/tests/lib/tap.sh"
+tap_run env ODP_TWIN_STATE="$RUNNER" RUNNER="$RUNNER" FLASHER="$FLASHER" STREAM="$STREAM" FW="$W/fw" \
+  JLINK_LIB="$W/libjlinkarm.so" TELNET_PORT="$port" GUI_PORT="$gport" TELNET_CFG="$W/telnet.cfg" \
+  MODEL="$root/tests/fixtures/pte/mnist_ethos_u55.pte" "$ODP" run "$here/twin_probe.lua"
+tap_done

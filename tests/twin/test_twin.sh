@@ -1,6 +1,7 @@
 #!/bin/sh
 # Self-check of the twin board without odp: builds the firmware and host helpers, boots each mode in QEMU
-# and checks the contract of tests/twin/README.md. Prints "ok - ..." / "not ok - ..."; exits 1 on any failure.
+# and checks the contract of tests/twin/README.md. Prints TAP whose every check is marked "# rig" (a check of
+# the test rig, not of odp: tests/run.sh counts them apart); exits 1 on any failure.
 #   tests/twin/test_twin.sh [WORK_DIR]      (default build/twin-test)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -8,15 +9,16 @@ root=$(cd "$here/../.." && pwd)
 W=${1:-$root/build/twin-test}
 mkdir -p "$W"
 W=$(cd "$W" && pwd)
-fails=0
+. "$root/tests/lib/tap.sh"
 states=""
 cleanup() { for s in $states; do "$here/stop.sh" "$s"; done; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-ok() { echo "ok - $1"; }
-notok() { echo "not ok - $1"; fails=$((fails + 1)); }
+ok() { tap_ok "$1 # rig"; }
+notok() { tap_not_ok "$1 # rig"; }
 check() { d=$1; shift; if "$@"; then ok "$d"; else notok "$d"; fi; }
-need() { command -v "$1" >/dev/null 2>&1 || { notok "tool $1 present (vendor/install-deps.sh installs it)"; exit 1; }; }
+quietly() { q_log=$1; shift; "$@" >"$q_log" 2>&1; } # quietly LOG CMD...: CMD's output to LOG, not to the TAP
+need() { command -v "$1" >/dev/null 2>&1 || { notok "tool $1 present (vendor/install-deps.sh installs it)"; tap_done; exit 1; }; }
 for t in cmake make arm-none-eabi-gcc qemu-system-arm cc sx socat ss gzip base64 lua5.4; do need "$t"; done
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
@@ -35,11 +37,11 @@ model=$fix/pte/mnist_ethos_u55.pte
 etdump=$fix/etdump/docs_tutorial.etdp
 head -c 1000 /dev/urandom >"$W/output.bin"
 N=7
-check "cmake configure (TWIN_INFERENCES=$N, output.bin)" cmake -S "$here" -B "$W/fw" -DTWIN_MODE=runner \
-	-DTWIN_MODEL_PATH="$model" -DTWIN_ETDUMP_PATH="$etdump" -DTWIN_OUTPUT_PATH="$W/output.bin" \
-	-DTWIN_INFERENCES=$N -DTWIN_STREAM_BYTES=2097152 >"$W/cmake.log" 2>&1
-check "firmware builds (make mlek_executorch_inference_runner)" make -C "$W/fw" -j2 mlek_executorch_inference_runner \
-	>"$W/make.log" 2>&1
+check "cmake configure (TWIN_INFERENCES=$N, output.bin)" quietly "$W/cmake.log" cmake -S "$here" -B "$W/fw" \
+	-DTWIN_MODE=runner -DTWIN_MODEL_PATH="$model" -DTWIN_ETDUMP_PATH="$etdump" -DTWIN_OUTPUT_PATH="$W/output.bin" \
+	-DTWIN_INFERENCES=$N -DTWIN_STREAM_BYTES=2097152
+check "firmware builds (make mlek_executorch_inference_runner)" quietly "$W/make.log" \
+	make -C "$W/fw" -j2 mlek_executorch_inference_runner
 check "mram.bin is the runner ELF, ext_flash.bin the model" sh -c \
 	"cmp -s '$W/fw/bin/sectors/executorch_inference_runner/mram.bin' '$W/fw/twin_runner.elf' && \
 	 cmp -s '$W/fw/bin/sectors/executorch_inference_runner/ext_flash.bin' '$model'"
@@ -48,7 +50,7 @@ check "host tools build (rttcat, libjlinkarm.so, test_jlink)" sh -c \
 	"cc $cflags -o '$R' '$here/rttcat.c' && \
 	 cc $cflags -shared -fPIC -fvisibility=hidden -o '$W/libjlinkarm.so' '$here/jlinkarm_twin.c' && \
 	 cc $cflags -o '$W/test_jlink' '$here/test_jlink.c' -ldl"
-[ $fails -eq 0 ] || exit 1
+[ "$tap_failed" -eq 0 ] || { tap_done; exit 1; }
 
 # ---- runner
 t0=$(now)
@@ -103,7 +105,10 @@ check "system_reset while running, without clearing the ID: boot 3 seen ($(elaps
 "$R" -s "$S" up -u "odp-twin done" -t 20 >/dev/null
 ODP_TWIN_STATE=$S "$W/test_jlink" "$W/libjlinkarm.so" $N >"$W/jlink.log" 2>&1
 rc=$?
-cat "$W/jlink.log"
+# its "ok - jlink: ..." lines become checks of this stream; the rest, diagnostics
+while IFS= read -r l; do
+	case $l in "ok - "*) ok "${l#ok - }" ;; "not ok - "*) notok "${l#not ok - }" ;; *) echo "#   $l" ;; esac
+done <"$W/jlink.log"
 check "test_jlink (dlopen of the test libjlinkarm.so)" [ $rc -eq 0 ]
 "$here/stop.sh" "$S"
 
@@ -232,5 +237,4 @@ else
 fi
 
 ls /dev/shm | grep -q "^odp-twin-$$-" && notok "shm files left behind"
-[ $fails -eq 0 ] && echo "# all twin checks passed" || echo "# $fails twin check(s) failed"
-[ $fails -eq 0 ]
+tap_done

@@ -10,9 +10,7 @@ tmp=$(mktemp -d)
 pids=""
 cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT INT TERM
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-notok() { n=$((n + 1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "#   $l"; done; }
+. "$here/../lib/tap.sh"
 waitfor() { i=0; while [ ! -e "$1" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done; }
 
 head -c 100000 /dev/urandom >"$tmp/in.bin"
@@ -31,9 +29,9 @@ for mode in 1k 128; do
     out=$(timeout 60 "$ODP" run "$here/xfer.lua" send "$link" "$tmp/in.bin" mode=$mode 2>&1)
     wait "$sp"; rxrc=$?
     if echo "$out" | grep -q "^ok bytes=100000 .*check=$check" && [ $rxrc -eq 0 ] && cmp -s rx.bin padded.bin; then
-      ok "odp send -> lrzsz rx ($mode, $check): $out"
+      tap_ok "odp send -> lrzsz rx ($mode, $check): $out"
     else
-      notok "odp send -> lrzsz rx ($mode, $check)" "$out" "rx exit $rxrc" "$(tail -c 300 socat.log)"
+      tap_not_ok "odp send -> lrzsz rx ($mode, $check)" "$out" "rx exit $rxrc" "$(tail -c 300 socat.log)"
     fi
   done
 done
@@ -47,9 +45,9 @@ for k in "-k" ""; do
     out=$(timeout 60 "$ODP" run "$here/xfer.lua" receive "$link" "$tmp/out.bin" check=$check 2>&1)
     wait "$sp"; sxrc=$?
     if echo "$out" | grep -q "^ok bytes=100096 .*check=$check" && [ $sxrc -eq 0 ] && cmp -s out.bin padded.bin; then
-      ok "lrzsz sx $k -> odp receive ($check): $out"
+      tap_ok "lrzsz sx $k -> odp receive ($check): $out"
     else
-      notok "lrzsz sx $k -> odp receive ($check)" "$out" "sx exit $sxrc" "$(tail -c 300 socat.log)"
+      tap_not_ok "lrzsz sx $k -> odp receive ($check)" "$out" "sx exit $sxrc" "$(tail -c 300 socat.log)"
     fi
   done
 done
@@ -61,9 +59,9 @@ waitfor "$link"
 out=$(timeout 30 "$ODP" run "$here/xfer.lua" receive "$link" "$tmp/none.bin" timeout=0.5 start=2 2>&1)
 kill "$sp" 2>/dev/null
 if echo "$out" | grep -q "ETIMEDOUT" && [ ! -e none.bin ] && [ -z "$(ls -A | grep part)" ]; then
-  ok "receive with no sender: ETIMEDOUT, no file"
+  tap_ok "receive with no sender: ETIMEDOUT, no file"
 else
-  notok "receive with no sender" "$out" "$(ls -A)"
+  tap_not_ok "receive with no sender" "$out" "$(ls -A)"
 fi
 
 # lossy channel: odp -> relay -> odp
@@ -81,14 +79,15 @@ lossy() { # rate seed mode -> sets lout/lsend
 for mode in 128 1k; do
   lossy 0.001 11 "$mode"
   if echo "$lsend" | grep -q '^ok' && echo "$lout" | grep -q '^ok' && cmp -s l.bin lout.bin; then
-    ok "lossy 1e-3 ($mode): byte-identical; send: $lsend; $(cat relay.err)"
+    tap_ok "lossy 1e-3 ($mode): byte-identical; send: $lsend; $(cat relay.err)"
   else
-    notok "lossy 1e-3 ($mode)" "send: $lsend" "recv: $lout" "$(cat relay.err)"
+    tap_not_ok "lossy 1e-3 ($mode)" "send: $lsend" "recv: $lout" "$(cat relay.err)"
   fi
 done
 lossy 0.1 5 128
 if echo "$lsend" | grep -q '^fail' && echo "$lout" | grep -q '^fail' && [ ! -e lout.bin ] && [ -z "$(ls -A | grep part)" ]; then
-  ok "lossy 1e-1: both sides abort, no file left ($lsend / $lout)"
+  tap_ok "lossy 1e-1: both sides abort, no file left ($lsend / $lout)"
 else
-  notok "lossy 1e-1" "send: $lsend" "recv: $lout" "$(ls -A)"
+  tap_not_ok "lossy 1e-1" "send: $lsend" "recv: $lout" "$(ls -A)"
 fi
+tap_done

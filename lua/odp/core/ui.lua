@@ -14,6 +14,12 @@ function M.new(opts)
   return setmetatable({ quiet = opts.quiet, verbose = opts.verbose, tty = tty, warnings = {} }, UI)
 end
 
+--- A view of ui for one run: the same terminal, options and progress line, its own warnings. Runs on boards
+-- that share a ui (a sweep, the scheduler's coroutines) each keep only the warnings shown during their run.
+function M.scope(ui)
+  return setmetatable({ warnings = {} }, { __index = ui, __newindex = ui })
+end
+
 local function out(self, s)
   if self.bar_shown then io.stderr:write("\r\27[K") self.bar_shown = false end
   io.stderr:write(s, "\n")

@@ -24,9 +24,10 @@ local function bad(msg) errors.fail("EUSAGE", msg, 2) end
 
 local function dirname(p) return p:match("^(.*)/[^/]*$") or "." end
 
--- The records in path: a runs/<id>/ directory (its result.json), a JSON record (or list), or JSONL.
--- -> records, the directory a record's relative samples.csv may sit in, warnings
-local function read_records(path, label)
+--- The records in path: a runs/<id>/ directory (its result.json), a JSON record (or list), or JSONL (a cut
+--- last line is left out with a warning; any other bad line is a usage error). label names the input in
+--- messages. -> records, the directory a record's relative samples.csv may sit in, warnings
+function M.read_records(path, label)
   local st = sys.stat(path)
   if not st then bad(("%s: cannot read '%s'"):format(label, path)) end
   local warnings = {}
@@ -60,8 +61,10 @@ local function read_records(path, label)
   return records, dirname(path), warnings
 end
 
--- samples.csv of a record: where the record says, else beside the record file
-local function samples_of(rec, dir)
+--- samples.csv of a record: where the record says, else beside the record file (dir). -> groups (latency
+--- samples per process), the file's path | nil when there is none; a file that is not a samples.csv is a
+--- usage error (exit 2).
+function M.samples_of(rec, dir)
   local tries = {}
   local named = rec.artifacts and rec.artifacts.samples
   if type(named) == "string" then
@@ -101,7 +104,7 @@ end
 --- are one-line usage errors (exit 2) or warnings, never compared. -> side {path, records, groups (latency
 --- per process), rss, load, ops = {{key, samples}}, model, device, device_state, warnings, samples_files}
 function M.load(path, label)
-  local records, dir, warnings = read_records(path, label)
+  local records, dir, warnings = M.read_records(path, label)
   local side = { path = path, label = label, records = {}, groups = {}, rss = {}, load = {}, warnings = warnings,
     samples_files = {} }
   local failed = {}
@@ -121,7 +124,7 @@ function M.load(path, label)
   end
   local ops_by_key, op_order, ops_complete = {}, {}, true
   for _, rec in ipairs(side.records) do
-    local groups, file = samples_of(rec, dir)
+    local groups, file = M.samples_of(rec, dir)
     if groups then
       side.samples_files[#side.samples_files + 1] = file
       for _, g in ipairs(groups) do side.groups[#side.groups + 1] = g end
@@ -310,6 +313,31 @@ function M.compare(A, B, opts)
       target = s.target, samples = json.array(s.samples_files) }
   end
   return { a = side_info(A), b = side_info(B), rows = rows, notes = json.array(notes) }
+end
+
+local function pct(v) return ("%+.1f%%"):format((v - 1) * 100) end
+
+--- Checks the --noise and --fail-if-slower percentages of a command line (usage errors exit 2).
+function M.check_thresholds(opts)
+  if opts.fail_if_slower and not (opts.fail_if_slower >= 0) then bad("--fail-if-slower must be a percentage >= 0") end
+  if not (opts.noise >= 0 and opts.noise < math.huge) then
+    bad(("--noise must be a percentage >= 0, got %s"):format(opts.noise))
+  end
+end
+
+--- The CI gate (`--fail-if-slower PCT`): fails when B's latency is slower than A's by more than pct % with
+--- the whole 95% CI beyond it. -> {pct, failed, text} (text: one line saying why), or nil when pct is nil.
+function M.gate(res, fail_if_slower)
+  if not fail_if_slower then return nil end
+  local lat = res.rows[1]
+  local limit = 1 + fail_if_slower / 100
+  if lat and lat.ci95 and lat.ci95[1] > limit then
+    return { pct = fail_if_slower, failed = true, text = ("FAIL: B is slower than A by %s (95%% CI %s .. %s), " ..
+      "beyond --fail-if-slower %g%%"):format(pct(lat.ratio), pct(lat.ci95[1]), pct(lat.ci95[2]), fail_if_slower) }
+  end
+  return { pct = fail_if_slower, failed = false, text = lat and lat.ci95 and ("pass: the 95%% CI's low end %s is " ..
+    "within --fail-if-slower %g%%"):format(pct(lat.ci95[1]), fail_if_slower) or
+    ("pass: too few samples for a CI, so nothing is beyond --fail-if-slower %g%%"):format(fail_if_slower) }
 end
 
 --- The words a verdict is shown with.

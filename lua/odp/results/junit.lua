@@ -118,8 +118,7 @@ end
 --- The suites of `odp compare` results (odp.results.compare): comparisons is a list of {res=, board=} (board:
 -- the board they compare, with --by board), one suite each ("compare" or "compare.<board>"), one testcase per
 -- compared metric with B/A and its CI in system-out. With fail_if_slower (a percentage), the latency row
--- (the first) fails when the whole 95% CI of B/A is above 1 + PCT/100, as `odp compare --fail-if-slower`
--- exits 1.
+-- (the first) fails when compare.gate does, as `odp compare --fail-if-slower` exits 1.
 function M.compare_suites(comparisons, fail_if_slower)
   local suites = {}
   for _, cmp in ipairs(comparisons) do
@@ -130,11 +129,8 @@ function M.compare_suites(comparisons, fail_if_slower)
       local c = { classname = "odp." .. s.name, name = r.metric,
         out = ("B/A %s, 95%% CI [%s, %s], verdict %s"):format(r.ratio and ("%.4f"):format(r.ratio) or "-",
           r.ci95 and ("%.4f"):format(r.ci95[1]) or "-", r.ci95 and ("%.4f"):format(r.ci95[2]) or "-", r.verdict) }
-      if i == 1 and fail_if_slower and r.ci95 and r.ci95[1] > 1 + fail_if_slower / 100 then
-        c.failure = { type = "slower", message = ("B is slower than A by %+.1f%% (95%% CI %+.1f%% .. %+.1f%%), "
-          .. "beyond --fail-if-slower %g%%"):format((r.ratio - 1) * 100, (r.ci95[1] - 1) * 100,
-          (r.ci95[2] - 1) * 100, fail_if_slower) }
-      end
+      local gate = i == 1 and require("odp.results.compare").gate(res, fail_if_slower)
+      if gate and gate.failed then c.failure = { type = "slower", message = (gate.text:gsub("^FAIL: ", "")) } end
       s.cases[#s.cases + 1] = c
     end
     suites[#suites + 1] = s

@@ -80,8 +80,10 @@ Stopper.__index = Stopper
 
 --- A stopping rule for options o. s:done(processes, samples) after each measured process says whether to
 --- stop; then s.stop is the record's `stop` field and s.warning a line to warn with (or nil).
-function M.stopper(o)
-  local s = setmetatable({ o = o, t0 = sys.now(), first_true = {}, starts = {} }, Stopper)
+--- opts.clock: {now=, sleep=} in place of odp.sys's (tests check the rules on a clock they advance).
+function M.stopper(o, opts)
+  local clock = opts and opts.clock or sys
+  local s = setmetatable({ o = o, clock = clock, t0 = clock.now(), first_true = {}, starts = {} }, Stopper)
   s.fixed = M.fixed_count(o) ~= nil
   s.max_time = o.max_time or (o.target_ci and M.DEFAULT_MAX_TIME) or nil
   return s
@@ -89,7 +91,7 @@ end
 
 --- Notes that a measured process starts now (its offset from the first feeds the per-minute table).
 function Stopper:begin()
-  self.starts[#self.starts + 1] = sys.now() - self.t0
+  self.starts[#self.starts + 1] = self.clock.now() - self.t0
 end
 
 --- The number of processes when it is known up front (--repeat or no rule), else nil.
@@ -101,7 +103,7 @@ end
 ---@param samples number[] every sample so far
 ---@return boolean stop
 function Stopper:done(k, samples)
-  local o, elapsed = self.o, sys.now() - self.t0
+  local o, elapsed = self.o, self.clock.now() - self.t0
   local function finish(rule, met, ci_pct)
     self.stop = { rule = rule, met = met, processes = k, seconds = elapsed, samples = #samples,
       target_ci = o.target_ci, ci_pct = ci_pct }
@@ -273,13 +275,13 @@ local Cooler = {}
 Cooler.__index = Cooler
 
 --- The pause and the thermal wait before each measured process (--cooldown, --cool-to, --cool-timeout);
---- nil when neither is asked. opts.root: the thermal class directory (tests). After the run, c.log is the
---- record's `thermal` list ({process, waited_s, before_c, after_c}: the hottest temperature before the
---- process (after any wait) and after it) and c.warnings what to warn about.
+--- nil when neither is asked. opts.root: the thermal class directory, opts.clock: {now=, sleep=} (tests).
+--- After the run, c.log is the record's `thermal` list ({process, waited_s, before_c, after_c}: the hottest
+--- temperature before the process (after any wait) and after it) and c.warnings what to warn about.
 function M.cooler(o, target, ui, opts)
   if not (o.cooldown or o.cool_to) then return nil end
-  return setmetatable({ o = o, target = target, ui = ui, root = opts and opts.root, log = json.array(),
-    warnings = {} }, Cooler)
+  return setmetatable({ o = o, target = target, ui = ui, root = opts and opts.root,
+    clock = opts and opts.clock or sys, log = json.array(), warnings = {} }, Cooler)
 end
 
 function Cooler:temperature()
@@ -290,8 +292,9 @@ end
 function Cooler:before(k)
   local o = self.o
   local entry = { process = k, waited_s = 0.0 }
-  local t0 = sys.now()
-  if o.cooldown and k > 1 then errors.check(sys.sleep(o.cooldown)) end
+  local now, sleep = self.clock.now, self.clock.sleep
+  local t0 = now()
+  if o.cooldown and k > 1 then errors.check(sleep(o.cooldown)) end
   if o.cool_to and not self.no_zones then
     local hot, name = self:temperature()
     if not hot then
@@ -299,12 +302,12 @@ function Cooler:before(k)
       self.warnings[#self.warnings + 1] = ("--cool-to %g: no thermal zones on this target (%s): not waiting")
         :format(o.cool_to, self.target.uri or self.target.kind)
     else
-      local deadline = sys.now() + o.cool_timeout
-      while hot > o.cool_to and sys.now() < deadline do
+      local deadline = now() + o.cool_timeout
+      while hot > o.cool_to and now() < deadline do
         if self.ui and not self.ui.quiet then
           self.ui:info("cooling: %s at %.1f C, waiting for %g C", name, hot, o.cool_to)
         end
-        errors.check(sys.sleep(math.min(1, math.max(0.05, deadline - sys.now()))))
+        errors.check(sleep(math.min(1, math.max(0.05, deadline - now()))))
         hot, name = self:temperature()
       end
       if hot and hot > o.cool_to then
@@ -314,7 +317,7 @@ function Cooler:before(k)
       entry.before_c = hot
     end
   end
-  entry.waited_s = sys.now() - t0
+  entry.waited_s = now() - t0
   self.log[k] = entry
 end
 

@@ -2,10 +2,17 @@
 --   local svg = require("odp.results.plot").svg({ { name = "fast", points = { { x = 1, y = 2.5, lo = 2.1, hi = 3 } } } },
 --     { title = "latency", xlabel = "num_executions", ylabel = "latency_ms.p50 (ms)" })
 -- A series' points are joined in x order; x may be numbers or strings (a category axis, in first-seen order).
--- opts.logx = true | false | "auto" (default: log when every x > 0 and they span 100x or more).
+-- opts.logx = true | false | "auto" (default: log when every x > 0 and they span 100x or more); opts.logy = true
+-- draws y in decades (when every y > 0).
+-- A series may also be drawn as a band (series.band: the area between each point's lo and hi, no error
+-- bars), as bars (series.bars: each point {x0, x1, y} a bar from 0 to y), as steps (series.step: an ECDF),
+-- without markers (series.markers = false; series.marker_r sizes them) or without a line (series.line = false). Lines after the first are dashed, so they stay apart when
+-- printed in grey.
 local M = {}
 
 M.PALETTE = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf" }
+--- Dash patterns by series, in the palette's order: grey-scale print tells lines apart by them.
+M.DASHES = { nil, "7 3", "2 2", "9 3 2 3", "4 4", "1 3", "12 4", "6 2 2 2" }
 
 local function esc(s)
   return (tostring(s):gsub("[&<>\"]", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;" }))
@@ -73,7 +80,8 @@ function M.svg(series, opts)
         local k = tostring(p.x)
         if not cat_index[k] then cats[#cats + 1] = k cat_index[k] = #cats end
       else
-        xs[#xs + 1] = p.x
+        xs[#xs + 1] = p.x0 or p.x
+        if p.x1 then xs[#xs + 1] = p.x1 end
       end
       ys[#ys + 1] = p.y
       if p.lo then ys[#ys + 1] = p.lo end
@@ -115,11 +123,23 @@ function M.svg(series, opts)
     xticks = {}
     for i, v in ipairs(t) do xticks[i] = { pos = xmap(v), text = label(v, xstep) } end
   end
-  local ymin = #ys > 0 and math.min(0, table.unpack(ys)) or 0
-  local ymax = #ys > 0 and math.max(table.unpack(ys)) or 1
-  local yt, ystep = M.ticks(ymin, ymax, 6)
-  local ylo, yhi = yt[1], yt[#yt]
-  local function ymap(y) return mt + ph * (1 - (y - ylo) / (yhi - ylo)) end
+  local yt, ystep, ylo, yhi, ymap
+  local ypos = #ys > 0 and math.min(table.unpack(ys)) > 0
+  if opts.logy and ypos then
+    -- decades covering the values; a cold first iteration 300x the warm ones leaves both readable
+    local lo = math.floor(math.log(math.min(table.unpack(ys)), 10))
+    local hi = math.ceil(math.log(math.max(table.unpack(ys)), 10))
+    if hi == lo then hi = lo + 1 end
+    yt = {}
+    for e = lo, hi do yt[#yt + 1] = 10.0 ^ e end
+    ymap = function(y) return mt + ph * (1 - (math.log(y, 10) - lo) / (hi - lo)) end
+  else
+    local ymin = #ys > 0 and math.min(0, table.unpack(ys)) or 0
+    local ymax = #ys > 0 and math.max(table.unpack(ys)) or 1
+    yt, ystep = M.ticks(ymin, ymax, 6)
+    ylo, yhi = yt[1], yt[#yt]
+    ymap = function(y) return mt + ph * (1 - (y - ylo) / (yhi - ylo)) end
+  end
 
   local o = {}
   local function add(s) o[#o + 1] = s end
@@ -140,7 +160,7 @@ function M.svg(series, opts)
   add('<g class="yticks" text-anchor="end">')
   for _, v in ipairs(yt) do
     add(('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#333333"/><text x="%d" y="%s">%s</text>')
-      :format(ml - 5, num(ymap(v)), ml, num(ymap(v)), ml - 8, num(ymap(v) + 4), esc(label(v, ystep))))
+      :format(ml - 5, num(ymap(v)), ml, num(ymap(v)), ml - 8, num(ymap(v) + 4), esc(ystep and label(v, ystep) or ("%g"):format(v))))
   end
   add("</g>")
   add('<g class="xticks" text-anchor="middle">')
@@ -154,8 +174,8 @@ function M.svg(series, opts)
       :format(num(ml + pw / 2), H - 18, esc(opts.xlabel), logx and " (log scale)" or ""))
   end
   if opts.ylabel then
-    add(('<text class="ylabel" x="18" y="%s" text-anchor="middle" font-size="13" transform="rotate(-90 18 %s)">%s</text>')
-      :format(num(mt + ph / 2), num(mt + ph / 2), esc(opts.ylabel)))
+    add(('<text class="ylabel" x="18" y="%s" text-anchor="middle" font-size="13" transform="rotate(-90 18 %s)">%s%s</text>')
+      :format(num(mt + ph / 2), num(mt + ph / 2), esc(opts.ylabel), ystep and "" or " (log scale)"))
   end
   -- series: error bars, line, points
   for si, s in ipairs(series) do
@@ -166,23 +186,51 @@ function M.svg(series, opts)
       if categorical then return cat_index[tostring(a.x)] < cat_index[tostring(b.x)] end
       return a.x < b.x
     end)
+    local dash = M.DASHES[(si - 1) % #M.DASHES + 1]
     add(('<g class="series" data-name="%s" stroke="%s" fill="%s">'):format(esc(s.name or ""), color, color))
+    if s.band and #pts > 1 then
+      local up, down = {}, {}
+      for i, p in ipairs(pts) do
+        up[i] = (i == 1 and "M" or "L") .. num(xmap(p.x)) .. " " .. num(ymap(p.hi or p.y))
+        down[#pts - i + 1] = "L" .. num(xmap(p.x)) .. " " .. num(ymap(p.lo or p.y))
+      end
+      add(('<path class="band" stroke="none" fill-opacity="0.18" d="%s%sZ"/>'):format(table.concat(up),
+        table.concat(down)))
+    end
+    if s.bars then
+      for _, p in ipairs(pts) do
+        local x0, x1 = xmap(p.x0), xmap(p.x1)
+        add(('<rect class="bar" x="%s" y="%s" width="%s" height="%s" fill-opacity="0.35" stroke-width="1"%s>' ..
+          '<title>%s%s .. %s: %s</title></rect>'):format(num(x0), num(ymap(p.y)), num(math.max(x1 - x0, 0.5)),
+          num(ymap(0) - ymap(p.y)), dash and (' stroke-dasharray="%s"'):format(dash) or "",
+          (s.name or "") ~= "" and (esc(s.name) .. ": ") or "",
+          esc(("%.4g"):format(p.x0)), esc(("%.4g"):format(p.x1)), esc(("%.6g"):format(p.y))))
+      end
+    end
     for _, p in ipairs(pts) do
-      if p.lo and p.hi then
+      if p.lo and p.hi and not s.band then
         local x = xmap(p.x)
         add(('<path class="errorbar" stroke-width="1.2" fill="none" d="M%s %sV%sM%s %sH%sM%s %sH%s"/>'):format(
           num(x), num(ymap(p.lo)), num(ymap(p.hi)), num(x - 4), num(ymap(p.lo)), num(x + 4), num(x - 4),
           num(ymap(p.hi)), num(x + 4)))
       end
     end
-    if #pts > 1 and opts.lines ~= false then
+    if #pts > 1 and opts.lines ~= false and s.line ~= false and not s.bars then
       local d = {}
-      for i, p in ipairs(pts) do d[i] = (i == 1 and "M" or "L") .. num(xmap(p.x)) .. " " .. num(ymap(p.y)) end
-      add(('<path class="line" fill="none" stroke-width="2" d="%s"/>'):format(table.concat(d, "")))
+      for i, p in ipairs(pts) do
+        local x, y = num(xmap(p.x)), num(ymap(p.y))
+        d[i] = i == 1 and ("M" .. x .. " " .. y) or s.step and ("H" .. x .. "V" .. y) or ("L" .. x .. " " .. y)
+      end
+      add(('<path class="line" fill="none" stroke-width="2"%s d="%s"/>'):format(
+        dash and (' stroke-dasharray="%s"'):format(dash) or "", table.concat(d, "")))
     end
-    for _, p in ipairs(pts) do
-      add(('<circle class="point" cx="%s" cy="%s" r="4"><title>%s: x=%s y=%s</title></circle>'):format(
-        num(xmap(p.x)), num(ymap(p.y)), esc(s.name or ""), esc(tostring(p.x)), esc(("%.6g"):format(p.y))))
+    if s.markers ~= false and not s.bars then
+      for _, p in ipairs(pts) do
+        add(('<circle class="point" cx="%s" cy="%s" r="%s"><title>%sx=%s y=%s%s</title></circle>'):format(
+          num(xmap(p.x)), num(ymap(p.y)), s.marker_r or 4, (s.name or "") ~= "" and (esc(s.name) .. ": ") or "",
+          esc(tostring(p.x)), esc(("%.6g"):format(p.y)),
+          s.band and p.lo and p.hi and esc((" (%.6g .. %.6g)"):format(p.lo, p.hi)) or ""))
+      end
     end
     add("</g>")
   end
@@ -193,9 +241,10 @@ function M.svg(series, opts)
     for si, s in ipairs(series) do
       local color = M.PALETTE[(si - 1) % #M.PALETTE + 1]
       local y = ly + 20 * (si - 1) + 10
-      add(('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/><circle cx="%d" cy="%d" r="4" fill="%s"/>' ..
-        '<text x="%d" y="%d">%s</text>'):format(lx, y, lx + 22, y, color, lx + 11, y, color, lx + 28, y + 4,
-        esc(s.name or "")))
+      local dash = M.DASHES[(si - 1) % #M.DASHES + 1]
+      add(('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/><circle cx="%d" cy="%d" r="4" fill="%s"/>' ..
+        '<text x="%d" y="%d">%s</text>'):format(lx, y, lx + 22, y, color,
+        dash and (' stroke-dasharray="%s"'):format(dash) or "", lx + 11, y, color, lx + 28, y + 4, esc(s.name or "")))
     end
     add("</g>")
   end
@@ -204,6 +253,98 @@ function M.svg(series, opts)
   end
   add("</svg>")
   return table.concat(o, "\n") .. "\n"
+end
+
+local function path_get(t, path)
+  for part in path:gmatch("[^.]+") do
+    if type(t) ~= "table" then return nil end
+    t = t[part]
+  end
+  return t
+end
+
+local function field(rec, name)
+  if rec.params and rec.params[name] ~= nil then return rec.params[name] end
+  if rec.params and rec.params[(name:gsub("-", "_"))] ~= nil then return rec.params[(name:gsub("-", "_"))] end
+  return path_get(rec, name)
+end
+
+--- Records -> series for M.svg: one point per (group, x), the mean of y over the records that have it, with
+--- the p10/p90 beside y (latency_ms.p50 -> latency_ms.p10 .. p90) as lo/hi, widest over the repeats. Records
+--- that failed or lack x or a number at y are skipped (the second return value counts them).
+function M.series(records, x, y, group, error_bars)
+  local parent, leaf = y:match("^(.*)%.([^.]+)$")
+  local by_group, order, skipped = {}, {}, 0
+  for _, r in ipairs(records) do
+    local xv, yv = field(r, x), path_get(r, y)
+    if r.ok == false or xv == nil or type(yv) ~= "number" then
+      skipped = skipped + 1
+    else
+      local g = group and tostring(field(r, group)) or ""
+      local s = by_group[g]
+      if not s then
+        s = { name = group and (group .. "=" .. g) or "", cells = {}, xorder = {} }
+        by_group[g] = s
+        order[#order + 1] = s
+      end
+      local k = tostring(xv)
+      local c = s.cells[k]
+      if not c then
+        c = { x = xv, sum = 0, n = 0 }
+        s.cells[k] = c
+        s.xorder[#s.xorder + 1] = k
+      end
+      c.sum, c.n = c.sum + yv, c.n + 1
+      local obj = parent and path_get(r, parent)
+      if error_bars and leaf ~= "p10" and leaf ~= "p90" and type(obj) == "table" and type(obj.p10) == "number"
+        and type(obj.p90) == "number" then
+        c.lo = math.min(c.lo or math.huge, obj.p10)
+        c.hi = math.max(c.hi or -math.huge, obj.p90)
+      end
+    end
+  end
+  local series = {}
+  for i, s in ipairs(order) do
+    local pts = {}
+    for j, k in ipairs(s.xorder) do
+      local c = s.cells[k]
+      pts[j] = { x = c.x, y = c.sum / c.n, lo = c.lo, hi = c.hi, n = c.n }
+    end
+    series[i] = { name = s.name, points = pts }
+  end
+  -- numeric group values sort numerically, others keep file order
+  table.sort(series, function(a, b)
+    local na, nb = tonumber(a.name:match("=(.*)$")), tonumber(b.name:match("=(.*)$"))
+    if na and nb then return na < nb end
+    return false
+  end)
+  return series, skipped
+end
+
+--- The swept parameters: those whose values differ across the successful records, in the order they were
+-- given to the sweep (the first given varies slowest, so it changes least often from record to record).
+function M.swept(records)
+  local first, differs, changes, prev = {}, {}, {}, nil
+  for _, r in ipairs(records) do
+    if r.ok ~= false and type(r.params) == "table" then
+      for k, v in pairs(r.params) do
+        if type(v) ~= "table" then
+          local key = tostring(v)
+          if first[k] == nil then first[k] = key elseif first[k] ~= key then differs[k] = true end
+          if prev and prev[k] ~= nil and tostring(prev[k]) ~= key then changes[k] = (changes[k] or 0) + 1 end
+        end
+      end
+      prev = r.params
+    end
+  end
+  local names = {}
+  for k in pairs(differs) do names[#names + 1] = k end
+  table.sort(names, function(a, b)
+    local ca, cb = changes[a] or 0, changes[b] or 0
+    if ca ~= cb then return ca < cb end
+    return a < b
+  end)
+  return names
 end
 
 --- Stacks SVG documents from M.svg (each width x height) into one, top to bottom: one panel per y field.

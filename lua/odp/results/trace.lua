@@ -2,7 +2,7 @@
 -- complete event (ph "X", microseconds), one track (tid) per block name (Default, Execute, ...).
 --   local tr = require("odp.results.trace").chrome(doc)                 -- ns ticks (Linux runners)
 --   local tr = require("odp.results.trace").chrome(doc, {time_scale = "cycles", clock_hz = 400e6})
---   require("odp.sys").write_file("trace.json", require("odp.core.json").encode(tr))
+--   require("odp.sys").write_file("trace.json", require("odp.results.trace").encode(tr))
 local json = require("odp.core.json")
 
 local M = {}
@@ -59,6 +59,62 @@ function M.chrome(doc, opts)
   end
   return { traceEvents = json.array(events), displayTimeUnit = "ms",
     otherData = { source = "odp", time_scale = ts, clock_hz = opts.clock_hz, note = note } }
+end
+
+-- ".001" .. ".999" for the nanoseconds of a time in µs, trailing zeros dropped (".0" for none).
+local FRACTION = {}
+for i = 0, 999 do FRACTION[i] = i == 0 and ".0" or ("." .. ("%03d"):format(i):gsub("0+$", "")) end
+
+-- A number as odp.core.json writes it: integers as they are, floats exact in the fewest digits, with a '.'.
+local function number(v)
+  if math.type(v) == "integer" then return tostring(v) end
+  local t
+  for _, fmt in ipairs { "%.15g", "%.16g", "%.17g" } do
+    t = fmt:format(v)
+    if tonumber(t) == v then break end
+  end
+  return t:find("[.eEn]") and t or (t .. ".0")
+end
+
+--- The trace (from M.chrome) as JSON text. The complete events are written here, field by field: the
+--- general encoder takes seconds for the 100,000 events of a large ETDump (bench/report_bench.lua).
+function M.encode(tr)
+  local strings = {}
+  local function str(s)
+    local v = strings[s]
+    if not v then
+      v = json.encode(s)
+      strings[s] = v
+    end
+    return v
+  end
+  local out = { '{"displayTimeUnit":', str(tr.displayTimeUnit), ',"otherData":', json.encode(tr.otherData),
+    ',"traceEvents":[' }
+  local floor = math.floor
+  for i, e in ipairs(tr.traceEvents) do
+    local a = e.args
+    if e.ph == "X" then
+      local did = a.delegate_debug_id
+      local head = ('%s{"args":{"chain_index":%d,%s"instruction_id":%d,"run":%d},"cat":%s,"dur":'):format(
+        i > 1 and "," or "", a.chain_index,
+        did ~= nil and ('"delegate_debug_id":%s,'):format(type(did) == "string" and str(did) or number(did)) or "",
+        a.instruction_id, a.run, str(e.cat))
+      local ts, dur = e.ts, e.dur
+      local tns, dns = floor(ts * 1000 + 0.5), floor(dur * 1000 + 0.5)
+      if tns / 1000 == ts and dns / 1000 == dur and tns >= 0 and dns >= 0 and tns < 1e15 then
+        -- the usual case, whole nanoseconds: no float formatting at all
+        out[#out + 1] = ('%s%d%s,"name":%s,"ph":"X","pid":%d,"tid":%d,"ts":%d%s}'):format(head, dns // 1000,
+          FRACTION[dns % 1000], str(e.name), e.pid, e.tid, tns // 1000, FRACTION[tns % 1000])
+      else
+        out[#out + 1] = ('%s%s,"name":%s,"ph":"X","pid":%d,"tid":%d,"ts":%s}'):format(head, number(dur), str(e.name),
+          e.pid, e.tid, number(ts))
+      end
+    else
+      out[#out + 1] = (i > 1 and "," or "") .. json.encode(e)
+    end
+  end
+  out[#out + 1] = "]}"
+  return table.concat(out)
 end
 
 return M

@@ -120,14 +120,10 @@ function M.step(rec, name, fn)
   if res == "unchanged" then entry.status = "skipped: unchanged" end
 end
 
---- Runs ctx (M.context, with ctx.board and ctx.flow) from validate to the saved record; returns the record,
--- or nil when the flow records nothing (a dry run). Failures of the board or the measurement become a
--- failed record (ok = false, error = {code, message, exit}); a failed preflight raises (nothing ran).
-function M.execute(ctx)
+local function execute(ctx)
   local flow, board = M.flow(ctx.flow), ctx.board
   ctx.flow = flow
   ctx.target_kind = board.transport
-  local first_warning = #ctx.ui.warnings + 1
   if not ctx.validated then flow.validate(ctx) end
   if ctx.spec and ctx.spec.preflight and flow.preflight_files then
     ctx.preflight = board:preflight(flow.preflight_files(ctx))
@@ -145,10 +141,25 @@ function M.execute(ctx)
   elseif errors.is_failure(err) then
     result.fail(rec, err.code, err.message, err.exit)
   end
-  for i = first_warning, #ctx.ui.warnings do rec.warnings[#rec.warnings + 1] = ctx.ui.warnings[i] end
+  for _, w in ipairs(ctx.ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
   local saved, serr, scode = result.save(rec, dir)
   if not ok and not errors.is_failure(err) then error(err, 0) end -- a bug: its traceback, the record kept
   errors.check(saved, serr, scode)
+  return rec
+end
+
+--- Runs ctx (M.context, with ctx.board and ctx.flow) from validate to the saved record; returns the record,
+-- or nil when the flow records nothing (a dry run). Failures of the board or the measurement become a
+-- failed record (ok = false, error = {code, message, exit}); a failed preflight raises (nothing ran).
+function M.execute(ctx)
+  local board, shared = ctx.board, ctx.board.ui
+  -- this run's warnings, whatever else shares the ui; what the board's transport says meanwhile (an ssh_config
+  -- warning as it connects) is this run's too
+  ctx.ui = require("odp.core.ui").scope(ctx.ui)
+  board.ui = ctx.ui
+  local ok, rec = xpcall(execute, trace, ctx)
+  board.ui = shared
+  if not ok then error(rec, 0) end
   return rec
 end
 

@@ -7,7 +7,7 @@ local sys = require("odp.sys")
 
 local M = { summary = "Compare two results (files, JSONL, runs/<id>/): B/A with 95% CIs, Mann-Whitney p, verdicts" }
 
-M.usage = "odp compare A B [--noise PCT] [--fail-if-slower PCT] [--force] [--svg FILE] [--format human|json]"
+M.usage = "odp compare A B [--noise PCT] [--fail-if-slower PCT] [--force] [--svg FILE] [--html FILE] [--format human|json]"
 M.description = "Is B faster than A? A and B: a result file, a JSONL of records or a runs/<id>/ directory.\n" ..
   "Exit 1 with --fail-if-slower when B is slower beyond it; 2 for inputs that cannot be compared."
 
@@ -18,6 +18,8 @@ M.options = {
     nil, "number", metavar = "PCT" },
   { "force", "Compare records of different models", false, "bool" },
   { "svg", "Also draw the ratios with their CI whiskers as an SVG", nil, "string", metavar = "FILE" },
+  { "html", "Also write the comparison as one self-contained HTML page (odp report A B does the same)", nil,
+    "string", metavar = "FILE" },
   { "resamples", "Bootstrap resamples", 2000, "posint" },
   { "seed", "Bootstrap seed (the same inputs and seed give the same output)", 1, "int" },
 }
@@ -65,12 +67,7 @@ function M.main(args)
   if #rest ~= 2 then
     errors.fail("EUSAGE", ("compare takes two results, A and B, got %d (odp compare --help)"):format(#rest), 2)
   end
-  if opts.fail_if_slower and not (opts.fail_if_slower >= 0) then
-    errors.fail("EUSAGE", "--fail-if-slower must be a percentage >= 0", 2)
-  end
-  if not (opts.noise >= 0 and opts.noise < math.huge) then
-    errors.fail("EUSAGE", ("--noise must be a percentage >= 0, got %s"):format(opts.noise), 2)
-  end
+  compare.check_thresholds(opts)
   if opts.format == "csv" or opts.format == "jsonl" then
     errors.fail("EUSAGE", "odp compare writes --format human or json", 2)
   end
@@ -88,17 +85,17 @@ function M.main(args)
   end
   if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
   if opts.svg then errors.check(sys.write_file(opts.svg, svg(res))) end
+  local gate = compare.gate(res, opts.fail_if_slower)
+  if opts.html then
+    errors.check(sys.write_file(opts.html, require("odp.results.html").comparison(res, A, B, gate)))
+  end
   for _, spec in ipairs(opts.report or {}) do
     local junit = require("odp.results.junit")
     errors.check(sys.write_file(spec.file, junit.xml(junit.compare_suites({ { res = res } }, opts.fail_if_slower))))
   end
-  if opts.fail_if_slower then
-    local lat = res.rows[1]
-    if lat and lat.ci95 and lat.ci95[1] > 1 + opts.fail_if_slower / 100 then
-      io.stderr:write(("odp: B is slower than A by %s (95%% CI %s .. %s), beyond --fail-if-slower %g%%\n")
-        :format(pct(lat.ratio), pct(lat.ci95[1]), pct(lat.ci95[2]), opts.fail_if_slower))
-      return 1
-    end
+  if gate and gate.failed then
+    io.stderr:write("odp: ", (gate.text:gsub("^FAIL: ", "")), "\n")
+    return 1
   end
   return 0
 end

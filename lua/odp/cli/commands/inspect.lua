@@ -35,8 +35,8 @@ local function etdump_doc(path, opts)
   local blocks = {}
   for _, b in ipairs(etdump.blocks(doc)) do blocks[#blocks + 1] = { name = b.name, runs = b.runs } end
   if opts.trace then
-    local tr = require("odp.results.trace").chrome(doc, eopts)
-    errors.check(sys.write_file(opts.trace, json.encode(tr) .. "\n"))
+    local trace = require("odp.results.trace")
+    errors.check(sys.write_file(opts.trace, trace.encode(trace.chrome(doc, eopts)) .. "\n"))
   end
   return doc, rows, unit, blocks, etdump.ops_summary(doc, eopts)
 end

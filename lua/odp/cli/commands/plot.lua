@@ -30,99 +30,9 @@ M.description = "Plots the records of a sweep (scripts/sweep.lua --out FILE.json
   "parameter (with two, the second is --group), y is latency_ms.p50 with p10/p90 bars, and the SVG is\n" ..
   "written next to FILE (s.jsonl -> s.svg); the path is printed. --out - writes the SVG to stdout."
 
-local function path_get(t, path)
-  for part in path:gmatch("[^.]+") do
-    if type(t) ~= "table" then return nil end
-    t = t[part]
-  end
-  return t
-end
-
-local function field(rec, name)
-  if rec.params and rec.params[name] ~= nil then return rec.params[name] end
-  if rec.params and rec.params[(name:gsub("-", "_"))] ~= nil then return rec.params[(name:gsub("-", "_"))] end
-  return path_get(rec, name)
-end
-
---- Records -> series for odp.results.plot (exposed for scripts that plot their own records).
-function M.series(records, x, y, group, error_bars)
-  local parent, leaf = y:match("^(.*)%.([^.]+)$")
-  local by_group, order, skipped = {}, {}, 0
-  for _, r in ipairs(records) do
-    local xv, yv = field(r, x), path_get(r, y)
-    if r.ok == false or xv == nil or type(yv) ~= "number" then
-      skipped = skipped + 1
-    else
-      local g = group and tostring(field(r, group)) or ""
-      local s = by_group[g]
-      if not s then
-        s = { name = group and (group .. "=" .. g) or "", cells = {}, xorder = {} }
-        by_group[g] = s
-        order[#order + 1] = s
-      end
-      local k = tostring(xv)
-      local c = s.cells[k]
-      if not c then
-        c = { x = xv, sum = 0, n = 0 }
-        s.cells[k] = c
-        s.xorder[#s.xorder + 1] = k
-      end
-      c.sum, c.n = c.sum + yv, c.n + 1
-      local obj = parent and path_get(r, parent)
-      if error_bars and leaf ~= "p10" and leaf ~= "p90" and type(obj) == "table" and type(obj.p10) == "number"
-        and type(obj.p90) == "number" then
-        c.lo = math.min(c.lo or math.huge, obj.p10)
-        c.hi = math.max(c.hi or -math.huge, obj.p90)
-      end
-    end
-  end
-  local series = {}
-  for i, s in ipairs(order) do
-    local pts = {}
-    for j, k in ipairs(s.xorder) do
-      local c = s.cells[k]
-      pts[j] = { x = c.x, y = c.sum / c.n, lo = c.lo, hi = c.hi, n = c.n }
-    end
-    series[i] = { name = s.name, points = pts }
-  end
-  -- numeric group values sort numerically, others keep file order
-  table.sort(series, function(a, b)
-    local na, nb = tonumber(a.name:match("=(.*)$")), tonumber(b.name:match("=(.*)$"))
-    if na and nb then return na < nb end
-    return false
-  end)
-  return series, skipped
-end
-
---- The swept parameters: those whose values differ across the successful records, in the order they were
--- given to the sweep (the first given varies slowest, so it changes least often from record to record).
-function M.swept(records)
-  local first, differs, changes, prev = {}, {}, {}, nil
-  for _, r in ipairs(records) do
-    if r.ok ~= false and type(r.params) == "table" then
-      for k, v in pairs(r.params) do
-        if type(v) ~= "table" then
-          local key = tostring(v)
-          if first[k] == nil then first[k] = key elseif first[k] ~= key then differs[k] = true end
-          if prev and prev[k] ~= nil and tostring(prev[k]) ~= key then changes[k] = (changes[k] or 0) + 1 end
-        end
-      end
-      prev = r.params
-    end
-  end
-  local names = {}
-  for k in pairs(differs) do names[#names + 1] = k end
-  table.sort(names, function(a, b)
-    local ca, cb = changes[a] or 0, changes[b] or 0
-    if ca ~= cb then return ca < cb end
-    return a < b
-  end)
-  return names
-end
-
 -- --x and --group from the records where the command line leaves them out.
 local function axes(path, records, opts)
-  local swept, x, group = M.swept(records), opts.x, opts.group
+  local swept, x, group = plot.swept(records), opts.x, opts.group
   local free = {}
   for _, k in ipairs(swept) do if k ~= x and k ~= group then free[#free + 1] = k end end
   if not x then
@@ -157,7 +67,7 @@ function M.main(args)
   if #ys == 0 then errors.fail("EUSAGE", "--y names no field", 2) end
   local panels, npoints, nseries = {}, 0, 0
   for _, y in ipairs(ys) do
-    local series, skipped = M.series(records, x, y, group, not opts.no_error_bars)
+    local series, skipped = plot.series(records, x, y, group, not opts.no_error_bars)
     local n = 0
     for _, s in ipairs(series) do n = n + #s.points end
     if n == 0 then

@@ -1,0 +1,137 @@
+-- The Raspberry Pi 5 and Graviton4 flows with the static aarch64 ExecuTorch runner, on an aarch64 "board" made
+-- here: this machine's sshd with a ChrootDirectory holding Debian 12's arm64 userland (busybox, glibc, GNU
+-- time; tests/lib/aarch64_user.sh), whose programs the kernel runs through qemu-aarch64-static (binfmt_misc,
+-- registered by this suite as root). So the board answers `uname -m` aarch64 and glibc 2.36 as an arm64 Debian
+-- would, and odp pushes and runs the aarch64 odp-rusage helper and runner there. The oracle of peak RSS is GNU
+-- time -v (Debian's arm64 build) run on the same board, under the same qemu-user.
+local T = require("t")
+local sshd = require("sshd")
+local craft = require("elfcraft")
+local json = require("odp.core.json")
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+local preflight = require("odp.target.preflight")
+local target_ssh = require("odp.target.ssh")
+
+local root = T.root()
+local build = os.getenv("ODP_BUILD_DIR") or (root .. "/build")
+local odp = os.getenv("ODP") or (build .. "/odp")
+local helper = root .. "/tests/lib/aarch64_user.sh"
+local model = root .. "/tests/fixtures/pte/add_arduino.pte"
+local q = sshd.quote
+local sh = sshd.sh
+
+-- The set-up: binfmt_misc, the cached arm64 userland, and a chroot of it for this run. ChrootDirectory wants
+-- every component of its path root-owned and not writable by others: /run is, a checkout may not be.
+local setup = { binfmt = proc.run { "sh", helper, "binfmt", timeout = 60 } }
+setup.rootfs = proc.run { "sh", helper, "rootfs", build .. "/qemu-user", timeout = 600 }
+local chroot = sh("mktemp -d /run/odp-aarch64.XXXXXX"):match("%S+")
+local board = chroot .. "/root"
+local user = sshd.ensure_user("odptest")
+sh(("chmod 755 %s && cp -a %s/qemu-user/root %s"):format(q(chroot), q(build), q(board)))
+sh(("mknod -m 666 %s/dev/null c 1 3 && mknod -m 666 %s/dev/zero c 1 5 && mknod -m 666 %s/dev/urandom c 1 9")
+  :format(q(board), q(board), q(board)))
+sh(("mkdir -p %s/home/%s %s/work && chown %s %s/home/%s %s/work"):format(q(board), user, q(board), user, q(board),
+  user, q(board)))
+-- df and ps read /proc, as on a board; where this machine refuses the mount, free space is not checked
+setup.proc = proc.run { "mount", "-t", "proc", "proc", board .. "/proc", timeout = 30 }
+
+local srv = sshd.start { config = { "ChrootDirectory " .. board }, sftp = "internal-sftp" }
+local function opts(extra)
+  local o = { host = srv.user .. "@127.0.0.1", port = srv.port, identity = srv.identity,
+    known_hosts = srv.known_hosts, remote_dir = "/work/t" }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+T.test("the set-up: qemu-aarch64 with binfmt_misc (as root), the arm64 userland in a chroot # rig", function()
+  T.eq(setup.binfmt.status, 0, setup.binfmt.stderr)
+  print("# binfmt_misc: " .. setup.binfmt.stdout:gsub("\n", ""))
+  T.eq(setup.rootfs.status, 0, setup.rootfs.stderr)
+  if setup.proc.status ~= 0 then print("# /proc not mounted in the chroot: " .. setup.proc.stderr) end
+  -- the kernel runs the arm64 busybox itself (binfmt_misc), no wrapper named
+  local r = proc.run { "chroot", board, "/bin/sh", "-c", "uname -m; getconf GNU_LIBC_VERSION", timeout = 60 }
+  T.eq(r.stdout, "aarch64\nglibc 2.36\n", r.stderr)
+end)
+
+local t = assert(target_ssh.new(opts()))
+
+T.test("the ssh target sees an aarch64 board with glibc 2.36, and pushes odp-rusage-aarch64 there", function()
+  T.eq(t:arch(), "aarch64")
+  T.eq(t:libc_version(), "2.36")
+  T.eq(t:rusage_method(), "odp-rusage")
+  T.eq(sys.sha256_file(board .. "/work/t/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-aarch64"))
+  local r = assert(t:exec({ "sh", "-c", "echo $(uname -m); head -c 30000000 /dev/zero | tail -c 1 >/dev/null" }))
+  T.eq(r.stdout, "aarch64\n")
+  T.ok(r.rusage and r.rusage.maxrss_kb > 0, "maxrss from the aarch64 helper")
+end)
+
+-- Preflight raises structured failures (exit 3)
+local function refused(o)
+  local ok, e = pcall(preflight.check, t, o)
+  T.eq(ok, false, "preflight should refuse")
+  T.eq(e.exit, 3)
+  return e
+end
+
+T.test("preflight on the aarch64 board: arch (uname -m) and glibc (getconf) checks, both ways", function()
+  local tmp = T.tmpdir()
+  -- an aarch64 program linked against glibc: its GLIBC_ needs are below 2.36, and it runs there
+  local hello = craft.aarch64(tmp)
+  local facts = preflight.check(t, { runner = hello, model = model })
+  T.eq({ facts.arch, facts.runner.machine, facts.libc }, { "aarch64", "aarch64", "2.36" })
+  T.ok(t:push(hello, "/work/t/hello_aarch64", { mode = tonumber("755", 8) }))
+  T.eq(assert(t:exec({ "/work/t/hello_aarch64" })).status, 0, "the glibc-linked aarch64 program runs on the board")
+  -- this machine's programs are x86_64: refused by arch
+  local e = refused { runner = odp, model = model }
+  T.eq(e.code, "ENODEV"); T.match(e.message, "built for x86_64 but .- is aarch64 %(uname %-m%)")
+  -- an aarch64 program needing GLIBC_9.99: refused with the board's glibc and the device's advice
+  local device = require("odp.target.device").load(root .. "/devices/graviton4.lua")
+  e = refused { runner = craft.needs_glibc(tmp, "9.99", "aarch64-linux-gnu-gcc"), model = model, device = device }
+  T.eq(e.code, "ENODEV"); T.match(e.message, "needs GLIBC_9%.99 but .- has glibc 2%.36"); T.match(e.message, "Ubuntu 26%.04")
+end)
+
+-- GNU time -v's peak RSS of the runner on the board, under the same qemu-user: the oracle of peak_rss_kb
+local function time_v_rss(runner_on_board, n)
+  local r = assert(t:exec({ "sh", "-c", ("/usr/bin/time -v %s --model_path /work/t/add.pte --num_executions %d " ..
+    ">/dev/null 2>/work/t/time.txt; cat /work/t/time.txt"):format(runner_on_board, n) }))
+  return tonumber(r.stdout:match("Maximum resident set size %(kbytes%): (%d+)")), r.stdout
+end
+
+for _, flow in ipairs { { script = "rpi5", n = 5 }, { script = "graviton4", n = 3 } } do
+  T.with_real_runner(("scripts/%s.lua with the static aarch64 runner on the aarch64 board; peak RSS as GNU time -v")
+    :format(flow.script), function(runner)
+    local tmp = T.tmpdir()
+    local rdir = "/work/" .. flow.script
+    local r = proc.run { odp, "run", root .. "/scripts/" .. flow.script .. ".lua", "--host", srv.user .. "@127.0.0.1",
+      "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
+      "--remote-dir", rdir, "--runner", runner, "--model", model, "-n", tostring(flow.n),
+      "--runs-dir", tmp .. "/runs", "--format", "json", cwd = tmp, timeout = 600 }
+    T.eq(r.status, 0, r.stderr .. r.stdout)
+    local rec = assert(json.decode(r.stdout))
+    T.eq(rec.ok, true)
+    T.match(rec.target, "^ssh://odptest@127%.0%.0%.1")
+    T.eq(rec.latency_ms.n, flow.n)
+    T.eq(sys.sha256_file(board .. rdir .. "/executor_runner-linux-aarch64"), sys.sha256_file(runner), "runner pushed")
+    T.eq(sys.sha256_file(board .. rdir .. "/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-aarch64"),
+      "the aarch64 helper pushed")
+    -- the oracle: GNU time -v of the same runner and model on the board, three times (qemu's own RSS varies
+    -- a little between runs, by well under 1% here): odp's figure lies within 3% of their range
+    sh(("cp %s %s/work/t/add.pte"):format(q(model), q(board)))
+    local lo, hi = math.huge, 0
+    for _ = 1, 3 do
+      local kb, out = time_v_rss(rdir .. "/executor_runner-linux-aarch64", flow.n)
+      T.ok(kb, "time -v: " .. out)
+      lo, hi = math.min(lo, kb), math.max(hi, kb)
+    end
+    print(("# peak RSS: odp %d kB, GNU time -v %d..%d kB"):format(rec.peak_rss_kb, lo, hi))
+    T.ok(rec.peak_rss_kb >= lo * 0.97 and rec.peak_rss_kb <= hi * 1.03,
+      ("odp's peak_rss_kb %d against GNU time -v's %d..%d kB"):format(rec.peak_rss_kb, lo, hi))
+  end, "aarch64")
+end
+
+t:close()
+srv:stop()
+if setup.proc.status == 0 then proc.run { "umount", board .. "/proc", timeout = 30 } end
+sh("rm -rf " .. q(chroot))
+T.done()
