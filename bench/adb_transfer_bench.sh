@@ -11,16 +11,7 @@ out=${ODP_BUILD_DIR:-$top/build}/tests
 make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || exit 1
 MB=${ADB_BENCH_MB:-256}
 RUNS=${ADB_BENCH_RUNS:-3}
-work=$(mktemp -d /tmp/odp-adb-bench.XXXXXX)
-export HOME=$work/home ANDROID_ADB_SERVER_PORT=$(( 20000 + RANDOM % 20000 ))
-mkdir -p "$HOME" "$work/sbx"
-emu_pid=
-cleanup() { adb kill-server >/dev/null 2>&1; [ -n "$emu_pid" ] && kill "$emu_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-"$out/adbemu" --root "$work/sbx" --port 0 --port-file "$work/port" >/dev/null 2>"$work/emu.log" &
-emu_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-port=$(cat "$work/port")
+. "$top/bench/adbemu_env.sh"
 head -c $((MB * 1024 * 1024)) /dev/urandom >"$work/big"
 
 now() { date +%s.%N; }

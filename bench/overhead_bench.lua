@@ -10,7 +10,7 @@ local stats = require("odp.core.stats")
 
 local N = tonumber(arg[1]) or 31
 local root = require("odp.host").root
-local odp = require("odp.host").argv[0]
+local odp = sys.realpath(require("odp.host").argv[0]) or require("odp.host").argv[0]
 local runner = os.getenv("ODP_REAL_RUNNER")
 if not runner or not sys.stat(runner) then print("skipped: set ODP_REAL_RUNNER to a real executor_runner") return end
 local model = root .. "/tests/fixtures/pte/add_arduino.pte"

@@ -21,6 +21,7 @@
 #include "adb/services.h"
 #include "adb/tcp.h"
 #include "adb/usb.h"
+#include "l_streamdeps.h"
 #include "l_util.h"
 #include "util/wait.h"
 
@@ -336,6 +337,24 @@ static int dev_shell(lua_State *L)
     return 1;
 }
 
+/* dev:open_channel(command, {timeout=}) -> an odp.Stream of a shell,v2 command's stdout/stdin (its stderr:
+ * stream:stderr()) | nil, err, code (EPROTO without shell_v2). The stream keeps its device alive. */
+static int dev_open_channel(lua_State *L)
+{
+    static const char *const allowed[] = {"timeout", NULL};
+    ldev *d = check_dev(L);
+    const char *cmd = luaL_checkstring(L, 2);
+    odp_checkopts(L, 3, allowed);
+    double deadline = odp_optdeadline(L, 3, DEFAULT_TIMEOUT_S);
+    odp_require_stream(L);
+    odp_stream *st;
+    odp_err err;
+    if (adb_shell_stream_open(&d->link, cmd, deadline, &st, &err))
+        return odp_pushfail(L, &err);
+    odp_pushstream_owned(L, st, 1);
+    return 1;
+}
+
 static int dev_push(lua_State *L)
 {
     static const char *const allowed[] = {"mode", "on_progress", "timeout", NULL};
@@ -496,7 +515,7 @@ int luaopen_odp_adb(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"shell", dev_shell}, {"push", dev_push}, {"pull", dev_pull},
                                        {"stat", dev_stat},   {"info", dev_info}, {"broken", dev_broken},
-                                       {"close", dev_close},
+                                       {"close", dev_close}, {"open_channel", dev_open_channel},
                                        {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", dev_close}, {"__close", dev_close}, {NULL, NULL}};
     odp_newclass(L, DEVICE_MT, methods, meta);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "l_streamdeps.h"
 #include "l_util.h"
 #include "ssh/ssh.h"
 #include "util/wait.h"
@@ -230,6 +231,24 @@ static int l_exec(lua_State *L)
     return rc ? 3 : 1;
 }
 
+/* session:open_channel(command, {timeout=}) -> an odp.Stream of the command's stdout/stdin (its stderr:
+ * stream:stderr()) | nil, err, code. The stream keeps its session alive. */
+static int l_open_channel(lua_State *L)
+{
+    static const char *const allowed[] = {"timeout", NULL};
+    session_ud *u = check_session(L);
+    const char *cmd = luaL_checkstring(L, 2);
+    odp_checkopts(L, 3, allowed);
+    double deadline = odp_optdeadline(L, 3, 30);
+    odp_require_stream(L);
+    odp_stream *st;
+    odp_err err;
+    if (odp_ssh_channel_open(u->s, cmd, deadline, &st, &err))
+        return odp_pushfail(L, &err);
+    odp_pushstream_owned(L, st, 1);
+    return 1;
+}
+
 typedef struct {
     odp_luacb cb;
 } progress_ctx;
@@ -342,7 +361,7 @@ int luaopen_odp_ssh(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"exec", l_exec},   {"put", l_put},
                                        {"get", l_get},     {"uri", l_uri},
-                                       {"fingerprint", l_fingerprint},
+                                       {"fingerprint", l_fingerprint}, {"open_channel", l_open_channel},
                                        {"close", session_close}, {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", session_close}, {"__close", session_close},
                                     {"__tostring", session_tostring}, {NULL, NULL}};

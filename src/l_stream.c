@@ -14,10 +14,18 @@ typedef struct {
 
 void odp_pushstream(lua_State *L, odp_stream *s)
 {
-    lstream *u = lua_newuserdatauv(L, sizeof *u, 0);
+    lstream *u = lua_newuserdatauv(L, sizeof *u, 1);
     u->s = NULL;
     luaL_setmetatable(L, STREAM_MT);
     u->s = s;
+}
+
+void odp_pushstream_owned(lua_State *L, odp_stream *s, int owner)
+{
+    owner = lua_absindex(L, owner);
+    odp_pushstream(L, s);
+    lua_pushvalue(L, owner);
+    lua_setiuservalue(L, -2, 1);
 }
 
 odp_stream *odp_checkstream(lua_State *L, int idx)
@@ -74,6 +82,14 @@ static int l_unread(lua_State *L)
     return 0;
 }
 
+/* s:stderr() -> what the other end said on the side (a command's stderr, its first KiB), "" when nothing */
+static int l_stderr(lua_State *L)
+{
+    const odp_buf *b = odp_stream_diag(odp_checkstream(L, 1));
+    lua_pushlstring(L, b && b->data ? b->data : "", b ? b->len : 0);
+    return 1;
+}
+
 static int l_kind(lua_State *L)
 {
     lua_pushstring(L, odp_checkstream(L, 1)->ops->kind);
@@ -103,7 +119,8 @@ static int l_tostring(lua_State *L)
 int luaopen_odp_streamcore(lua_State *L)
 {
     static const luaL_Reg methods[] = {
-        {"read", l_read}, {"write", l_write}, {"unread", l_unread}, {"kind", l_kind}, {"close", l_close}, {NULL, NULL}};
+        {"read", l_read}, {"write", l_write}, {"unread", l_unread}, {"kind", l_kind}, {"stderr", l_stderr},
+        {"close", l_close}, {NULL, NULL}};
     static const luaL_Reg meta[] = {
         {"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL}};
     odp_newclass(L, STREAM_MT, methods, meta);

@@ -310,6 +310,14 @@ static int l_cancel_clear(lua_State *L)
     return 0;
 }
 
+/* Raises the Ctrl-C request again, after a cleanup that had to lift it to wait (stopping a run on a board). */
+static int l_cancel_request(lua_State *L)
+{
+    (void)L;
+    odp_cancel_request();
+    return 0;
+}
+
 static int l_cancel_requested(lua_State *L)
 {
     lua_pushboolean(L, odp_cancel_requested());
@@ -379,7 +387,8 @@ int luaopen_odp_sys(lua_State *L)
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
-        {"cancel_clear", l_cancel_clear}, {"terminating", l_terminating}, {"lock", l_lock}, {NULL, NULL}};
+        {"cancel_clear", l_cancel_clear}, {"cancel_request", l_cancel_request}, {"terminating", l_terminating},
+        {"lock", l_lock}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

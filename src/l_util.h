@@ -45,6 +45,8 @@ void odp_luacb_release(odp_luacb *cb);
 
 /* Streams (one userdata type odp.Stream for every odp_stream implementation). Takes ownership of s. */
 void odp_pushstream(lua_State *L, odp_stream *s);
+/* The same, the value at owner kept alive as long as the stream (a session whose channel it is). */
+void odp_pushstream_owned(lua_State *L, odp_stream *s, int owner);
 /* Returns the stream at idx or raises (wrong type, closed). */
 odp_stream *odp_checkstream(lua_State *L, int idx);
 

@@ -23,6 +23,9 @@
  * (one line; maxrss_kb is the program's own peak RSS in KiB, as wait4 reports it). odp-rusage then ends the
  * way the program did: same exit status, or the same signal (without a core dump), so SSH's exit-status /
  * exit-signal stay true. Exit 127 when the program cannot be started, 125 on usage errors.
+ * odp-rusage --serve: the resident helper (docs/helper-protocol.md, tools/serve.c). Started once per board
+ * session; framed requests on stdin (run measured as above, device state, sha256, free space, small files,
+ * kill), answers on stdout; it exits when stdin closes, killing a run still going.
  * Built statically for every target (Makefile: odp-rusage-x86_64, odp-rusage-aarch64); not linked into odp. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,6 +44,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "rusage.h"
 
 #define KILL_AFTER_S 2
 
@@ -74,7 +79,7 @@ static void escalate(int sig)
         kill(-child, SIGKILL);
 }
 
-static double now(void)
+double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -200,8 +205,118 @@ static void print_counters(FILE *f, int level)
             fprintf(f, " %s=%s", c->name, c->err == EACCES || c->err == EPERM ? "denied" : "unsupported");
         if (c->fd >= 0)
             close(c->fd);
+        c->fd = -1;
     }
     fprintf(f, "\n");
+}
+
+void rusage_report(FILE *f, int level, int st, const struct rusage *ru, double wall)
+{
+    int status = WIFEXITED(st) ? WEXITSTATUS(st) : 0, sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    if (level)
+        print_counters(f, level);
+    fprintf(f,
+            "ODP-RUSAGE status=%d signal=%d core=%d maxrss_kb=%ld utime_s=%.6f stime_s=%.6f wall_s=%.6f "
+            "minflt=%ld majflt=%ld nvcsw=%ld nivcsw=%ld\n",
+            status, sig, sig && WCOREDUMP(st) ? 1 : 0, ru->ru_maxrss, tv(ru->ru_utime), tv(ru->ru_stime), wall,
+            ru->ru_minflt, ru->ru_majflt, ru->ru_nvcsw, ru->ru_nivcsw);
+}
+
+int rusage_parse_cpus(const char *s, cpu_set_t *set) { return parse_cpus(s, set); }
+
+int rusage_level(const char *l)
+{
+    return strcmp(l, "none") == 0 ? 0 : strcmp(l, "basic") == 0 ? 1 : strcmp(l, "all") == 0 ? 2 : -1;
+}
+
+int rusage_spawn(const struct rusage_spawn *sp, struct rusage_child *ch)
+{
+    memset(ch, 0, sizeof *ch);
+    int errpipe[2]; /* reports a failure before the exec (stage, errno) from the child */
+    int gopipe[2];  /* holds the child before its exec until its counters are open */
+    if (pipe2(errpipe, O_CLOEXEC))
+        return -1;
+    if (pipe2(gopipe, O_CLOEXEC)) {
+        close(errpipe[0]);
+        close(errpipe[1]);
+        return -1;
+    }
+    pid_t parent = getpid();
+    ch->t0 = now();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(errpipe[0]), close(errpipe[1]), close(gopipe[0]), close(gopipe[1]);
+        errno = e;
+        return -1;
+    }
+    if (pid == 0) {
+        if (!sp->same_group)
+            setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(127);
+        close(gopipe[1]);
+        char go;
+        while (read(gopipe[0], &go, 1) < 0 && errno == EINTR) {}
+        int fail[2] = {0, 0};
+        if (sp->fd_in >= 0)
+            dup2(sp->fd_in, 0);
+        if (sp->fd_out >= 0)
+            dup2(sp->fd_out, 1);
+        if (sp->fd_err >= 0)
+            dup2(sp->fd_err, 2);
+        signal(SIGPIPE, SIG_DFL);
+        if (sp->cpus && sched_setaffinity(0, sizeof *sp->cpus, sp->cpus))
+            fail[0] = RUSAGE_STAGE_CPUS;
+        else if (sp->cwd && chdir(sp->cwd))
+            fail[0] = RUSAGE_STAGE_CWD;
+        else {
+            if (sp->envp)
+                environ = sp->envp;
+            execvp(sp->argv[0], sp->argv);
+            fail[0] = RUSAGE_STAGE_EXEC;
+        }
+        fail[1] = errno;
+        ssize_t w = write(errpipe[1], fail, sizeof fail);
+        (void)w;
+        _exit(fail[0] == RUSAGE_STAGE_EXEC ? 127 : 125);
+    }
+    if (!sp->same_group)
+        setpgid(pid, pid);
+    ch->pid = pid;
+    close(errpipe[1]);
+    close(gopipe[0]);
+    user_only = 0;
+    if (sp->level)
+        open_counters(pid, sp->level);
+    close(gopipe[1]); /* go: the child execs */
+    int fail[2] = {0, 0};
+    ssize_t r;
+    while ((r = read(errpipe[0], fail, sizeof fail)) < 0 && errno == EINTR) {}
+    close(errpipe[0]);
+    if (r == (ssize_t)sizeof fail) {
+        ch->stage = fail[0];
+        ch->err = fail[1];
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        for (int k = 0; k < NCOUNTERS; k++)
+            if (counters[k].fd >= 0) {
+                close(counters[k].fd);
+                counters[k].fd = -1;
+            }
+    }
+    return 0;
+}
+
+void rusage_spawn_failure(FILE *f, const struct rusage_spawn *sp, const struct rusage_child *ch)
+{
+    if (ch->stage == RUSAGE_STAGE_CPUS)
+        fprintf(f, "odp-rusage: cannot pin to CPUs %s: %s\n", sp->cpus_text, strerror(ch->err));
+    else if (ch->stage == RUSAGE_STAGE_CWD)
+        fprintf(f, "odp-rusage: cannot change to %s: %s\n", sp->cwd, strerror(ch->err));
+    else
+        fprintf(f, "odp-rusage: cannot run %s: %s\n", sp->argv[0], strerror(ch->err));
 }
 
 int main(int argc, char **argv)
@@ -210,6 +325,8 @@ int main(int argc, char **argv)
     int level = 0;
     cpu_set_t cpuset;
     int i = 1;
+    if (argc == 2 && strcmp(argv[1], "--serve") == 0)
+        return rusage_serve();
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--") == 0) {
             i++;
@@ -227,7 +344,7 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--counters") == 0 && i + 1 < argc) {
             const char *l = argv[++i];
-            level = strcmp(l, "none") == 0 ? 0 : strcmp(l, "basic") == 0 ? 1 : strcmp(l, "all") == 0 ? 2 : -1;
+            level = rusage_level(l);
             if (level < 0) {
                 fprintf(stderr, "odp-rusage: --counters %s: none, basic or all\n", l);
                 return 125;
@@ -241,12 +358,6 @@ int main(int argc, char **argv)
         fprintf(stderr, USAGE);
         return 125;
     }
-    int errpipe[2]; /* reports an exec failure from the child */
-    int gopipe[2];  /* holds the child before its exec until its counters are open */
-    if (pipe2(errpipe, O_CLOEXEC) || pipe2(gopipe, O_CLOEXEC)) {
-        perror("odp-rusage: pipe");
-        return 125;
-    }
     /* PR_SET_PDEATHSIG before the check: a parent that died in between is caught by getppid() */
     pid_t caller = getppid();
     struct sigaction orphan = {0};
@@ -256,42 +367,14 @@ int main(int argc, char **argv)
     prctl(PR_SET_PDEATHSIG, SIGUSR2);
     if (getppid() != caller)
         return 125;
-    pid_t parent = getpid();
-    double t0 = now();
-    pid_t pid = fork();
-    if (pid < 0) {
+    struct rusage_spawn sp = {.argv = argv + i, .cpus = cpus ? &cpuset : NULL, .cpus_text = cpus, .level = level,
+                              .same_group = same_group, .fd_in = -1, .fd_out = -1, .fd_err = -1};
+    struct rusage_child ch;
+    if (rusage_spawn(&sp, &ch)) {
         perror("odp-rusage: fork");
         return 125;
     }
-    if (pid == 0) {
-        if (!same_group)
-            setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(127);
-        close(gopipe[1]);
-        char go;
-        while (read(gopipe[0], &go, 1) < 0 && errno == EINTR) {}
-        if (cpus && sched_setaffinity(0, sizeof cpuset, &cpuset)) {
-            int e = -errno; /* negative: the affinity, not the exec, failed */
-            ssize_t w = write(errpipe[1], &e, sizeof e);
-            (void)w;
-            _exit(125);
-        }
-        execvp(argv[i], argv + i);
-        int e = errno;
-        ssize_t w = write(errpipe[1], &e, sizeof e);
-        (void)w;
-        _exit(127);
-    }
-    if (!same_group)
-        setpgid(pid, pid);
-    child = pid;
-    close(errpipe[1]);
-    close(gopipe[0]);
-    if (level)
-        open_counters(pid, level);
-    close(gopipe[1]); /* go: the child execs */
+    child = ch.pid;
     struct sigaction sa = {0};
     sa.sa_handler = forward;
     sigemptyset(&sa.sa_mask);
@@ -301,41 +384,26 @@ int main(int argc, char **argv)
     sa.sa_handler = escalate;
     sigaction(SIGALRM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-
-    int e = 0;
-    ssize_t r;
-    while ((r = read(errpipe[0], &e, sizeof e)) < 0 && errno == EINTR) {}
-    close(errpipe[0]);
+    if (ch.stage) {
+        rusage_spawn_failure(stderr, &sp, &ch);
+        return ch.stage == RUSAGE_STAGE_EXEC ? 127 : 125;
+    }
     int st = 0;
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
-    while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {}
-    double wall = now() - t0;
+    while (wait4(ch.pid, &st, 0, &ru) < 0 && errno == EINTR) {}
+    double wall = now() - ch.t0;
     /* a stopped run leaves nothing behind: what its group still holds (children that ignored the
      * forwarded signal) ends with odp-rusage, not 2 s later or never */
     if (stopping && !same_group)
-        kill(-pid, SIGKILL);
-    if (r == (ssize_t)sizeof e && e < 0) {
-        fprintf(stderr, "odp-rusage: cannot pin to CPUs %s: %s\n", cpus, strerror(-e));
-        return 125;
-    }
-    if (r == (ssize_t)sizeof e) {
-        fprintf(stderr, "odp-rusage: cannot run %s: %s\n", argv[i], strerror(e));
-        return 127;
-    }
-    int status = WIFEXITED(st) ? WEXITSTATUS(st) : 0, sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+        kill(-ch.pid, SIGKILL);
+    int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
     FILE *f = stderr;
     if (out && !(f = fopen(out, "w"))) {
         fprintf(stderr, "odp-rusage: cannot write %s: %s\n", out, strerror(errno));
         f = stderr;
     }
-    if (level)
-        print_counters(f, level);
-    fprintf(f,
-            "ODP-RUSAGE status=%d signal=%d core=%d maxrss_kb=%ld utime_s=%.6f stime_s=%.6f wall_s=%.6f "
-            "minflt=%ld majflt=%ld nvcsw=%ld nivcsw=%ld\n",
-            status, sig, sig && WCOREDUMP(st) ? 1 : 0, ru.ru_maxrss, tv(ru.ru_utime), tv(ru.ru_stime), wall,
-            ru.ru_minflt, ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw);
+    rusage_report(f, level, st, &ru, wall);
     fflush(f);
     if (f != stderr)
         fclose(f);
@@ -350,5 +418,5 @@ int main(int argc, char **argv)
         raise(sig);
         return 128 + sig;
     }
-    return status;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
 }

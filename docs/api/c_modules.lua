@@ -39,6 +39,9 @@ return {
     { "odp.host", "package.loaded['odp.host']: facts about this binary (a table, not a function)", {
       "version: string", "root: string the directory holding lua/, scripts/, devices/",
       "lua_release: string", "built: string", "compiler?: string", "argv: string[] odp's own argv (0 = the program)" } },
+    { "odp.QueryResult", "a query's rows as columns, r[name][i] (nil for NULL); no column may be named n, columns or changes", {
+      "n: integer rows", "columns: string[] the columns' names in order",
+      "changes: integer rows changed by a statement that returns none" } },
   },
 
   modules = {
@@ -72,6 +75,7 @@ return {
       { "hostname() -> string", "gethostname(2)" },
       { "cancel_requested() -> boolean", "a Ctrl-C (or SIGHUP/SIGTERM) is pending: every wait returns ECANCELED until it is lifted" },
       { "cancel_clear()", "lifts it (the REPL does after each statement)" },
+      { "cancel_request()", "raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md)" },
       { "terminating() -> integer|nil signal", "SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)" },
       { "lock(path: string) -> odp.sys.Lock|nil lock, string? err, odp.ECode? code, integer? holder_pid", "an exclusive flock on path, created with this pid in it; EBUSY with the holder's pid" },
     } },
@@ -81,11 +85,12 @@ return {
 
     { "odp.streamcore", "the C half of odp.Stream (lua/odp/core/stream.lua adds expect and lines to its methods)", {},
       fields = { "methods: table the method table every odp.Stream shares" } },
-    { "odp.Stream", "one byte stream: serial ports, RTT channels, sockets, pipes", {
+    { "odp.Stream", "one byte stream: serial ports, RTT channels, sockets, pipes, a remote command's stdin/stdout", {
       { "read(n: integer, opts?: {timeout?: number}) -> string|nil data, " .. FAIL, "1..n bytes (n <= 16 MiB), \"\" at end of stream" },
       { "write(data: string, opts?: {timeout?: number}) -> true|nil ok, " .. FAIL, "all of data" },
       { "unread(data: string)", "hands bytes back: the next read returns them first" },
-      { "kind() -> string", '"fd", "serial", "rtt", ...' },
+      { "kind() -> string", '"fd", "serial", "rtt", "ssh-channel", "adb-shell", ...' },
+      { "stderr() -> string", "what the other end said on the side: a remote command's stderr (its first 4 KiB); \"\" for streams without one" },
       { "close()", "idempotent (also __close, __gc)" },
       { "expect(pattern: string, opts?: {timeout?: number, plain?: boolean}) -> string|nil match, string? before_or_err, odp.ECode? code", "reads until a Lua pattern (or plain text) matches (lua/odp/core/stream.lua)", lua = true },
       { "lines(opts?: {timeout?: number, count?: integer}) -> fun(): string|nil", "an iterator over lines (lua/odp/core/stream.lua)", lua = true },
@@ -104,6 +109,7 @@ return {
       { "get(remote_path: string, local_path: string, opts?: {on_progress?: " .. PROGRESS .. ", timeout?: number}) -> true|nil ok, " .. FAIL, "SFTP download, renamed into place when complete" },
       { "uri() -> string", "ssh://user@host:port" },
       { "fingerprint() -> string", "the host key's SHA256 fingerprint" },
+      { "open_channel(command: string, opts?: {timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "a long-lived exec channel as a stream: its stdout read, its stdin written, its stderr in stream:stderr(); closing it sends EOF (the resident helper's channel, docs/helper-protocol.md)" },
       { "close()", "idempotent (also __close, __gc)" },
     }, class = true },
 
@@ -119,6 +125,7 @@ return {
       { "stat(path: string, opts?: {timeout?: number}) -> {mode: integer, size: integer, mtime: integer}|nil st, " .. FAIL, "sync STAT" },
       { 'info() -> {serial: string, transport: "server"|"usb"|string, state: string, model: string, product: string, device: string, features: table<string, boolean>, version?: integer, maxdata?: integer, server?: string, server_version?: integer}', "what the device said of itself" },
       { "broken() -> boolean", "a direct connection dropped (always false through the adb server)" },
+      { "open_channel(command: string, opts?: {timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "a long-lived shell,v2 command as a stream (EPROTO without shell_v2); closing it closes stdin, then the service (the resident helper's channel)" },
       { "close()", "idempotent (also __close, __gc)" },
     }, class = true },
 
@@ -164,6 +171,24 @@ return {
       { "open(opts: {port: string, baud?: integer, timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "8N1, raw; port \"rfc2217://HOST:PORT\" is a port served over RFC 2217" },
     } },
 
+    { "odp.sqlite", "the history's embedded store (libsqlite3, loaded on first use); lua/odp/results/history.lua", {
+      { "open(path: string, opts?: {timeout?: number, readonly?: boolean}) -> odp.sqlite.Db|nil db, " .. FAIL, "opens or creates; a lock held by another writer is waited for through the one waiting point up to timeout (30 s), then EBUSY" },
+    } },
+    { "odp.sqlite.Db", "an open SQLite database", {
+      { "exec(sql: string) -> true|nil ok, " .. FAIL, "one or more statements without parameters" },
+      { "query(sql: string, params?: any[]) -> odp.QueryResult|nil result, " .. FAIL, "one statement; $N is params[N] wherever it stands (as in PostgreSQL), nil entries are NULL (give params.n)" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+
+    { "odp.pg", "a team's history in PostgreSQL (libpq, loaded on first use), waiting through the one waiting point", {
+      { "connect(conninfo: string, opts?: {timeout?: number}) -> odp.pg.Conn|nil conn, " .. FAIL, "postgresql://... or \"host=... dbname=...\"; the server's notices are dropped" },
+    } },
+    { "odp.pg.Conn", "a PostgreSQL connection (non-blocking underneath)", {
+      { "exec(sql: string) -> true|nil ok, " .. FAIL, "statements without parameters" },
+      { "query(sql: string, params?: any[], opts?: {timeout?: number}) -> odp.QueryResult|nil result, " .. FAIL, "integers and floats come back as numbers, booleans as booleans, the rest as text; a lost connection is EIO" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+
     { "odp.elf", "ELF headers: machine, interpreter, the glibc versions a program needs", {
       { "read(path: string) -> {class: integer, machine: string, machine_id: integer, endian: string, type: string, osabi: integer, interpreter?: string, static: boolean, glibc_versions: string[], glibc_required?: string}|nil info, " .. FAIL, "bounds-checked; a truncated or hostile file is EPROTO" },
       { "version_cmp(a: string, b: string) -> integer", '-1, 0 or 1 for dotted versions ("2.9" < "2.34")' },
@@ -192,6 +217,17 @@ return {
       { "find_iteration(text: string, pos: integer) -> integer", "the first iteration line at or after pos (#text + 1: none)" },
       { "iterations(text: string, pos: integer, times: number[], max?: integer) -> integer next_pos, integer count, integer bare, integer|number n", "appends the times of the run of iteration lines at pos (at most max); bare of them had no log prefix; n is the last one's N" },
     } },
+
+    { "odp.helper", "the resident helper's frames (the codec the board's odp-rusage --serve shares) and the in-process device-state snapshot (docs/helper-protocol.md)", {
+      { "encode(type: string, fields: (string|number)[]) -> string", "one frame; a type is one character; over 1 MiB raises" },
+      { "decoder() -> odp.helper.Decoder", "a decoder of one byte stream's frames" },
+      { "state(root: string, cpu_files: string, props: string) -> string", "the @v/@f/@c snapshot odp.target.device_state.parse reads, read here in-process (src/helper/state.c)" },
+    }, fields = { "PROTO: integer the protocol version", "FRAME_MAX: integer payload bytes of one frame" } },
+    { "odp.helper.Decoder", "frames out of a byte stream, every length checked", {
+      { "feed(bytes: string) -> odp.helper.Decoder", "takes more of the stream" },
+      { "next() -> string|nil type, string[]|string|nil fields, odp.ECode? code", "a whole frame's type and fields; nil alone when more bytes are needed; nil, \"EPROTO: ...\", \"EPROTO\" once malformed (for good)" },
+      { "pending() -> integer", "bytes held that are not yet a whole frame" },
+    }, class = true },
 
     { "odp.readline", "line editing and history for the REPL (libedit, loaded on first use)", {
       { 'readline(prompt: string) -> string|false|nil line, "interrupted"? why', "a line; nil at end of input; false, \"interrupted\" on Ctrl-C" },

@@ -49,6 +49,12 @@
 ---@field compiler? string
 ---@field argv string[] odp's own argv (0 = the program)
 
+--- a query's rows as columns, r[name][i] (nil for NULL); no column may be named n, columns or changes
+---@class odp.QueryResult
+---@field n integer rows
+---@field columns string[] the columns' names in order
+---@field changes integer rows changed by a statement that returns none
+
 --- processes on this machine, without a shell, each leading its own process group
 ---@class odp.proc
 local proc = {}
@@ -185,6 +191,8 @@ function sys.hostname() end
 function sys.cancel_requested() end
 --- lifts it (the REPL does after each statement)
 function sys.cancel_clear() end
+--- raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md)
+function sys.cancel_request() end
 --- SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)
 ---@return integer|nil signal
 function sys.terminating() end
@@ -207,7 +215,7 @@ function sys_Lock:release() end
 ---@field methods table the method table every odp.Stream shares
 local streamcore = {}
 
---- one byte stream: serial ports, RTT channels, sockets, pipes
+--- one byte stream: serial ports, RTT channels, sockets, pipes, a remote command's stdin/stdout
 ---@class odp.Stream
 local Stream = {}
 --- 1..n bytes (n <= 16 MiB), "" at end of stream
@@ -227,9 +235,12 @@ function Stream:write(data, opts) end
 --- hands bytes back: the next read returns them first
 ---@param data string
 function Stream:unread(data) end
---- "fd", "serial", "rtt", ...
+--- "fd", "serial", "rtt", "ssh-channel", "adb-shell", ...
 ---@return string
 function Stream:kind() end
+--- what the other end said on the side: a remote command's stderr (its first 4 KiB); "" for streams without one
+---@return string
+function Stream:stderr() end
 --- idempotent (also __close, __gc)
 function Stream:close() end
 --- reads until a Lua pattern (or plain text) matches (lua/odp/core/stream.lua)
@@ -295,6 +306,13 @@ function ssh_Session:uri() end
 --- the host key's SHA256 fingerprint
 ---@return string
 function ssh_Session:fingerprint() end
+--- a long-lived exec channel as a stream: its stdout read, its stdin written, its stderr in stream:stderr(); closing it sends EOF (the resident helper's channel, docs/helper-protocol.md)
+---@param command string
+---@param opts? {timeout?: number}
+---@return odp.Stream|nil stream
+---@return string? err
+---@return odp.ECode? code
+function ssh_Session:open_channel(command, opts) end
 --- idempotent (also __close, __gc)
 function ssh_Session:close() end
 
@@ -358,6 +376,13 @@ function adb_Device:info() end
 --- a direct connection dropped (always false through the adb server)
 ---@return boolean
 function adb_Device:broken() end
+--- a long-lived shell,v2 command as a stream (EPROTO without shell_v2); closing it closes stdin, then the service (the resident helper's channel)
+---@param command string
+---@param opts? {timeout?: number}
+---@return odp.Stream|nil stream
+---@return string? err
+---@return odp.ECode? code
+function adb_Device:open_channel(command, opts) end
 --- idempotent (also __close, __gc)
 function adb_Device:close() end
 
@@ -510,6 +535,67 @@ function serial.list() end
 ---@return odp.ECode? code
 function serial.open(opts) end
 
+--- the history's embedded store (libsqlite3, loaded on first use); lua/odp/results/history.lua
+---@class odp.sqlite
+local sqlite = {}
+--- opens or creates; a lock held by another writer is waited for through the one waiting point up to timeout (30 s), then EBUSY
+---@param path string
+---@param opts? {timeout?: number, readonly?: boolean}
+---@return odp.sqlite.Db|nil db
+---@return string? err
+---@return odp.ECode? code
+function sqlite.open(path, opts) end
+
+--- an open SQLite database
+---@class odp.sqlite.Db
+local sqlite_Db = {}
+--- one or more statements without parameters
+---@param sql string
+---@return true|nil ok
+---@return string? err
+---@return odp.ECode? code
+function sqlite_Db:exec(sql) end
+--- one statement; $N is params[N] wherever it stands (as in PostgreSQL), nil entries are NULL (give params.n)
+---@param sql string
+---@param params? any[]
+---@return odp.QueryResult|nil result
+---@return string? err
+---@return odp.ECode? code
+function sqlite_Db:query(sql, params) end
+--- idempotent (also __close, __gc)
+function sqlite_Db:close() end
+
+--- a team's history in PostgreSQL (libpq, loaded on first use), waiting through the one waiting point
+---@class odp.pg
+local pg = {}
+--- postgresql://... or "host=... dbname=..."; the server's notices are dropped
+---@param conninfo string
+---@param opts? {timeout?: number}
+---@return odp.pg.Conn|nil conn
+---@return string? err
+---@return odp.ECode? code
+function pg.connect(conninfo, opts) end
+
+--- a PostgreSQL connection (non-blocking underneath)
+---@class odp.pg.Conn
+local pg_Conn = {}
+--- statements without parameters
+---@param sql string
+---@return true|nil ok
+---@return string? err
+---@return odp.ECode? code
+function pg_Conn:exec(sql) end
+--- integers and floats come back as numbers, booleans as booleans, the rest as text; a lost connection is EIO
+---@param sql string
+---@param params? any[]
+---@param opts? {timeout?: number}
+---@return odp.QueryResult|nil result
+---@return string? err
+---@return odp.ECode? code
+function pg_Conn:query(sql, params, opts) end
+--- idempotent (also __close, __gc)
+function pg_Conn:close() end
+
 --- ELF headers: machine, interpreter, the glibc versions a program needs
 ---@class odp.elf
 local elf = {}
@@ -605,6 +691,42 @@ function scan.find_iteration(text, pos) end
 ---@return integer bare
 ---@return integer|number n
 function scan.iterations(text, pos, times, max) end
+
+--- the resident helper's frames (the codec the board's odp-rusage --serve shares) and the in-process device-state snapshot (docs/helper-protocol.md)
+---@class odp.helper
+---@field PROTO integer the protocol version
+---@field FRAME_MAX integer payload bytes of one frame
+local helper = {}
+--- one frame; a type is one character; over 1 MiB raises
+---@param type string
+---@param fields (string|number)[]
+---@return string
+function helper.encode(type, fields) end
+--- a decoder of one byte stream's frames
+---@return odp.helper.Decoder
+function helper.decoder() end
+--- the @v/@f/@c snapshot odp.target.device_state.parse reads, read here in-process (src/helper/state.c)
+---@param root string
+---@param cpu_files string
+---@param props string
+---@return string
+function helper.state(root, cpu_files, props) end
+
+--- frames out of a byte stream, every length checked
+---@class odp.helper.Decoder
+local helper_Decoder = {}
+--- takes more of the stream
+---@param bytes string
+---@return odp.helper.Decoder
+function helper_Decoder:feed(bytes) end
+--- a whole frame's type and fields; nil alone when more bytes are needed; nil, "EPROTO: ...", "EPROTO" once malformed (for good)
+---@return string|nil type
+---@return string[]|string|nil fields
+---@return odp.ECode? code
+function helper_Decoder:next() end
+--- bytes held that are not yet a whole frame
+---@return integer
+function helper_Decoder:pending() end
 
 --- line editing and history for the REPL (libedit, loaded on first use)
 ---@class odp.readline

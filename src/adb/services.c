@@ -13,8 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../util/wait.h"
+
+static void stream_end(struct adb_shell_stream *s);
+
 void adb_link_close(struct adb_link *l)
 {
+    while (l->streams)
+        stream_end(l->streams); /* their Lua objects still hold them: dead, freed when closed */
     if (l->close)
         l->close(l->ctx);
     l->close = NULL;
@@ -226,6 +232,146 @@ int adb_shell(struct adb_link *l, const char *cmd, const uint8_t *in, size_t in_
     if (adb_banner_has(&l->banner, "shell_v2"))
         return shell_v2(l, cmd, in, in_len, &sc, deadline, e);
     return shell_plain(l, cmd, in_len, &sc, deadline, e);
+}
+
+/* ---------- a long-lived shell v2 stream ---------- */
+
+#define STREAM_STDERR_MAX 4096
+
+struct adb_shell_stream {
+    odp_stream base;
+    struct adb_link *l; /* NULL once the link closed: the stream is dead */
+    struct adb_shell_stream *next;
+    struct adb_svc svc;
+    struct adb_shell_demux dm;
+    odp_buf out, err; /* stdout demuxed and not yet read; the first bytes of stderr */
+    size_t out_off;
+    int ended;
+};
+
+static void stream_sink(void *ud, int id, const uint8_t *p, size_t n)
+{
+    struct adb_shell_stream *s = ud;
+    odp_buf_append(id == ADB_SHELL_STDERR ? &s->err : &s->out, p, n);
+}
+
+static int stream_data(void *ud, const uint8_t *p, size_t n, odp_err *e)
+{
+    struct adb_shell_stream *s = ud;
+    if (adb_shell_demux_feed(&s->dm, p, n, stream_sink, s) != 0)
+        return odp_fail(e, ODP_EPROTO, "malformed shell protocol v2 packet from the device");
+    return 0;
+}
+
+static int stream_dead(struct adb_shell_stream *s, odp_err *e)
+{
+    return s->l ? 0 : odp_fail(e, ODP_EIO, "the adb connection of this stream is closed");
+}
+
+static ssize_t stream_read(odp_stream *st, void *buf, size_t n, double deadline, odp_err *e)
+{
+    struct adb_shell_stream *s = (struct adb_shell_stream *)st;
+    while (s->out_off == s->out.len) {
+        s->out.len = s->out_off = 0;
+        if (s->ended)
+            return 0;
+        if (stream_dead(s, e))
+            return e->code;
+        int rc = s->svc.read(s->svc.ctx, stream_data, s, deadline, e);
+        if (rc < 0)
+            return e->code;
+        if (rc == 1 || s->dm.exit_status >= 0)
+            s->ended = 1;
+    }
+    size_t k = s->out.len - s->out_off < n ? s->out.len - s->out_off : n;
+    memcpy(buf, s->out.data + s->out_off, k);
+    s->out_off += k;
+    return (ssize_t)k;
+}
+
+static ssize_t stream_write(odp_stream *st, const void *p, size_t n, double deadline, odp_err *e)
+{
+    struct adb_shell_stream *s = (struct adb_shell_stream *)st;
+    if (stream_dead(s, e))
+        return e->code;
+    const uint8_t *b = p;
+    size_t left = n, room = s->svc.chunk - 5;
+    while (left) {
+        size_t k = left < room ? left : room;
+        uint8_t ph[5];
+        adb_shell_pack_hdr(ph, ADB_SHELL_STDIN, (uint32_t)k);
+        /* output arriving meanwhile is demuxed and kept for the next read */
+        if (svc_put(&s->svc, ph, 5, stream_data, s, deadline, e) || svc_put(&s->svc, b, k, stream_data, s, deadline, e))
+            return e->code;
+        b += k;
+        left -= k;
+    }
+    return svc_flush(&s->svc, stream_data, s, deadline, e) ? e->code : (ssize_t)n;
+}
+
+static const odp_buf *stream_stderr(odp_stream *st) { return &((struct adb_shell_stream *)st)->err; }
+
+/* Ends the service: close-stdin, then the stream (adbd kills a command still running); the link stays. */
+static void stream_end(struct adb_shell_stream *s)
+{
+    if (!s->l)
+        return;
+    for (struct adb_shell_stream **pp = &s->l->streams; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    if (!s->ended && !(s->l->broken && s->l->broken(s->l->ctx))) {
+        uint8_t ph[5];
+        odp_err e;
+        adb_shell_pack_hdr(ph, ADB_SHELL_CLOSE_STDIN, 0);
+        double dl = odp_now() + 2.0;
+        if (!svc_put(&s->svc, ph, 5, NULL, NULL, dl, &e))
+            svc_flush(&s->svc, NULL, NULL, dl, &e);
+    }
+    svc_close(&s->svc);
+    s->l = NULL;
+}
+
+static void stream_close(odp_stream *st)
+{
+    struct adb_shell_stream *s = (struct adb_shell_stream *)st;
+    stream_end(s);
+    odp_buf_free(&s->out);
+    odp_buf_free(&s->err);
+    free(s);
+}
+
+static const odp_stream_ops shell_stream_ops = {
+    .kind = "adb-shell", .read = stream_read, .write = stream_write, .close = stream_close, .diag = stream_stderr};
+
+int adb_shell_stream_open(struct adb_link *l, const char *cmd, double deadline, odp_stream **out, odp_err *e)
+{
+    if (!adb_banner_has(&l->banner, "shell_v2"))
+        return odp_fail(e, ODP_EPROTO, "this device has no shell_v2: a command's stdin cannot be streamed");
+    struct adb_shell_stream *s = calloc(1, sizeof *s);
+    size_t svl = strlen(cmd) + 32;
+    char *svc = malloc(svl);
+    if (!s || !svc) {
+        free(s);
+        free(svc);
+        return odp_fail(e, ODP_EIO, "out of memory");
+    }
+    snprintf(svc, svl, "shell,v2,raw:%s", cmd);
+    int rc = svc_open(l, &s->svc, svc, deadline, e);
+    free(svc);
+    if (rc != 0) {
+        free(s);
+        return -1;
+    }
+    s->base.ops = &shell_stream_ops;
+    adb_shell_demux_init(&s->dm);
+    s->err.limit = STREAM_STDERR_MAX;
+    s->l = l;
+    s->next = l->streams;
+    l->streams = s;
+    *out = &s->base;
+    return 0;
 }
 
 /* ---------- sync ---------- */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "proto.h"
+#include "../stream/stream.h"
 #include "../util/buf.h"
 #include "../util/err.h"
 
@@ -37,6 +38,7 @@ struct adb_link {
     int (*broken)(void *ctx);
     void (*close)(void *ctx);
     struct adb_banner banner; /* state, model, features */
+    struct adb_shell_stream *streams; /* long-lived streams open on it: ended when the link closes */
 };
 
 void adb_link_close(struct adb_link *l);
@@ -62,6 +64,12 @@ typedef int (*adb_output_fn)(void *ctx, int stream, const char *data, size_t n);
  * once the command has ended. */
 int adb_shell(struct adb_link *l, const char *cmd, const uint8_t *in, size_t in_len, adb_output_fn on_output,
               void *ctx, struct adb_shell_result *r, double deadline, odp_err *e);
+
+/* A long-lived `shell,v2,raw:` command as an odp_stream: its stdout read, its stdin written (the resident helper's
+ * channel, docs/helper-protocol.md); odp_stream_diag gives its stderr, the first 4 KiB. Needs the device's
+ * shell_v2 (EPROTO without it: plain shell cannot close stdin). Closing the stream closes stdin and ends the
+ * service (adbd kills a command still running); closing the link first leaves the stream dead (EIO). */
+int adb_shell_stream_open(struct adb_link *l, const char *cmd, double deadline, odp_stream **out, odp_err *e);
 
 int adb_push(struct adb_link *l, const char *local, const char *remote, uint32_t mode, double deadline,
              adb_event_fn progress, void *ud, odp_err *e);

@@ -457,7 +457,7 @@ static void rs_close(odp_stream *s)
 
 odp_stream *odp_rtt_stream(odp_rtt *r, int ch, odp_err *err)
 {
-    static const odp_stream_ops ops = {"rtt", rs_read, rs_write, rs_close};
+    static const odp_stream_ops ops = {"rtt", rs_read, rs_write, rs_close, NULL};
     if (ch < 0 || ch >= ODP_RTT_MAX_BUFFERS || (ch >= r->nup && ch >= r->ndown)) {
         odp_fail(err, ODP_ENOTFOUND, "RTT has no channel %d (%d up, %d down)", ch, r->nup, r->ndown);
         return NULL;

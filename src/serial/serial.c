@@ -115,7 +115,7 @@ static int termios_open(const char *path, int baud, odp_err *err)
 
 odp_stream *odp_serial_open(const char *path, int baud, const char **how, odp_err *err)
 {
-    static const odp_stream_ops ops[1] = {{"serial", serial_read, serial_write, serial_close}};
+    static const odp_stream_ops ops[1] = {{"serial", serial_read, serial_write, serial_close, NULL}};
     serial_stream *s = calloc(1, sizeof *s);
     if (!s) {
         odp_fail(err, ODP_EIO, "out of memory");

@@ -29,6 +29,8 @@
 #define TUNNEL_BUF (64 * 1024)
 #define PROXY_ERR_MAX 400           /* bytes of a ProxyCommand's stderr quoted in an error */
 
+typedef struct odp_ssh_channel odp_ssh_channel;
+
 struct odp_ssh {
     LIBSSH2_SESSION *session;
     LIBSSH2_SFTP *sftp;
@@ -52,7 +54,18 @@ struct odp_ssh {
     /* Keepalives: last_rx is when the transport last had bytes for us. */
     int alive_interval, alive_count_max;
     double last_rx;
+    odp_ssh_channel *channels; /* open long-lived channels, made dead when the session closes */
 };
+
+struct odp_ssh_channel {
+    odp_stream base;
+    odp_ssh *s;                 /* NULL once the session closed */
+    LIBSSH2_CHANNEL *ch;
+    odp_buf err;
+    odp_ssh_channel *next;
+};
+
+#define CHANNEL_STDERR_MAX 4096
 
 static int lib_ready;
 static void close_session(odp_ssh *s, odp_ssh *tunnel_via);
@@ -664,6 +677,15 @@ void odp_ssh_close(odp_ssh *s)
 static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
 {
     double dl = odp_now() + CLOSE_GRACE_S;
+    while (s->channels) {
+        odp_ssh_channel *c = s->channels;
+        s->channels = c->next;
+        while (libssh2_channel_free(c->ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        c->s = NULL;
+        c->ch = NULL;
+    }
     if (s->sftp) {
         while (libssh2_sftp_shutdown(s->sftp) == LIBSSH2_ERROR_EAGAIN)
             if (wait_socket(s, dl, NULL))
@@ -697,6 +719,123 @@ static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
     free(s->down);
     free(s);
     odp_ssh_close(owned);
+}
+
+/* ---- long-lived channels ---- */
+
+static int channel_dead(odp_ssh_channel *c, odp_err *err)
+{
+    return c->s ? 0 : odp_fail(err, ODP_EIO, "the SSH session of this channel is closed");
+}
+
+static ssize_t channel_read(odp_stream *st, void *buf, size_t n, double deadline, odp_err *err)
+{
+    odp_ssh_channel *c = (odp_ssh_channel *)st;
+    int rc = channel_dead(c, err);
+    if (rc)
+        return rc;
+    for (;;) {
+        char e[1024];
+        ssize_t k;
+        while ((k = libssh2_channel_read_stderr(c->ch, e, sizeof e)) > 0)
+            odp_buf_append(&c->err, e, (size_t)k);
+        k = libssh2_channel_read(c->ch, buf, n);
+        if (k > 0)
+            return k;
+        if (k < 0 && k != LIBSSH2_ERROR_EAGAIN)
+            return ssh_fail_err(c->s, err, ODP_EIO, "reading the channel");
+        if (libssh2_channel_eof(c->ch))
+            return 0;
+        if (libssh2_poll_channel_read(c->ch, 0) || libssh2_poll_channel_read(c->ch, 1))
+            continue;
+        if ((rc = wait_socket(c->s, deadline, err)))
+            return rc;
+    }
+}
+
+static ssize_t channel_write(odp_stream *st, const void *p, size_t n, double deadline, odp_err *err)
+{
+    odp_ssh_channel *c = (odp_ssh_channel *)st;
+    int rc = channel_dead(c, err);
+    if (rc)
+        return rc;
+    const char *b = p;
+    size_t left = n;
+    while (left) {
+        ssize_t k = libssh2_channel_write(c->ch, b, left);
+        if (k > 0) {
+            b += k;
+            left -= (size_t)k;
+        } else if (k == LIBSSH2_ERROR_EAGAIN) {
+            if ((rc = wait_socket(c->s, deadline, err)))
+                return rc;
+        } else {
+            return ssh_fail_err(c->s, err, ODP_EIO, "writing the channel");
+        }
+    }
+    return (ssize_t)n;
+}
+
+static const odp_buf *channel_stderr(odp_stream *st) { return &((odp_ssh_channel *)st)->err; }
+
+static void channel_close(odp_stream *st)
+{
+    odp_ssh_channel *c = (odp_ssh_channel *)st;
+    odp_ssh *s = c->s;
+    if (s) {
+        double dl = odp_now() + CLOSE_GRACE_S;
+        for (odp_ssh_channel **pp = &s->channels; *pp; pp = &(*pp)->next)
+            if (*pp == c) {
+                *pp = c->next;
+                break;
+            }
+        /* EOF on its stdin first: the helper sees it and ends what it runs */
+        while (libssh2_channel_send_eof(c->ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        while (libssh2_channel_close(c->ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        while (libssh2_channel_free(c->ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+    }
+    odp_buf_free(&c->err);
+    free(c);
+}
+
+static const odp_stream_ops channel_ops = {
+    .kind = "ssh-channel", .read = channel_read, .write = channel_write, .close = channel_close,
+    .diag = channel_stderr};
+
+int odp_ssh_channel_open(odp_ssh *s, const char *command, double deadline, odp_stream **out, odp_err *err)
+{
+    LIBSSH2_CHANNEL *ch;
+    PTR_OR_WAIT(s, ch, libssh2_channel_open_session(s->session), deadline, err);
+    if (!ch)
+        return ssh_fail_err(s, err, ODP_EIO, "cannot open a channel");
+    int rc, w = 0;
+    while ((rc = libssh2_channel_exec(ch, command)) == LIBSSH2_ERROR_EAGAIN)
+        if ((w = wait_socket(s, deadline, err)))
+            break;
+    odp_ssh_channel *c = rc ? NULL : calloc(1, sizeof *c);
+    if (!c) {
+        if (w == 0)
+            w = rc ? ssh_fail_err(s, err, ODP_EIO, "remote exec failed") : odp_fail(err, ODP_EIO, "out of memory");
+        double dl = odp_now() + CLOSE_GRACE_S;
+        while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
+            if (wait_socket(s, dl, NULL))
+                break;
+        return w;
+    }
+    c->base.ops = &channel_ops;
+    c->s = s;
+    c->ch = ch;
+    c->err.limit = CHANNEL_STDERR_MAX;
+    c->next = s->channels;
+    s->channels = c;
+    *out = &c->base;
+    return 0;
 }
 
 /* ---- exec ---- */

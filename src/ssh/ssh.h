@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "../stream/stream.h"
 #include "../util/buf.h"
 #include "../util/err.h"
 
@@ -78,6 +79,11 @@ typedef struct {
  * Returns 0 when the command ran (its exit is data), or a negative code (connection lost, ...). */
 int odp_ssh_exec(odp_ssh *s, const odp_ssh_exec_opts *opts, odp_ssh_exec_result *r, odp_err *err);
 void odp_ssh_exec_result_free(odp_ssh_exec_result *r);
+
+/* A long-lived channel running one command as an odp_stream: its stdout read, its stdin written (the resident
+ * helper's channel: docs/helper-protocol.md); odp_stream_diag gives its stderr, the first 4 KiB. Closing the
+ * stream sends EOF first. Closing the session first leaves the stream dead (EIO), never dangling. */
+int odp_ssh_channel_open(odp_ssh *s, const char *command, double deadline, odp_stream **out, odp_err *err);
 
 /* Progress: bytes done of total (total -1 when unknown). Non-zero aborts the transfer (ECANCELED). */
 typedef int (*odp_ssh_progress)(void *ctx, long long done, long long total);

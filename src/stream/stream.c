@@ -49,6 +49,8 @@ int odp_stream_unread(odp_stream *s, const void *buf, size_t n)
     return 0;
 }
 
+const odp_buf *odp_stream_diag(odp_stream *s) { return s->ops->diag ? s->ops->diag(s) : NULL; }
+
 void odp_stream_close(odp_stream *s)
 {
     odp_buf_free(&s->pending);
@@ -116,7 +118,7 @@ static void fd_stream_close(odp_stream *s)
 
 odp_stream *odp_fd_stream_new(int fd, int own_fd)
 {
-    static const odp_stream_ops ops[1] = {{"fd", fd_stream_read, fd_stream_write, fd_stream_close}};
+    static const odp_stream_ops ops[1] = {{"fd", fd_stream_read, fd_stream_write, fd_stream_close, NULL}};
     fd_stream *f = calloc(1, sizeof *f);
     if (!f)
         return NULL;

@@ -20,6 +20,8 @@ typedef struct {
     ssize_t (*write)(odp_stream *s, const void *buf, size_t n, double deadline, odp_err *err);
     /* Releases the resource and frees the stream. */
     void (*close)(odp_stream *s);
+    /* What the other end said on the side (a command's stderr, for an error message), or NULL: optional. */
+    const odp_buf *(*diag)(odp_stream *s);
 } odp_stream_ops;
 
 /* Implementations embed this as their first member. */
@@ -34,6 +36,8 @@ ssize_t odp_stream_write(odp_stream *s, const void *buf, size_t n, double deadli
 int odp_stream_read_full(odp_stream *s, void *buf, size_t n, double deadline, odp_err *err);
 /* Puts bytes back in front of the stream (line readers and expect read ahead). Returns -1 if out of memory. */
 int odp_stream_unread(odp_stream *s, const void *buf, size_t n);
+/* The stream's side channel (ops->diag), NULL when it has none. */
+const odp_buf *odp_stream_diag(odp_stream *s);
 /* Releases and frees s; s must not be used afterwards. */
 void odp_stream_close(odp_stream *s);
 

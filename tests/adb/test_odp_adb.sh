@@ -32,7 +32,7 @@ run() {
     "$EMU" --root "$sbx" --port 0 --port-file "$work/port" "$@" >/dev/null 2>"$log" &
     emu_pid=$!
     for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-    tap_run env HOME="${RUN_HOME:-$work/home-$mode}" ADBEMU_PORT="$(cat "$work/port")" ADBEMU_ROOT="$sbx" \
+    tap_run env HOME="${RUN_HOME:-$work/home-$mode}" ADBEMU_PORT="$(cat "$work/port")" ADBEMU_ROOT="$sbx" ADBEMU_LOG="$log" \
         ADB_MODE="$mode" "$ODP" run "$here/${SCRIPT:-client}.lua"
     # the emulator's own log: a check of the rig's protocol checker as much as of odp
     if grep -q violation "$log"; then
@@ -53,6 +53,8 @@ run failsend --fail-send
 run clse --clse-open
 run drop --drop-push 1000000
 run droptarget --drop-push 1000000
+# the resident helper: services counted from the emulator's own log (-v: every OPEN)
+SCRIPT=count run count -v
 
 if [ -z "$only" ] || [ "$only" = flow ]; then
 # The Android flow with the test runner program on the device (logcat stand-in installed).

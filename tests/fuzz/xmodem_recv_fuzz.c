@@ -59,7 +59,7 @@ static int to_memory(void *ctx, const void *buf, size_t n, odp_err *err)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const odp_stream_ops ops = {"fake", fake_read, fake_write, fake_close};
+    static const odp_stream_ops ops = {"fake", fake_read, fake_write, fake_close, NULL};
     static sink k;
     fake_stream f = {.base = {.ops = &ops}, .p = data, .n = size};
     odp_xmodem_opts o;

@@ -68,17 +68,29 @@ end
 local function run_once(ctx, t, argv, label, files)
   local ui = ctx.ui
   ui:debug("%s: %s", label, table.concat(argv, " "))
+  -- the logs stream to the run dir as they come (plain writes: the record, written last, is the fsync'd atomic
+  -- file), so a runner that floods its output is whole on disk while the target keeps a bounded part in memory
+  local sink = {}
+  for _, ext in ipairs(files and { "stdout", "stderr" } or {}) do
+    local f = io.open(files .. "." .. ext, "wb")
+    sink[ext] = f and function(data) f:write(data) end
+    sink[ext .. "_file"] = f
+  end
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
-    helper_args = t.helper_args, counters = ctx.opts.counters })
-  if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
-  if files then
-    -- the logs as they came: plain writes (the record, written last, is the fsync'd atomic file)
-    for ext, text in pairs { stdout = r.stdout, stderr = r.stderr } do
-      local f = io.open(files .. "." .. ext, "wb")
-      if f then f:write(text) f:close() end
+    helper_args = t.helper_args, counters = ctx.opts.counters, on_stdout = sink.stdout, on_stderr = sink.stderr })
+  for _, ext in ipairs({ "stdout", "stderr" }) do
+    local f = sink[ext .. "_file"]
+    if f then
+      f:close()
+      -- all of it was kept: the file gets the text as the target returns it (a measuring report taken out)
+      if r and not r[ext .. "_dropped"] then
+        f = io.open(files .. "." .. ext, "wb")
+        if f then f:write(r[ext]) f:close() end
+      end
     end
   end
+  if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
   local parse = require("odp.parse.executorch")
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed

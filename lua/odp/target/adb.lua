@@ -49,7 +49,7 @@ function M.new(opts)
     require("odp.core.errors").fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
   end
   local self = setmetatable({
-    kind = "adb",
+    kind = "adb", ui = opts.ui,
     transport = opts.adb or "auto",
     serial = opts.serial or (os.getenv("ANDROID_SERIAL") ~= "" and os.getenv("ANDROID_SERIAL") or nil),
     remote_dir = opts.remote_dir or "/data/local/tmp/odp",
@@ -82,20 +82,35 @@ function Target:device()
   return connect(self)
 end
 
+-- Drops the connection (its helper channel with it): the next operation connects again.
+local function drop(self)
+  if self.cache.helper_client then self.cache.helper_client:close() end
+  if self.dev then self.dev:close() self.dev = nil end
+end
+
 local function call(self, method, ...)
   local dev, err, code = self:device()
   if not dev then return nil, err, code end
   local r, e, c = dev[method](dev, ...)
   -- a failed call, or one cut short by Ctrl-C, can leave the transport unusable: reconnect next time
-  if dev:broken() then
-    dev:close()
-    self.dev = nil
-  end
+  if dev:broken() then drop(self) end
   return r, e, c
 end
 
---- One shell command line; returns stdout or nil, err, code.
-function Target:run(cmd, timeout)
+--- A `shell,v2` command whose stdin/stdout are a byte stream (an odp.Stream): the resident helper's. A direct
+--- connection found lost (a Ctrl-C in the middle of a read leaves it so) is made again, once.
+function Target:open_channel(cmd)
+  local ch, err, code = call(self, "open_channel", cmd, { timeout = 30 })
+  if not ch and not self.dev then ch, err, code = call(self, "open_channel", cmd, { timeout = 30 }) end
+  return ch, err, code
+end
+
+--- One shell command line: through the resident helper (no new service), else its own shell service.
+--- Returns stdout or nil, err, code.
+Target.run = shell.run
+
+--- One shell command line in its own shell service (the path without the helper). -> stdout | nil, err, code
+function Target:exec_command(cmd, timeout)
   local r, err, code = call(self, "shell", cmd, { timeout = timeout or 30 })
   if not r then return nil, err, code end
   if r.timed_out then return nil, "ETIMEDOUT: " .. cmd, "ETIMEDOUT" end
@@ -109,6 +124,8 @@ end
 function Target:libc_version() return nil end -- bionic: no glibc version to check
 
 function Target:free_bytes(path)
+  local h = shell.helper(self)
+  if h then return (h:free(path)) end
   local out = self:run("df -k " .. q(path) .. " 2>/dev/null")
   local kb = out and out:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
   return kb and tonumber(kb) * 1024
@@ -157,13 +174,18 @@ function Target:has_logcat()
   return self.cache.logcat
 end
 
---- Runs argv on the device: the odp.proc.run result table (+ rusage when measurable, + log with runner_log).
--- opts: timeout, cwd, env, stdin, capture_limit, rusage (false: run bare), runner_log (clear logcat before,
--- read it after with the device's log.dump, `logcat -d -s ExecuTorch:I` by default, as r.log). A timeout closes the stream: adbd kills the command.
-function Target:exec(argv, opts)
-  opts = opts or {}
-  local method, prefix = false, nil
-  if opts.rusage ~= false then method, prefix = self:rusage_method() end
+-- The command itself: through the resident helper when it runs, else its own shell service.
+local function exec_measured(self, argv, opts, method, prefix)
+  if (method == "odp-rusage" or opts.rusage == false) and not opts.stdin then
+    local h, herr, hcode = shell.helper(self)
+    if herr then return nil, herr, hcode end
+    if h then
+      local r, err, code = shell.helper_exec(h, argv, opts)
+      -- a run cut short (Ctrl-C) can leave a direct connection unusable: drop it now, so adbd ends what ran
+      if self.dev and self.dev:broken() then drop(self) end
+      return r, err, code
+    end
+  end
   local helper_args = opts.helper_args
   if method == "odp-rusage" then
     -- -g: the runner stays in the shell's process group, which adbd kills when the stream closes (a timeout,
@@ -176,12 +198,23 @@ function Target:exec(argv, opts)
     if not prefix and err then return nil, err, code end
   end
   local cmd = shell.command(argv, { cwd = opts.cwd, env = opts.env, prefix = prefix })
-  local logcat = opts.runner_log and self:has_logcat()
-  if logcat and self.log.clear then self:run(self.log.clear) end
   local r, err, code = call(self, "shell", cmd, { timeout = opts.timeout, stdin = opts.stdin,
     capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
   if not r then return nil, err, code end
-  shell.apply_rusage(r, method)
+  return shell.apply_rusage(r, method)
+end
+
+--- Runs argv on the device: the odp.proc.run result table (+ rusage when measurable, + log with runner_log).
+-- opts: timeout, cwd, env, stdin, capture_limit, rusage (false: run bare), runner_log (clear logcat before,
+-- read it after with the device's log.dump, `logcat -d -s ExecuTorch:I` by default, as r.log). A timeout closes the stream: adbd kills the command.
+function Target:exec(argv, opts)
+  opts = opts or {}
+  local method, prefix = false, nil
+  if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  local logcat = opts.runner_log and self:has_logcat()
+  if logcat and self.log.clear then self:run(self.log.clear) end
+  local r, err, code = exec_measured(self, argv, opts, method, prefix)
+  if not r then return nil, err, code end
   if logcat and not r.timed_out then
     local out = self.log.dump and self:run(self.log.dump, 30)
     if out then r.log = out end
@@ -189,8 +222,9 @@ function Target:exec(argv, opts)
   return r
 end
 
-function Target:close()
-  if self.dev then self.dev:close() self.dev = nil end
-end
+--- The device-state snapshot's text through the helper (odp.target.device_state), nil without one.
+Target.state_text = shell.state_text
+
+function Target:close() drop(self) end
 
 return M

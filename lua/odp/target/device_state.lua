@@ -1,7 +1,9 @@
 --- Where a run ran: the device's identity, its CPUs (cluster, capacity, frequencies, governor), thermal zones,
--- Android's thermal status and battery, load and free memory. One snapshot is ONE command on the target: a
--- POSIX shell script (M.SCRIPT, for dash, bash, busybox and Android's mksh/toybox) that prints every value
--- it can read, each bounded, in a line format that M.parse reads back (a pure function, fuzzed). Nothing is
+-- Android's thermal status and battery, load and free memory. One snapshot is ONE request to the board's
+-- resident helper (or, on the host, one call into odp): src/helper/state.c reads every value it can, each
+-- bounded, in a line format that M.parse reads back (a pure function, fuzzed). Where no helper runs, the same
+-- lines come from ONE command: a POSIX shell script (M.SCRIPT, for dash, bash, busybox and Android's
+-- mksh/toybox). Nothing is
 -- guessed: what the target does not expose stays absent and is named in `missing`.
 --   local ds = require("odp.target.device_state")
 --   local before = assert(ds.gather(target))      -- before the measured processes
@@ -427,6 +429,13 @@ end
 function M.gather(target, opts)
   opts = opts or {}
   local root = opts.root or os.getenv("ODP_STATE_ROOT") or ""
+  -- read in-process by the board's helper or odp itself (src/helper/state.c): no shell, no forks
+  if target.state_text then
+    local text, err, code = target:state_text(root, table.concat(CPU_FILES, " "), table.concat(PROPS, "|"),
+      opts.timeout or 30)
+    if text then return M.snapshot(M.parse(text)) end
+    if err then return nil, err, code end
+  end
   local r, err, code = target:exec({ "sh", "-c", M.SCRIPT, "odp-state", root },
     { rusage = false, timeout = opts.timeout or 30, capture_limit = M.MAX_TEXT })
   if not r then return nil, err, code end

@@ -150,6 +150,11 @@ function Host:free_bytes(path)
   local kb = r and r.ok and r.stdout:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
   return kb and tonumber(kb) * 1024
 end
+--- The device-state snapshot's text, read in-process (src/helper/state.c, the board helper's own code): no
+--- shell and no forks (odp.target.device_state.gather).
+function Host:state_text(root, cpu_files, props)
+  return require("odp.helper").state(root, cpu_files, props)
+end
 function Host:close() end
 
 return M

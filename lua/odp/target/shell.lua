@@ -69,6 +69,7 @@ end
 ---@param target odp.target.shell.Target
 ---@return string?
 function M.arch(target)
+  if not target.cache.arch then M.helper(target) end -- the resident helper's hello names it
   if not target.cache.arch then
     local out = target:run("uname -m")
     target.cache.arch = out and out:match("^%s*(%S+)")
@@ -81,6 +82,8 @@ end
 ---@param path string
 ---@return true?, string?, string?
 function M.mkdir(target, path)
+  local h = M.helper(target)
+  if h then return h:mkdir(path) end
   local out, err, code = target:run("mkdir -p " .. q(path))
   if not out then return nil, err, code end
   return true
@@ -91,6 +94,8 @@ end
 ---@param path string
 ---@return string?
 function M.sha256(target, path)
+  local h = M.helper(target)
+  if h then return (h:sha256(path)) end
   local out = target:run(("[ -f %s ] && sha256sum %s || true"):format(q(path), q(path)))
   return out and out:match("^(%x+)%s") or nil
 end
@@ -101,7 +106,7 @@ end
 ---@param target odp.target.shell.Target
 ---@param src string  local file
 ---@param dst string  path on the board
----@param opts {mode: integer?, on_progress: fun(done: integer, total: integer)?}
+---@param opts {mode: integer?, on_progress: fun(done: integer, total: integer)?, fresh: boolean?} fresh: dst is known to be absent (no hash check)
 ---@return {bytes: integer, skipped: true}? skipped
 ---@return table? stat
 ---@return string? err
@@ -136,6 +141,7 @@ end
 function M.push_skip(target, src, dst, opts)
   local st, err, code = sys.stat(src)
   if not st then return nil, nil, err, code end
+  if opts.fresh then return nil, st end -- the caller knows dst is not there
   local here = sys.sha256_file(src)
   if here and here == target:sha256(dst) then
     if opts.mode then target:run(("chmod %o %s"):format(opts.mode, q(dst))) end
@@ -167,21 +173,117 @@ local function reports_rss(out)
   return out:find("Maximum resident", 1, true) or out:find("Max RSS", 1, true) or out:find("maxrss", 1, true)
 end
 
+--- Where the helper lives on a board: <remote_dir>/.odp/odp-rusage.
+function M.helper_path(target)
+  return target.remote_dir .. "/.odp/odp-rusage"
+end
+
+-- Says once per target, on its ui (else stderr), why it runs one command per exec.
+local function say_fallback(target, why)
+  if target.cache.fallback_said then return end
+  target.cache.fallback_said = true
+  local msg = ("odp's helper cannot run on %s (%s): one command per exec from here on"):format(target.uri, why)
+  if target.ui then target.ui:warn("%s", msg) else io.stderr:write("odp: warning: ", msg, "\n") end
+end
+
+local ABSENT = "ODP-NO-HELPER"
+
+-- Starts the helper at path on the board: client | nil, err, code, why ("version": another protocol;
+-- "channel": no channel could be opened, the connection is gone; "absent": no helper there, and then the
+-- board's `uname -m` as a fifth value). probe: the same channel makes the helper's directory and, when there
+-- is no helper to start, says so with the arch: one round trip instead of three.
+local function start_helper(target, path, probe)
+  local cmd = "exec " .. q(path) .. " --serve"
+  if probe then
+    cmd = ("mkdir -p %s 2>/dev/null; [ -x %s ] && %s; echo %s; uname -m"):format(q(path:match("^(.*)/[^/]*$")),
+      q(path), cmd, ABSENT)
+  end
+  local ch, err, code = target:open_channel(cmd)
+  if not ch then return nil, err, code, "channel" end
+  local client, herr, hcode, why, rest = require("odp.target.helper").open(ch, { uri = target.uri,
+    absent = probe and ABSENT })
+  return client, herr, hcode, why, rest and rest:match("^%s*(%S+)")
+end
+
+-- Whether a started helper is this odp's own build for its arch (the sha256 of its file, asked of itself).
+local function current(client, path)
+  local mine = client.arch and M.local_helper(client.arch)
+  return mine ~= nil and client:sha256(path) == sys.sha256_file(mine)
+end
+
+--- The board's resident helper (odp.target.helper; docs/helper-protocol.md), started once per target session
+--- over target:open_channel and kept in target.cache.helper_client; a dead one (killed, its channel lost) is
+--- replaced by a new one on the next call. The helper already on the board is used when it is this odp's own
+--- build; one of another protocol or build is refused and odp's own is pushed. nil where it cannot run (no
+--- helper for the arch, no exec permission, a noexec remote dir), said once: the caller takes the
+--- one-exec-per-command path. nil, err, code when not even a channel opens (the connection is lost).
+---@param target odp.target.shell.Target
+---@return table? client
+---@return string? err
+---@return string? code
+function M.helper(target)
+  local c = target.cache
+  if c.helper_client and not c.helper_client.dead then return c.helper_client end
+  if c.helper_off or c.helper_starting or not target.open_channel then return nil end
+  c.helper_starting = true
+  local path = M.helper_path(target)
+  local client, err, code, why, arch = start_helper(target, path, true)
+  if why == "absent" and arch then target.cache.arch = arch end
+  if why == "channel" and code ~= "EPROTO" and code ~= "ENOTFOUND" then
+    c.helper_starting = nil
+    return nil, err, code -- the connection is gone: that is no reason to give up the helper
+  elseif why == "channel" then
+    c.helper_starting, c.helper_off = nil, true -- the transport has no such channel (adb without shell_v2)
+    say_fallback(target, (err:gsub("^E%u+: ", "")))
+    return nil
+  end
+  if client and not current(client, path) then
+    client:close()
+    client, err, code, why = nil, "EPROTO: another build", "EPROTO", "build"
+  end
+  if not client then
+    if why == "version" and target.ui then target.ui:info("%s; pushing odp's own", err) end
+    local arch = target:arch()
+    local mine = arch and M.local_helper(arch)
+    if not mine then
+      c.helper_starting, c.helper_off = nil, true
+      say_fallback(target, ("no odp-rusage helper built for %s"):format(arch or "its architecture"))
+      return nil
+    end
+    local pushed, perr = true, nil
+    if why ~= "absent" then pushed, perr = target:mkdir(target.remote_dir .. "/.odp") end
+    -- none there: no hash to compare first
+    if pushed then pushed, perr = target:push(mine, path, { mode = tonumber("755", 8), fresh = why == "absent" }) end
+    if pushed then client, err, code = start_helper(target, path) end
+    if not client then
+      c.helper_starting, c.helper_off = nil, true
+      say_fallback(target, (perr or err or "?"):gsub("^E%u+: ", ""))
+      return nil
+    end
+  end
+  c.helper_starting = nil
+  c.helper_client = client
+  c.rusage, c.helper = "odp-rusage", path
+  c.arch = c.arch or client.arch -- its hello said `uname -m`
+  return client
+end
+
 --- How a board measures rusage, asked once and kept in target.cache:
---- "odp-rusage" (the helper, pushed to <remote_dir>/.odp/odp-rusage), "time" (a `time -v` from
---- time_commands, default M.TIME_COMMANDS, that prints a peak RSS) or false. The second value is the
---- prefix to put before argv (M.command's `prefix`).
+--- "odp-rusage" (the helper, pushed to <remote_dir>/.odp/odp-rusage, running as the resident helper where it
+--- can: M.helper), "time" (a `time -v` from time_commands, default M.TIME_COMMANDS, that prints a peak RSS)
+--- or false. The second value is the prefix to put before argv (M.command's `prefix`).
 ---@param target odp.target.shell.Target
 ---@param time_commands string[]?
 ---@return "odp-rusage"|"time"|false method
 ---@return string? prefix
 function M.rusage_method(target, time_commands)
   local cache = target.cache
-  if cache.rusage == nil then
+  if cache.rusage == nil and not M.helper(target) then
     local arch = target:arch()
     local helper = arch and M.local_helper(arch)
     local dir = target.remote_dir .. "/.odp"
-    if helper and target:mkdir(dir) and target:push(helper, dir .. "/odp-rusage", { mode = tonumber("755", 8) }) then
+    if helper and not cache.helper_off and target:mkdir(dir)
+      and target:push(helper, dir .. "/odp-rusage", { mode = tonumber("755", 8) }) then
       cache.rusage, cache.helper = "odp-rusage", dir .. "/odp-rusage"
     else
       cache.rusage = false
@@ -197,6 +299,46 @@ function M.rusage_method(target, time_commands)
   if cache.rusage == "odp-rusage" then return "odp-rusage", q(cache.helper) .. " --" end
   if cache.rusage then return cache.rusage, cache.rusage_cmd or M.TIME_COMMANDS[1] end
   return false
+end
+
+--- Runs argv through the board's helper (M.helper): the exec result of Target:exec, rusage and counters
+--- applied (unless opts.rusage == false). opts as Target:exec (cwd, env, timeout, capture_limit, on_stdout,
+--- on_stderr, helper_args: {"--cpus", LIST}, counters). nil, err, code when the helper or its channel failed.
+function M.helper_exec(client, argv, opts)
+  local cpus
+  local args = opts.helper_args or {}
+  for i = 1, #args do
+    if args[i] == "--cpus" then cpus = args[i + 1] end
+  end
+  local r, report, code = client:run(argv, { cwd = opts.cwd, env = opts.env, timeout = opts.timeout, cpus = cpus,
+    counters = opts.counters, capture_limit = opts.capture_limit, on_stdout = opts.on_stdout,
+    on_stderr = opts.on_stderr })
+  if not r then return nil, report, code end
+  if opts.rusage == false then return r end
+  return M.apply_rusage(r, "odp-rusage", report ~= "" and report or nil)
+end
+
+--- Target:run(cmd) through the helper when it runs (`sh -c cmd`, no new session), else target:exec_command.
+--- -> stdout | nil, err, code (a non-zero status is a failure).
+function M.run(target, cmd, timeout)
+  local h, herr, hcode = M.helper(target)
+  if herr then return nil, herr, hcode end
+  if not h then return target:exec_command(cmd, timeout) end
+  local r, err, code = h:run({ "sh", "-c", cmd }, { timeout = timeout or 60 })
+  if not r then return nil, err, code end
+  if not r.ok then
+    local why = r.stderr:match("[^\n]+") or (r.timed_out and "timed out") or ("status " .. r.status)
+    return nil, ("EIO: `%s` on %s: %s"):format(cmd, target.uri, why), "EIO"
+  end
+  return r.stdout
+end
+
+--- The device-state snapshot's text read by the board's helper (odp.target.device_state.gather), or nil
+--- without a helper (the caller runs the shell script), or nil, err, code when the helper failed.
+function M.state_text(target, root, cpu_files, props, timeout)
+  local h, herr, hcode = M.helper(target)
+  if not h then return nil, herr, hcode end
+  return h:state(root, cpu_files, props, timeout)
 end
 
 --- The helper's own flags for an exec: helper_args (odp-rusage --cpus LIST: CPU placement) and, when counters

@@ -214,13 +214,40 @@ function M.new(opts)
     return nil, cerr, ccode
   end
   local t = setmetatable({ kind = "ssh", uri = "ssh://" .. session:uri(), remote_dir = opts.remote_dir or "/tmp/odp",
-    session = session, key = key, settings = st, cache = {} }, Target)
+    session = session, key = key, settings = st, opts = opts, ui = ui, cache = {} }, Target)
   open_targets[key] = t
   return t
 end
 
---- A small command whose output is needed (probes). Returns stdout or nil, err, code.
-function Target:run(cmd, timeout)
+-- A lost connection is reconnected once per target (a board rebooted, a network blip); after that its
+-- operations fail. -> true | nil, err, code
+function Target:reconnect()
+  if self.reconnected then return nil, ("EIO: the connection to %s was lost again"):format(self.uri), "EIO" end
+  self.reconnected = true
+  if self.ui then self.ui:warn("the connection to %s was lost: connecting again (once)", self.uri) end
+  pcall(self.session.close, self.session)
+  local session, err, code = connect_chain(self.settings, self.opts, { self.settings.alias:lower() })
+  if not session then return nil, err, code end
+  self.session = session
+  return true
+end
+
+--- A channel running cmd, its stdin and stdout a byte stream (an odp.Stream): the resident helper's. One
+-- reconnect when the connection is gone.
+function Target:open_channel(cmd)
+  local ch, err, code = self.session:open_channel(cmd, { timeout = SMALL_TIMEOUT })
+  if ch or code ~= "EIO" then return ch, err, code end
+  local ok, rerr, rcode = self:reconnect()
+  if not ok then return nil, rerr, rcode end
+  return self.session:open_channel(cmd, { timeout = SMALL_TIMEOUT })
+end
+
+--- A small command whose output is needed (probes): through the resident helper (no new session), else its
+-- own exec channel. Returns stdout or nil, err, code.
+Target.run = shell.run
+
+--- A small command in its own exec channel (the path without the helper). -> stdout | nil, err, code
+function Target:exec_command(cmd, timeout)
   local r, err, code = self.session:exec(cmd, { timeout = timeout or SMALL_TIMEOUT })
   if not r then return nil, err, code end
   if not r.ok then
@@ -242,6 +269,8 @@ end
 
 --- Free bytes in the file system holding path (or its nearest existing parent).
 function Target:free_bytes(path)
+  local h = shell.helper(self)
+  if h then return (h:free(path)) end
   local out = self:run(("p=%s; while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done; df -Pk \"$p\""):format(q(path)))
   local kb = out and out:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
   return kb and tonumber(kb) * 1024
@@ -282,6 +311,11 @@ function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
   if opts.rusage ~= false then method, prefix = self:rusage_method() end
+  if (method == "odp-rusage" or opts.rusage == false) and not opts.stdin then
+    local h, herr, hcode = shell.helper(self)
+    if herr then return nil, herr, hcode end
+    if h then return shell.helper_exec(h, argv, opts) end
+  end
   if opts.helper_args or opts.counters then
     local err, code
     prefix, err, code = shell.with_helper_args(method, prefix, opts.helper_args, opts.counters)
@@ -294,7 +328,11 @@ function Target:exec(argv, opts)
   return shell.apply_rusage(r, method)
 end
 
+--- The device-state snapshot's text through the helper (odp.target.device_state), nil without one.
+Target.state_text = shell.state_text
+
 function Target:close()
+  if self.cache.helper_client then self.cache.helper_client:close() end
   if self.session then
     self.session:close()
     self.session = nil

@@ -1,0 +1,281 @@
+--- odp's side of the resident helper (docs/helper-protocol.md): `odp-rusage --serve` started once per board
+-- session on one channel (an SSH exec channel, an adb shell,v2 stream), answering framed requests, so that a
+-- sweep point costs one request instead of a session per command. The frames are C (odp.helper, the codec the
+-- helper itself uses); this module is the request/answer logic over any channel with
+-- `read(n, {timeout=})`, `write(bytes, {timeout=})`, `stderr()` and `close()`.
+--   local h = assert(helper.open(channel, { uri = target.uri }))
+--   local r = h:run({ "./executor_runner", "--num_executions", "10" }, { cwd = dir, timeout = 600 })
+--   local text = h:state(root, cpu_files, props); h:sha256(path); h:free(path); h:close()
+-- Any transport failure or malformed answer leaves the client dead (h.dead says why): the caller starts a new
+-- helper for its next request.
+local codec = require("odp.helper")
+local sys = require("odp.sys")
+
+local M = { PROTO = codec.PROTO }
+
+local READ_CHUNK = 1 << 16
+M.HELLO_TIMEOUT = 15
+local REQUEST_TIMEOUT = 60
+local STOP_GRACE = 5          -- after TERM: the helper sends KILL at 2 s; its answer must come by then
+M.CAPTURE_MAX = 64 << 20      -- bytes of a run's stdout (and of its stderr) kept; the rest is counted, not kept
+
+local Client = {}
+Client.__index = Client
+
+local function fail(code, fmt, ...)
+  return nil, ("%s: " .. fmt):format(code, ...), code
+end
+
+-- Marks the client dead with err and closes its channel: nothing runs on the board without it.
+function Client:lose(err, code)
+  if not self.dead then
+    self.dead = err
+    self.ch:close()
+  end
+  return nil, err, code
+end
+
+-- The next frame, reading the channel until it is there: type, fields | nil, err, code (the client is lost).
+function Client:frame(deadline)
+  if self.dead then return nil, self.dead, "EIO" end
+  while true do
+    local t, f, code = self.dec:next()
+    if t then return t, f end
+    if f then return self:lose(("%s (from %s)"):format(f, self.uri), code) end
+    local left = deadline - sys.now()
+    if left <= 0 then return nil, "ETIMEDOUT: no answer from the helper on " .. self.uri, "ETIMEDOUT" end
+    local chunk, err, ecode = self.ch:read(READ_CHUNK, { timeout = left })
+    if not chunk then
+      if ecode == "ETIMEDOUT" or ecode == "ECANCELED" then return nil, err, ecode end
+      return self:lose(err, ecode)
+    end
+    if chunk == "" then
+      local why = (self.ch:stderr() or ""):match("[^\n]*[%w][^\n]*")
+      return self:lose(("EIO: the helper on %s ended%s"):format(self.uri, why and (": " .. why)
+        or " (killed, or the connection or the adb server went away)"), "EIO")
+    end
+    self.dec:feed(chunk)
+  end
+end
+
+function Client:send(t, fields)
+  if self.dead then return nil, self.dead, "EIO" end
+  local ok, err, code = self.ch:write(codec.encode(t, fields), { timeout = REQUEST_TIMEOUT })
+  if not ok then return self:lose(err, code) end
+  return true
+end
+
+--- Starts a client on a channel whose command is `odp-rusage --serve`: waits for its hello.
+-- -> client | nil, err, code, "version" (the helper speaks another protocol: push odp's own and start again)
+-- opts.absent: a line the channel's command prints instead of starting the helper (a probe that found none):
+-- then nil, "ENOTFOUND: ...", "ENOTFOUND", "absent", and what the command printed after that line (4 KiB at most).
+function M.open(channel, opts)
+  opts = opts or {}
+  local self = setmetatable({ ch = channel, dec = codec.decoder(), uri = opts.uri or "the board" }, Client)
+  local deadline = sys.now() + (opts.timeout or M.HELLO_TIMEOUT)
+  if opts.absent then
+    local head = ""
+    while #head < 2 do
+      local chunk, err, code = channel:read(4096, { timeout = math.max(0, deadline - sys.now()) })
+      if not chunk or chunk == "" then break end
+      head = head .. chunk
+    end
+    if head:sub(1, #opts.absent + 1) == opts.absent .. "\n" then
+      while #head < 4096 do
+        local chunk = channel:read(4096, { timeout = math.max(0, deadline - sys.now()) })
+        if not chunk or chunk == "" then break end
+        head = head .. chunk
+      end
+      self:lose("absent")
+      return nil, ("ENOTFOUND: no helper on %s"):format(self.uri), "ENOTFOUND", "absent",
+        head:sub(#opts.absent + 2, 4096)
+    end
+    self.dec:feed(head)
+  end
+  local t, f, code = self:frame(deadline)
+  if not t then
+    self:lose(f, code)
+    return nil, f, code
+  end
+  if t ~= "H" or f[1] ~= "odp-helper" then
+    self:lose("not odp's helper")
+    return fail("EPROTO", "%s: the helper did not greet as odp's helper", self.uri)
+  end
+  if f[2] ~= tostring(codec.PROTO) then
+    self:lose("another protocol")
+    return nil, ("EPROTO: the helper on %s speaks protocol %s; odp speaks %d"):format(self.uri,
+      tostring(f[2]):sub(1, 16), codec.PROTO), "EPROTO", "version"
+  end
+  self.arch = f[3]
+  return self
+end
+
+--- One small request: the answer's fields | nil, err, code. An error answer leaves the client usable.
+function Client:request(t, fields, timeout)
+  local ok, err, code = self:send(t, fields)
+  if not ok then return nil, err, code end
+  local at, f, fcode = self:frame(sys.now() + (timeout or REQUEST_TIMEOUT))
+  if not at then
+    -- an answer that may still come would be taken for the next one's: the stream is out of step
+    if fcode == "ETIMEDOUT" or fcode == "ECANCELED" then self:lose(f, fcode) end
+    return nil, f, fcode
+  end
+  if at == "A" then return f end
+  if at == "!" then
+    local ecode = tostring(f[1] or "EIO"):match("^E%u+$") or "EIO"
+    return nil, ("%s: %s"):format(ecode, tostring(f[2] or "")), ecode
+  end
+  return self:lose(("EPROTO: unexpected answer '%s' from the helper on %s"):format(at:byte() < 32 and "?" or at,
+    self.uri), "EPROTO")
+end
+
+--- The device-state snapshot's text (odp.target.device_state.parse).
+function Client:state(root, cpu_files, props, timeout)
+  local f, err, code = self:request("S", { root, cpu_files, props }, timeout)
+  if not f then return nil, err, code end
+  return f[1] or ""
+end
+
+--- sha256 (hex) of a regular file on the board; nil when there is none.
+function Client:sha256(path)
+  local f, err, code = self:request("X", { path })
+  if not f then return nil, err, code end
+  local hex = f[1]
+  if hex and not hex:match("^%x+$") then return fail("EPROTO", "the helper's sha256 of %s is not hex", path) end
+  return hex
+end
+
+--- Free bytes of the file system holding path (or its nearest existing parent).
+function Client:free(path)
+  local f, err, code = self:request("F", { path })
+  if not f then return nil, err, code end
+  return math.tointeger(tonumber(f[1] or "")) or fail("EPROTO", "the helper's free space is not a number")
+end
+
+--- The first max bytes of a file on the board (max <= ~1 MiB).
+function Client:read(path, max)
+  local f, err, code = self:request("G", { path, tostring(max) })
+  if not f then return nil, err, code end
+  return f[1] or ""
+end
+
+--- Writes a small file (under a temporary name, renamed when complete); mode: an integer, default 0644.
+function Client:write(path, data, mode)
+  local f, err, code = self:request("P", { path, ("%o"):format(mode or tonumber("644", 8)), data })
+  if not f then return nil, err, code end
+  return true
+end
+
+function Client:mkdir(path)
+  local f, err, code = self:request("M", { path })
+  if not f then return nil, err, code end
+  return true
+end
+
+function Client:chmod(path, mode)
+  local f, err, code = self:request("C", { path, ("%o"):format(mode) })
+  if not f then return nil, err, code end
+  return true
+end
+
+--- Sends a signal to a process group on the board.
+function Client:kill(pgid, signal)
+  local f, err, code = self:request("K", { tostring(pgid), tostring(signal or 15) })
+  if not f then return nil, err, code end
+  return true
+end
+
+local TERM = 15
+
+-- Keeps a run's output: at most CAPTURE_MAX (or capture_limit) bytes per stream, the rest counted.
+local function sink(r, which, limit, cb)
+  local parts, kept = {}, 0
+  return function(data)
+    if cb then cb(data) end
+    local room = limit - kept
+    if room < #data then
+      r[which .. "_dropped"] = (r[which .. "_dropped"] or 0) + #data - math.max(room, 0)
+      data = data:sub(1, math.max(room, 0))
+    end
+    if #data > 0 then
+      parts[#parts + 1] = data
+      kept = kept + #data
+    end
+  end, function() return table.concat(parts) end
+end
+
+--- Runs argv on the board through the helper, measured like `odp-rusage [--cpus] [--counters] -- argv`.
+-- opts: cwd, env ({K = V | false}), timeout, cpus ("0-3"), counters ("basic"|"all"), capture_limit, on_stdout,
+-- on_stderr. -> the odp.proc.run result shape before the report is applied: {ok, status, stdout, stderr,
+-- wall_s, timed_out, canceled, stdout_dropped?, stderr_dropped?}, report (the ODP-RUSAGE lines, "" when the
+-- program never ran) | nil, err, code (the helper or the channel failed: the client is dead).
+function Client:run(argv, opts)
+  opts = opts or {}
+  local fields = {}
+  if opts.cwd then fields[#fields + 1] = "cwd=" .. opts.cwd end
+  local names = {}
+  for k in pairs(opts.env or {}) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    local v = opts.env[k]
+    fields[#fields + 1] = v == false and ("unset=" .. k) or ("env=" .. k .. "=" .. tostring(v))
+  end
+  if opts.cpus then fields[#fields + 1] = "cpus=" .. opts.cpus end
+  if opts.counters and opts.counters ~= "none" then fields[#fields + 1] = "counters=" .. opts.counters end
+  fields[#fields + 1] = "--"
+  for _, a in ipairs(argv) do fields[#fields + 1] = tostring(a) end
+  local t0 = sys.now()
+  local ok, err, code = self:send("R", fields)
+  if not ok then return nil, err, code end
+  local r = { timed_out = false, canceled = false }
+  local limit = math.min(opts.capture_limit and opts.capture_limit > 0 and opts.capture_limit or M.CAPTURE_MAX,
+    M.CAPTURE_MAX)
+  local put_out, got_out = sink(r, "stdout", limit, opts.on_stdout)
+  local put_err, got_err = sink(r, "stderr", limit, opts.on_stderr)
+  local deadline = opts.timeout and t0 + opts.timeout or math.huge
+  local stopping
+  while true do
+    local t, f, fcode = self:frame(stopping or deadline)
+    if t == "O" then
+      put_out(f[1] or "")
+    elseif t == "E" then
+      put_err(f[1] or "")
+    elseif t == "D" then
+      r.status = math.tointeger(tonumber(f[1] or "")) or 255
+      r.stdout, r.stderr, r.wall_s = got_out(), got_err(), sys.now() - t0
+      r.ok = r.status == 0 and not r.timed_out and not r.canceled
+      r.signal_name = f[3] and f[3]:match("^%u[%u%d]*$")
+      if r.canceled then sys.cancel_request() end -- lifted to stop the program; odp still ends with 130
+      return r, f[2] or ""
+    elseif t then
+      return self:lose(("EPROTO: unexpected frame '%s' from the helper on %s during a run"):format(
+        t:byte() < 32 and "?" or t, self.uri), "EPROTO")
+    elseif (fcode == "ETIMEDOUT" or fcode == "ECANCELED") and not stopping then
+      -- stop the program's whole group on the board (TERM, the helper KILLs 2 s later), then take its answer
+      if fcode == "ECANCELED" then r.canceled = true sys.cancel_clear() else r.timed_out = true end
+      stopping = sys.now() + STOP_GRACE
+      local sent, serr, scode = self:send("Z", { tostring(TERM) })
+      if not sent then
+        if r.canceled then sys.cancel_request() end
+        return nil, serr, scode
+      end
+    else
+      if stopping and self.dead == nil then
+        -- no answer within the grace: the channel goes, and with it the helper (its stdin closes: it KILLs)
+        self:lose(("ETIMEDOUT: the helper on %s did not end the program after TERM and KILL"):format(self.uri))
+      end
+      if r.canceled then sys.cancel_request() end
+      return nil, f, fcode
+    end
+  end
+end
+
+--- Closes the channel: the helper sees its stdin end and exits.
+function Client:close()
+  if not self.dead then
+    self.dead = "closed"
+    self.ch:close()
+  end
+end
+
+return M

@@ -1,0 +1,51 @@
+-- Issue 17's count on the adb side, from the emulator's own log of opened services (adbemu -v: "OPEN svc"):
+-- with the resident helper, profiling a board 10 times opens as many services as 3 times (one shell,v2 stream
+-- for the helper, sync: for pushes), over one connection. Run by test_odp_adb.sh (ADBEMU_PORT, ADBEMU_ROOT,
+-- ADBEMU_LOG = the emulator's stderr).
+local T = require("t")
+local board = require("odp.run.board")
+
+local root = T.root()
+local build = os.getenv("ODP_BUILD_DIR") or (root .. "/build")
+local fake = build .. "/tests/fake_runner"
+local add = root .. "/tests/fixtures/pte/add_arduino.pte"
+local port = assert(os.getenv("ADBEMU_PORT"))
+local log = assert(os.getenv("ADBEMU_LOG"))
+local dir = T.tmpdir()
+local quiet = require("odp.core.ui").new { quiet = true }
+
+local function counts()
+  local text = T.read(log)
+  local _, opens = text:gsub("OPEN [^\n]*", "")
+  local _, conns = text:gsub("CNXN", "")
+  local _, shells = text:gsub("OPEN shell[^\n]*", "")
+  return opens, conns, shells
+end
+
+local function profile(points, remote)
+  local o0, c0, s0 = counts()
+  local b <close> = board.open("devices/vivo_x300_pro.lua", { adb = "tcp:127.0.0.1:" .. port,
+    remote_dir = remote, ui = quiet })
+  for i = 1, points do
+    local rec = b:profile { runner = fake, model = add, n = i, runs_dir = dir .. "/runs" }
+    T.eq(rec.ok, true, rec.error and rec.error.message)
+    T.ok(rec.device_state and rec.device_state.before, "device state through the helper")
+    T.ok(rec.peak_rss_kb and rec.peak_rss_kb > 0, "rusage through the helper")
+  end
+  b:close()
+  local o1, c1, s1 = counts()
+  return o1 - o0, c1 - c0, s1 - s0
+end
+
+T.test("adb: as many services opened for 10 profiles of a board as for 3, on one connection", function()
+  local o3, c3 = profile(3, "/data/local/tmp/c3")
+  local o10, c10 = profile(10, "/data/local/tmp/c10")
+  T.ok(c3 <= 2 and c10 == c3, ("connections: %d for 3 points, %d for 10"):format(c3, c10))
+  T.eq(o10, o3, "services opened do not grow with points")
+  -- once the helper is on the device: its one shell stream, and sync for the pushes' hash-skip
+  local o, _, shells = profile(10, "/data/local/tmp/c10")
+  T.eq(shells, 1, "one shell service: the helper's")
+  T.ok(o <= 2, ("%d services for 10 points on a device that has the helper"):format(o))
+end)
+
+T.done()

@@ -1,0 +1,381 @@
+-- The resident helper (odp-rusage --serve, docs/helper-protocol.md): its frames (odp.helper, the codec both ends
+-- share), and odp's client over OpenSSH's sshd on 127.0.0.1 — counted from sshd's own DEBUG1 log (connections:
+-- "Accepted publickey", channels: "server_input_channel_open: ctype session"), and every bad input of issue 17: a killed helper, a
+-- dropped connection, malformed and oversized frames, a helper of another protocol, a flooding program, Ctrl-C.
+local T = require("t")
+local sshd = require("sshd")
+local sys = require("odp.sys")
+local proc = require("odp.proc")
+local codec = require("odp.helper")
+local helper = require("odp.target.helper")
+local target_ssh = require("odp.target.ssh")
+local board = require("odp.run.board")
+
+local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")
+local tmp = T.tmpdir()
+local quiet = require("odp.core.ui").new { quiet = true }
+
+-- frames as the helper writes them, by hand (string.pack): the codec is checked against the format, not itself
+local function frame(t, fields, len_override)
+  local body = {}
+  for _, f in ipairs(fields) do body[#body + 1] = string.pack("<s4", f) end
+  local payload = table.concat(body)
+  return "OH" .. t .. "\0" .. string.pack("<I4", len_override or #payload) .. payload
+end
+
+T.test("codec: encode is the documented layout; decode takes it back across any split", function()
+  local fields = { "a", "", ("x"):rep(70000), "\0\1\2" }
+  local bytes = codec.encode("R", fields)
+  T.eq(bytes, frame("R", fields))
+  local rng = T.lcg(7)
+  for _ = 1, 50 do
+    local d = codec.decoder()
+    local pos, got = 1, {}
+    local stream = bytes .. codec.encode("A", {}) .. bytes
+    while pos <= #stream do
+      local n = 1 + rng(9000)
+      d:feed(stream:sub(pos, pos + n - 1))
+      pos = pos + n
+      while true do
+        local t, f = d:next()
+        if not t then T.eq(f, nil) break end
+        got[#got + 1] = { t, f }
+      end
+    end
+    T.eq(#got, 3); T.eq(got[1], { "R", fields }); T.eq(got[2], { "A", {} }); T.eq(got[3], { "R", fields })
+  end
+  T.raises(function() codec.encode("RR", {}) end, "one character")
+  T.raises(function() codec.encode("R", { ("x"):rep(codec.FRAME_MAX + 1) }) end, "1 MiB")
+end)
+
+T.test("codec: malformed and oversized frames are one EPROTO, never a crash or a wait for 4 GiB", function()
+  local cases = {
+    { "hello world\n", "bad magic" },
+    { "OHA\1" .. string.pack("<I4", 0), "reserved" },
+    { "OHA\0" .. string.pack("<I4", codec.FRAME_MAX + 1), "longer than 1 MiB" },
+    { "OHA\0" .. string.pack("<I4", 0xffffffff), "longer than 1 MiB" },
+    { "OHA\0" .. string.pack("<I4", 6) .. string.pack("<I4", 9) .. "ab", "field longer" },
+    { "OHA\0" .. string.pack("<I4", 3) .. "abc", "cut short" },
+  }
+  for _, c in ipairs(cases) do
+    local d = codec.decoder():feed(c[1])
+    local t, err, code = d:next()
+    T.eq(t, nil, c[2]); T.eq(code, "EPROTO", c[2]); T.match(err, c[2], c[2])
+    T.eq(select(3, d:next()), "EPROTO", "sticky") -- the stream is lost for good
+  end
+  -- 4097 empty fields: over the field bound
+  local d = codec.decoder():feed(frame("A", {}))
+  T.eq(d:next(), "A")
+  local many = {}
+  for i = 1, 4097 do many[i] = "" end
+  d = codec.decoder():feed(frame("A", many))
+  T.eq(select(3, d:next()), "EPROTO")
+end)
+
+-- bytes with 1..max_ops of its bytes replaced, removed or inserted
+local function mutate(bytes, rng, max_ops)
+  local b = { bytes:byte(1, -1) }
+  for _ = 1, 1 + rng(max_ops) do
+    local at = 1 + rng(#b)
+    local op = rng(3)
+    if op == 0 then b[at] = rng(256) elseif op == 1 then table.remove(b, at) else table.insert(b, at, rng(256)) end
+  end
+  return string.char(table.unpack(b))
+end
+
+-- A channel that replays bytes (the helper's side of a conversation) and swallows what odp writes.
+local function replay(bytes)
+  local pos = 1
+  return {
+    read = function(_, n) local c = bytes:sub(pos, pos + math.min(n, 977) - 1) pos = pos + #c return c end,
+    write = function() return true end, stderr = function() return "" end, close = function() end,
+  }
+end
+
+T.test("odp's client on 3000 mutated helper conversations: an answer or one error, never a raise", function()
+  local good = codec.encode("H", { "odp-helper", tostring(codec.PROTO), "x86_64" }) ..
+    codec.encode("O", { "I 00:00:00.000 executorch: Model loaded\n" }) .. codec.encode("E", { "err\n" }) ..
+    codec.encode("D", { "0", "ODP-RUSAGE status=0 signal=0 core=0 maxrss_kb=4592 utime_s=0.01 stime_s=0.0 " ..
+      "wall_s=0.02 minflt=1 majflt=0 nvcsw=1 nivcsw=0\n", "TERM" }) ..
+    codec.encode("A", { "2022980df2c53cc5c31a63f1b5d8a45fe0e373ae9f8792bfc07fe358e6424bbb" })
+  local rng = T.lcg(17)
+  for i = 1, 3000 do
+    local bytes = mutate(good, rng, 4)
+    local ok, err = pcall(function()
+      local h, herr = helper.open(replay(bytes), { uri = "fuzz", timeout = 1 })
+      if not h then return T.ok(type(herr) == "string" and not herr:find("\n"), herr) end
+      local r, report = h:run({ "x" }, { timeout = 1 })
+      T.ok(r or (type(report) == "string" and not report:find("\n")), report)
+      if r then require("odp.target.shell").apply_rusage(r, "odp-rusage", report) end
+      local hex, xerr = h:sha256("/x")
+      T.ok(hex == nil or hex:match("^%x+$"), xerr)
+    end)
+    if not ok then error(("mutation %d raised: %s"):format(i, err), 0) end
+  end
+end)
+
+T.test("the helper on 400 mutated request streams: well-formed answers, an exit of 0 or 2, never a crash", function()
+  local exe = build .. "/odp-rusage-x86_64"
+  -- a mutated type byte turns one request into another (a read into a chmod, a hash into a mkdir): every path
+  -- is in a scratch directory, which is also the helper's cwd for the relative ones a mutation makes
+  local dir = tmp .. "/mut"
+  sys.mkdir_p(dir)
+  T.write(dir .. "/f", "some bytes\n")
+  local good = codec.encode("X", { dir .. "/f" }) .. codec.encode("F", { dir .. "/x/y" }) ..
+    codec.encode("G", { dir .. "/f", "50000" }) .. codec.encode("S", { "", "online cpufreq/scaling_cur_freq", "ro.a|ro.b" }) ..
+    codec.encode("R", { "counters=basic", "--", "true" }) .. codec.encode("R", { "--", "/nonexistent/prog" }) ..
+    codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
+  local rng = T.lcg(23)
+  for i = 1, 400 do
+    local r = assert(proc.run { argv = { exe, "--serve" }, stdin = mutate(good, rng, 3), cwd = dir,
+      timeout = 20 })
+    T.ok(r.signal == nil and (r.status == 0 or r.status == 2),
+      ("mutation %d: status %s signal %s"):format(i, r.status, tostring(r.signal)))
+    local d = codec.decoder():feed(r.stdout)
+    local t, f = d:next()
+    T.eq(t, "H", "hello first")
+    repeat t, f = d:next() until not t
+    T.eq(f, nil, ("mutation %d: the helper's answers are well-formed frames"):format(i))
+    T.eq(d:pending(), 0, "nothing cut short")
+  end
+end)
+
+-- a private sshd whose DEBUG1 log names every connection and every session channel
+local srv = sshd.start { log_level = "DEBUG1" }
+local rdir = srv.remote_dir .. "/h"
+local function opts(extra)
+  local o = { host = srv.user .. "@127.0.0.1", port = srv.port, identity = srv.identity,
+    known_hosts = srv.known_hosts, remote_dir = rdir, ui = quiet }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+local function gone(pattern)
+  for _ = 1, 50 do
+    local left = sshd.sh(("ps -eo stat,args | grep -e %s | grep -v grep | grep -v '^Z' || true"):format(pattern))
+    if left == "" then return true end
+    sys.sleep(0.1)
+  end
+  return false
+end
+
+T.test("the helper's own answers agree with independent tools (sha256sum, df, the file itself)", function()
+  local t = assert(target_ssh.new(opts()))
+  assert(t:mkdir(rdir))
+  local h = assert(require("odp.target.shell").helper(t))
+  T.eq(h.arch, sshd.sh("uname -m"):match("%S+"))
+  sshd.sh(("head -c 3000001 /dev/urandom > %s/blob"):format(rdir))
+  T.eq(h:sha256(rdir .. "/blob"), sshd.sh(("sha256sum %s/blob"):format(rdir)):match("^%x+"))
+  T.eq(h:sha256(rdir .. "/none"), nil); T.eq(h:sha256(rdir), nil, "a directory has no hash")
+  local df = tonumber(sshd.sh(("df -Pk %s | tail -1"):format(rdir)):match("^%S+%s+%d+%s+%d+%s+(%d+)")) * 1024
+  T.near(h:free(rdir .. "/not/there"), df, 64 << 20, "free bytes vs df")
+  assert(h:write(rdir .. "/small", "a\0b", tonumber("600", 8)))
+  T.eq(T.read(rdir .. "/small"), "a\0b"); T.eq(sys.stat(rdir .. "/small").mode & tonumber("777", 8), tonumber("600", 8))
+  T.eq(h:read(rdir .. "/small", 2), "a\0")
+  T.eq(select(3, h:read(rdir .. "/none", 10)), "ENOTFOUND")
+  T.eq(select(3, h:request("q", {})), "EPROTO", "unknown request: an error answer")
+  T.eq(select(3, h:request("X", { "a", "b" })), "EPROTO", "wrong field count")
+  T.eq(h.dead, nil, "error answers leave the helper usable")
+  assert(h:mkdir(rdir .. "/d/e")); T.eq(sys.stat(rdir .. "/d/e").type, "dir")
+  t:close()
+end)
+
+T.test("hashes are remembered across sessions, and a changed file is hashed again (same size and mtime)", function()
+  local cache = rdir .. "/.odp/sha256-cache"
+  local function session_hash(path)
+    local t = assert(target_ssh.new(opts()))
+    local hex = assert(require("odp.target.shell").helper(t)):sha256(path)
+    t:close()
+    return hex
+  end
+  local f = rdir .. "/cached"
+  sshd.sh(("head -c 2000000 /dev/urandom > %s && chown %s %s"):format(f, srv.user, f))
+  local want = sshd.sh("sha256sum " .. f):match("^%x+")
+  T.eq(session_hash(f), want)
+  T.match(T.read(cache), want .. " " .. f:gsub("%p", "%%%0") .. "\n", "remembered")
+  -- the remembered hash is what a second session answers: put a wrong one in its line and it is believed...
+  local text = T.read(cache)
+  T.write(cache, (text:gsub(want, ("0"):rep(64))))
+  T.eq(session_hash(f), ("0"):rep(64), "answered from the cache, not hashed again")
+  -- ...but only for the same file: one byte changed, size and mtime put back, the ctime differs
+  sshd.sh(("touch -r %s %s.ref && printf Z | dd of=%s conv=notrunc 2>/dev/null && touch -r %s.ref %s")
+    :format(f, f, f, f, f))
+  T.eq(session_hash(f), sshd.sh("sha256sum " .. f):match("^%x+"), "hashed again")
+  -- a damaged cache costs only the hashing
+  T.write(cache, "garbage\nmore garbage without an end")
+  T.eq(session_hash(f), sshd.sh("sha256sum " .. f):match("^%x+"))
+end)
+
+T.test("counts (sshd's DEBUG1 log): a sweep is one connection; 10 points open as many channels as 3", function()
+  local odp = os.getenv("ODP") or (build .. "/odp")
+  local fake = build .. "/tests/fake_runner"
+  local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+  local runs = 0
+  local function sweep(points, remote)
+    runs = runs + 1
+    local c0, n0 = srv:count("Accepted publickey for "), srv:count("server_input_channel_open: ctype session")
+    local r = proc.run { argv = { odp, "run", T.root() .. "/scripts/sweep.lua", "--flow", T.root() .. "/scripts/rpi5.lua",
+      "--host", srv.user .. "@127.0.0.1", "--port", tostring(srv.port), "--identity", srv.identity,
+      "--known-hosts", srv.known_hosts, "--remote-dir", remote, "--runner", fake, "--model", model,
+      "-p", "num_executions=" .. points, "--out", ("%s/sweep%d.jsonl"):format(tmp, runs), -- a new file: a sweep skips points already in its file
+      "--runs-dir", tmp .. "/runs", "-q" }, timeout = 300 }
+    T.eq(r.status, 0, r.stderr)
+    sys.sleep(0.3) -- sshd logs a moment after the client has gone
+    return srv:count("Accepted publickey for ") - c0, srv:count("server_input_channel_open: ctype session") - n0
+  end
+  local ten = "1,2,3,4,5,6,7,8,9,10"
+  -- first on a board without the helper (it is pushed), then on one that has it
+  local c3, n3 = sweep("1,2,3", srv.remote_dir .. "/c3")
+  local c10, n10 = sweep(ten, srv.remote_dir .. "/c10")
+  T.eq(c3, 1, "one connection for 3 points"); T.eq(c10, 1, "one connection for 10 points")
+  T.eq(n10, n3, "a fresh board: channels do not grow with points")
+  local c3b, n3b = sweep("1,2,3", srv.remote_dir .. "/c3")
+  local c10b, n10b = sweep(ten, srv.remote_dir .. "/c10")
+  T.eq({ c3b, c10b }, { 1, 1 })
+  T.eq(n10b, n3b, "a board with the helper: channels do not grow with points")
+  T.ok(n10b <= 2, ("%d channels for 10 points on a board that has the helper (its own and SFTP's)"):format(n10b))
+end)
+
+T.test("helper killed mid-run: that run fails with one line, the next starts a new helper", function()
+  local t = assert(target_ssh.new(opts()))
+  assert(t:exec({ "true" }))
+  local first = t.cache.helper_client
+  -- the program kills its parent, the helper, then lingers: it must not outlive it
+  local r, err, code = t:exec({ "sh", "-c", "kill -KILL $PPID; exec sleep 31" })
+  T.eq(r, nil); T.eq(code, "EIO"); T.match(err, "helper on ssh://.* ended"); T.eq(err:find("\n"), nil)
+  T.ok(gone("'sleep 31'"), "the program went with its helper (PDEATHSIG)")
+  r = assert(t:exec({ "echo", "again" }))
+  T.eq(r.stdout, "again\n"); T.ok(r.rusage.maxrss_kb > 0)
+  T.ok(t.cache.helper_client ~= first, "a new helper")
+  t:close()
+end)
+
+T.test("connection dropped: one reconnect, then the board's operations fail", function()
+  local s2 = sshd.start()
+  local o = { host = s2.user .. "@127.0.0.1", port = s2.port, identity = s2.identity, known_hosts = s2.known_hosts,
+    remote_dir = s2.remote_dir .. "/h", ui = quiet }
+  local t = assert(target_ssh.new(o))
+  assert(t:exec({ "true" }))
+  -- drop the connection: every sshd session process, not the listener
+  local function drop()
+    sshd.sh(("desc() { local c; for c in $(pgrep -P \"$1\"); do desc \"$c\"; echo \"$c\"; done; }; " ..
+      "kill -KILL $(desc %d) 2>/dev/null; true"):format(s2.pid))
+  end
+  drop()
+  local r, _, code = t:exec({ "echo", "lost" })
+  T.eq(r, nil, "the run in flight fails"); T.eq(code, "EIO")
+  r = assert(t:exec({ "echo", "back" }), "one reconnect")
+  T.eq(r.stdout, "back\n")
+  drop()
+  T.eq(t:exec({ "echo", "x" }), nil)
+  local r2, err2 = t:exec({ "echo", "y" })
+  T.eq(r2, nil, "no second reconnect"); T.match(err2, "lost again")
+  t:close()
+  s2:stop()
+end)
+
+T.test("malformed and oversized answers from the board: EPROTO, the channel closed, never a crash", function()
+  local t = assert(target_ssh.new(opts()))
+  local cases = {
+    { "printf 'hello\\n'", "bad magic" },
+    { "printf 'OHH\\000\\377\\377\\377\\377'; sleep 5", "longer than 1 MiB" },
+    { "printf 'OHH\\000\\010\\000\\000\\000\\011\\000\\000\\000abcd'; sleep 5", "field longer" },
+    { "true", "ended" },
+  }
+  for _, c in ipairs(cases) do
+    local ch = assert(t.session:open_channel(c[1]))
+    local t0 = sys.now()
+    local h, err, code = helper.open(ch, { uri = t.uri, timeout = 10 })
+    T.eq(h, nil, c[2]); T.match(err, c[2], c[2]); T.ok(code == "EPROTO" or code == "EIO", code)
+    T.ok(sys.now() - t0 < 3, "no wait for the rest of a bogus length")
+  end
+  t:close()
+end)
+
+T.test("a helper of another protocol on the board is refused and odp's own is pushed", function()
+  local dir = srv.remote_dir .. "/v"
+  sshd.sh(("mkdir -p %s/.odp && chown -R %s %s"):format(dir, srv.user, dir))
+  -- hello of protocol 99, then it serves nothing
+  local hello = frame("H", { "odp-helper", "99", "x86_64" })
+  local f = assert(io.open(dir .. "/.odp/odp-rusage", "wb"))
+  f:write("#!/bin/sh\nprintf '" .. hello:gsub(".", function(ch) return ("\\%03o"):format(ch:byte()) end) ..
+    "'\nsleep 5\n")
+  f:close()
+  sshd.sh(("chmod 755 %s/.odp/odp-rusage && chown %s %s/.odp/odp-rusage"):format(dir, srv.user, dir))
+  local said = {}
+  local ui = require("odp.core.ui").new { quiet = true }
+  ui.info = function(_, fmt, ...) said[#said + 1] = fmt:format(...) end
+  local t = assert(target_ssh.new(opts { remote_dir = dir, ui = ui }))
+  local r = assert(t:exec({ "echo", "ok" }))
+  T.eq(r.stdout, "ok\n")
+  T.match(table.concat(said, "\n"), "speaks protocol 99; odp speaks 1; pushing odp's own")
+  T.eq(sys.sha256_file(dir .. "/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-" .. t.cache.helper_client.arch))
+  t:close()
+end)
+
+T.test("a flooding program: output bounded in memory, every byte streamed to on_stdout", function()
+  local t = assert(target_ssh.new(opts()))
+  local saved = helper.CAPTURE_MAX
+  helper.CAPTURE_MAX = 1 << 20
+  local seen = 0
+  local r = assert(t:exec({ "sh", "-c", "head -c 20000000 /dev/zero; echo done >&2" },
+    { on_stdout = function(d) seen = seen + #d end }))
+  helper.CAPTURE_MAX = saved
+  T.eq(r.ok, true); T.eq(#r.stdout, 1 << 20); T.eq(r.stdout_dropped, 20000000 - (1 << 20)); T.eq(seen, 20000000)
+  T.eq(r.stderr, "done\n"); T.ok(r.rusage, "still measured")
+  t:close()
+end)
+
+T.test("a flooding runner in a profile: the whole output in the run dir, a bounded part in memory", function()
+  local runner = tmp .. "/flood_runner"
+  T.write(runner, "#!/bin/sh\nhead -c 6000000 /dev/zero | tr '\\0' x\necho 'I 00:00:00.000 flood' >&2\n")
+  sys.chmod(runner, tonumber("755", 8))
+  local saved = helper.CAPTURE_MAX
+  helper.CAPTURE_MAX = 1 << 20
+  local b <close> = board.open("devices/rpi5.lua", opts { remote_dir = srv.remote_dir .. "/flood" })
+  local rec = b:profile { runner = runner, model = T.root() .. "/tests/fixtures/pte/add_arduino.pte", n = 1,
+    runs_dir = tmp .. "/floodruns" }
+  helper.CAPTURE_MAX = saved
+  local out = rec.artifacts.run_dir .. "/runner.stdout"
+  T.eq(sys.stat(out).size, 6000000, "every byte on disk")
+  T.eq(T.read(out):match("^x+$") ~= nil, true)
+  T.match(T.read(rec.artifacts.run_dir .. "/runner.stderr"), "^I 00:00:00.000 flood\n$")
+end)
+
+T.test("no exec permission in the remote dir: the shell path, said once", function()
+  local dir = srv.remote_dir .. "/noexec"
+  -- a noexec mount where this machine allows one, else a helper that cannot be executed (a directory)
+  sshd.sh(("mkdir -p %s && chown %s %s"):format(dir, srv.user, dir))
+  local mounted = proc.run { "mount", "-t", "tmpfs", "-o", "noexec,mode=0777", "tmpfs", dir }.ok
+  if not mounted then sshd.sh(("mkdir -p %s/.odp/odp-rusage"):format(dir)) end
+  local warned = {}
+  local ui = require("odp.core.ui").new { quiet = true }
+  ui.warn = function(_, fmt, ...) warned[#warned + 1] = fmt:format(...) end
+  local t = assert(target_ssh.new(opts { remote_dir = dir, ui = ui }))
+  local r = assert(t:exec({ "sh", "-c", "echo one; exit 3" }))
+  T.eq(r.stdout, "one\n"); T.eq(r.status, 3)
+  T.eq(assert(t:exec({ "echo", "two" })).stdout, "two\n")
+  T.eq(#warned, 1, table.concat(warned, "\n")); T.match(warned[1], "cannot run on ssh://.*one command per exec")
+  T.eq(t.cache.helper_client, nil)
+  t:close()
+  if mounted then proc.run { "umount", dir } end
+end)
+
+T.test("Ctrl-C mid-run: odp exits 130 and the program's process group is gone from the board", function()
+  local odp = os.getenv("ODP") or (build .. "/odp")
+  local runner = tmp .. "/hang_runner"
+  T.write(runner, "#!/bin/sh\nsleep 301 &\nwait\n")
+  sys.chmod(runner, tonumber("755", 8))
+  local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+  local cmd = ("%s run %s/scripts/rpi5.lua --host %s@127.0.0.1 --port %d --identity %s --known-hosts %s " ..
+    "--remote-dir %s/cc --runner %s --model %s --runs-dir %s/runs -q"):format(odp, T.root(), srv.user, srv.port,
+    srv.identity, srv.known_hosts, srv.remote_dir, runner, model, tmp)
+  local r = proc.run { "sh", "-c", ("%s 2>%s/err & p=$!; i=0; while [ $i -lt 100 ] && " ..
+    "! pgrep -f '%s' >/dev/null; do sleep 0.1; i=$((i+1)); done; kill -INT $p; wait $p; echo $?"):format(
+    cmd, tmp, "cc/hang_runner --model_path"), timeout = 60 }
+  T.eq(r.stdout, "130\n", T.read(tmp .. "/err"))
+  T.eq(select(2, T.read(tmp .. "/err"):gsub("\n", "")), 1, "one line: " .. T.read(tmp .. "/err"))
+  T.ok(gone("'sleep 301'"), "nothing of the runner left on the board")
+end)
+
+srv:stop()
+T.done()

@@ -1,0 +1,47 @@
+/* What odp-rusage's two modes share (tools/odp-rusage.c: measure one program; tools/serve.c: the resident
+ * helper): starting a measured program and writing its report lines. */
+#ifndef ODP_TOOLS_RUSAGE_H
+#define ODP_TOOLS_RUSAGE_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <sched.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+struct rusage_spawn {
+    char *const *argv;          /* argv[0] looked up in PATH */
+    cpu_set_t *cpus;            /* NULL: not pinned */
+    const char *cpus_text;      /* the list as given, for messages */
+    int level;                  /* counters: 0 none, 1 basic, 2 all */
+    int same_group;             /* stay in the caller's process group (else a new one, led by the program) */
+    const char *cwd;            /* NULL: the caller's */
+    char **envp;                /* NULL: the caller's environment */
+    int fd_in, fd_out, fd_err;  /* -1: the caller's */
+};
+
+enum { RUSAGE_STAGE_EXEC = 1, RUSAGE_STAGE_CPUS, RUSAGE_STAGE_CWD };
+
+struct rusage_child {
+    pid_t pid;
+    double t0;
+    int stage, err; /* it never ran: the step that failed (RUSAGE_STAGE_*) and its errno; it was reaped */
+};
+
+double now(void);
+int rusage_parse_cpus(const char *s, cpu_set_t *set);
+/* "none" 0, "basic" 1, "all" 2, else -1 */
+int rusage_level(const char *l);
+/* Forks and execs sp->argv with its counters open (enable_on_exec). 0 (ch->stage says whether it runs), or
+ * -1 with errno when no process could be made. */
+int rusage_spawn(const struct rusage_spawn *sp, struct rusage_child *ch);
+/* The one line that says why a spawn's program never ran. */
+void rusage_spawn_failure(FILE *f, const struct rusage_spawn *sp, const struct rusage_child *ch);
+/* The ODP-COUNTERS (level > 0) and ODP-RUSAGE lines of an ended program (st, ru from wait4). */
+void rusage_report(FILE *f, int level, int st, const struct rusage *ru, double wall);
+/* odp-rusage --serve */
+int rusage_serve(void);
+
+#endif

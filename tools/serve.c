@@ -1,0 +1,806 @@
+/* odp-rusage --serve: the resident helper on a board (docs/helper-protocol.md). One request at a time from stdin,
+ * its answer on stdout; the frames are src/helper/frame.c, the device state src/helper/state.c, both shared with
+ * odp. Every length is checked; an unknown or malformed request gets an error answer; a frame odp could not
+ * have sent (bad magic, over 1 MiB) ends the helper, since the stream can no longer be trusted. When stdin
+ * closes the helper kills what it runs and exits: nothing it started outlives odp's channel. */
+#include "rusage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../src/helper/frame.h"
+#include "../src/helper/state.h"
+#include "sha256.h"
+
+#define CHUNK 65536            /* output of a run per frame */
+#define SMALL_FILE_MAX (ODP_FRAME_MAX - 64)
+#define MAX_ARGS 1024
+#define KILL_GRACE_S 2.0
+
+static odp_frame_dec in;
+static int sigchld_pipe[2] = {-1, -1};
+
+static void on_sigchld(int sig)
+{
+    (void)sig;
+    int e = errno;
+    ssize_t w = write(sigchld_pipe[1], "c", 1);
+    (void)w;
+    errno = e;
+}
+
+/* Writes all of p to stdout; a reader gone (EPIPE) ends the helper: there is no one to answer. */
+static void send_all(const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(1, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            _exit(0);
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+/* A frame of fields; NULL ends the list, lengths from strlen. */
+static void answer(uint8_t type, const char *a, const char *b)
+{
+    odp_buf f = {0};
+    size_t at = odp_frame_begin(&f, type);
+    if (a)
+        odp_frame_add_str(&f, a);
+    if (a && b)
+        odp_frame_add_str(&f, b);
+    if (odp_frame_end(&f, at) == 0)
+        send_all(f.data, f.len);
+    odp_buf_free(&f);
+}
+
+static void answer_bytes(uint8_t type, const void *p, size_t n)
+{
+    odp_buf f = {0};
+    size_t at = odp_frame_begin(&f, type);
+    odp_frame_add(&f, p, n);
+    if (odp_frame_end(&f, at) == 0)
+        send_all(f.data, f.len);
+    odp_buf_free(&f);
+}
+
+static void fail(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const char *code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    answer('!', code, msg);
+}
+
+static const char *errno_code(int e)
+{
+    return e == ENOENT || e == ENOTDIR ? "ENOTFOUND" : e == EACCES || e == EPERM ? "EACCES" : "EIO";
+}
+
+/* Fields of a frame as NUL-terminated strings (copies), at most max; a field holding a NUL is refused
+ * (argv, paths). Returns the count, or -1. */
+static int fields(const odp_frame *f, char **out, int max, int binary_last)
+{
+    uint32_t pos = 0, n;
+    const uint8_t *p;
+    int k = 0;
+    while (odp_frame_field(f, &pos, &p, &n)) {
+        if (k >= max || (memchr(p, 0, n) && !(binary_last && (uint32_t)k + 1 == f->nfields)))
+            goto bad;
+        if (!(out[k] = malloc(n + 1)))
+            goto bad;
+        memcpy(out[k], p, n);
+        out[k][n] = 0;
+        k++;
+    }
+    return k;
+bad:
+    while (k--)
+        free(out[k]);
+    return -1;
+}
+
+static void free_fields(char **f, int n)
+{
+    for (int k = 0; k < n; k++)
+        free(f[k]);
+}
+
+/* Reads stdin into the decoder until a frame is there (1), stdin closed (0) or the stream is malformed (-1). */
+static int next_request(odp_frame *f)
+{
+    for (;;) {
+        int r = odp_frame_next(&in, f);
+        if (r)
+            return r;
+        char buf[CHUNK];
+        ssize_t n = read(0, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return 0;
+        if (odp_frame_dec_feed(&in, buf, (size_t)n))
+            return -1;
+    }
+}
+
+/* ---- run ---- */
+
+static int env_name_is(const char *entry, const char *name, size_t len)
+{
+    return strncmp(entry, name, len) == 0 && entry[len] == '=';
+}
+
+/* environ with sets ("K=V") and unsets ("K") applied; NULL when out of memory. */
+static char **make_env(char **sets, int nsets, char **unsets, int nunsets)
+{
+    extern char **environ;
+    int n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc((size_t)(n + nsets + 1), sizeof *env);
+    if (!env)
+        return NULL;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int drop = 0;
+        for (int j = 0; j < nunsets && !drop; j++)
+            drop = env_name_is(environ[i], unsets[j], strlen(unsets[j]));
+        for (int j = 0; j < nsets && !drop; j++)
+            drop = env_name_is(environ[i], sets[j], strcspn(sets[j], "="));
+        if (!drop)
+            env[k++] = environ[i];
+    }
+    for (int j = 0; j < nsets; j++)
+        env[k++] = sets[j];
+    return env;
+}
+
+static pid_t watched;
+
+static void watchdog_fire(int sig)
+{
+    (void)sig;
+    kill(-watched, SIGKILL);
+    _exit(0);
+}
+
+/* A process that outlives the helper by a moment: should the helper die, even by SIGKILL (adbd and the adb
+ * emulator kill the shell's process group when the stream closes), the kernel sends it SIGTERM
+ * (PR_SET_PDEATHSIG) and it KILLs the run's whole process group, so nothing the run started is left behind.
+ * In a group of its own, so a kill of the helper's group does not take it first. -1 when it cannot be made. */
+static pid_t watchdog(pid_t group, int keep_a, int keep_b)
+{
+    pid_t helper = getpid();
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    setpgid(0, 0);
+    watched = group;
+    struct sigaction sa = {0};
+    sa.sa_handler = watchdog_fire;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGCHLD, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != helper)
+        watchdog_fire(0);
+    /* hold nothing of the helper's: its channel must close when it dies */
+    close(0), close(1), close(2), close(keep_a), close(keep_b), close(sigchld_pipe[0]), close(sigchld_pipe[1]);
+    for (;;)
+        pause();
+}
+
+/* Output of the run's pipe fd as frames of type t; 0 at its end. */
+static int relay(int fd, uint8_t t)
+{
+    char buf[CHUNK];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 1;
+    if (n <= 0)
+        return 0;
+    answer_bytes(t, buf, (size_t)n);
+    return 1;
+}
+
+/* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL"), "--", argv.
+ * Answers: 'O'/'E' output frames as it goes, then 'D' {status, report[, signal name]}: the ODP-COUNTERS/ODP-RUSAGE lines of
+ * exec mode (status: what exec mode would exit with when the program never ran, 127 or 125, else its own).
+ * While it runs, stdin may carry 'Z' {signal}: sent to the program's process group. */
+static void serve_run(const odp_frame *f)
+{
+    char *fl[MAX_ARGS + 16];
+    int n = fields(f, fl, MAX_ARGS + 16, 0);
+    if (n < 0) {
+        fail("EPROTO", "run: more than %d fields, or a NUL inside one", MAX_ARGS + 16);
+        return;
+    }
+    char *sets[64], *unsets[64], *argv[MAX_ARGS + 1];
+    int nsets = 0, nunsets = 0, argc = 0, dashes = -1;
+    struct rusage_spawn sp = {.fd_in = -1, .fd_out = -1, .fd_err = -1};
+    cpu_set_t cpus;
+    for (int k = 0; k < n; k++) {
+        char *a = fl[k];
+        if (dashes >= 0)
+            argv[argc++] = a;
+        else if (strcmp(a, "--") == 0)
+            dashes = k;
+        else if (!strncmp(a, "cwd=", 4))
+            sp.cwd = a + 4;
+        else if (!strncmp(a, "env=", 4) && strchr(a + 4, '=') && nsets < 64)
+            sets[nsets++] = a + 4;
+        else if (!strncmp(a, "unset=", 6) && nunsets < 64)
+            unsets[nunsets++] = a + 6;
+        else if (!strncmp(a, "cpus=", 5)) {
+            sp.cpus_text = a + 5;
+            if (rusage_parse_cpus(a + 5, &cpus)) {
+                fail("EUSAGE", "cpus=%s: not a CPU list like 4-7 or 0,2", a + 5);
+                goto out;
+            }
+            sp.cpus = &cpus;
+        } else if (!strncmp(a, "counters=", 9) && rusage_level(a + 9) >= 0)
+            sp.level = rusage_level(a + 9);
+        else {
+            fail("EPROTO", "run: unknown option '%.100s'", a);
+            goto out;
+        }
+    }
+    if (argc == 0) {
+        fail("EPROTO", "run: no program (options, \"--\", argv)");
+        goto out;
+    }
+    argv[argc] = NULL;
+    sp.argv = argv;
+    char **env = (nsets || nunsets) ? make_env(sets, nsets, unsets, nunsets) : NULL;
+    sp.envp = env;
+    int po[2], pe[2], devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || pipe2(po, O_CLOEXEC)) {
+        fail("EIO", "run: %s", strerror(errno));
+        if (devnull >= 0)
+            close(devnull);
+        free(env);
+        goto out;
+    }
+    if (pipe2(pe, O_CLOEXEC)) {
+        fail("EIO", "run: %s", strerror(errno));
+        close(devnull), close(po[0]), close(po[1]);
+        free(env);
+        goto out;
+    }
+    sp.fd_in = devnull, sp.fd_out = po[1], sp.fd_err = pe[1];
+    struct rusage_child ch;
+    int rc = rusage_spawn(&sp, &ch);
+    int spawn_errno = errno;
+    close(devnull), close(po[1]), close(pe[1]);
+    free(env);
+    if (rc || ch.stage) {
+        close(po[0]), close(pe[0]);
+        if (rc) {
+            fail("EIO", "run: cannot fork: %s", strerror(spawn_errno));
+            goto out;
+        }
+        char *msg = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&msg, &len);
+        if (m) {
+            rusage_spawn_failure(m, &sp, &ch);
+            fclose(m);
+            answer_bytes('E', msg, len);
+            free(msg);
+        }
+        answer('D', ch.stage == RUSAGE_STAGE_EXEC ? "127" : "125", "");
+        goto out;
+    }
+    pid_t dog = watchdog(ch.pid, po[0], pe[0]);
+    fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    int out_open = 1, err_open = 1, in_open = 1, reaped = 0, st = 0;
+    double kill_at = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (!reaped || out_open || err_open) {
+        struct pollfd p[4] = {{po[0], out_open ? POLLIN : 0, 0}, {pe[0], err_open ? POLLIN : 0, 0},
+                              {sigchld_pipe[0], POLLIN, 0}, {0, in_open ? POLLIN : 0, 0}};
+        int timeout = kill_at > 0 ? 100 : reaped ? 50 : -1;
+        int pr = poll(p, 4, timeout);
+        if (pr < 0 && errno != EINTR)
+            break;
+        if (p[2].revents) {
+            char c[64];
+            while (read(sigchld_pipe[0], c, sizeof c) > 0) {}
+        }
+        if (!reaped && wait4(ch.pid, &st, WNOHANG, &ru) == ch.pid)
+            reaped = 1;
+        if (out_open && (p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            out_open = relay(po[0], 'O');
+        if (err_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+            err_open = relay(pe[0], 'E');
+        if (reaped && pr == 0)
+            break; /* the program is gone and its pipes stay quiet: what it left behind holds them */
+        if (in_open && (p[3].revents & (POLLIN | POLLHUP | POLLERR))) {
+            odp_frame z;
+            char buf[CHUNK];
+            ssize_t k = read(0, buf, sizeof buf);
+            if (k <= 0 || odp_frame_dec_feed(&in, buf, (size_t)k)) {
+                in_open = 0; /* odp is gone: nothing may outlive it */
+                kill(-ch.pid, SIGKILL);
+            }
+            int r;
+            while (in_open && (r = odp_frame_next(&in, &z)) != 0) {
+                char *sf[1];
+                if (r < 0 || z.type != 'Z' || fields(&z, sf, 1, 0) != 1) {
+                    in_open = 0; /* odp broke the protocol: end the run and the helper */
+                    kill(-ch.pid, SIGKILL);
+                    break;
+                }
+                int sig = atoi(sf[0]);
+                free(sf[0]);
+                if (sig > 0 && sig < 65 && !reaped) {
+                    kill(-ch.pid, sig);
+                    if (sig != SIGKILL && kill_at == 0)
+                        kill_at = now() + KILL_GRACE_S;
+                }
+            }
+        }
+        if (kill_at > 0 && now() >= kill_at && !reaped) {
+            kill(-ch.pid, SIGKILL);
+            kill_at = -1;
+        }
+    }
+    if (!reaped)
+        while (wait4(ch.pid, &st, 0, &ru) < 0 && errno == EINTR) {}
+    double wall = now() - ch.t0;
+    if (kill_at != 0)
+        kill(-ch.pid, SIGKILL); /* stopped: what the program left in its group (one that ignored TERM) goes too */
+    if (dog > 0) {
+        kill(dog, SIGKILL);
+        while (waitpid(dog, NULL, 0) < 0 && errno == EINTR) {}
+    }
+    close(po[0]), close(pe[0]);
+    if (!in_open)
+        _exit(0);
+    char *rep = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&rep, &len);
+    if (m) {
+        rusage_report(m, sp.level, st, &ru, wall);
+        fclose(m);
+    }
+    char status[16];
+    snprintf(status, sizeof status, "%d", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    odp_buf d = {0};
+    size_t at = odp_frame_begin(&d, 'D');
+    odp_frame_add_str(&d, status);
+    odp_frame_add_str(&d, rep ? rep : "");
+    const char *signame = WIFSIGNALED(st) ? sigabbrev_np(WTERMSIG(st)) : NULL;
+    if (signame)
+        odp_frame_add_str(&d, signame); /* as SSH names it: "ABRT" */
+    if (odp_frame_end(&d, at) == 0)
+        send_all(d.data, d.len);
+    odp_buf_free(&d);
+    free(rep);
+out:
+    free_fields(fl, n);
+}
+
+/* ---- the small requests ---- */
+
+#define STATE_CMD_TIMEOUT_S 10.0
+
+/* The gatherer's commands (getprop, dumpsys): at most max bytes of stdout kept, the rest read and dropped;
+ * one that outlasts STATE_CMD_TIMEOUT_S is killed. */
+static int state_run(void *ctx, const char *const argv[], size_t max, odp_buf *out)
+{
+    (void)ctx;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC))
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]), close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0), dup2(p[1], 1), dup2(null, 2);
+        signal(SIGPIPE, SIG_DFL);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t limit = out->limit, dropped = out->dropped;
+    out->limit = out->len + max < out->len ? 0 : out->len + max;
+    double until = now() + STATE_CMD_TIMEOUT_S;
+    char buf[CHUNK];
+    for (;;) {
+        struct pollfd q = {p[0], POLLIN, 0};
+        int left = (int)((until - now()) * 1000);
+        if (left <= 0 || poll(&q, 1, left) == 0) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        ssize_t n = read(p[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        odp_buf_append(out, buf, (size_t)n);
+    }
+    out->limit = limit;
+    out->dropped = dropped;
+    close(p[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    return 0;
+}
+
+static void serve_state(char **a, int n)
+{
+    if (n != 3) {
+        fail("EPROTO", "state: root, cpu files, properties");
+        return;
+    }
+    odp_state_opts o = {a[0], a[1], a[2], state_run, NULL};
+    odp_buf text = {.limit = SMALL_FILE_MAX};
+    odp_state_gather(&o, &text);
+    answer_bytes('A', text.data ? text.data : "", text.len);
+    odp_buf_free(&text);
+}
+
+/* ---- sha256, remembered across sessions ----
+ * A board keeps the same runner and model from one session to the next; hashing megabytes with portable code on
+ * every hash-skip check would cost more than the round trips the helper saves. So the helper remembers the
+ * hashes it computed in <its dir>/sha256-cache, each with the file's device, inode, size, mtime and ctime: a
+ * file written, renamed over, truncated or chmod'ed since gets a new ctime (no user can set ctime), so a match
+ * of all five is the same bytes. At most CACHE_ENTRIES lines, newest first; written to a temporary name and
+ * renamed. A cache that cannot be read or written only costs the hashing. */
+#define CACHE_ENTRIES 256
+#define CACHE_LINE 4400
+
+static char cache_path[PATH_MAX];
+
+static void cache_locate(void)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash && snprintf(cache_path, sizeof cache_path, "%.*s/sha256-cache", (int)(slash - self), self) >=
+                     (int)sizeof cache_path)
+        cache_path[0] = 0;
+}
+
+/* The identity a cache line records: "dev ino size mtime.ns ctime.ns". */
+static void file_identity(const struct stat *st, char *out, size_t n)
+{
+    snprintf(out, n, "%llu %llu %lld %lld.%09ld %lld.%09ld", (unsigned long long)st->st_dev,
+             (unsigned long long)st->st_ino, (long long)st->st_size, (long long)st->st_mtim.tv_sec,
+             st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+}
+
+/* Looks path up (or, with hex given, records it): 1 when found (hex filled), 0 otherwise. */
+static int cache_use(const char *path, const char *identity, char hex[65], int record)
+{
+    if (!cache_path[0])
+        return 0;
+    FILE *f = fopen(cache_path, "re");
+    char line[CACHE_LINE];
+    char *keep[CACHE_ENTRIES];
+    int nkeep = 0, found = 0;
+    size_t id_len = strlen(identity);
+    while (f && fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (!len || line[len - 1] != '\n')
+            break; /* cut short: the rest is not trusted */
+        line[--len] = 0;
+        /* identity, ' ', 64 hex, ' ', path */
+        char *h = strchr(line, ' ');
+        for (int k = 0; h && k < 4; k++)
+            h = strchr(h + 1, ' ');
+        if (!h || len < (size_t)(h - line) + 67 || h[65] != ' ')
+            continue;
+        int same = strcmp(h + 66, path) == 0;
+        if (same && !record && (size_t)(h - line) == id_len && !memcmp(line, identity, id_len)) {
+            memcpy(hex, h + 1, 64);
+            hex[64] = 0;
+            found = 1;
+            break;
+        }
+        if (record && !same && nkeep < CACHE_ENTRIES - 1)
+            keep[nkeep++] = strdup(line);
+    }
+    if (f)
+        fclose(f);
+    if (record) {
+        char tmp[PATH_MAX + 32];
+        snprintf(tmp, sizeof tmp, "%s.%d", cache_path, (int)getpid());
+        FILE *w = fopen(tmp, "we");
+        if (w) {
+            fprintf(w, "%s %s %s\n", identity, hex, path);
+            for (int k = 0; k < nkeep; k++)
+                if (keep[k])
+                    fprintf(w, "%s\n", keep[k]);
+            if (fclose(w) || rename(tmp, cache_path))
+                unlink(tmp);
+        }
+        for (int k = 0; k < nkeep; k++)
+            free(keep[k]);
+    }
+    return found;
+}
+
+static void serve_hash(char **a, int n)
+{
+    if (n != 1) {
+        fail("EPROTO", "hash: one path");
+        return;
+    }
+    struct stat st;
+    int fd = open(a[0], O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        answer('A', NULL, NULL); /* no such regular file: no hash */
+        return;
+    }
+    char identity[160], hex[65];
+    file_identity(&st, identity, sizeof identity);
+    if (strchr(a[0], '\n') == NULL && cache_use(a[0], identity, hex, 0)) {
+        close(fd);
+        answer('A', hex, NULL);
+        return;
+    }
+    sha256_ctx c;
+    sha256_init(&c);
+    char buf[CHUNK];
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) > 0 || (r < 0 && errno == EINTR))
+        if (r > 0)
+            sha256_update(&c, buf, (size_t)r);
+    int e = errno;
+    close(fd);
+    if (r < 0) {
+        fail(errno_code(e), "hash %s: %s", a[0], strerror(e));
+        return;
+    }
+    sha256_hex(&c, hex);
+    /* the file may have changed while it was read: remembered only if it is still the one that was hashed */
+    struct stat after;
+    char identity_after[160];
+    if (strchr(a[0], '\n') == NULL && stat(a[0], &after) == 0) {
+        file_identity(&after, identity_after, sizeof identity_after);
+        if (strcmp(identity, identity_after) == 0)
+            cache_use(a[0], identity, hex, 1);
+    }
+    answer('A', hex, NULL);
+}
+
+static void serve_free(char **a, int n)
+{
+    if (n != 1 || a[0][0] != '/') {
+        fail("EPROTO", "free: one absolute path");
+        return;
+    }
+    /* the file system of the path, or of its nearest existing parent */
+    char *p = a[0];
+    struct statvfs v;
+    while (statvfs(p, &v)) {
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) {
+            p = "/";
+            if (statvfs(p, &v)) {
+                fail("EIO", "free: %s", strerror(errno));
+                return;
+            }
+            break;
+        }
+        *slash = 0;
+    }
+    char num[32];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)v.f_bavail * (unsigned long long)v.f_frsize);
+    answer('A', num, NULL);
+}
+
+static void serve_read(char **a, int n)
+{
+    long max = n == 2 ? atol(a[1]) : -1;
+    if (n != 2 || max < 0 || max > (long)SMALL_FILE_MAX) {
+        fail("EPROTO", "read: path, max bytes (at most %u)", SMALL_FILE_MAX);
+        return;
+    }
+    int fd = open(a[0], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fail(errno_code(errno), "read %s: %s", a[0], strerror(errno));
+        return;
+    }
+    char *buf = malloc((size_t)max + 1);
+    size_t got = 0;
+    ssize_t r = 0;
+    while (buf && got < (size_t)max && ((r = read(fd, buf + got, (size_t)max - got)) > 0 || (r < 0 && errno == EINTR)))
+        if (r > 0)
+            got += (size_t)r;
+    close(fd);
+    if (!buf || r < 0)
+        fail("EIO", "read %s: %s", a[0], buf ? strerror(errno) : "out of memory");
+    else
+        answer_bytes('A', buf, got);
+    free(buf);
+}
+
+static void serve_write(const odp_frame *f)
+{
+    char *a[3];
+    int n = fields(f, a, 3, 1);
+    if (n != 3) {
+        fail("EPROTO", "write: path, mode (octal), bytes");
+        if (n > 0)
+            free_fields(a, n);
+        return;
+    }
+    uint32_t pos = 0, len = 0;
+    const uint8_t *data = NULL;
+    for (int k = 0; k < 3; k++)
+        odp_frame_field(f, &pos, &data, &len);
+    char tmp[PATH_MAX];
+    mode_t mode = (mode_t)strtol(a[1], NULL, 8) & 07777;
+    if (snprintf(tmp, sizeof tmp, "%s.odp-partial", a[0]) >= (int)sizeof tmp) {
+        fail("EUSAGE", "write: path too long");
+        goto out;
+    }
+    /* a temporary name, renamed when complete: a partial file never looks like the file */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode ? mode : 0644);
+    if (fd < 0) {
+        fail(errno_code(errno), "write %s: %s", a[0], strerror(errno));
+        goto out;
+    }
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, data + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    int e = errno;
+    if (done < len || fsync(fd) || (mode && fchmod(fd, mode)) || close(fd) || rename(tmp, a[0])) {
+        e = errno ? errno : e;
+        unlink(tmp);
+        fail("EIO", "write %s: %s", a[0], strerror(e));
+        goto out;
+    }
+    answer('A', NULL, NULL);
+out:
+    free_fields(a, 3);
+}
+
+static void serve_kill(char **a, int n)
+{
+    long pgid = n == 2 ? atol(a[0]) : 0;
+    int sig = n == 2 ? atoi(a[1]) : 0;
+    if (pgid <= 1 || sig <= 0 || sig > 64) {
+        fail("EPROTO", "kill: process group (> 1), signal (1..64)");
+        return;
+    }
+    if (kill(-(pid_t)pgid, sig) && errno != ESRCH)
+        fail("EIO", "kill -%d -%ld: %s", sig, pgid, strerror(errno));
+    else
+        answer('A', NULL, NULL);
+}
+
+static void serve_mkdir(char **a, int n)
+{
+    if (n != 1 || a[0][0] != '/') {
+        fail("EPROTO", "mkdir: one absolute path");
+        return;
+    }
+    for (char *p = a[0] + 1;; p++) {
+        if (*p == '/' || !*p) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(a[0], 0755) && errno != EEXIST) {
+                fail(errno_code(errno), "mkdir %s: %s", a[0], strerror(errno));
+                return;
+            }
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    answer('A', NULL, NULL);
+}
+
+static void serve_chmod(char **a, int n)
+{
+    if (n != 2) {
+        fail("EPROTO", "chmod: path, mode (octal)");
+        return;
+    }
+    if (chmod(a[0], (mode_t)strtol(a[1], NULL, 8) & 07777))
+        fail(errno_code(errno), "chmod %s: %s", a[0], strerror(errno));
+    else
+        answer('A', NULL, NULL);
+}
+
+int rusage_serve(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK))
+        return 125;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigchld;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+    odp_frame_dec_init(&in);
+    cache_locate();
+    struct utsname u;
+    char proto[16];
+    snprintf(proto, sizeof proto, "%d", ODP_HELPER_PROTO);
+    uname(&u);
+    /* hello: who answers, and in which protocol */
+    odp_buf h = {0};
+    size_t at = odp_frame_begin(&h, 'H');
+    odp_frame_add_str(&h, "odp-helper");
+    odp_frame_add_str(&h, proto);
+    odp_frame_add_str(&h, u.machine);
+    odp_frame_end(&h, at);
+    send_all(h.data, h.len);
+    odp_buf_free(&h);
+    for (;;) {
+        odp_frame f;
+        int r = next_request(&f);
+        if (r == 0)
+            return 0;
+        if (r < 0) {
+            fail("EPROTO", "malformed request: %s", in.error ? in.error : "out of memory");
+            return 2;
+        }
+        if (f.type == 'R') {
+            serve_run(&f);
+            continue;
+        }
+        if (f.type == 'P') {
+            serve_write(&f);
+            continue;
+        }
+        char *a[4];
+        int n = fields(&f, a, 4, 0);
+        if (n < 0) {
+            fail("EPROTO", "request '%c': too many fields, or a NUL inside one", f.type);
+            continue;
+        }
+        switch (f.type) {
+        case 'S': serve_state(a, n); break;
+        case 'X': serve_hash(a, n); break;
+        case 'F': serve_free(a, n); break;
+        case 'G': serve_read(a, n); break;
+        case 'K': serve_kill(a, n); break;
+        case 'M': serve_mkdir(a, n); break;
+        case 'C': serve_chmod(a, n); break;
+        default: fail("EPROTO", "unknown request type 0x%02x", f.type);
+        }
+        free_fields(a, n);
+    }
+}
