@@ -194,7 +194,7 @@ static void rfc2217_close(odp_stream *s)
 
 odp_stream *odp_rfc2217_open(const char *address, unsigned long baud, double deadline, odp_err *err)
 {
-    static const odp_stream_ops ops[1] = {{"rfc2217", rfc2217_read, rfc2217_write, rfc2217_close}};
+    static const odp_stream_ops ops[1] = {{"rfc2217", rfc2217_read, rfc2217_write, rfc2217_close, NULL}};
     int fd = odp_tcp_connect(address, deadline, err);
     if (fd < 0)
         return NULL;
