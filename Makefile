@@ -4,6 +4,7 @@
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       the main job on the no-hardware default: the Alif E8 flow on its QEMU twin
 #   make demo-host  the host flow: a runner on this machine
+#   make demo-pi    the Raspberry Pi 5 flow on its arm64 twin (QEMU), over SSH
 #   make install PREFIX=/usr/local    make deps    make clean    make apidoc (docs/api.md, LuaLS stubs)
 PREFIX  ?= /usr/local
 BUILD   ?= build
@@ -62,7 +63,7 @@ AARCH64_CC    ?= aarch64-linux-gnu-gcc
 HELPERS       := $(BUILD)/odp-rusage-x86_64 \
                  $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/odp-rusage-aarch64)
 
-.PHONY: all test asan demo demo-host install clean deps bench testprogs helpers apidoc FORCE
+.PHONY: all test asan demo demo-host demo-pi install clean deps bench testprogs helpers apidoc FORCE
 all: $(BUILD)/odp $(LAZY_SOS) helpers $(BUILD)/odp.1
 
 helpers: $(HELPERS)
@@ -81,7 +82,13 @@ $(BUILD)/odp-rusage-aarch64: $(HELPER_SRCS) $(wildcard tools/*.h src/helper/*.h)
 $(BUILD)/odp.1: $(BUILD)/odp $(LAZY_SOS) tools/man.lua $(shell find lua scripts -name "*.lua")
 	$(BUILD)/odp run tools/man.lua > $@.tmp && mv $@.tmp $@
 
-testprogs: $(BUILD)/odp $(TESTPROGS)
+# The peak-RSS oracle for the arm64 board twins (tests/board_twin): static, as the aarch64 runner is.
+AARCH64_PEERS := $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/tests/rss_touch-aarch64)
+testprogs: $(BUILD)/odp $(TESTPROGS) $(AARCH64_PEERS)
+
+$(BUILD)/tests/%-aarch64: tests/c/%.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -static -o $@ $<
 
 $(UNITTESTS): $(BUILD)/tests/%: tests/c/%.c $(BUILD)/libodp.a
 	@mkdir -p $(dir $@)
@@ -137,6 +144,9 @@ demo:
 
 demo-host:
 	scripts/demo.sh
+
+demo-pi:
+	scripts/demo_pi.sh
 
 bench: all
 	bench/run.sh
