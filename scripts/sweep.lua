@@ -6,9 +6,12 @@
 -- the points already in the JSONL file. The sweep's own options (--flow, -p, --repeat, --out, --format) never
 -- reach the flow: --repeat here is records per point, each one flow run; a flow's own --repeat (runner
 -- processes aggregated into one record) keeps its default unless set with -p repeat=N.
+-- --boards LAB.lua[:TAG|NAMES] runs the sweep on many boards at once (--spread each|pool, --board-timeout S);
+-- every record carries its board, and a board that fails fails only its own points (docs/many-boards.md).
 local cli = require("odp.core.options")
 local errors = require("odp.core.errors")
 local report = require("odp.results.report")
+local boards = require("odp.run.boards")
 local run = require("odp.run")
 local sweep = require("odp.run.sweep")
 
@@ -22,9 +25,10 @@ local OWN = {
   { "repeat", "Records per point, each a separate run of the flow (the flow's own --repeat, if it has one, is\n" ..
     "set with -p repeat=N)", 1, "posint" },
 }
+for _, o in ipairs(boards.OPTIONS) do OWN[#OWN + 1] = o end -- --boards, --spread, --board-timeout
 
--- What the command line says before it is parsed: the flow script and the swept names.
-local flow_path, swept = nil, {}
+-- What the command line says before it is parsed: the flow script, the swept names, whether --boards is given.
+local flow_path, swept, many = nil, {}, boards.requested(argv)
 for i, a in ipairs(argv) do
   if a == "--" then break end
   local v = a:match("^%-%-flow=(.*)$") or (a == "--flow" and argv[i + 1])
@@ -60,12 +64,8 @@ for _, o in ipairs(flow and flow.options or {}) do
   flow_types[key] = o[4]
   if own_names[o[1]] then shadowed[key] = o[3] end
   if not taken[o[1]] then
-    if swept[key] and o.required then
-      local copy = {}
-      for k, v in pairs(o) do copy[k] = v end
-      copy.required = nil
-      o = copy
-    end
+    -- a swept option, or with --boards a transport option the lab file gives, is no longer required
+    if swept[key] or many then o = cli.optional(o) end
     options[#options + 1] = o
   end
 end
@@ -143,8 +143,20 @@ return {
       if type(rec) == "table" and not rec.schema and rec[1] then rec = rec[1] end
       return rec
     end
-    local ok, res = pcall(sweep.run, { points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out,
-      ui = ctx.ui, run_point = run_point })
+    local ok, res
+    if ctx.opts.boards then
+      -- many boards at once: the lab's boards, each with its own transport options (docs/many-boards.md)
+      if not flow.flow then
+        errors.fail("EUSAGE", ("--boards runs declared flow scripts (scripts/rpi5.lua, ...); %s runs itself")
+          :format(flow_path), 2)
+      end
+      ok, res = pcall(boards.run_flow, { spec = flow, boards = ctx.opts.boards, spread = ctx.opts.spread,
+        timeout = ctx.opts.board_timeout, opts_for = flow_opts, args = ctx.args, points = points,
+        out = ctx.opts.out, ["repeat"] = ctx.opts["repeat"], ui = ctx.ui })
+    else
+      ok, res = pcall(sweep.run, { points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out,
+        ui = ctx.ui, run_point = run_point })
+    end
     if board then run.close(board) end
     if not ok then error(res, 0) end
     local all = sweep.load(ctx.opts.out)
@@ -155,8 +167,8 @@ return {
     end
     errors.check(report.deliver(all, ctx.opts)) -- --report lava|junit, $GITHUB_STEP_SUMMARY
     if res.failed > 0 then
-      errors.fail("EFAIL", ("%d of %d point runs failed (their records in %s say why)")
-        :format(res.failed, #res.records, ctx.opts.out), 1)
+      errors.fail("EFAIL", ("%s (their records in %s say why)"):format(res.boards and boards.summary(res) or
+        ("%d of %d point runs failed"):format(res.failed, #res.records), ctx.opts.out), 1)
     end
     return nil
   end,

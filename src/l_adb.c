@@ -521,6 +521,10 @@ int luaopen_odp_adb(lua_State *L)
     odp_newclass(L, DEVICE_MT, methods, meta);
     static const luaL_Reg funcs[] = {{"devices", l_devices}, {"server", l_server}, {"connect", l_connect},
                                      {NULL, NULL}};
+    static const char *const waiting_methods[] = {"shell", "push", "pull", "stat", "info", "open_channel", NULL};
+    static const char *const waiting[] = {"devices", "server", "connect", NULL};
+    odp_waiting_methods(L, DEVICE_MT, waiting_methods);
     luaL_newlib(L, funcs);
+    odp_waiting(L, -1, waiting);
     return 1;
 }

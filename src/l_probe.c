@@ -177,7 +177,11 @@ int luaopen_odp_probe(lua_State *L)
     static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL}};
     static const luaL_Reg fns[] = {{"open", l_open}, {"jlink_lib", l_jlink_lib},
                                    {"usb_list", l_usb_list}, {NULL, NULL}};
+    static const char *const waiting_methods[] = {"read", "write", "halt", "go", "reset", NULL};
+    static const char *const waiting[] = {"open", NULL};
     odp_newclass(L, PROBE_MT, methods, meta);
+    odp_waiting_methods(L, PROBE_MT, waiting_methods);
     luaL_newlib(L, fns);
+    odp_waiting(L, -1, waiting);
     return 1;
 }

@@ -157,6 +157,8 @@ static int l_run(lua_State *L)
 int luaopen_odp_proc(lua_State *L)
 {
     static const luaL_Reg funcs[] = {{"run", l_run}, {NULL, NULL}};
+    static const char *const waiting[] = {"run", NULL};
     luaL_newlib(L, funcs);
+    odp_waiting(L, -1, waiting);
     return 1;
 }

@@ -285,7 +285,9 @@ int luaopen_odp_rtt(lua_State *L)
     lua_getglobal(L, "require");
     lua_pushliteral(L, "odp.probe");
     lua_call(L, 1, 0);
+    static const char *const waiting[] = {"attach", "clear_ids", "telnet", NULL};
     odp_newclass(L, RTT_MT, methods, meta);
     luaL_newlib(L, fns);
+    odp_waiting(L, -1, waiting);
     return 1;
 }

@@ -369,6 +369,10 @@ int luaopen_odp_ssh(lua_State *L)
     static const luaL_Reg funcs[] = {{"connect", l_connect}, {"libssh2_version", l_libssh2_version},
                                      {"rsa_sha2", l_rsa_sha2}, {"backend_version", l_backend_version},
                                      {NULL, NULL}};
+    static const char *const waiting_methods[] = {"exec", "put", "get", "open_channel", "close", NULL};
+    static const char *const waiting[] = {"connect", NULL};
+    odp_waiting_methods(L, SESSION, waiting_methods);
     luaL_newlib(L, funcs);
+    odp_waiting(L, -1, waiting);
     return 1;
 }

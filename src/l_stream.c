@@ -123,7 +123,9 @@ int luaopen_odp_streamcore(lua_State *L)
         {"close", l_close}, {NULL, NULL}};
     static const luaL_Reg meta[] = {
         {"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL}};
+    static const char *const waiting_methods[] = {"read", "write", "close", NULL};
     odp_newclass(L, STREAM_MT, methods, meta);
+    odp_waiting_methods(L, STREAM_MT, waiting_methods);
     lua_newtable(L);
     luaL_getmetatable(L, STREAM_MT);
     lua_getfield(L, -1, "__index");

@@ -302,24 +302,62 @@ static int l_hostname(lua_State *L)
     return 1;
 }
 
+/* Inside a task of the scheduler (odp.run.sched: a coroutine while it runs), a cancel raised or lifted from Lua is
+ * the task's own (a board's cleanup lifts and raises it), kept per coroutine; the process's Ctrl-C still shows.
+ * Returns the flag's table on the stack (weak keys: the coroutines), or 0 outside a task. */
+static int task_cancels(lua_State *L)
+{
+    int main_thread = lua_pushthread(L);
+    lua_pop(L, 1);
+    if (main_thread || odp_scheduling(0) <= 0)
+        return 0;
+    if (luaL_getsubtable(L, LUA_REGISTRYINDEX, "odp.sys.task_cancel") == 0) {
+        lua_createtable(L, 0, 1);
+        lua_pushliteral(L, "k");
+        lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+    }
+    return 1;
+}
+
+static int set_task_cancel(lua_State *L, int on)
+{
+    if (!task_cancels(L))
+        return 0;
+    lua_pushthread(L);
+    if (on)
+        lua_pushboolean(L, 1);
+    else
+        lua_pushnil(L);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    return 1;
+}
+
 /* Lifts a Ctrl-C once it has been handled (the REPL returns to its prompt). */
 static int l_cancel_clear(lua_State *L)
 {
-    (void)L;
-    odp_cancel_clear();
+    if (!set_task_cancel(L, 0))
+        odp_cancel_clear();
     return 0;
 }
 
 /* Raises the Ctrl-C request again, after a cleanup that had to lift it to wait (stopping a run on a board). */
 static int l_cancel_request(lua_State *L)
 {
-    (void)L;
-    odp_cancel_request();
+    if (!set_task_cancel(L, 1))
+        odp_cancel_request();
     return 0;
 }
 
 static int l_cancel_requested(lua_State *L)
 {
+    if (task_cancels(L)) {
+        lua_pushthread(L);
+        lua_rawget(L, -2);
+        lua_pushboolean(L, lua_toboolean(L, -1) || odp_interrupted());
+        return 1;
+    }
     lua_pushboolean(L, odp_cancel_requested());
     return 1;
 }
@@ -389,6 +427,8 @@ int luaopen_odp_sys(lua_State *L)
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
         {"cancel_clear", l_cancel_clear}, {"cancel_request", l_cancel_request}, {"terminating", l_terminating},
         {"lock", l_lock}, {NULL, NULL}};
+    static const char *const waiting[] = {"sleep", NULL};
     luaL_newlib(L, funcs);
+    odp_waiting(L, -1, waiting);
     return 1;
 }

@@ -1,5 +1,6 @@
 #include "l_util.h"
 
+#include "util/fiber.h"
 #include "util/wait.h"
 
 #include <math.h>
@@ -150,7 +151,11 @@ void odp_luacb_push(odp_luacb *cb) { lua_rawgeti(cb->L, LUA_REGISTRYINDEX, cb->f
 
 int odp_luacb_call(odp_luacb *cb, int nargs)
 {
-    if (lua_pcall(cb->L, nargs, 0, 0) != LUA_OK) {
+    /* On a fiber the callback cannot yield (it is below a C frame): waits inside it block. */
+    odp_fiber *held = odp_fiber_hold();
+    int rc = lua_pcall(cb->L, nargs, 0, 0);
+    odp_fiber_unhold(held);
+    if (rc != LUA_OK) {
         if (cb->err_ref == LUA_NOREF)
             cb->err_ref = luaL_ref(cb->L, LUA_REGISTRYINDEX);
         else
@@ -250,4 +255,74 @@ void odp_push_exec(lua_State *L, const odp_exec_view *v)
     }
     lua_pushnumber(L, v->wall_s);
     lua_setfield(L, -2, "wall_s");
+}
+
+static char yield_sentinel;
+static int scheduling;
+
+void *odp_yield_sentinel(void) { return &yield_sentinel; }
+
+int odp_scheduling(int delta) { return scheduling += delta; }
+
+/* The registered function (upvalue 1) on the fiber, with the stack its caller gave it. */
+static int call_on_fiber(void *arg)
+{
+    lua_State *L = arg;
+    return lua_tocfunction(L, lua_upvalueindex(1))(L);
+}
+
+static int waiting_continue(lua_State *L, int status, lua_KContext ctx);
+
+/* After the fiber ran: its results are on the stack, or it parked a wait and the coroutine yields. */
+static int waiting_step(lua_State *L, odp_fiber *f, int done)
+{
+    if (done) {
+        int n = f->result;
+        odp_fiber_free(f);
+        return n;
+    }
+    f->user = lua_gettop(L);
+    luaL_checkstack(L, 3, "yielding a wait");
+    lua_pushlightuserdata(L, &yield_sentinel);
+    lua_pushlightuserdata(L, f);
+    lua_pushinteger(L, f->call);
+    return lua_yieldk(L, 3, (lua_KContext)f, waiting_continue);
+}
+
+/* Resumed by the scheduler (f->outcome set): the stack is put back as the function left it (what resume passed
+ * is dropped) and the fiber goes on from its wait. */
+static int waiting_continue(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    odp_fiber *f = (odp_fiber *)ctx;
+    lua_settop(L, (int)f->user);
+    return waiting_step(L, f, odp_fiber_resume(f));
+}
+
+static int waiting_trampoline(lua_State *L)
+{
+    odp_fiber *f = NULL;
+    if (scheduling <= 0 || !lua_isyieldable(L) || odp_fiber_current() || !(f = odp_fiber_new()))
+        return lua_tocfunction(L, lua_upvalueindex(1))(L);
+    return waiting_step(L, f, odp_fiber_start(f, call_on_fiber, L));
+}
+
+void odp_waiting(lua_State *L, int idx, const char *const names[])
+{
+    idx = lua_absindex(L, idx);
+    for (int i = 0; names[i]; i++) {
+        lua_getfield(L, idx, names[i]);
+        if (!lua_tocfunction(L, -1))
+            luaL_error(L, "odp_waiting: '%s' is not a C function", names[i]);
+        lua_pushcclosure(L, waiting_trampoline, 1);
+        lua_setfield(L, idx, names[i]);
+    }
+}
+
+void odp_waiting_methods(lua_State *L, const char *class_name, const char *const names[])
+{
+    luaL_getmetatable(L, class_name);
+    lua_getfield(L, -1, "__index");
+    odp_waiting(L, -1, names);
+    lua_pop(L, 2);
 }

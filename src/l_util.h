@@ -43,6 +43,20 @@ void odp_luacb_push(odp_luacb *cb);
 int odp_luacb_call(odp_luacb *cb, int nargs);
 void odp_luacb_release(odp_luacb *cb);
 
+/* Waiting functions (NSE's model). A binding whose C core may wait registers those functions with
+ * odp_waiting: called from a scheduled coroutine (odp.run.sched) the function runs on a fiber
+ * (util/fiber.h), and a wait inside it yields the coroutine with lua_yieldk (values: odp_yield_sentinel(), the
+ * fiber as a light userdata, the number of this call) to be continued when the scheduler's poll says the wait is over. Called anywhere
+ * else it runs as it always did, blocking. names: NULL-terminated fields of the table at idx. */
+void odp_waiting(lua_State *L, int idx, const char *const names[]);
+/* The same for methods of a class made by odp_newclass. */
+void odp_waiting_methods(lua_State *L, const char *class_name, const char *const names[]);
+/* The first value of every yield the scheduler handles (NSE's sentinel: user coroutines pass such yields on). */
+void *odp_yield_sentinel(void);
+/* While positive, waiting functions called from a yieldable coroutine yield (the scheduler is running).
+ * Adds delta and returns the new count. */
+int odp_scheduling(int delta);
+
 /* Streams (one userdata type odp.Stream for every odp_stream implementation). Takes ownership of s. */
 void odp_pushstream(lua_State *L, odp_stream *s);
 /* The same, the value at owner kept alive as long as the stream (a session whose channel it is). */

@@ -118,6 +118,8 @@ int luaopen_odp_xmodem(lua_State *L)
 {
     static const luaL_Reg fns[] = {{"send", l_send}, {"receive", l_receive}, {NULL, NULL}};
     odp_require_stream(L);
+    static const char *const waiting[] = {"send", "receive", NULL};
     luaL_newlib(L, fns);
+    odp_waiting(L, -1, waiting);
     return 1;
 }

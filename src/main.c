@@ -48,8 +48,8 @@ static void on_interrupt(int sig)
 {
     if (sig != SIGINT && !odp_terminate_signal()) {
         odp_terminate_request(sig);
-    } else if (!odp_cancel_requested()) {
-        odp_cancel_request();
+    } else if (!odp_interrupted()) {
+        odp_interrupt();
     } else if (!hooked && main_L) {
         hooked = 1;
         lua_sethook(main_L, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);

@@ -75,9 +75,18 @@ return {
       { "hostname() -> string", "gethostname(2)" },
       { "cancel_requested() -> boolean", "a Ctrl-C (or SIGHUP/SIGTERM) is pending: every wait returns ECANCELED until it is lifted" },
       { "cancel_clear()", "lifts it (the REPL does after each statement)" },
-      { "cancel_request()", "raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md)" },
+      { "cancel_request()", "raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md); in a task of odp.run.sched, cancel_request, cancel_clear and cancel_requested act on that task's own flag (docs/many-boards.md)" },
       { "terminating() -> integer|nil signal", "SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)" },
       { "lock(path: string) -> odp.sys.Lock|nil lock, string? err, odp.ECode? code, integer? holder_pid", "an exclusive flock on path, created with this pid in it; EBUSY with the holder's pid" },
+    } },
+
+    { "odp.wait", "what the scheduler (odp.run.sched, docs/many-boards.md) needs from the one waiting point; also SENTINEL, the first value of every scheduler yield", {
+      { "poll(waits: lightuserdata[], deadline?: number) -> integer[]|nil ready, " .. FAIL,
+        "waits for every parked wait at once (in odp_wait: ECANCELED on Ctrl-C); deadline: an absolute sys.now() time; ready: the indices whose wait is over" },
+      { 'wake(wait: lightuserdata, how: "ECANCELED"|"ETIMEDOUT")', "the parked wait ends that way when its task is resumed" },
+      { "scheduling(on?: boolean) -> boolean? running", "a scheduler starts (true) or stops (false) running tasks; without on: whether one runs" },
+      { "interrupted() -> boolean", "whether Ctrl-C (or SIGHUP/SIGTERM) asked the whole process to stop" },
+      { "interrupt()", "asks it again (the scheduler lifts a Ctrl-C while its tasks stop, then raises it for the code around)" },
     } },
     { "odp.sys.Lock", "a held lock file (sys.lock)", {
       { "release()", "removes the lock file and gives the lock back (also __close, __gc)" },

@@ -191,7 +191,7 @@ function sys.hostname() end
 function sys.cancel_requested() end
 --- lifts it (the REPL does after each statement)
 function sys.cancel_clear() end
---- raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md)
+--- raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md); in a task of odp.run.sched, cancel_request, cancel_clear and cancel_requested act on that task's own flag (docs/many-boards.md)
 function sys.cancel_request() end
 --- SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)
 ---@return integer|nil signal
@@ -203,6 +203,30 @@ function sys.terminating() end
 ---@return odp.ECode? code
 ---@return integer? holder_pid
 function sys.lock(path) end
+
+--- what the scheduler (odp.run.sched, docs/many-boards.md) needs from the one waiting point; also SENTINEL, the first value of every scheduler yield
+---@class odp.wait
+local wait = {}
+--- waits for every parked wait at once (in odp_wait: ECANCELED on Ctrl-C); deadline: an absolute sys.now() time; ready: the indices whose wait is over
+---@param waits lightuserdata[]
+---@param deadline? number
+---@return integer[]|nil ready
+---@return string? err
+---@return odp.ECode? code
+function wait.poll(waits, deadline) end
+--- the parked wait ends that way when its task is resumed
+---@param wait lightuserdata
+---@param how "ECANCELED"|"ETIMEDOUT"
+function wait.wake(wait, how) end
+--- a scheduler starts (true) or stops (false) running tasks; without on: whether one runs
+---@param on? boolean
+---@return boolean? running
+function wait.scheduling(on) end
+--- whether Ctrl-C (or SIGHUP/SIGTERM) asked the whole process to stop
+---@return boolean
+function wait.interrupted() end
+--- asks it again (the scheduler lifts a Ctrl-C while its tasks stop, then raises it for the code around)
+function wait.interrupt() end
 
 --- a held lock file (sys.lock)
 ---@class odp.sys.Lock

@@ -1,5 +1,7 @@
 #include "wait.h"
 
+#include "fiber.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,7 +38,7 @@ int odp_wait_init(void)
     return pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK);
 }
 
-void odp_cancel_request(void)
+void odp_interrupt(void)
 {
     int saved = errno;
     cancel_flag = 1;
@@ -47,12 +49,27 @@ void odp_cancel_request(void)
     errno = saved;
 }
 
-int odp_cancel_requested(void) { return cancel_flag != 0; }
+int odp_interrupted(void) { return cancel_flag != 0; }
+
+void odp_cancel_request(void)
+{
+    odp_fiber *f = odp_fiber_current();
+    if (f)
+        f->cancel = 1;
+    else
+        odp_interrupt();
+}
+
+int odp_cancel_requested(void)
+{
+    odp_fiber *f = odp_fiber_current();
+    return f ? f->cancel : cancel_flag != 0;
+}
 
 void odp_terminate_request(int sig)
 {
     terminate_sig = sig;
-    odp_cancel_request();
+    odp_interrupt();
 }
 
 int odp_terminate_signal(void) { return terminate_sig; }
@@ -60,6 +77,11 @@ int odp_terminate_signal(void) { return terminate_sig; }
 void odp_cancel_clear(void)
 {
     char buf[64];
+    odp_fiber *f = odp_fiber_current();
+    if (f) {
+        f->cancel = 0;
+        return;
+    }
     cancel_flag = 0;
     if (cancel_pipe[0] >= 0)
         while (read(cancel_pipe[0], buf, sizeof buf) > 0) {}
@@ -76,8 +98,28 @@ static int timeout_ms(double deadline)
     return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* On a fiber the wait is parked and the fiber suspended; the scheduler's one poll (src/l_wait.c) decides how
+ * it ends. Its cancel flag is sticky like the process's: a core that goes on waiting after ECANCELED gets it
+ * again at once. */
+static int wait_on_fiber(odp_fiber *f, struct pollfd *fds, nfds_t nfds, double deadline, odp_err *err)
+{
+    if (f->cancel)
+        return odp_fail(err, ODP_ECANCELED, "interrupted");
+    int outcome = odp_fiber_park(f, fds, nfds, deadline);
+    if (outcome == ODP_ECANCELED) {
+        f->cancel = 1;
+        return odp_fail(err, ODP_ECANCELED, "interrupted");
+    }
+    if (outcome == ODP_ETIMEDOUT)
+        return odp_fail(err, ODP_ETIMEDOUT, "timed out");
+    return 0;
+}
+
 int odp_wait(struct pollfd *fds, nfds_t nfds, double deadline, odp_err *err)
 {
+    odp_fiber *f = odp_fiber_current();
+    if (f)
+        return wait_on_fiber(f, fds, nfds, deadline, err);
     struct pollfd local[16];
     struct pollfd *all = nfds + 1 <= 16 ? local : malloc((nfds + 1) * sizeof *all);
     if (!all)

@@ -1,6 +1,7 @@
 /* The one waiting point. Every blocking C call in odp waits here, with an absolute deadline, so that
- * timeouts and Ctrl-C work everywhere and a later scheduler (coroutines, many boards at once) has a
- * single place to plug in. Nothing else in odp may sleep or poll. */
+ * timeouts and Ctrl-C work everywhere. On a fiber (util/fiber.h: a C call of a scheduled Lua coroutine) the wait
+ * is parked instead, and the scheduler polls every parked wait at once (src/l_wait.c). Nothing else in odp may
+ * sleep or poll. */
 #ifndef ODP_WAIT_H
 #define ODP_WAIT_H
 
@@ -22,8 +23,12 @@ int odp_wait(struct pollfd *fds, nfds_t nfds, double deadline, odp_err *err);
 /* Sleeps until the deadline; returns 0, or ODP_ECANCELED. */
 int odp_sleep_until(double deadline, odp_err *err);
 
-/* Cancellation (Ctrl-C). odp_cancel_request is async-signal-safe. */
+/* Cancellation. odp_interrupt (Ctrl-C; async-signal-safe) asks the whole process to stop; odp_interrupted says
+ * whether it did. odp_cancel_request/requested/clear act on the current call: on a fiber (a call of a scheduled
+ * task, util/fiber.h) that call's own flag, else the process's. */
 int odp_wait_init(void);
+void odp_interrupt(void);
+int odp_interrupted(void);
 void odp_cancel_request(void);
 int odp_cancel_requested(void);
 void odp_cancel_clear(void);

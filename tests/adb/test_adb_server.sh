@@ -4,16 +4,10 @@
 # server holds a phone over USB. The checks are in server.lua.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
-ODP=${ODP:-$top/build/odp}
-out=${ODP_BUILD_DIR:-$top/build}/tests
 command -v adb >/dev/null || { echo "not ok - Debian's adb is missing (vendor/packages.txt [test])"; exit 1; }
 command -v socat >/dev/null || { echo "not ok - socat is missing (vendor/packages.txt [test])"; exit 1; }
-make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok - building adbemu"; exit 1; }
+. "$(dirname "$0")/env.sh"
 make -s -C "$top" BUILD="${ODP_BUILD_DIR:-$top/build}" "$out/fake_runner" >/dev/null 2>&1
-export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
-. "$top/tests/lib/tap.sh"
 
 work=$(mktemp -d /tmp/odp-adbserver.XXXXXX)
 export HOME=$work/home ADBEMU=$out/adbemu ADBTEST_WORK=$work

@@ -3,14 +3,8 @@
 # The emulator is itself validated by Debian's adb in tests/adbemu/test_adb_client.sh.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
-ODP=${ODP:-$top/build/odp}
-out=${ODP_BUILD_DIR:-$top/build}/tests
-make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || { echo "not ok 1 - building adbemu"; echo 1..1; exit 1; }
+. "$(dirname "$0")/env.sh"
 EMU=$out/adbemu
-export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
-. "$top/tests/lib/tap.sh"
 # no adb server (nothing listens on port 1): odp devices and --adb auto take the direct path whatever runs here
 export ANDROID_ADB_SERVER_PORT=1
 unset ADB_SERVER_SOCKET ANDROID_SERIAL

@@ -6,6 +6,8 @@
  *   ODP_FAKE_REPLAY=PREFIX   write PREFIX.stdout / PREFIX.stderr verbatim, exit as PREFIX.rc says (rc=N)
  *   ODP_FAKE_TOUCH_MB=N      allocate and touch N MB (peak RSS tests)
  *   ODP_FAKE_ITER_US=N       busy work per execution, microseconds (default 200)
+ *   ODP_FAKE_WAIT_US=N       then a sleep per execution, microseconds (default 0): time on "the device" that
+ *                            costs this machine no CPU, for benches of many loopback boards at once
  *   ODP_FAKE_ETDUMP=FILE     copy FILE to --etdump_path (else a small placeholder ETDump is not written)
  *   ODP_FAKE_MODE=hang|hang_tree|segv|abort|garbage|silent|old
  *       hang: sleep forever; hang_tree: also leave a grandchild sleeping (process-group kill tests);
@@ -217,10 +219,16 @@ int main(int argc, char **argv)
     }
     const char *iter = knob(argc, argv, "iter_us");
     long iter_us = iter ? atol(iter) : 200;
+    const char *wait = knob(argc, argv, "wait_us");
+    long wait_us = wait ? atol(wait) : 0;
     double total = 0;
     for (long i = 1; i <= n; i++) {
         double a = since_start();
         busy_us(iter_us);
+        if (wait_us > 0) {
+            struct timespec w = {wait_us / 1000000, (wait_us % 1000000) * 1000};
+            while (nanosleep(&w, &w) != 0 && errno == EINTR) {}
+        }
         double ms = (since_start() - a) * 1e3;
         total += ms;
         if (strcmp(mode, "old") != 0)

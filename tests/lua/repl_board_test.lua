@@ -71,12 +71,45 @@ T.test("ssh: exec, push, Tab completes verbs, Ctrl-C during a long exec, the boa
   local deadline = sys.now() + 20
   while prompts() <= before and sys.now() < deadline do sys.sleep(0.1) end
   T.ok(prompts() > before, "back at the prompt:\n" .. screen())
-  T.match(screen(), "canceled = true")
+  T.match(screen(), "%[interrupted in [%d.]+ s%]")
   -- the remote command is gone, and the same board answers
   local left = proc.run { "sh", "-c", "ps -eo args | grep " .. marker .. " | grep -v grep || true" }.stdout
   T.eq(left, "", "the remote sleep was killed")
   line('board:exec("echo still-$((1+1))").stdout')
   wait_for('"still%-2\\n"')
+  stop()
+end)
+
+T.test("ssh: board:exec at the prompt shows its output as it arrives, then one status line", function()
+  start(ssh_args)
+  line('board:exec("echo first-$((1+1)); sleep 3; echo second-$((2+2))")')
+  wait_for("first%-2")
+  T.eq(screen():find("second-4", 1, true), nil, "the first line is shown before the command ends")
+  local s = wait_for("%[exit 0 in [%d.]+ s%]")
+  T.match(s, "second%-4")
+  T.eq(s:find("stdout =", 1, true), nil, "a status line, not the result table")
+  line('return board:exec("echo x").stdout') -- the fields are all still there
+  wait_for('"x\\n"')
+  stop()
+end)
+
+T.test("odp repl --boards: boards:exec runs on every board at once, output under each name; boards[name] is a Board", function()
+  local lab = tmp .. "/lab.lua"
+  local entry = '{ name = %q, device = "devices/rpi5.lua", host = "%s@127.0.0.1", port = %d, identity = %q, ' ..
+    'known_hosts = %q, ssh_config = "none", remote_dir = %q }'
+  T.write(lab, ("return { boards = { %s, %s } }\n"):format(
+    entry:format("lab-a", srv.user, srv.port, srv.identity, srv.known_hosts, rdir .. "/a"),
+    entry:format("lab-b", srv.user, srv.port, srv.identity, srv.known_hosts, rdir .. "/b")))
+  start("--boards " .. q(lab))
+  line('boards:exec("true")') -- connected, so that the next call's wall time is the commands'
+  wait_for("== lab%-b\n%[exit 0", 30)
+  line('t0 = odp.sys.now(); r = boards:exec("sleep 2; echo on-$((6*7))"); wall = odp.sys.now() - t0; return r')
+  local s = wait_for("== lab%-b\non%-42\n%[exit 0", 30)
+  T.match(s, "== lab%-a\non%-42\n%[exit 0")
+  line("return wall < 3.5") -- one after the other: 4 s
+  wait_for("\ntrue\n")
+  line('boards["lab-b"]')
+  wait_for("Board%(rpi5, ssh")
   stop()
 end)
 

@@ -65,6 +65,15 @@ M.FILES = {
 
 local function key(name) return (name:gsub("-", "_")) end
 
+--- A copy of option entry o that is not required (a value another source gives: a swept -p, a lab file).
+function M.optional(o)
+  if not o.required then return o end
+  local copy = {}
+  for k, v in pairs(o) do copy[k] = v end
+  copy.required = nil
+  return copy
+end
+
 local function usage(msg) errors.fail("EUSAGE", msg, 2) end
 
 local UNITS = { k = 1024, m = 1024 * 1024, g = 1024 * 1024 * 1024 }

@@ -91,11 +91,29 @@ local function op_samples(rec)
   return out
 end
 
---- Loads one side. label: "A" or "B" (for messages). Failed records, files without samples and cut lines
+--- The boards with a successful record in path (`board`, from --boards runs), in first-seen order.
+function M.boards(path)
+  local seen, out = {}, {}
+  for _, rec in ipairs((M.read_records(path, path))) do
+    if rec.board ~= nil and rec.ok ~= false and not seen[rec.board] then
+      seen[rec.board] = true
+      out[#out + 1] = rec.board
+    end
+  end
+  return out
+end
+
+--- Loads one side. label: "A" or "B" (for messages); board: only that board's records (from --boards runs). Failed records, files without samples and cut lines
 --- are one-line usage errors (exit 2) or warnings, never compared. -> side {path, records, groups (latency
 --- per process), rss, load, ops = {{key, samples}}, model, device, device_state, warnings, samples_files}
-function M.load(path, label)
+function M.load(path, label, board)
   local records, dir, warnings = M.read_records(path, label)
+  if board then
+    local mine = {}
+    for _, rec in ipairs(records) do if rec.board == board then mine[#mine + 1] = rec end end
+    if #mine == 0 then bad(("%s: %s has no record of board %s"):format(label, path, board)) end
+    records, label = mine, ("%s (%s)"):format(label, board)
+  end
   local side = { path = path, label = label, records = {}, groups = {}, rss = {}, load = {}, warnings = warnings,
     samples_files = {} }
   local failed = {}

@@ -271,13 +271,14 @@ end
 
 --- A one-row-per-record summary (sweeps).
 function M.summary(records)
-  local rows, pkeys, seen = {}, {}, {}
+  local rows, pkeys, seen, boards = {}, {}, {}, false
   for _, r in ipairs(records) do
     for k in pairs(r.params or {}) do if not seen[k] then seen[k] = true pkeys[#pkeys + 1] = k end end
+    boards = boards or r.board ~= nil
   end
   table.sort(pkeys)
   for _, r in ipairs(records) do
-    local row = { ok = r.ok and "ok" or ("FAIL " .. ((r.error and r.error.code) or "")) }
+    local row = { ok = r.ok and "ok" or ("FAIL " .. ((r.error and r.error.code) or "")), board = r.board }
     for _, k in ipairs(pkeys) do row["p:" .. k] = r.params and r.params[k] end
     local l = r.latency_ms or {}
     row.n, row.mean, row.p50, row.p90, row.max = l.n, l.mean, l.p50, l.p90, l.max
@@ -285,6 +286,7 @@ function M.summary(records)
     rows[#rows + 1] = row
   end
   local cols = {}
+  if boards then cols[1] = { key = "board" } end -- records of --boards runs: which board each is
   for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
   for _, c in ipairs({ { key = "ok" }, { key = "n", fmt = "%d" }, { key = "mean", time = true },
     { key = "p50", time = true }, { key = "p90", time = true }, { key = "max", time = true },

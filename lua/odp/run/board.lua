@@ -131,11 +131,35 @@ function Board:info()
   return info
 end
 
+--- One line saying how an exec ended: "[exit 0 in 0.12 s]", "[killed by KILL in ...]", "[timed out in ...]".
+function M.exec_status(r)
+  local how = r.timed_out and "timed out" or r.canceled and "interrupted" or
+    (r.signal_name and ("killed by " .. r.signal_name)) or ("exit " .. tostring(r.status))
+  return ("[%s in %.2f s]"):format(how, r.wall_s or 0)
+end
+
+local function echo_output(stream)
+  return function(s) stream:write(s) stream:flush() end
+end
+
+-- board.echo = true (the REPL's boards): exec shows the command's output as it arrives, and its result prints
+-- as the one status line (its fields are all still there). opts.echo overrides it for one call.
 function Board:exec(argv, opts)
   if self.transport == "probe" then enotsup(self, "exec") end
   if type(argv) == "string" then argv = { "sh", "-c", argv } end
+  local echo = self.echo
+  if opts and opts.echo ~= nil then echo = opts.echo end
+  if echo then
+    local o = {}
+    for k, v in pairs(opts or {}) do o[k] = v end
+    o.on_stdout = o.on_stdout or echo_output(io.stdout)
+    o.on_stderr = o.on_stderr or echo_output(io.stderr)
+    if o.rusage == nil then o.rusage = false end -- the helper's report line would show among the output
+    opts = o
+  end
   local r, err, code = self:target():exec(argv, opts)
   if not r then errors.fail(code or "EIO", (tostring(err):gsub("^E%u+: ", "")), 3) end
+  if echo then setmetatable(r, { __tostring = M.exec_status }) end
   return r
 end
 

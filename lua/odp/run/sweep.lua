@@ -100,6 +100,51 @@ local function check_opts(opts, allowed)
   end
 end
 
+-- Takes --out for this sweep: its lock (a second sweep on the same file fails with EBUSY, exit 2, naming
+-- the pid; a dead one's lock is free), the count of successful records per point key (per board and point
+-- key when by_board), and a torn last line mended. Returns the lock and the counts (out nil: none).
+local function open_out(out, names, by_board)
+  if not out then return nil, {} end
+  local lock, lerr, lcode, holder = sys.lock(out .. ".lock")
+  if not lock then
+    if lcode == "EBUSY" then
+      errors.fail("EBUSY", ("%s is being written by another sweep (pid %d): wait for it to finish, "
+        .. "or give this one another --out"):format(out, holder), 2)
+    end
+    errors.check(lock, lerr, lcode) -- the lock file's path and why, once, exit 3
+  end
+  local old, torn = M.load(out)
+  local done_count = {}
+  for _, r in ipairs(old) do
+    if r.ok ~= false and type(r.params) == "table" then
+      local k = M.key(r.params, names)
+      if by_board then k = tostring(r.board) .. "\0" .. k end
+      done_count[k] = (done_count[k] or 0) + 1
+    end
+  end
+  if torn then errors.check(sys.append_sync(out, "\n")) end
+  return lock, done_count
+end
+
+-- The parameter names of points (points.names, else every key, sorted).
+local function point_names(points)
+  if points.names then return points.names end
+  local seen, names = {}, {}
+  for _, p in ipairs(points) do
+    for k in pairs(p) do if not seen[k] then seen[k] = true names[#names + 1] = k end end
+  end
+  table.sort(names)
+  return names
+end
+
+-- A failed record for a point whose run raised e.
+local function failed_record(e)
+  return { schema = "odp.result/1", ok = false,
+    error = { code = type(e) == "table" and e.code or "EFAIL",
+      message = type(e) == "table" and (e.message or tostring(e)) or tostring(e),
+      exit = type(e) == "table" and e.exit or nil } }
+end
+
 --- Runs every point `repeat` times. opts:
 --   points     list from sweep.points (required)
 --   repeat     records per point (default 1)
@@ -118,35 +163,9 @@ function M.run(opts)
   local run_point = assert(opts.run_point, "sweep.run: run_point is required")
   local reps = opts["repeat"] or 1
   assert(math.type(reps) == "integer" and reps >= 1, "sweep.run: repeat must be a positive integer")
-  local names = points.names
-  if not names then
-    local seen = {}
-    names = {}
-    for _, p in ipairs(points) do
-      for k in pairs(p) do if not seen[k] then seen[k] = true names[#names + 1] = k end end
-    end
-    table.sort(names)
-  end
+  local names = point_names(points)
 
-  -- one writer per file: a second sweep on the same --out would interleave points (a dead one's lock is free)
-  local lock <close>, lerr, lcode, holder = sys.lock(out .. ".lock")
-  if not lock then
-    if lcode == "EBUSY" then
-      errors.fail("EBUSY", ("%s is being written by another sweep (pid %d): wait for it to finish, "
-        .. "or give this one another --out"):format(out, holder), 2)
-    end
-    errors.check(lock, lerr, lcode) -- the lock file's path and why, once, exit 3
-  end
-  local old, torn = M.load(out)
-  local done_count = {}
-  for _, r in ipairs(old) do
-    if r.ok ~= false and type(r.params) == "table" then
-      local k = M.key(r.params, names)
-      done_count[k] = (done_count[k] or 0) + 1
-    end
-  end
-  if torn then errors.check(sys.append_sync(out, "\n")) end
-
+  local lock <close>, done_count = open_out(out, names, false)
   local todo, skipped = {}, 0
   for i, p in ipairs(points) do
     local have = done_count[M.key(p, names)] or 0
@@ -162,11 +181,8 @@ function M.run(opts)
   for n, item in ipairs(todo) do
     local ok, rec = pcall(run_point, item.params, item.rep)
     if not ok then
-      local e = rec
-      if type(e) == "table" and e.code == "ECANCELED" then error(e, 0) end
-      rec = { schema = "odp.result/1", ok = false,
-        error = { code = type(e) == "table" and e.code or "EFAIL",
-          message = type(e) == "table" and (e.message or tostring(e)) or tostring(e) } }
+      if type(rec) == "table" and rec.code == "ECANCELED" then error(rec, 0) end
+      rec = failed_record(rec)
     end
     if type(rec) ~= "table" then
       rec = { schema = "odp.result/1", ok = false,
@@ -191,6 +207,185 @@ function M.run(opts)
   end
   if bar then bar:finish(("%d run, %d skipped, %d failed"):format(total, skipped, failed)) end
   return { records = records, skipped = skipped, failed = failed, total = total }
+end
+
+-- Many boards -------------------------------------------------------------------------------------------------
+
+-- Why a board is out after a point: an infrastructure failure (exit 3: unreachable, disconnected, preflight
+-- refused, ...) ends its share of the sweep; a measurement that failed (exit 1) does not.
+local function out_reason(rec)
+  local e = rec.ok == false and rec.error
+  if e and (e.exit == 3 or e.exit == 2 or e.code == "ETIMEDOUT") then
+    return ("%s: %s"):format(e.code, (tostring(e.message):gsub("^E%u+: ", "")))
+  end
+end
+
+--- Runs every point on many boards at once: one task per board (odp.run.sched), all in this process. opts:
+--   points, repeat, out   as M.run (out may be nil: no file, no resume); records carry `board`
+--   boards     list of {name = ...} (lab entries, odp.target.lab)
+--   spread     "each" (every board runs every point; resume counts per board) or "pool" (the boards share
+--              the points; a point whose board fails is retried once on another board)
+--   open       function(entry) -> board, called in the board's task (connecting waits yield there)
+--   run_point  function(board, params, rep, entry) -> record
+--   close      function(board) (optional)
+--   timeout    seconds a point may take on a board (nil: no limit); past it the board is out
+--   ui         an odp.core.ui: one status line per board on a terminal
+-- A board that is out (unreachable, timed out, disconnected, preflight refused) fails its own points only:
+-- each gets a failed record naming the board and the reason. Ctrl-C stops every board (their remote process
+-- groups are killed by the cores) and raises ECANCELED (exit 130).
+-- Returns {records, skipped, failed, total, boards = {name = {done, failed, out = reason|nil}}}.
+function M.run_boards(opts)
+  check_opts(opts, { points = true, ["repeat"] = true, out = true, boards = true, spread = true, open = true,
+    run_point = true, close = true, timeout = true, ui = true })
+  local sched = require("odp.run.sched")
+  local points = assert(opts.points, "sweep.run_boards: points is required")
+  local out = opts.out
+  local boards = assert(opts.boards, "sweep.run_boards: boards is required")
+  local spread = opts.spread or "each"
+  assert(spread == "each" or spread == "pool", "sweep.run_boards: spread must be each or pool")
+  local reps = opts["repeat"] or 1
+  local names = point_names(points)
+  local each = spread == "each"
+
+  local lock <close>, done_count = open_out(out, names, each)
+  local queues, skipped, total = {}, 0, 0
+  local function items(prefix)
+    local list = {}
+    for i, p in ipairs(points) do
+      local have = done_count[prefix .. M.key(p, names)] or 0
+      for rep = 1, reps do
+        if rep <= have then skipped = skipped + 1 else list[#list + 1] = { params = p, rep = rep, index = i, tried = {} } end
+      end
+    end
+    total = total + #list
+    return list
+  end
+  local shared = not each and items("") or nil
+  local status, board_names = {}, {}
+  for _, b in ipairs(boards) do
+    queues[b.name] = each and items(b.name .. "\0") or shared
+    status[b.name] = { done = 0, failed = 0, total = each and #queues[b.name] or nil }
+    board_names[#board_names + 1] = b.name
+  end
+  if opts.ui and skipped > 0 then opts.ui:info("sweep: %d record(s) already in %s, skipped", skipped, out) end
+  local lines = opts.ui and opts.ui:lines(board_names)
+  local records, failed = {}, 0
+
+  local function show(name, note)
+    if not lines then return end
+    local st = status[name]
+    local count = st.total and ("%d/%d"):format(st.done, st.total) or ("%d done"):format(st.done)
+    lines:set(name, ("%s%s  %s"):format(count, st.failed > 0 and (", %d failed"):format(st.failed) or "",
+      st.out and ("out: " .. st.out) or note or ""), st.out ~= nil)
+  end
+
+  local function write(entry, item, rec)
+    rec.board = entry.name
+    if entry.lava_job_id and rec.lava_job_id == nil then rec.lava_job_id = entry.lava_job_id end
+    rec.params = rec.params or {}
+    for k, v in pairs(item.params) do rec.params[k] = v end
+    rec.sweep = { point = item.index, rep = item.rep, of = #points }
+    local st = status[entry.name]
+    st.done = st.done + 1
+    if rec.ok == false then
+      failed, st.failed = failed + 1, st.failed + 1
+    end
+    if out then errors.check(sys.append_sync(out, result.encode(rec) .. "\n")) end
+    records[#records + 1] = rec
+  end
+
+  local s = sched.new()
+  -- The pool: a board with nothing to take waits while points run elsewhere, since one may come back.
+  local in_flight = 0
+  local function take(entry)
+    local q = queues[entry.name]
+    while true do
+      for i, item in ipairs(q) do
+        if not item.tried[entry.name] then return table.remove(q, i) end
+      end
+      if each or in_flight == 0 or s.interrupted then return nil end
+      sys.sleep(0.05)
+    end
+  end
+  local function others_in(entry)
+    for name, st in pairs(status) do
+      if name ~= entry.name and not st.out and not st.finished then return true end
+    end
+    return false
+  end
+
+  local function board_task(entry)
+    local task = sched.current()
+    local st = status[entry.name]
+    local ok, board = pcall(opts.open, entry)
+    if not ok then st.out = out_reason(failed_record(board)) or tostring(board) end
+    show(entry.name, "starting")
+    while true do
+      if st.out and not each then break end -- a pool board that is out takes no more points
+      local item = take(entry)
+      if not item then break end
+      in_flight = in_flight + 1
+      local rec
+      if st.out then
+        rec = failed_record { code = "ENODEV", exit = 3,
+          message = ("board %s is out (%s); point not run"):format(entry.name, st.out) }
+      else
+        show(entry.name, (M.key(item.params, names):gsub("%z", " ")))
+        task:limit(opts.timeout)
+        local pok, r = pcall(opts.run_point, board, item.params, item.rep, entry)
+        task:limit(nil)
+        if s.interrupted then -- Ctrl-C, SIGTERM: a record the flow made of the cut point is kept, as with one board
+          if pok and type(r) == "table" then write(entry, item, r) end
+          break
+        end
+        if task.timed_out then
+          rec = failed_record { code = "ETIMEDOUT", exit = 3,
+            message = ("board %s: the point took longer than %g s"):format(entry.name, opts.timeout) }
+        elseif not pok then
+          rec = failed_record(r)
+          if type(r) ~= "table" or not r.code then rec.error.exit = 1 end
+        elseif type(r) ~= "table" then
+          rec = failed_record { code = "EFAIL", message = "run_point returned " .. type(r) .. ", not a record" }
+        else
+          rec = r
+        end
+        if rec.error and rec.error.message and not tostring(rec.error.message):find(entry.name, 1, true) then
+          rec.error.message = ("board %s: %s"):format(entry.name, rec.error.message)
+        end
+        st.out = out_reason(rec)
+      end
+      in_flight = in_flight - 1
+      if st.out and not each and others_in(entry) and not item.retried then
+        -- the pool: another board runs this point once more; this one leaves
+        item.retried, item.tried[entry.name] = true, true
+        table.insert(queues[entry.name], 1, item)
+        if opts.ui then opts.ui:warn("board %s is out (%s); its point goes to another board", entry.name, st.out) end
+      else
+        write(entry, item, rec)
+      end
+      show(entry.name)
+    end
+    st.finished = true
+    show(entry.name, st.out and "" or "finished")
+    if board and opts.close then pcall(opts.close, board) end
+  end
+  for _, b in ipairs(boards) do
+    s:spawn(board_task, { name = b.name }, b)
+  end
+  local ok, err = pcall(s.run, s)
+  if lines then lines:finish() end
+  if not ok then error(err, 0) end
+  if s.interrupted then errors.fail("ECANCELED", "interrupted; every board's remote processes were stopped", 130) end
+  for _, t in ipairs(s.tasks) do
+    if not t.ok then error(t.traceback or t.error, 0) end -- a bug in odp or in run_point, not a board's failure
+  end
+  -- the pool: a point retried after its board went out, when no board was left to take it
+  for _, item in ipairs(shared or {}) do
+    local by = next(item.tried)
+    write({ name = by }, item, failed_record { code = "ENODEV", exit = 3,
+      message = ("board %s is out (%s) and no other board was left to retry the point"):format(by, status[by].out) })
+  end
+  return { records = records, skipped = skipped, failed = failed, total = total, boards = status }
 end
 
 return M

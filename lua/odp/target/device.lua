@@ -7,7 +7,7 @@ local sys = require("odp.sys")
 
 local M = {}
 
--- Types: "string", "number", "integer", "boolean", {enum = {...}}, {list = T}, {map = T} (string keys),
+-- Types (device files, lab files): "string", "number", "integer", "boolean", {enum = {...}}, {list = T}, {map = T} (string keys),
 -- {fields = {...}} (a table with exactly these keys). required = true on a field spec.
 local str, int, num, bool = "string", "integer", "number", "boolean"
 local function list(t) return { list = t } end
@@ -18,6 +18,9 @@ local ARGV = list(str)
 local COMMAND = fields { argv = { list = str, required = true }, cwd = str, env = { enum = { "build" } } }
 
 M.TRANSPORTS = { "host", "ssh", "adb", "probe" }
+-- A probe board's transport options (the Ethos-U flow declares them; `odp repl` and lab files take these).
+M.PROBE_OPTIONS = { "probe", "jlink-lib", "gdb-address", "rtt-address", "rtt-ranges", "twin-state",
+  "build-dir", "runs-dir", "image", "keep" }
 M.FLOWS = { "executorch", "ethos_u" }
 
 M.schema = fields {
@@ -139,11 +142,7 @@ function M.check(dev, where)
   if type(dev) ~= "table" then
     errors.fail("EUSAGE", ("device file %s: must return a table, got %s"):format(where, type(dev)), 2)
   end
-  local path, want, got = check(dev, M.schema, "")
-  if path then
-    errors.fail("EUSAGE", ("device file %s: key %s: expected %s, got %s"):format(where, path, want, got), 2)
-  end
-  return dev
+  return M.check_schema(dev, M.schema, "device file", where)
 end
 
 local function root() return require("odp.host").root end
@@ -156,19 +155,39 @@ function M.resolve(path)
   return path
 end
 
---- Loads and checks a device file: the table, with `path` set to the file it came from.
-function M.load(path)
+--- Loads a data file (a device file, a lab file): a chunk run with no globals at all, which must return a
+-- table. `what` names the kind in errors ("device file"). Returns the table and the path it was read from.
+function M.load_data(path, what)
   local p = M.resolve(path)
   local f, err = io.open(p, "rb")
-  if not f then errors.fail("EUSAGE", ("device file %s: %s"):format(path, (err:gsub("^[^:]*: ", ""))), 2) end
+  if not f then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, (err:gsub("^[^:]*: ", ""))), 2) end
   local src = f:read("a")
   f:close()
   local chunk, lerr = load(src, "=" .. path, "t", {})
-  if not chunk then errors.fail("EUSAGE", ("device file %s: %s"):format(path, lerr), 2) end
-  local ok, dev = pcall(chunk)
+  if not chunk then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, lerr), 2) end
+  local ok, v = pcall(chunk)
   if not ok then
-    errors.fail("EUSAGE", ("device file %s: data only, no code: %s"):format(path, tostring(dev)), 2)
+    errors.fail("EUSAGE", ("%s %s: data only, no code: %s"):format(what, path, tostring(v)), 2)
   end
+  if type(v) ~= "table" then
+    errors.fail("EUSAGE", ("%s %s: must return a table, got %s"):format(what, path, type(v)), 2)
+  end
+  return v, p
+end
+
+--- Checks v against a schema written like M.schema; raises EUSAGE (exit 2) naming what, where, the key and
+-- the expected type.
+function M.check_schema(v, schema, what, where)
+  local path, want, got = check(v, schema, "")
+  if path then
+    errors.fail("EUSAGE", ("%s %s: key %s: expected %s, got %s"):format(what, where, path, want, got), 2)
+  end
+  return v
+end
+
+--- Loads and checks a device file: the table, with `path` set to the file it came from.
+function M.load(path)
+  local dev, p = M.load_data(path, "device file")
   M.check(dev, path)
   dev.path = p
   return dev

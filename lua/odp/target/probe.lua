@@ -27,7 +27,8 @@ local function twin_file(p, name)
   return (v:gsub("%s+$", ""))
 end
 
---- Opens the probe for the flasher ("flasher") or the application core ("app"). opts: gdb_address, jlink_lib.
+--- Opens the probe for the flasher ("flasher") or the application core ("app"). opts: gdb_address, jlink_lib,
+-- jlink_serial.
 function M.open(p, which, opts)
   local pr = p.device.probe or {}
   local args
@@ -38,7 +39,8 @@ function M.open(p, which, opts)
     args = { backend = "gdb", address = opts.gdb_address or ("127.0.0.1:" .. twin_file(p, "gdb_port")) }
   else
     args = { backend = "jlink", device = which == "flasher" and pr.flasher_jlink_device or pr.jlink_device,
-      speed_khz = pr.speed_khz or 4000, lib = M.jlink_lib(opts) }
+      speed_khz = pr.speed_khz or 4000, lib = M.jlink_lib(opts),
+      serial = opts.jlink_serial and tostring(opts.jlink_serial) } -- a lab file's board: which J-Link
   end
   local probe, err, code = probe_mod.open(args)
   if not probe then

@@ -4,6 +4,7 @@
 -- once per board into <remote_dir>/.odp/ (hash-skipped too), else from GNU `time -v` when the board has it.
 local ssh = require("odp.ssh")
 local errors = require("odp.core.errors")
+local lock = require("odp.core.lock")
 local shell = require("odp.target.shell")
 local ssh_config = require("odp.target.ssh_config")
 local sys = require("odp.sys")
@@ -284,13 +285,17 @@ end
 --- Uploads unless the board already has the same bytes (sha256). -> {bytes=, skipped=} | nil, err, code
 function Target:push(src, dst, opts)
   opts = opts or {}
-  local skipped, st, err, code = shell.push_skip(self, src, dst, opts)
-  if skipped then return skipped end
-  if not st then return nil, err, code end
-  local n, perr, pcode = self.session:put(src, dst, { mode = opts.mode, on_progress = opts.on_progress,
-    timeout = opts.timeout })
-  if not n then return nil, perr, pcode end
-  return { bytes = n, skipped = false }
+  -- Boards of one host in one process (--boards) may stage the same file (the helper) at once: one upload per
+  -- remote path at a time, so the second finds the first's bytes and skips.
+  return lock.named("ssh push " .. self.uri .. dst, 1):with(function()
+    local skipped, st, err, code = shell.push_skip(self, src, dst, opts)
+    if skipped then return skipped end
+    if not st then return nil, err, code end
+    local n, perr, pcode = self.session:put(src, dst, { mode = opts.mode, on_progress = opts.on_progress,
+      timeout = opts.timeout })
+    if not n then return nil, perr, pcode end
+    return { bytes = n, skipped = false }
+  end)
 end
 
 --- Downloads to a temporary file next to dst, renamed when complete. -> true | nil, err, code

@@ -7,7 +7,7 @@ local sys = require("odp.sys")
 
 local M = { summary = "Compare two results (files, JSONL, runs/<id>/): B/A with 95% CIs, Mann-Whitney p, verdicts" }
 
-M.usage = "odp compare A B [--noise PCT] [--fail-if-slower PCT] [--force] [--svg FILE] [--html FILE] [--format human|json]"
+M.usage = "odp compare A B [--noise PCT] [--fail-if-slower PCT] [--force] [--by board] [--svg FILE] [--html FILE] [--format human|json]"
 M.description = "Is B faster than A? A and B: a result file, a JSONL of records or a runs/<id>/ directory.\n" ..
   "Exit 1 with --fail-if-slower when B is slower beyond it; 2 for inputs that cannot be compared."
 
@@ -20,6 +20,8 @@ M.options = {
   { "svg", "Also draw the ratios with their CI whiskers as an SVG", nil, "string", metavar = "FILE" },
   { "html", "Also write the comparison as one self-contained HTML page (odp report A B does the same)", nil,
     "string", metavar = "FILE" },
+  { "by", "Compare board by board: the records of each board of A with that board's in B (runs with --boards)",
+    nil, "choice", choices = { "board" } },
   { "resamples", "Bootstrap resamples", 2000, "posint" },
   { "seed", "Bootstrap seed (the same inputs and seed give the same output)", 1, "int" },
 }
@@ -58,6 +60,45 @@ local function svg(res)
     width = math.max(560, 110 * #points) })
 end
 
+--- --by board: one comparison per board that A and B both have (records of --boards runs), each under its name;
+-- --fail-if-slower gates every board (exit 1 naming the slower ones).
+function M.by_board(rest, opts)
+  if opts.svg or opts.html then
+    errors.fail("EUSAGE", "--svg and --html draw one comparison: leave out --by board, or compare one board's files", 2)
+  end
+  local in_b, boards = {}, {}
+  for _, b in ipairs(compare.boards(rest[2])) do in_b[b] = true end
+  for _, b in ipairs(compare.boards(rest[1])) do if in_b[b] then boards[#boards + 1] = b end end
+  if #boards == 0 then
+    errors.fail("EUSAGE", "--by board: A and B have no measured board in common (records carry `board` with --boards)", 2)
+  end
+  local doc, texts, slower, comparisons = { boards = {} }, {}, {}, {}
+  for _, board in ipairs(boards) do
+    local res = compare.compare(compare.load(rest[1], "A", board), compare.load(rest[2], "B", board),
+      { force = opts.force, resamples = opts.resamples, seed = opts.seed, noise = opts.noise / 100 })
+    doc.boards[board] = res
+    comparisons[#comparisons + 1] = { res = res, board = board }
+    texts[#texts + 1] = ("== board %s\n"):format(board) .. human(res)
+    if (opts.format == "json" or opts.out) and not opts.quiet then
+      for _, n in ipairs(res.notes) do io.stderr:write("odp: ", board, ": ", n, "\n") end
+    end
+    local gate = compare.gate(res, opts.fail_if_slower)
+    if gate and gate.failed then slower[#slower + 1] = board .. ": " .. (gate.text:gsub("^FAIL: ", "")) end
+  end
+  local text = opts.format == "json" and (require("odp.core.json").encode(doc, { indent = true }) .. "\n")
+    or table.concat(texts, "\n")
+  if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
+  for _, spec in ipairs(opts.report or {}) do
+    local junit = require("odp.results.junit")
+    errors.check(sys.write_file(spec.file, junit.xml(junit.compare_suites(comparisons, opts.fail_if_slower))))
+  end
+  if #slower > 0 then
+    io.stderr:write("odp: ", table.concat(slower, "; "), "\n")
+    return 1
+  end
+  return 0
+end
+
 function M.main(args)
   local opts, rest = cli.parse_command(M, args)
   if not opts then return 0 end
@@ -71,6 +112,7 @@ function M.main(args)
   for _, spec in ipairs(opts.report or {}) do
     if spec.name ~= "junit" then errors.fail("EUSAGE", "odp compare reports --report junit FILE only", 2) end
   end
+  if opts.by == "board" then return M.by_board(rest, opts) end
   local A = compare.load(rest[1], "A")
   local B = compare.load(rest[2], "B")
   local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed,

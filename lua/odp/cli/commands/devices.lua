@@ -10,6 +10,10 @@ local M = { summary = "List serial ports, J-Link probes and adb devices, with wh
 local DOCS = "docs/devices.md"
 
 local USAGE = [[usage: odp devices [--adb tcp:HOST:PORT]... [--timeout S] [--json]
+       odp devices --boards LAB.lua[:TAG|NAMES] | lava | labgrid:FILE [--timeout S] [--json]
+With --boards: checks every board of the lab at once (connects, reads OS, arch, libc and CPU) and prints one
+line each; a board that does not answer within --timeout (default 10 s) is "timeout". Exit 3 when a board
+fails (docs/many-boards.md).
 Lists serial ports (USB VID:PID), J-Link probes (USB VID 1366) and Android devices over adb: those Google's
 adb server lists (transport "server"; ANDROID_ADB_SERVER_PORT, ADB_SERVER_SOCKET), those on USB (transport
 "usb"), and the adb TCP addresses given, each with its state and one hint: how to open it, or what to fix
@@ -160,8 +164,60 @@ function M.collect(opts)
   return rows, warnings, notes
 end
 
+--- Checks every board of a lab at once (one task each, odp.run.sched), each within timeout seconds.
+-- Returns rows {board, device, transport, state = ok|timeout|error, uri, os, arch, libc, cpus, hint} in the
+-- lab's order.
+function M.check_boards(spec, timeout)
+  local lab_mod = require("odp.target.lab")
+  local lab = lab_mod.load(spec)
+  local sched = require("odp.run.sched")
+  local board_mod = require("odp.run.board")
+  local ui = require("odp.core.ui").new { quiet = true }
+  local s, rows = sched.new(), {}
+  for i, b in ipairs(lab.boards) do
+    rows[i] = { board = b.name, device = b.dev.name, transport = b.dev.transport }
+    s:spawn(function()
+      local bo = lab_mod.board_options(b)
+      bo.ui = ui
+      local board <close> = board_mod.open(b.dev, bo)
+      local info = board:info()
+      local r = rows[i]
+      r.state, r.uri, r.os, r.arch, r.libc, r.cpus = "ok", info.uri, info.os, info.arch, info.libc, info.cpus
+      if b.dev.transport == "probe" then r.os = info.backend end
+    end, { name = b.name, timeout = timeout })
+  end
+  s:run()
+  for i, t in ipairs(s.tasks) do
+    local r = rows[i]
+    if t.timed_out then
+      r.state, r.hint = "timeout", ("no answer within %g s"):format(timeout)
+    elseif not t.ok then
+      local e = t.error
+      r.state = "error"
+      r.hint = type(e) == "table" and e.message and ((e.code and (e.code .. ": ") or "") .. e.message) or tostring(e)
+    end
+  end
+  if s.interrupted then require("odp.core.errors").fail("ECANCELED", "interrupted", 130) end
+  return rows
+end
+
+local function main_boards(spec, timeout, as_json)
+  local rows = M.check_boards(spec, timeout)
+  local bad = 0
+  for _, r in ipairs(rows) do if r.state ~= "ok" then bad = bad + 1 end end
+  if as_json then
+    print(json.encode({ boards = json.array(rows) }))
+  else
+    print(report.table(rows, { { key = "board" }, { key = "device" }, { key = "state" }, { key = "uri" },
+      { key = "os" }, { key = "arch" }, { key = "libc" }, { key = "cpus" }, { key = "hint" } }))
+    if bad > 0 then io.stderr:write(("%d of %d boards failed the check\n"):format(bad, #rows)) end
+  end
+  return bad > 0 and 3 or 0
+end
+
 function M.main(args)
   local opts, as_json = { adb = {}, timeout = 3 }, false
+  local boards, timeout_given
   local i = 1
   while i <= #args do
     local a = args[i]
@@ -170,7 +226,10 @@ function M.main(args)
       opts.adb[#opts.adb + 1] = args[i + 1]
       i = i + 1
     elseif a == "--timeout" and tonumber(args[i + 1] or "") then
-      opts.timeout = tonumber(args[i + 1])
+      opts.timeout, timeout_given = tonumber(args[i + 1]), true
+      i = i + 1
+    elseif a == "--boards" and args[i + 1] then
+      boards = args[i + 1]
       i = i + 1
     elseif a == "--json" or a == "--format=json" then
       as_json = true
@@ -183,6 +242,7 @@ function M.main(args)
     end
     i = i + 1
   end
+  if boards then return main_boards(boards, timeout_given and opts.timeout or 10, as_json) end
   local rows, warnings, notes = M.collect(opts)
   if as_json then
     print(json.encode({ devices = json.array(rows), warnings = json.array(warnings), notes = json.array(notes) }))

@@ -2,7 +2,8 @@
 -- One point per (group, x): the mean of y over the records (repeats) that have it; error bars from the
 -- p10/p90 next to y (latency_ms.p50 -> latency_ms.p10 .. latency_ms.p90), widest over the repeats.
 -- Without flags: x is the swept parameter (the one whose values differ across the records; with two, the one
--- given first to the sweep, and the other is --group), y is latency_ms.p50, the SVG goes next to the input.
+-- given first to the sweep, and the other is --group; records of several boards: one line per board), y is
+-- latency_ms.p50, the SVG goes next to the input.
 local cli = require("odp.core.options")
 local errors = require("odp.core.errors")
 local plot = require("odp.results.plot")
@@ -16,7 +17,8 @@ M.options = {
     metavar = "PARAM" },
   { "y", "Record field path(s) on the y axis, comma-separated, one panel each, e.g. latency_ms.p50,peak_rss_kb",
     "latency_ms.p50", "string", metavar = "FIELD.PATH" },
-  { "group", "Parameter that splits the records into lines (default: a second swept parameter)", nil, "string",
+  { "group", "Parameter (or record field, e.g. board) that splits the records into lines (default: board when\n" ..
+    "the records come from several boards, else a second swept parameter)", nil, "string",
     metavar = "PARAM" },
   { "title", "Chart title", nil, "string" },
   { "log-x", "Logarithmic x axis (default: automatic when x spans 100x)", nil, "bool" },
@@ -42,7 +44,14 @@ local function axes(path, records, opts)
         :format(path), 2)
     end
   end
-  if not group then group = table.remove(free, 1) end
+  if not group then
+    -- records of many boards (--boards): one line per board
+    local boards, n = {}, 0
+    for _, r in ipairs(records) do
+      if r.board ~= nil and not boards[r.board] then boards[r.board], n = true, n + 1 end
+    end
+    group = n > 1 and "board" or table.remove(free, 1)
+  end
   if #free > 0 then
     errors.fail("EUSAGE", ("%s: the records also differ in %s; plot one slice, or pick the axes with --x and --group")
       :format(path, table.concat(free, ", ")), 2)

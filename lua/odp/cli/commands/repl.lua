@@ -5,24 +5,24 @@ local device = require("odp.target.device")
 local cli = require("odp.core.options")
 
 local M = { summary = "Interactive Lua prompt with every odp module; with a device file, its board connected",
-  help_text = "usage: odp repl [DEVICE.lua [transport options]]\n\n" ..
+  help_text = "usage: odp repl [DEVICE.lua [transport options]]\n       odp repl --boards LAB.lua[:TAG|NAMES]\n\n" ..
     "A Lua prompt. Globals: odp.<module> (odp.proc, odp.ssh, odp.probe, odp.run.board, ...); with DEVICE,\n" ..
     "`board` (odp.run.board.open(DEVICE, options): connected on first use; board:help() lists its verbs) and\n" ..
     "`device` (the file's table). `odp repl DEVICE --help` lists the device's transport options.\n" ..
+    "With --boards, `boards`: boards:exec(\"uname -r\") runs on every board at once, each output under its\n" ..
+    "name; boards[\"pi-2\"] is one Board (docs/many-boards.md). board:exec(...) shows its output as it comes.\n" ..
     "Tab completes names, members and board verbs; an incomplete statement continues on the next line (>>);\n" ..
     "an expression's value is printed (a result record as the report). Ctrl-C interrupts the running call\n" ..
     "and returns to the prompt; Ctrl-C at an empty prompt twice, or Ctrl-D, leaves.\n" ..
     "History: $XDG_STATE_HOME/odp/repl_history." }
 
 -- What `odp repl DEVICE` accepts after the device: the transport's options (probe boards: the Ethos-U flow's).
-local PROBE_OPTIONS = { "probe", "jlink-lib", "gdb-address", "rtt-address", "rtt-ranges", "twin-state",
-  "build-dir", "runs-dir" }
 
 function M.device_options(dev)
   if dev.transport ~= "probe" then return require("odp.target." .. dev.transport).options or {} end
   local out = {}
   for _, opt in ipairs(require("odp.run").flow("ethos_u").options) do
-    for _, name in ipairs(PROBE_OPTIONS) do if opt[1] == name then out[#out + 1] = opt end end
+    for _, name in ipairs(device.PROBE_OPTIONS) do if opt[1] == name then out[#out + 1] = opt end end
   end
   out[#out + 1] = { "image", "Twin: an ELF to boot when no twin runs (default: the twin firmware build)", nil, "file" }
   out[#out + 1] = { "keep", "Twin: leave QEMU running when the REPL ends", false, "bool" }
@@ -44,7 +44,15 @@ function M.main(args)
     return 0
   end
   local env = setmetatable({ odp = repl.odp_namespace() }, { __index = _G })
-  if args[1] then
+  if args[1] == "--boards" then
+    if not args[2] then io.stderr:write("odp repl: --boards needs a lab file (LAB.lua[:TAG|NAMES], lava, labgrid:FILE)\n") return 2 end
+    local entries = require("odp.target.lab").load(args[2]).boards
+    env.boards = require("odp.run.boards").open(entries, require("odp.core.ui").new {})
+    local names = env.boards:names()
+    for _, n in ipairs(names) do env.boards[n].echo = true end
+    io.stderr:write(("boards: %s -- boards:exec(\"uname -r\") runs on all at once; boards[\"%s\"] is one Board\n")
+      :format(table.concat(names, ", "), names[1]))
+  elseif args[1] then
     local dev = device.load(args[1])
     local options = M.device_options(dev)
     local opts = cli.parse(table.move(args, 2, #args, 1, {}), options, { cli.global_options[#cli.global_options] })
@@ -55,10 +63,12 @@ function M.main(args)
     opts.ui = require("odp.core.ui").new {}
     env.device = dev
     env.board = require("odp.run").open_board(dev, opts) -- board:profile{} runs through odp.run.point
+    env.board.echo = true -- board:exec(...) at the prompt: its output as it arrives, then one status line
     io.stderr:write(("board: %s (%s, %s) -- board:help() lists its verbs\n"):format(dev.name, args[1], dev.transport))
   end
   repl.loop(env)
   if env.board then require("odp.run").close(env.board) end
+  if env.boards then env.boards:close() end
   return 0
 end
 

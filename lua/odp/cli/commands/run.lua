@@ -20,6 +20,9 @@ function M.run_declared(spec, argv, path)
   -- loaded here, not at the top: a plain script should not pay for the CLI and the reporters
   local cli, report = require("odp.core.options"), require("odp.results.report")
   local options = spec.options or {}
+  -- a flow script runs on the boards of a lab with --boards (docs/many-boards.md)
+  local boards = spec.flow and require("odp.run.boards")
+  if boards then options = boards.script_options(options, boards.requested(argv)) end
   local opts, rest = cli.parse(argv, options, cli.global_options)
   if opts.help then
     print(cli.help(("odp run %s [options]%s"):format(path, spec.passes_args and " [-- runner args]" or ""),
@@ -29,6 +32,7 @@ function M.run_declared(spec, argv, path)
   if #rest > 0 and not spec.passes_args then
     errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]), 2)
   end
+  if boards and opts.boards then return boards.main(spec, opts, rest) end
   local records = require("odp.run").declared(spec, opts, rest, path)
   if records == nil then return 0 end
   report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
