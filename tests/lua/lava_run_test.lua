@@ -71,7 +71,7 @@ T.with_real_runner("lava-run: the job in docs/lava/ runs odp on an ssh device; L
       local rec = assert(json.decode(T.read(runs .. "/" .. run_dirs[1] .. "/result.json")))
       T.eq(rec.ok, true)
       T.eq(rec.lava_job_id, job_id, "the record names the LAVA job (LAVA_JOB_ID in the test shell)")
-      local prefix = "host.add_arduino" -- the record names its device (a --boards record: its board)
+      local prefix = "dut.add_arduino" -- the board LAVA named (--boards lava: static_info odp_name)
       local point = prefix .. ".num_executions-10.repeat-1.warmup-0."
       local checked = 0
       for _, m in ipairs(require("odp.results.report").metrics(rec)) do
