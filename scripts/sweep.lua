@@ -165,6 +165,7 @@ return {
       io.stdout:write(("%d record(s) this run, %d already done, %d failed; all in %s\n")
         :format(#res.records, res.skipped, res.failed, ctx.opts.out))
     end
+    errors.check(report.deliver(all, ctx.opts)) -- --report lava|junit, $GITHUB_STEP_SUMMARY
     if res.failed > 0 then
       errors.fail("EFAIL", ("%s (their records in %s say why)"):format(res.boards and boards.summary(res) or
         ("%d of %d point runs failed"):format(res.failed, #res.records), ctx.opts.out), 1)

@@ -107,7 +107,7 @@ static int l_tostring(lua_State *L)
 /* probe.open{backend="jlink"|"gdb"|"qemu", ...backend options, timeout=} -> Probe | nil, err, code */
 static int l_open(lua_State *L)
 {
-    static const char *const allowed[] = {"backend", "device", "speed_khz", "serial", "lib", "address", "shm",
+    static const char *const allowed[] = {"backend", "device", "speed_khz", "serial", "ip", "lib", "address", "shm",
                                           "base", "qmp", "timeout", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     odp_checkopts(L, 1, allowed);
@@ -132,8 +132,10 @@ static int l_open(lua_State *L)
     } else if (!strcmp(backend, "jlink")) {
         lua_Integer khz = odp_optinteger(L, 1, "speed_khz", 4000);
         luaL_argcheck(L, khz > 0 && khz <= 100000, 1, "speed_khz must be 1..100000");
+        luaL_argcheck(L, !odp_optstring(L, 1, "serial", NULL) || !odp_optstring(L, 1, "ip", NULL), 1,
+                      "give serial (USB) or ip (J-Link Remote Server), not both");
         p = odp_probe_jlink_open(odp_optstring(L, 1, "lib", NULL), odp_optstring(L, 1, "device", NULL), (int)khz,
-                                 odp_optstring(L, 1, "serial", NULL), deadline, &err);
+                                 odp_optstring(L, 1, "serial", NULL), odp_optstring(L, 1, "ip", NULL), deadline, &err);
     } else {
         return luaL_argerror(L, 1, lua_pushfstring(L, "unknown backend '%s' (jlink, gdb, qemu)", backend));
     }

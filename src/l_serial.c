@@ -1,6 +1,9 @@
 /* odp.serial: list ports (libserialport) and open one as an odp.Stream (src/serial). */
+#include <string.h>
+
 #include "l_streamdeps.h"
 #include "l_util.h"
+#include "net/rfc2217.h"
 #include "serial/serial.h"
 
 static void set_str(lua_State *L, const char *k, const char *v)
@@ -51,10 +54,17 @@ static int l_open(lua_State *L)
     luaL_argcheck(L, port != NULL, 1, "option 'port' is required");
     lua_Integer baud = odp_optinteger(L, 1, "baud", 115200);
     luaL_argcheck(L, baud > 0 && baud <= 16000000, 1, "baud out of range");
-    (void)odp_optdeadline(L, 1, 5); /* opening does not block; the option is accepted for symmetry */
+    /* a local port opens without blocking; an RFC 2217 one connects and negotiates within the timeout */
+    double deadline = odp_optdeadline(L, 1, 5);
     const char *how = NULL;
     odp_err err;
-    odp_stream *s = odp_serial_open(port, (int)baud, &how, &err);
+    odp_stream *s;
+    if (strncmp(port, "rfc2217://", 10) == 0) {
+        s = odp_rfc2217_open(port + 10, (unsigned long)baud, deadline, &err);
+        how = "rfc2217";
+    } else {
+        s = odp_serial_open(port, (int)baud, &how, &err);
+    }
     if (!s)
         return odp_pushfail(L, &err);
     odp_pushstream(L, s);

@@ -112,7 +112,8 @@ static void add_odp_path(lua_State *L, luaL_Buffer *b, const char *templ)
 }
 
 /* package.cpath: the lazy C modules (odp/<m>.so) beside the binary in the build tree (build/lib), in the
- * install tree (<prefix>/lib beside <prefix>/bin) or the configured one, after ODP_PATH's directories. */
+ * install tree (<prefix>/lib beside <prefix>/bin) or the configured one, after ODP_PATH's directories; last,
+ * Debian's directory of Lua 5.4 C modules (LUA_CDIR2 of its luaconf.h). */
 static void set_cpath(lua_State *L, const char *exe_dir)
 {
     lua_getglobal(L, "package");
@@ -124,6 +125,10 @@ static void set_cpath(lua_State *L, const char *exe_dir)
         luaL_addvalue(&b);
     }
     luaL_addstring(&b, ODP_LIBDIR "/?.so");
+#ifdef LUA_CDIR2
+    /* then the C modules Debian packages for Lua 5.4 (lua-yaml: the labgrid provider's YAML parser) */
+    luaL_addstring(&b, ";" LUA_CDIR2 "?.so");
+#endif
     luaL_pushresult(&b);
     lua_setfield(L, -2, "cpath");
     lua_pop(L, 1);

@@ -143,7 +143,7 @@ return {
     } },
 
     { "odp.probe", "debug probes: J-Link (its DLL), GDB remote protocol, QEMU shared RAM + QMP", {
-      { 'open(opts: {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, lib?: string, address?: string, shm?: string, base?: integer, qmp?: string}) -> odp.probe.Probe|nil probe, ' .. FAIL, "one memory-access interface over the three" },
+      { 'open(opts: {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, address?: string, shm?: string, base?: integer, qmp?: string}) -> odp.probe.Probe|nil probe, ' .. FAIL, "one memory-access interface over the three" },
       { "jlink_lib() -> string|nil path", "where the J-Link DLL would be loaded from" },
       { "usb_list(vid?: integer) -> " .. USB_LIST, "J-Links (or vid's devices) on USB" },
     } },
@@ -177,7 +177,7 @@ return {
 
     { "odp.serial", "serial ports (libserialport, loaded on first use; termios for ptys)", {
       { "list() -> {port: string, description: string, vid?: integer, pid?: integer, access: boolean}[]|nil ports, " .. FAIL, "the machine's serial ports" },
-      { "open(opts: {port: string, baud?: integer, timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "8N1, raw" },
+      { "open(opts: {port: string, baud?: integer, timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "8N1, raw; port \"rfc2217://HOST:PORT\" is a port served over RFC 2217" },
     } },
 
     { "odp.sqlite", "the history's embedded store (libsqlite3, loaded on first use); lua/odp/results/history.lua", {

@@ -424,7 +424,7 @@ function usb.list(vid) end
 ---@class odp.probe
 local probe = {}
 --- one memory-access interface over the three
----@param opts {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, lib?: string, address?: string, shm?: string, base?: integer, qmp?: string}
+---@param opts {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, address?: string, shm?: string, base?: integer, qmp?: string}
 ---@return odp.probe.Probe|nil probe
 ---@return string? err
 ---@return odp.ECode? code
@@ -552,7 +552,7 @@ local serial = {}
 ---@return string? err
 ---@return odp.ECode? code
 function serial.list() end
---- 8N1, raw
+--- 8N1, raw; port "rfc2217://HOST:PORT" is a port served over RFC 2217
 ---@param opts {port: string, baud?: integer, timeout?: number}
 ---@return odp.Stream|nil stream
 ---@return string? err

@@ -25,6 +25,7 @@ typedef struct {
     int (*ReadMemEx)(uint32_t addr, uint32_t n, void *buf, uint32_t width);
     int (*WriteMemEx)(uint32_t addr, uint32_t n, const void *buf, uint32_t width);
     int (*SelectByUSBSN)(uint32_t sn);
+    char (*SelectIP)(const char *host, int port);
     int open;
 } jlink_probe;
 
@@ -119,7 +120,7 @@ static void jl_close(odp_probe *p)
     } while (0)
 
 odp_probe *odp_probe_jlink_open(const char *lib, const char *device, int speed_khz, const char *serial,
-                                double deadline, odp_err *err)
+                                const char *ip, double deadline, odp_err *err)
 {
     (void)deadline;
     static const odp_probe_ops ops = {"jlink", jl_read, jl_write, jl_halt, jl_go, jl_reset, jl_close};
@@ -157,6 +158,29 @@ odp_probe *odp_probe_jlink_open(const char *lib, const char *device, int speed_k
         }
         if (j->SelectByUSBSN((uint32_t)strtoul(serial, NULL, 10)) < 0) {
             odp_fail(err, ODP_ENODEV, "no J-Link with serial number %s", serial);
+            goto fail;
+        }
+    }
+    SYM(SelectIP, "JLINKARM_SelectIP", 0);
+    if (ip && *ip) {
+        char host[256];
+        int port = 0;
+        const char *colon = strrchr(ip, ':');
+        size_t n = colon && !strchr(colon, ']') ? (size_t)(colon - ip) : strlen(ip);
+        if (colon && !strchr(colon, ']'))
+            port = atoi(colon + 1);
+        if (n == 0 || n >= sizeof host || port < 0 || port > 65535) {
+            odp_fail(err, ODP_ENOTFOUND, "J-Link Remote Server address '%s': give HOST or HOST:PORT", ip);
+            goto fail;
+        }
+        memcpy(host, ip, n);
+        host[n] = 0;
+        if (!j->SelectIP) {
+            odp_fail(err, ODP_EPROTO, "%s cannot select a probe by IP (no JLINKARM_SelectIP)", path);
+            goto fail;
+        }
+        if (j->SelectIP(host, port)) { /* the DLL returns 1 when it cannot reach the server */
+            odp_fail(err, ODP_ENODEV, "no J-Link Remote Server at %s", ip);
             goto fail;
         }
     }

@@ -54,9 +54,11 @@ void odp_probe_release(odp_probe *p); /* closes at the last reference */
 odp_probe *odp_probe_qemu_open(const char *shm, uint32_t base, const char *qmp, double deadline, odp_err *err);
 /* address: "host:port" of a GDB remote stub (QEMU -gdb, JLinkGDBServer, OpenOCD, pyOCD). */
 odp_probe *odp_probe_gdb_open(const char *address, double deadline, odp_err *err);
-/* lib: path of libjlinkarm.so, or NULL (ODP_JLINK_LIB, then /opt/SEGGER/JLink*\/libjlinkarm.so*). */
+/* lib: path of libjlinkarm.so, or NULL (ODP_JLINK_LIB, then /opt/SEGGER/JLink*\/libjlinkarm.so*).
+ * serial: pick the USB J-Link with that serial number; ip: reach one through J-Link Remote Server at "host" or
+ * "host:port" (the DLL's JLINKARM_SelectIP; port 0 = its default, 19020). At most one of them. */
 odp_probe *odp_probe_jlink_open(const char *lib, const char *device, int speed_khz, const char *serial,
-                                double deadline, odp_err *err);
+                                const char *ip, double deadline, odp_err *err);
 /* The library the jlink backend would load (for hints): fills path, returns 0 or ODP_ENOTFOUND. */
 int odp_jlink_find_lib(const char *lib, char *path, size_t len, odp_err *err);
 

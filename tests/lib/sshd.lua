@@ -35,6 +35,7 @@ local function free_port()
   return 20000 + (t * 7 + sys.getpid() * 13) % 30000
 end
 
+--- Polls pred every 50 ms until it is true (-> true) or timeout seconds pass (-> false).
 local function wait_for(pred, timeout)
   local deadline = sys.now() + timeout
   while sys.now() < deadline do
@@ -42,6 +43,16 @@ local function wait_for(pred, timeout)
     sys.sleep(0.05)
   end
   return false
+end
+M.wait_for = wait_for
+
+--- Runs fn(pid) while the shell command cmd runs in the background (its output to log, default /dev/null),
+-- then stops cmd by its PID, also when fn fails (the failure is raised again).
+function M.with_background(cmd, fn, log)
+  local pid = tonumber(sh(("(exec %s) >%s 2>&1 & echo $!"):format(cmd, q(log or "/dev/null"))):match("%d+"))
+  local ok, err = pcall(fn, pid)
+  proc.run { "kill", tostring(pid) }
+  if not ok then error(err, 0) end
 end
 
 --- The login account: a plain user with /bin/sh, like a board's (root's login files here may be slow).

@@ -131,6 +131,22 @@ function T.lcg(seed)
   end
 end
 
+--- base with 1..6 random edits (deletions, insertions of one character of alphabet, repeats of a slice),
+-- for bounded fuzz loops over text parsers: rnd is a T.lcg generator.
+function T.mutate(base, rnd, alphabet)
+  local s = base
+  for _ = 1, 1 + rnd(6) do
+    local pos = 1 + rnd(#s)
+    local op = rnd(3)
+    if op == 0 then s = s:sub(1, pos - 1) .. s:sub(pos + 1 + rnd(20))
+    elseif op == 1 then
+      local c = 1 + rnd(#alphabet)
+      s = s:sub(1, pos - 1) .. alphabet:sub(c, c) .. s:sub(pos)
+    else s = s:sub(1, pos) .. s:sub(pos, pos + rnd(40)) .. s:sub(pos + 1) end
+  end
+  return s
+end
+
 --- A fresh temporary directory, removed at exit unless ODP_KEEP_TMP is set.
 local tmpdirs = {}
 function T.tmpdir()

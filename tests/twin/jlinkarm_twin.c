@@ -3,6 +3,7 @@
  * Built by the tests as libjlinkarm.so; never installed. Signatures follow SEGGER's DLL as used by pylink,
  * BlueZ's monitor/jlink.c and others (docs/sources.md §4). ODP_TWIN_STATE names the twin's state directory. */
 #include "twin_host.h"
+#include <netdb.h>
 #include <stdarg.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -56,6 +57,23 @@ static void logf_(log_fn *f, const char *fmt, ...)
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	f(msg);
+}
+
+/* J-Link Remote Server by IP: like SEGGER's DLL, reach the server (a TCP connect to host:port, 19020 when
+ * port is 0) and answer 1 when it cannot; the probe behind it is the twin, as for USB. */
+EXPORT char JLINKARM_SelectIP(const char *sHost, int Port)
+{
+	char port[16];
+	snprintf(port, sizeof port, "%d", Port ? Port : 19020);
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+	if (getaddrinfo(sHost, port, &hints, &ai) || !ai)
+		return 1;
+	int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+	int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return ok ? 0 : 1;
 }
 
 EXPORT const char *JLINKARM_OpenEx(log_fn *pfLog, log_fn *pfErrorOut)

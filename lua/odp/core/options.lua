@@ -5,7 +5,9 @@
 --   "string" | "int" | "posint" | "number" | "bool" (a flag) | "file" (must exist and be readable) |
 --   "list" (comma-separated; repeatable) | "choice" (needs choices = {...}) |
 --   "size" (bytes: 6291456, 0x600000, 6M, 256K, 1G; the value is an integer)
--- Extra keys: short (one letter), required, choices, metavar, repeat (collect every use into a list).
+-- Extra keys: short (one letter), required, choices, metavar, repeat (collect every use into a list),
+-- file_after (a choice's values that take a FILE word after them: `--report junit out.xml`; each value is
+-- then {name = choice, file = FILE or nil}).
 -- Parsed values land in a table keyed by the name with dashes turned into underscores.
 local errors = require("odp.core.errors")
 
@@ -21,6 +23,9 @@ M.global_options = {
   { "no-history", "Add no run to any history", false, "bool" },
   { "commit", "The commit measured, kept with each run in the history (default $GIT_COMMIT, $CI_COMMIT_SHA or\n" ..
     "$GITHUB_SHA)", nil, "string", metavar = "SHA" },
+  { "report", "Also report to a lab engine: lava (lava-test-case), junit FILE (JUnit XML); repeatable",
+    nil, "choice", choices = { "lava", "junit" }, file_after = { junit = true }, ["repeat"] = true,
+    metavar = "lava|junit FILE" },
   { "quiet", "Only errors on stderr; no progress", false, "bool", short = "q" },
   { "verbose", "More detail on stderr (repeat for more)", false, "bool", short = "v" },
   { "help", "Show this help", false, "bool", short = "h" },
@@ -48,6 +53,8 @@ M.ENVIRONMENT = {
   { "XDG_STATE_HOME", "where odp repl keeps its history (default ~/.local/state)" },
   { "ODP_HISTORY", "the results history every run is added to (a file or postgresql://...; off: none)" },
   { "GIT_COMMIT", "the commit measured, kept in the history (also CI_COMMIT_SHA, GITHUB_SHA; --commit wins)" },
+  { "GITHUB_STEP_SUMMARY", "set by GitHub Actions: odp appends a Markdown summary of its results to that file" },
+  { "LAVA_JOB_ID", "set by LAVA: copied into every record as lava_job_id (--boards lava, docs/lava/README.md)" },
 }
 M.FILES = {
   { "runs/<id>/", "each run's runner stdout, stderr and result.json (--runs-dir)" },
@@ -143,6 +150,10 @@ function M.parse(argv, ...)
     elseif o[4] == "list" or o["repeat"] then
       opts[k] = opts[k] or {}
       local v = convert(o, raw)
+      if o.file_after then
+        if o.file_after[v] and argv[i + 1] == nil then usage(("--%s %s needs a FILE"):format(o[1], v)) end
+        v = { { name = v, file = o.file_after[v] and value_for(o) or nil } }
+      end
       if type(v) == "table" then
         for _, x in ipairs(v) do table.insert(opts[k], x) end
       else

@@ -365,12 +365,75 @@ function M.formats.csv(records)
   return table.concat(lines, "\n") .. "\n"
 end
 
+--- The metrics a lab engine records of one result, in order: {key, units, get(record)}. LAVA's
+-- `lava-test-case --measurement V --units U` and a JUnit testcase each carry one of them.
+M.METRICS = {
+  { "latency_p50", "ms", function(r) return r.latency_ms and r.latency_ms.p50 end },
+  { "latency_mean", "ms", function(r) return r.latency_ms and r.latency_ms.mean end },
+  { "latency_p90", "ms", function(r) return r.latency_ms and r.latency_ms.p90 end },
+  { "latency_p99", "ms", function(r) return r.latency_ms and r.latency_ms.p99 end },
+  { "latency_min", "ms", function(r) return r.latency_ms and r.latency_ms.min end },
+  { "latency_max", "ms", function(r) return r.latency_ms and r.latency_ms.max end },
+  { "model_load", "ms", function(r) return r.load_ms end },
+  { "peak_rss", "kB", function(r) return r.peak_rss_kb end },
+  { "npu_cycles", "cycles", function(r) return r.pmu and r.pmu.npu_cycles end },
+  { "cpu_cycles_per_inference", "cycles", function(r) return r.pmu and r.pmu.cpu_cycles_per_inference end },
+}
+
+--- The finite numeric metrics of a record: a list of {key=, value=, units=}.
+function M.metrics(r)
+  local out = {}
+  for _, m in ipairs(M.METRICS) do
+    local v = m[3](r)
+    if type(v) == "number" and v == v and math.abs(v) ~= math.huge then
+      out[#out + 1] = { key = m[1], value = v, units = m[2] }
+    end
+  end
+  return out
+end
+
+--- Where a record was measured, as lab engines name it: {board=, model=, point=}. board: the lab file's
+-- name, else the device; model: the .pte's file name without extension; point: the run parameters,
+-- sorted, as "name-value" joined by "." ("" when none).
+function M.labels(r)
+  local model = r.model and r.model.path and r.model.path:match("([^/]+)$") or "model"
+  local keys, parts = {}, {}
+  for k in pairs(r.params or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "-" .. tostring(r.params[k]) end
+  return { board = r.board or r.device or "board", model = (model:gsub("%.pte$", "")), point = table.concat(parts, ".") }
+end
+
+--- Lab engines' reporters, picked by --report NAME: each is a module odp.results.<name> whose
+-- deliver(records, spec) returns true or nil, "ECODE: msg", "ECODE" (spec: {name=, file=}).
+M.reporters = { lava = "odp.results.lava", junit = "odp.results.junit" }
+
+--- Runs the reporters --report asked for (opts.report: a list of {name=, file=}) and, when GitHub Actions set
+-- GITHUB_STEP_SUMMARY, appends a Markdown summary to it. Every reporter runs even when one fails; returns
+-- true, or nil and the first failure's "ECODE: msg", "ECODE".
+function M.deliver(records, opts)
+  local failed, code
+  local function note(ok, err, c)
+    if not ok and not failed then failed, code = err, c end
+  end
+  for _, spec in ipairs(opts and opts.report or {}) do
+    note(require(M.reporters[spec.name]).deliver(records, spec))
+  end
+  local summary = os.getenv("GITHUB_STEP_SUMMARY")
+  if summary and summary ~= "" then
+    note(sys.append_sync(summary, require("odp.results.step_summary").markdown(records)))
+  end
+  if failed then return nil, failed, code end
+  return true
+end
+
 local function format_for(path)
   return path and (path:match("%.(jsonl)$") or path:match("%.(json)$") or path:match("%.(csv)$")) or nil
 end
 
 --- Writes records: to stdout in opts.format (default human); with opts.out, also to that file (atomically),
--- in opts.format or the format its extension names (default json), while stdout gets the human table.
+-- in opts.format or the format its extension names (default json), while stdout gets the human table; then
+-- the lab engines' reporters (M.deliver). A reporter that fails is one line and exit 3 after the others ran.
 function M.emit(records, opts)
   opts = opts or {}
   local stdout_format = opts.out and "human" or (opts.format or "human")
@@ -380,6 +443,7 @@ function M.emit(records, opts)
   end
   io.stdout:write(M.formats[stdout_format](records))
   io.stdout:flush()
+  require("odp.core.errors").check(M.deliver(records, opts))
 end
 
 --- 0 when every record is ok; otherwise the largest exit code the failures ask for (1 by default).

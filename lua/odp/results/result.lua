@@ -18,6 +18,8 @@ function M.new(fields)
     schema = M.SCHEMA, ok = false, flow = fields.flow, device = fields.device, target = fields.target,
     started_at = iso_now(), odp_version = require("odp.host").version,
     params = fields.params or {}, warnings = json.array(), artifacts = {},
+    -- inside a LAVA job (docs/lava/README.md): which job measured it
+    lava_job_id = os.getenv("LAVA_JOB_ID"),
   }
   return r
 end
@@ -76,7 +78,7 @@ end
 
 --- The order fields come out in, in every object of a record (the rest follow sorted): what a reader
 --- looks for first comes first.
-M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "commit", "model",
+M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "commit", "lava_job_id", "model",
   "runner", "params", "status", "signal", "stop", "sustained", "thermal", "latency_ms", "load_ms", "peak_rss_kb", "planned_buffers",
   "outputs", "artifacts", "ops", "warnings", "error", "path", "sha256", "bytes", "n", "total", "mean", "min",
   "p10", "p50", "p90", "p99", "max", "std", "source", "ci95", "cv", "first_ms", "warm", "drift", "pct", "p", "minute", "process", "waited_s", "before_c", "after_c", "rule",

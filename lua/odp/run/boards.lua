@@ -154,7 +154,7 @@ function M.main(spec, opts, args)
       return po
     end }
   local report = require("odp.results.report")
-  report.emit(res.records, { format = opts.format, out = opts.out, quiet = opts.quiet })
+  report.emit(res.records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   local line = M.summary(res)
   if line then io.stderr:write("odp: ", line, "\n") end
   return res.failed > 0 and 1 or 0 -- the boards' own failures are in their records; the run as a whole measured

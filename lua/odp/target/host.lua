@@ -4,6 +4,18 @@ local proc = require("odp.proc")
 local sys = require("odp.sys")
 
 local M = { kind = "host", options = {} }
+
+--- The path of program prog on this machine (a path is checked as is; a name is searched in $PATH), or nil.
+function M.which(prog)
+  if prog:find("/") then
+    local st = sys.stat(prog)
+    return st and st.executable and prog or nil
+  end
+  for dir in (os.getenv("PATH") or "/usr/bin:/bin"):gmatch("[^:]+") do
+    local st = sys.stat(dir .. "/" .. prog)
+    if st and st.type == "file" and st.executable then return dir .. "/" .. prog end
+  end
+end
 local Host = {}
 Host.__index = Host
 

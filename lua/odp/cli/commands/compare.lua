@@ -72,11 +72,12 @@ function M.by_board(rest, opts)
   if #boards == 0 then
     errors.fail("EUSAGE", "--by board: A and B have no measured board in common (records carry `board` with --boards)", 2)
   end
-  local doc, texts, slower = { boards = {} }, {}, {}
+  local doc, texts, slower, comparisons = { boards = {} }, {}, {}, {}
   for _, board in ipairs(boards) do
     local res = compare.compare(compare.load(rest[1], "A", board), compare.load(rest[2], "B", board),
       { force = opts.force, resamples = opts.resamples, seed = opts.seed, noise = opts.noise / 100 })
     doc.boards[board] = res
+    comparisons[#comparisons + 1] = { res = res, board = board }
     texts[#texts + 1] = ("== board %s\n"):format(board) .. human(res)
     if (opts.format == "json" or opts.out) and not opts.quiet then
       for _, n in ipairs(res.notes) do io.stderr:write("odp: ", board, ": ", n, "\n") end
@@ -87,6 +88,10 @@ function M.by_board(rest, opts)
   local text = opts.format == "json" and (require("odp.core.json").encode(doc, { indent = true }) .. "\n")
     or table.concat(texts, "\n")
   if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
+  for _, spec in ipairs(opts.report or {}) do
+    local junit = require("odp.results.junit")
+    errors.check(sys.write_file(spec.file, junit.xml(junit.compare_suites(comparisons, opts.fail_if_slower))))
+  end
   if #slower > 0 then
     io.stderr:write("odp: ", table.concat(slower, "; "), "\n")
     return 1
@@ -104,6 +109,9 @@ function M.main(args)
   if opts.format == "csv" or opts.format == "jsonl" then
     errors.fail("EUSAGE", "odp compare writes --format human or json", 2)
   end
+  for _, spec in ipairs(opts.report or {}) do
+    if spec.name ~= "junit" then errors.fail("EUSAGE", "odp compare reports --report junit FILE only", 2) end
+  end
   if opts.by == "board" then return M.by_board(rest, opts) end
   local A = compare.load(rest[1], "A")
   local B = compare.load(rest[2], "B")
@@ -119,6 +127,10 @@ function M.main(args)
   local gate = compare.gate(res, opts.fail_if_slower)
   if opts.html then
     errors.check(sys.write_file(opts.html, require("odp.results.html").comparison(res, A, B, gate)))
+  end
+  for _, spec in ipairs(opts.report or {}) do
+    local junit = require("odp.results.junit")
+    errors.check(sys.write_file(spec.file, junit.xml(junit.compare_suites({ { res = res } }, opts.fail_if_slower))))
   end
   if gate and gate.failed then
     io.stderr:write("odp: ", (gate.text:gsub("^FAIL: ", "")), "\n")

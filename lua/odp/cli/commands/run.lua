@@ -35,7 +35,7 @@ function M.run_declared(spec, argv, path)
   if boards and opts.boards then return boards.main(spec, opts, rest) end
   local records = require("odp.run").declared(spec, opts, rest, path)
   if records == nil then return 0 end
-  report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet })
+  report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   return report.exit_code(records)
 end
 

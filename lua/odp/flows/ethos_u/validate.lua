@@ -10,17 +10,7 @@ local basename, shell_quote, hex = M.basename, M.shell_quote, M.hex
 
 ------------------------------------------------------------------------------------------------ validate
 
-local function which(prog)
-  if prog:find("/") then
-    local st = sys.stat(prog)
-    return st and st.executable and prog or nil
-  end
-  for dir in (os.getenv("PATH") or "/usr/bin:/bin"):gmatch("[^:]+") do
-    local st = sys.stat(dir .. "/" .. prog)
-    if st and st.type == "file" and st.executable then return dir .. "/" .. prog end
-  end
-end
-M.which = which
+local which = require("odp.target.host").which
 
 --- Checks before anything touches the build tree or the board (M.validate makes the plan, then this). Errors
 -- exit 2 (usage) with one line.

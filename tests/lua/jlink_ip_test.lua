@@ -1,0 +1,39 @@
+-- probe.open{backend = "jlink", ip = "HOST[:PORT]"}: a J-Link through J-Link Remote Server (labgrid's
+-- NetworkJLinkDevice, docs/labgrid.md), selected with the DLL's JLINKARM_SelectIP before it opens. The DLL is
+-- the test libjlinkarm.so (tests/twin/jlinkarm_twin.c), whose SelectIP reaches the server like SEGGER's: a TCP
+-- connect. A reachable server lets the open go on to the DLL's OpenEx (which then wants a twin: its error is
+-- the proof selection passed); an unreachable one is one ENODEV line naming the address.
+local T = require("t")
+local probe = require("odp.probe")
+local sshd = require("sshd") -- its shell helpers
+
+local root = T.root()
+local dir = T.tmpdir()
+local dll = dir .. "/libjlinkarm.so"
+sshd.sh(("cc -std=c11 -Wall -Wextra -Werror -O2 -shared -fPIC -fvisibility=hidden -o %s %s"):format(sshd.quote(dll),
+  sshd.quote(root .. "/tests/twin/jlinkarm_twin.c")))
+
+T.test("ip: a listening Remote Server is selected, then the DLL opens (here: it asks for the twin)", function()
+  local port = 20000 + (require("odp.sys").getpid() * 13) % 30000
+  sshd.with_background(("socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork SYSTEM:'cat >/dev/null'"):format(port),
+    function()
+      T.ok(sshd.wait_for(function() return sshd.sh("ss -ltn"):find("127%.0%.0%.1:" .. port .. " ") ~= nil end, 10))
+      local p, e, code = probe.open { backend = "jlink", lib = dll, ip = "127.0.0.1:" .. port }
+      T.eq(p, nil)
+      T.eq(code, "ENODEV")
+      T.match(e, "^ENODEV: J%-Link: ODP_TWIN_STATE is not set", "past SelectIP, in OpenEx")
+    end)
+end)
+
+T.test("ip: no server there is one ENODEV line naming it; a bad address and serial with ip are refused", function()
+  local p, e, code = probe.open { backend = "jlink", lib = dll, ip = "127.0.0.1:1" }
+  T.eq({ p, code }, { nil, "ENODEV" })
+  T.eq(e, "ENODEV: no J-Link Remote Server at 127.0.0.1:1")
+  _, e, code = probe.open { backend = "jlink", lib = dll, ip = ":19020" }
+  T.eq(code, "ENOTFOUND")
+  T.match(e, "give HOST or HOST:PORT")
+  T.raises(function() probe.open { backend = "jlink", lib = dll, ip = "10.0.0.5", serial = "600112233" } end,
+    "give serial %(USB%) or ip")
+end)
+
+T.done()
