@@ -111,6 +111,114 @@ static void add_odp_path(lua_State *L, luaL_Buffer *b, const char *templ)
     free(copy);
 }
 
+/* The whole of a file in a malloc'd buffer (NULL when it cannot be read). */
+static char *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *data = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n == cap) {
+            char *more = realloc(data, cap = cap ? cap * 2 : 16384);
+            if (!more) {
+                free(data);
+                fclose(f);
+                return NULL;
+            }
+            data = more;
+        }
+        got = fread(data + n, 1, cap - n, f);
+        n += got;
+    } while (got > 0);
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(data);
+        return NULL;
+    }
+    *len = n;
+    return data;
+}
+
+/* FNV-1a, 64 bits: the precompiled chunk's key, recomputed by tools/luac.lua when it writes one. */
+static unsigned long long fnv1a64(const char *p, size_t n)
+{
+    unsigned long long h = 14695981039346656037ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* A package.searchers entry placed before Lua's own: the module's source is found on package.path as
+ * usual (so ODP_PATH overrides win); when a precompiled chunk of that very file exists (make writes
+ * <exe dir>/luac/<path under lua/>c with tools/luac.lua, and luac/system/ for the Debian Lua libraries odp
+ * uses) and its header names the same path, size and FNV-1a of the source's bytes, the chunk is loaded
+ * instead of parsing the source. Any mismatch (an edited source, another file, a chunk of another Lua)
+ * returns nothing and Lua's searcher parses the source: a stale chunk is never loaded. Parsing odp's Lua
+ * was most of a host run's own instructions (bench/README.md, "Precompiled Lua"). */
+static int search_bytecode(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    const char *cache = lua_tostring(L, lua_upvalueindex(1));
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchpath");
+    lua_pushstring(L, name);
+    lua_getfield(L, -3, "path");
+    lua_call(L, 2, 1);
+    const char *src = lua_tostring(L, -1);
+    if (!src)
+        return 0;
+    const char *under = NULL, *area = NULL;
+    for (int i = 2; i <= 3 && !under; i++) {
+        size_t n;
+        const char *prefix = lua_tolstring(L, lua_upvalueindex(i), &n);
+        if (strncmp(src, prefix, n) == 0) {
+            under = src + n;
+            area = i == 2 ? "" : "system/";
+        }
+    }
+    size_t src_len, chunk_len;
+    if (!under || strlen(under) < 5 || strcmp(under + strlen(under) - 4, ".lua") != 0)
+        return 0;
+    char *chunk = read_whole(lua_pushfstring(L, "%s/%s%sc", cache, area, under), &chunk_len);
+    if (!chunk)
+        return 0;
+    char *source = read_whole(src, &src_len);
+    int found = 0;
+    if (source) {
+        const char *key = lua_pushfstring(L, "odp-bytecode 1 %s %I %s\n", src, (lua_Integer)src_len,
+                                          lua_pushfstring(L, "%I", (lua_Integer)fnv1a64(source, src_len)));
+        size_t key_len = strlen(key);
+        found = chunk_len > key_len && memcmp(chunk, key, key_len) == 0 &&
+                luaL_loadbufferx(L, chunk + key_len, chunk_len - key_len, src, "b") == LUA_OK;
+    }
+    free(source);
+    free(chunk);
+    if (!found)
+        return 0;
+    lua_pushstring(L, src);
+    return 2;
+}
+
+/* Puts search_bytecode second in package.searchers (after package.preload's, before the source's). */
+static void add_bytecode_searcher(lua_State *L, const char *exe_dir, const char *root)
+{
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchers");
+    lua_pushfstring(L, "%s/luac", exe_dir);
+    lua_pushfstring(L, "%s/lua/", root);
+    lua_pushliteral(L, SYSTEM_LUA_DIR);
+    lua_pushcclosure(L, search_bytecode, 3);
+    for (lua_Integer i = (lua_Integer)luaL_len(L, -2); i >= 2; i--) {
+        lua_rawgeti(L, -2, i);
+        lua_rawseti(L, -3, i + 1);
+    }
+    lua_rawseti(L, -2, 2);
+    lua_pop(L, 2);
+}
+
 /* package.cpath: the lazy C modules (odp/<m>.so) beside the binary in the build tree (build/lib), in the
  * install tree (<prefix>/lib beside <prefix>/bin) or the configured one, after ODP_PATH's directories. */
 static void set_cpath(lua_State *L, const char *exe_dir)
@@ -225,6 +333,8 @@ int main(int argc, char **argv)
     set_paths(L, root);
     set_cpath(L, exe_dir);
     preload(L);
+    if (*exe_dir)
+        add_bytecode_searcher(L, exe_dir, root);
     push_host_info(L, root, argc, argv);
 
     int code = 2;
