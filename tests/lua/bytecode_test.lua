@@ -1,0 +1,95 @@
+-- Precompiled Lua (src/main.c search_bytecode, tools/luac.lua, make's build/luac/): a chunk is loaded only
+-- while its header names the very source require found (path, size, bytes); anything else parses the source.
+local T = require("t")
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+
+-- Runs the Lua chunk `code` under the odp binary `bin` (env: extra environment) -> its stdout.
+local function run_lua(bin, code, env)
+  local dir = T.tmpdir()
+  T.write(dir .. "/s.lua", code)
+  local r = proc.run { argv = { bin, "run", dir .. "/s.lua" }, env = env, timeout = 60 }
+  T.eq(r.status, 0, r.stderr)
+  return r.stdout
+end
+
+T.test("every module of lua/ has a fresh chunk in build/luac/, with the source's name and lines", function()
+  local r = proc.run { "find", root .. "/lua", "-name", "*.lua", timeout = 30 }
+  local names = {}
+  for path in r.stdout:gmatch("[^\n]+") do
+    names[#names + 1] = path:sub(#root + 6, -5):gsub("/init$", ""):gsub("/", ".")
+  end
+  T.ok(#names > 40, "found lua/'s modules")
+  local out = run_lua(odp, ([[
+local root = require("odp.host").root
+for _, name in ipairs({ %s }) do
+  local chunk, path = package.searchers[2](name)
+  local parsed = loadfile(path)
+  local a, b = debug.getinfo(chunk, "S"), debug.getinfo(parsed, "S")
+  print(name, type(chunk), path:sub(#root + 1), a.source == b.source and a.lastlinedefined == b.lastlinedefined)
+end]]):format(("%q, "):rep(#names):format(table.unpack(names))))
+  local n = 0
+  for name, kind, path, same in out:gmatch("(%S+)\t(%S+)\t(%S+)\t(%S+)\n") do
+    n = n + 1
+    T.eq(kind, "function", name .. ": a chunk (make builds build/luac/)")
+    T.eq(path, "/lua/" .. name:gsub("%.", "/") .. (sys.stat(root .. "/lua/" .. name:gsub("%.", "/") .. ".lua") and ".lua" or "/init.lua"))
+    T.eq(same, "true", name .. ": the chunk's source name and lines are the source's")
+  end
+  T.eq(n, #names)
+  -- Debian's dkjson (odp.core.json's codec), from its own path under /usr/share/lua/5.4/
+  T.eq(run_lua(odp, [[local f, p = package.searchers[2]("dkjson") io.write(type(f), " ", p)]]),
+    "function /usr/share/lua/5.4/dkjson.lua")
+end)
+
+-- A copy of odp (binary and lua/) in a temp dir, with a probe module lua/probe.lua whose source returns
+-- "source", and a hand-made chunk for it with a matching header whose code returns "chunk": which of the
+-- two require returns tells which was loaded.
+local function probe_tree()
+  local dir = T.tmpdir()
+  assert(sys.mkdir_p(dir .. "/build"))
+  T.eq(proc.run { "cp", "-r", root .. "/lua", dir .. "/lua", timeout = 60 }.status, 0)
+  T.eq(proc.run { "cp", odp, dir .. "/build/odp", timeout = 60 }.status, 0)
+  dir = sys.realpath(dir)
+  local src = dir .. "/lua/probe.lua"
+  T.write(src, 'return "source"\n')
+  local r = proc.run { dir .. "/build/odp", "run", root .. "/tools/luac.lua", src, dir .. "/build/luac/probe.luac", timeout = 60 }
+  T.eq(r.status, 0, r.stderr)
+  local made = T.read(dir .. "/build/luac/probe.luac")
+  local header = made:match("^odp%-bytecode 1 [^\n]*\n")
+  T.eq(header, ("odp-bytecode 1 %s %d "):format(src, #'return "source"\n') .. header:match("(%-?%d+)\n$") .. "\n")
+  T.write(dir .. "/build/luac/probe.luac", header .. string.dump(load('return "chunk"', "@" .. src)))
+  return dir, src
+end
+
+T.test("a chunk whose header matches is what require loads; an edited source of the same size is parsed", function()
+  local dir, src = probe_tree()
+  local bin = dir .. "/build/odp"
+  T.eq(run_lua(bin, "io.write((require('probe')))"), "chunk")
+  T.write(src, 'return "SOURCE"\n') -- same size, other bytes
+  T.eq(run_lua(bin, "io.write((require('probe')))"), "SOURCE")
+  T.write(src, 'return "source" -- longer\n')
+  T.eq(run_lua(bin, "io.write((require('probe')))"), "source")
+end)
+
+T.test("an ODP_PATH override of the same bytes is parsed from its own file", function()
+  local dir = probe_tree()
+  local over = T.tmpdir()
+  T.write(over .. "/probe.lua", 'return "source"\n')
+  T.eq(run_lua(dir .. "/build/odp", "io.write(require('probe'), ' ', package.searchers[2]('probe') == nil and 'nil' or 'chunk')",
+    { ODP_PATH = over }), "source nil")
+end)
+
+T.test("a truncated or foreign chunk falls back to the source, without an error", function()
+  local dir = probe_tree()
+  local chunk = T.read(dir .. "/build/luac/probe.luac")
+  local header = chunk:match("^[^\n]*\n")
+  for _, bad in ipairs({ chunk:sub(1, #chunk - 5), header, header .. "return 'text, not a chunk'", "", "x" }) do
+    T.write(dir .. "/build/luac/probe.luac", bad)
+    T.eq(run_lua(dir .. "/build/odp", "io.write((require('probe')))"), "source")
+  end
+end)
+
+T.done()
