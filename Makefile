@@ -4,22 +4,25 @@
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       the main job on the no-hardware default: the Alif E8 flow on its QEMU twin
 #   make demo-host  the host flow: a runner on this machine
+#   make demo-pi    the Raspberry Pi 5 flow on its arm64 twin (QEMU), over SSH
 #   make install PREFIX=/usr/local    make deps    make clean    make apidoc (docs/api.md, LuaLS stubs)
 PREFIX  ?= /usr/local
 BUILD   ?= build
 CC      ?= cc
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0)
-PKGS    := lua5.4 libssh2 libusb-1.0 libserialport libedit libcrypto
+PKGS    := lua5.4 libssh2 libusb-1.0 libserialport libedit libcrypto sqlite3 libpq
 # Lazy modules: a binding src/l_<m>.c with its core src/<m>/*.c (and the cores in LAZY_USES_<m>), linked with
 # the libraries in LAZY_PKGS_<m> into <lib>/odp/<m>.so, loaded by `require "odp.<m>"` on first use. odp itself
 # links none of those libraries, so a run that needs none of them starts as fast as lua5.4 (bench/README.md).
-LAZY          := ssh adb usb serial readline
+LAZY          := ssh adb usb serial readline sqlite pg
 LAZY_PKGS_ssh := libssh2 libcrypto
 LAZY_PKGS_adb := libusb-1.0 libcrypto
 LAZY_USES_adb := usb
 LAZY_PKGS_usb := libusb-1.0
 LAZY_PKGS_serial := libserialport
 LAZY_PKGS_readline := libedit
+LAZY_PKGS_sqlite := sqlite3
+LAZY_PKGS_pg := libpq
 LPEG_A  := $(firstword $(wildcard /usr/lib/*/liblua5.4-lpeg.a /usr/lib/liblua5.4-lpeg.a))
 
 # CFLAGS/LDFLAGS are the user's (optimisation, debug); what odp needs is in ODP_* and always applies.
@@ -60,7 +63,7 @@ AARCH64_CC    ?= aarch64-linux-gnu-gcc
 HELPERS       := $(BUILD)/odp-rusage-x86_64 \
                  $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/odp-rusage-aarch64)
 
-.PHONY: all test asan demo demo-host install clean deps bench testprogs helpers apidoc FORCE
+.PHONY: all test asan demo demo-host demo-pi install clean deps bench testprogs helpers apidoc FORCE
 all: $(BUILD)/odp $(LAZY_SOS) helpers $(BUILD)/odp.1 $(BUILD)/luac/.stamp
 
 helpers: $(HELPERS)
@@ -89,7 +92,13 @@ $(BUILD)/luac/.stamp: $(BUILD)/odp tools/luac.lua $(LUAC_SRCS) $(LUAC_SYSTEM)
 	  $(foreach f,$(LUAC_SYSTEM),$(f) $(BUILD)/luac/system/$(notdir $(f))c)
 	@touch $@
 
-testprogs: $(BUILD)/odp $(TESTPROGS)
+# The peak-RSS oracle for the arm64 board twins (tests/board_twin): static, as the aarch64 runner is.
+AARCH64_PEERS := $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/tests/rss_touch-aarch64)
+testprogs: $(BUILD)/odp $(TESTPROGS) $(AARCH64_PEERS)
+
+$(BUILD)/tests/%-aarch64: tests/c/%.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -static -o $@ $<
 
 $(UNITTESTS): $(BUILD)/tests/%: tests/c/%.c $(BUILD)/libodp.a
 	@mkdir -p $(dir $@)
@@ -145,6 +154,9 @@ demo:
 
 demo-host:
 	scripts/demo.sh
+
+demo-pi:
+	scripts/demo_pi.sh
 
 bench: all
 	bench/run.sh

@@ -35,6 +35,10 @@ export ODP_REAL_RUNNER="${ODP_REAL_RUNNER:-$peers/executor_runner}"
 export ODP_REAL_RUNNER_AARCH64="${ODP_REAL_RUNNER_AARCH64:-$peers/executor_runner-linux-aarch64}"
 logs="$top/tests/.tmp/logs"
 mkdir -p "$logs"
+# Every run is added to a history (lua/odp/results/history.lua): the suites' runs go to this file, never to
+# the user's ~/.local/share/odp/history.db (tests/lua/history_test.lua checks that default with its own HOME).
+export ODP_HISTORY="$top/tests/.tmp/history.db"
+rm -f "$ODP_HISTORY" "$ODP_HISTORY-wal" "$ODP_HISTORY-shm"
 
 if [ $# -gt 0 ]; then
   suites="$*"

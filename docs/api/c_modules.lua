@@ -39,6 +39,9 @@ return {
     { "odp.host", "package.loaded['odp.host']: facts about this binary (a table, not a function)", {
       "version: string", "root: string the directory holding lua/, scripts/, devices/",
       "lua_release: string", "built: string", "compiler?: string", "argv: string[] odp's own argv (0 = the program)" } },
+    { "odp.QueryResult", "a query's rows as columns, r[name][i] (nil for NULL); no column may be named n, columns or changes", {
+      "n: integer rows", "columns: string[] the columns' names in order",
+      "changes: integer rows changed by a statement that returns none" } },
   },
 
   modules = {
@@ -167,6 +170,24 @@ return {
       { "list() -> {port: string, description: string, vid?: integer, pid?: integer, access: boolean}[]|nil ports, " .. FAIL, "the machine's serial ports" },
       { "open(opts: {port: string, baud?: integer, timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "8N1, raw" },
     } },
+
+    { "odp.sqlite", "the history's embedded store (libsqlite3, loaded on first use); lua/odp/results/history.lua", {
+      { "open(path: string, opts?: {timeout?: number, readonly?: boolean}) -> odp.sqlite.Db|nil db, " .. FAIL, "opens or creates; a lock held by another writer is waited for through the one waiting point up to timeout (30 s), then EBUSY" },
+    } },
+    { "odp.sqlite.Db", "an open SQLite database", {
+      { "exec(sql: string) -> true|nil ok, " .. FAIL, "one or more statements without parameters" },
+      { "query(sql: string, params?: any[]) -> odp.QueryResult|nil result, " .. FAIL, "one statement; $N is params[N] wherever it stands (as in PostgreSQL), nil entries are NULL (give params.n)" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+
+    { "odp.pg", "a team's history in PostgreSQL (libpq, loaded on first use), waiting through the one waiting point", {
+      { "connect(conninfo: string, opts?: {timeout?: number}) -> odp.pg.Conn|nil conn, " .. FAIL, "postgresql://... or \"host=... dbname=...\"; the server's notices are dropped" },
+    } },
+    { "odp.pg.Conn", "a PostgreSQL connection (non-blocking underneath)", {
+      { "exec(sql: string) -> true|nil ok, " .. FAIL, "statements without parameters" },
+      { "query(sql: string, params?: any[], opts?: {timeout?: number}) -> odp.QueryResult|nil result, " .. FAIL, "integers and floats come back as numbers, booleans as booleans, the rest as text; a lost connection is EIO" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
 
     { "odp.elf", "ELF headers: machine, interpreter, the glibc versions a program needs", {
       { "read(path: string) -> {class: integer, machine: string, machine_id: integer, endian: string, type: string, osabi: integer, interpreter?: string, static: boolean, glibc_versions: string[], glibc_required?: string}|nil info, " .. FAIL, "bounds-checked; a truncated or hostile file is EPROTO" },

@@ -49,6 +49,12 @@
 ---@field compiler? string
 ---@field argv string[] odp's own argv (0 = the program)
 
+--- a query's rows as columns, r[name][i] (nil for NULL); no column may be named n, columns or changes
+---@class odp.QueryResult
+---@field n integer rows
+---@field columns string[] the columns' names in order
+---@field changes integer rows changed by a statement that returns none
+
 --- processes on this machine, without a shell, each leading its own process group
 ---@class odp.proc
 local proc = {}
@@ -528,6 +534,67 @@ function serial.list() end
 ---@return string? err
 ---@return odp.ECode? code
 function serial.open(opts) end
+
+--- the history's embedded store (libsqlite3, loaded on first use); lua/odp/results/history.lua
+---@class odp.sqlite
+local sqlite = {}
+--- opens or creates; a lock held by another writer is waited for through the one waiting point up to timeout (30 s), then EBUSY
+---@param path string
+---@param opts? {timeout?: number, readonly?: boolean}
+---@return odp.sqlite.Db|nil db
+---@return string? err
+---@return odp.ECode? code
+function sqlite.open(path, opts) end
+
+--- an open SQLite database
+---@class odp.sqlite.Db
+local sqlite_Db = {}
+--- one or more statements without parameters
+---@param sql string
+---@return true|nil ok
+---@return string? err
+---@return odp.ECode? code
+function sqlite_Db:exec(sql) end
+--- one statement; $N is params[N] wherever it stands (as in PostgreSQL), nil entries are NULL (give params.n)
+---@param sql string
+---@param params? any[]
+---@return odp.QueryResult|nil result
+---@return string? err
+---@return odp.ECode? code
+function sqlite_Db:query(sql, params) end
+--- idempotent (also __close, __gc)
+function sqlite_Db:close() end
+
+--- a team's history in PostgreSQL (libpq, loaded on first use), waiting through the one waiting point
+---@class odp.pg
+local pg = {}
+--- postgresql://... or "host=... dbname=..."; the server's notices are dropped
+---@param conninfo string
+---@param opts? {timeout?: number}
+---@return odp.pg.Conn|nil conn
+---@return string? err
+---@return odp.ECode? code
+function pg.connect(conninfo, opts) end
+
+--- a PostgreSQL connection (non-blocking underneath)
+---@class odp.pg.Conn
+local pg_Conn = {}
+--- statements without parameters
+---@param sql string
+---@return true|nil ok
+---@return string? err
+---@return odp.ECode? code
+function pg_Conn:exec(sql) end
+--- integers and floats come back as numbers, booleans as booleans, the rest as text; a lost connection is EIO
+---@param sql string
+---@param params? any[]
+---@param opts? {timeout?: number}
+---@return odp.QueryResult|nil result
+---@return string? err
+---@return odp.ECode? code
+function pg_Conn:query(sql, params, opts) end
+--- idempotent (also __close, __gc)
+function pg_Conn:close() end
 
 --- ELF headers: machine, interpreter, the glibc versions a program needs
 ---@class odp.elf

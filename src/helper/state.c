@@ -258,6 +258,7 @@ int odp_state_gather(const odp_state_opts *o, odp_buf *out)
     value(&g, "/sys/devices/system/cpu/online");
     file(&g, "/etc/os-release", 4096);
     file(&g, "/proc/meminfo", 1024);
+    file(&g, "/proc/device-tree/compatible", 512); /* NUL-separated names; QEMU's virt machine: emulated */
     cpuinfo(&g);
     char **cpus = entries(&g, "/sys/devices/system/cpu", "cpu");
     for (char **c = cpus; c && *c; c++) {

@@ -16,7 +16,7 @@ odp(1) is generated from the declarations --help is generated from, so it cannot
 
 Every command odp --help lists, every shipped script, the exit codes and environment variables are there
   $ for c in $($ODP --help | awk '/^Commands:/ { f = 1; next } /^$/ { f = 0 } f { print $1 }'); do grep -q "^   odp $c" $TMP/man.txt && echo "$c" || echo "$c MISSING"; done | sort | paste -sd' '
-  compare devices inspect plot repl report run version
+  compare devices history inspect plot repl report run version
   $ grep -E '^   odp run scripts/' $TMP/man.txt
      odp run scripts/alif_e8.lua
      odp run scripts/graviton4.lua

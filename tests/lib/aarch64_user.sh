@@ -10,6 +10,7 @@
 #                                   this machine's apt is left alone (no foreign architecture added).
 # Both need vendor/packages.txt [test]: qemu-user-static, and apt/dpkg-deb (there on Debian).
 set -eu
+. "$(dirname "$0")/debian_arm64.sh"
 
 binfmt() {
 	dir=/proc/sys/fs/binfmt_misc
@@ -37,44 +38,20 @@ rootfs() {
 	mkdir -p "$1"
 	out=$(cd "$1" && pwd)
 	packages="busybox-static libc6 libgcc-s1 libc-bin time"
-	stamp=$( (cat "$0"; echo "$packages") | sha256sum | cut -c1-16)
+	stamp=$( (cat "$0" "$(dirname "$0")/debian_arm64.sh"; echo "$packages") | sha256sum | cut -c1-16)
 	[ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && return 0
 	for tool in apt-get dpkg-deb qemu-aarch64-static; do
 		command -v "$tool" >/dev/null || { echo "$tool is missing (vendor/packages.txt [test])" >&2; return 1; }
 	done
 	rm -rf "$out/root" "$out/stamp"
 	apt=$out/apt
-	mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/sources" "$out/root"
-	: >"$apt/status"
-	for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-		[ -f "$f" ] && cp "$f" "$apt/sources/"
-	done
-	cat >"$apt/apt.conf" <<-CONF
-	APT::Architecture "arm64";
-	APT::Architectures { "arm64"; };
-	APT::Sandbox::User "root";
-	Dir::State "$apt";
-	Dir::State::status "$apt/status";
-	Dir::State::Lists "$apt/lists";
-	Dir::Cache "$apt";
-	Dir::Cache::Archives "$apt/archives";
-	Dir::Etc::SourceList "/dev/null";
-	Dir::Etc::SourceParts "$apt/sources";
-	Dir::Etc::Preferences "/dev/null";
-	Dir::Etc::PreferencesParts "/dev/null";
-	CONF
-	export APT_CONFIG="$apt/apt.conf"
+	mkdir -p "$out/root"
+	arm64_apt "$apt"
 	apt-get update -qq >/dev/null
 	(cd "$apt/archives" && apt-get download -qq $packages >/dev/null)
 	for deb in "$apt"/archives/*.deb; do dpkg-deb -x "$deb" "$out/root"; done
 	root=$out/root
-	# Debian 12 is merged-/usr: /bin, /sbin and /lib are links into /usr
-	for d in bin sbin lib; do
-		if [ -d "$root/$d" ] && [ ! -L "$root/$d" ]; then
-			mkdir -p "$root/usr/$d"; cp -a "$root/$d/." "$root/usr/$d/"; rm -rf "${root:?}/$d"
-		fi
-		mkdir -p "$root/usr/$d"; ln -s "usr/$d" "$root/$d"
-	done
+	merge_usr "$root"
 	# busybox's applets, where Debian's own programs (getconf, ldd, time) are not
 	for a in $(qemu-aarch64-static "$root/usr/bin/busybox" --list); do
 		[ -e "$root/usr/bin/$a" ] || [ -e "$root/usr/sbin/$a" ] || ln -s busybox "$root/usr/bin/$a"

@@ -146,12 +146,31 @@ T.test("cpulist: ranges, sorting, bad input", function()
   T.eq(ds.cpulist_format({ 7, 0, 1, 2, 5 }), "0-2,5,7")
 end)
 
+T.test("the device tree's compatible names: QEMU's virt machine is emulated, a Pi 5 is not", function()
+  -- as the script prints /proc/device-tree/compatible: NUL-separated names (the arm64 twin's, a Pi 5's as its
+  -- upstream device tree bcm2712-rpi-5-b.dts declares them)
+  local function snap(dt) return ds.snapshot(ds.parse("@f /proc/device-tree/compatible\n" .. dt .. "\n@e\n")) end
+  local virt = snap("linux,dummy-virt\0")
+  T.eq(virt.compatible, { "linux,dummy-virt" }); T.match(virt.emulated, "QEMU virt")
+  local rec = ds.record(virt, virt)
+  T.eq(rec.emulated, virt.emulated); T.match(ds.summary(rec), "EMULATED$")
+  local pi5 = snap("raspberrypi,5-model-b\0brcm,bcm2712\0")
+  T.eq(pi5.compatible, { "raspberrypi,5-model-b", "brcm,bcm2712" }); T.eq(pi5.emulated, nil)
+  T.eq(snap(("x\0"):rep(100)).compatible, (function() local t = {} for i = 1, 16 do t[i] = "x" end return t end)(),
+    "at most 16 names")
+  -- linux,dummy-virt further down the list is some other machine's claim, not QEMU's root node
+  T.eq(snap("vendor,board\0linux,dummy-virt\0").emulated, nil)
+  if not sys.stat("/proc/device-tree/compatible") then T.eq(gather().compatible, nil, "no device tree here") end
+end)
+
 T.test("parser fuzz: 3000 mutations of real outputs, bounded sizes, never an error", function()
   local texts = {}
   for _, name in ipairs({ "pixel8", "rpi5", "graviton3" }) do
     local r = assert(proc.run { argv = { "sh", "-c", ds.SCRIPT, "odp-state", fx .. name } })
     texts[#texts + 1] = r.stdout
   end
+  -- and a device tree's compatible list (NUL-separated), as the arm64 twin's kernel gives it
+  texts[#texts + 1] = texts[2] .. "@f /proc/device-tree/compatible\nlinux,dummy-virt\0\n@e\n"
   local rnd = T.lcg(11)
   local alphabet = "@vfce \n/:[]{}=,-.0123456789abcxyz\0"
   for i = 1, 3000 do

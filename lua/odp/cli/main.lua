@@ -4,7 +4,7 @@ local errors = require("odp.core.errors")
 
 local M = {}
 
-local COMMANDS = { "run", "repl", "devices", "inspect", "plot", "compare", "report", "version" }
+local COMMANDS = { "run", "repl", "devices", "inspect", "plot", "compare", "history", "report", "version" }
 M.COMMANDS = COMMANDS
 
 local function usage()

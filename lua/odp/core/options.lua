@@ -16,6 +16,11 @@ M.global_options = {
   { "format", "Output format", nil, "choice", choices = { "human", "json", "jsonl", "csv" } },
   { "out", "Also write the result to FILE (format from --format or the file's extension)", nil, "string",
     metavar = "FILE" },
+  { "history", "Also add each run to this history: a file (SQLite) or postgresql://... (default $ODP_HISTORY,\n" ..
+    "else ~/.local/share/odp/history.db; docs/history.md)", nil, "string", metavar = "URL" },
+  { "no-history", "Add no run to any history", false, "bool" },
+  { "commit", "The commit measured, kept with each run in the history (default $GIT_COMMIT, $CI_COMMIT_SHA or\n" ..
+    "$GITHUB_SHA)", nil, "string", metavar = "SHA" },
   { "quiet", "Only errors on stderr; no progress", false, "bool", short = "q" },
   { "verbose", "More detail on stderr (repeat for more)", false, "bool", short = "v" },
   { "help", "Show this help", false, "bool", short = "h" },
@@ -39,9 +44,12 @@ M.ENVIRONMENT = {
   { "ADB_VENDOR_KEYS", "further adb private keys, `:`-separated, as for adb" },
   { "SSH_AUTH_SOCK", "the ssh-agent socket tried for SSH keys" },
   { "XDG_STATE_HOME", "where odp repl keeps its history (default ~/.local/state)" },
+  { "ODP_HISTORY", "the results history every run is added to (a file or postgresql://...; off: none)" },
+  { "GIT_COMMIT", "the commit measured, kept in the history (also CI_COMMIT_SHA, GITHUB_SHA; --commit wins)" },
 }
 M.FILES = {
   { "runs/<id>/", "each run's runner stdout, stderr and result.json (--runs-dir)" },
+  { "~/.local/share/odp/history.db", "the results history (SQLite; --history, ODP_HISTORY; `odp history`)" },
   { "~/.ssh/config", "ssh_config aliases for --host (--ssh-config FILE, or none)" },
   { "~/.ssh/known_hosts", "SSH host keys checked on every connection (--known-hosts)" },
   { "~/.android/adbkey", "the adb RSA key (created when absent), with adbkey.pub" },
@@ -179,6 +187,17 @@ function M.parse(argv, ...)
         if o[3] ~= nil then opts[k] = o[3] end
       end
     end
+  end
+  return opts, rest
+end
+
+--- Parses a command's argv (cmd = {usage, description, options}: an odp.cli.commands module) with the global
+--- options. With --help it prints the generated help and returns nil: the command then returns 0.
+function M.parse_command(cmd, argv)
+  local opts, rest = M.parse(argv, cmd.options, M.global_options)
+  if opts.help then
+    print(M.help(cmd.usage, cmd.description, cmd.options, M.global_options))
+    return nil
   end
   return opts, rest
 end

@@ -65,20 +65,11 @@ end
 --- samples per process), the file's path | nil when there is none; a file that is not a samples.csv is a
 --- usage error (exit 2).
 function M.samples_of(rec, dir)
-  local tries = {}
-  local named = rec.artifacts and rec.artifacts.samples
-  if type(named) == "string" then
-    tries[#tries + 1] = named
-    tries[#tries + 1] = dir .. "/" .. named:match("[^/]+$")
-  end
-  tries[#tries + 1] = dir .. "/samples.csv"
-  for _, p in ipairs(tries) do
-    if sys.stat(p) then
-      local groups, err = measure.read_samples(p)
-      if not groups then bad(err) end
-      return groups, p
-    end
-  end
+  local p = measure.samples_path(rec, dir)
+  if not p then return nil end
+  local groups, err = measure.read_samples(p)
+  if not groups then bad(err) end
+  return groups, p
 end
 
 -- per-operator raw samples from the record's ETDump (when the file is still there), else nil

@@ -335,6 +335,21 @@ function M.write_samples(path, groups)
   return sys.write_file(path, table.concat(out, "\n") .. "\n")
 end
 
+--- Where a record's samples.csv is: where artifacts.samples says (as written, or beside the record in dir,
+--- the directory of the record file), else dir/samples.csv; nil when none is there.
+function M.samples_path(rec, dir)
+  local tries = {}
+  local named = type(rec.artifacts) == "table" and rec.artifacts.samples
+  if type(named) == "string" then
+    tries[#tries + 1] = named
+    tries[#tries + 1] = dir .. "/" .. named:match("[^/]+$")
+  end
+  tries[#tries + 1] = dir .. "/samples.csv"
+  for _, p in ipairs(tries) do
+    if sys.stat(p) then return p end
+  end
+end
+
 --- Reads a samples.csv back -> groups (per process, in order) | nil, err.
 function M.read_samples(path)
   local text, err = sys.read_file(path)

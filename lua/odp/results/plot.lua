@@ -57,7 +57,8 @@ end
 --- Renders series to an SVG document (string).
 ---@param series {name: string, points: {x: number|string, y: number, lo?: number, hi?: number}[]}[]
 --- opts.lines = false draws points (and error bars) without joining them (categories that are not a sequence).
----@param opts? {title?: string, xlabel?: string, ylabel?: string, width?: integer, height?: integer, logx?: boolean|string, note?: string, lines?: boolean}
+--- opts.marks: vertical dashed lines at numeric x, each {x = number, label = text} (odp history's change points).
+---@param opts? {title?: string, xlabel?: string, ylabel?: string, width?: integer, height?: integer, logx?: boolean|string, note?: string, lines?: boolean, marks?: {x: number, label: string}[]}
 function M.svg(series, opts)
   opts = opts or {}
   local W, H = opts.width or 760, opts.height or 460
@@ -176,6 +177,12 @@ function M.svg(series, opts)
   if opts.ylabel then
     add(('<text class="ylabel" x="18" y="%s" text-anchor="middle" font-size="13" transform="rotate(-90 18 %s)">%s%s</text>')
       :format(num(mt + ph / 2), num(mt + ph / 2), esc(opts.ylabel), ystep and "" or " (log scale)"))
+  end
+  for _, m in ipairs(not categorical and opts.marks or {}) do
+    local x = num(xmap(m.x))
+    add(('<g class="mark" stroke="#d62728" fill="#d62728"><line x1="%s" y1="%d" x2="%s" y2="%d" stroke-dasharray="5,4"/>' ..
+      '<text x="%s" y="%d" stroke="none" text-anchor="start" font-size="11">%s</text></g>'):format(x, mt, x, mt + ph,
+      num(xmap(m.x) + 3), mt + 12, esc(m.label or "")))
   end
   -- series: error bars, line, points
   for si, s in ipairs(series) do

@@ -162,6 +162,10 @@ local function human_one(r, out)
       out[#out + 1] = "  MODELLED, not measured: the QEMU twin computes these times from modelled cycles and sends a " ..
         "canned ETDump (tests/twin/README.md)"
     end
+    if l.emulated then
+      out[#out + 1] = ("  EMULATED, not a board's timings: the board is a %s"):format(
+        r.device_state and r.device_state.emulated or "virtual machine")
+    end
     local t = M.table({ l }, {
       { key = "n", fmt = "%d" }, { key = "mean", time = "t" }, { key = "min", time = "t" },
       { key = "p50", time = "t" }, { key = "p90", time = "t" }, { key = "p99", time = "t" },

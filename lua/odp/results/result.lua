@@ -77,7 +77,7 @@ end
 
 --- The order fields come out in, in every object of a record (the rest follow sorted): what a reader
 --- looks for first comes first.
-M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "model",
+M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "commit", "model",
   "runner", "params", "status", "signal", "stop", "sustained", "thermal", "latency_ms", "load_ms", "peak_rss_kb", "planned_buffers",
   "outputs", "artifacts", "ops", "warnings", "error", "path", "sha256", "bytes", "n", "total", "mean", "min",
   "p10", "p50", "p90", "p99", "max", "std", "source", "ci95", "cv", "first_ms", "warm", "drift", "pct", "p", "minute", "process", "waited_s", "before_c", "after_c", "rule",
@@ -146,9 +146,24 @@ function M.decode(text)
   return map_outputs(v, from_text)
 end
 
---- Writes record as dir/result.json (atomically).
-function M.save(record, dir)
-  return sys.write_file(dir .. "/result.json", M.encode(record, { indent = true }) .. "\n")
+--- Writes record as dir/result.json (atomically), then adds it to the history (odp.results.history) that
+--- opts (the run's options: --history URL, --no-history, --commit) or $ODP_HISTORY name. Every run and every
+--- sweep point is saved here, so this is the one place a record reaches the history. The record file comes
+--- first: a crash between the two leaves a complete record and no row (`odp history import` adds it), never
+--- a row without its record; the row itself is one transaction. A history that cannot be written costs the
+--- run nothing: one line on stderr says so. -> true | nil, err, code (the record file could not be written)
+---@param record table
+---@param dir string
+---@param opts {history?: string, no_history?: boolean, commit?: string}?
+function M.save(record, dir, opts)
+  local history = require("odp.results.history")
+  record.commit = record.commit or history.commit(opts)
+  local path = dir .. "/result.json"
+  local ok, err, code = sys.write_file(path, M.encode(record, { indent = true }) .. "\n")
+  if not ok then return nil, err, code end
+  local added, why = history.record(record, path, opts)
+  if not added then io.stderr:write("odp: warning: ", why, "\n") end
+  return true
 end
 
 return M

@@ -142,7 +142,7 @@ local function execute(ctx)
     result.fail(rec, err.code, err.message, err.exit)
   end
   for _, w in ipairs(ctx.ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
-  local saved, serr, scode = result.save(rec, dir)
+  local saved, serr, scode = result.save(rec, dir, ctx.opts) -- the record file, then the history its options name
   if not ok and not errors.is_failure(err) then error(err, 0) end -- a bug: its traceback, the record kept
   errors.check(saved, serr, scode)
   return rec

@@ -33,6 +33,7 @@ v /proc/loadavg
 v /sys/devices/system/cpu/online
 f /etc/os-release 4096
 f /proc/meminfo 1024
+f /proc/device-tree/compatible 512
 if [ -r "$R/proc/cpuinfo" ]; then printf '@f /proc/cpuinfo\n'
   grep -E '^(processor|model name|CPU implementer|CPU part|Hardware|Model)[[:space:]]*:' "$R/proc/cpuinfo" 2>/dev/null | head -c 65536
   printf '\n@e\n'; fi
@@ -189,7 +190,8 @@ end
 -- {hostname, kernel, os, board, online = {cpu...}, cpus = {{cpu, online, core, capacity, cluster_id, package,
 -- min_khz, max_khz, scaling_min_khz, scaling_max_khz, cur_khz, governor}}, thermal = {{zone, type, temp_c}},
 -- android = {model, manufacturer, soc, ...}, thermal_status, android_temperatures, battery, loadavg,
--- mem_available_kb, mem_total_kb, missing = {names}}.
+-- mem_available_kb, mem_total_kb, compatible = {device tree names}, emulated = why (a QEMU virt machine),
+-- missing = {names}}.
 ---@param raw table from M.parse
 function M.snapshot(raw)
   local v, files, cmds = raw.values, raw.files, raw.commands
@@ -211,6 +213,17 @@ function M.snapshot(raw)
   for c in pairs(cores) do if c <= MAX_CPU then listed[#listed + 1] = c end end
   table.sort(listed)
   s.cpuinfo_cpus = #listed > 0 and listed or nil
+  -- The device tree's compatible list (NUL-separated; none on x86 or ACPI machines). QEMU's `virt` machine
+  -- calls itself linux,dummy-virt: its CPUs are emulated (TCG) or virtualized, so its times are no board's.
+  local dt = files["/proc/device-tree/compatible"]
+  if dt then
+    local compatible = {}
+    for name in dt:gmatch("[%w%-%.,_+/]+") do
+      if #compatible < 16 then compatible[#compatible + 1] = name end
+    end
+    s.compatible = #compatible > 0 and compatible or nil
+    if compatible[1] == "linux,dummy-virt" then s.emulated = "QEMU virt machine (device tree: linux,dummy-virt)" end
+  end
   s.online = need("cpus_online", v["/sys/devices/system/cpu/online"] and M.cpulist(v["/sys/devices/system/cpu/online"]))
   local online = {}
   for _, c in ipairs(s.online or {}) do online[c] = true end
@@ -357,7 +370,8 @@ function M.record(before, after, opts)
   local ds = { hostname = before.hostname, kernel = before.kernel, os = before.os, board = before.board,
     android = before.android, cpus_online = before.online and #before.online, online = before.online and
     M.cpulist_format(before.online), cpus_used = M.cpulist_format(used), clusters = json.array(cores),
-    cluster_basis = basis, mem_total_kb = before.mem_total_kb, before = moment(before),
+    cluster_basis = basis, mem_total_kb = before.mem_total_kb, compatible = before.compatible,
+    emulated = before.emulated, before = moment(before),
     after = after and moment(after) or nil, missing = json.array(before.missing or {}) }
   for i, c in ipairs(before.cpus or {}) do
     ds.before.cpus[i].core, ds.before.cpus[i].capacity, ds.before.cpus[i].cluster_id = c.core, c.capacity, c.cluster_id
@@ -419,6 +433,7 @@ function M.summary(ds)
   local b = ds.before and ds.before.battery
   if b then parts[#parts + 1] = ("battery %.0f%%%s"):format(b.level_pct, b.charging and " charging" or "") end
   if ds.throttled then parts[#parts + 1] = "THROTTLED" end
+  if ds.emulated then parts[#parts + 1] = "EMULATED" end
   return table.concat(parts, " · ")
 end
 
@@ -481,6 +496,8 @@ function M.after(rec, before, target, opts)
   if not after then rec.warnings[#rec.warnings + 1] = "device state after the run: " .. tostring(err) end
   local state, warnings = M.record(before, after, opts)
   rec.device_state = state
+  -- an emulated board's times are the emulator's: the record says so, as the Ethos-U twin's say `modelled`
+  if state.emulated and rec.latency_ms then rec.latency_ms.emulated = true end
   for _, w in ipairs(warnings) do rec.warnings[#rec.warnings + 1] = w end
 end
 

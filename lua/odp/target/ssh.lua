@@ -28,6 +28,10 @@ M.options = {
 }
 
 local CONNECT_TIMEOUT = 30
+-- Keepalives when ssh_config asks for none (OpenSSH sends none by default): odp waits on a board for minutes,
+-- and a board that rebooted mid-run answers only the next packet (with a reset). Without one a run would
+-- wait out its whole timeout (seen on the arm64 twin: tests/lua/arm64_twin_test.lua).
+local ALIVE_INTERVAL = 10
 local SMALL_TIMEOUT = 60 -- probes (uname, sha256sum, df): bounded even when the caller gives none
 
 local Target = {}
@@ -124,7 +128,8 @@ local function connect_options(st, opts)
     known_hosts_also = also,
     host_key_alias = st.host_key_alias, timeout = st.connect_timeout or CONNECT_TIMEOUT,
     accept_new = opts.accept_new_host_key or st.strict_host_key_checking == "accept-new",
-    alive_interval = st.server_alive_interval, alive_count_max = st.server_alive_count_max,
+    alive_interval = st.server_alive_interval > 0 and st.server_alive_interval or ALIVE_INTERVAL,
+    alive_count_max = st.server_alive_count_max,
     proxy_command = st.proxy_command_line }
   if opts.identity then
     conn.identity = st.identity_files[1]

@@ -59,11 +59,8 @@ local function svg(res)
 end
 
 function M.main(args)
-  local opts, rest = cli.parse(args, M.options, cli.global_options)
-  if opts.help then
-    print(cli.help(M.usage, M.description, M.options, cli.global_options))
-    return 0
-  end
+  local opts, rest = cli.parse_command(M, args)
+  if not opts then return 0 end
   if #rest ~= 2 then
     errors.fail("EUSAGE", ("compare takes two results, A and B, got %d (odp compare --help)"):format(#rest), 2)
   end

@@ -1,0 +1,252 @@
+-- The Raspberry Pi 5 and Graviton flows against a real arm64 Linux kernel: the board twins of
+-- tests/board_twin (Debian's arm64 kernel under qemu-system-aarch64 -M virt, -cpu cortex-a76 / neoverse-n1,
+-- emulated PMUv3, dropbear on a forwarded loopback port). One Pi twin serves every Pi test; the Graviton twin
+-- boots after it is stopped. The oracles are the guest's own: OpenSSH's ssh client into it (not odp's), its
+-- /proc, getconf, sha256sum, perf stat (Debian's linux-perf:arm64) and the measured program's own VmHWM.
+local T = require("t")
+local twin = require("board_twin")
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+local json = require("odp.core.json")
+local craft = require("elfcraft")
+
+local odp = os.getenv("ODP") or "build/odp"
+local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")
+local pte = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+local RUNNER_NAME = "executor_runner-linux-aarch64"
+local tmp = T.tmpdir()
+
+local pi = twin.start("rpi5")
+print(("# the Pi 5 twin booted in %.1f s (port %d)"):format(pi.boot_s, pi.port))
+local t = assert(require("odp.target.ssh").new(pi:connect_opts()))
+assert(t:mkdir("/tmp/odp"))
+
+local function has(list, x) for _, v in ipairs(list or {}) do if v == x then return true end end return false end
+local function says(text, what) T.ok(text:find(what, 1, true), ("%q in %q"):format(what, text)) end
+
+-- `odp run SCRIPT` against twin b with args; returns the proc.run result. opts.env, opts.timeout.
+local function flow(b, script, args, opts)
+  opts = opts or {}
+  local argv = { odp, "run", T.root() .. "/scripts/" .. script }
+  table.move(b:odp_args(), 1, #b:odp_args(), #argv + 1, argv)
+  table.move(args, 1, #args, #argv + 1, argv)
+  argv.cwd, argv.timeout, argv.env = tmp, opts.timeout or 180, opts.env
+  return assert(proc.run(argv))
+end
+
+-- A shell command that runs `odp run SCRIPT ...` in the background, waits (inside the guest, one
+-- connection) until the runner is running there, does `act`, then waits for odp; odp's exit status is
+-- printed as "exit=N" on stderr.
+local function during_run(b, script, args, act)
+  local argv = { odp, "run", T.root() .. "/scripts/" .. script }
+  table.move(b:odp_args(), 1, #b:odp_args(), #argv + 1, argv)
+  table.move(args, 1, #args, #argv + 1, argv)
+  for i, a in ipairs(argv) do argv[i] = "'" .. a:gsub("'", "'\\''") .. "'" end
+  local wait_runner = b:ssh_command(("i=0; until grep -h Cpus_allowed_list /proc/$(pidof %s || echo none)/status " ..
+    "2>/dev/null; do i=$((i+1)); [ $i -gt 300 ] && exit 1; sleep 0.1; done"):format(RUNNER_NAME))
+  return ("%s & p=$!; %s >&2 || echo 'runner never seen' >&2; %s; wait $p; echo \"exit=$?\" >&2")
+    :format(table.concat(argv, " "), wait_runner, act)
+end
+
+T.test("the Pi 5 twin: Debian's arm64 kernel on Cortex-A76 cores, reached with OpenSSH # rig", function()
+  T.eq(pi:sh("uname -m"), "aarch64\n")
+  T.match(pi:sh("grep -m1 'CPU part' /proc/cpuinfo"), "0xd0b") -- the Cortex-A76's part number
+  T.eq(pi:sh("hostname"), "raspberrypi\n")
+end)
+
+T.test("the twin's host key is verified: another key under its name is refused, exit 3", function()
+  -- another key under the twin's name is refused: the known_hosts line is what verifies it
+  local kh = tmp .. "/wrong_kh"
+  local other = require("sshd").keygen(tmp .. "/other_host")
+  T.write(kh, ("[127.0.0.1]:%d %s\n"):format(pi.port, T.read(other .. ".pub"):match("^(%S+ %S+)")))
+  local r = assert(proc.run { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host", "pi@127.0.0.1", "--port",
+    tostring(pi.port), "--identity", pi.identity, "--known-hosts", kh, "--runner", build .. "/tests/rss_touch-aarch64",
+    "--model", pte, cwd = tmp, timeout = 120 })
+  T.eq(r.status, 3, r.stderr); T.match(r.stderr, "host key of %[127%.0%.0%.1%]:%d+ has CHANGED")
+end)
+
+T.test("device_state from the real kernel: identity and CPUs as the guest reports them; no cpufreq or " ..
+  "thermal zones, named in missing; emulated, from the device tree", function()
+  local ds = require("odp.target.device_state")
+  local s = assert(ds.gather(t))
+  T.eq(s.hostname, pi:sh("hostname"):match("%S+"))
+  T.eq(s.kernel, pi:sh("uname -r"):match("%S+"))
+  T.eq(#s.online, tonumber(pi:sh("nproc")))
+  for _, c in ipairs(s.cpus) do T.eq(c.core, "Cortex-A76", "cpu" .. c.cpu) end
+  T.eq(s.os, pi:sh(". /etc/os-release; echo \"$PRETTY_NAME\""):match("[^\n]+"))
+  -- what the virt machine lacks, checked on the guest itself, and named rather than invented
+  T.eq(pi:sh("ls -d /sys/devices/system/cpu/cpu0/cpufreq /sys/class/thermal/thermal_zone0 2>/dev/null; true"), "")
+  T.ok(has(s.missing, "cpufreq"), "cpufreq missing: " .. json.encode(s.missing))
+  T.ok(has(s.missing, "thermal_zones"), "thermal zones missing")
+  T.eq(has(s.missing, "cpu_capacity"), false, "the guest has cpu_capacity: " .. pi:sh("cat /sys/devices/system/cpu/cpu0/cpu_capacity"))
+  for _, c in ipairs(s.cpus) do T.eq({ c.cur_khz, c.max_khz, c.governor }, {}, "no frequency invented") end
+  T.eq(s.compatible, { pi:sh("tr '\\0' '\\n' </proc/device-tree/compatible"):match("[^\n]+") })
+  T.eq(s.compatible, { "linux,dummy-virt" })
+  T.match(s.emulated, "QEMU virt")
+end)
+
+T.test("preflight on the guest: aarch64, its glibc (from getconf there); a runner needing a newer glibc " ..
+  "is refused in one line, one the guest's glibc can load runs", function()
+  T.eq(t:arch(), "aarch64")
+  T.eq(t:libc_version(), pi:sh("getconf GNU_LIBC_VERSION"):match("glibc ([%d%.]+)"))
+  local preflight = require("odp.target.preflight")
+  local dir = tmp .. "/elf"
+  os.execute("mkdir -p " .. dir)
+  local ok, e = pcall(preflight.check, t, { runner = craft.needs_glibc(dir, "9.99", "aarch64-linux-gnu-gcc"), model = pte })
+  T.eq(ok, false)
+  T.eq(e.code, "ENODEV"); T.match(e.message, "GLIBC_9%.99"); T.match(e.message, t:libc_version())
+  T.ok(not e.message:find("\n"), "one line")
+  -- a dynamic aarch64 program built against Debian's glibc passes, and the guest's loader runs it
+  local hello = craft.aarch64(dir)
+  local facts = preflight.check(t, { runner = hello, model = pte })
+  T.eq(facts.arch, "aarch64")
+  local where = assert(t:stage(hello, { mode = tonumber("755", 8) }))
+  T.eq(assert(t:exec({ where })).status, 0)
+  -- an x86_64 runner: refused before any upload
+  local r = flow(pi, "rpi5.lua", { "--runner", build .. "/tests/fake_runner", "--model", pte,
+    "--remote-dir", "/tmp/odp-x86" })
+  T.eq(r.status, 3, r.stderr)
+  T.match(r.stderr, "x86_64"); T.match(r.stderr, "aarch64")
+  T.eq(pi:sh("ls /tmp/odp-x86 2>/dev/null; true"), "", "nothing uploaded")
+end)
+
+T.test("odp-rusage aarch64 on the guest: peak RSS of 4/50 MB programs is their own VmHWM", function()
+  local touch = build .. "/tests/rss_touch-aarch64"
+  local where = assert(t:stage(touch, { mode = tonumber("755", 8) }))
+  for _, mb in ipairs({ 4, 50 }) do
+    local r = assert(t:exec({ where, tostring(mb) }, { timeout = 60 }))
+    T.eq(r.status, 0, r.stderr)
+    local own = tonumber(r.stdout:match("VmHWM_kb=(%d+)"))
+    T.ok(own and own > mb * 1024, ("VmHWM %s for %d MB"):format(own, mb))
+    local got, tol = r.rusage and r.rusage.maxrss_kb, math.max(own * 0.02, 256)
+    T.ok(got and math.abs(got - own) <= tol, ("%d MB: odp says %s kB, the guest's VmHWM is %d kB"):format(mb, got, own))
+  end
+  T.eq(t:rusage_method(), "odp-rusage")
+  T.eq(pi:sh("sha256sum /tmp/odp/.odp/odp-rusage"):match("%x+"), sys.sha256_file(build .. "/odp-rusage-aarch64"))
+end)
+
+T.test("counters through the emulated PMUv3: cycles agree with the guest's own perf stat on the same " ..
+  "process; instructions, which QEMU does not count, are named unsupported by both", function()
+  -- perf stat counts odp-rusage and its child; odp-rusage counts the child only. The child is a busybox
+  -- shell loop in user space: TCG's cycles track time spent at EL0, so a workload that mostly waits in the
+  -- kernel (page faults) would leave odp-rusage's own share large and noisy
+  local out = pi:sh("perf stat -x, -e cycles:u,instructions:u -o /tmp/perf.csv -- /tmp/odp/.odp/odp-rusage " ..
+    "-o /tmp/rusage.txt --counters basic -- busybox sh -c 'i=0; while [ $i -lt 8000 ]; do i=$((i+1)); done' && " ..
+    "cat /tmp/perf.csv && echo @@ && cat /tmp/rusage.txt", 120)
+  local perf_text, rusage_text = out:match("^(.*)\n@@\n(.*)$")
+  local perf_cycles = tonumber(perf_text:match("\n(%d+),,cycles:u"))
+  T.ok(perf_cycles and perf_cycles > 1e6, "perf stat counted cycles: " .. perf_text)
+  T.match(perf_text, "<not supported>,,instructions:u", "perf says instructions are not supported")
+  local parsed = assert(require("odp.target.rusage").parse(rusage_text))
+  local c = assert(parsed.counters, "odp-rusage counters: " .. rusage_text)
+  T.ok(c.cycles <= perf_cycles and c.cycles >= 0.9 * perf_cycles,
+    ("odp-rusage %d cycles, perf stat %d (odp-rusage + child)"):format(c.cycles, perf_cycles))
+  T.eq(c.unavailable and c.unavailable.instructions, "unsupported")
+  T.eq({ c.paranoid, c.user_only }, { 2, true }, "user space only, as perf's :u")
+end)
+
+T.with_real_runner("scripts/rpi5.lua with the real runner: pushed, then hash-skipped; measured, emulated, " ..
+  "cycles counted", function(runner)
+  local args = { "--runner", runner, "--model", pte, "-n", "10", "--counters", "basic", "--runs-dir", tmp .. "/runs",
+    "--format", "json" }
+  local r = flow(pi, "rpi5.lua", args)
+  T.eq(r.status, 0, r.stderr)
+  says(r.stderr, "pushed " .. RUNNER_NAME)
+  T.eq(pi:sh("sha256sum /tmp/odp/" .. RUNNER_NAME):match("%x+"), sys.sha256_file(runner), "the guest's copy")
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.ok, true); T.eq(rec.latency_ms.n, 10); T.eq(rec.outputs[1].values, { 2, 2, 2 })
+  T.eq(rec.latency_ms.emulated, true, "TCG timings are labelled")
+  T.match(rec.device_state.emulated, "linux,dummy%-virt")
+  T.eq(rec.device_state.clusters[1].core, "Cortex-A76")
+  T.ok(rec.counters.total.cycles > 0, "cycles through the PMU")
+  T.eq(rec.counters.unavailable, { instructions = "unsupported" })
+  -- peak RSS against GNU time -v on the guest (Debian's time:arm64)
+  local tv = pi:sh(("cd /tmp/odp && /usr/bin/time -v ./%s --model_path add_arduino.pte --num_executions 10 " ..
+    "2>&1 >/dev/null | grep 'Maximum resident'"):format(RUNNER_NAME))
+  local oracle = tonumber(tv:match("(%d+)%s*$"))
+  T.ok(math.abs(rec.peak_rss_kb - oracle) <= math.max(oracle * 0.03, 256),
+    ("odp %d kB, GNU time -v %d kB"):format(rec.peak_rss_kb, oracle))
+  -- again: nothing uploaded; the human report says EMULATED
+  table.remove(args); table.remove(args)
+  r = flow(pi, "rpi5.lua", args)
+  T.eq(r.status, 0, r.stderr)
+  says(r.stderr, "unchanged " .. RUNNER_NAME); T.match(r.stderr, "unchanged add_arduino.pte")
+  T.match(r.stdout, "device%s+raspberrypi · Cortex%-A76 x%d · EMULATED")
+  T.match(r.stdout, "EMULATED, not a board's timings")
+end, "aarch64")
+
+T.with_real_runner("placement: --cpus 1 is the runner's own Cpus_allowed_list on the guest", function(runner)
+  local r = assert(proc.run { "sh", "-c", during_run(pi, "rpi5.lua", { "--runner", runner, "--model", pte,
+    "-n", "3000", "--cpus", "1", "--runs-dir", tmp .. "/runs", "--format", "json" }, ":"), timeout = 180 })
+  T.match(r.stderr, "exit=0")
+  T.match(r.stderr, "Cpus_allowed_list:%s+1\n", "the running runner's own /proc/<pid>/status")
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.device_state.cpus_used, "1")
+end, "aarch64")
+
+T.with_real_runner("Ctrl-C mid-run: exit 130 at once, ECANCELED in the record, the runner gone from the guest",
+  function(runner)
+  local r = assert(proc.run { "sh", "-c", during_run(pi, "rpi5.lua", { "--runner", runner, "--model", pte,
+    "-n", "5000", "--runs-dir", tmp .. "/int" }, "kill -INT $p"), timeout = 180 })
+  T.match(r.stderr, "exit=130")
+  local dirs = proc.run { "sh", "-c", "ls -d " .. tmp .. "/int/*/" }.stdout
+  local rec = assert(json.decode(T.read(dirs:match("[^\n]+") .. "result.json")))
+  T.eq({ rec.ok, rec.error.code }, { false, "ECANCELED" })
+  local left = pi:sh(("i=0; while pidof %s; do i=$((i+1)); [ $i -gt 50 ] && break; sleep 0.1; done; true")
+    :format(RUNNER_NAME))
+  T.eq(left, "", "no runner left on the guest")
+end, "aarch64")
+
+T.with_real_runner("the board reboots mid-run (QEMU system_reset): one clear line, exit 3 within the " ..
+  "keepalive, the failed record kept; the next run re-pushes and measures", function(runner)
+  -- keepalives every 2 s instead of odp's default 10 (the same code path, 20 s less of CI time)
+  T.write(tmp .. "/alive_config", "Host 127.0.0.1\n  ServerAliveInterval 2\n  ServerAliveCountMax 3\n")
+  local t0 = sys.now()
+  local r = assert(proc.run { "sh", "-c", during_run(pi, "rpi5.lua", { "--runner", runner, "--model", pte,
+    "-n", "5000", "--runs-dir", tmp .. "/reboot", "--ssh-config", tmp .. "/alive_config" }, ("printf 'system_reset\\n' | socat -t 1 - UNIX-CONNECT:%s >/dev/null")
+    :format(pi.monitor)), timeout = 240 })
+  local took = sys.now() - t0
+  T.match(r.stderr, "exit=3")
+  T.ok(took < 40, ("odp gave up %.0f s after the run began"):format(took))
+  local fails = {}
+  for line in r.stdout:gmatch("[^\n]+") do if line:find("^FAIL") then fails[#fails + 1] = line end end
+  T.eq(#fails, 1, r.stdout)
+  -- the guest's reset is hidden behind QEMU's user networking, which keeps the host's side of the TCP
+  -- connection open: the keepalives find the silence (a real board's fresh kernel answers with a reset)
+  T.match(fails[1], "pi@127%.0%.0%.1:%d+: no answer for %d+ s %(ServerAliveInterval 2 x ServerAliveCountMax 3%): connection lost")
+  local dirs = proc.run { "sh", "-c", "ls -d " .. tmp .. "/reboot/*/" }.stdout
+  local rec = assert(json.decode(T.read(dirs:match("[^\n]+") .. "result.json")))
+  T.eq({ rec.ok, rec.error.code, rec.error.exit }, { false, "EIO", 3 })
+  T.ok(pi:wait_ready(120), "the guest came back")
+  -- the rebooted board lost /tmp: the hash check sees it and uploads again
+  r = flow(pi, "rpi5.lua", { "--runner", runner, "--model", pte, "-n", "5", "--runs-dir", tmp .. "/reboot",
+    "--format", "json" })
+  T.eq(r.status, 0, r.stderr)
+  says(r.stderr, "pushed " .. RUNNER_NAME)
+  T.eq(assert(json.decode(r.stdout)).latency_ms.n, 5)
+  T.eq(json.decode(T.read(dirs:match("[^\n]+") .. "result.json")).error.code, "EIO", "the failed record is kept")
+end, "aarch64")
+
+t:close()
+pi:stop()
+
+T.with_real_runner("scripts/graviton4.lua on the Graviton twin (Neoverse-N1, user ubuntu)", function(runner)
+  local g = twin.start("graviton")
+  print(("# the Graviton twin booted in %.1f s"):format(g.boot_s))
+  local ok, err = pcall(function()
+    T.match(g:sh("grep -m1 'CPU part' /proc/cpuinfo"), "0xd0c") -- Neoverse-N1
+    local r = flow(g, "graviton4.lua", { "--runner", runner, "--model", pte, "-n", "10", "--counters", "basic",
+      "--runs-dir", tmp .. "/runs", "--format", "json" })
+    T.eq(r.status, 0, r.stderr)
+    local rec = assert(json.decode(r.stdout))
+    T.eq(rec.device, "graviton4"); T.match(rec.target, "^ssh://ubuntu@127%.0%.0%.1:")
+    T.eq(rec.device_state.clusters[1].core, "Neoverse-N1")
+    T.eq(rec.device_state.hostname, g:sh("hostname"):match("%S+"))
+    T.eq(rec.latency_ms.emulated, true)
+    T.ok(rec.counters.total.cycles > 0, "cycles")
+  end)
+  g:stop()
+  if not ok then error(err, 0) end
+end, "aarch64")
+
+T.done()
