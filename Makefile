@@ -169,6 +169,9 @@ install: all
 	cp -R lua scripts devices $(DESTDIR)$(PREFIX)/share/odp/
 	install -d $(DESTDIR)$(PREFIX)/lib/odp
 	install -m 0644 $(LAZY_SOS) $(DESTDIR)$(PREFIX)/lib/odp/
+	$(BUILD)/odp run tools/luac.lua --as $(abspath $(DESTDIR)$(PREFIX))=$(PREFIX) \
+	  $(foreach f,$(LUAC_SRCS),$(abspath $(DESTDIR)$(PREFIX))/share/odp/$(f) $(DESTDIR)$(PREFIX)/lib/odp/luac/$(f:lua/%=%)c) \
+	  $(foreach f,$(LUAC_SYSTEM),$(f) $(DESTDIR)$(PREFIX)/lib/odp/luac/system/$(notdir $(f))c)
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0644 $(BUILD)/odp.1 $(DESTDIR)$(PREFIX)/share/man/man1/odp.1
 

@@ -160,8 +160,8 @@ static unsigned long long source_hash(const char *p, size_t n)
 
 /* A package.searchers entry placed before Lua's own: the module's source is found on package.path as
  * usual (so ODP_PATH overrides win); when a precompiled chunk of that very file exists (make writes
- * <exe dir>/luac/<path under lua/>c with tools/luac.lua, and luac/system/ for the Debian Lua libraries odp
- * uses) and its header names the same path, size and hash of the source's bytes, the chunk is loaded
+ * build/luac/<path under lua/>c with tools/luac.lua, make install <prefix>/lib/odp/luac/, and luac/system/
+ * for the Debian Lua libraries odp uses) and its header names the same path, size and hash of the source's bytes, the chunk is loaded
  * instead of parsing the source. Any mismatch (an edited source, another file, a chunk of another Lua)
  * returns nothing and Lua's searcher parses the source: a stale chunk is never loaded. Parsing odp's Lua
  * was most of a host run's own instructions (bench/README.md, "Precompiled Lua"). */
@@ -214,7 +214,12 @@ static void add_bytecode_searcher(lua_State *L, const char *exe_dir, const char 
 {
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "searchers");
-    lua_pushfstring(L, "%s/luac", exe_dir);
+    /* build/luac/ beside build/odp in the source tree, else <prefix>/lib/odp/luac/ (make install) */
+    char dir[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/luac", exe_dir);
+    if (!file_exists(dir))
+        snprintf(dir, sizeof dir, "%s/../lib/odp/luac", exe_dir);
+    lua_pushstring(L, dir);
     lua_pushfstring(L, "%s/lua/", root);
     lua_pushliteral(L, SYSTEM_LUA_DIR);
     lua_pushcclosure(L, search_bytecode, 3);

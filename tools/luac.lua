@@ -3,7 +3,9 @@
 -- the same file and lines) and dumped with its debug information to OUT, after a header naming the source's
 -- path, size and a hash of its bytes. odp loads OUT only while all three still match; otherwise it parses the
 -- source.
---   build/odp run tools/luac.lua SOURCE OUT [SOURCE OUT ...]     (make writes build/luac/ this way)
+--   build/odp run tools/luac.lua [--as FROM=TO] SOURCE OUT [SOURCE OUT ...]
+-- (make writes build/luac/ this way). --as: a SOURCE starting with FROM is named as if it started with TO
+-- (make install reads $(DESTDIR)$(PREFIX)/share/odp/lua/ and names the files $(PREFIX)/share/odp/lua/...).
 local sys = require("odp.sys")
 
 -- src/main.c's source_hash: FNV-1a's step over native 8-byte words, then the last bytes one by one (integer
@@ -19,12 +21,19 @@ local function source_hash(s)
   return h
 end
 
-for i = 1, #arg, 2 do
-  local src, out = arg[i], assert(arg[i + 1], "usage: SOURCE OUT ...")
-  assert(src:sub(1, 1) == "/", "SOURCE must be the absolute path require finds: " .. src)
+local from, to, first = "", "", 1
+if arg[1] == "--as" then
+  from, to = (arg[2] or ""):match("^(.*)=(.*)$")
+  assert(from, "usage: --as FROM=TO")
+  first = 3
+end
+for i = first, #arg, 2 do
+  local src, out = arg[i], assert(arg[i + 1], "usage: [--as FROM=TO] SOURCE OUT ...")
+  local name = src:sub(1, #from) == from and to .. src:sub(#from + 1) or src
+  assert(name:sub(1, 1) == "/", "SOURCE must be the absolute path require finds: " .. name)
   local text = assert(sys.read_file(src))
-  local chunk = assert(load(text, "@" .. src, "t"))
-  local header = ("odp-bytecode 1 %s %d %d\n"):format(src, #text, source_hash(text))
+  local chunk = assert(load(text, "@" .. name, "t"))
+  local header = ("odp-bytecode 1 %s %d %d\n"):format(name, #text, source_hash(text))
   assert(sys.mkdir_p(out:match("^(.*)/[^/]*$") or "."))
   assert(sys.write_file(out, header .. string.dump(chunk)))
 end

@@ -92,4 +92,19 @@ T.test("a truncated or foreign chunk falls back to the source, without an error"
   end
 end)
 
+T.test("make install writes chunks for the installed sources, named as installed (also with DESTDIR)", function()
+  local build = os.getenv("ODP_BUILD_DIR") or "build"
+  local dir = sys.realpath(T.tmpdir())
+  local r = proc.run { argv = { "make", "-s", "BUILD=" .. build, "install", "PREFIX=" .. dir .. "/p" }, cwd = root, timeout = 300 }
+  T.eq(r.status, 0, r.stderr)
+  T.eq(run_lua(dir .. "/p/bin/odp", [[local f, p = package.searchers[2]("odp.core.stats")
+io.write(type(f), " ", p, " ", type((package.searchers[2]("dkjson"))))]]),
+    "function " .. dir .. "/p/share/odp/lua/odp/core/stats.lua function")
+  r = proc.run { argv = { "make", "-s", "BUILD=" .. build, "install", "PREFIX=/opt/odp", "DESTDIR=" .. dir .. "/stage" },
+    cwd = root, timeout = 300 }
+  T.eq(r.status, 0, r.stderr)
+  T.match(T.read(dir .. "/stage/opt/odp/lib/odp/luac/odp/core/stats.luac"),
+    "^odp%-bytecode 1 /opt/odp/share/odp/lua/odp/core/stats%.lua %d+ %-?%d+\n")
+end)
+
 T.done()
