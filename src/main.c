@@ -161,7 +161,8 @@ static unsigned long long source_hash(const char *p, size_t n)
 /* A package.searchers entry placed before Lua's own: the module's source is found on package.path as
  * usual (so ODP_PATH overrides win); when a precompiled chunk of that very file exists (make writes
  * build/luac/<path under lua/>c with tools/luac.lua, make install <prefix>/lib/odp/luac/, and luac/system/
- * for the Debian Lua libraries odp uses) and its header names the same path, size and hash of the source's bytes, the chunk is loaded
+ * for the Debian Lua libraries odp uses) and its header names the same path, size and hash of the source's bytes (and the hash of the chunk's own
+ * bytes matches), the chunk is loaded
  * instead of parsing the source. Any mismatch (an edited source, another file, a chunk of another Lua)
  * returns nothing and Lua's searcher parses the source: a stale chunk is never loaded. Parsing odp's Lua
  * was most of a host run's own instructions (bench/README.md, "Precompiled Lua"). */
@@ -195,11 +196,20 @@ static int search_bytecode(lua_State *L)
     char *source = read_whole(src, &src_len);
     int found = 0;
     if (source) {
-        const char *key = lua_pushfstring(L, "odp-bytecode 1 %s %I %s\n", src, (lua_Integer)src_len,
+        /* header: "odp-bytecode 1 PATH SIZE SOURCE-HASH CHUNK-HASH\n"; the chunk's own hash keeps a damaged
+         * file from reaching Lua's undump, which trusts its input */
+        const char *key = lua_pushfstring(L, "odp-bytecode 1 %s %I %s ", src, (lua_Integer)src_len,
                                           lua_pushfstring(L, "%I", (lua_Integer)source_hash(source, src_len)));
         size_t key_len = strlen(key);
-        found = chunk_len > key_len && memcmp(chunk, key, key_len) == 0 &&
-                luaL_loadbufferx(L, chunk + key_len, chunk_len - key_len, src, "b") == LUA_OK;
+        const char *eol = chunk_len > key_len ? memchr(chunk + key_len, '\n', chunk_len - key_len) : NULL;
+        if (eol && memcmp(chunk, key, key_len) == 0) {
+            const char *body = eol + 1;
+            size_t body_len = chunk_len - (size_t)(body - chunk);
+            const char *want = lua_pushfstring(L, "%I", (lua_Integer)source_hash(body, body_len));
+            found = (size_t)(eol - chunk) - key_len == strlen(want) &&
+                    memcmp(chunk + key_len, want, strlen(want)) == 0 &&
+                    luaL_loadbufferx(L, body, body_len, src, "b") == LUA_OK;
+        }
     }
     free(source);
     free(chunk);

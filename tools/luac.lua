@@ -1,8 +1,8 @@
 -- Precompiles Lua sources for odp's bytecode searcher (src/main.c, search_bytecode): each SOURCE is loaded as
 -- require would load it (by the absolute path package.path finds it at, so error messages and tracebacks name
 -- the same file and lines) and dumped with its debug information to OUT, after a header naming the source's
--- path, size and a hash of its bytes. odp loads OUT only while all three still match; otherwise it parses the
--- source.
+-- path, size and a hash of its bytes, and the hash of the chunk itself. odp loads OUT only while all of them
+-- still match; otherwise it parses the source.
 --   build/odp run tools/luac.lua [--as FROM=TO] SOURCE OUT [SOURCE OUT ...]
 -- (make writes build/luac/ this way). --as: a SOURCE starting with FROM is named as if it started with TO
 -- (make install reads $(DESTDIR)$(PREFIX)/share/odp/lua/ and names the files $(PREFIX)/share/odp/lua/...).
@@ -33,7 +33,8 @@ for i = first, #arg, 2 do
   assert(name:sub(1, 1) == "/", "SOURCE must be the absolute path require finds: " .. name)
   local text = assert(sys.read_file(src))
   local chunk = assert(load(text, "@" .. name, "t"))
-  local header = ("odp-bytecode 1 %s %d %d\n"):format(name, #text, source_hash(text))
+  local body = string.dump(chunk)
+  local header = ("odp-bytecode 1 %s %d %d %d\n"):format(name, #text, source_hash(text), source_hash(body))
   assert(sys.mkdir_p(out:match("^(.*)/[^/]*$") or "."))
-  assert(sys.write_file(out, header .. string.dump(chunk)))
+  assert(sys.write_file(out, header .. body))
 end

@@ -45,22 +45,29 @@ end]]):format(("%q, "):rep(#names):format(table.unpack(names))))
 end)
 
 -- A copy of odp (binary and lua/) in a temp dir, with a probe module lua/probe.lua whose source returns
--- "source", and a hand-made chunk for it with a matching header whose code returns "chunk": which of the
--- two require returns tells which was loaded.
+-- "source", and a chunk for it whose code returns "chunk": which of the two require returns tells which was
+-- loaded. The chunk is tools/luac.lua's own for a source `return "chunk"` (so its body hash is right), under
+-- the header fields luac.lua writes for the probe's source.
 local function probe_tree()
   local dir = T.tmpdir()
   assert(sys.mkdir_p(dir .. "/build"))
   T.eq(proc.run { "cp", "-r", root .. "/lua", dir .. "/lua", timeout = 60 }.status, 0)
   T.eq(proc.run { "cp", odp, dir .. "/build/odp", timeout = 60 }.status, 0)
   dir = sys.realpath(dir)
-  local src = dir .. "/lua/probe.lua"
-  T.write(src, 'return "source"\n')
-  local r = proc.run { dir .. "/build/odp", "run", root .. "/tools/luac.lua", src, dir .. "/build/luac/probe.luac", timeout = 60 }
-  T.eq(r.status, 0, r.stderr)
-  local made = T.read(dir .. "/build/luac/probe.luac")
-  local header = made:match("^odp%-bytecode 1 [^\n]*\n")
-  T.eq(header, ("odp-bytecode 1 %s %d "):format(src, #'return "source"\n') .. header:match("(%-?%d+)\n$") .. "\n")
-  T.write(dir .. "/build/luac/probe.luac", header .. string.dump(load('return "chunk"', "@" .. src)))
+  local src, out = dir .. "/lua/probe.lua", dir .. "/build/luac/probe.luac"
+  local function luac(text)
+    T.write(src, text)
+    local r = proc.run { dir .. "/build/odp", "run", root .. "/tools/luac.lua", src, out, timeout = 60 }
+    T.eq(r.status, 0, r.stderr)
+    local made = T.read(out)
+    local size, source_hash, body_hash, body = made:match("^odp%-bytecode 1 " .. src:gsub("%p", "%%%0")
+      .. " (%d+) (%-?%d+) (%-?%d+)\n(.*)$")
+    T.eq(tonumber(size), #text, "the header names the source's path and size")
+    return source_hash, body_hash, body
+  end
+  local _, chunk_hash, chunk = luac('return "chunk"\n')
+  local source_hash = luac('return "source"\n')
+  T.write(out, ("odp-bytecode 1 %s %d %s %s\n"):format(src, #'return "source"\n', source_hash, chunk_hash) .. chunk)
   return dir, src
 end
 
@@ -82,13 +89,23 @@ T.test("an ODP_PATH override of the same bytes is parsed from its own file", fun
     { ODP_PATH = over }), "source nil")
 end)
 
-T.test("a truncated or foreign chunk falls back to the source, without an error", function()
+T.test("a truncated, damaged or foreign chunk falls back to the source, without an error", function()
   local dir = probe_tree()
+  local bin = dir .. "/build/odp"
   local chunk = T.read(dir .. "/build/luac/probe.luac")
+  T.eq(run_lua(bin, "io.write((require('probe')))"), "chunk")
   local header = chunk:match("^[^\n]*\n")
-  for _, bad in ipairs({ chunk:sub(1, #chunk - 5), header, header .. "return 'text, not a chunk'", "", "x" }) do
-    T.write(dir .. "/build/luac/probe.luac", bad)
-    T.eq(run_lua(dir .. "/build/odp", "io.write((require('probe')))"), "source")
+  local bad = { chunk:sub(1, #chunk - 5), header, header .. "return 'text, not a chunk'", "", "x",
+    chunk .. "\0", header:gsub(" (%-?%d+)\n$", "\n") .. chunk:sub(#header + 1) }
+  -- a byte of the body changed, at random places (Lua's undump would trust it; the body hash refuses it)
+  local rnd = T.lcg(17)
+  for _ = 1, 20 do
+    local at = #header + 1 + rnd(#chunk - #header)
+    bad[#bad + 1] = chunk:sub(1, at - 1) .. string.char((chunk:byte(at) + 1 + rnd(255)) % 256) .. chunk:sub(at + 1)
+  end
+  for i, b in ipairs(bad) do
+    T.write(dir .. "/build/luac/probe.luac", b)
+    T.eq(run_lua(bin, "io.write((require('probe')))"), "source", "damaged chunk " .. i)
   end
 end)
 
@@ -104,7 +121,7 @@ io.write(type(f), " ", p, " ", type((package.searchers[2]("dkjson"))))]]),
     cwd = root, timeout = 300 }
   T.eq(r.status, 0, r.stderr)
   T.match(T.read(dir .. "/stage/opt/odp/lib/odp/luac/odp/core/stats.luac"),
-    "^odp%-bytecode 1 /opt/odp/share/odp/lua/odp/core/stats%.lua %d+ %-?%d+\n")
+    "^odp%-bytecode 1 /opt/odp/share/odp/lua/odp/core/stats%.lua %d+ %-?%d+ %-?%d+\n")
 end)
 
 T.done()
