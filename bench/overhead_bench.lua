@@ -4,6 +4,8 @@
 --   build/odp run bench/overhead_bench.lua [N]     (ODP_REAL_RUNNER: a real executor_runner)
 -- ODP_BEFORE_LUA=DIR also times the same command with the Lua modules of DIR (another checkout's lua/, e.g.
 -- `git archive main lua | tar -x -C /tmp/main`), interleaved with the others: before/after in one run.
+-- ODP_BEFORE=BIN does the same with another build's odp binary (and so its own lua/ and build/luac/), e.g.
+-- `git archive main | tar -x -C /tmp/main && make -C /tmp/main all` then ODP_BEFORE=/tmp/main/build/odp.
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local stats = require("odp.core.stats")
@@ -20,9 +22,14 @@ assert(sys.mkdir_p(tmp))
 local empty = tmp .. "/empty.lua"
 assert(sys.write_file(empty, ""))
 
-local before = os.getenv("ODP_BEFORE_LUA")
+local before, before_bin = os.getenv("ODP_BEFORE_LUA"), os.getenv("ODP_BEFORE")
 
+-- every odp run adds a row to the run history (odp.results.history) as a user's would, into a history of the
+-- bench's own rather than the user's
+local history_db = tmp .. "/history.db"
 local function wall(argv, env)
+  env = env or {}
+  env.ODP_HISTORY = history_db
   local t0 = sys.now()
   local r = assert(proc.run { argv = argv, cwd = tmp, env = env }) -- the runner leaves model.etdump in its cwd
   assert(r.ok, table.concat(argv, " ") .. " failed: " .. r.stderr)
@@ -37,18 +44,24 @@ end
 local run = { runner, "--model_path", model, "--num_executions", "10" }
 local flow = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "-n", "10", "-q",
   "--runs-dir", tmp .. "/runs" }
-local gnu, mine, theirs = {}, {}, {}
+local quiet = table.move(flow, 1, #flow, 1, {})
+quiet[#quiet + 1] = "--no-history"
+local gnu, mine, theirs, unrecorded = {}, {}, {}, {}
 for i = 1, N do
   gnu[i] = wall { "/usr/bin/time", "-v", table.unpack(run) }
   mine[i] = wall(flow)
+  unrecorded[i] = wall(quiet)
   if before then theirs[i] = wall(flow, { ODP_PATH = before }) end -- ODP_PATH's modules come before lua/'s
+  if before_bin then theirs[i] = wall({ before_bin, table.unpack(flow, 2) }) end
 end
 local g, o = stats.percentile(gnu, 50), stats.percentile(mine, 50)
 print(("whole command, -n 10 on add_arduino.pte: odp host flow %.1f ms, /usr/bin/time -v %.1f ms, ratio %.1fx")
   :format(o, g, o / g))
-if before then
+local u = stats.percentile(unrecorded, 50)
+print(("  with --no-history (no row added to the run history): %.1f ms, ratio %.1fx"):format(u, u / g))
+if before or before_bin then
   local b = stats.percentile(theirs, 50)
-  print(("  with %s: %.1f ms, ratio %.1fx; this tree / that one %.2f"):format(before, b, b / g, o / b))
+  print(("  with %s: %.1f ms, ratio %.1fx; this tree / that one %.2f"):format(before or before_bin, b, b / g, o / b))
 end
 
 -- where it goes

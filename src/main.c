@@ -111,6 +111,136 @@ static void add_odp_path(lua_State *L, luaL_Buffer *b, const char *templ)
     free(copy);
 }
 
+/* The whole of a file in a malloc'd buffer (NULL when it cannot be read). */
+static char *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *data = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n == cap) {
+            char *more = realloc(data, cap = cap ? cap * 2 : 16384);
+            if (!more) {
+                free(data);
+                fclose(f);
+                return NULL;
+            }
+            data = more;
+        }
+        got = fread(data + n, 1, cap - n, f);
+        n += got;
+    } while (got > 0);
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(data);
+        return NULL;
+    }
+    *len = n;
+    return data;
+}
+
+/* The precompiled chunk's key (tools/luac.lua computes the same): FNV-1a's 64-bit step over the source taken
+ * 8 bytes at a time in native order (the chunks are built where they run), then its last bytes one by one;
+ * a word at a time costs a fifth of byte-wise FNV over the ~250 KB a host run loads. */
+static unsigned long long source_hash(const char *p, size_t n)
+{
+    unsigned long long h = 14695981039346656037ULL, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ULL;
+    }
+    for (; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* A package.searchers entry placed before Lua's own: the module's source is found on package.path as
+ * usual (so ODP_PATH overrides win); when a precompiled chunk of that very file exists (make writes
+ * build/luac/<path under lua/>c with tools/luac.lua, make install <prefix>/lib/odp/luac/, and luac/system/
+ * for the Debian Lua libraries odp uses) and its header names the same path, size and hash of the source's bytes (and the hash of the chunk's own
+ * bytes matches), the chunk is loaded
+ * instead of parsing the source. Any mismatch (an edited source, another file, a chunk of another Lua)
+ * returns nothing and Lua's searcher parses the source: a stale chunk is never loaded. Parsing odp's Lua
+ * was most of a host run's own instructions (bench/README.md, "Precompiled Lua"). */
+static int search_bytecode(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    const char *cache = lua_tostring(L, lua_upvalueindex(1));
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchpath");
+    lua_pushstring(L, name);
+    lua_getfield(L, -3, "path");
+    lua_call(L, 2, 1);
+    const char *src = lua_tostring(L, -1);
+    if (!src)
+        return 0;
+    const char *under = NULL, *area = NULL;
+    for (int i = 2; i <= 3 && !under; i++) {
+        size_t n;
+        const char *prefix = lua_tolstring(L, lua_upvalueindex(i), &n);
+        if (strncmp(src, prefix, n) == 0) {
+            under = src + n;
+            area = i == 2 ? "" : "system/";
+        }
+    }
+    size_t src_len, chunk_len;
+    if (!under || strlen(under) < 5 || strcmp(under + strlen(under) - 4, ".lua") != 0)
+        return 0;
+    char *chunk = read_whole(lua_pushfstring(L, "%s/%s%sc", cache, area, under), &chunk_len);
+    if (!chunk)
+        return 0;
+    char *source = read_whole(src, &src_len);
+    int found = 0;
+    if (source) {
+        /* header: "odp-bytecode 1 PATH SIZE SOURCE-HASH CHUNK-HASH\n"; the chunk's own hash keeps a damaged
+         * file from reaching Lua's undump, which trusts its input */
+        const char *key = lua_pushfstring(L, "odp-bytecode 1 %s %I %s ", src, (lua_Integer)src_len,
+                                          lua_pushfstring(L, "%I", (lua_Integer)source_hash(source, src_len)));
+        size_t key_len = strlen(key);
+        const char *eol = chunk_len > key_len ? memchr(chunk + key_len, '\n', chunk_len - key_len) : NULL;
+        if (eol && memcmp(chunk, key, key_len) == 0) {
+            const char *body = eol + 1;
+            size_t body_len = chunk_len - (size_t)(body - chunk);
+            const char *want = lua_pushfstring(L, "%I", (lua_Integer)source_hash(body, body_len));
+            found = (size_t)(eol - chunk) - key_len == strlen(want) &&
+                    memcmp(chunk + key_len, want, strlen(want)) == 0 &&
+                    luaL_loadbufferx(L, body, body_len, src, "b") == LUA_OK;
+        }
+    }
+    free(source);
+    free(chunk);
+    if (!found)
+        return 0;
+    lua_pushstring(L, src);
+    return 2;
+}
+
+/* Puts search_bytecode second in package.searchers (after package.preload's, before the source's). */
+static void add_bytecode_searcher(lua_State *L, const char *exe_dir, const char *root)
+{
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchers");
+    /* build/luac/ beside build/odp in the source tree, else <prefix>/lib/odp/luac/ (make install) */
+    char dir[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/luac", exe_dir);
+    if (!file_exists(dir))
+        snprintf(dir, sizeof dir, "%s/../lib/odp/luac", exe_dir);
+    lua_pushstring(L, dir);
+    lua_pushfstring(L, "%s/lua/", root);
+    lua_pushliteral(L, SYSTEM_LUA_DIR);
+    lua_pushcclosure(L, search_bytecode, 3);
+    for (lua_Integer i = (lua_Integer)luaL_len(L, -2); i >= 2; i--) {
+        lua_rawgeti(L, -2, i);
+        lua_rawseti(L, -3, i + 1);
+    }
+    lua_rawseti(L, -2, 2);
+    lua_pop(L, 2);
+}
+
 /* package.cpath: the lazy C modules (odp/<m>.so) beside the binary in the build tree (build/lib), in the
  * install tree (<prefix>/lib beside <prefix>/bin) or the configured one, after ODP_PATH's directories; last,
  * Debian's directory of Lua 5.4 C modules (LUA_CDIR2 of its luaconf.h). */
@@ -230,6 +360,8 @@ int main(int argc, char **argv)
     set_paths(L, root);
     set_cpath(L, exe_dir);
     preload(L);
+    if (*exe_dir)
+        add_bytecode_searcher(L, exe_dir, root);
     push_host_info(L, root, argc, argv);
 
     int code = 2;

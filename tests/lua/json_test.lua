@@ -196,6 +196,10 @@ T.test("result.file_info: sha256 cached by real path, size and mtime; recomputed
   T.eq(result.file_info(f, cache).sha256, sys.sha256_file(f))
   T.eq(result.file_info(dir .. "/none", cache), nil)
   T.eq(result.file_info(f).sha256, sys.sha256_file(f), "no cache: always hashed")
+  -- a cache in a runs dir not made yet (a run's first record) is written all the same
+  local later = dir .. "/runs/.sha256-cache.json"
+  T.eq(result.file_info(f, later).sha256, sys.sha256_file(f))
+  T.eq(assert(json.decode(T.read(later)))[sys.realpath(f)].sha256, sys.sha256_file(f))
 end)
 
 T.test("an installed odp finds dkjson too (make install into a temporary prefix)", function()

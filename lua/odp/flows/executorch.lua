@@ -147,8 +147,11 @@ function M.record(ctx)
     params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = measuring.fixed_count(o), min_time = o.min_time,
       max_time = o.max_time, min_samples = o.min_samples, target_ci = o.target_ci, sustained = o.sustained,
       cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
-  rec.model = result.file_info(o.model)
-  rec.runner = result.file_info(o.runner, o.runs_dir .. "/.sha256-cache.json")
+  -- both hashes cached: even a 1 KB model's sha256 cost a sixth of a host run's instructions (libcrypto's
+  -- loading and digest setup, bench/README.md "Precompiled Lua")
+  local hashes = o.runs_dir .. "/.sha256-cache.json"
+  rec.model = result.file_info(o.model, hashes)
+  rec.runner = result.file_info(o.runner, hashes)
   rec.steps = json.array({})
   return rec
 end

@@ -41,6 +41,7 @@ function M.file_info(path, cache)
   local sha = sys.sha256_file(path)
   if cache and sha then
     known[key] = { bytes = st.size, mtime = st.mtime, sha256 = sha }
+    sys.mkdir_p(cache:match("^(.*)/[^/]*$") or ".") -- a new runs dir is made after the record starts
     sys.write_file(cache, json.encode(known) .. "\n")
   end
   return { path = path, sha256 = sha, bytes = st.size }
