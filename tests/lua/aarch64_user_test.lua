@@ -31,7 +31,7 @@ local user = sshd.ensure_user("odptest")
 sh(("chmod 755 %s && cp -a %s/qemu-user/root %s"):format(q(chroot), q(build), q(board)))
 sh(("mknod -m 666 %s/dev/null c 1 3 && mknod -m 666 %s/dev/zero c 1 5 && mknod -m 666 %s/dev/urandom c 1 9")
   :format(q(board), q(board), q(board)))
-sh(("mkdir -p %s/home/%s %s/work && chown %s %s/home/%s %s/work"):format(q(board), user, q(board), user, q(board),
+sh(("mkdir -p %s/home/%s %s/srv/odp && chown %s %s/home/%s %s/srv/odp"):format(q(board), user, q(board), user, q(board),
   user, q(board)))
 -- df and ps read /proc, as on a board; where this machine refuses the mount, free space is not checked
 setup.proc = proc.run { "mount", "-t", "proc", "proc", board .. "/proc", timeout = 30 }
@@ -39,7 +39,7 @@ setup.proc = proc.run { "mount", "-t", "proc", "proc", board .. "/proc", timeout
 local srv = sshd.start { config = { "ChrootDirectory " .. board }, sftp = "internal-sftp" }
 local function opts(extra)
   local o = { host = srv.user .. "@127.0.0.1", port = srv.port, identity = srv.identity,
-    known_hosts = srv.known_hosts, remote_dir = "/work/t" }
+    known_hosts = srv.known_hosts, remote_dir = "/srv/odp/t" }
   for k, v in pairs(extra or {}) do o[k] = v end
   return o
 end
@@ -60,7 +60,7 @@ T.test("the ssh target sees an aarch64 board with glibc 2.36, and pushes odp-rus
   T.eq(t:arch(), "aarch64")
   T.eq(t:libc_version(), "2.36")
   T.eq(t:rusage_method(), "odp-rusage")
-  T.eq(sys.sha256_file(board .. "/work/t/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-aarch64"))
+  T.eq(sys.sha256_file(board .. "/srv/odp/t/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-aarch64"))
   local r = assert(t:exec({ "sh", "-c", "echo $(uname -m); head -c 30000000 /dev/zero | tail -c 1 >/dev/null" }))
   T.eq(r.stdout, "aarch64\n")
   T.ok(r.rusage and r.rusage.maxrss_kb > 0, "maxrss from the aarch64 helper")
@@ -80,8 +80,8 @@ T.test("preflight on the aarch64 board: arch (uname -m) and glibc (getconf) chec
   local hello = craft.aarch64(tmp)
   local facts = preflight.check(t, { runner = hello, model = model })
   T.eq({ facts.arch, facts.runner.machine, facts.libc }, { "aarch64", "aarch64", "2.36" })
-  T.ok(t:push(hello, "/work/t/hello_aarch64", { mode = tonumber("755", 8) }))
-  T.eq(assert(t:exec({ "/work/t/hello_aarch64" })).status, 0, "the glibc-linked aarch64 program runs on the board")
+  T.ok(t:push(hello, "/srv/odp/t/hello_aarch64", { mode = tonumber("755", 8) }))
+  T.eq(assert(t:exec({ "/srv/odp/t/hello_aarch64" })).status, 0, "the glibc-linked aarch64 program runs on the board")
   -- this machine's programs are x86_64: refused by arch
   local e = refused { runner = odp, model = model }
   T.eq(e.code, "ENODEV"); T.match(e.message, "built for x86_64 but .- is aarch64 %(uname %-m%)")
@@ -93,8 +93,8 @@ end)
 
 -- GNU time -v's peak RSS of the runner on the board, under the same qemu-user: the oracle of peak_rss_kb
 local function time_v_rss(runner_on_board, n)
-  local r = assert(t:exec({ "sh", "-c", ("/usr/bin/time -v %s --model_path /work/t/add.pte --num_executions %d " ..
-    ">/dev/null 2>/work/t/time.txt; cat /work/t/time.txt"):format(runner_on_board, n) }))
+  local r = assert(t:exec({ "sh", "-c", ("/usr/bin/time -v %s --model_path /srv/odp/t/add.pte --num_executions %d " ..
+    ">/dev/null 2>/srv/odp/t/time.txt; cat /srv/odp/t/time.txt"):format(runner_on_board, n) }))
   return tonumber(r.stdout:match("Maximum resident set size %(kbytes%): (%d+)")), r.stdout
 end
 
@@ -102,7 +102,7 @@ for _, flow in ipairs { { script = "rpi5", n = 5 }, { script = "graviton4", n = 
   T.with_real_runner(("scripts/%s.lua with the static aarch64 runner on the aarch64 board; peak RSS as GNU time -v")
     :format(flow.script), function(runner)
     local tmp = T.tmpdir()
-    local rdir = "/work/" .. flow.script
+    local rdir = "/srv/odp/" .. flow.script
     local r = proc.run { odp, "run", root .. "/scripts/" .. flow.script .. ".lua", "--host", srv.user .. "@127.0.0.1",
       "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
       "--remote-dir", rdir, "--runner", runner, "--model", model, "-n", tostring(flow.n),
@@ -117,7 +117,7 @@ for _, flow in ipairs { { script = "rpi5", n = 5 }, { script = "graviton4", n = 
       "the aarch64 helper pushed")
     -- the oracle: GNU time -v of the same runner and model on the board, three times (qemu's own RSS varies
     -- a little between runs, by well under 1% here): odp's figure lies within 3% of their range
-    sh(("cp %s %s/work/t/add.pte"):format(q(model), q(board)))
+    sh(("cp %s %s/srv/odp/t/add.pte"):format(q(model), q(board)))
     local lo, hi = math.huge, 0
     for _ = 1, 3 do
       local kb, out = time_v_rss(rdir .. "/executor_runner-linux-aarch64", flow.n)
