@@ -1,7 +1,7 @@
 /* libFuzzer target for src/adb/conn.c: the host side of a connection whose device sends the input bytes
  * (CNXN, AUTH, OKAY/WRTE/CLSE, shell v2 and sync payloads). Whatever arrives, odp must fail cleanly:
  * no crash, no overread, no hang (the transport ends the input with an error).
- * sources: src/adb/proto.c src/adb/conn.c src/adb/services.c src/adb/auth.c src/util/err.c src/util/wait.c src/util/fs.c src/util/buf.c
+ * sources: src/adb/proto.c src/adb/conn.c src/adb/services.c src/adb/auth.c src/util/err.c src/util/wait.c src/util/fiber.c src/util/fs.c src/util/buf.c
  * seeds: tests/fuzz/corpus/adb/conn_session
  * max_len: 16384 */
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* libFuzzer target: the RTT reader over target memory that is entirely fuzzed.
  * The input is the target's RAM at 0x20000000 (up to 8 KiB): scan, list channels, read every up channel,
  * write to every down channel. Checks: no crash, no out-of-bounds access, bounded time (deadlines are now).
- * sources: src/rtt/rtt.c src/probe/probe.c src/stream/stream.c src/util/err.c src/util/wait.c src/util/buf.c
+ * sources: src/rtt/rtt.c src/probe/probe.c src/stream/stream.c src/util/err.c src/util/wait.c src/util/fiber.c src/util/buf.c
  * seeds: tests/fuzz/corpus/rtt
  * max_len: 8192 */
 #include <stdint.h>

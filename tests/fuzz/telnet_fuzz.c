@@ -1,7 +1,7 @@
 /* libFuzzer target: the Telnet/RFC 2217 parser of odp's RFC 2217 client (odp_telnet_rx) on server bytes that
  * are entirely fuzzed, fed in chunks whose sizes the input's first byte picks. Checks: no crash or
  * out-of-bounds access; the data out is never longer than the bytes in; pending replies stay bounded.
- * sources: src/net/rfc2217.c src/net/tcp.c src/stream/stream.c src/util/err.c src/util/wait.c src/util/buf.c
+ * sources: src/net/rfc2217.c src/net/tcp.c src/stream/stream.c src/util/err.c src/util/wait.c src/util/fiber.c src/util/buf.c
  * seeds: tests/fuzz/corpus/telnet
  * max_len: 4096 */
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* libFuzzer target: the XMODEM receiver fed arbitrary bytes from the "sender".
  * A fake stream hands out the input in chunks whose sizes come from the input itself and times out at once
  * when it is used up; received data goes to a capped memory sink. Checks: no crash, no overrun, bounded work.
- * sources: src/xmodem/xmodem.c src/stream/stream.c src/util/err.c src/util/wait.c src/util/buf.c
+ * sources: src/xmodem/xmodem.c src/stream/stream.c src/util/err.c src/util/wait.c src/util/fiber.c src/util/buf.c
  * seeds: tests/fuzz/corpus/xmodem
  * max_len: 4096 */
 #include <stdint.h>
