@@ -9,7 +9,7 @@ mkdir -p "$build/tests"
 prog=$build/tests/adb_usb_umockdev
 # shellcheck disable=SC2046
 if ! cc -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Isrc -o "$prog" tests/usb/adb_usb_umockdev.c \
-    src/usb/usb.c src/adb/usb.c src/adb/conn.c src/adb/services.c src/adb/proto.c src/adb/auth.c src/util/err.c src/util/wait.c src/util/fs.c src/util/buf.c \
+    src/usb/usb.c src/adb/usb.c src/adb/conn.c src/adb/services.c src/adb/proto.c src/adb/auth.c src/util/err.c src/util/wait.c src/util/fiber.c src/util/fs.c src/util/buf.c \
     $(pkg-config --cflags --libs umockdev-1.0 libusb-1.0 libcrypto) -lpthread >"$build/tests/adb_usb_umockdev.build.log" 2>&1; then
   echo "not ok 1 - adb_usb_umockdev builds"; sed 's/^/#   /' "$build/tests/adb_usb_umockdev.build.log"; exit 1
 fi
