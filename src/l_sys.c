@@ -30,9 +30,7 @@ static int l_sha256(lua_State *L)
     size_t n;
     const char *s = luaL_checklstring(L, 1, &n);
     char hex[ODP_SHA256_HEX];
-    odp_err err;
-    if (odp_sha256_hex(s, n, hex, &err))
-        return odp_pushfail(L, &err);
+    odp_sha256_hex(s, n, hex);
     lua_pushstring(L, hex);
     return 1;
 }

@@ -22,7 +22,7 @@
 
 #include "../src/helper/frame.h"
 #include "../src/helper/state.h"
-#include "sha256.h"
+#include "../src/util/sha256.h"
 
 #define CHUNK 65536            /* output of a run per frame */
 #define SMALL_FILE_MAX (ODP_FRAME_MAX - 64)

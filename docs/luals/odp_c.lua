@@ -68,13 +68,11 @@ function proc.run(spec) end
 --- files, time, hashes, the terminal and Ctrl-C
 ---@class odp.sys
 local sys = {}
---- SHA-256 of bytes (ENOTFOUND: libcrypto, opened on first use, is missing)
+--- SHA-256 of bytes, in plain C (for short texts: keys, build inputs)
 ---@param data string
----@return string|nil hex
----@return string? err
----@return odp.ECode? code
+---@return string hex
 function sys.sha256(data) end
---- SHA-256 of a file, streamed
+--- SHA-256 of a file, streamed through libcrypto (opened on first use; ENOTFOUND when it is missing)
 ---@param path string
 ---@return string|nil hex
 ---@return string? err

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "sha256.h"
+
 /* libcrypto is opened on the first hash, not linked: relocating it costs more than all of a short odp run
  * (bench/README.md, startup). Only the EVP calls below are used; their types come from the real header. */
 static struct {
@@ -52,15 +54,12 @@ static void to_hex(const unsigned char *md, unsigned len, char *out)
     out[2 * len] = 0;
 }
 
-int odp_sha256_hex(const void *data, size_t n, char out[ODP_SHA256_HEX], odp_err *err)
+void odp_sha256_hex(const void *data, size_t n, char out[ODP_SHA256_HEX])
 {
-    if (load_libcrypto(err))
-        return err->code;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    evp.digest(data, n, md, &len, evp.sha256(), NULL);
-    to_hex(md, len, out);
-    return 0;
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, data, n);
+    sha256_hex(&c, out);
 }
 
 int odp_sha256_file_hex(const char *path, char out[ODP_SHA256_HEX], odp_err *err)

@@ -45,13 +45,22 @@ T.test("each module loads its library on first require, from build/lib/odp/*.so"
   T.match(mapped_after("require('odp.adb')"), "libcrypto libusb")
 end)
 
-T.test("sys.sha256 opens libcrypto on first use, and agrees with sha256sum", function()
-  T.eq(mapped_after("assert(require('odp.sys').sha256('abc'))"), "libcrypto")
+T.test("sys.sha256 maps no library, sys.sha256_file opens libcrypto on first use; both agree with sha256sum", function()
+  T.eq(mapped_after("assert(require('odp.sys').sha256('abc'))"), "", "a text's hash: plain C")
+  T.eq(mapped_after("assert(require('odp.sys').sha256_file('/etc/hostname'))"), "libcrypto")
   local sys = require("odp.sys")
   T.eq(sys.sha256("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
   local f = root .. "/tests/fixtures/pte/add_arduino.pte"
   local r = proc.run { "sha256sum", f, timeout = 30 }
   T.eq(sys.sha256_file(f), r.stdout:match("^(%x+)"))
+  -- the two implementations on the lengths around SHA-256's 64-byte blocks and its 55/56-byte padding edge
+  local tmp = T.tmpdir()
+  for _, n in ipairs({ 0, 1, 55, 56, 63, 64, 65, 119, 120, 1000, 100003 }) do
+    local s = ("%d:"):format(n):rep(n):sub(1, n)
+    T.write(tmp .. "/s", s)
+    T.eq(sys.sha256(s), sys.sha256_file(tmp .. "/s"), n .. " bytes: plain C = libcrypto")
+    T.eq(sys.sha256(s), proc.run { "sha256sum", tmp .. "/s", timeout = 30 }.stdout:match("^(%x+)"), n .. " bytes = sha256sum")
+  end
   for _, s in ipairs({ "", "f", "fo", "foo", "foob", "fooba", "foobar", ("\255\0\1"):rep(1000) }) do
     local b = proc.run { argv = { "base64", "-w0" }, stdin = s, timeout = 30 }
     T.eq(sys.base64_encode(s), b.stdout, "base64 of " .. #s .. " bytes, as coreutils' base64 (RFC 4648)")

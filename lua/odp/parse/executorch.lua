@@ -119,36 +119,47 @@ local out_nt = "Output[" * int * "]:" * sp^0 * "Not Tensor"
 
 -- Known messages (after the prefix, or bare): kind, values...
 local function K(kind, p) return Cc(kind) * p end
+-- Ordered choice of a list, built as a balanced tree: PEG choice is associative, so the match is that of
+-- p1 + p2 + ... + pn, but each `+` copies both operand trees, and a left-leaning chain of these ~30 patterns
+-- copied ~30 times over cost ~3 ms at every start (most of this module's load time).
+local function choice(ps, i, j)
+  i, j = i or 1, j or #ps
+  if i == j then return ps[i] end
+  local mid = (i + j) // 2
+  return choice(ps, i, mid) + choice(ps, mid + 1, j)
+end
 local perinf = sp^0 * "(" * num * " per inference)" + Cc(false)
 -- (`Iteration i of N: f ms` is not here: odp.scan takes those lines before the grammar sees them.)
-local KNOWN = K("model_file", "Model file " * C((1 - P" is loaded" - S"\r\n")^1) * " is loaded")
-  + K("method", "Using method " * rest)
-  + K("buffer", "Setting up " * (C"CPU" * sp + C"device" * sp + Cc(false)) * "planned buffer " * int * ","
-    * sp^0 * "size " * int * ("," * sp^0 * "device_type " * int + Cc(false)))
-  + K("loaded_in", "Model loaded in " * num * sp^0 * "ms")
-  + K("executed", "Model executed successfully " * int * " time(s) in " * num * sp^0 * "ms")
-  + K("executed1", P"Model executed successfully")
-  + K("noutputs", int * " outputs:")
-  + K("etdump", "ETDump written to file '" * C((1 - S"'\r\n")^0) * "'")
-  + K("threads", "Resetting threadpool with num threads = " * int)
-  + K("method_loaded", P"Method loaded")
-  + K("ptd", "PTD file " * C((1 - P" is loaded" - S"\r\n")^1) * " is loaded")
-  + K("inference", "Inference:" * sp^0 * num * sp^0 * "ms")
-  + K("missing_op", "Missing operator:" * sp^0 * "[" * int * "]" * sp^0 * rest)
-  + K("probe", P"Failed to open midr file" + "Reading file " * (notnl - P"midr_el1")^0 * "midr_el1")
+local KNOWN = choice {
+  K("model_file", "Model file " * C((1 - P" is loaded" - S"\r\n")^1) * " is loaded"),
+  K("method", "Using method " * rest),
+  K("buffer", "Setting up " * (C"CPU" * sp + C"device" * sp + Cc(false)) * "planned buffer " * int * ","
+    * sp^0 * "size " * int * ("," * sp^0 * "device_type " * int + Cc(false))),
+  K("loaded_in", "Model loaded in " * num * sp^0 * "ms"),
+  K("executed", "Model executed successfully " * int * " time(s) in " * num * sp^0 * "ms"),
+  K("executed1", P"Model executed successfully"),
+  K("noutputs", int * " outputs:"),
+  K("etdump", "ETDump written to file '" * C((1 - S"'\r\n")^0) * "'"),
+  K("threads", "Resetting threadpool with num threads = " * int),
+  K("method_loaded", P"Method loaded"),
+  K("ptd", "PTD file " * C((1 - P" is loaded" - S"\r\n")^1) * " is loaded"),
+  K("inference", "Inference:" * sp^0 * num * sp^0 * "ms"),
+  K("missing_op", "Missing operator:" * sp^0 * "[" * int * "]" * sp^0 * rest),
+  K("probe", P"Failed to open midr file" + "Reading file " * (notnl - P"midr_el1")^0 * "midr_el1"),
   -- Arm PMU report (examples/arm/executor_runner/arm_perf_monitor.cpp)
-  + K("npu_inferences", "NPU Inferences" * sp^0 * ":" * sp^0 * int)
-  + K("npu_delegations", "NPU delegations" * sp^0 * ":" * sp^0 * int * perinf)
-  + K("backend_cycles", "ethos-u" * sp^0 * ":" * sp^0 * "cycle_cnt" * sp^0 * ":" * sp^0 * int * " cycles" * perinf)
-  + K("operators_cycles", "Operator(s) total:" * sp^0 * int * " CPU cycles" * perinf)
-  + K("cpu_cycles", "Inference runtime:" * sp^0 * int * " CPU cycles total" * perinf)
-  + K("cpu_ratio", "Inference CPU ratio:" * sp^0 * (num + "?.??" * Cc(false)))
-  + K("npu_ratio", "Inference NPU ratio:" * sp^0 * (num + "?.??" * Cc(false)))
-  + K("wait_cycles", "cpu_wait_for_npu_cntr" * sp^0 * ":" * sp^0 * int * " CPU cycles" * perinf)
-  + K("npu_cycles", "ethosu_pmu_cycle_cntr" * sp^0 * ":" * sp^0 * int * perinf)
-  + K("npu_counter", "ethosu_pmu_cntr" * int * sp^0 * ":" * sp^0 * int * perinf)
-  + K("npu_events", "Ethos-U PMU Events:" * sp^0 * "[" * C((1 - S"]\r\n")^0) * "]")
-  + K("out_all", out_all) + K("out_nt", out_nt) + K("out_summary", out_summary)
+  K("npu_inferences", "NPU Inferences" * sp^0 * ":" * sp^0 * int),
+  K("npu_delegations", "NPU delegations" * sp^0 * ":" * sp^0 * int * perinf),
+  K("backend_cycles", "ethos-u" * sp^0 * ":" * sp^0 * "cycle_cnt" * sp^0 * ":" * sp^0 * int * " cycles" * perinf),
+  K("operators_cycles", "Operator(s) total:" * sp^0 * int * " CPU cycles" * perinf),
+  K("cpu_cycles", "Inference runtime:" * sp^0 * int * " CPU cycles total" * perinf),
+  K("cpu_ratio", "Inference CPU ratio:" * sp^0 * (num + "?.??" * Cc(false))),
+  K("npu_ratio", "Inference NPU ratio:" * sp^0 * (num + "?.??" * Cc(false))),
+  K("wait_cycles", "cpu_wait_for_npu_cntr" * sp^0 * ":" * sp^0 * int * " CPU cycles" * perinf),
+  K("npu_cycles", "ethosu_pmu_cycle_cntr" * sp^0 * ":" * sp^0 * int * perinf),
+  K("npu_counter", "ethosu_pmu_cntr" * int * sp^0 * ":" * sp^0 * int * perinf),
+  K("npu_events", "Ethos-U PMU Events:" * sp^0 * "[" * C((1 - S"]\r\n")^0) * "]"),
+  K("out_all", out_all), K("out_nt", out_nt), K("out_summary", out_summary),
+}
 
 -- Bare lines (logcat text without prefix, RTT output) are looked at only when they start like a known
 -- message or a known failure; anything else (noise, GNU time's block, a shell prompt) is skipped fast.

@@ -9,7 +9,6 @@
 local errors = require("odp.core.errors")
 local device = require("odp.target.device")
 local options = require("odp.core.options")
-local probe_target = require("odp.target.probe")
 local sys = require("odp.sys")
 
 local M = {}
@@ -303,7 +302,7 @@ function Board:probe()
   if not self._probe then
     self:_twin()
     local p = self:_plan()
-    self._probe = probe_target.open(p, "app", self.opts)
+    self._probe = require("odp.target.probe").open(p, "app", self.opts)
     self.uri = p.probe_backend .. (self.twin_state and (":" .. self.twin_state) or "")
   end
   return self._probe
@@ -319,7 +318,7 @@ end
 probe_verb("attach", function(self, opts)
   local p = self:_plan()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  self._rtt = probe_target.attach(self:probe(), p, p.rtt_ranges, (opts and opts.timeout) or 10, "attach")
+  self._rtt = require("odp.target.probe").attach(self:probe(), p, p.rtt_ranges, (opts and opts.timeout) or 10, "attach")
   return self._rtt
 end)
 
@@ -330,7 +329,7 @@ end)
 probe_verb("reset", function(self, opts)
   local probe, p = self:probe(), self:_plan()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  probe_target.fresh_reset(probe, p, p.rtt_ranges, self.ui)
+  require("odp.target.probe").fresh_reset(probe, p, p.rtt_ranges, self.ui)
   if opts and opts.halt then errors.check(probe:halt()) end
   return true
 end)

@@ -5,8 +5,8 @@
 --   boards:each(function(board, name) return board:push("m.pte", "/tmp/m.pte") end, {timeout = 60})
 --   boards:close()
 local board_mod = require("odp.run.board")
-local lab = require("odp.target.lab")
-local sched = require("odp.run.sched")
+-- the lab loader and the scheduler are required where they are used: every `odp run` of a flow script loads
+-- this module for its --boards option, and a single-board run needs neither
 
 local M = {}
 
@@ -17,6 +17,7 @@ local function ordered(self) return rawget(self, "_names") end
 --- Opens every lab entry (nothing connects before the first use). ui: the boards' odp.core.ui.
 function M.open(entries, ui)
   local self = { _names = {}, _by = {} }
+  local lab = require("odp.target.lab")
   for _, e in ipairs(entries) do
     local o = lab.board_options(e)
     o.ui = ui
@@ -48,7 +49,7 @@ end
 --- Runs fn(board, name) on every board at once; returns {name = fn's first value | {error = {code, message}}}.
 -- opts.timeout: seconds each board may take.
 function Boards:each(fn, opts)
-  local s = sched.new()
+  local s = require("odp.run.sched").new()
   for _, name in ipairs(ordered(self)) do
     s:spawn(fn, { name = name, timeout = opts and opts.timeout }, self._by[name], name)
   end
@@ -117,6 +118,7 @@ end
 -- Returns run_boards' result.
 function M.run_flow(o)
   local run = require("odp.run")
+  local lab = require("odp.target.lab")
   local entries = lab.load(o.boards).boards
   local transport = {}
   for _, e in ipairs(entries) do

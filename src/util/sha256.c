@@ -1,4 +1,4 @@
-/* SHA-256 for the board helper; see sha256.h. */
+/* SHA-256 in plain C; see sha256.h. */
 #include "sha256.h"
 
 #include <stdio.h>
