@@ -13,6 +13,9 @@ local adb = require("odp.adb")
 local lock = require("odp.core.lock")
 local shell = require("odp.target.shell")
 
+-- connections to one adb server at once, all boards together (docs/many-boards.md: why 16)
+local SERVER_CONNECTIONS = 16
+
 local M = {
   kind = "adb",
   options = {
@@ -23,7 +26,7 @@ local M = {
     { "remote-dir", "Working directory on the device", "/data/local/tmp/odp", "string", metavar = "DIR" },
     { "auth-timeout", "Seconds to wait for the USB debugging prompt to be accepted on the phone", 120, "number" },
     { "adb-connections", "At most N connections open to one adb server at once, all boards of this odp together " ..
-      "(the first board to reach a server sets it)", 16, "posint" },
+      "(the first board to reach a server sets it)", SERVER_CONNECTIONS, "posint" },
   },
 }
 local Target = {}
@@ -75,7 +78,7 @@ function M.new(opts)
   if how == "auto" or how == "server" then
     -- an address odp cannot use fails in connect, with the reason
     local server = adb.server_address()
-    if server then self.conns = lock.named("adb server " .. server, opts.adb_connections or 16) end
+    if server then self.conns = lock.named("adb server " .. server, opts.adb_connections or SERVER_CONNECTIONS) end
   end
   local ui = opts.ui
   self.on_auth_prompt = function()
