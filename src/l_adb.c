@@ -1,6 +1,7 @@
 /* odp.adb: Android devices over adb, through Google's adb server when one runs, else directly (USB, TCP).
  *   adb.devices() -> {{serial=, transport="usb", state=, model=, ...}, ...}      (direct USB)
  *   adb.server{server=, timeout=} -> {address=, version=, devices={{serial=, state=, model=, ...}}} | nil, err, code
+ *   adb.server_address{server=} -> "tcp:HOST:PORT" (the server connect and server would use; no I/O) | nil, err, code
  *   adb.connect{serial=, transport="auto"|"server"|"usb"|"tcp:HOST:PORT", server=, timeout=, auth_timeout=,
  *               on_auth_prompt=} -> odp.adb.Device | nil, err, code
  *   dev:shell(argv_or_string, {timeout=, stdin=, capture_limit=, on_stdout=, on_stderr=}) -> the exec result
@@ -511,6 +512,25 @@ static int l_server(lua_State *L)
     return 1;
 }
 
+/* adb.server_address{server=} -> "tcp:HOST:PORT" | nil, err, code: which server adb.connect would talk to (for the
+ * lock on that server's connections, odp.target.adb), read from opts and the environment like connect does. */
+static int l_server_address(lua_State *L)
+{
+    static const char *const allowed[] = {"server", NULL};
+    lua_settop(L, 1);
+    if (lua_isnoneornil(L, 1)) {
+        lua_newtable(L);
+        lua_replace(L, 1);
+    }
+    odp_checkopts(L, 1, allowed);
+    struct adb_server_addr a;
+    odp_err err;
+    if (server_addr(L, 1, &a, &err) != 0)
+        return odp_pushfail(L, &err);
+    lua_pushfstring(L, "tcp:%s:%d", a.host, a.port);
+    return 1;
+}
+
 int luaopen_odp_adb(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"shell", dev_shell}, {"push", dev_push}, {"pull", dev_pull},
@@ -520,7 +540,7 @@ int luaopen_odp_adb(lua_State *L)
     static const luaL_Reg meta[] = {{"__gc", dev_close}, {"__close", dev_close}, {NULL, NULL}};
     odp_newclass(L, DEVICE_MT, methods, meta);
     static const luaL_Reg funcs[] = {{"devices", l_devices}, {"server", l_server}, {"connect", l_connect},
-                                     {NULL, NULL}};
+                                     {"server_address", l_server_address}, {NULL, NULL}};
     static const char *const waiting_methods[] = {"shell", "push", "pull", "stat", "info", "open_channel", NULL};
     static const char *const waiting[] = {"devices", "server", "connect", NULL};
     odp_waiting_methods(L, DEVICE_MT, waiting_methods);

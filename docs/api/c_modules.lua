@@ -125,6 +125,7 @@ return {
     { "odp.adb", "Android devices over adb: through Google's adb server when one runs, else directly (USB, TCP)", {
       { "devices() -> {serial: string, state: string, model?: string, hint?: string}[]|nil list, " .. FAIL, "what the server (or USB) sees, with a hint for unauthorized ones" },
       { "server(opts?: {server?: string, timeout?: number}) -> {address: string, version: integer, devices: {serial: string, state: string, model?: string, product?: string, device?: string, usb?: string, transport_id?: integer}[]}|nil server, " .. FAIL, "the adb server's answer; ENODEV when none runs" },
+      { "server_address(opts?: {server?: string}) -> string|nil address, " .. FAIL, "\"tcp:HOST:PORT\": the adb server connect would use (opts.server, else the environment as Google's adb reads it); no I/O" },
       { 'connect(opts?: {serial?: string, transport?: "auto"|"server"|"usb"|string, server?: string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}) -> odp.adb.Device|nil device, ' .. FAIL, "one device; transport \"tcp:HOST:PORT\" connects directly" },
     } },
     { "odp.adb.Device", "a connected Android device", {

@@ -352,6 +352,12 @@ function adb.devices() end
 ---@return string? err
 ---@return odp.ECode? code
 function adb.server(opts) end
+--- "tcp:HOST:PORT": the adb server connect would use (opts.server, else the environment as Google's adb reads it); no I/O
+---@param opts? {server?: string}
+---@return string|nil address
+---@return string? err
+---@return odp.ECode? code
+function adb.server_address(opts) end
 --- one device; transport "tcp:HOST:PORT" connects directly
 ---@param opts? {serial?: string, transport?: "auto"|"server"|"usb"|string, server?: string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}
 ---@return odp.adb.Device|nil device

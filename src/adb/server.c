@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -189,6 +191,17 @@ struct sock_svc {
     uint8_t buf[SOCK_CHUNK];
 };
 
+/* Google's adb server leaves Nagle on for its clients' sockets (adb_listeners.cpp accepts them without
+ * disable_tcp_nagle): after a small write it holds the next small one until odp ACKs, and odp's kernel
+ * delays that ACK up to 40 ms when odp has nothing to send. A resident helper's answer (a few small frames
+ * in a row on one open stream) waited 40 ms per command so. Quick ACKs let each frame through at once; the
+ * kernel clears the mode on its own, so it is set again after every read. */
+static void quick_ack(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+}
+
 static int sock_gone(struct sock_svc *x, int err, odp_err *e)
 {
     return odp_fail_errno(e, ODP_EIO, err, "the adb server at %s:%d dropped the connection", x->a->host,
@@ -211,6 +224,8 @@ static int sock_write(void *ctx, const uint8_t *p, size_t n, adb_data_fn on_data
                 return odp_fail(e, ODP_EIO, "the adb server at %s:%d closed the stream", x->a->host, x->a->port);
             if (r < 0 && errno != EAGAIN && errno != EINTR)
                 return sock_gone(x, errno, e);
+            if (r > 0)
+                quick_ack(x->fd);
             if (r > 0 && on_data(ud, x->buf, (size_t)r, e) != 0)
                 return -1;
         }
@@ -235,6 +250,7 @@ static int sock_read(void *ctx, adb_data_fn on_data, void *ud, double deadline, 
         return e->code == ODP_EIO ? sock_gone(x, errno, e) : (int)r;
     if (r == 0)
         return 1;
+    quick_ack(x->fd);
     return on_data(ud, x->buf, (size_t)r, e) != 0 ? -1 : 0;
 }
 
@@ -274,6 +290,7 @@ static int link_open(void *ctx, const char *service, struct adb_svc *s, double d
         close(fd);
         return rc;
     }
+    quick_ack(fd);
     x->fd = fd;
     x->a = &sl->a;
     s->ctx = x;

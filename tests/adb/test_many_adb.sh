@@ -1,7 +1,8 @@
 #!/bin/bash
 # Many adb boards at once (issue 18): three adb device emulators behind Google's adb server (Debian's adb, on a
 # private port with its own HOME, holding them over TCP after `adb connect`) and a fourth reached directly over
-# TCP (--adb tcp:HOST:PORT), all in one lab file. The checks are in many.lua.
+# TCP (--adb tcp:HOST:PORT), all in one lab file. The checks are in many.lua; conns.lua bounds the server's
+# connections (adb_connections 1 and 2), conncount.lua counts them from the server's side meanwhile.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 command -v adb >/dev/null || { echo "not ok 1 - Debian's adb is missing (vendor/packages.txt [test])"; echo 1..1; exit 1; }
@@ -31,6 +32,14 @@ for i in 1 2 3 4; do
 done
 adb start-server >/dev/null 2>&1 || { echo "not ok 1 - adb start-server on port $ANDROID_ADB_SERVER_PORT"; echo 1..1; exit 1; }
 for i in 1 2 3; do timeout 20 adb connect "127.0.0.1:$(cat "$work/port$i")" >/dev/null 2>&1; done
+# three server boards with 1, then 2, connections to the server allowed: conncount.lua counts them meanwhile
+for limit in 1 2; do
+    rm -f "$work/stop" "$work/conns"
+    ADBTEST_STOP=$work/stop ADBTEST_CONNS=$work/conns "$ODP" run "$here/conncount.lua" &
+    tap_run env ADBTEST_LIMIT=$limit ADBTEST_STOP="$work/stop" ADBTEST_CONNS="$work/conns" "$ODP" run "$here/conns.lua"
+    touch "$work/stop"
+    wait
+done
 tap_run "$ODP" run "$here/many.lua"
 if grep -q violation "$work"/dev*.log; then
     tap_not_ok "the emulators saw no protocol violations # rig"; grep violation "$work"/dev*.log | sed 's/^/#   /'

@@ -240,6 +240,38 @@ T.test("counted locks: at most n holders, first come first served, released on e
   T.eq(code, "EBUSY")
 end)
 
+T.test("lock:try(keep) takes a unit only while more than keep stay free and nobody waits", function()
+  local lock = lock_mod.new(3)
+  T.eq(lock:try(1), true)
+  T.eq(lock:try(1), true)
+  T.eq(lock:try(1), false, "the last unit is kept for others")
+  T.eq(lock.count, 1)
+  T.ok(lock:acquire(), "a plain acquire still gets the kept unit")
+  T.eq(lock:try(), false, "none free")
+  lock:release()
+  local s = sched.new()
+  local order = {}
+  s:spawn(function() -- takes the free unit, so the next one must wait in line
+    T.ok(lock:acquire())
+    sched.yield()
+    order[#order + 1] = "a"
+    lock:release()
+  end)
+  s:spawn(function()
+    T.ok(lock:acquire()) -- waits in line
+    order[#order + 1] = "b"
+    lock:release()
+  end)
+  s:spawn(function()
+    order[#order + 1] = lock:try() and "try took one" or "try refused"
+  end)
+  s:run()
+  T.eq(order, { "try refused", "a", "b" }, "try does not overtake a waiting task")
+  lock:release()
+  lock:release()
+  T.eq(lock.count, 3)
+end)
+
 T.test("a canceled lock wait returns ECANCELED", function()
   local s = sched.new()
   local lock = lock_mod.new(1)

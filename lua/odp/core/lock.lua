@@ -18,7 +18,7 @@ Lock.__index = Lock
 ---@return odp.Lock
 function M.new(n, name)
   assert(math.type(n) == "integer" and n >= 1, "lock.new: n must be an integer >= 1")
-  return setmetatable({ count = n, queue = {}, name = name or "lock" }, Lock)
+  return setmetatable({ n = n, count = n, queue = {}, name = name or "lock" }, Lock)
 end
 
 local named = setmetatable({}, { __mode = "v" })
@@ -49,6 +49,17 @@ function Lock:acquire()
   if not ticket.granted then
     return nil, "ECANCELED: interrupted while waiting for " .. self.name, "ECANCELED"
   end
+  return true
+end
+
+---Takes one unit now if more than keep units are free and nobody waits in line (keep of them stay free for
+---others); never waits. For what may go without: odp.target.adb's resident channel, which runs the board's
+---commands over one held connection, leaves at least one unit for the connections each call needs.
+---@param keep? integer default 0
+---@return boolean
+function Lock:try(keep)
+  if #self.queue > 0 or self.count <= (keep or 0) then return false end
+  self.count = self.count - 1
   return true
 end
 

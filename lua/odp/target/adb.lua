@@ -6,8 +6,15 @@
 -- a runner built with the POSIX log layer writes to stderr instead, and both are handed to the parser.
 -- Peak memory: the odp-rusage helper for the device's `uname -m` when this machine has one, else
 -- toybox/GNU `time -v`. Nothing on the device is deleted.
+-- Through an adb server every call opens a connection of its own (the resident helper's channel keeps one):
+-- all boards of one odp together keep at most --adb-connections open to one server (odp.core.lock, keyed by
+-- the server's address); a board waiting for one yields to the others (docs/many-boards.md).
 local adb = require("odp.adb")
+local lock = require("odp.core.lock")
 local shell = require("odp.target.shell")
+
+-- connections to one adb server at once, all boards together (docs/many-boards.md: why 16)
+local SERVER_CONNECTIONS = 16
 
 local M = {
   kind = "adb",
@@ -18,6 +25,8 @@ local M = {
       "string" },
     { "remote-dir", "Working directory on the device", "/data/local/tmp/odp", "string", metavar = "DIR" },
     { "auth-timeout", "Seconds to wait for the USB debugging prompt to be accepted on the phone", 120, "number" },
+    { "adb-connections", "At most N connections open to one adb server at once, all boards of this odp together " ..
+      "(the first board to reach a server sets it)", SERVER_CONNECTIONS, "posint" },
   },
 }
 local Target = {}
@@ -32,10 +41,17 @@ local DEFAULT_LOG = { clear = "logcat -c", dump = "logcat -d -s ExecuTorch:I" }
 -- mksh's `time` is a keyword without -v: ask the binaries (device files: `time_commands`)
 local TIME_COMMANDS = { "/system/bin/time -v", "toybox time -v", "/usr/bin/time -v" }
 
+-- Runs fn(...) holding one of the adb server's connections (nothing to hold on a direct connection).
+local function held(self, fn, ...)
+  if not self.conns then return fn(...) end
+  return self.conns:with(fn, ...)
+end
+
 local function connect(self)
-  local dev, err, code = adb.connect { transport = self.transport, serial = self.serial, timeout = self.timeout,
-    auth_timeout = self.auth_timeout, on_auth_prompt = self.on_auth_prompt }
+  local dev, err, code = held(self, adb.connect, { transport = self.transport, serial = self.serial,
+    timeout = self.timeout, auth_timeout = self.auth_timeout, on_auth_prompt = self.on_auth_prompt })
   if not dev then return nil, err, code end
+  if dev:info().transport ~= "server" then self.conns = nil end -- auto found no server: direct
   self.dev = dev
   return dev
 end
@@ -59,6 +75,11 @@ function M.new(opts)
     log = opts.device and opts.device.log or DEFAULT_LOG,
     time_commands = opts.device and opts.device.time_commands or TIME_COMMANDS,
   }, Target)
+  if how == "auto" or how == "server" then
+    -- an address odp cannot use fails in connect, with the reason
+    local server = adb.server_address()
+    if server then self.conns = lock.named("adb server " .. server, opts.adb_connections or SERVER_CONNECTIONS) end
+  end
   local ui = opts.ui
   self.on_auth_prompt = function()
     local msg = "accept the USB debugging prompt on the phone (Allow) -- waiting up to " ..
@@ -88,21 +109,56 @@ local function drop(self)
   if self.dev then self.dev:close() self.dev = nil end
 end
 
-local function call(self, method, ...)
+-- dev[method](dev, ...) on the connected device; hold: take one of the server's connections for the call.
+local function call_on(self, hold, method, ...)
   local dev, err, code = self:device()
   if not dev then return nil, err, code end
-  local r, e, c = dev[method](dev, ...)
+  local r, e, c
+  if hold then r, e, c = held(self, dev[method], dev, ...) else r, e, c = dev[method](dev, ...) end
   -- a failed call, or one cut short by Ctrl-C, can leave the transport unusable: reconnect next time
   if dev:broken() then drop(self) end
   return r, e, c
 end
 
+local function call(self, method, ...) return call_on(self, true, method, ...) end
+
+-- A resident channel holding one of the adb server's connections: it goes back when the channel closes.
+local HeldChannel = {}
+HeldChannel.__index = HeldChannel
+function HeldChannel:read(n, opts) return self.stream:read(n, opts) end
+function HeldChannel:write(bytes, opts) return self.stream:write(bytes, opts) end
+function HeldChannel:stderr() return self.stream:stderr() end
+function HeldChannel:close()
+  self.stream:close()
+  if self.conns then
+    self.conns:release()
+    self.conns = nil
+  end
+end
+-- never closed (dropped by a script): its stream closes itself when collected
+function HeldChannel:__gc()
+  if self.conns then self.conns:release() end
+end
+
 --- A `shell,v2` command whose stdin/stdout are a byte stream (an odp.Stream): the resident helper's. A direct
---- connection found lost (a Ctrl-C in the middle of a read leaves it so) is made again, once.
+--- connection found lost (a Ctrl-C in the middle of a read leaves it so) is made again, once. Through an adb
+--- server the channel keeps one of the server's connections while it is open, and only takes one when another
+--- stays free for the calls (else EBUSY, and the board runs one shell service per command): boards that each
+--- hold a channel never wait on each other.
 function Target:open_channel(cmd)
-  local ch, err, code = call(self, "open_channel", cmd, { timeout = 30 })
-  if not ch and not self.dev then ch, err, code = call(self, "open_channel", cmd, { timeout = 30 }) end
-  return ch, err, code
+  local conns = self.conns
+  if conns and not conns:try(1) then
+    return nil, ("EBUSY: all but one of the %d connections to the adb server are in use (--adb-connections)")
+      :format(conns.n), "EBUSY"
+  end
+  local ch, err, code = call_on(self, false, "open_channel", cmd, { timeout = 30 })
+  if not ch and not self.dev then ch, err, code = call_on(self, false, "open_channel", cmd, { timeout = 30 }) end
+  if not conns then return ch, err, code end
+  if not ch then
+    conns:release()
+    return nil, err, code
+  end
+  return setmetatable({ stream = ch, conns = conns }, HeldChannel)
 end
 
 --- One shell command line: through the resident helper (no new service), else its own shell service.

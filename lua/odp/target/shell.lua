@@ -216,7 +216,9 @@ end
 --- replaced by a new one on the next call. The helper already on the board is used when it is this odp's own
 --- build; one of another protocol or build is refused and odp's own is pushed. nil where it cannot run (no
 --- helper for the arch, no exec permission, a noexec remote dir), said once: the caller takes the
---- one-exec-per-command path. nil, err, code when not even a channel opens (the connection is lost).
+--- one-exec-per-command path; nil, unsaid, for this call only when the transport has no connection to spare
+--- for a channel (EBUSY: odp.target.adb's --adb-connections). nil, err, code when not even a channel opens (the
+--- connection is lost).
 ---@param target odp.target.shell.Target
 ---@return table? client
 ---@return string? err
@@ -229,7 +231,10 @@ function M.helper(target)
   local path = M.helper_path(target)
   local client, err, code, why, arch = start_helper(target, path, true)
   if why == "absent" and arch then target.cache.arch = arch end
-  if why == "channel" and code ~= "EPROTO" and code ~= "ENOTFOUND" then
+  if why == "channel" and code == "EBUSY" then
+    c.helper_starting = nil
+    return nil -- no connection to spare for it now (odp.target.adb's limit): this call goes without, the next tries
+  elseif why == "channel" and code ~= "EPROTO" and code ~= "ENOTFOUND" then
     c.helper_starting = nil
     return nil, err, code -- the connection is gone: that is no reason to give up the helper
   elseif why == "channel" then
