@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -60,6 +61,15 @@ static int resolve(const char *host, int port, double deadline, struct addrinfo 
                              .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
     if (getaddrinfo(host, service, &hints, res) == 0)
         return 0; /* an address: nothing to look up */
+    /* localhost is the loopback address (RFC 6761 6.3), looked up nowhere: getaddrinfo without a name gives
+     * ::1 and 127.0.0.1. An adb server is reached as localhost several times per run, each lookup a thread
+     * and ~3 ms. */
+    size_t hl = strlen(host);
+    if (!strcasecmp(host, "localhost") || (hl > 10 && !strcasecmp(host + hl - 10, ".localhost"))) {
+        hints.ai_flags = AI_NUMERICSERV;
+        if (getaddrinfo(NULL, service, &hints, res) == 0)
+            return 0;
+    }
     if (strlen(host) >= sizeof ((lookup *)0)->host)
         return odp_fail(err, ODP_ENOTFOUND, "cannot resolve %.64s...: name too long", host);
     lookup *l = calloc(1, sizeof *l);

@@ -1,7 +1,7 @@
 /* TCP connections with a deadline: host name resolution and connect both wait in odp_wait(), so a timeout
  * or Ctrl-C ends them. getaddrinfo() itself cannot be interrupted, so it runs on a helper thread that
  * reports through a pipe; a lookup given up at the deadline finishes (and frees itself) in the background.
- * Numeric addresses never start a thread. The one connect for ssh, adb over TCP and the probes. */
+ * Numeric addresses and localhost never start a thread. The one connect for ssh, adb over TCP and the probes. */
 #ifndef ODP_NET_TCP_H
 #define ODP_NET_TCP_H
 
