@@ -563,8 +563,11 @@ static int spawn_helper(jlink_client *j, const char *const *env, odp_err *err)
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &defaults);
     int rc = envp ? ENOENT : ENOMEM;
+    char self[4096]; /* argv[0]: odp's own path, for ps */
+    ssize_t sl = readlink(exe[0], self, sizeof self - 1);
+    self[sl > 0 ? sl : 0] = 0;
     for (int i = 0; i < 2 && envp && rc && exe[i]; i++) {
-        char *argv[] = {(char *)exe[i], "--jlink-helper", ppid, NULL};
+        char *argv[] = {i == 0 && *self ? self : (char *)exe[i], "--jlink-helper", ppid, NULL};
         rc = posix_spawn(&j->pid, exe[i], &fa, &attr, argv, envp);
     }
     posix_spawn_file_actions_destroy(&fa);

@@ -180,6 +180,40 @@ T.test("a hung J-Link call yields to the other boards' tasks; cancelling its tas
   T.eq(count(helpers()), 0)
 end)
 
+T.test("a J-Link helper does not outlive odp, even one killed by SIGKILL while its DLL call hangs", function()
+  -- the helper is inside a ReadMemEx that never returns, so only PR_SET_PDEATHSIG can end it (an idle helper
+  -- would also see its input close)
+  local script, pidfile = tmp .. "/dies.lua", tmp .. "/helper.pid"
+  T.write(script, ([[
+    local sys = require("odp.sys")
+    local p = assert(require("odp.probe").open { backend = "jlink", lib = %q, env = { ODP_TWIN_STATE = %q,
+      ODP_TWIN_JLINK_FAULT = "hang_read" } })
+    local me = sys.getpid()
+    for _, e in ipairs(sys.readdir("/proc")) do
+      local f = e:match("^%%d+$") and io.open("/proc/" .. e .. "/stat")
+      local st = f and f:read("a")
+      if f then f:close() end
+      if st and tonumber(st:match("^%%d+ %%b() %%S+ (%%d+)")) == me then sys.write_file(%q, e) end
+    end
+    os.execute(("(sleep 0.5; kill -KILL %%d) >/dev/null 2>&1 &"):format(me))
+    p:read(0x60000000, 4, { timeout = 30 })
+  ]]):format(dll, tmp .. "/twin-a", pidfile))
+  local r = proc.run { argv = { root .. "/build/odp", "run", script }, timeout = 30 }
+  T.eq(r.signal, 9, "odp was killed")
+  local pid = T.read(pidfile)
+  T.ok(pid and pid:match("^%d+$"), "the helper's pid was seen")
+  local gone = false
+  for _ = 1, 50 do
+    local f = io.open("/proc/" .. pid .. "/stat")
+    local st = f and f:read("a")
+    if f then f:close() end
+    -- gone, or a zombie of this process (it reaps orphans as a subreaper, docs/signals.md)
+    if not st or st:match("^%d+ %b() Z") then gone = true break end
+    sys.sleep(0.1)
+  end
+  T.ok(gone, "the helper ended with odp (PR_SET_PDEATHSIG)")
+end)
+
 T.test("a twin killed mid-flash fails its own flash only", function()
   local big = tmp .. "/big.bin"
   T.write(big, ("big-flash "):rep(200000)) -- 2 MB: seconds of XMODEM
