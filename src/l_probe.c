@@ -104,11 +104,36 @@ static int l_tostring(lua_State *L)
     return 1;
 }
 
+#define ENV_MAX 16
+
+/* jlink's env={NAME = VALUE}: extra environment for its helper process only (each J-Link has its own process,
+ * so each can have its own: the test DLL finds its twin in ODP_TWIN_STATE). Fills env with "NAME=VALUE"
+ * strings kept on the Lua stack until the caller resets it, NULL-ended. */
+static void jlink_env(lua_State *L, const char **env)
+{
+    int n = 0;
+    if (lua_getfield(L, 1, "env") != LUA_TNIL) {
+        luaL_argcheck(L, lua_istable(L, -1), 1, "env must be a table {NAME = VALUE}");
+        int t = lua_absindex(L, -1);
+        lua_pushnil(L);
+        while (lua_next(L, t)) {
+            const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+            luaL_argcheck(L, k && *k && !strchr(k, '=') && lua_type(L, -1) == LUA_TSTRING, 1,
+                          "env: NAME = VALUE strings (a NAME without '=')");
+            luaL_argcheck(L, n < ENV_MAX, 1, "env: at most 16 variables");
+            env[n++] = lua_pushfstring(L, "%s=%s", k, lua_tostring(L, -1));
+            lua_insert(L, -3); /* below the key and value: lua_next goes on */
+            lua_pop(L, 1);
+        }
+    }
+    env[n] = NULL;
+}
+
 /* probe.open{backend="jlink"|"gdb"|"qemu", ...backend options, timeout=} -> Probe | nil, err, code */
 static int l_open(lua_State *L)
 {
-    static const char *const allowed[] = {"backend", "device", "speed_khz", "serial", "ip", "lib", "address", "shm",
-                                          "base", "qmp", "timeout", NULL};
+    static const char *const allowed[] = {"backend", "device", "speed_khz", "serial", "ip", "lib", "env", "address",
+                                          "shm", "base", "qmp", "timeout", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     odp_checkopts(L, 1, allowed);
     const char *backend = odp_optstring(L, 1, "backend", NULL);
@@ -134,8 +159,13 @@ static int l_open(lua_State *L)
         luaL_argcheck(L, khz > 0 && khz <= 100000, 1, "speed_khz must be 1..100000");
         luaL_argcheck(L, !odp_optstring(L, 1, "serial", NULL) || !odp_optstring(L, 1, "ip", NULL), 1,
                       "give serial (USB) or ip (J-Link Remote Server), not both");
-        p = odp_probe_jlink_open(odp_optstring(L, 1, "lib", NULL), odp_optstring(L, 1, "device", NULL), (int)khz,
-                                 odp_optstring(L, 1, "serial", NULL), odp_optstring(L, 1, "ip", NULL), deadline, &err);
+        const char *env[ENV_MAX + 1];
+        int top = lua_gettop(L); /* the userdata */
+        jlink_env(L, env);
+        p = odp_probe_jlink_open_env(odp_optstring(L, 1, "lib", NULL), odp_optstring(L, 1, "device", NULL), (int)khz,
+                                     odp_optstring(L, 1, "serial", NULL), odp_optstring(L, 1, "ip", NULL),
+                                     env[0] ? env : NULL, deadline, &err);
+        lua_settop(L, top);
     } else {
         return luaL_argerror(L, 1, lua_pushfstring(L, "unknown backend '%s' (jlink, gdb, qemu)", backend));
     }

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "probe/probe.h"
 #include "util/wait.h"
 
 #ifndef ODP_VERSION
@@ -347,6 +348,9 @@ static int traceback(lua_State *L)
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
+    /* a J-Link's helper process (src/probe/jlink.c): odp re-executed to own one DLL; no Lua */
+    if (argc > 1 && strcmp(argv[1], "--jlink-helper") == 0)
+        return odp_jlink_helper_main(argc, argv);
     if (odp_wait_init()) {
         perror("odp: pipe");
         return 3;

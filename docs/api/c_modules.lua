@@ -143,8 +143,8 @@ return {
       { "list(vid?: integer) -> " .. USB_LIST, "one enumeration of the bus" },
     } },
 
-    { "odp.probe", "debug probes: J-Link (its DLL), GDB remote protocol, QEMU shared RAM + QMP", {
-      { 'open(opts: {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, address?: string, shm?: string, base?: integer, qmp?: string}) -> odp.probe.Probe|nil probe, ' .. FAIL, "one memory-access interface over the three" },
+    { "odp.probe", "debug probes: J-Link (its DLL, in a helper process per J-Link; env: extra environment for that process only), GDB remote protocol, QEMU shared RAM + QMP", {
+      { 'open(opts: {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, env?: table<string, string>, address?: string, shm?: string, base?: integer, qmp?: string}) -> odp.probe.Probe|nil probe, ' .. FAIL, "one memory-access interface over the three" },
       { "jlink_lib() -> string|nil path", "where the J-Link DLL would be loaded from" },
       { "usb_list(vid?: integer) -> " .. USB_LIST, "J-Links (or vid's devices) on USB" },
     } },

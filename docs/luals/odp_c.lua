@@ -424,11 +424,11 @@ local usb = {}
 ---@return odp.ECode? code
 function usb.list(vid) end
 
---- debug probes: J-Link (its DLL), GDB remote protocol, QEMU shared RAM + QMP
+--- debug probes: J-Link (its DLL, in a helper process per J-Link; env: extra environment for that process only), GDB remote protocol, QEMU shared RAM + QMP
 ---@class odp.probe
 local probe = {}
 --- one memory-access interface over the three
----@param opts {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, address?: string, shm?: string, base?: integer, qmp?: string}
+---@param opts {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, env?: table<string, string>, address?: string, shm?: string, base?: integer, qmp?: string}
 ---@return odp.probe.Probe|nil probe
 ---@return string? err
 ---@return odp.ECode? code

@@ -1,5 +1,5 @@
 /* One memory-access interface for debug probes: read, write, halt, go, reset (and run), each with a deadline.
- * Backends: jlink (SEGGER's DLL, loaded with dlopen), gdb (GDB remote protocol over TCP), qemu (QEMU's DDR
+ * Backends: jlink (SEGGER's DLL, loaded with dlopen in a helper process per J-Link), gdb (GDB remote protocol over TCP), qemu (QEMU's DDR
  * mapped from its shared file + QMP). RTT (src/rtt) is written once above this. */
 #ifndef ODP_PROBE_H
 #define ODP_PROBE_H
@@ -56,9 +56,20 @@ odp_probe *odp_probe_qemu_open(const char *shm, uint32_t base, const char *qmp, 
 odp_probe *odp_probe_gdb_open(const char *address, double deadline, odp_err *err);
 /* lib: path of libjlinkarm.so, or NULL (ODP_JLINK_LIB, then /opt/SEGGER/JLink*\/libjlinkarm.so*).
  * serial: pick the USB J-Link with that serial number; ip: reach one through J-Link Remote Server at "host" or
- * "host:port" (the DLL's JLINKARM_SelectIP; port 0 = its default, 19020). At most one of them. */
+ * "host:port" (the DLL's JLINKARM_SelectIP; port 0 = its default, 19020). At most one of them.
+ * The DLL is never loaded into odp: each open starts a helper process (odp re-executed, `odp --jlink-helper`)
+ * that owns it (one probe per process is all the DLL serves) and answers one request per call over a
+ * socketpair (docs/jlink-helper.md). A call waits for its reply with odp_wait (a fiber yields meanwhile); one
+ * whose reply misses the deadline (at least 1 s once sent) or is cancelled kills the helper, and every later
+ * call on the probe fails with "reopen the probe". Closing ends the helper (JLINKARM_Close first). */
 odp_probe *odp_probe_jlink_open(const char *lib, const char *device, int speed_khz, const char *serial,
                                 const char *ip, double deadline, odp_err *err);
+/* The same with env: NULL, or "NAME=VALUE" strings (NULL-terminated) added to the helper's environment only:
+ * the test DLL (tests/twin/jlinkarm_twin.c) finds its twin in ODP_TWIN_STATE, one per J-Link process. */
+odp_probe *odp_probe_jlink_open_env(const char *lib, const char *device, int speed_khz, const char *serial,
+                                    const char *ip, const char *const *env, double deadline, odp_err *err);
+/* `odp --jlink-helper PPID` (src/main.c, before any Lua): serves one DLL on fds 0/1 until its input closes. */
+int odp_jlink_helper_main(int argc, char **argv);
 /* The library the jlink backend would load (for hints): fills path, returns 0 or ODP_ENOTFOUND. */
 int odp_jlink_find_lib(const char *lib, char *path, size_t len, odp_err *err);
 

@@ -36,4 +36,19 @@ T.test("ip: no server there is one ENODEV line naming it; a bad address and seri
     "give serial %(USB%) or ip")
 end)
 
+T.test("a lab file's jlink_ip reaches probe.open{ip=} (board options -> plan -> odp.target.probe)", function()
+  local lab = require("odp.target.lab")
+  local probe_target = require("odp.target.probe")
+  T.write(dir .. "/lab.lua", ("return { boards = { { name = \"j\", device = %q, probe = \"jlink\", jlink_lib = %q, " ..
+    "jlink_ip = \"127.0.0.1:1\" } } }"):format(root .. "/devices/twin_m55.lua", dll))
+  local b = lab.load(dir .. "/lab.lua").boards[1]
+  local board = require("odp.run.board").open(b.dev, lab.board_options(b))
+  local p = board:_plan()
+  T.eq(p.probe_backend, "jlink")
+  local ok, e = pcall(probe_target.open, p, "app", board.opts)
+  T.eq(ok, false)
+  T.match(e.message, "no J%-Link Remote Server at 127%.0%.0%.1:1$", "the DLL was asked for the lab's address")
+  board:close()
+end)
+
 T.done()

@@ -226,9 +226,22 @@ EXPORT char JLINKARM_IsHalted(void)
 	return strstr(reply, "\"running\": true") ? 0 : 1;
 }
 
+/* ODP_TWIN_JLINK_FAULT, for odp's tests of a DLL call that never returns or crashes its process:
+ * hang_read (ReadMemEx blocks forever) or crash_read (ReadMemEx aborts). */
+static void read_fault(void)
+{
+	const char *f = getenv("ODP_TWIN_JLINK_FAULT");
+	if (f && !strcmp(f, "hang_read"))
+		for (;;)
+			pause();
+	if (f && !strcmp(f, "crash_read"))
+		abort();
+}
+
 EXPORT int JLINKARM_ReadMemEx(uint32_t Addr, uint32_t NumBytes, void *pData, uint32_t Flags)
 {
 	(void)Flags;
+	read_fault();
 	uint8_t *p = J.connected ? twin_ptr(&J.twin, Addr, NumBytes) : NULL;
 	if (!p)
 		return -1;

@@ -197,7 +197,7 @@ function M.board_options(b)
   for k, v in pairs(b) do
     if not M.COMMON[k] and k ~= "dev" then o[k] = v end
   end
-  o.jlink_serial = b.jlink_serial -- probe boards: which J-Link (odp.target.probe)
+  o.jlink_serial, o.jlink_ip = b.jlink_serial, b.jlink_ip -- probe boards: which J-Link (odp.target.probe)
   if b.user and o.host and not o.host:find("@", 1, true) then o.host = b.user .. "@" .. o.host end
   o.board = b.name
   return o

@@ -28,7 +28,7 @@ local function twin_file(p, name)
 end
 
 --- Opens the probe for the flasher ("flasher") or the application core ("app"). opts: gdb_address, jlink_lib,
--- jlink_serial.
+-- jlink_serial, jlink_ip (a lab file's board: which J-Link).
 function M.open(p, which, opts)
   local pr = p.device.probe or {}
   local args
@@ -40,7 +40,10 @@ function M.open(p, which, opts)
   else
     args = { backend = "jlink", device = which == "flasher" and pr.flasher_jlink_device or pr.jlink_device,
       speed_khz = pr.speed_khz or 4000, lib = M.jlink_lib(opts),
-      serial = opts.jlink_serial and tostring(opts.jlink_serial) } -- a lab file's board: which J-Link
+      serial = opts.jlink_serial and tostring(opts.jlink_serial), ip = opts.jlink_ip }
+    -- Each J-Link has a process of its own (odp.probe): a twin's test DLL is told there, and only there, which
+    -- twin it drives, so two twin boards in one odp each reach their own. Real boards pass nothing.
+    if p.twin and p.twin_state then args.env = { [p.twin.state_env or "ODP_TWIN_STATE"] = p.twin_state } end
   end
   local probe, err, code = probe_mod.open(args)
   if not probe then
