@@ -3,6 +3,8 @@
  * SWD halt/go/reset. Accesses outside the mapped window fail: ITCM/DTCM are not in the file. */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,30 @@ typedef struct {
     int qmp;         /* -1 without QMP */
     char line[4096]; /* QMP read buffer */
     size_t have;
+    double alive_at; /* when QEMU was last seen running (its QMP connection open) */
 } qemu_probe;
+
+/* Memory access goes through the shared file, which outlives a QEMU that died (killed, crashed): reads would
+ * go on returning the last RAM it had, and an RTT wait would last until its deadline. So every access checks,
+ * at most every ALIVE_EVERY seconds, that QEMU still holds its end of the QMP connection: TCP_INFO says
+ * CLOSE_WAIT once the kernel closed a dead QEMU's socket (no read, so QMP events stay queued). */
+#define ALIVE_EVERY 0.2
+
+static int alive(qemu_probe *q, odp_err *err)
+{
+    if (q->qmp < 0)
+        return 0;
+    double now = odp_now();
+    if (now - q->alive_at < ALIVE_EVERY)
+        return 0;
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (getsockopt(q->qmp, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+        (ti.tcpi_state == TCP_CLOSE_WAIT || ti.tcpi_state == TCP_CLOSE))
+        return odp_fail(err, ODP_ENODEV, "QEMU is gone (it closed its QMP connection): the board died");
+    q->alive_at = now;
+    return 0;
+}
 
 static int in_window(qemu_probe *q, uint32_t addr, size_t n, odp_err *err)
 {
@@ -37,6 +62,8 @@ static int qemu_read(odp_probe *p, uint32_t addr, void *buf, size_t n, double de
     (void)deadline;
     qemu_probe *q = (qemu_probe *)p;
     int rc = in_window(q, addr, n, err);
+    if (!rc)
+        rc = alive(q, err);
     if (rc)
         return rc;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -49,6 +76,8 @@ static int qemu_write(odp_probe *p, uint32_t addr, const void *buf, size_t n, do
     (void)deadline;
     qemu_probe *q = (qemu_probe *)p;
     int rc = in_window(q, addr, n, err);
+    if (!rc)
+        rc = alive(q, err);
     if (rc)
         return rc;
     memcpy(q->mem + (addr - q->addr), buf, n);
