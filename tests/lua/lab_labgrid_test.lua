@@ -13,8 +13,8 @@ local dir = T.tmpdir()
 
 -- labgrid's view: per target, the named list TargetFactory builds and, where 0.4.1 has the class, the
 -- resource object's attributes
-local function labgrid_view(file, target)
-  local r = assert(proc.run { "/usr/bin/python3", "-c", [==[
+local function labgrid_view(file, target, env)
+  local r = assert(proc.run { env = env, "/usr/bin/python3", "-c", [==[
 import json, sys, attr
 from labgrid import Environment
 from labgrid.factory import target_factory
@@ -72,6 +72,51 @@ for _, target in ipairs({ "main", "pi", "phone", "e8" }) do
     end
   end)
 end
+
+T.test("!template values: substituted as labgrid's loader does (BASE, LG_* of the environment, $$, ${NAME})", function()
+  local file = dir .. "/templated.yaml"
+  T.write(file, table.concat({
+    "targets:",
+    "  main:",
+    "    options: {odp_device: rpi5}",
+    "    resources:",
+    "      NetworkService:",
+    "        address: !template $LG_PI_ADDR",
+    "        username: !template '${LG_PI_USER}x$$y'",
+    "      RawSerialPort:",
+    "        port: !template $BASE/tty-$LG_PI_USER",
+    "        speed: 115200",
+    "" }, "\n"))
+  local env = { LG_PI_ADDR = "10.9.8.7", LG_PI_USER = "pi" }
+  local want = labgrid_view(file, "main", env)
+  local t = assert(lab.target(assert(lab.load(T.read(file), file, function(n) return env[n] end)), "main"))
+  local ours, theirs = by_key(t.resources), by_key(want.resources)
+  local n = 0
+  for k, r in pairs(theirs) do
+    n = n + 1
+    T.eq(json.encode(ours[k] and ours[k].args), json.encode(r.args), k .. " as labgrid reads it")
+    if r.cls == "NetworkService" then T.eq(r.args.username, "pix$y", "labgrid's own reading, checked by hand too") end
+    if r.cls == "RawSerialPort" then T.eq(r.args.port, dir .. "/tty-pi", "BASE: the file's directory") end
+  end
+  T.eq(n, 2, "both resources")
+  local b = assert(lab.boards(file, "main", function(n) return env[n] end)).boards[1]
+  T.eq({ b.host, b.user }, { "10.9.8.7", "pix$y" }, "the board odp makes of it")
+  -- what labgrid refuses, odp refuses in one line: an unknown variable, a `$` before nothing it knows
+  T.write(file, "targets: {main: {options: {odp_device: rpi5}, resources: {NetworkService: {address: !template $LG_NOPE}}}}\n")
+  local lg = proc.run { "/usr/bin/python3", "-c", "import sys; from labgrid import Environment; Environment(sys.argv[1])", file }
+  T.ok(not lg.ok and lg.stderr:find("unknown variable 'LG_NOPE'", 1, true), "labgrid: unknown variable")
+  local _, err = lab.boards(file, "main", function(n) return env[n] end)
+  T.match(err, "^EUSAGE: labgrid file [^\n]*: refers to unknown variable 'LG_NOPE'$")
+  T.write(file, "targets: {main: {options: {odp_device: rpi5}, resources: {NetworkService: {address: !template 'a $ b'}}}}\n")
+  lg = proc.run { "/usr/bin/python3", "-c", "import sys; from labgrid import Environment; Environment(sys.argv[1])", file }
+  T.ok(not lg.ok and lg.stderr:find("Invalid template string", 1, true), "labgrid: invalid template")
+  _, err = lab.boards(file, "main", function(n) return env[n] end)
+  T.match(err, "^EUSAGE: labgrid file [^\n]*: is invalid: Invalid template string 'a %$ b'$")
+  -- only LG_* names come from the environment, as in labgrid: PATH is not a variable of the file
+  T.write(file, "targets: {main: {options: {odp_device: rpi5}, resources: {NetworkService: {address: !template $PATH}}}}\n")
+  _, err = lab.boards(file, "main")
+  T.match(err, "refers to unknown variable 'PATH'")
+end)
 
 T.test("boards: each target's board, its device, console and power; an unmappable resource is one line", function()
   local got = assert(lab.boards(env_file))

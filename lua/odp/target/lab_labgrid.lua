@@ -258,8 +258,51 @@ function M.export_resources(vars)
   return out
 end
 
---- The boards of a labgrid environment file. -> {boards = {...}, warnings = {...}} | nil, "ECODE: msg", "ECODE"
-function M.boards(path, target)
+-- labgrid's `!template` values (labgrid/util/yaml.py, config.py): Python's string.Template over a mapping of
+-- BASE (the file's directory) and the LG_* variables of the environment; `$$` is a `$`, `$name` and `${name}`
+-- are looked up, a name not in the mapping and a `$` before anything else are errors, as in labgrid.
+local function substitute(text, lookup)
+  local out, i = {}, 1
+  while true do
+    local d = text:find("$", i, true)
+    if not d then out[#out + 1] = text:sub(i) break end
+    out[#out + 1] = text:sub(i, d - 1)
+    local name, after = text:match("^([%a_][%w_]*)()", d + 1)
+    if not name then name, after = text:match("^{([%a_][%w_]*)}()", d + 1) end
+    if text:sub(d + 1, d + 1) == "$" then
+      out[#out + 1], i = "$", d + 2
+    elseif name then
+      local v = lookup(name)
+      if v == nil then error({ template = ("refers to unknown variable '%s'"):format(name) }, 0) end
+      out[#out + 1], i = v, after
+    else
+      error({ template = ("is invalid: Invalid template string '%s'"):format(text) }, 0)
+    end
+  end
+  return table.concat(out)
+end
+
+--- A labgrid environment's text as labgrid's loader gives it: YAML, `!template` values substituted. path: the
+-- file (BASE is its directory); lookup(name): a variable's value or nil (default: LG_* names from the
+-- environment, as labgrid takes them). -> document | nil, "message"
+function M.load(text, path, lookup)
+  local base = (require("odp.sys").realpath(path) or path):match("^(.*)/[^/]*$") or "."
+  lookup = lookup or function(name) return name:match("^LG_") and os.getenv(name) or nil end
+  local explicit = require("lyaml.explicit")
+  local y = "tag:yaml.org,2002:"
+  local ok, doc = pcall(require("lyaml").load, text, { explicit_scalar = {
+    [y .. "bool"] = explicit.bool, [y .. "float"] = explicit.float, [y .. "int"] = explicit.int,
+    [y .. "null"] = explicit.null, [y .. "str"] = explicit.str,
+    ["!template"] = function(v) return substitute(v, function(n) if n == "BASE" then return base end return lookup(n) end) end,
+  } })
+  if ok then return doc end
+  if type(doc) == "table" and doc.template then return nil, doc.template end
+  return nil, "not YAML: " .. (tostring(doc):gsub("[\r\n]+", " "))
+end
+
+--- The boards of a labgrid environment file (lookup: as M.load's). -> {boards = {...}, warnings = {...}} | nil,
+--- "ECODE: msg", "ECODE"
+function M.boards(path, target, lookup)
   assert(type(path) == "string", "lab_labgrid.boards(path, target): path must be a string")
   local text, err, code = read(path)
   if not text then return nil, err, code end
@@ -275,10 +318,8 @@ function M.boards(path, target)
     end
     boards, warnings = assemble(M.export_resources(vars), "labgrid", target, path, path)
   else
-    local ok, doc = pcall(require("lyaml").load, text)
-    if not ok then
-      return nil, ("EUSAGE: labgrid file %s: not YAML: %s"):format(path, (tostring(doc):gsub("[\r\n]+", " "))), "EUSAGE"
-    end
+    local doc, yerr = M.load(text, path, lookup)
+    if not doc then return nil, ("EUSAGE: labgrid file %s: %s"):format(path, yerr), "EUSAGE" end
     target = target or "main"
     local t, terr = M.target(doc, target)
     if not t then return nil, ("EUSAGE: labgrid file %s: %s"):format(path, terr), "EUSAGE" end
