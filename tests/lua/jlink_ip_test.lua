@@ -51,4 +51,27 @@ T.test("a lab file's jlink_ip reaches probe.open{ip=} (board options -> plan -> 
   board:close()
 end)
 
+T.test("the J-Link helper refuses a request of another protocol version, and anything before open, in one line", function()
+  -- the helper is odp itself (`odp --jlink-helper PPID`): spoken to here directly, frames in on stdin
+  local codec, sys, proc = require("odp.helper"), require("odp.sys"), require("odp.proc")
+  local function u32(v) return string.pack("<I4", v) end
+  local input = codec.encode("R", { u32(0x60000000), u32(4) }) -- before open
+    .. codec.encode("O", { u32(2), dll, "", u32(4000), "", "" }) -- a protocol this helper does not speak
+    .. codec.encode("?", {})
+  local r = proc.run { argv = { require("odp.host").argv[0], "--jlink-helper", tostring(sys.getpid()) }, stdin = input,
+    timeout = 30 }
+  T.eq(r.status, 0, "it ends when its input does: " .. r.stderr)
+  local d, replies = codec.decoder():feed(r.stdout), {}
+  while true do
+    local ty, fields = d:next()
+    if not ty then break end
+    replies[#replies + 1] = { ty, fields[1], fields[2] }
+  end
+  T.eq(#replies, 3, "one reply per request")
+  T.eq(replies[1], { "!", "EPROTO", "J-Link request 'R' before open" })
+  T.eq(replies[2], { "!", "EPROTO", "the J-Link helper speaks protocol 1; odp asked for 2" })
+  T.eq(replies[3][1], "!", "an unknown request")
+  T.eq(replies[3][2], "EPROTO")
+end)
+
 T.done()
