@@ -362,19 +362,25 @@ end)
 
 T.test("Ctrl-C mid-run: odp exits 130 and the program's process group is gone from the board", function()
   local odp = os.getenv("ODP") or (build .. "/odp")
+  -- a real program (it passes the preflight's ELF check) that hangs and leaves a grandchild ignoring SIGTERM
   local runner = tmp .. "/hang_runner"
-  T.write(runner, "#!/bin/sh\nsleep 301 &\nwait\n")
+  T.write(runner, T.read(build .. "/tests/fake_runner"))
   sys.chmod(runner, tonumber("755", 8))
   local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
   local cmd = ("%s run %s/scripts/rpi5.lua --host %s@127.0.0.1 --port %d --identity %s --known-hosts %s " ..
-    "--remote-dir %s/cc --runner %s --model %s --runs-dir %s/runs -q"):format(odp, T.root(), srv.user, srv.port,
-    srv.identity, srv.known_hosts, srv.remote_dir, runner, model, tmp)
-  local r = proc.run { "sh", "-c", ("%s 2>%s/err & p=$!; i=0; while [ $i -lt 100 ] && " ..
-    "! pgrep -f '%s' >/dev/null; do sleep 0.1; i=$((i+1)); done; kill -INT $p; wait $p; echo $?"):format(
-    cmd, tmp, "cc/hang_runner --model_path"), timeout = 60 }
-  T.eq(r.stdout, "130\n", T.read(tmp .. "/err"))
-  T.eq(select(2, T.read(tmp .. "/err"):gsub("\n", "")), 1, "one line: " .. T.read(tmp .. "/err"))
-  T.ok(gone("'sleep 301'"), "nothing of the runner left on the board")
+    "--remote-dir %s/cc --runner %s --model %s --runs-dir %s/runs -q -- --fake_mode=hang_tree"):format(odp, T.root(),
+    srv.user, srv.port, srv.identity, srv.known_hosts, srv.remote_dir, runner, model, tmp)
+  -- Ctrl-C once the runner runs on the board ([c]: the pattern must not match this shell's own command line)
+  local r = proc.run { "sh", "-c", ("%s >%s/out 2>%s/err & p=$!; i=0; while [ $i -lt 300 ] && " ..
+    "! pgrep -f '%s' >/dev/null; do sleep 0.1; i=$((i+1)); done; echo $i; kill -INT $p; wait $p; echo $?"):format(
+    cmd, tmp, tmp, "[c]c/hang_runner --model_path"), timeout = 60 }
+  local waited, status = r.stdout:match("^(%d+)\n(%d+)\n$")
+  T.ok(waited and tonumber(waited) < 300, "the runner ran on the board before the Ctrl-C: " .. r.stdout)
+  T.eq(status, "130", T.read(tmp .. "/err"))
+  -- the run's failed record says so in the report; stderr stays quiet (-q)
+  T.match(T.read(tmp .. "/out"), "error +ECANCELED: interrupted; runner killed")
+  T.ok(select(2, T.read(tmp .. "/err"):gsub("\n", "")) <= 1, "at most one line on stderr: " .. T.read(tmp .. "/err"))
+  T.ok(gone("'[c]c/hang_runner --model_path'"), "nothing of the runner left on the board, its grandchild included")
 end)
 
 srv:stop()
