@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../proc/proc.h"
 #include "../stream/stream.h"
 #include "../util/fiber.h"
 #include "../util/wait.h"
@@ -546,22 +547,10 @@ static int spawn_helper(jlink_client *j, const char *const *env, odp_err *err)
     char **envp = env ? helper_environ(env) : environ;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGTERM);
-    sigaddset(&defaults, SIGHUP);
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
     posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
-    posix_spawnattr_init(&attr);
-    /* a group of its own: the terminal's Ctrl-C goes to odp, which decides what to stop */
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
+    odp_spawnattr_child(&attr); /* a group of its own: the terminal's Ctrl-C goes to odp, which decides what to stop */
     int rc = envp ? ENOENT : ENOMEM;
     char self[4096]; /* argv[0]: odp's own path, for ps */
     ssize_t sl = readlink(exe[0], self, sizeof self - 1);

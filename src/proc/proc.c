@@ -50,18 +50,27 @@ static int lifeline_read_end(void)
     return read_end;
 }
 
-static int spawn(const odp_proc_opts *o, int out[2], int errp[2], int in[2], pid_t *pid, odp_err *err)
+void odp_spawnattr_child(posix_spawnattr_t *attr)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
     sigset_t none, defaults;
     sigemptyset(&none);
     sigemptyset(&defaults);
     sigaddset(&defaults, SIGPIPE);
     sigaddset(&defaults, SIGINT);
     sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGHUP);
     sigaddset(&defaults, SIGQUIT);
+    posix_spawnattr_init(attr);
+    posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(attr, 0);
+    posix_spawnattr_setsigmask(attr, &none);
+    posix_spawnattr_setsigdefault(attr, &defaults);
+}
 
+static int spawn(const odp_proc_opts *o, int out[2], int errp[2], int in[2], pid_t *pid, odp_err *err)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
     if (in[0] >= 0)
         posix_spawn_file_actions_adddup2(&fa, in[0], 0);
@@ -79,11 +88,7 @@ static int spawn(const odp_proc_opts *o, int out[2], int errp[2], int in[2], pid
         }
         posix_spawn_file_actions_adddup2(&fa, lifeline, o->lifeline_fd);
     }
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
+    odp_spawnattr_child(&attr);
 
     int rc = posix_spawnp(pid, o->argv[0], &fa, &attr, (char *const *)o->argv, o->envp ? o->envp : environ);
     posix_spawn_file_actions_destroy(&fa);

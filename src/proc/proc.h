@@ -3,6 +3,7 @@
 #ifndef ODP_PROC_H
 #define ODP_PROC_H
 
+#include <spawn.h>
 #include <stddef.h>
 #include <sys/resource.h>
 
@@ -44,6 +45,11 @@ typedef struct {
  * or a negative odp_code when it could not be started (ENOTFOUND: no such program; EIO otherwise).
  * The caller frees result with odp_proc_result_free. */
 int odp_proc_run(const odp_proc_opts *opts, odp_proc_result *result, odp_err *err);
+
+/* The posix_spawn attributes of every child odp starts (odp_proc_run's, the J-Link helpers'): a process group of
+ * its own (a timeout or Ctrl-C ends it with everything it started; the terminal's Ctrl-C reaches odp only), no
+ * signal blocked, and the signals odp handles or ignores back to their defaults. posix_spawnattr_destroy after. */
+void odp_spawnattr_child(posix_spawnattr_t *attr);
 void odp_proc_result_free(odp_proc_result *result);
 
 #endif
