@@ -434,49 +434,44 @@ static int exchange(jlink_client *j, const char *what, double deadline, const ui
     }
 }
 
-static int jc_read(odp_probe *p, uint32_t addr, void *buf, size_t n, double deadline, odp_err *err)
+/* A read (into in) or a write (from out) of n bytes at addr, one request per chunk of at most a frame's worth. */
+static int transfer(odp_probe *p, uint32_t addr, uint8_t *in, const uint8_t *out, size_t n, double deadline,
+                    odp_err *err)
 {
     jlink_client *j = (jlink_client *)p;
     for (size_t off = 0; off < n;) {
         uint32_t k = n - off > ODP_JLINK_CHUNK ? ODP_JLINK_CHUNK : (uint32_t)(n - off), got;
         const uint8_t *data;
         char what[64];
-        snprintf(what, sizeof what, "read 0x%08x+%u", addr + (uint32_t)off, k);
+        snprintf(what, sizeof what, "%s 0x%08x+%u", in ? "read" : "write", addr + (uint32_t)off, k);
         j->req.len = 0;
-        size_t at = odp_frame_begin(&j->req, ODP_JL_READ);
+        size_t at = odp_frame_begin(&j->req, in ? ODP_JL_READ : ODP_JL_WRITE);
         odp_jl_add_u32(&j->req, addr + (uint32_t)off);
-        odp_jl_add_u32(&j->req, k);
+        if (in)
+            odp_jl_add_u32(&j->req, k);
+        else
+            odp_frame_add(&j->req, out + off, k);
         odp_frame_end(&j->req, at);
         int rc = exchange(j, what, deadline, &data, &got, err);
         if (rc)
             return rc;
-        if (got != k)
+        if (in && got != k)
             return lost(j, what, ODP_EPROTO, "the reply has the wrong size", 0, err);
-        memcpy((uint8_t *)buf + off, data, k);
+        if (in)
+            memcpy(in + off, data, k);
         off += k;
     }
     return 0;
 }
 
+static int jc_read(odp_probe *p, uint32_t addr, void *buf, size_t n, double deadline, odp_err *err)
+{
+    return transfer(p, addr, buf, NULL, n, deadline, err);
+}
+
 static int jc_write(odp_probe *p, uint32_t addr, const void *buf, size_t n, double deadline, odp_err *err)
 {
-    jlink_client *j = (jlink_client *)p;
-    for (size_t off = 0; off < n;) {
-        uint32_t k = n - off > ODP_JLINK_CHUNK ? ODP_JLINK_CHUNK : (uint32_t)(n - off), got;
-        const uint8_t *data;
-        char what[64];
-        snprintf(what, sizeof what, "write 0x%08x+%u", addr + (uint32_t)off, k);
-        j->req.len = 0;
-        size_t at = odp_frame_begin(&j->req, ODP_JL_WRITE);
-        odp_jl_add_u32(&j->req, addr + (uint32_t)off);
-        odp_frame_add(&j->req, (const uint8_t *)buf + off, k);
-        odp_frame_end(&j->req, at);
-        int rc = exchange(j, what, deadline, &data, &got, err);
-        if (rc)
-            return rc;
-        off += k;
-    }
-    return 0;
+    return transfer(p, addr, NULL, buf, n, deadline, err);
 }
 
 static int control(odp_probe *p, uint8_t type, const char *what, double deadline, odp_err *err)

@@ -28,21 +28,26 @@ local function check(r, what)
   T.eq(r.crc32, ("%08x"):format(sys.crc32(data .. ("\26"):rep(r.bytes - #data))), what .. ": zlib's CRC of the payload")
 end
 
-T.test("two twins flashed at once: both right, the two transfers overlapping", function()
+-- Flashes the payload to boards a and b at once; both right, and the two transfers overlapping (one after the
+-- other, the second would start when the first ended).
+local function flash_both(bs, a_name, b_name)
   local span = {}
-  local res = boards:each(function(b, name)
+  local res = bs:each(function(b, name)
     local t0 = sys.now()
     local r = b:flash(payload)
     span[name] = { t0, sys.now() }
     return r
   end, { timeout = 300 })
-  check(res["twin-a"], "twin-a")
-  check(res["twin-b"], "twin-b")
-  -- one after the other, the second would start when the first ended
-  local a, b = span["twin-a"], span["twin-b"]
+  check(res[a_name], a_name)
+  check(res[b_name], b_name)
+  local a, b = span[a_name], span[b_name]
   local overlap = math.min(a[2], b[2]) - math.max(a[1], b[1])
   T.ok(overlap > 0.5 * math.min(a[2] - a[1], b[2] - b[1]),
     ("flashes %.1f-%.1f s and %.1f-%.1f s overlap"):format(0, a[2] - a[1], b[1] - a[1], b[2] - a[1]))
+end
+
+T.test("two twins flashed at once: both right, the two transfers overlapping", function()
+  flash_both(boards, "twin-a", "twin-b")
 end)
 
 -- The same two twins through the J-Link path: the test libjlinkarm.so (tests/twin/jlinkarm_twin.c), which finds
@@ -86,19 +91,7 @@ T.write(tmp .. "/lab-jlink.lua", "return { boards = {\n" .. jlink_twin("twin-a")
 
 T.test("two twins flashed at once through two J-Link helpers: both right, overlapping, the DLL never in odp", function()
   local jboards = boards_mod.open(lab.load(tmp .. "/lab-jlink.lua").boards, require("odp.core.ui").new { quiet = true })
-  local span = {}
-  local res = jboards:each(function(b, name)
-    local t0 = sys.now()
-    local r = b:flash(payload)
-    span[name] = { t0, sys.now() }
-    return r
-  end, { timeout = 300 })
-  check(res["twin-a-jlink"], "twin-a-jlink")
-  check(res["twin-b-jlink"], "twin-b-jlink")
-  local a, b = span["twin-a-jlink"], span["twin-b-jlink"]
-  local overlap = math.min(a[2], b[2]) - math.max(a[1], b[1])
-  T.ok(overlap > 0.5 * math.min(a[2] - a[1], b[2] - b[1]),
-    ("flashes %.1f-%.1f s and %.1f-%.1f s overlap"):format(0, a[2] - a[1], b[1] - a[1], b[2] - a[1]))
+  flash_both(jboards, "twin-a-jlink", "twin-b-jlink")
   T.eq(count(helpers()), 0, "the flashes' probes closed: their helpers ended")
   -- both probes open at once: two helpers, each reading its own twin's RAM (the flasher's RTT block)
   local pa, pb = jboards["twin-a-jlink"]:probe(), jboards["twin-b-jlink"]:probe()
