@@ -111,18 +111,20 @@ async function interact(page, out, shot, filter_text) {
       }), id);
     }
   }
-  // hover the first drawn point of the first chart that has one: the readout shows its values
-  const hovered = await page.$("figure[data-chart] svg circle.point");
-  if (hovered) {
-    await hovered.hover();
-    out.readout = await page.evaluate((el) => el.closest("figure").querySelector(".readout").textContent, hovered);
-    // the topmost element under the pointer (points of two series may overlap)
-    out.hovered_title = await page.evaluate((el) => {
-      const r = el.getBoundingClientRect();
-      const top = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
-      const t = top && top.querySelector ? top.querySelector("title") : null;
-      return t ? t.textContent : null;
-    }, hovered);
+  // hover a drawn point that nothing covers around its centre (points of two series may overlap, and a pointer
+  // on the edge of another point's circle would name that one): the readout shows its values
+  const points = await page.$$("figure[data-chart] svg circle.point");
+  for (const el of points) {
+    const clear = await page.evaluate((el) => {
+      el.scrollIntoView({ block: "center", inline: "center" });
+      const r = el.getBoundingClientRect(), cx = r.x + r.width / 2, cy = r.y + r.height / 2;
+      return [[0, 0], [1, 0], [-1, 0], [0, 1], [0, -1]].every(([dx, dy]) => document.elementFromPoint(cx + dx, cy + dy) === el);
+    }, el);
+    if (!clear) continue;
+    await el.hover();
+    out.readout = await page.evaluate((el) => el.closest("figure").querySelector(".readout").textContent, el);
+    out.hovered_title = await page.evaluate((el) => el.querySelector("title").textContent, el);
+    break;
   }
   if (shot) await page.screenshot({ path: shot, fullPage: true });
 }

@@ -80,7 +80,12 @@ local function browse(page_path, shot, filter_text)
   T.ok(out.contents.tables > 0 and out.contents.rows > 0, "real tables")
   local png = T.read(shots .. "/" .. shot)
   T.eq(png:sub(1, 8), "\137PNG\r\n\26\n", "screenshot " .. shot)
-  if out.hovered_title then T.eq(out.readout, out.hovered_title, "hover readout shows the point's values") end
+  local points = 0
+  for _, c in ipairs(out.charts) do points = points + c.points end
+  if points > 0 then
+    T.ok(out.hovered_title ~= nil, "a drawn point was hovered")
+    T.eq(out.readout, out.hovered_title, "hover readout shows the point's values")
+  end
   return out
 end
 
