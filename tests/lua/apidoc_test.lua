@@ -226,4 +226,20 @@ T.test("every declaration matches its C binding: option keys, arguments, returns
   T.eq(drift, {}, "docs/api/c_modules.lua against src/l_*.c")
 end)
 
+T.test("docs/SCRIPTING.md keeps no copy of the signatures: each C module's section links to its reference", function()
+  local guide, ref = T.read(root .. "/docs/SCRIPTING.md"), T.read(root .. "/docs/api.md")
+  local declared = {}
+  for _, m in ipairs(decl.modules) do declared[m[1]] = true end
+  local sections = 0
+  for mod, body in (guide .. "\n## "):gmatch("\n## (odp%.[%w_]+)\n(.-)\n## ") do
+    if declared[mod] then
+      sections = sections + 1
+      local anchor = mod:gsub("%.", ""):lower()
+      T.ok(body:find("(api.md#" .. anchor .. ")", 1, true), mod .. "'s section links to api.md#" .. anchor)
+      T.ok(ref:find("\n## " .. mod .. "\n", 1, true), "docs/api.md has a section " .. mod)
+    end
+  end
+  T.ok(sections >= 8, "the C modules' sections were found")
+end)
+
 T.done()
