@@ -231,8 +231,12 @@ T.test("docs/SCRIPTING.md keeps no copy of the signatures: each C module's secti
   local declared = {}
   for _, m in ipairs(decl.modules) do declared[m[1]] = true end
   local sections = 0
-  for mod, body in (guide .. "\n## "):gmatch("\n## (odp%.[%w_]+)\n(.-)\n## ") do
-    if declared[mod] then
+  local at = {} -- where each "## " heading starts
+  for pos in ("\n" .. guide):gmatch("\n()## ") do at[#at + 1] = pos - 1 end
+  at[#at + 1] = #guide + 1
+  for i = 1, #at - 1 do
+    local mod, body = guide:sub(at[i], at[i + 1] - 1):match("^## (odp%.[%w_]+)\n(.*)$")
+    if mod and declared[mod] then
       sections = sections + 1
       local anchor = mod:gsub("%.", ""):lower()
       T.ok(body:find("(api.md#" .. anchor .. ")", 1, true), mod .. "'s section links to api.md#" .. anchor)
