@@ -35,6 +35,32 @@ M.models = {
       { "aten::mm", "out", args = { "a", "w2" }, out = "y" },
     },
   },
+  -- convnet: y = conv3x3(avg_pool2d(relu(conv1x1(x, w1, b1)), 2), w2, b2, padding 1), NCHW. relu runs on
+  -- 800K elements (~0.25 ms); the 1x1 convolution keeps the first layer's cost near the others'.
+  convnet = {
+    tensors = {
+      { "x", { 1, 4, 160, 160 } }, { "w1", { 32, 4, 1, 1 } }, { "b1", { 32 } }, { "w2", { 2, 32, 3, 3 } },
+      { "b2", { 2 } },
+      { "c", { 1, 32, 160, 160 } }, { "r", { 1, 32, 160, 160 } }, { "p", { 1, 32, 80, 80 } },
+      { "y", { 1, 2, 80, 80 } },
+    },
+    scalars = {
+      { "ones", "IntList", { 1, 1 } }, { "zeros", "IntList", { 0, 0 } }, { "twos", "IntList", { 2, 2 } },
+      { "false", "Bool", false }, { "true", "Bool", true }, { "groups", "Int", 1 }, { "none", "Null" },
+    },
+    inputs = { "x", "w1", "b1", "w2", "b2" },
+    outputs = { "y" },
+    ops = {
+      -- convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+      { "aten::convolution", "out", out = "c",
+        args = { "x", "w1", "b1", "ones", "zeros", "ones", "false", "zeros", "groups" } },
+      { "aten::relu", "out", args = { "c" }, out = "r" },
+      -- avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+      { "aten::avg_pool2d", "out", args = { "r", "twos", "twos", "zeros", "false", "true", "none" }, out = "p" },
+      { "aten::convolution", "out", out = "y",
+        args = { "p", "w2", "b2", "ones", "ones", "ones", "false", "zeros", "groups" } },
+    },
+  },
 }
 
 local function numel(sizes)
@@ -43,8 +69,12 @@ local function numel(sizes)
   return n
 end
 
+local function list(t) return json.array(t) end
+
 --- Value indices, planned offsets (memory_id 1, each tensor its own ALIGN-aligned region, inputs first so
 -- that the runner's copies of them survive every iteration) and the planned buffer size of a model.
+-- Non-tensor values follow the tensors: Int, Bool, Null, and IntList, whose items are the indices of Int
+-- values emitted just before it (as ExecuTorch's emitter lays out an int[] argument).
 function M.layout(name)
   local m = assert(M.models[name], "no such model: " .. tostring(name))
   local index, offset, pos = {}, {}, 0
@@ -53,11 +83,24 @@ function M.layout(name)
     offset[t[1]] = pos
     pos = pos + ((numel(t[2]) * 4 + ALIGN - 1) // ALIGN) * ALIGN
   end
-  for i, s in ipairs(m.scalars) do index[s[1]] = #m.tensors + i - 1 end
-  return { index = index, offset = offset, planned = pos, model = m }
+  local scalars = {}
+  local function add(val_type, val)
+    scalars[#scalars + 1] = { val_type = val_type, val = val }
+    return #m.tensors + #scalars - 1
+  end
+  for _, s in ipairs(m.scalars) do
+    local vname, kind, v = s[1], s[2], s[3]
+    if kind == "Int" then index[vname] = add("Int", { int_val = v })
+    elseif kind == "Bool" then index[vname] = add("Bool", { bool_val = v })
+    elseif kind == "Null" then index[vname] = add("Null", {})
+    elseif kind == "IntList" then
+      local items = {}
+      for i, x in ipairs(v) do items[i] = add("Int", { int_val = x }) end
+      index[vname] = add("IntList", { items = list(items) })
+    else error("unknown value kind " .. tostring(kind)) end
+  end
+  return { index = index, offset = offset, planned = pos, model = m, scalars = scalars }
 end
-
-local function list(t) return json.array(t) end
 
 --- The flatc JSON (Program, strict) of a model.
 function M.json(name)
@@ -71,9 +114,7 @@ function M.json(name)
       scalar_type = "FLOAT", sizes = list(t[2]), dim_order = list(order),
       allocation_info = { memory_id = 1, memory_offset_low = L.offset[t[1]] } } }
   end
-  for _, s in ipairs(m.scalars) do
-    values[#values + 1] = { val_type = s[2], val = { [s[2] == "Int" and "int_val" or "bool_val"] = s[3] } }
-  end
+  for _, v in ipairs(L.scalars) do values[#values + 1] = v end
   local function ids(names)
     local out = {}
     for i, n in ipairs(names) do out[i] = assert(idx[n], "no value " .. n) end
