@@ -7,18 +7,18 @@
 --   pb.build("mlp", dir)            -- writes dir/mlp.pte with flatc -b; returns its path, or nil, err
 --   build/odp run tests/lib/ptebuild.lua DIR    -- rebuilds every model into DIR (tests/fixtures/pte/ for the
 --                                                  committed copies; tests/lua/ptebuild_test.lua compares bytes)
--- Each model: inputs {name, sizes}, ops {op, overload, args = value names, out = value name}, the shapes of
--- every value, and the expected planned buffer (non_const_buffer_sizes[2]); pb.layout(name) gives offsets.
+-- Each model: tensors {name, sizes} (float32, planned in that order), scalars {name, kind, value}, inputs and
+-- outputs (value names), ops {name, overload, args = value names, out = value name}; pb.layout(name) gives
+-- the value indices, offsets and the planned buffer size (non_const_buffer_sizes[2]).
 local json = require("odp.core.json")
 
 local M = {}
 
 local ALIGN = 64 -- ExecuTorch's memory planning aligns tensors to 16; 64 keeps each on its own cache line
 
--- Values are FLOAT tensors of the given sizes, or Int / Bool / IntList scalars (an op's non-tensor arguments).
 -- mlp: y = (relu(x @ w1) + b) @ w2. Sizes chosen so that each of the four portable kernels takes >= 0.1 ms on
--- an x86_64 host (measured: tests/fixtures/README.md): relu and add run on 1M elements (~0.3 ms each), each
--- mm does 8M multiply-adds (~12 ms; the portable mm is a plain loop).
+-- an x86_64 host (measured: tests/fixtures/README.md): relu and add run on 1M elements (~0.2 and ~0.6 ms),
+-- each mm does 8M multiply-adds (~3-5 ms; the portable mm is a plain loop).
 M.models = {
   mlp = {
     tensors = {
