@@ -222,7 +222,12 @@ function M.add(entry, opts)
   local at = #M.FIELDS + 1
   for i, f in ipairs(M.FIELDS) do if opts and f[1] == opts.after then at = i + 1 end end
   table.insert(M.FIELDS, at, entry)
-  index()
+  local ok, err = pcall(index)
+  if not ok then
+    table.remove(M.FIELDS, at)
+    index()
+    error(err, 2)
+  end
 end
 
 --- Takes a field back out (tests that added one with M.add).
