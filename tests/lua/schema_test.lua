@@ -120,6 +120,21 @@ T.test("records odp writes read without a note: the real runs in tests/fixtures/
   end
 end)
 
+T.test("docs/SCRIPTING.md's record table lists every top-level field the schema declares, and no other", function()
+  local text = assert(sys.read_file(root .. "/docs/SCRIPTING.md"))
+  local section = assert(text:match("\n## The result record\n(.-)\n## "), "the section is there")
+  local documented, declared = {}, {}
+  for first in section:gmatch("\n| ([^|]+) |") do
+    for name in first:gmatch("`([%w_]+)`") do documented[#documented + 1] = name end
+  end
+  for _, f in ipairs(schema.FIELDS) do
+    if not f[1]:find("[.%[]") then declared[#declared + 1] = f[1] end
+  end
+  table.sort(documented)
+  table.sort(declared)
+  T.eq(documented, declared)
+end)
+
 T.test("declaring: misuse raises, one line", function()
   T.raises(function() schema.add({ "x", "float" }) end, "type one of")
   T.raises(function() schema.add({ "x", "number", lable = "x" }) end, "unknown attribute 'lable'")
