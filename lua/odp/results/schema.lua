@@ -4,11 +4,11 @@
 --   local schema = require("odp.results.schema")
 --   local rec, notes = schema.read(record)   -- a checked copy; notes.unknown / notes.invalid: field paths
 --   for _, m in ipairs(schema.metrics(rec)) do print(m.key, m.value, m.units) end
--- An entry is { path, type, unit=, metric=, label=, format=, history=, group= }:
+-- An entry is { path, type, of=, unit=, metric=, label=, format=, history=, group= }:
 --   path     "load_ms"; "latency_ms.p50" (a field of an object); "ops[].name" (a field of each list item)
 --   type     "string" | "integer" | "number" (finite) | "boolean" | "object" (its fields declared below it)
 --            | "list" (items of type `of`) | "map" (any keys, values of type `of`) | "table" (not looked into:
---            its reader checks it) | "any"
+--            its reader checks it) | "scalar" (string, finite number or boolean) | "any"
 --   unit     the unit of a number ("ms", "kB", "cycles"): one unit per field, never mixed
 --   metric   the one name of the value in the history, LAVA, JUnit (and the CSV/plot path is `path`)
 --   label    shown by the terminal report and the HTML page under this label, formatted by `format`:
@@ -38,7 +38,8 @@ local function stats_fields(prefix, metric_prefix)
   return out
 end
 
---- Every field odp writes, in the order a reader looks for them (JSON writes them in this order too).
+--- Every field odp writes, in the order a reader looks for them (the terminal report and the HTML page show
+--- labelled fields in this order; lab engines list metrics in it).
 M.FIELDS = {
   { "schema", "string" },
   { "ok", "boolean" },
