@@ -120,6 +120,22 @@ T.test("records odp writes read without a note: the real runs in tests/fixtures/
   end
 end)
 
+T.test("a record of another odp version: odp compare/report and odp history import say what they left out, and go on", function()
+  local file = dir .. "/future.json"
+  local rec = record { future_field = 1 }
+  T.write(file, result.encode(rec))
+  local records, _, warnings = require("odp.results.compare").read_records(file, "A")
+  T.eq(#records, 1)
+  T.eq(records[1].future_field, nil)
+  T.eq(records[1].load_ms, rec.load_ms, "the rest is read")
+  T.eq(warnings, { "A: " .. file .. ": fields this odp does not know (another odp version?), left out: future_field" })
+  local db = assert(history.open(dir .. "/import.db"))
+  local res = db:import({ file })
+  T.eq({ res.added, #res.failed }, { 1, 0 }, "imported")
+  T.eq(res.warnings, { file .. ": fields this odp does not know (another odp version?), left out: future_field" })
+  db:close()
+end)
+
 T.test("docs/SCRIPTING.md's record table lists every top-level field the schema declares, and no other", function()
   local text = assert(sys.read_file(root .. "/docs/SCRIPTING.md"))
   local section = assert(text:match("\n## The result record\n(.-)\n## "), "the section is there")
