@@ -20,6 +20,8 @@ M.options = {
   { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
+  { "allow-emulated", "Measure a runner built for another machine that the board runs under emulation\n" ..
+    "(qemu-user through binfmt_misc); the record says emulated (refused without it)", false, "bool" },
 }
 -- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.results.measure);
 -- where and with what: --cpus, --cluster, --threads, --counters (odp.target.placement). Declared here once, so
@@ -153,12 +155,20 @@ function M.record(ctx)
   rec.model = result.file_info(o.model, hashes)
   rec.runner = result.file_info(o.runner, hashes)
   rec.steps = json.array({})
+  local emulated = ctx.preflight and ctx.preflight.emulated
+  if emulated then -- --allow-emulated: measured, but not the board's own speed
+    rec.emulated = emulated
+    rec.warnings[#rec.warnings + 1] = ("the runner (%s) ran under %s emulation (%s), not natively: its times "
+      .. "and memory are the emulator's"):format(ctx.preflight.runner.machine, emulated,
+      ctx.preflight.emulator)
+  end
   return rec
 end
 
 --- The files preflight checks against the board (odp.run, for scripts declared with preflight = true).
 function M.preflight_files(ctx)
-  return { runner = ctx.opts.runner, model = ctx.opts.model, data = ctx.opts.data }
+  return { runner = ctx.opts.runner, model = ctx.opts.model, data = ctx.opts.data,
+    allow_emulated = ctx.opts.allow_emulated }
 end
 
 -- The stage step: where the files are is the target's business (the host runs them in place; a remote target
