@@ -95,7 +95,15 @@ function M.check(target, opts)
   opts = opts or {}
   local facts = { arch = target:arch() }
   local device = opts.device or {}
-  if opts.runner then
+  local script = false
+  if opts.runner and target.kind == "host" then
+    -- this machine runs a script in place through its #! interpreter (a wrapper around the runner): nothing
+    -- of another machine to check
+    local f = io.open(opts.runner, "rb")
+    script = f and f:read(2) == "#!"
+    if f then f:close() end
+  end
+  if opts.runner and not script then
     local e, err = elf.read(opts.runner)
     if not e then fail("EPROTO", ("runner %s is not a Linux program: %s"):format(opts.runner, err)) end
     facts.runner = e
