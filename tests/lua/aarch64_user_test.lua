@@ -153,6 +153,25 @@ T.test("binfmt_misc entries: the kernel's own text parsed, matched against ELF h
     end
   end)
 
+T.test("the same check on an ssh board: this machine over loopback sshd would run an aarch64 program emulated",
+  function()
+    local plain = sshd.start()
+    local ok, err = pcall(function()
+      local x86 = assert(target_ssh.new { host = plain.user .. "@127.0.0.1", port = plain.port, identity = plain.identity,
+        known_hosts = plain.known_hosts, ssh_config = "none", remote_dir = plain.remote_dir })
+      local hello = craft.aarch64(T.tmpdir())
+      local e = T.failure(function() preflight.check(x86, { runner = hello, model = model }) end)
+      T.eq({ e.code, e.exit }, { "ENODEV", 3 })
+      T.match(e.message, "is built for aarch64, ssh://[^ ]+ is x86_64; it would run under qemu%-user emulation "
+        .. "%(binfmt_misc qemu%-aarch64: [^)]+%); pass %-%-allow%-emulated")
+      local facts = preflight.check(x86, { runner = hello, model = model, allow_emulated = true })
+      T.eq({ facts.arch, facts.runner.machine, facts.emulated }, { "x86_64", "aarch64", "qemu-user" })
+      x86:close()
+    end)
+    plain:stop()
+    if not ok then error(err, 0) end
+  end)
+
 T.with_real_runner("the host flow refuses a runner this machine would run under qemu-user (exit 3, why); with "
   .. "--allow-emulated it measures it and every view says emulated", function(runner)
   local tmp = T.tmpdir()
