@@ -233,6 +233,17 @@ T.test("a runner that lacks a kernel: the failure names the operators it has no 
     .. "kernel for cortex_m::quantize_per_tensor%.out: use a runner built with it%)$")
 end)
 
+T.test("a runner that fails without an ExecuTorch error line: its first own stderr line is the cause", function()
+  -- what the dynamic loader prints for a runner built against a newer glibc, from a wrapper that exits as it does
+  local wrapper = dir .. "/loader_fails"
+  T.write(wrapper, "#!/bin/sh\necho 'I 00:00:00.000100 executorch:executor_runner.cpp:1] starting' >&2\n" ..
+    "echo \"$0: /lib/x86_64-linux-gnu/libc.so.6: version \\`GLIBC_2.99' not found (required by $0)\" >&2\nexit 1\n")
+  T.eq(proc.run { "chmod", "755", wrapper }.status, 0)
+  local r = failed_run({ "--runner", wrapper, "--model", add, "--format", "json" }, nil, 1)
+  T.eq(assert(json.decode(r.stdout)).error.message, ("runner exited with status 1: %s: /lib/x86_64-linux-gnu/libc.so.6: "
+    .. "version `GLIBC_2.99' not found (required by %s)"):format(wrapper, wrapper))
+end)
+
 T.test("an event-tracer-less runner rejecting --etdump_path gets a hint", function()
   local r = failed_run({ "--runner", fake, "--model", add, "--etdump", dir .. "/x.etdump", "--format", "json",
     "--", "--etdump_path_is_unknown" }, nil, 1)

@@ -96,6 +96,13 @@ local function failure_message(ctx, r, parsed)
     if #causes < MAX_CAUSES then causes[#causes + 1] = cut(text, MAX_CAUSE) end
   end
   if final then causes[#causes + 1] = cut(final, MAX_CAUSE) end
+  if #causes == 0 then
+    -- no ExecuTorch error line: the first line of its own that is no info log line (the dynamic loader's
+    -- "version `GLIBC_2.38' not found", the shell's "Exec format error", ...)
+    for line in (r.stderr or ""):gmatch("[^\r\n]+") do
+      if not line:match("^[DIW] %d%d:%d%d:") and line:match("%S") then causes[1] = cut(line, MAX_CAUSE) break end
+    end
+  end
   local why = #causes > 0 and table.concat(causes, "; ") or nil
   local function with_why(head)
     if not why then return head end

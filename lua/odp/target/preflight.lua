@@ -123,7 +123,9 @@ function M.check(target, opts)
       end
       facts.emulated, facts.emulator = kind, entry.interpreter
     end
-    if not e.static and e.glibc_required then
+    -- this machine's glibc is the one odp runs on: its loader names a missing GLIBC_ in the runner's stderr,
+    -- which the failure's line quotes (a getconf per run would cost more than the rest of the preflight)
+    if not e.static and e.glibc_required and target.kind ~= "host" then
       facts.libc = target:libc_version()
       if not facts.libc then
         fail("ENODEV", ("runner %s needs glibc %s but %s has no glibc (musl or Android?): use a static runner " ..
