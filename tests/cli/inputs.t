@@ -36,3 +36,9 @@ A device file's and a lab file's misspelt key
   $ $ODP run scripts/rpi5.lua --boards $TMP/lab.lua --runner /bin/true --model tests/fixtures/pte/add_arduino.pte
   odp: lab file .*/lab%.lua: boards%[1%] %(a%): key remote_dri is not an option of ssh boards %(did you mean remote_dir%?%) (re)
   [2]
+
+The REPL over a lab takes its boards' transport options from the lab file: one on the command line is refused,
+not dropped
+  $ $ODP repl --boards $TMP/lab.lua --remote-dir /srv/x
+  odp repl: --boards takes no other argument, got '--remote-dir' (transport options go in the lab file: docs/many-boards.md)
+  [2]
