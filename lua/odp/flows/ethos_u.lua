@@ -32,7 +32,7 @@ end
 function M.record(ctx)
   local o, p = ctx.opts, ctx.plan
   if o.dry_run then
-    for _, l in ipairs(M.describe(p)) do io.stdout:write(l, "\n") end
+    for _, l in ipairs(M.describe(p)) do ctx.ui:output(l) end
     return nil
   end
   local steps = {}
@@ -64,9 +64,7 @@ end
 function M.finish(ctx, rec, err)
   local p = ctx.plan
   if p.twin and p.steps.flash and not ctx.opts.keep_twin then twin.stop(p.twin, p.twin_state) end
-  if type(err) == "table" and err.code and not ctx.ui.quiet then
-    io.stderr:write("odp: ", err.code, ": ", err.message, "\n")
-  end
+  if type(err) == "table" and err.code then ctx.ui:info("odp: %s: %s", err.code, err.message) end
 end
 
 -- Keys the board's verbs pass that no user gives (odp.run checks a point's keys against the options and these).
