@@ -131,7 +131,7 @@ end)
 
 T.test("give_back hands bytes after the last line back to the stream (the flasher's C)", function()
   local s = chunk_stream("Starting xmodemReceive...\nCC", 100)
-  local rd = E.reader(s)
+  local rd = require("odp.target.rtt_log").reader(s, nil, 1024)
   T.eq(rd:line(1), "Starting xmodemReceive...")
   rd:give_back()
   T.eq(s:read(10), "CC")

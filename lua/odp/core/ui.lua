@@ -28,6 +28,9 @@ local function out(self, s)
   if block then block:draw() end
 end
 
+--- A run's own output on stdout (a dry run's commands): a flow emits it here, the user's terminal shows it.
+function UI:output(line) io.stdout:write(line, "\n") end
+
 function UI:info(fmt, ...) if not self.quiet then out(self, (self.prefix or "") .. fmt:format(...)) end end
 function UI:debug(fmt, ...) if self.verbose then out(self, (self.prefix or "") .. fmt:format(...)) end end
 

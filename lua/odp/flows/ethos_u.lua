@@ -11,22 +11,16 @@ local options = require("odp.core.options")
 local device_state = require("odp.target.device_state")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
-local proc = require("odp.proc")
 local run = require("odp.run")
+local twin = require("odp.target.twin")
 local M = require("odp.flows.ethos_u.plan")
 require("odp.flows.ethos_u.validate")
 require("odp.flows.ethos_u.build")
 require("odp.flows.ethos_u.flash")
 require("odp.flows.ethos_u.capture")
-local project_path, hex = M.project_path, M.hex
+local hex = M.hex
 
 ------------------------------------------------------------------------------------------------ the flow
-
-local function stop_twin(p)
-  if p.twin and p.twin_state and sys.stat(p.twin_state .. "/pid") then
-    proc.run { argv = { project_path(p.twin.stop or "tests/twin/stop.sh"), p.twin_state }, timeout = 20 }
-  end
-end
 
 --- Checks everything before the build tree or the board is touched (exit 2): the plan, made here, is ctx.plan.
 function M.validate(ctx)
@@ -38,7 +32,7 @@ end
 function M.record(ctx)
   local o, p = ctx.opts, ctx.plan
   if o.dry_run then
-    for _, l in ipairs(M.describe(p)) do io.stdout:write(l, "\n") end
+    for _, l in ipairs(M.describe(p)) do ctx.ui:output(l) end
     return nil
   end
   local steps = {}
@@ -69,10 +63,8 @@ end
 --- After the steps: the twin this run started is stopped (unless --keep-twin); a failure is said on stderr.
 function M.finish(ctx, rec, err)
   local p = ctx.plan
-  if p.twin and p.steps.flash and not ctx.opts.keep_twin then stop_twin(p) end
-  if type(err) == "table" and err.code and not ctx.ui.quiet then
-    io.stderr:write("odp: ", err.code, ": ", err.message, "\n")
-  end
+  if p.twin and p.steps.flash and not ctx.opts.keep_twin then twin.stop(p.twin, p.twin_state) end
+  if type(err) == "table" and err.code then ctx.ui:info("odp: %s: %s", err.code, err.message) end
 end
 
 -- Keys the board's verbs pass that no user gives (odp.run checks a point's keys against the options and these).

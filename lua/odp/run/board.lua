@@ -11,23 +11,28 @@ local device = require("odp.target.device")
 local flows = require("odp.run.flows")
 local options = require("odp.core.options")
 local sys = require("odp.sys")
-local host = require("odp.host")
+local twin = require("odp.target.twin")
 local preflight = require("odp.target.preflight")
 local probe_mod = require("odp.target.probe")
-local proc = require("odp.proc")
 local ui = require("odp.core.ui")
 
 local M = {}
 
+-- Two kinds of board: a shell board (host, ssh, adb: a target, odp.target.*, that runs commands) and a probe
+-- board (J-Link, GDB, the twin: a core reached through a probe, with its RTT). Board holds what every board
+-- has; each kind's class adds its own verbs, and a verb of the other kind fails with ENOTSUP.
 local Board = {}
-Board.__index = Board
+local ShellBoard = {}
+local ProbeBoard = {}
+M.KINDS = { host = "shell", ssh = "shell", adb = "shell", probe = "probe" }
+local CLASS = { shell = ShellBoard, probe = ProbeBoard }
 
--- verb -> {transports, one line of help}; the order is board:help()'s
+-- verb -> {the kind of board that has it (all, shell, probe), one line of help}; the order is board:help()'s
 M.VERBS = {
   { "info", "all", "what the board is: transport, uri, arch, OS, CPU (probe: backend, RTT block)" },
-  { "exec", "target", "exec(argv_or_string, {timeout=, cwd=, env=}) -> {status, stdout, stderr, wall_s, rusage}" },
-  { "push", "target", "push(local, remote) -> {bytes, skipped}: skipped when the board has the same bytes" },
-  { "pull", "target", "pull(remote, local) -> true" },
+  { "exec", "shell", "exec(argv_or_string, {timeout=, cwd=, env=}) -> {status, stdout, stderr, wall_s, rusage}" },
+  { "push", "shell", "push(local, remote) -> {bytes, skipped}: skipped when the board has the same bytes" },
+  { "pull", "shell", "pull(remote, local) -> true" },
   { "profile", "all", "profile{model=, ...} -> result record: the board's flow (executorch: runner=, n=, etdump=; ethos_u: inferences=)" },
   { "attach", "probe", "attach() -> rtt: finds the RTT control block (after a reset, the new one)" },
   { "reset", "probe", "reset{halt=false}: SWD reset (stale RTT IDs cleared first); halt=true stops the core after it" },
@@ -46,7 +51,7 @@ M.VERBS = {
 }
 
 local function applies(self, which)
-  return which == "all" or (which == "probe") == (self.transport == "probe")
+  return which == "all" or which == self.kind
 end
 
 local function enotsup(self, verb)
@@ -71,8 +76,9 @@ local open_boards = setmetatable({}, { __mode = "k" })
 function M.open(dev, opts)
   dev = device.get(dev)
   opts = opts or {}
-  local self = setmetatable({ device = dev, transport = dev.transport, opts = opts, name = opts.board,
-    ui = opts.ui or ui.new {}, keep = opts.keep, _staged = {}, _preflight = {} }, Board)
+  local kind = M.KINDS[dev.transport]
+  local self = setmetatable({ device = dev, transport = dev.transport, kind = kind, opts = opts, name = opts.board,
+    ui = opts.ui or ui.new {}, keep = opts.keep, _staged = {}, _preflight = {} }, CLASS[kind])
   open_boards[self] = true
   return self
 end
@@ -83,9 +89,10 @@ end
 Board.__close = function(self) self:close() end
 Board.__gc = function(self) self:close() end
 
+------------------------------------------------------------------------------------------------ shell boards
+
 --- The target (host, ssh, adb), connected on first use.
-function Board:target()
-  if self.transport == "probe" then enotsup(self, "target") end
+function ShellBoard:target()
   if not self._target then
     local mod = device.kind(self.transport)
     local o = options.merge(options.defaults(mod.options or {}), self.opts)
@@ -117,18 +124,13 @@ function Board:verbs()
   return out
 end
 
-function Board:info()
+function Board:_info()
   local d = self.device
-  local info = { name = d.name, description = d.description, transport = self.transport, flow = d.flow }
-  if self.transport == "probe" then
-    local p = self:_plan()
-    info.backend = p.probe_backend
-    info.uri = self.uri
-    info.rtt = { address = p.rtt_address, ranges = p.rtt_ranges, channel = p.rtt_channel }
-    if self._rtt then info.rtt.attached = self._rtt:channels().address end
-    info.twin_state = self.twin_state
-    return info
-  end
+  return { name = d.name, description = d.description, transport = self.transport, flow = d.flow }
+end
+
+function ShellBoard:info()
+  local info = self:_info()
   local t = self:target()
   info.uri = t.uri
   info.arch = t:arch()
@@ -157,8 +159,7 @@ end
 
 -- board.echo = true (the REPL's boards): exec shows the command's output as it arrives, and its result prints
 -- as the one status line (its fields are all still there). opts.echo overrides it for one call.
-function Board:exec(argv, opts)
-  if self.transport == "probe" then enotsup(self, "exec") end
+function ShellBoard:exec(argv, opts)
   if type(argv) == "string" then argv = { "sh", "-c", argv } end
   local echo = self.echo
   if opts and opts.echo ~= nil then echo = opts.echo end
@@ -176,13 +177,11 @@ function Board:exec(argv, opts)
   return r
 end
 
-function Board:push(src, dst, opts)
-  if self.transport == "probe" then enotsup(self, "push") end
+function ShellBoard:push(src, dst, opts)
   return (errors.check(self:target():push(src, dst, opts)))
 end
 
-function Board:pull(src, dst, opts)
-  if self.transport == "probe" then enotsup(self, "pull") end
+function ShellBoard:pull(src, dst, opts)
   return (errors.check(self:target():pull(src, dst, opts)))
 end
 
@@ -190,8 +189,7 @@ end
 -- into the remote dir elsewhere, hash-skipped) -> the path on the board, pushed?. opts: mode, ui, sha256 (the
 -- local file's). The board remembers what it staged: the same bytes (sha256) staged again on this board are
 -- not checked on the board again, so a sweep's later points cost no round trip for their files.
-function Board:stage(path, opts)
-  if self.transport == "probe" then enotsup(self, "stage") end
+function ShellBoard:stage(path, opts)
   opts = opts or {}
   local key = sys.realpath(path) or path
   local known = self._staged[key]
@@ -205,8 +203,7 @@ end
 
 --- Where a run's files go on the board (the target's workdir: the run dir itself on the host, the remote dir
 -- elsewhere, made once per board). run_dir: the run's directory on this machine.
-function Board:workdir(run_dir)
-  if self.transport == "probe" then enotsup(self, "workdir") end
+function ShellBoard:workdir(run_dir)
   local t = self:target()
   if device.kind(self.transport).runs_in_place then return (errors.check(t:workdir(run_dir))) end
   self._workdir = self._workdir or errors.check(t:workdir(run_dir))
@@ -215,8 +212,7 @@ end
 
 --- The preflight checks (odp.target.preflight: ELF machine, glibc, free space) for files = {runner=, model=,
 -- data=, allow_emulated=}, made once per board and set of files (same paths, sizes and mtimes) -> the facts.
-function Board:preflight(files)
-  if self.transport == "probe" then enotsup(self, "preflight") end
+function ShellBoard:preflight(files)
   local parts = {}
   for _, k in ipairs({ "runner", "model", "data" }) do
     local st = files[k] and sys.stat(files[k])
@@ -241,8 +237,7 @@ function Board:close()
   if self._target then self._target:close() self._target = nil end
   self._staged, self._preflight, self._workdir = {}, {}, nil -- a new connection checks again
   if self._twin_started and not self.keep then
-    proc.run { argv = { self:_project_path(self.device.twin.stop or "tests/twin/stop.sh"),
-      self.twin_state }, timeout = 20 }
+    twin.stop(self.device.twin, self.twin_state)
     self._twin_started = nil
   end
   open_boards[self] = nil
@@ -255,13 +250,8 @@ end
 
 ------------------------------------------------------------------------------------------------ probe boards
 
-function Board:_project_path(p)
-  if p:sub(1, 1) == "/" then return p end
-  return host.root .. "/" .. p
-end
-
 -- The Ethos-U flow's plan for this board (probe, RTT, lines), without the build and flash commands.
-function Board:_plan()
+function ProbeBoard:_plan()
   if not self._p then
     self._p = flow_verb(self, "plan")
     self._p.twin_state = self.twin_state
@@ -271,15 +261,11 @@ end
 
 -- The twin: a running one (its state directory), else one started here from opts.image or the firmware
 -- build of the twin's project (skipped when unchanged).
-function Board:_twin()
+function ProbeBoard:_twin()
   local tw = self.device.twin
   if not tw or self.twin_state then return end
-  local state = self.opts.twin_state or os.getenv(tw.state_env or "ODP_TWIN_STATE")
-  local function alive(dir)
-    local pid = dir and sys.read_file(dir .. "/pid")
-    return pid and proc.run { argv = { "kill", "-0", pid:match("%d+") or "0" }, timeout = 5 }.ok
-  end
-  if not alive(state) then
+  local state = twin.state_dir(tw, self.opts)
+  if not twin.alive(state) then
     state = state or ((os.getenv("TMPDIR") or "/tmp") .. "/odp-board-" .. sys.getpid() .. "-" .. self.device.name)
     local image = self.opts.image
     if not image then
@@ -288,21 +274,25 @@ function Board:_twin()
       image = rec.images.mram.path
     end
     -- a board that is not kept takes its twin with it when odp ends, however it ends (launch.sh -l)
-    local launch = { self:_project_path(tw.launch or "tests/twin/launch.sh") }
-    if not self.keep then launch[2], launch[3] = "-l", "3" end
-    launch[#launch + 1], launch[#launch + 2] = image, state
-    local r = proc.run { argv = launch, timeout = 60, lifeline = not self.keep and 3 or nil }
-    if not r or not r.ok then
-      errors.fail("ENODEV", ("cannot start the twin: %s"):format(r and (r.stderr:match("[^\n]+") or "") or "?"), 3)
-    end
+    twin.launch(tw, image, state, not self.keep)
     self._twin_started = true
   end
   self.twin_state = state
   if self._p then self._p.twin_state = state end
 end
 
-function Board:probe()
-  if self.transport ~= "probe" then enotsup(self, "probe") end
+function ProbeBoard:info()
+  local info = self:_info()
+  local p = self:_plan()
+  info.backend = p.probe_backend
+  info.uri = self.uri
+  info.rtt = { address = p.rtt_address, ranges = p.rtt_ranges, channel = p.rtt_channel }
+  if self._rtt then info.rtt.attached = self._rtt:channels().address end
+  info.twin_state = self.twin_state
+  return info
+end
+
+function ProbeBoard:probe()
   if not self._probe then
     self:_twin()
     local p = self:_plan()
@@ -312,12 +302,7 @@ function Board:probe()
   return self._probe
 end
 
-local function probe_verb(name, f)
-  Board[name] = function(self, ...)
-    if self.transport ~= "probe" then enotsup(self, name) end
-    return f(self, ...)
-  end
-end
+local function probe_verb(name, f) ProbeBoard[name] = f end
 
 probe_verb("attach", function(self, opts)
   local p = self:_plan()
@@ -380,5 +365,19 @@ end)
 
 probe_verb("build", function(self, opts) return flow_verb(self, "build", opts) end)
 probe_verb("flash", function(self, file, opts) return flow_verb(self, "flash", file, opts) end)
+
+-- Each kind: its own verbs, then every board's; a verb only the other kind has (and its accessor: target,
+-- probe) fails with ENOTSUP naming this board.
+for _, class in pairs(CLASS) do
+  for k, v in pairs(Board) do if class[k] == nil then class[k] = v end end
+  for _, other in pairs(CLASS) do
+    for k, v in pairs(other) do
+      if class[k] == nil and type(v) == "function" and not k:match("^_") then
+        class[k] = function(self) enotsup(self, k) end
+      end
+    end
+  end
+  class.__index = class
+end
 
 return M

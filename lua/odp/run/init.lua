@@ -84,9 +84,9 @@ end
 function M.point_options(board, flow, opts)
   flow = M.flow(flow)
   local o = options.defaults(flow.options, options.global_options)
-  if board.transport ~= "probe" then options.merge(o, options.defaults(device_mod.kind(board.transport).options or {})) end
+  if board.kind == "shell" then options.merge(o, options.defaults(device_mod.kind(board.transport).options or {})) end
   options.merge(o, board.opts)
-  if board.transport == "probe" then o.device = board.device.path end
+  if board.kind == "probe" then o.device = board.device.path end
   o.ui, o.board = nil, nil
   options.merge(o, opts)
   if opts and opts.n then

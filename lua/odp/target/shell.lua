@@ -24,6 +24,20 @@ function M.quote(s)
 end
 local q = M.quote
 
+--- A command {argv, cwd?, env?} as one line a user can paste into a shell: "cd DIR && K=V argv..." (quoted).
+function M.command_line(c)
+  local parts = {}
+  if c.cwd then parts[#parts + 1] = "cd " .. q(c.cwd) .. " &&" end
+  if c.env then
+    local ks = {}
+    for k in pairs(c.env) do ks[#ks + 1] = k end
+    table.sort(ks)
+    for _, k in ipairs(ks) do parts[#parts + 1] = k .. "=" .. q(c.env[k]) end
+  end
+  for _, a in ipairs(c.argv) do parts[#parts + 1] = q(a) end
+  return table.concat(parts, " ")
+end
+
 --- What this module asks of a target: `run(cmd)` -> stdout | nil, err, code (a non-zero status is a
 --- failure), the interface's arch, mkdir, sha256, push (the first three can be this module's), and a
 --- `cache` table it keeps answers in (cache.arch; cache.rusage, cache.helper, cache.rusage_cmd).

@@ -3,6 +3,7 @@ local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
+local shell = require("odp.target.shell")
 local M = require("odp.flows.ethos_u.plan")
 local fill_argv, read_file = M.fill_argv, M.read_file
 
@@ -54,7 +55,7 @@ end
 -- Runs one command, its output appended to the build log and fed to on_line; returns the proc result.
 function M.run_logged(c, log_path, timeout, on_line)
   local logf = assert(io.open(log_path, "a"))
-  logf:write("$ ", M.cmd_line(c), "\n")
+  logf:write("$ ", shell.command_line(c), "\n")
   logf:flush()
   local pending = ""
   local function feed(chunk)

@@ -8,43 +8,7 @@ local probe_target = require("odp.target.probe")
 local M = require("odp.flows.ethos_u.plan")
 local etdump = require("odp.parse.etdump")
 local executorch = require("odp.parse.executorch")
-local stream_mod = require("odp.core.stream")
-
-local RttLog = {}
-RttLog.__index = RttLog
-
---- odp.core.stream's line reader over an RTT channel that also keeps the raw log with host timestamps (log_path)
--- and counts the bytes read (rd.bytes). rd:line(timeout) -> line | nil (timeout); a stream error raises.
-function M.reader(stream, log_path)
-  local self = setmetatable({ bytes = 0, log = log_path and assert(io.open(log_path, "ab")) }, RttLog)
-  self.rd = stream_mod.reader(stream, { max_line = M.MAX_LINE,
-    on_bytes = function(data) self.bytes = self.bytes + #data end,
-    on_line = function(line) self:_log_line(line) end })
-  return self
-end
-
-function RttLog:_log_line(line)
-  if self.log then
-    local t = sys.time()
-    self.log:write(("%s.%06dZ %s\n"):format(os.date("!%Y-%m-%dT%H:%M:%S", math.floor(t)),
-      math.floor((t % 1) * 1e6), line))
-  end
-end
-
-function RttLog:line(timeout)
-  local line, err, code = self.rd:line(timeout)
-  if err then errors.check(nil, err, code, "RTT read", 3) end
-  return line
-end
-
---- Hands bytes read past the last line back to the stream (XMODEM must see the flasher's 'C').
-function RttLog:give_back() self.rd:give_back() end
-
-function RttLog:close()
-  local rest = self.rd:pending()
-  if #rest > 0 then self:_log_line(rest .. " [no newline]") end
-  if self.log then self.log:close() self.log = nil end
-end
+local rtt_log = require("odp.target.rtt_log")
 
 ------------------------------------------------------------------------------------------------ run
 
@@ -52,7 +16,7 @@ end
 -- `Inference:` lines and opts.settle seconds of quiet, the device's done line, or opts.timeout. Decodes artifact
 -- blocks on the way. Returns {samples, lines, decoded = {artifacts, errors}, bytes}.
 function M.capture(stream, p, opts, log_path, ui)
-  local rd = M.reader(stream, log_path)
+  local rd = rtt_log.reader(stream, log_path, M.MAX_LINE)
   local lines, samples = {}, {}
   local dec = artifacts.decoder { forms = p.device.artifact_forms }
   local deadline = sys.now() + opts.timeout

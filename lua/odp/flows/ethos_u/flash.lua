@@ -3,6 +3,7 @@ local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 local probe_target = require("odp.target.probe")
+local rtt_log = require("odp.target.rtt_log")
 local xmodem = require("odp.xmodem")
 local M = require("odp.flows.ethos_u.plan")
 local basename, read_file = M.basename, M.read_file
@@ -46,7 +47,7 @@ end
 local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
   local o, ui = ctx.opts, ctx.ui
   local ch = rtt:channel(p.rtt_channel)
-  local rd = M.reader(ch, rlog)
+  local rd = rtt_log.reader(ch, rlog, M.MAX_LINE)
   local deadline = sys.now() + o.flash_timeout
   local started = false
   while sys.now() < deadline do

@@ -5,6 +5,7 @@ local sys = require("odp.sys")
 local pte = require("odp.parse.pte")
 local run = require("odp.run")
 local probe_target = require("odp.target.probe")
+local shell = require("odp.target.shell")
 local M = require("odp.flows.ethos_u.plan")
 local basename, shell_quote, hex = M.basename, M.shell_quote, M.hex
 
@@ -78,19 +79,7 @@ end
 
 ------------------------------------------------------------------------------------------------ dry run
 
-local function cmd_line(c)
-  local parts = {}
-  if c.cwd then parts[#parts + 1] = "cd " .. shell_quote(c.cwd) .. " &&" end
-  if c.env then
-    local ks = {}
-    for k in pairs(c.env) do ks[#ks + 1] = k end
-    table.sort(ks)
-    for _, k in ipairs(ks) do parts[#parts + 1] = k .. "=" .. shell_quote(c.env[k]) end
-  end
-  for _, a in ipairs(c.argv) do parts[#parts + 1] = shell_quote(a) end
-  return table.concat(parts, " ")
-end
-M.cmd_line = cmd_line
+local cmd_line = shell.command_line
 
 --- The commands and actions of the selected steps, as lines (what --dry-run prints).
 function M.describe(p)
