@@ -47,6 +47,34 @@ function M.file_info(path, cache)
   return { path = path, sha256 = sha, bytes = st.size }
 end
 
+--- One artifact of a record, as it names it: rec.artifacts[name] = {file, sha256, bytes} with file relative
+--- to the record's own run directory (odp.run.artifact writes it); records before that held a plain path
+--- (kept readable). dir: the directory of the record file, which is the run directory. -> path, entry | nil,
+--- why: the file is missing, or its sha256 differs from the record's (it changed since the run).
+--- Views read through this, so that no record shows another run's file.
+---@param rec table
+---@param name string
+---@param dir string?
+---@return string|nil path
+---@return table|string entry, or why not
+function M.artifact(rec, name, dir)
+  local a = type(rec.artifacts) == "table" and rec.artifacts[name]
+  if a == nil then return nil, ("the record names no %s"):format(name) end
+  if type(a) == "string" then -- an older record: a path as given, else beside the record
+    if sys.stat(a) then return a, { file = a } end
+    local beside = dir and dir .. "/" .. a:match("[^/]+$")
+    if beside and sys.stat(beside) then return beside, { file = a } end
+    return nil, ("%s %s is missing"):format(name, a)
+  end
+  if type(a) ~= "table" or type(a.file) ~= "string" then return nil, ("artifacts.%s is not a file entry"):format(name) end
+  local path = a.file:sub(1, 1) == "/" and a.file or ((dir or ".") .. "/" .. a.file)
+  if not sys.stat(path) then return nil, ("%s %s is missing"):format(name, path) end
+  if type(a.sha256) == "string" and sys.sha256_file(path) ~= a.sha256 then
+    return nil, ("%s %s has changed since the run (its sha256 differs from the record's)"):format(name, path)
+  end
+  return path, a
+end
+
 --- The latency block from samples in ms. total_ms is what the runner reported when known.
 function M.latency(samples, source, total_ms)
   local s = require("odp.core.stats").summary(samples)
@@ -81,7 +109,7 @@ end
 --- looks for first comes first.
 M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "commit", "lava_job_id", "model",
   "runner", "params", "status", "signal", "stop", "sustained", "thermal", "latency_ms", "load_ms", "peak_rss_kb", "planned_buffers",
-  "outputs", "artifacts", "ops", "warnings", "error", "path", "sha256", "bytes", "n", "total", "mean", "min",
+  "outputs", "artifacts", "ops", "warnings", "error", "file", "path", "sha256", "bytes", "n", "total", "mean", "min",
   "p10", "p50", "p90", "p99", "max", "std", "source", "ci95", "cv", "first_ms", "warm", "drift", "pct", "p", "minute", "process", "waited_s", "before_c", "after_c", "rule",
   "met", "processes", "samples", "seconds", "target_ci", "ci_pct", "code", "message", "name", "block" }
 
