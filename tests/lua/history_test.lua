@@ -278,7 +278,7 @@ T.with_real_runner("a host run and every sweep point land in the history, with t
   local rec = assert(result.decode(T.read(pts[1].record_path)))
   T.eq(rec.commit, "deadbeef", "the record says it too")
   T.near(pts[1].median, rec.latency_ms.p50, 1e-12, "the point is the record's median")
-  local csv = T.read(rec.artifacts.samples)
+  local csv = T.read((require("odp.results.result").artifact(rec, "samples")))
   local n = select(2, csv:gsub("\n", "")) - 1
   T.eq(n, 20)
   T.eq(#assert(db:points(by[7].id))[1].samples, 7)

@@ -243,7 +243,12 @@ local function human_one(r, out)
     local keys = {}
     for k in pairs(r.artifacts) do keys[#keys + 1] = k end
     table.sort(keys)
-    for _, k in ipairs(keys) do kv(k, r.artifacts[k]) end
+    for _, k in ipairs(keys) do
+      local a = r.artifacts[k]
+      -- a file of the run's own directory ({file, sha256, bytes}): shown where it is
+      if type(a) == "table" then a = type(r.artifacts.run_dir) == "string" and (r.artifacts.run_dir .. "/" .. tostring(a.file)) or a.file end
+      kv(k, a)
+    end
   end
   if r.pmu then
     local p = r.pmu

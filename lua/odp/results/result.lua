@@ -49,7 +49,8 @@ end
 
 --- One artifact of a record, as it names it: rec.artifacts[name] = {file, sha256, bytes} with file relative
 --- to the record's own run directory (odp.run.artifact writes it); records before that held a plain path
---- (kept readable). dir: the directory of the record file, which is the run directory. -> path, entry | nil,
+--- (kept readable). dir: the directory of the record file (its run directory; else rec.artifacts.run_dir is
+--- tried, as for the points of a sweep's .jsonl). -> path, entry | nil,
 --- why: the file is missing, or its sha256 differs from the record's (it changed since the run).
 --- Views read through this, so that no record shows another run's file.
 ---@param rec table
@@ -67,7 +68,13 @@ function M.artifact(rec, name, dir)
     return nil, ("%s %s is missing"):format(name, a)
   end
   if type(a) ~= "table" or type(a.file) ~= "string" then return nil, ("artifacts.%s is not a file entry"):format(name) end
-  local path = a.file:sub(1, 1) == "/" and a.file or ((dir or ".") .. "/" .. a.file)
+  -- the record file's directory, else the run directory as the record names it (a sweep's .jsonl sits apart
+  -- from its points' run directories)
+  local path = (dir or ".") .. "/" .. a.file
+  local run_dir = rec.artifacts.run_dir
+  if not sys.stat(path) and type(run_dir) == "string" and sys.stat(run_dir .. "/" .. a.file) then
+    path = run_dir .. "/" .. a.file
+  end
   if not sys.stat(path) then return nil, ("%s %s is missing"):format(name, path) end
   if type(a.sha256) == "string" and sys.sha256_file(path) ~= a.sha256 then
     return nil, ("%s %s has changed since the run (its sha256 differs from the record's)"):format(name, path)
