@@ -226,4 +226,24 @@ T.test("every declaration matches its C binding: option keys, arguments, returns
   T.eq(drift, {}, "docs/api/c_modules.lua against src/l_*.c")
 end)
 
+T.test("docs/SCRIPTING.md keeps no copy of the signatures: each C module's section links to its reference", function()
+  local guide, ref = T.read(root .. "/docs/SCRIPTING.md"), T.read(root .. "/docs/api.md")
+  local declared = {}
+  for _, m in ipairs(decl.modules) do declared[m[1]] = true end
+  local sections = 0
+  local at = {} -- where each "## " heading starts
+  for pos in ("\n" .. guide):gmatch("\n()## ") do at[#at + 1] = pos - 1 end
+  at[#at + 1] = #guide + 1
+  for i = 1, #at - 1 do
+    local mod, body = guide:sub(at[i], at[i + 1] - 1):match("^## (odp%.[%w_]+)\n(.*)$")
+    if mod and declared[mod] then
+      sections = sections + 1
+      local anchor = mod:gsub("%.", ""):lower()
+      T.ok(body:find("(api.md#" .. anchor .. ")", 1, true), mod .. "'s section links to api.md#" .. anchor)
+      T.ok(ref:find("\n## " .. mod .. "\n", 1, true), "docs/api.md has a section " .. mod)
+    end
+  end
+  T.ok(sections >= 8, "the C modules' sections were found")
+end)
+
 T.done()
