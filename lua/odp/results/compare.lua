@@ -76,6 +76,9 @@ end
 -- nil and why not (nil when the record names none)
 local function op_samples(rec, dir)
   if type(rec.artifacts) ~= "table" or rec.artifacts.etdump == nil then return nil end
+  if type(rec.latency_ms) == "table" and rec.latency_ms.modelled then
+    return nil, "the QEMU twin's ETDump is canned, not this model's"
+  end
   local path, why = result.artifact(rec, "etdump", dir)
   if not path then return nil, why end
   local etdump = require("odp.parse.etdump")

@@ -68,6 +68,10 @@ end
 -- the page says nothing of a trace then; a note on stderr says why).
 local function write_trace(rec, record_dir, out, quiet)
   if type(rec.artifacts) ~= "table" or rec.artifacts.etdump == nil then return nil end
+  if type(rec.latency_ms) == "table" and rec.latency_ms.modelled then -- the twin's canned file, not this model's
+    if not quiet then io.stderr:write("odp: no trace: the QEMU twin's ETDump is canned, not this model's\n") end
+    return nil
+  end
   -- the run's own copy: a later run's file is never drawn as this one's
   local path, why = require("odp.results.result").artifact(rec, "etdump", record_dir)
   if not path then
