@@ -42,7 +42,7 @@ end
 
 local flow
 if flow_path then
-  local chunk, err = loadfile(flow_path)
+  local chunk, err = loadfile(require("odp.core.search").find(flow_path))
   if not chunk then errors.fail("EUSAGE", "--flow: " .. err, 2) end -- Lua's message names the file
   flow = chunk()
   if type(flow) ~= "table" or type(flow.run) ~= "function" then

@@ -147,13 +147,8 @@ end
 
 local function root() return require("odp.host").root end
 
---- Where a device path names a file: as given (relative to the cwd), else relative to the project.
-function M.resolve(path)
-  if sys.stat(path) or path:sub(1, 1) == "/" then return path end
-  local p = root() .. "/" .. path
-  if sys.stat(p) then return p end
-  return path
-end
+--- Where a device path names a file: odp.core.search (as given, else in ODP_PATH, else in odp's own tree).
+function M.resolve(path) return require("odp.core.search").find(path) end
 
 --- Loads a data file (a device file, a lab file): a chunk run with no globals at all, which must return a
 -- table. `what` names the kind in errors ("device file"). Returns the table and the path it was read from.

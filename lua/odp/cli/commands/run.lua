@@ -45,9 +45,15 @@ function M.main(args)
     print(M.help_text)
     return path == nil and 2 or 0
   end
-  local chunk, err = loadfile(path)
+  -- scripts/host.lua from any directory: the current one, ODP_PATH's, odp's own tree (odp.core.search)
+  local search = require("odp.core.search")
+  local file = search.find(path)
+  local chunk, err = loadfile(file)
   if not chunk then
-    if not io.open(path, "r") then errors.fail("EUSAGE", ("cannot read script '%s'"):format(path), 2) end
+    if not io.open(file, "r") then
+      errors.fail("EUSAGE", ("cannot read script '%s' (looked in the current directory, %s)"):format(path,
+        table.concat(search.dirs(), ", ")), 2)
+    end
     errors.fail("EUSAGE", err, 2)
   end
   local argv = table.move(args, 2, #args, 1, {})
