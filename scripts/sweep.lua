@@ -18,7 +18,8 @@ local sweep = require("odp.run.sweep")
 local argv = { ... }
 
 local OWN = {
-  { "flow", "The flow script to sweep (scripts/host.lua, scripts/rpi5.lua, your own)", nil, "file",
+  -- a string, found as `odp run` finds a script (odp.core.search: here, ODP_PATH, odp's own tree)
+  { "flow", "The flow script to sweep (scripts/host.lua, scripts/rpi5.lua, your own)", nil, "string",
     required = true, metavar = "SCRIPT" },
   { "param", "A swept parameter: NAME=V1,V2,... (repeatable; the product of all is run)", nil, "string",
     short = "p", ["repeat"] = true, metavar = "NAME=V1,V2" },

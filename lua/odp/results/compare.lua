@@ -233,7 +233,8 @@ function M.row(metric, unit, a, b, opts)
   opts = opts or {}
   local r = { metric = metric, unit = unit, a = { n = #a, median = stats.percentile(a, 50) },
     b = { n = #b, median = stats.percentile(b, 50) } }
-  if r.a.median and r.a.median ~= 0 then r.ratio = r.b.median / r.a.median end
+  -- a side may have none of a metric (an operator only one side ran): no ratio, "too few samples"
+  if r.a.median and r.b.median and r.a.median ~= 0 then r.ratio = r.b.median / r.a.median end
   if #a < M.MIN_SAMPLES or #b < M.MIN_SAMPLES or not r.ratio then
     r.verdict = "too few samples"
     return r

@@ -3,6 +3,7 @@
 local repl = require("odp.cli.repl")
 local device = require("odp.target.device")
 local cli = require("odp.core.options")
+local errors = require("odp.core.errors")
 
 local M = { summary = "Interactive Lua prompt with every odp module; with a device file, its board connected",
   help_text = "usage: odp repl [DEVICE.lua [transport options]]\n       odp repl --boards LAB.lua[:TAG|NAMES]\n\n" ..
@@ -46,6 +47,8 @@ function M.main(args)
   local env = setmetatable({ odp = repl.odp_namespace() }, { __index = _G })
   if args[1] == "--boards" then
     if not args[2] then io.stderr:write("odp repl: --boards needs a lab file (LAB.lua[:TAG|NAMES], lava, labgrid:FILE)\n") return 2 end
+    if args[3] == "--help" or args[3] == "-h" then print(help()) return 0 end
+    if args[3] then errors.fail("EUSAGE", ("odp repl --boards takes one lab, got '%s' too (odp repl --help)"):format(args[3]), 2) end
     local entries = require("odp.target.lab").load(args[2]).boards
     env.boards = require("odp.run.boards").open(entries, require("odp.core.ui").new {})
     local names = env.boards:names()
