@@ -351,18 +351,23 @@ T.test("import: garbage, torn and mistyped records fail one line each, never rai
 end)
 
 -- The command line ----------------------------------------------------------------------------------------
--- The commands over a history at url holding a series with a 6% regression from its run 21 (of 30); the
--- model is the test's own, so other tests' series in the same database do not count.
-local function cli_tests(label, url)
-T.test(label .. ": odp history: list, SERIES with an SVG trend, --regressions --fail (exit 1), json/csv, import", function()
-  local dir = T.tmpdir()
-  local g = 7
-  local function gauss()
+-- Gaussian noise from a seeded LCG (Box-Muller): the same series on every machine.
+local function gaussian(seed)
+  local g = seed
+  return function()
     g = (g * 1103515245 + 12345) % 2147483648
     local u1 = (g + 1) / 2147483649
     g = (g * 1103515245 + 12345) % 2147483648
     return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * g / 2147483648)
   end
+end
+
+-- The commands over a history at url holding a series with a 6% regression from its run 21 (of 30); the
+-- model is the test's own, so other tests' series in the same database do not count.
+local function cli_tests(label, url)
+T.test(label .. ": odp history: list, SERIES with an SVG trend, --regressions --fail (exit 1), json/csv, import", function()
+  local dir = T.tmpdir()
+  local gauss = gaussian(7)
   local db = assert(history.open(url))
   for i = 1, 30 do
     local lvl = i <= 20 and 1.0 or 1.06 -- a 6% regression from run 21
@@ -436,13 +441,7 @@ cli_tests("sqlite", tmp .. "/cli.db")
 -- regression (exit 1); a series of 5 runs is undecided, says why, and --fail-undecided makes that exit 1.
 T.test("--regressions at small n: 4+4 decisive runs are a regression (exit 1); 5 runs are undecided, never 'no change'; the list shows parameters", function()
   local dir, url = T.tmpdir(), T.tmpdir() .. "/small.db"
-  local g = 11
-  local function gauss()
-    g = (g * 1103515245 + 12345) % 2147483648
-    local u1 = (g + 1) / 2147483649
-    g = (g * 1103515245 + 12345) % 2147483648
-    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * g / 2147483648)
-  end
+  local gauss = gaussian(11)
   local db = assert(history.open(url))
   local function add(i, ms, threads)
     local s = {}

@@ -346,7 +346,7 @@ T.test("the Ethos-U flow on the QEMU twin: PMU counters, NPU and CPU cycles, ste
   T.match(page, "modelled, not measured")
   -- nothing of the twin's canned ETDump (another CNN's conv/relu/maxpool, nothing delegated) on the page of this
   -- Ethos-U-delegated MNIST (issue 28)
-  T.match(page, "the QEMU twin's ETDump is canned, not this model's")
+  T.match(page, "the QEMU twin&#39;s ETDump is canned, not this model&#39;s")
   T.ok(not page:find("native_call_convolution", 1, true) and not page:find('id="sec-split"', 1, true), "no canned operators")
   T.match(page, ('<th scope="row">NPU cycles</th><td>%d</td>'):format(rec.pmu.npu_cycles))
   T.match(page, "Ethos%-U: NPU and CPU")
