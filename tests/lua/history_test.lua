@@ -285,6 +285,18 @@ T.with_real_runner("a host run and every sweep point land in the history, with t
   -- importing the sweep's JSONL (and the run dirs) again adds nothing: the runs are known by their keys
   local res = db:import({ dir .. "/s.jsonl", dir .. "/runs" })
   T.eq({ res.added, res.skipped, #res.failed }, { 0, 5, 0 })
+  T.eq(res.warnings, {})
+  db:close()
+  -- a run whose samples.csv changed since it ran: imported into a new history, its point has no samples and
+  -- the import says why (the history reads the run's own copy, checked against the record's sha256)
+  local changed = pts[1].record_path:match("^(.*)/")
+  T.write(changed .. "/samples.csv", "process,iteration,ms\n1,1,5\n")
+  db = assert(history.open(dir .. "/second.db"))
+  res = db:import({ changed })
+  T.eq(res.added, 1)
+  T.match(table.concat(res.warnings, "\n"), "result%.json: samples .-/samples%.csv has changed since the run %(its sha256 differs from the record's%): its point is kept without samples")
+  local s2 = assert(db:series { metric = "latency_ms" })
+  T.eq(assert(db:points(s2[1].id))[1].samples, nil, "no samples from another file")
   db:close()
 end)
 
