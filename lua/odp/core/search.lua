@@ -3,6 +3,7 @@
 -- odp's own tree: the source tree when odp runs from it, PREFIX/share/odp when installed. So `odp run
 -- scripts/host.lua` and `--device devices/rpi5.lua` work from any directory, and a directory of one's own
 -- scripts and devices put in ODP_PATH is searched before odp's (docs/SCRIPTING.md, "Finding files").
+local host = require("odp.host")
 local sys = require("odp.sys")
 
 local M = {}
@@ -12,7 +13,7 @@ local M = {}
 function M.dirs()
   local out = {}
   for dir in (os.getenv("ODP_PATH") or ""):gmatch("[^:]+") do out[#out + 1] = dir end
-  out[#out + 1] = require("odp.host").root
+  out[#out + 1] = host.root
   return out
 end
 

@@ -11,6 +11,7 @@ local result = require("odp.results.result")
 local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
+local etdump = require("odp.parse.etdump")
 
 local M = {}
 
@@ -94,7 +95,6 @@ local function op_samples(rec, dir)
   end
   local path, why = result.artifact(rec, "etdump", dir)
   if not path then return nil, why end
-  local etdump = require("odp.parse.etdump")
   local doc, err = etdump.read(path)
   if not doc then return nil, ("ETDump %s: %s"):format(path, err) end
   local out, seen = {}, {}

@@ -5,6 +5,7 @@ local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local report = require("odp.results.report")
 local sys = require("odp.sys")
+local result = require("odp.results.result")
 
 local M = { summary = "Show what an ETDump, a .pte or an ELF holds (op table, methods, delegates, glibc)" }
 
@@ -35,7 +36,6 @@ local function run_etdump(path)
   local st = sys.stat(path)
   local record_file = st and st.type == "dir" and path .. "/result.json" or (path:match("%.json$") and path)
   if not record_file then return path end
-  local result = require("odp.results.result")
   local rec = result.decode(sys.read_file(record_file) or "")
   if type(rec) ~= "table" or rec.schema == nil then
     errors.fail("ENOTFOUND", ("%s is not a run: no odp record in %s"):format(path, record_file), 2)
@@ -46,15 +46,15 @@ local function run_etdump(path)
 end
 
 local function etdump_doc(path, opts)
-  local etdump = require("odp.parse.etdump")
+  local etdump = require("odp.parse.etdump") -- lazy: start-up
   local doc, err, code = etdump.read(path)
-  if not doc then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
+  if not doc then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
   local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
   local rows, unit = etdump.ops(doc, eopts)
   local blocks = {}
   for _, b in ipairs(etdump.blocks(doc)) do blocks[#blocks + 1] = { name = b.name, runs = b.runs } end
   if opts.trace then
-    local trace = require("odp.results.trace")
+    local trace = require("odp.results.trace") -- lazy: start-up
     errors.check(sys.write_file(opts.trace, trace.encode(trace.chrome(doc, eopts)) .. "\n"))
   end
   return doc, rows, unit, blocks, etdump.ops_summary(doc, eopts)
@@ -85,9 +85,9 @@ local function etdump_human(path, doc, rows, unit, blocks, summary, opts)
 end
 
 local function pte_info(path)
-  local pte = require("odp.parse.pte")
+  local pte = require("odp.parse.pte") -- lazy: start-up
   local p, err, code = pte.read(path)
-  if not p then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
+  if not p then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
   local methods, delegates = {}, {}
   for i, m in ipairs(p.methods) do
     methods[i] = { name = m.name, operators = json.array(m.operators),
@@ -129,8 +129,8 @@ local function pte_human(path, info)
 end
 
 local function elf_info(path)
-  local e, err, code = require("odp.elf").read(path)
-  if not e then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
+  local e, err, code = require("odp.elf").read(path) -- lazy: start-up
+  if not e then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end
   return info
@@ -179,7 +179,7 @@ function M.main(args)
   f:close()
   local kind = kind_of(head)
   if not kind then
-    errors.fail("EPROTO", ("%s is not an ETDump (ED00), a .pte (ET12) or an ELF file"):format(path), 1)
+    errors.fail("EPROTO", ("%s is not an ETDump (ED00), a .pte (ET12) or an ELF file"):format(path), 2)
   end
   local fmt = opts.format or (opts.out and (opts.out:match("%.(csv)$") or opts.out:match("%.(json)$"))) or "human"
   local human, data

@@ -5,6 +5,7 @@ local compare = require("odp.results.compare")
 local errors = require("odp.core.errors")
 local html = require("odp.results.html")
 local sys = require("odp.sys")
+local result = require("odp.results.result")
 
 local M = { summary = "Write one self-contained HTML report of a run, a sweep (JSONL) or a comparison (A B)" }
 
@@ -73,12 +74,12 @@ local function write_trace(rec, record_dir, out, quiet)
     return nil
   end
   -- the run's own copy: a later run's file is never drawn as this one's
-  local path, why = require("odp.results.result").artifact(rec, "etdump", record_dir)
+  local path, why = result.artifact(rec, "etdump", record_dir)
   if not path then
     if not quiet then io.stderr:write(("odp: no trace: %s\n"):format(why)) end
     return nil
   end
-  local etdump = require("odp.parse.etdump")
+  local etdump = require("odp.parse.etdump") -- lazy: start-up
   local doc, err = etdump.read(path)
   if not doc then
     if not quiet then io.stderr:write(("odp: no trace: %s: %s\n"):format(path, err)) end
@@ -86,7 +87,7 @@ local function write_trace(rec, record_dir, out, quiet)
   end
   local cycles = rec.ops_unit == "cycles"
   local ds = type(rec.device_state) == "table" and rec.device_state or {}
-  local trace = require("odp.results.trace")
+  local trace = require("odp.results.trace") -- lazy: start-up
   local tr = trace.chrome(doc, { time_scale = cycles and "cycles" or "ns", clock_hz = cycles and ds.cpu_hz or nil })
   local file = out:gsub("%.html?$", "") .. ".trace.json"
   errors.check(sys.write_file(file, trace.encode(tr) .. "\n"))

@@ -3,6 +3,7 @@
 -- generates --help, validates, runs and reports), or does its work itself and returns nothing (a plain Lua
 -- program with every odp module at hand; its arguments are `...` and `arg`).
 local errors = require("odp.core.errors")
+local search = require("odp.core.search")
 
 local M = { summary = "Run a script: a device flow (scripts/*.lua), a sweep, or your own Lua",
   help_text = "usage: odp run SCRIPT [script options]\n\n" ..
@@ -18,10 +19,12 @@ end
 --- Runs a declared script with its argument list; returns the exit code.
 function M.run_declared(spec, argv, path)
   -- loaded here, not at the top: a plain script should not pay for the CLI and the reporters
-  local cli, report = require("odp.core.options"), require("odp.results.report")
+  local cli = require("odp.core.options") -- lazy: start-up
+  local report = require("odp.results.report") -- lazy: start-up
+  local publish = require("odp.results.publish") -- lazy: start-up
   local options = spec.options or {}
   -- a flow script runs on the boards of a lab with --boards (docs/many-boards.md)
-  local boards = spec.flow and require("odp.run.boards")
+  local boards = spec.flow and require("odp.run.boards") -- lazy: start-up
   if boards then options = boards.script_options(options, boards.requested(argv)) end
   local opts, rest = cli.parse(argv, options, cli.global_options)
   if opts.help then
@@ -33,9 +36,9 @@ function M.run_declared(spec, argv, path)
     errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]), 2)
   end
   if boards and opts.boards then return boards.main(spec, opts, rest) end
-  local records = require("odp.run").declared(spec, opts, rest, path)
+  local records = require("odp.run").declared(spec, opts, rest, path) -- lazy: start-up
   if records == nil then return 0 end
-  report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
+  publish.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   return report.exit_code(records)
 end
 
@@ -46,7 +49,6 @@ function M.main(args)
     return path == nil and 2 or 0
   end
   -- scripts/host.lua from any directory: the current one, ODP_PATH's, odp's own tree (odp.core.search)
-  local search = require("odp.core.search")
   local file = search.find(path)
   local chunk, err = loadfile(file)
   if not chunk then
