@@ -460,7 +460,7 @@ T.test("--regressions at small n: 4+4 decisive runs are a regression (exit 1); 5
     for j = 1, 200 do s[j] = ms * (1 + 0.01 * gauss()) end
     local rec, path = make_record(dir, i, { tag = "t" .. threads, samples = s, model = "small.pte", model_sha = ("d"):rep(64),
       params = { num_executions = 200, threads = threads } })
-    result.save(rec, path:match("^(.*)/"), { no_history = true })
+    history.save(rec, path:match("^(.*)/"), { no_history = true })
     assert(db:add(rec, { record_path = path }))
   end
   for i = 1, 8 do add(i, i <= 4 and 10 or 12, 4) end
