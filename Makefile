@@ -56,17 +56,21 @@ PEERS     := $(filter-out $(UNITTESTS),$(patsubst tests/c/%.c,$(BUILD)/tests/%,$
 TESTPROGS := $(UNITTESTS) $(PEERS)
 
 # odp-rusage: a tiny static helper pushed to boards (tools/odp-rusage.c); never linked into odp.
-# aarch64 is built when Debian's gcc-aarch64-linux-gnu is installed.
+# aarch64 is built with Debian's gcc-aarch64-linux-gnu (vendor/packages.txt [build]: `make deps`); a build
+# without it says so, since Pi and Graviton runs then fall back to one exec per command.
 HELPER_CC     ?= cc
 HELPER_CFLAGS := -std=c11 -O2 -Wall -Wextra -Werror -static
 AARCH64_CC    ?= aarch64-linux-gnu-gcc
-HELPERS       := $(BUILD)/odp-rusage-x86_64 \
-                 $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/odp-rusage-aarch64)
+AARCH64_FOUND := $(shell command -v $(AARCH64_CC) 2>/dev/null)
+HELPERS       := $(BUILD)/odp-rusage-x86_64 $(if $(AARCH64_FOUND),$(BUILD)/odp-rusage-aarch64)
 
 .PHONY: all test asan demo demo-host demo-pi install clean deps bench testprogs helpers apidoc FORCE
 all: $(BUILD)/odp $(LAZY_SOS) helpers $(BUILD)/odp.1 $(BUILD)/luac/.stamp
 
 helpers: $(HELPERS)
+ifeq ($(AARCH64_FOUND),)
+	@echo "odp: note: no $(AARCH64_CC) (Debian's gcc-aarch64-linux-gnu: make deps), so no aarch64 odp-rusage helper: runs on aarch64 boards (Pi 5, Graviton) fall back to one exec per command" >&2
+endif
 
 # the frame codec and the device-state gatherer are odp's own (src/helper/), compiled into both
 HELPER_SRCS   := tools/odp-rusage.c tools/serve.c src/util/sha256.c src/helper/frame.c src/helper/state.c src/util/buf.c

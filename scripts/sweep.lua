@@ -19,7 +19,8 @@ local sweep = require("odp.run.sweep")
 local argv = { ... }
 
 local OWN = {
-  { "flow", "The flow script to sweep (scripts/host.lua, scripts/rpi5.lua, your own)", nil, "file",
+  -- a string, found as `odp run` finds a script (odp.core.search: here, ODP_PATH, odp's own tree)
+  { "flow", "The flow script to sweep (scripts/host.lua, scripts/rpi5.lua, your own)", nil, "string",
     required = true, metavar = "SCRIPT" },
   { "param", "A swept parameter: NAME=V1,V2,... (repeatable; the product of all is run)", nil, "string",
     short = "p", ["repeat"] = true, metavar = "NAME=V1,V2" },
@@ -43,7 +44,7 @@ end
 
 local flow
 if flow_path then
-  local chunk, err = loadfile(flow_path)
+  local chunk, err = loadfile(require("odp.core.search").find(flow_path))
   if not chunk then errors.fail("EUSAGE", "--flow: " .. err, 2) end -- Lua's message names the file
   flow = chunk()
   if type(flow) ~= "table" or type(flow.run) ~= "function" then

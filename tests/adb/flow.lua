@@ -101,7 +101,7 @@ T.with_real_runner("real runner on the device: --target-ci 5 stops on its CI, sa
   T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
   T.eq(rec.stop.rule, "target_ci"); T.eq(rec.stop.met, true)
   T.eq(#rec.latency_ms.first_ms, rec.stop.processes)
-  T.eq(#assert(require("odp.results.measure").read_samples(rec.artifacts.samples)), rec.stop.processes)
+  T.eq(#assert(require("odp.results.measure").read_samples((require("odp.results.result").artifact(rec, "samples")))), rec.stop.processes)
 end)
 
 T.test("--cool-to on the device: thermal zones and dumpsys battery read, before/after in the record; a hot zone times out", function()

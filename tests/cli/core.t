@@ -32,7 +32,7 @@ A syntax error too
 
 A missing script
   $ $ODP run $TMP/missing.lua
-  odp: cannot read script '.*/missing.lua' (re)
+  odp: cannot read script '.*/missing.lua' %(looked in the current directory, .*%) (re)
   [2]
 
 A plain script gets its arguments

@@ -290,6 +290,61 @@ T.with_real_runner("real runner: two host runs compared end to end, with operato
   T.eq(png.status, 0, png.stderr)
 end)
 
+-- issue 28: two runs given the same --etdump. Each record keeps its own copy (its run directory, its sha256), so
+-- compare, inspect and report show each run's own operators: before, both sides read the file the second run
+-- had overwritten (every op row 1.000, A's Method::init showing B's time).
+T.with_real_runner("two runs with one --etdump: compare, inspect and report read each run's own ETDump, and say when it is gone", function(runner)
+  local dir = T.tmpdir()
+  local recs = {}
+  for i = 1, 2 do
+    local r = assert(proc.run { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", add, "-n", "10",
+      "--etdump", dir .. "/same.etdump", "--runs-dir", dir .. "/runs", "--format", "json", timeout = 120 })
+    T.eq(r.status, 0, r.stderr)
+    recs[i] = assert(json.decode(r.stdout))
+  end
+  local a, b = recs[1].artifacts.run_dir, recs[2].artifacts.run_dir
+  T.eq(T.read(dir .. "/same.etdump"), T.read(b .. "/etdump.etdp"), "--etdump holds a copy of the last run's")
+  T.ok(T.read(a .. "/etdump.etdp") ~= T.read(b .. "/etdump.etdp"), "each run kept its own")
+  local function own_p50(rec, name)
+    for _, op in ipairs(rec.ops) do if op.name == name then return op.p50 end end
+  end
+  local r = compare { a, b, "--format", "json" }
+  T.eq(r.status, 0, r.stderr)
+  local rows = {}
+  for _, row in ipairs(assert(json.decode(r.stdout)).rows) do rows[row.metric] = row end
+  local init = rows["op Default/Method::init"]
+  T.near(init.a.median, own_p50(recs[1], "Method::init"), 1e-9, "A's Method::init is A's own")
+  T.near(init.b.median, own_p50(recs[2], "Method::init"), 1e-9, "B's is B's")
+  -- inspect RUN: that run's ETDump (odp inspect FILE of the copy is the oracle)
+  local ia = assert(proc.run { odp, "inspect", a, "--format", "json", timeout = 30 })
+  local ib = assert(proc.run { odp, "inspect", a .. "/etdump.etdp", "--format", "json", timeout = 30 })
+  T.eq(ia.status, 0, ia.stderr); T.eq(ia.stdout, ib.stdout)
+  -- report A: A's trace
+  local page = dir .. "/a.html"
+  T.eq(assert(proc.run { odp, "report", a, "--out", page, "-q", timeout = 60 }).status, 0)
+  local oracle = require("odp.results.trace").chrome(assert(require("odp.parse.etdump").read(a .. "/etdump.etdp")), { time_scale = "ns" })
+  T.eq(assert(json.decode(T.read(dir .. "/a.trace.json"))).traceEvents, json.decode(require("odp.results.trace").encode(oracle)).traceEvents)
+  -- A's copy changed since the run, then gone: each view says so, and shows nothing of it
+  T.write(a .. "/etdump.etdp", T.read(b .. "/etdump.etdp"))
+  r = compare { a, b, "--format", "json" }
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stderr, "A: etdump .-/etdump.etdp has changed since the run %(its sha256 differs from the record's%): its operators are not compared")
+  T.eq(assert(json.decode(r.stdout)).rows[1].metric:match("^op ") and "op row" or "no op rows", "no op rows")
+  local i = assert(proc.run { odp, "inspect", a, timeout = 30 })
+  T.eq(i.status, 2); T.match(i.stderr, "^odp: run .-: etdump .- has changed since the run")
+  local rp = assert(proc.run { odp, "report", a, "--out", page, timeout = 60 })
+  T.eq(rp.status, 0, rp.stderr); T.match(rp.stderr, "odp: no trace: etdump .- has changed since the run")
+  os.remove(a .. "/etdump.etdp")
+  r = compare { a, b }
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, "A: etdump .-/etdump.etdp is missing: its operators are not compared")
+  i = assert(proc.run { odp, "inspect", a, timeout = 30 })
+  T.eq(i.status, 2); T.match(i.stderr, "etdump .- is missing %(run it with %-%-etdump to keep one%)")
+  os.remove(b .. "/samples.csv")
+  r = compare { a, b }
+  T.eq(r.status, 2); T.match(r.stderr, "B: samples .-/samples.csv is missing")
+end)
+
 -- A/A with the real runner: odp's own runs of one model, of several processes each. The runs of the two
 -- sides alternate (ABBA, so neither side always runs right after the other), so a change in the machine's
 -- load while the test runs (other jobs on a shared box) falls on both sides alike, as it should in any A/B
@@ -344,10 +399,10 @@ T.with_real_runner("real runner A/A: interleaved runs of several processes get n
     local rec = assert(result.decode(line))
     local out = ("%s/slow%d"):format(dir, j)
     os.execute("mkdir -p '" .. out .. "'")
-    local groups = assert(measure.read_samples(rec.artifacts.samples))
+    local groups = assert(measure.read_samples((require("odp.results.result").artifact(rec, "samples"))))
     for _, g in ipairs(groups) do for i = 1, #g do g[i] = g[i] * 2 end end
     assert(measure.write_samples(out .. "/samples.csv", groups))
-    rec.artifacts = { run_dir = out, samples = out .. "/samples.csv" }
+    rec.artifacts = { run_dir = out, samples = { file = "samples.csv" } }
     slow[j] = result.encode(rec)
   end
   T.write(dir .. "/slow.jsonl", table.concat(slow, "\n") .. "\n")

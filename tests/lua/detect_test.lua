@@ -175,6 +175,72 @@ T.test("without samples the run medians stand in; load_samples fills only what a
   T.ok(loaded <= 24, "only the windows around the candidate: " .. loaded)
 end)
 
+-- issue 28: 4 runs at 10 ms, then 4 at 12 ms, 200 samples each (1% noise, disjoint CIs): the full test needs 6
+-- runs before a change and found none ("no change"). With >= 3 runs on each side, decisive samples decide.
+local function runs_of(levels_, n, noise_frac, seed)
+  local g = noise(seed)
+  local pts = {}
+  for i, lvl in ipairs(levels_) do
+    local s = {}
+    for j = 1, n do s[j] = lvl * (1 + noise_frac * g()) end
+    local sorted = table.move(s, 1, n, 1, {})
+    table.sort(sorted)
+    pts[i] = { samples = s, median = n % 2 == 1 and sorted[(n + 1) // 2] or (sorted[n // 2] + sorted[n // 2 + 1]) / 2 }
+  end
+  return pts
+end
+
+T.test("small n, decisive samples: 4 runs at 10 ms then 4 at 12 ms is a change (SciPy: Welch's t over the run medians, Mann-Whitney over the samples)", function()
+  local pts = runs_of({ 10, 10, 10, 10, 12, 12, 12, 12 }, 200, 0.01, 11)
+  local c, verdict = detect.detect(pts)
+  T.eq(#c, 1); T.eq(c[1].index, 5); T.eq(c[1].direction, "up"); T.eq(verdict.state, "changes")
+  T.near(c[1].effect, 0.2, 0.01)
+  local med, before, after = {}, {}, {}
+  for i, p in ipairs(pts) do
+    med[i] = p.median
+    table.move(p.samples, 1, 200, #(i <= 4 and before or after) + 1, i <= 4 and before or after)
+  end
+  local o = proc.run { argv = { "/usr/bin/python3", "-c", [=[
+import json, sys
+from scipy import stats
+d = json.load(sys.stdin)
+m = d["med"]
+print(json.dumps([float(stats.ttest_ind(m[:4], m[4:], equal_var=False).pvalue),
+  float(stats.mannwhitneyu(d["b"], d["a"], alternative="two-sided", method="asymptotic").pvalue)]))
+]=] }, stdin = json.encode { med = med, b = before, a = after }, timeout = 120 }
+  local want = assert(json.decode(o.stdout), o.stderr)
+  T.ok(want[1] < detect.DEFAULTS.alpha, "SciPy's Welch p over the run medians is below alpha: " .. want[1])
+  T.near(math.log(c[1].p), math.log(want[2]), 1e-6 * math.abs(math.log(want[2])), "the reported p is SciPy's Mann-Whitney")
+  -- 3 and 3 is enough too; 3 runs whose samples overlap (2% noise, a 3% step) are not: undecided, saying why
+  T.eq(#detect.detect(runs_of({ 10, 10, 10, 12, 12, 12 }, 200, 0.01, 12)), 1)
+  local c2, v2 = detect.detect(runs_of({ 10, 10, 10, 10.3, 10.3, 10.3 }, 20, 0.02, 13), { t_min = 0 })
+  T.eq(#c2, 0); T.eq(v2.state, "undecided")
+  T.match(v2.why, "^a step of %+[%d.]+%% at clean run 4: 3 run%(s%) before it, too few for the full test, and ")
+  T.match(v2.need, ">=6 runs before it")
+  -- runs that kept no samples cannot be told apart by them
+  local bare = {}
+  for i, p in ipairs(pts) do bare[i] = { median = p.median } end
+  local c3, v3 = detect.detect(bare)
+  T.eq(#c3, 0); T.eq(v3.state, "undecided"); T.match(v3.why, "kept too few samples")
+end)
+
+T.test("undecided, never 'no change', when the runs cannot tell: too few runs, a moved tail; 'no change' when they can", function()
+  local _, v = detect.detect(runs_of({ 10, 10, 10, 12, 12 }, 200, 0.01, 14))
+  T.eq(v, { state = "undecided", why = "5 clean run(s)", need = "need >=3 runs on each side of a change: 1 more run(s)" })
+  local few = runs_of({ 10, 10, 10, 10, 10, 10 }, 50, 0.01, 15)
+  few[2].dirty, few[3].dirty = true, true
+  T.eq(select(2, detect.detect(few)).why, "4 clean run(s) (2 dirty left out)")
+  -- the last 2 runs moved: a change may be starting
+  local _, vt = detect.detect(runs_of({ 10, 10, 10, 10, 10, 10, 10, 12, 12 }, 200, 0.01, 16))
+  T.eq(vt.state, "undecided")
+  T.match(vt.why, "^the last 2 run%(s%) differ by %+%d+%.%d%% from the 7 before them$")
+  T.eq(vt.need, "need >=3 runs after a change to decide: 1 more run(s)")
+  T.eq(select(2, detect.detect(series(levels(31, function(i) return i <= 30 and 10 or 11 end), 9))).state, "undecided",
+    "one run after a step")
+  T.eq(select(2, detect.detect(runs_of({ 10, 10, 10, 10, 10, 10, 10, 10 }, 200, 0.01, 17))), { state = "no change" })
+  T.eq(select(2, detect.detect(got[1] and CASES[1].pts)).state, "changes")
+end)
+
 T.test("stationary series whose runs fall into two modes (as the real runner's do on a busy machine): few false changes", function()
   -- each run's level is 10 or 11 at random (a second core, another clock state), 20 samples with 3% noise
   local g = noise(42)

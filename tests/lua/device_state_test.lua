@@ -109,13 +109,27 @@ T.test("throttled: a used CPU's frequency fell, Android's thermal status rose", 
   local rec, w = ds.record(before, after, { cpus_used = { 8 } })
   T.eq(rec.throttled, true)
   T.eq(rec.cpus_used, "8")
-  T.eq(#w, 2)
+  T.eq(#w, 3)
   T.match(w[1], "cpu8 0%.5 GHz %-> 0%.4 GHz")
   T.match(w[2], "thermal status rose from 0 to 2")
+  -- the setup's warnings are in the record too (the HTML page showed them, the record did not: issue 28)
+  T.eq(w[3], "CPU governor sched_pixel, not performance: frequencies may change under the run (set the governor " ..
+    "to performance for stable numbers)")
   T.match(ds.summary(rec), "thermal status 0 %-> 2 · battery 84%% charging · THROTTLED$")
   rec, w = ds.record(before, after, { cpus_used = { 0 } })
-  T.eq(#w, 1, "cpu0 went up: only the thermal status")
+  T.eq(#w, 2, "cpu0 went up: only the thermal status (and the governor)")
   T.eq(rec.after.cpus[1].cur_khz, 1704000)
+end)
+
+T.test("setup warnings: a governor other than performance, a 1-minute load from 0.5; none on a quiet, performance board", function()
+  local function state(gov, load, cpus)
+    return { cpus_online = cpus, before = { cpus = { { cpu = 0, governor = gov }, { cpu = 1, governor = gov } }, loadavg = { load, 0.1, 0.1 } } }
+  end
+  T.eq(ds.setup_warnings(state("performance", 0.49, 4)), {})
+  T.eq(ds.setup_warnings(state("performance", 0.5, 4)), { "other load: the 1-minute load average was 0.50 before the run (4 CPUs online)" })
+  T.eq(#ds.setup_warnings(state("schedutil", 2, nil)), 2)
+  T.eq(ds.setup_warnings({}), {}); T.eq(ds.setup_warnings(nil), {})
+  T.eq(ds.setup_warnings({ before = { cpus = { "x", { governor = 3 } }, loadavg = { "high" } } }), {}, "odd shapes: nothing, no error")
 end)
 
 T.test("unreadable and malformed sysfs: absent fields, no crash", function()

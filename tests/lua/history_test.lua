@@ -278,13 +278,25 @@ T.with_real_runner("a host run and every sweep point land in the history, with t
   local rec = assert(result.decode(T.read(pts[1].record_path)))
   T.eq(rec.commit, "deadbeef", "the record says it too")
   T.near(pts[1].median, rec.latency_ms.p50, 1e-12, "the point is the record's median")
-  local csv = T.read(rec.artifacts.samples)
+  local csv = T.read((require("odp.results.result").artifact(rec, "samples")))
   local n = select(2, csv:gsub("\n", "")) - 1
   T.eq(n, 20)
   T.eq(#assert(db:points(by[7].id))[1].samples, 7)
   -- importing the sweep's JSONL (and the run dirs) again adds nothing: the runs are known by their keys
   local res = db:import({ dir .. "/s.jsonl", dir .. "/runs" })
   T.eq({ res.added, res.skipped, #res.failed }, { 0, 5, 0 })
+  T.eq(res.warnings, {})
+  db:close()
+  -- a run whose samples.csv changed since it ran: imported into a new history, its point has no samples and
+  -- the import says why (the history reads the run's own copy, checked against the record's sha256)
+  local changed = pts[1].record_path:match("^(.*)/")
+  T.write(changed .. "/samples.csv", "process,iteration,ms\n1,1,5\n")
+  db = assert(history.open(dir .. "/second.db"))
+  res = db:import({ changed })
+  T.eq(res.added, 1)
+  T.match(table.concat(res.warnings, "\n"), "result%.json: samples .-/samples%.csv has changed since the run %(its sha256 differs from the record's%): its point is kept without samples")
+  local s2 = assert(db:series { metric = "latency_ms" })
+  T.eq(assert(db:points(s2[1].id))[1].samples, nil, "no samples from another file")
   db:close()
 end)
 
@@ -351,18 +363,23 @@ T.test("import: garbage, torn and mistyped records fail one line each, never rai
 end)
 
 -- The command line ----------------------------------------------------------------------------------------
--- The commands over a history at url holding a series with a 6% regression from its run 21 (of 30); the
--- model is the test's own, so other tests' series in the same database do not count.
-local function cli_tests(label, url)
-T.test(label .. ": odp history: list, SERIES with an SVG trend, --regressions --fail (exit 1), json/csv, import", function()
-  local dir = T.tmpdir()
-  local g = 7
-  local function gauss()
+-- Gaussian noise from a seeded LCG (Box-Muller): the same series on every machine.
+local function gaussian(seed)
+  local g = seed
+  return function()
     g = (g * 1103515245 + 12345) % 2147483648
     local u1 = (g + 1) / 2147483649
     g = (g * 1103515245 + 12345) % 2147483648
     return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * g / 2147483648)
   end
+end
+
+-- The commands over a history at url holding a series with a 6% regression from its run 21 (of 30); the
+-- model is the test's own, so other tests' series in the same database do not count.
+local function cli_tests(label, url)
+T.test(label .. ": odp history: list, SERIES with an SVG trend, --regressions --fail (exit 1), json/csv, import", function()
+  local dir = T.tmpdir()
+  local gauss = gaussian(7)
   local db = assert(history.open(url))
   for i = 1, 30 do
     local lvl = i <= 20 and 1.0 or 1.06 -- a 6% regression from run 21
@@ -379,7 +396,7 @@ T.test(label .. ": odp history: list, SERIES with an SVG trend, --regressions --
   end
   local r = run()
   T.ok(r.ok, r.stderr)
-  T.match(r.stdout, "cli%.pte%s+Raspberry Pi 5 Model B%s+latency_ms%s+30%s+1%.0%d%d ms%s+%+[56]%.%d%%")
+  T.match(r.stdout, "cli%.pte%s+Raspberry Pi 5 Model B%s+num_executions=10%s+latency_ms%s+30%s+1%.0%d%d ms%s+%+[56]%.%d%%")
   local list = json.decode(run("--format", "json", "--metric", "latency_ms").stdout)
   T.eq(#list, 1)
   T.eq(list[1].runs, 30)
@@ -430,6 +447,56 @@ end)
 end
 
 cli_tests("sqlite", tmp .. "/cli.db")
+
+-- issue 28: 4 runs at 10 ms then 4 at 12 ms, 200 samples each, disjoint CIs: `--regressions --fail` said "no
+-- change of 2% or more found" and exited 0 (the detector needed 6 runs before a change). Now it is a
+-- regression (exit 1); a series of 5 runs is undecided, says why, and --fail-undecided makes that exit 1.
+T.test("--regressions at small n: 4+4 decisive runs are a regression (exit 1); 5 runs are undecided, never 'no change'; the list shows parameters", function()
+  local dir, url = T.tmpdir(), T.tmpdir() .. "/small.db"
+  local gauss = gaussian(11)
+  local db = assert(history.open(url))
+  local function add(i, ms, threads)
+    local s = {}
+    for j = 1, 200 do s[j] = ms * (1 + 0.01 * gauss()) end
+    local rec, path = make_record(dir, i, { tag = "t" .. threads, samples = s, model = "small.pte", model_sha = ("d"):rep(64),
+      params = { num_executions = 200, threads = threads } })
+    history.save(rec, path:match("^(.*)/"), { no_history = true })
+    assert(db:add(rec, { record_path = path }))
+  end
+  for i = 1, 8 do add(i, i <= 4 and 10 or 12, 4) end
+  db:close()
+  local function run(...)
+    return proc.run { argv = { odp, "history", "--history", url, ... }, cwd = dir, timeout = 60 }
+  end
+  local r = run("--regressions", "--fail")
+  T.eq(r.status, 1, r.stdout .. r.stderr)
+  T.match(r.stdout, "small%.pte.-%+%d+%.%d%%")
+  T.match(r.stdout, "1 regression%(s%), 1 standing")
+  -- a second series (other parameters) of 5 runs: undecided, listed with why and what would decide
+  db = assert(history.open(url))
+  for i = 9, 13 do add(i, 10, 1) end
+  db:close()
+  r = run("--regressions")
+  T.eq(r.status, 0)
+  T.match(r.stdout, "series %d+ [^\n]*%(num_executions=200 threads=1%): undecided: 5 clean run%(s%); need >=3 runs on each side of a change: 1 more run%(s%)")
+  T.ok(not r.stdout:find("no change"), r.stdout)
+  r = run("--regressions", "--fail", "--metric", "latency_ms")
+  T.eq(r.status, 1, "the regression still stands")
+  T.match(r.stderr, "odp: 1 series undecided: their runs cannot tell yet %(not counted by %-%-fail; %-%-fail%-undecided counts them%)")
+  r = run("--regressions", "--fail", "--metric", "peak_rss_kb")
+  T.eq(r.status, 0, "only undecided series (the 5 runs' RSS): --fail alone exits 0, and says so")
+  T.match(r.stderr, "odp: 1 series undecided")
+  r = run("--regressions", "--fail-undecided", "--metric", "latency_ms")
+  T.eq(r.status, 1); T.match(r.stderr, "odp: 1 series undecided %(%-%-fail%-undecided%)")
+  T.eq(run("--fail-undecided").status, 2, "--fail-undecided goes with --regressions")
+  local one = json.decode(run("--format", "json", "--metric", "latency_ms").stdout)
+  local shown = run("--metric", "latency_ms").stdout
+  T.eq(#one, 2)
+  T.match(shown, "num_executions=200 threads=4"); T.match(shown, "num_executions=200 threads=1")
+  r = run(tostring(one[1].runs == 5 and one[1].id or one[2].id))
+  T.match(r.stdout, "undecided: 5 clean run%(s%); need >=3 runs on each side of a change")
+  T.ok(not r.stdout:find("no change of"), "never 'no change' when it cannot tell")
+end)
 
 T.test("odp history before any run: one line says where runs will go; no file is made by looking", function()
   local dir = T.tmpdir()

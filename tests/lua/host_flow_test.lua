@@ -44,8 +44,11 @@ T.test("success: latency from per-iteration lines, RSS, buffers, outputs, ETDump
   T.eq(rec.outputs[1].values, { 2, 2, 2 })
   T.eq(rec.model.sha256, sys.sha256_file(add))
   T.eq(rec.params.num_executions, 10)
-  T.eq(T.read(dir .. "/out.etdump"), T.read(etd), "ETDump landed where asked")
-  T.eq(rec.artifacts.etdump, dir .. "/out.etdump")
+  T.eq(T.read(dir .. "/out.etdump"), T.read(etd), "a copy of the ETDump landed where asked")
+  -- the record names the run's own copy, in its run directory, with its sha256
+  T.eq(rec.artifacts.etdump, { file = "etdump.etdp", sha256 = sys.sha256_file(etd), bytes = #T.read(etd) })
+  T.eq(T.read(rec.artifacts.run_dir .. "/etdump.etdp"), T.read(etd))
+  T.eq(rec.artifacts.runner_stderr.file, "runner.stderr")
   local saved = assert(json.decode(T.read(rec.artifacts.run_dir .. "/result.json")))
   T.eq(saved.latency_ms.n, 10, "result.json in the run dir")
   T.match(T.read(rec.artifacts.run_dir .. "/runner.stderr"), "Model executed successfully 10 time")

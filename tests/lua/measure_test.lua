@@ -198,13 +198,13 @@ T.with_real_runner("real runner: --target-ci 5 stops on its CI; samples.csv is t
   T.eq(l.warm.n, l.n - rec.stop.processes)
   T.eq(l.n, 10 * rec.stop.processes)
   local dir = rec.artifacts.run_dir
-  T.eq(rec.artifacts.samples, dir .. "/samples.csv")
-  local csv = assert(measure.read_samples(rec.artifacts.samples))
+  T.eq(rec.artifacts.samples.file, "samples.csv", "in the run's own directory")
+  local csv = assert(measure.read_samples(dir .. "/samples.csv"))
   local want = logged(dir, rec.stop.processes)
   T.eq(#want[1], 10, "the runner printed its iterations")
   T.eq(csv, want, "samples.csv holds exactly the runner's iteration lines")
   for i, g in ipairs(want) do T.eq(l.first_ms[i], g[1]) end
-  T.eq(assert(json.decode(T.read(dir .. "/result.json"))).artifacts.samples, rec.artifacts.samples)
+  T.eq(assert(json.decode(T.read(dir .. "/result.json"))).artifacts.samples.sha256, sys.sha256_file(dir .. "/samples.csv"))
 end)
 
 T.with_real_runner("real runner: --min-samples 35 with -n 10 takes 4 processes; an unreachable rule stops at --max-time, exit 0", function(runner)
@@ -241,7 +241,7 @@ T.with_real_runner("real runner: --sustained runs back to back for MIN minutes, 
     T.match(table.concat(rec.warnings, "\n"), "no thermal zones on this target")
   end
   local svg = T.tmpdir() .. "/s.svg"
-  local p = assert(proc.run { odp, "plot", rec.artifacts.sustained, "--x", "minute", "--y", "latency_ms.p50", "--out", svg, timeout = 30 })
+  local p = assert(proc.run { odp, "plot", (require("odp.results.result").artifact(rec, "sustained")), "--x", "minute", "--y", "latency_ms.p50", "--out", svg, timeout = 30 })
   T.eq(p.status, 0, p.stderr)
   T.match(T.read(svg), 'class="point"')
 end)

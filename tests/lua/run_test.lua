@@ -66,6 +66,40 @@ T.test("run.point on a board: records carry the board's name, this run's warning
   run.close(b)
 end)
 
+T.test("run.artifact: a file of the run dir, named with its sha256 (oracle: sha256sum); read back, checked", function()
+  local result = require("odp.results.result")
+  local b = run.open_board("devices/host.lua", { ui = quiet })
+  local named
+  local rec = run.point(b, toy_flow(function(ctx, r)
+    T.write(ctx.run_dir .. "/out.bin", "bytes of this run")
+    named = run.artifact(ctx, r, "out", ctx.run_dir .. "/out.bin")
+    T.write(ctx.run_dir .. "/log.txt", "a log")
+    run.artifact(ctx, r, "log", "log.txt") -- a name relative to the run dir
+    T.raises(function() run.artifact(ctx, r, "x", tmp .. "/elsewhere") end, "not inside the run directory")
+    T.raises(function() run.artifact(ctx, r, "x", "../up") end, "not inside the run directory")
+    T.raises(function() run.artifact(ctx, r, "x", "absent") end, "does not exist")
+  end), {})
+  run.close(b)
+  local dir = rec.artifacts.run_dir
+  T.eq(named, dir .. "/out.bin")
+  local sum = assert(io.popen("sha256sum " .. dir .. "/out.bin")):read("*l"):match("^%x+")
+  local saved = assert(json.decode(T.read(dir .. "/result.json")))
+  T.eq(saved.artifacts.out, { file = "out.bin", sha256 = sum, bytes = 17 })
+  T.eq(saved.artifacts.log.file, "log.txt")
+  -- read back from the record's own directory, wherever the reader stands
+  T.eq(result.artifact(saved, "out", dir), dir .. "/out.bin")
+  T.write(dir .. "/out.bin", "another run's bytes")
+  local path, why = result.artifact(saved, "out", dir)
+  T.eq(path, nil); T.match(why, "out .*/out.bin has changed since the run")
+  os.remove(dir .. "/out.bin")
+  T.match(select(2, result.artifact(saved, "out", dir)), "out .*/out.bin is missing")
+  T.match(select(2, result.artifact(saved, "nothing", dir)), "names no nothing")
+  -- an older record: a plain path, read as given, else beside the record
+  T.write(dir .. "/old.etdp", "x")
+  T.eq(result.artifact({ artifacts = { etdump = "/gone/old.etdp" } }, "etdump", dir), dir .. "/old.etdp")
+  T.eq(result.artifact({ artifacts = { etdump = dir .. "/old.etdp" } }, "etdump"), dir .. "/old.etdp")
+end)
+
 T.test("the one .pte check: exit 2 with the file's name, from odp.run and from every flow", function()
   T.write(tmp .. "/bad.pte", ("x"):rep(64))
   local e = failure(function() run.check_model(tmp .. "/bad.pte") end)

@@ -134,7 +134,7 @@ T.with_real_runner("scripts/rpi5.lua with the real runner: --min-samples 25 -n 1
   local rec = assert(require("odp.core.json").decode(r.stdout))
   T.eq(rec.stop.rule, "min_samples"); T.eq(rec.stop.processes, 3); T.eq(rec.latency_ms.n, 30)
   T.eq(#rec.latency_ms.first_ms, 3); T.ok(rec.latency_ms.ci95, "ci95")
-  local groups = assert(require("odp.results.measure").read_samples(rec.artifacts.samples))
+  local groups = assert(require("odp.results.measure").read_samples((require("odp.results.result").artifact(rec, "samples"))))
   T.eq(#groups, 3); T.eq(#groups[3], 10)
 end)
 

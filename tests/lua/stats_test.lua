@@ -175,6 +175,31 @@ print(json.dumps([float(np.median(d["b"]) / np.median(d["a"])), r.confidence_int
     "another seed, another resampling")
 end)
 
+with_scipy("Welch's t, df and p agree with scipy.stats.ttest_ind(equal_var=False); log Gamma with scipy.special.gammaln", function()
+  local pairs_ = { { A, B }, { A, C }, { { 1, 2, 3, 4 }, { 2, 3, 5, 7, 9 } }, { { 10.1, 10.0, 9.9, 10.05 }, { 12.0, 12.1, 11.9, 12.02 } },
+    { { 1, 1.1 }, { 1.05, 1.2, 0.9 } }, { { 5, 5.0001, 5.0002 }, { 5.0004, 5.00041, 5.00039 } }, { C, C } }
+  local want = scipy([=[
+from scipy.special import gammaln
+out = []
+for x, y in d["pairs"]:
+    r = st.ttest_ind(x, y, equal_var=False)
+    vx, vy = np.var(x, ddof=1) / len(x), np.var(y, ddof=1) / len(y)
+    out.append([float(r.statistic), float((vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))), float(r.pvalue)])
+print(json.dumps({"t": out, "lg": [float(gammaln(v)) for v in d["g"]]}))
+]=], { pairs = pairs_, g = { 0.5, 1, 1.5, 2.5, 7, 33.3, 1000 } })
+  for i, pr in ipairs(pairs_) do
+    local t, df, p = stats.welch_t(pr[1], pr[2])
+    T.near(t, want.t[i][1], 1e-9 * math.abs(want.t[i][1]) + 1e-12, "t " .. i)
+    T.near(df, want.t[i][2], 1e-9 * want.t[i][2], "df " .. i)
+    T.near(p, want.t[i][3], 1e-9 * want.t[i][3] + 1e-15, "p " .. i)
+  end
+  for i, v in ipairs { 0.5, 1, 1.5, 2.5, 7, 33.3, 1000 } do T.near(stats.log_gamma(v), want.lg[i], 1e-12 * math.max(1, math.abs(want.lg[i]))) end
+  -- no spread on either side (SciPy's answer is nan there): the means decide
+  T.eq({ stats.welch_t({ 10, 10, 10 }, { 12, 12, 12 }) }, { -math.huge, 4.0, 0.0 })
+  T.eq(select(3, stats.welch_t({ 10, 10 }, { 10, 10 })), 1.0)
+  T.eq(stats.welch_t({ 1 }, { 1, 2 }), nil)
+end)
+
 T.test("cv is std / mean", function()
   T.near(stats.cv({ 1, 2, 3 }), 1 / 2, 1e-15)
   T.eq(stats.cv({}), nil)

@@ -165,12 +165,12 @@ end
 
 --- Turns what the runs printed into the record's measurements; the samples go to runs/<id>/samples.csv.
 --- Returns the per-process groups of samples (odp.results.measure), or nil.
-local function measure(ctx, rec, runs)
+local function measure(ctx, rec, runs, t)
   local n = ctx.opts.num_executions
   local g = measuring.log_groups(runs, n)
   if g and g.warning then rec.warnings[#rec.warnings + 1] = g.warning end
-  if not g and rec.artifacts.etdump then
-    local doc = etdump.read(rec.artifacts.etdump)
+  if not g and t.etdump then
+    local doc = etdump.read(t.etdump)
     local samples = doc and etdump.latency(doc) or {}
     -- the ETDump is the last process's: one group
     if #samples > 0 then g = { groups = { samples }, source = "etdump", per_iteration = false } end
@@ -185,9 +185,9 @@ local function measure(ctx, rec, runs)
   if g and #measuring.flatten(g.groups) > 0 then
     rec.latency_ms = measuring.latency(g, rec.warnings)
     if g.source == "log" and not g.per_iteration then rec.latency_ms.n = n * #runs end
-    local path = rec.artifacts.run_dir .. "/samples.csv"
+    local path = ctx.run_dir .. "/samples.csv"
     errors.check(measuring.write_samples(path, g.groups))
-    rec.artifacts.samples = path
+    run.artifact(ctx, rec, "samples", path)
   else
     rec.latency_ms = { n = 0, source = g and g.source }
   end
@@ -286,13 +286,15 @@ local function run_step(ctx, rec, t)
     if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
     if cooler then cooler:before(i) end
     stopper:begin()
-    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (count == 1 and "runner" or ("run" .. i)))
+    local logs = count == 1 and "runner" or ("run" .. i)
+    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. logs)
+    for _, ext in ipairs { "stdout", "stderr" } do run.artifact(ctx, rec, logs .. "_" .. ext, logs .. "." .. ext) end
     if cooler then cooler:after(i) end
     rec.status, rec.signal = r.status, r.signal
     local code, msg = failure_message(ctx, r, parsed)
     if code then
       runs[#runs + 1] = { r = r, parsed = parsed }
-      if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }) end
+      if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }, t) end
       errors.fail(code, msg, code == "ECANCELED" and 130 or 1)
     end
     runs[#runs + 1] = { r = r, parsed = parsed }
@@ -314,12 +316,16 @@ end
 -- The fetch step: the ETDump the runner wrote on the board, brought here.
 local function fetch_step(ctx, rec, t)
   local o = ctx.opts
-  -- judged by this run's file only: an older file at --etdump must not pass for a new one
-  local got, perr, pcode = t.target:fetch(t.etdump_remote, o.etdump)
+  -- The run's own copy, in its run directory (named in the record with its sha256): a later run writing the
+  -- same --etdump cannot change what this record shows; --etdump gets a copy of it. Judged by this run's file
+  -- only: an older file at --etdump must not pass for a new one.
+  local own = ctx.run_dir .. "/etdump.etdp"
+  local got, perr, pcode = t.target:fetch(t.etdump_remote, own)
   -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
   if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
   if got then
-    rec.artifacts.etdump = o.etdump
+    t.etdump = run.artifact(ctx, rec, "etdump", own)
+    if o.etdump ~= own then errors.check(sys.write_file(o.etdump, errors.check(sys.read_file(own)))) end
   else
     rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
   end
@@ -335,15 +341,15 @@ function M.steps(ctx, rec)
   run.step(rec, "run", function() return run_step(ctx, rec, t) end)
   if t.etdump_remote then run.step(rec, "fetch", function() return fetch_step(ctx, rec, t) end) end
   local runs, stopper, dir = t.runs, t.stopper, ctx.run_dir
-  local g = measure(ctx, rec, runs)
+  local g = measure(ctx, rec, runs, t)
   rusage.record_counters(rec, runs)
   if o.sustained and g and #g.groups == #stopper.starts then
     rec.sustained = measuring.per_minute(g.groups, stopper.starts)
-    rec.artifacts.sustained = dir .. "/sustained.jsonl"
-    errors.check(measuring.write_per_minute(rec.artifacts.sustained, rec.sustained))
+    errors.check(measuring.write_per_minute(dir .. "/sustained.jsonl", rec.sustained))
+    run.artifact(ctx, rec, "sustained", dir .. "/sustained.jsonl")
   end
-  if rec.artifacts.etdump then
-    local doc, derr = etdump.read(rec.artifacts.etdump)
+  if t.etdump then
+    local doc, derr = etdump.read(t.etdump)
     if doc then
       rec.ops = json.array(etdump.ops(doc))
       rec.ops_summary = etdump.ops_summary(doc)

@@ -77,21 +77,26 @@ end
 
 --- samples.csv of a record: where the record says, else beside the record file (dir). -> groups (latency
 --- samples per process), the file's path | nil when there is none; a file that is not a samples.csv is a
---- usage error (exit 2).
+--- usage error (exit 2). -> nil, why when there is none (or the named one is missing or changed).
 function M.samples_of(rec, dir)
-  local p = measure.samples_path(rec, dir)
-  if not p then return nil end
+  local p, why = measure.samples_path(rec, dir)
+  if not p then return nil, why end
   local groups, err = measure.read_samples(p)
   if not groups then bad(err) end
   return groups, p
 end
 
--- per-operator raw samples from the record's ETDump (when the file is still there), else nil
-local function op_samples(rec)
-  local path = rec.artifacts and rec.artifacts.etdump
-  if type(path) ~= "string" or not sys.stat(path) then return nil end
-  local doc = etdump.read(path)
-  if not doc then return nil end
+-- per-operator raw samples from the record's own ETDump (in its run directory, its sha256 as recorded), else
+-- nil and why not (nil when the record names none)
+local function op_samples(rec, dir)
+  if type(rec.artifacts) ~= "table" or rec.artifacts.etdump == nil then return nil end
+  if type(rec.latency_ms) == "table" and rec.latency_ms.modelled then
+    return nil, "the QEMU twin's ETDump is canned, not this model's"
+  end
+  local path, why = result.artifact(rec, "etdump", dir)
+  if not path then return nil, why end
+  local doc, err = etdump.read(path)
+  if not doc then return nil, ("ETDump %s: %s"):format(path, err) end
   local out, seen = {}, {}
   for _, row in ipairs(etdump.ops(doc, { samples = true })) do
     if not row.framework then
@@ -144,16 +149,21 @@ function M.load(path, label, board)
   elseif #failed > 0 then
     warnings[#warnings + 1] = ("%s: %d failed record(s) in %s left out, e.g. %s"):format(label, #failed, path, failed[1])
   end
-  local ops_by_key, op_order, ops_complete = {}, {}, true
+  local ops_by_key, op_order, ops_complete, lost = {}, {}, true, nil
   for _, rec in ipairs(side.records) do
     local groups, file = M.samples_of(rec, dir)
+    if not groups and type(rec.artifacts) == "table" and type(rec.artifacts.samples) == "table" then
+      lost = ("%s: %s"):format(label, file)
+      warnings[#warnings + 1] = lost .. ": its latency samples are left out"
+    end
     if groups then
       side.samples_files[#side.samples_files + 1] = file
       for _, g in ipairs(groups) do side.groups[#side.groups + 1] = g end
     end
     if rec.peak_rss_kb then side.rss[#side.rss + 1] = rec.peak_rss_kb end
     if rec.load_ms then side.load[#side.load + 1] = rec.load_ms end
-    local ops = op_samples(rec)
+    local ops, why = op_samples(rec, dir)
+    if why then warnings[#warnings + 1] = ("%s: %s: its operators are not compared"):format(label, why) end
     if ops then
       for _, op in ipairs(ops) do
         if not ops_by_key[op.key] then ops_by_key[op.key] = {}; op_order[#op_order + 1] = op.key end
@@ -163,6 +173,7 @@ function M.load(path, label, board)
       ops_complete = false
     end
   end
+  if #side.groups == 0 and lost then bad(lost .. ": nothing left to compare") end
   if #side.groups == 0 then
     bad(("%s: %s has no latency samples (no samples.csv beside it or where artifacts.samples says): "
       .. "compare runs/<id>/ directories or records of odp runs that kept theirs"):format(label, path))
@@ -235,7 +246,8 @@ function M.row(metric, unit, a, b, opts)
   opts = opts or {}
   local r = { metric = metric, unit = unit, a = { n = #a, median = stats.percentile(a, 50) },
     b = { n = #b, median = stats.percentile(b, 50) } }
-  if r.a.median and r.a.median ~= 0 then r.ratio = r.b.median / r.a.median end
+  -- a side may have none of a metric (an operator only one side ran): no ratio, "too few samples"
+  if r.a.median and r.b.median and r.a.median ~= 0 then r.ratio = r.b.median / r.a.median end
   if #a < M.MIN_SAMPLES or #b < M.MIN_SAMPLES or not r.ratio then
     r.verdict = "too few samples"
     return r

@@ -640,6 +640,11 @@ function Db:import(paths)
   local function one(record, path)
     local why = schema.describe(select(2, schema.read(record)), path)
     if why then out.warnings[#out.warnings + 1] = why end
+    -- the run's own samples (its run directory, the sha256 its record holds): a point without them says why
+    if type(record.artifacts) == "table" and type(record.artifacts.samples) == "table" then
+      local found, lost = measure.samples_path(record, path:match("^(.*)/[^/]*$") or ".")
+      if not found then out.warnings[#out.warnings + 1] = ("%s: %s: its point is kept without samples"):format(path, lost) end
+    end
     batch[#batch + 1] = { record, { record_path = path } }
     if #batch >= 500 then flush() end
   end

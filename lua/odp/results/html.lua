@@ -374,30 +374,18 @@ local function fmt_bytes(b)
   return b >= 1000 and ("%d B (%s)"):format(b, ui.human_bytes(b)) or ("%d B"):format(b)
 end
 
---- What a run's setup did to its numbers, beyond the record's own warnings: throttling, a CPU governor
---- other than performance, other load on the board (the 1-minute load average before the run, from 0.5:
---- half a CPU busy on average), modelled times.
+--- The record's warnings, and what a view must say besides: throttling, the setup's warnings
+--- (odp.target.device_state.setup_warnings: records made before they were kept in the record get them here),
+--- modelled times, a failed run.
 function M.run_warnings(rec)
-  local out = {}
-  for _, w in ipairs(rec.warnings or {}) do out[#out + 1] = w end
+  local out, have = {}, {}
+  for _, w in ipairs(rec.warnings or {}) do out[#out + 1] = w; have[w] = true end
   local ds = rec.device_state or {}
   if ds.throttled and not table.concat(out, "\n"):find("throttled", 1, true) then
     out[#out + 1] = "throttled: the CPUs' frequency or the thermal status changed during the run"
   end
-  local govs, seen = {}, {}
-  for _, g in ipairs(ds.governors or {}) do
-    if g ~= "performance" and not seen[g] then
-      seen[g] = true
-      govs[#govs + 1] = g
-    end
-  end
-  if #govs > 0 then
-    out[#out + 1] = ("CPU governor %s, not performance: frequencies may change under the run (set the governor " ..
-      "to performance for stable numbers)"):format(table.concat(govs, ", "))
-  end
-  if ds.loadavg1 and ds.loadavg1 >= 0.5 then
-    out[#out + 1] = ("other load: the 1-minute load average was %.2f before the run%s"):format(ds.loadavg1,
-      ds.cpus_online and (" (%d CPUs online)"):format(ds.cpus_online) or "")
+  for _, w in ipairs(device_state.setup_warnings(ds.raw)) do
+    if not have[w] then out[#out + 1] = w end
   end
   if rec.latency_ms and rec.latency_ms.modelled then
     out[#out + 1] = "modelled, not measured: these times come from the QEMU twin's modelled cycles"
@@ -433,7 +421,8 @@ local function ops_section(rec)
   for _, r in ipairs(rows) do vals[#vals + 1] = r.p50 end
   local unit, scale = "cycles", 1
   if not cycles then unit, scale = report.time_unit(vals) end
-  local function t(v) return type(v) == "number" and report.sig4(v / scale) or "-" end
+  -- cycles are counts: whole numbers
+  local function t(v) return type(v) == "number" and (cycles and ("%.0f"):format(v) or report.sig4(v / scale)) or "-" end
   local cols = { { key = "block" },
     { key = "name", html = function(v, row)
       return esc(v) .. (row.delegated and '<span class="tag">delegated</span>' or "")
@@ -666,10 +655,7 @@ end
 function M.run(rec, opts)
   opts = opts or {}
   rec = M.shape(rec)
-  local l = rec.latency_ms or {}
-  local vals = {}
-  for _, k in ipairs { "p10", "p50", "p90" } do vals[#vals + 1] = l[k] end
-  local unit, scale = report.time_unit(vals)
+  local unit, scale = report.latency_unit(rec.latency_ms or {})
   local name = rec.model and rec.model.path and rec.model.path:match("[^/]+$") or "run"
   local title = ("%s on %s%s"):format(name, rec.board or rec.device or rec.target or "?",
     rec.emulated and (" (emulated: " .. rec.emulated .. ")") or "")

@@ -337,19 +337,16 @@ function M.write_samples(path, groups)
   return sys.write_file(path, table.concat(out, "\n") .. "\n")
 end
 
---- Where a record's samples.csv is: where artifacts.samples says (as written, or beside the record in dir,
---- the directory of the record file), else dir/samples.csv; nil when none is there.
+--- Where a record's samples.csv is: the file artifacts.samples names (in the record's own run directory,
+--- its sha256 as recorded; odp.results.result.artifact), else dir/samples.csv (dir: the directory of the record
+--- file). -> path | nil, why (none there, or the named one is missing or changed).
 function M.samples_path(rec, dir)
-  local tries = {}
-  local named = type(rec.artifacts) == "table" and rec.artifacts.samples
-  if type(named) == "string" then
-    tries[#tries + 1] = named
-    tries[#tries + 1] = dir .. "/" .. named:match("[^/]+$")
+  if type(rec.artifacts) == "table" and rec.artifacts.samples ~= nil then
+    local path, why = result.artifact(rec, "samples", dir)
+    if path or type(rec.artifacts.samples) ~= "string" then return path, why end
   end
-  tries[#tries + 1] = dir .. "/samples.csv"
-  for _, p in ipairs(tries) do
-    if sys.stat(p) then return p end
-  end
+  if sys.stat(dir .. "/samples.csv") then return dir .. "/samples.csv" end
+  return nil, "no samples.csv beside the record"
 end
 
 --- Reads a samples.csv back -> groups (per process, in order) | nil, err.

@@ -35,6 +35,12 @@ function M.time_unit(values_ms)
   return pick[1], pick[2]
 end
 
+--- The one unit a record's latency block is shown in, by every view (terminal, HTML): the unit its p10, p50
+--- and p90 read best in. -> name, ms per unit
+function M.latency_unit(l)
+  return M.time_unit({ l.p10, l.p50, l.p90 })
+end
+
 --- v (already in the display unit) with four significant digits; whole numbers from 1000 up.
 function M.sig4(v)
   if type(v) ~= "number" then return "-" end
@@ -67,7 +73,8 @@ end
 --- Aligns rows under columns. columns: list of {key=, title=, fmt=function(v, row)|string, align="l"|"r",
 -- time=true|group}. A time column holds durations in ms; it is shown in one unit chosen from its values
 -- (ns, µs, ms or s, four significant digits), named in its header ("p50 µs"). Time columns given the same
--- group name share one unit, chosen from all their values (the statistics of one distribution).
+-- group name share one unit, chosen from all their values (the statistics of one distribution); unit =
+-- {name, ms per unit} sets it.
 function M.table(rows, columns)
   local cells, widths, titles, cols = {}, {}, {}, {}
   local function time_values(group, key)
@@ -82,7 +89,8 @@ function M.table(rows, columns)
   for c, col in ipairs(columns) do
     titles[c] = col.title or col.key
     if col.time then
-      local name, scale = M.time_unit(time_values(col.time, col.key))
+      local name, scale
+      if col.unit then name, scale = col.unit[1], col.unit[2] else name, scale = M.time_unit(time_values(col.time, col.key)) end
       titles[c] = titles[c] .. " " .. name
       col = setmetatable({ fmt = function(v) return type(v) == "number" and M.sig4(v / scale) or "-" end },
         { __index = col })
@@ -134,7 +142,8 @@ function M.op_columns(unit, extra)
   local cycles = unit == "cycles"
   local cols = { { key = "block" }, { key = "name" }, { key = "n", fmt = "%d" } }
   for _, k in ipairs({ "p10", "p50", "p90", "avg", "min", "max" }) do
-    cols[#cols + 1] = cycles and { key = k, title = k .. " cycles", fmt = "%.0f" } or { key = k, time = true }
+    -- one unit for the whole table: a p10 in ns beside a p90 in µs reads as a thousandfold spread
+    cols[#cols + 1] = cycles and { key = k, title = k .. " cycles", fmt = "%.0f" } or { key = k, time = "ops" }
   end
   for _, c in ipairs(extra or {}) do cols[#cols + 1] = c end
   return cols
@@ -143,7 +152,8 @@ end
 local function human_one(r, out)
   local function kv(k, v) out[#out + 1] = ("  %-16s %s"):format(k, v) end
   out[#out + 1] = ("%s  %s on %s: %s"):format(r.ok and "OK  " or "FAIL", r.flow or "?", r.target or r.device or "?",
-    r.ok and (r.emulated and ("measured under %s emulation, not natively"):format(r.emulated) or "measured")
+    r.ok and (r.latency_ms and r.latency_ms.modelled and "MODELLED by the QEMU twin, not measured"
+      or r.emulated and ("measured under %s emulation, not natively"):format(r.emulated) or "measured")
     or ((r.error and r.error.message) or "failed"))
   if r.model then
     kv("model", ("%s (%s, sha256 %s)"):format(r.model.path, r.model.bytes and (r.model.bytes .. " B") or "?",
@@ -184,10 +194,11 @@ local function human_one(r, out)
       out[#out + 1] = ("  EMULATED, not a board's timings: the board is a %s"):format(
         r.device_state and r.device_state.emulated or "virtual machine")
     end
+    local u = { M.latency_unit(l) } -- the HTML page's unit too
     local t = M.table({ l }, {
-      { key = "n", fmt = "%d" }, { key = "mean", time = "t" }, { key = "min", time = "t" },
-      { key = "p50", time = "t" }, { key = "p90", time = "t" }, { key = "p99", time = "t" },
-      { key = "max", time = "t" }, { key = "std", time = "t" } })
+      { key = "n", fmt = "%d" }, { key = "mean", time = "t", unit = u }, { key = "min", time = "t", unit = u },
+      { key = "p50", time = "t", unit = u }, { key = "p90", time = "t", unit = u }, { key = "p99", time = "t", unit = u },
+      { key = "max", time = "t", unit = u }, { key = "std", time = "t", unit = u } })
     for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
     local extra = {}
     if l.ci95 then
@@ -263,12 +274,18 @@ local function human_one(r, out)
     local keys = {}
     for k in pairs(r.artifacts) do keys[#keys + 1] = k end
     table.sort(keys)
-    for _, k in ipairs(keys) do kv(k, r.artifacts[k]) end
+    for _, k in ipairs(keys) do
+      local a = r.artifacts[k]
+      -- a file of the run's own directory ({file, sha256, bytes}): shown where it is
+      if type(a) == "table" then a = type(r.artifacts.run_dir) == "string" and (r.artifacts.run_dir .. "/" .. tostring(a.file)) or a.file end
+      kv(k, a)
+    end
   end
   if r.pmu then
     local p = r.pmu
     if p.cpu_cycles_total then
-      kv("CPU cycles", ("%d total, %s per inference"):format(p.cpu_cycles_total, tostring(p.cpu_cycles_per_inference or "?")))
+      kv("CPU cycles", ("%d total, %s per inference"):format(p.cpu_cycles_total,
+        p.cpu_cycles_per_inference and ("%.0f"):format(p.cpu_cycles_per_inference) or "?"))
     end
     if p.npu_cycles then kv("NPU cycles", ("%d"):format(p.npu_cycles)) end
     for i, ctr in ipairs(p.counters or {}) do
@@ -308,8 +325,8 @@ function M.summary(records)
   local cols = {}
   if boards then cols[1] = { key = "board" } end -- records of --boards runs: which board each is
   for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
-  for _, c in ipairs({ { key = "ok" }, { key = "n", fmt = "%d" }, { key = "mean", time = true },
-    { key = "p50", time = true }, { key = "p90", time = true }, { key = "max", time = true },
+  for _, c in ipairs({ { key = "ok" }, { key = "n", fmt = "%d" }, { key = "mean", time = "lat" },
+    { key = "p50", time = "lat" }, { key = "p90", time = "lat" }, { key = "max", time = "lat" },
     { key = "rss", title = "peak RSS kB", fmt = "%d" } }) do cols[#cols + 1] = c end
   return M.table(rows, cols)
 end

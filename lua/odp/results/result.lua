@@ -51,6 +51,41 @@ function M.file_info(path, cache)
   return { path = path, sha256 = sha, bytes = st.size }
 end
 
+--- One artifact of a record, as it names it: rec.artifacts[name] = {file, sha256, bytes} with file relative
+--- to the record's own run directory (odp.run.artifact writes it); records before that held a plain path
+--- (kept readable). dir: the directory of the record file (its run directory; else rec.artifacts.run_dir is
+--- tried, as for the points of a sweep's .jsonl). -> path, entry | nil,
+--- why: the file is missing, or its sha256 differs from the record's (it changed since the run).
+--- Views read through this, so that no record shows another run's file.
+---@param rec table
+---@param name string
+---@param dir string?
+---@return string|nil path
+---@return table|string entry, or why not
+function M.artifact(rec, name, dir)
+  local a = type(rec.artifacts) == "table" and rec.artifacts[name]
+  if a == nil then return nil, ("the record names no %s"):format(name) end
+  if type(a) == "string" then -- an older record: a path as given, else beside the record
+    if sys.stat(a) then return a, { file = a } end
+    local beside = dir and dir .. "/" .. a:match("[^/]+$")
+    if beside and sys.stat(beside) then return beside, { file = a } end
+    return nil, ("%s %s is missing"):format(name, a)
+  end
+  if type(a) ~= "table" or type(a.file) ~= "string" then return nil, ("artifacts.%s is not a file entry"):format(name) end
+  -- the record file's directory, else the run directory as the record names it (a sweep's .jsonl sits apart
+  -- from its points' run directories)
+  local path = (dir or ".") .. "/" .. a.file
+  local run_dir = rec.artifacts.run_dir
+  if not sys.stat(path) and type(run_dir) == "string" and sys.stat(run_dir .. "/" .. a.file) then
+    path = run_dir .. "/" .. a.file
+  end
+  if not sys.stat(path) then return nil, ("%s %s is missing"):format(name, path) end
+  if type(a.sha256) == "string" and sys.sha256_file(path) ~= a.sha256 then
+    return nil, ("%s %s has changed since the run (its sha256 differs from the record's)"):format(name, path)
+  end
+  return path, a
+end
+
 --- The latency block from samples in ms. total_ms is what the runner reported when known.
 function M.latency(samples, source, total_ms)
   local s = stats.summary(samples)

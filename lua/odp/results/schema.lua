@@ -126,7 +126,9 @@ M.FIELDS = {
   { "outputs[].kind", "string" },
   { "outputs[].numel", "integer" },
   { "outputs[].elided", "any" },
-  { "artifacts", "map", of = "any" },      -- name -> file (issue 28: {file, sha256, bytes})
+  -- name -> {file (relative to the run directory), sha256, bytes} (odp.run.artifact; read back, checked, with
+  -- result.artifact); run_dir and the plain paths of older records are strings
+  { "artifacts", "map", of = "any" },
   { "ops_unit", "string" },                -- "ms" or "cycles": the unit of ops[] and ops_summary
   { "ops", "list", of = "object" },
   { "ops[].block", "string" },
@@ -444,7 +446,7 @@ end
 --- a reader looks for first comes first; the rest (a new field too) follow sorted.
 M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "commit",
   "lava_job_id", "model", "runner", "params", "status", "signal", "stop", "sustained", "thermal", "latency_ms",
-  "load_ms", "peak_rss_kb", "planned_buffers", "outputs", "artifacts", "ops", "warnings", "error", "path",
+  "load_ms", "peak_rss_kb", "planned_buffers", "outputs", "artifacts", "ops", "warnings", "error", "file", "path",
   "sha256", "bytes", "n", "total", "mean", "min", "p10", "p50", "p90", "p99", "max", "std", "source", "ci95",
   "cv", "first_ms", "warm", "drift", "pct", "p", "minute", "process", "waited_s", "before_c", "after_c", "rule",
   "met", "processes", "samples", "seconds", "target_ci", "ci_pct", "code", "message", "name", "block" }

@@ -96,6 +96,32 @@ function M.point_options(board, flow, opts)
   return o
 end
 
+------------------------------------------------------------------------------------------------ artifacts
+
+--- Names a file of this run in its record: rec.artifacts[name] = {file = its path relative to ctx.run_dir,
+--- sha256, bytes}. Every file a record points to lives in its own run directory (a path outside it, or a
+--- file that is not there, is a bug: it raises), so no later run can change what this record shows; views read
+--- it back with odp.results.result.artifact, which checks the hash. file: a path inside ctx.run_dir, or a name
+--- relative to it. Returns the file's path.
+---@param ctx table the run's ctx (ctx.run_dir)
+---@param rec table the record
+---@param name string the artifact's name (etdump, samples, rtt_log, ...)
+---@param file string
+---@return string path
+function M.artifact(ctx, rec, name, file)
+  local dir = assert(ctx.run_dir, "run.artifact: the ctx has no run_dir yet")
+  local rel = file
+  if file:sub(1, #dir + 1) == dir .. "/" then rel = file:sub(#dir + 2) end
+  if rel:sub(1, 1) == "/" or rel:find("%.%./") or rel:find("^%.%.$") then
+    error(("run.artifact: %s is not inside the run directory %s"):format(file, dir), 2)
+  end
+  local path = dir .. "/" .. rel
+  local info = result.file_info(path)
+  if not info then error(("run.artifact: %s does not exist"):format(path), 2) end
+  rec.artifacts[name] = { file = rel, sha256 = info.sha256, bytes = info.bytes }
+  return path
+end
+
 -- Refuses a key of a point's options that nothing consumes (board:profile{num_executoins = 50} would measure
 -- the default count): the flow's options, the script's, odp's, the board's transport's, the board's own, the
 -- keys the board's verbs pass (flow.internal_options), n and args. EUSAGE, exit 2, with a did-you-mean.

@@ -6,6 +6,7 @@ local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 local host_mod = require("odp.host")
 local options = require("odp.core.options")
+local search = require("odp.core.search")
 
 local M = {}
 
@@ -158,13 +159,8 @@ end
 
 local function root() return host_mod.root end
 
---- Where a device path names a file: as given (relative to the cwd), else relative to the project.
-function M.resolve(path)
-  if sys.stat(path) or path:sub(1, 1) == "/" then return path end
-  local p = root() .. "/" .. path
-  if sys.stat(p) then return p end
-  return path
-end
+--- Where a device path names a file: odp.core.search (as given, else in ODP_PATH, else in odp's own tree).
+function M.resolve(path) return search.find(path) end
 
 --- Loads a data file (a device file, a lab file): a chunk run with no globals at all, which must return a
 -- table. `what` names the kind in errors ("device file"). Returns the table and the path it was read from.

@@ -372,7 +372,35 @@ function M.record(before, after, opts)
         :format(before.thermal_status, after.thermal_status)
     end
   end
+  for _, w in ipairs(M.setup_warnings(ds)) do warnings[#warnings + 1] = w end
   return ds, warnings
+end
+
+--- What a board's setup before the run does to its numbers, from a record's device_state (ds): a CPU governor
+--- other than performance, other load (the 1-minute load average from 0.5: half a CPU busy on average). They go
+--- in the record's warnings (M.record); a view of an older record that lacks them adds them from here.
+---@param ds table a record's device_state
+---@return string[]
+function M.setup_warnings(ds)
+  local out, govs, seen = {}, {}, {}
+  local before = type(ds) == "table" and type(ds.before) == "table" and ds.before or {}
+  for _, c in ipairs(type(before.cpus) == "table" and before.cpus or {}) do
+    local g = type(c) == "table" and c.governor
+    if type(g) == "string" and g ~= "performance" and not seen[g] then
+      seen[g] = true
+      govs[#govs + 1] = g
+    end
+  end
+  if #govs > 0 then
+    out[#out + 1] = ("CPU governor %s, not performance: frequencies may change under the run (set the governor " ..
+      "to performance for stable numbers)"):format(table.concat(govs, ", "))
+  end
+  local l1 = type(before.loadavg) == "table" and before.loadavg[1]
+  if type(l1) == "number" and l1 >= 0.5 then
+    out[#out + 1] = ("other load: the 1-minute load average was %.2f before the run%s"):format(l1,
+      math.type(ds.cpus_online) == "integer" and (" (%d CPUs online)"):format(ds.cpus_online) or "")
+  end
+  return out
 end
 
 --- One line for the human report: "raspberrypi · Cortex-A76 x4 · 2.4 GHz ondemand · 58.4 °C -> 61 °C".

@@ -10,12 +10,15 @@ local sys = require("odp.sys")
 
 local M = { summary = "Results over time: series with trends, one series' runs and changes, regressions, import" }
 
-M.usage = "odp history [SERIES | --regressions [--fail] | import PATH...] [--model M] [--board B] [--metric X] [--since T]"
+M.usage = "odp history [SERIES | --regressions [--fail] [--fail-undecided] | import PATH...] [--model M] [--board B] [--metric X] [--since T]"
 M.description = "Every run odp makes is added to a history (--history URL, $ODP_HISTORY, else\n" ..
   "~/.local/share/odp/history.db). Without arguments: each series with its latest value, its change against\n" ..
   "its baseline (the first runs in range) and a sparkline. SERIES (an id from that list): its runs, their\n" ..
   "commits and medians with 95% CIs, the changes found, and an SVG trend (--svg). --regressions: the changes\n" ..
-  "that made a series slower or larger, in every series; --fail exits 1 when one still stands.\n" ..
+  "that made a series slower or larger, in every series; --fail exits 1 when one still stands. A series whose\n" ..
+  "runs cannot tell (too few runs on a side of a change, last runs that moved) is listed as undecided, with why\n" ..
+  "and what would decide: never as no change. --fail-undecided exits 1 on those too (without it they are\n" ..
+  "listed, and a line on stderr says the exit 0 leaves them undecided).\n" ..
   "import PATH...: adds runs/ trees, result.json and sweep JSONL files that are not there yet."
 
 M.options = {
@@ -25,6 +28,7 @@ M.options = {
   { "since", "Only runs since: 7d, 12h, 2w or a date (2026-12-01)", nil, "string", metavar = "T" },
   { "regressions", "Find the changes that made each series slower or larger", false, "bool" },
   { "fail", "With --regressions: exit 1 when a regression is found that no later change undid", false, "bool" },
+  { "fail-undecided", "With --regressions: exit 1 also when a series is undecided (its runs cannot tell yet)", false, "bool" },
   { "last", "With --regressions and no --since: look at each series' last N runs", 50, "posint" },
   { "min-effect", "Smallest change reported, in percent", 2, "number", metavar = "PCT" },
   { "svg", "With SERIES: where the trend goes [default: history-SERIES.svg]", nil, "string", metavar = "FILE" },
@@ -53,6 +57,22 @@ local function value(v, unit)
 end
 
 local function short(sha) return sha and sha:sub(1, 12) or "-" end
+
+-- A series' parameters (canonical JSON in the history) as "k=v k=v", sorted: what tells apart series of one
+-- model, board and metric (another -n, --threads, sweep value).
+local function params_text(params)
+  local t = type(params) == "string" and json.decode(params) or params
+  if type(t) ~= "table" then return params or "-" end
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local out = {}
+  for i, k in ipairs(keys) do
+    local v = t[k]
+    out[i] = ("%s=%s"):format(k, type(v) == "table" and json.encode(v) or tostring(v))
+  end
+  return #out > 0 and table.concat(out, " ") or "-"
+end
 
 local function iso(t) return os.date("!%Y-%m-%d %H:%M:%S", math.floor(t)) end
 
@@ -83,11 +103,11 @@ local function list(db, opts)
     if #rows == 0 then return ("no series in %s%s\n"):format(db.url, opts.since and (" since " .. opts.since) or "") end
     local t = {}
     for i, r in ipairs(rows) do
-      t[i] = { id = r.id, model = r.model or "-", board = r.board or "-", metric = r.metric, runs = r.runs,
+      t[i] = { id = r.id, model = r.model or "-", board = r.board or "-", params = params_text(r.params), metric = r.metric, runs = r.runs,
         latest = value(r.latest, r.unit), change = pct(r.change), trend = M.sparkline(r.recent),
         at = r.latest_at }
     end
-    return report.table(t, { { key = "id", align = "r" }, { key = "model" }, { key = "board" }, { key = "metric" },
+    return report.table(t, { { key = "id", align = "r" }, { key = "model" }, { key = "board" }, { key = "params" }, { key = "metric" },
       { key = "runs", align = "r" }, { key = "latest", align = "r" }, { key = "change", title = "vs baseline", align = "r" },
       { key = "trend" }, { key = "at", title = "latest run (UTC)" } }) .. "\n"
   end)
@@ -106,7 +126,7 @@ end
 local function show(db, opts, word)
   local s = find_series(db, word)
   local points = errors.check(db:points(s.id, { since = opts.since }))
-  local changes = history.detect(points, { min_effect = opts.min_effect / 100 })
+  local changes, verdict = history.detect(points, { min_effect = opts.min_effect / 100 })
   local at = {}
   for _, c in ipairs(changes) do at[c.index] = c end
   local rows = {}
@@ -143,7 +163,7 @@ local function show(db, opts, word)
     local out = { ("series %d: %s"):format(s.id, s.name),
       ("model %s (sha256 %s) · runner sha256 %s%s"):format(s.model_name or "?", short(s.model_sha256),
         short(s.runner_sha256), s.runner_version and (" version " .. s.runner_version) or ""),
-      ("board %s · %s · kernel %s · %s %s"):format(s.board or "?", s.soc or "?", s.kernel or "?", s.flow or "?", s.params),
+      ("board %s · %s · kernel %s · %s %s"):format(s.board or "?", s.soc or "?", s.kernel or "?", s.flow or "?", params_text(s.params)),
       "" }
     local t = {}
     for i, r in ipairs(rows) do
@@ -157,7 +177,11 @@ local function show(db, opts, word)
       { key = "commit" }, { key = "odp" }, { key = "median", align = "r" }, { key = "ci", title = "95% CI", align = "r" },
       { key = "n", align = "r" }, { key = "note", title = "" } })
     out[#out + 1] = ""
-    if #changes == 0 then out[#out + 1] = ("no change of %g%% or more found"):format(opts.min_effect) end
+    if verdict.state == "undecided" then
+      out[#out + 1] = ("undecided: %s; %s"):format(verdict.why, verdict.need)
+    elseif #changes == 0 then
+      out[#out + 1] = ("no change of %g%% or more found"):format(opts.min_effect)
+    end
     for _, c in ipairs(changes) do
       local p = points[c.index]
       out[#out + 1] = ("change at run %d (%s%s): %s, 95%% CI [%s, %s], p = %.2g, %s -> %s, %d run(s) after")
@@ -178,14 +202,18 @@ function M.regressions(db, opts)
   local detect = require("odp.results.detect") -- lazy: start-up
   local since = opts.since and assert(history.since(opts.since))
   local series = errors.check(db:series { model = opts.model, board = opts.board, metric = opts.metric, since = since })
-  local found = {}
+  local found, undecided = {}, {}
   local dopts = { min_effect = opts.min_effect / 100 }
   dopts.load_samples = function(need) errors.check(db:load_samples(need)) end
   for _, s in ipairs(series) do
     local points = errors.check(db:points(s.id, since and { since = since, context = detect.DEFAULTS.window, samples = false }
       or { last = opts.last + detect.DEFAULTS.window, samples = false }))
     local first_new = since and 1 or math.max(1, #points - opts.last + 1)
-    local changes = history.detect(points, dopts)
+    local changes, verdict = history.detect(points, dopts)
+    if verdict.state == "undecided" then
+      undecided[#undecided + 1] = { series = s.id, name = s.name, params = s.params, runs = #points, why = verdict.why,
+        need = verdict.need }
+    end
     for n, c in ipairs(changes) do
       local p = points[c.index]
       if c.direction == "up" and (since and p.t >= since or not since and c.index >= first_new) then
@@ -206,17 +234,28 @@ function M.regressions(db, opts)
     local r = runs[f.run_id] or {}
     f.commit, f.record = r.commit_id, r.record_path
   end
-  return found
+  return found, undecided
 end
 
 local function regressions(db, opts)
-  local found = M.regressions(db, opts)
+  local found, undecided = M.regressions(db, opts)
   local standing = 0
   for _, r in ipairs(found) do if not r.fixed_at then standing = standing + 1 end end
-  emit(opts, found, function()
+  local rows = {}
+  for i, r in ipairs(found) do rows[i] = r end
+  for _, u in ipairs(undecided) do
+    rows[#rows + 1] = { series = u.series, name = u.name, state = "undecided", why = u.why, need = u.need, runs = u.runs }
+  end
+  emit(opts, rows, function()
+    local lines = {}
+    for _, u in ipairs(undecided) do
+      lines[#lines + 1] = ("series %d %s (%s): undecided: %s; %s\n"):format(u.series, u.name, params_text(u.params), u.why, u.need)
+    end
+    local tail = table.concat(lines)
     if #found == 0 then
-      return ("no regression of %g%% or more%s in %s\n"):format(opts.min_effect,
-        opts.since and (" since " .. opts.since) or "", db.url)
+      return ("no regression of %g%% or more%s in %s%s\n"):format(opts.min_effect,
+        opts.since and (" since " .. opts.since) or "", db.url,
+        #undecided > 0 and (" among the series that could tell; %d series undecided"):format(#undecided) or "") .. tail
     end
     local t = {}
     for i, r in ipairs(found) do
@@ -228,13 +267,22 @@ local function regressions(db, opts)
     return report.table(t, { { key = "series", align = "r" }, { key = "name" },
       { key = "time", title = "first run after (UTC)" }, { key = "commit" }, { key = "change", align = "r" },
       { key = "ci", title = "95% CI", align = "r" }, { key = "level" }, { key = "after", title = "runs after", align = "r" },
-      { key = "state" } }) .. ("\n%d regression(s), %d standing\n"):format(#found, standing)
+      { key = "state" } }) .. ("\n%d regression(s), %d standing%s\n"):format(#found, standing,
+        #undecided > 0 and (", %d series undecided"):format(#undecided) or "") .. tail
   end)
+  local code = 0
   if opts.fail and standing > 0 then
     io.stderr:write(("odp: %d regression(s) still standing (--fail)\n"):format(standing))
-    return 1
+    code = 1
   end
-  return 0
+  if #undecided > 0 and opts.fail_undecided then
+    io.stderr:write(("odp: %d series undecided (--fail-undecided)\n"):format(#undecided))
+    code = 1
+  elseif #undecided > 0 and opts.fail then
+    io.stderr:write(("odp: %d series undecided: their runs cannot tell yet (not counted by --fail; --fail-undecided counts them)\n")
+      :format(#undecided))
+  end
+  return code
 end
 
 local function import(db, opts, paths)
@@ -257,6 +305,7 @@ function M.main(args)
   end
   if opts.since and not history.since(opts.since) then errors.fail("EUSAGE", "--since: " .. select(2, history.since(opts.since)), 2) end
   if opts.fail and not opts.regressions then errors.fail("EUSAGE", "--fail goes with --regressions", 2) end
+  if opts.fail_undecided and not opts.regressions then errors.fail("EUSAGE", "--fail-undecided goes with --regressions", 2) end
   local url = history.url(opts)
   if not url then errors.fail("EUSAGE", "no history: --no-history or ODP_HISTORY=off says none; give --history URL", 2) end
   if rest[1] ~= "import" and not url:match("^postgres") and not url:match("^%a+=") and not sys.stat((url:gsub("^sqlite:", ""))) then

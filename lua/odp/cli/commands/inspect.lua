@@ -5,6 +5,7 @@ local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local report = require("odp.results.report")
 local sys = require("odp.sys")
+local result = require("odp.results.result")
 
 local M = { summary = "Show what an ETDump, a .pte or an ELF holds (op table, methods, delegates, glibc)" }
 
@@ -15,8 +16,10 @@ M.options = {
   { "all", "ETDump: also show OPERATOR_CALL rows (kernel + framework overhead) in the human table", false, "bool" },
 }
 
-M.usage = "odp inspect FILE [options]"
+M.usage = "odp inspect FILE|RUN [options]"
 M.description = "FILE: an ETDump (.etdump/.etdp), a .pte, or an ELF (executor_runner).\n" ..
+  "RUN: a run directory (runs/<id>/) or its result.json: the ETDump that run kept (its own copy, checked\n" ..
+  "against the sha256 in its record).\n" ..
   "The kind is read from the file's bytes."
 
 local function kind_of(head)
@@ -24,6 +27,22 @@ local function kind_of(head)
   if head:sub(5, 8) == "ET12" or head:sub(5, 6) == "BP" then return "pte" end
   if head:sub(1, 4) == "\127ELF" then return "elf" end
   return nil
+end
+
+-- odp inspect RUN: a run directory (runs/<id>/) or its result.json stands for the ETDump that run kept, read
+-- from the run's own copy (odp.results.result.artifact: there, with the sha256 the record holds), never from
+-- a path a later run may have written. Any other path is returned as it is.
+local function run_etdump(path)
+  local st = sys.stat(path)
+  local record_file = st and st.type == "dir" and path .. "/result.json" or (path:match("%.json$") and path)
+  if not record_file then return path end
+  local rec = result.decode(sys.read_file(record_file) or "")
+  if type(rec) ~= "table" or rec.schema == nil then
+    errors.fail("ENOTFOUND", ("%s is not a run: no odp record in %s"):format(path, record_file), 2)
+  end
+  local etd, why = result.artifact(rec, "etdump", record_file:match("^(.*)/[^/]*$") or ".")
+  if not etd then errors.fail("ENOTFOUND", ("run %s: %s (run it with --etdump to keep one)"):format(path, why), 2) end
+  return etd
 end
 
 local function etdump_doc(path, opts)
@@ -153,7 +172,7 @@ function M.main(args)
   if #rest ~= 1 then
     errors.fail("EUSAGE", ("inspect takes one file, got %d (odp inspect --help)"):format(#rest), 2)
   end
-  local path = rest[1]
+  local path = run_etdump(rest[1])
   local f = io.open(path, "rb")
   if not f then errors.fail("ENOTFOUND", ("cannot read '%s'"):format(path), 2) end
   local head = f:read(16) or ""

@@ -5,6 +5,7 @@ local compare = require("odp.results.compare")
 local errors = require("odp.core.errors")
 local html = require("odp.results.html")
 local sys = require("odp.sys")
+local result = require("odp.results.result")
 
 local M = { summary = "Write one self-contained HTML report of a run, a sweep (JSONL) or a comparison (A B)" }
 
@@ -67,12 +68,17 @@ end
 -- The record's ETDump as a Chrome trace beside the page: {href, events} | nil (no ETDump left, or unreadable:
 -- the page says nothing of a trace then; a note on stderr says why).
 local function write_trace(rec, record_dir, out, quiet)
-  local path = rec.artifacts and rec.artifacts.etdump
-  if type(path) ~= "string" then return nil end
-  if not sys.stat(path) and sys.stat(record_dir .. "/" .. path:match("[^/]+$")) then
-    path = record_dir .. "/" .. path:match("[^/]+$")
+  if type(rec.artifacts) ~= "table" or rec.artifacts.etdump == nil then return nil end
+  if type(rec.latency_ms) == "table" and rec.latency_ms.modelled then -- the twin's canned file, not this model's
+    if not quiet then io.stderr:write("odp: no trace: the QEMU twin's ETDump is canned, not this model's\n") end
+    return nil
   end
-  if not sys.stat(path) then return nil end
+  -- the run's own copy: a later run's file is never drawn as this one's
+  local path, why = result.artifact(rec, "etdump", record_dir)
+  if not path then
+    if not quiet then io.stderr:write(("odp: no trace: %s\n"):format(why)) end
+    return nil
+  end
   local etdump = require("odp.parse.etdump") -- lazy: start-up
   local doc, err = etdump.read(path)
   if not doc then

@@ -3,6 +3,7 @@
 -- generates --help, validates, runs and reports), or does its work itself and returns nothing (a plain Lua
 -- program with every odp module at hand; its arguments are `...` and `arg`).
 local errors = require("odp.core.errors")
+local search = require("odp.core.search")
 
 local M = { summary = "Run a script: a device flow (scripts/*.lua), a sweep, or your own Lua",
   help_text = "usage: odp run SCRIPT [script options]\n\n" ..
@@ -47,9 +48,14 @@ function M.main(args)
     print(M.help_text)
     return path == nil and 2 or 0
   end
-  local chunk, err = loadfile(path)
+  -- scripts/host.lua from any directory: the current one, ODP_PATH's, odp's own tree (odp.core.search)
+  local file = search.find(path)
+  local chunk, err = loadfile(file)
   if not chunk then
-    if not io.open(path, "r") then errors.fail("EUSAGE", ("cannot read script '%s'"):format(path), 2) end
+    if not io.open(file, "r") then
+      errors.fail("EUSAGE", ("cannot read script '%s' (looked in the current directory, %s)"):format(path,
+        table.concat(search.dirs(), ", ")), 2)
+    end
     errors.fail("EUSAGE", err, 2)
   end
   local argv = table.move(args, 2, #args, 1, {})

@@ -65,7 +65,12 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   -- the twin's times come from modelled cycles and its ETDump is canned: never to be taken for a measurement
   if p.twin then rec.latency_ms.modelled = true end
   rec.pmu = executorch.parse(table.concat(cap.lines, "\n")).pmu
-  if rec.artifacts.etdump then
+  if rec.artifacts.etdump and p.twin then
+    -- the twin's firmware sends one canned ETDump whatever model it runs (another CNN's operators, nothing
+    -- delegated): kept as the file it sent, never shown as this model's operators
+    rec.warnings[#rec.warnings + 1] = ("the QEMU twin's ETDump is canned, not this model's (its firmware sends the " ..
+      "same file for every model): %s is kept, its operators are not shown"):format(rec.artifacts.etdump)
+  elseif rec.artifacts.etdump then
     local doc, derr = etdump.read(rec.artifacts.etdump)
     if doc then
       local rows, unit = etdump.ops(doc, { time_scale = "cycles" })

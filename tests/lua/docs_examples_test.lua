@@ -1,0 +1,190 @@
+-- Every runnable example in README.md and docs/*.md, run as written (issue 28: docs must not drift from what odp
+-- does). The examples are the `odp ...` lines of the ```sh blocks (a line ending in `\` goes on; `# ...` is a
+-- comment). Each is run in one scratch directory, in the order the docs give them, with the build's odp and a
+-- history of the test's own, after these placeholders are mapped (the mapping the docs' readers make too):
+--   m.pte                         -> tests/fixtures/pte/add_arduino.pte
+--   ./executor_runner, executor_runner (the host runner)  -> $ODP_REAL_RUNNER (the real x86_64 runner)
+--   runs/<id>/, runs/<id-A>/, runs/<id-B>/, A, B  -> run directories the examples before made
+--   result.json                   -> the first of those runs' record file
+--   sweep.jsonl, s.jsonl          -> a host sweep made here first (odp run scripts/sweep.lua --flow scripts/host.lua)
+--   a series id (odp history 12)  -> the first series of this history
+--   a trailing `...` or `[...]`  -> left out
+-- An example that needs hardware or a lab (a board's script, --boards, labgrid, LAVA, a device's REPL) cannot
+-- run here: it is checked to parse as written (its --runner and --identity files, which live on the user's
+-- machine, stood in for by empty files of the same name), with --help added (odp parses every option before it prints
+-- help, so a misspelt or removed option is exit 2 there): exit 0, never 2. A runnable example must exit 0,
+-- or 1 where it is a gate (--fail*, which may trip). Without the real runner the runnable ones are SKIPPED.
+local T = require("t")
+local proc = require("odp.proc")
+local sys = require("odp.sys")
+local json = require("odp.core.json")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local model = root .. "/tests/fixtures/pte/add_arduino.pte"
+
+--- The examples of one markdown file: {file, line, text} for each `odp ...` command of its ```sh blocks.
+local function examples(file)
+  local out, in_sh, pending, at = {}, false, nil, nil
+  local n = 0
+  for line in io.lines(root .. "/" .. file) do
+    n = n + 1
+    local fence = line:match("^%s*```(%w*)")
+    if fence then
+      in_sh = not in_sh and (fence == "sh" or fence == "bash" or fence == "console") or false
+      if not in_sh and fence ~= "" and not (fence == "sh" or fence == "bash" or fence == "console") then in_sh = false end
+    elseif in_sh then
+      local text = line:gsub("^%s*%$ ", "")
+      if pending then
+        pending = pending .. " " .. text:gsub("^%s+", "")
+      elseif text:match("^%s*odp%s") then
+        pending, at = text:gsub("^%s+", ""), n
+      end
+      if pending and not pending:match("\\%s*$") then
+        out[#out + 1] = { file = file, line = at, text = pending }
+        pending = nil
+      elseif pending then
+        pending = pending:gsub("\\%s*$", "")
+      end
+    end
+  end
+  return out
+end
+
+local files = { "README.md" }
+for _, f in ipairs(sys.readdir(root .. "/docs")) do if f:match("%.md$") then files[#files + 1] = "docs/" .. f end end
+table.sort(files, function(a, b) return a == "README.md" or (b ~= "README.md" and a < b) end)
+local all = {}
+for _, f in ipairs(files) do for _, e in ipairs(examples(f)) do all[#all + 1] = e end end
+
+-- words of a command line: whitespace-separated, '...' / "..." quoted, a `#` word ends it
+local function words(text)
+  local out, i = {}, 1
+  while i <= #text do
+    local s = text:find("%S", i)
+    if not s then break end
+    local c = text:sub(s, s)
+    if c == "#" then break end
+    if c == "'" or c == '"' then
+      local e = assert(text:find(c, s + 1, true), "unclosed quote: " .. text)
+      out[#out + 1] = text:sub(s + 1, e - 1)
+      i = e + 1
+    else
+      local e = (text:find("%s", s) or #text + 1) - 1
+      out[#out + 1] = text:sub(s, e)
+      i = e + 1
+    end
+  end
+  return out
+end
+
+-- Needs a board or a lab: a board's flow script, --boards, labgrid/LAVA, `odp repl DEVICE`, `odp devices`
+local BOARD_SCRIPTS = { ["scripts/rpi5.lua"] = true, ["scripts/graviton4.lua"] = true, ["scripts/x300pro.lua"] = true,
+  ["scripts/alif_e8.lua"] = true }
+local function needs_board(w)
+  for i, a in ipairs(w) do
+    if a == "--boards" or a:match("^%-%-boards=") or BOARD_SCRIPTS[a] or (a == "--flow" and BOARD_SCRIPTS[w[i + 1]]) then
+      return true
+    end
+  end
+  return w[2] == "repl" or w[2] == "devices"
+end
+
+T.test(("the docs' examples are found: %d odp commands in ```sh blocks"):format(#all), function()
+  T.ok(#all >= 30, "the README's and docs' examples")
+  local seen = {}
+  for _, e in ipairs(all) do seen[e.file] = true end
+  for _, f in ipairs { "README.md", "docs/history.md", "docs/many-boards.md", "docs/report.md", "docs/labgrid.md" } do
+    T.ok(seen[f], f .. " has examples")
+  end
+end)
+
+local work = T.tmpdir()
+local env = { ODP_HISTORY = work .. "/history.db", ODP_PATH = false }
+local function odp_run(argv, timeout)
+  local a = { odp }
+  table.move(argv, 1, #argv, 2, a)
+  return assert(proc.run { argv = a, cwd = work, env = env, timeout = timeout or 300 })
+end
+
+-- What the examples before have made, for the placeholders of the ones after.
+local state = { runs = {} }
+local function refresh_runs()
+  local dirs = {}
+  for _, d in ipairs(sys.readdir(work .. "/runs") or {}) do
+    if sys.stat(work .. "/runs/" .. d .. "/result.json") then dirs[#dirs + 1] = "runs/" .. d .. "/" end
+  end
+  table.sort(dirs)
+  state.runs = dirs
+end
+
+local function map(w, runner)
+  local out, ids = {}, { A = 1, B = 2, ["runs/<id-A>/"] = 1, ["runs/<id-B>/"] = 2, ["runs/<id>/"] = 1 }
+  for i, a in ipairs(w) do
+    if a == "..." or a == "[...]" then -- left out
+    elseif a == "m.pte" then out[#out + 1] = model
+    elseif (a == "./executor_runner" or a == "executor_runner") and runner then out[#out + 1] = runner
+    elseif ids[a] and (a:find("^runs/") or w[2] == "compare" or w[2] == "report") then
+      out[#out + 1] = assert(state.runs[ids[a]], "no run made before " .. a)
+    elseif a == "result.json" then out[#out + 1] = assert(state.runs[1], "no run made before " .. a) .. "result.json"
+    elseif w[2] == "history" and i == 3 and a:match("^%d+$") then out[#out + 1] = tostring(state.series)
+    else out[#out + 1] = (a:gsub("^%[(.-)%]$", "%1")) end
+  end
+  return out
+end
+
+local function gate(w)
+  for _, a in ipairs(w) do if a:match("^%-%-fail") then return true end end
+end
+
+T.test("examples that need a board or a lab parse as written (--help added): exit 0, never 2", function()
+  local checked = 0
+  for _, e in ipairs(all) do
+    local w = words(e.text)
+    if needs_board(w) then
+      local argv = map(w)
+      table.remove(argv, 1)
+      -- the board's own files (its runner, a key) exist on the user's machine: empty ones stand in (only parsed)
+      for i = 1, #argv - 1 do
+        if (argv[i] == "--runner" or argv[i] == "--identity") and not sys.stat(argv[i + 1]) then
+          local stand_in = work .. "/" .. argv[i + 1]:match("[^/]+$")
+          T.write(stand_in, "")
+          argv[i + 1] = stand_in
+        end
+      end
+      argv[#argv + 1] = "--help"
+      local r = odp_run(argv, 60)
+      T.eq(r.status, 0, ("%s:%d: %s\n%s"):format(e.file, e.line, e.text, r.stderr))
+      checked = checked + 1
+    end
+  end
+  T.ok(checked >= 10, checked .. " board examples")
+end)
+
+T.with_real_runner("examples that run here run as written (the real runner, fixtures for placeholders): exit 0, or 1 for a tripped gate", function(runner)
+  -- the sweep the plot and report examples draw (sweep.jsonl, s.jsonl)
+  local r = odp_run({ "run", "scripts/sweep.lua", "--flow", "scripts/host.lua", "--runner", runner, "--model", model,
+    "-p", "num_executions=1,10", "--out", "sweep.jsonl", "-q" })
+  T.eq(r.status, 0, r.stderr)
+  assert(sys.write_file(work .. "/s.jsonl", assert(sys.read_file(work .. "/sweep.jsonl"))))
+  local ran = 0
+  for _, e in ipairs(all) do
+    local w = words(e.text)
+    if not needs_board(w) then
+      refresh_runs()
+      if w[2] == "history" then
+        local list = json.decode(odp_run({ "history", "--format", "json" }).stdout) or {}
+        state.series = list[1] and list[1].id or 1
+      end
+      local argv = map(w, runner)
+      table.remove(argv, 1)
+      r = odp_run(argv)
+      local ok = r.status == 0 or (gate(w) and r.status == 1)
+      T.ok(ok, ("%s:%d: %s\nexit %d\n%s"):format(e.file, e.line, e.text, r.status, r.stderr))
+      ran = ran + 1
+    end
+  end
+  T.ok(ran >= 15, ran .. " examples ran")
+end)
+
+T.done()
