@@ -10,6 +10,7 @@
 -- all boards of one odp together keep at most --adb-connections open to one server (odp.core.lock, keyed by
 -- the server's address); a board waiting for one yields to the others (docs/many-boards.md).
 local adb = require("odp.adb")
+local sys = require("odp.sys")
 local lock = require("odp.core.lock")
 local shell = require("odp.target.shell")
 
@@ -179,13 +180,15 @@ end
 
 function Target:libc_version() return nil end -- bionic: no glibc version to check
 
+--- Free bytes where path is (or its nearest existing parent): the helper when it runs, else `df` (the
+-- preflight asks before the helper is pushed). -> bytes | nil, err, code
 function Target:free_bytes(path)
-  local h = shell.helper(self)
-  if h then return (h:free(path)) end
-  local out = self:run("df -k " .. q(path) .. " 2>/dev/null")
-  local kb = out and out:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
-  return kb and tonumber(kb) * 1024
+  local h = self.cache.helper_client
+  if h and not h.dead then return h:free(path) end
+  return shell.df_free(self, path)
 end
+
+Target.space = shell.space
 
 --- -> {bytes, skipped} | nil, err, code. skipped when the device already has the same SHA-256.
 function Target:push(src, dst, opts)
@@ -193,11 +196,15 @@ function Target:push(src, dst, opts)
   local skipped, st, err, code = shell.push_skip(self, src, dst, opts)
   if skipped then return skipped end
   if not st then return nil, err, code end
-  local tmp = dst .. ".odp-partial"
+  local tmp = dst .. ".odp-part-" .. sys.getpid() -- odp's one partial name (docs/signals.md)
   local popts = { mode = opts.mode, on_progress = opts.on_progress, timeout = opts.timeout }
   local ok, perr, pcode = call(self, "push", src, tmp, popts)
   if not ok and not self.dev then -- the transport dropped: reconnect once and start over
     ok, perr, pcode = call(self, "push", src, tmp, popts)
+  end
+  if not ok and pcode == "EIO" and self.dev then
+    perr, pcode = shell.space_cause(self, dst:match("^(.*)/[^/]*$") or ".", st.size, "uploading " ..
+      src:match("[^/]*$"), perr, pcode)
   end
   if not ok then return nil, perr, pcode end
   local mv, merr, mcode = self:run("mv -f " .. q(tmp) .. " " .. q(dst))
