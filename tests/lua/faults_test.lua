@@ -51,9 +51,10 @@ local function exit_status(job, timeout)
   return tonumber(wait_until("odp to exit", timeout or 60, function() return (read(job.dir .. "/rc") or ""):match("%d+") end))
 end
 
--- The files a run left in a remote dir (and its .odp/) that are partial uploads.
-local function parts(dir)
-  return sh(("ls -a %s %s/.odp 2>/dev/null | grep -F .odp-part- || true"):format(q(dir), q(dir))):match("%S") ~= nil
+-- Whether a remote dir (or its .odp/) holds partial uploads (of the file called name, when given).
+local function parts(dir, name)
+  return sh(("ls -a %s %s/.odp 2>/dev/null | grep -F %s || true"):format(q(dir), q(dir), q((name or "") ..
+    ".odp-part-"))):match("%S") ~= nil
 end
 
 local function count(s, pattern) return select(2, s:gsub(pattern, "")) end
@@ -284,10 +285,12 @@ T.with_real_runner("odp killed (SIGKILL) or interrupted (SIGINT) during a slow u
       runner, "--model", add, "--runs-dir", dir .. "/runs", "--remote-dir", remote, "-p", "num_executions=1,2",
       "--out", out }
     local job = background(argv, dir)
-    wait_until("an upload under way", 60, function() return parts(remote) end)
+    wait_until("the runner's upload under way", 60, function() return parts(remote, "executor_runner") end)
     sh("kill -" .. signal .. " " .. job.pid)
     local rc = exit_status(job, 30)
     T.eq(rc, signal == "KILL" and 137 or 130)
+    -- Ctrl-C: odp removes its own part as it stops (the connection is up); SIGKILL leaves it for the next odp
+    T.eq(parts(remote, "executor_runner"), signal == "KILL", "the part after SIG" .. signal)
     for _, r in ipairs(records(out)) do
       T.eq({ r.ok, r.error.code }, { false, "ECANCELED" }, "an interrupted point is saved as interrupted: " ..
         r.error.message)

@@ -638,6 +638,7 @@ function Db:import(paths)
     batch = {}
   end
   local function one(record, path)
+    record.history = nil -- the row this adds is the one the run could not write (history.written = false)
     batch[#batch + 1] = { record, { record_path = path } }
     if #batch >= 500 then flush() end
   end

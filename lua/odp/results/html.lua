@@ -388,7 +388,7 @@ local SHAPE = {
     return l
   end,
   stop = function(v) return fields(v, { rule = text, met = bool, processes = count, samples = count, seconds = num,
-    target_ci = num, ci_pct = num }) end,
+    measured_seconds = num, overrun_seconds = num, target_ci = num, ci_pct = num }) end,
   planned_buffers = function(v) return list(v, count) end,
   ops = function(v)
     return list(v, function(op)

@@ -200,7 +200,11 @@ local function human_one(r, out)
   end
   if r.stop and r.stop.rule ~= "repeat" then
     kv("stopped by", ("%s%s after %d process(es), %.1f s"):format(r.stop.rule, r.stop.met and "" or " (not met)",
-      r.stop.processes, r.stop.seconds))
+      r.stop.processes, r.stop.measured_seconds or r.stop.seconds))
+  end
+  if r.stop and r.stop.overrun_seconds then
+    kv("hung?", ("the point took %.1f s, %.1f s more than measuring and uploads"):format(r.stop.seconds,
+      r.stop.overrun_seconds))
   end
   if r.load_ms then kv("model load", M.duration(r.load_ms)) end
   if r.peak_rss_kb then kv("peak RSS", ("%d kB (%.1f MB)"):format(r.peak_rss_kb, r.peak_rss_kb * 1024 / 1e6)) end

@@ -153,7 +153,9 @@ end
 --- sweep point is saved here, so this is the one place a record reaches the history. The record file comes
 --- first: a crash between the two leaves a complete record and no row (`odp history import` adds it), never
 --- a row without its record; the row itself is one transaction. A history that cannot be written costs the
---- run nothing: one line on stderr says so. -> true | nil, err, code (the record file could not be written)
+--- run nothing: one line on stderr says so, and the record says so too (`history = {written = false, error}`,
+--- the file written again with it; `odp history import` adds it later). -> true | nil, err, code (the record
+--- file could not be written)
 ---@param record table
 ---@param dir string
 ---@param opts {history?: string, no_history?: boolean, commit?: string}?
@@ -164,7 +166,12 @@ function M.save(record, dir, opts)
   local ok, err, code = sys.write_file(path, M.encode(record, { indent = true }) .. "\n")
   if not ok then return nil, err, code end
   local added, why = history.record(record, path, opts)
-  if not added then io.stderr:write("odp: warning: ", why, "\n") end
+  if not added then
+    io.stderr:write("odp: warning: ", why, "\n")
+    record.history = { written = false, error = why }
+    ok, err, code = sys.write_file(path, M.encode(record, { indent = true }) .. "\n")
+    if not ok then return nil, err, code end
+  end
   return true
 end
 

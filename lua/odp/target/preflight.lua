@@ -32,9 +32,10 @@ local function mb(n) return ("%.1f MB"):format(n / 1e6) end
 
 -- A query the board did not answer: the check cannot be made, and the cause is the failure (never a fact
 -- guessed in its place: a dropped connection is no wrong architecture).
+local KEEP = { ECONNLOST = true, ECANCELED = true, ETIMEDOUT = true }
 local function unanswered(what, target, err, code)
-  fail(code == "ECONNLOST" and "ECONNLOST" or "EIO", ("cannot tell %s of %s: %s"):format(what, target.uri,
-    (tostring(err or "no answer"):gsub("^E%u+: ", ""))))
+  errors.fail(KEEP[code] and code or "EIO", ("cannot tell %s of %s: %s"):format(what, target.uri,
+    (tostring(err or "no answer"):gsub("^E%u+: ", ""))), code == "ECANCELED" and 130 or 3)
 end
 
 function M.check(target, opts)
