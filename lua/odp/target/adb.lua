@@ -28,6 +28,7 @@ local M = {
     { "auth-timeout", "Seconds to wait for the USB debugging prompt to be accepted on the phone", 120, "number" },
     { "adb-connections", "At most N connections open to one adb server at once, all boards of this odp together " ..
       "(the first board to reach a server sets it)", SERVER_CONNECTIONS, "posint" },
+    shell.RECONNECT_OPTION,
   },
 }
 local Target = {}
@@ -97,17 +98,29 @@ function M.new(opts)
   return self
 end
 
--- An operation that lost a direct connection marks the target; the next one reconnects once (adbd restarts
--- on root:, usb:, reboot, a cable wiggle: docs/sources.md §3). Through the adb server each operation has its own socket.
+-- An operation that lost a direct connection marks the target; the next one waits for the device to come
+-- back (adbd restarts on root:, usb:, reboot, a cable wiggle: docs/sources.md §3), with backoff until
+-- --reconnect-timeout (odp.target.shell.reconnect), on every outage; a device that stays away is given up:
+-- every later operation fails at once with ECONNLOST and the cause. Through the adb server each operation has
+-- its own socket.
 function Target:device()
   if self.dev then return self.dev end
-  return connect(self)
+  if self.gone then return nil, self.gone, "ECONNLOST" end
+  if not self.dropped then return connect(self) end
+  local ok, err, code = shell.reconnect(self, self.dropped, function() return connect(self) end)
+  self.dropped = nil
+  if not ok then
+    self.gone = err
+    return nil, err, code
+  end
+  return self.dev
 end
 
--- Drops the connection (its helper channel with it): the next operation connects again.
-local function drop(self)
+-- Drops the connection (its helper channel with it), why: the cause: the next operation waits for it.
+local function drop(self, why)
   if self.cache.helper_client then self.cache.helper_client:close() end
   if self.dev then self.dev:close() self.dev = nil end
+  self.dropped = why or "the connection was left unusable"
 end
 
 -- dev[method](dev, ...) on the connected device; hold: take one of the server's connections for the call.
@@ -117,7 +130,7 @@ local function call_on(self, hold, method, ...)
   local r, e, c
   if hold then r, e, c = held(self, dev[method], dev, ...) else r, e, c = dev[method](dev, ...) end
   -- a failed call, or one cut short by Ctrl-C, can leave the transport unusable: reconnect next time
-  if dev:broken() then drop(self) end
+  if dev:broken() then drop(self, e) elseif r ~= nil then self.last_ok, self.last_ok_at = method, sys.now() end
   return r, e, c
 end
 
@@ -288,6 +301,9 @@ end
 --- The device-state snapshot's text through the helper (odp.target.device_state), nil without one.
 Target.state_text = shell.state_text
 
-function Target:close() drop(self) end
+function Target:close()
+  drop(self)
+  self.dropped = nil -- closed, not lost: a later use connects afresh
+end
 
 return M

@@ -85,6 +85,52 @@ end
 --- How long a transport waits for a board whose connection dropped (--reconnect-timeout's default, seconds).
 M.RECONNECT_TIMEOUT = 60
 
+-- What a lost connection waits for: the first retry after BACKOFF_FIRST s, each next one twice as late, at
+-- most BACKOFF_MAX s apart, until --reconnect-timeout has passed since the drop.
+local BACKOFF_FIRST, BACKOFF_MAX = 0.25, 4
+
+-- What worked last on the board (target.last_ok, target.last_ok_at), for the line that says it dropped.
+local function last_ok(target)
+  if not target.last_ok then return "nothing since connecting" end
+  return ("%s, %.1f s before"):format(target.last_ok, sys.now() - target.last_ok_at)
+end
+
+--- Waits for a board whose connection dropped (why: the cause) to come back: connect_once(seconds) (-> truthy
+--- | nil, err, code) is tried with backoff until target.opts.reconnect_timeout (default M.RECONNECT_TIMEOUT;
+--- 0: not at all) has passed. A key or host key refused, a bad config and Ctrl-C end the wait at once (the
+--- host key is checked as on the first connection). One line on target.ui when it dropped, one when it is
+--- back. The waits are sys.sleep: the one waiting point, so other boards' tasks run meanwhile.
+--- -> true | nil, "ECONNLOST: BOARD dropped (cause); last worked: ...; ...", "ECONNLOST" (or ECANCELED)
+function M.reconnect(target, why, connect_once)
+  local limit = (target.opts or {}).reconnect_timeout or M.RECONNECT_TIMEOUT
+  local dropped = ("%s dropped (%s); last worked: %s"):format(target.uri, (tostring(why):gsub("^E%u+: ", "")),
+    last_ok(target))
+  if limit <= 0 then
+    return nil, ("ECONNLOST: %s (--reconnect-timeout 0: not waited for)"):format(dropped), "ECONNLOST"
+  end
+  if target.ui then target.ui:warn("%s: waiting up to %g s for it to come back", dropped, limit) end
+  local start, delay = sys.now(), BACKOFF_FIRST
+  while true do
+    local ok, err, code = connect_once(math.max(1, limit - (sys.now() - start)))
+    if ok then
+      if target.ui then target.ui:info("%s is back after %.1f s", target.uri, sys.now() - start) end
+      return true
+    end
+    if code == "EHOSTKEY" or code == "EAUTH" or code == "ECANCELED" or code == "EUSAGE" then
+      return nil, ("%s: %s, and it answered again, but %s"):format(code == "ECANCELED" and "ECANCELED" or
+        "ECONNLOST", dropped, (tostring(err):gsub("^E%u+: ", ""))), code == "ECANCELED" and code or "ECONNLOST"
+    end
+    local left = limit - (sys.now() - start)
+    if left <= 0 then
+      return nil, ("ECONNLOST: %s, and it was not back after %g s (--reconnect-timeout): %s"):format(dropped, limit,
+        (tostring(err):gsub("^E%u+: ", ""))), "ECONNLOST"
+    end
+    local slept, serr, scode = sys.sleep(math.min(delay, left))
+    if not slept then return nil, serr, scode end
+    delay = math.min(delay * 2, BACKOFF_MAX)
+  end
+end
+
 --- The --reconnect-timeout option entry every remote transport has.
 M.RECONNECT_OPTION = { "reconnect-timeout", "Seconds to wait for a board whose connection dropped to come back " ..
   "(retried with backoff, on every outage; 0: fail at once)", M.RECONNECT_TIMEOUT, "number", metavar = "S" }

@@ -227,61 +227,30 @@ function M.new(opts)
   return t
 end
 
--- What a lost connection waits for: the first retry after BACKOFF_FIRST s, each next one twice as late, at
--- most BACKOFF_MAX s apart, until --reconnect-timeout has passed since the drop.
-local BACKOFF_FIRST, BACKOFF_MAX = 0.25, 4
-
 -- The target given up on: every request fails at once with this cause, and the next M.new connects afresh.
-local function give_up(self, msg)
+local function give_up(self, msg, code)
   self.gone = msg
   if self.session then pcall(self.session.close, self.session) end
   self.session = nil
   if open_targets[self.key] == self then open_targets[self.key] = nil end
-  return nil, msg, "ECONNLOST"
+  return nil, msg, code
 end
 
--- What worked last on the board, for the line that says it dropped: "`uname -m` 3.2 s before".
-local function last_ok(self)
-  if not self.last_ok then return "nothing since connecting" end
-  return ("%s, %.1f s before"):format(self.last_ok, sys.now() - self.last_ok_at)
-end
-
---- Waits for a board whose connection dropped (why: the cause) to come back: connects again with backoff until
--- opts.reconnect_timeout (default 60 s; 0: not at all) has passed, on every outage. The host key is checked
--- as on the first connection (a changed one is refused at once, as is a refused key). One line when it
--- dropped, one when it is back. -> true | nil, "ECONNLOST: ..." (the target is given up), "ECONNLOST"
+--- Waits for a board whose connection dropped (why: the cause) to come back (odp.target.shell.reconnect: with
+-- backoff until --reconnect-timeout, the host key checked as on the first connection). -> true | nil, err,
+-- "ECONNLOST" (the target is given up)
 function Target:reconnect(why)
-  local limit = self.opts.reconnect_timeout or shell.RECONNECT_TIMEOUT
-  local dropped = ("%s dropped (%s); last worked: %s"):format(self.uri, (tostring(why):gsub("^E%u+: ", "")),
-    last_ok(self))
   if self.cache.helper_client then pcall(self.cache.helper_client.close, self.cache.helper_client) end
   self.cache.helper_client = nil
   pcall(self.session.close, self.session)
-  if limit <= 0 then return give_up(self, ("ECONNLOST: %s (--reconnect-timeout 0: not waited for)"):format(dropped)) end
-  if self.ui then self.ui:warn("%s: waiting up to %g s for it to come back", dropped, limit) end
-  local start, delay = sys.now(), BACKOFF_FIRST
-  while true do
-    local left = limit - (sys.now() - start)
-    local session, err, code = connect_chain(self.settings, self.opts, { self.settings.alias:lower() },
-      math.max(1, math.min(left, self.settings.connect_timeout or CONNECT_TIMEOUT)))
-    if session then
-      self.session = session
-      if self.ui then self.ui:info("%s is back after %.1f s", self.uri, sys.now() - start) end
-      return true
-    end
-    if code == "EHOSTKEY" or code == "EAUTH" or code == "ECANCELED" or code == "EUSAGE" then
-      return give_up(self, ("%s: %s dropped and answered again, but %s"):format(code == "ECANCELED" and
-        "ECANCELED" or "ECONNLOST", self.uri, (tostring(err):gsub("^E%u+: ", ""))))
-    end
-    left = limit - (sys.now() - start)
-    if left <= 0 then
-      return give_up(self, ("ECONNLOST: %s, and it was not back after %g s (--reconnect-timeout): %s"):format(dropped,
-        limit, (tostring(err):gsub("^E%u+: ", ""))))
-    end
-    local ok, serr = sys.sleep(math.min(delay, left))
-    if not ok then return give_up(self, serr) end
-    delay = math.min(delay * 2, BACKOFF_MAX)
-  end
+  local ok, err, code = shell.reconnect(self, why, function(timeout)
+    local session, cerr, ccode = connect_chain(self.settings, self.opts, { self.settings.alias:lower() },
+      math.max(1, math.min(timeout, self.settings.connect_timeout or CONNECT_TIMEOUT)))
+    if session then self.session = session end
+    return session, cerr, ccode
+  end)
+  if not ok then return give_up(self, err, code) end
+  return true
 end
 
 --- Runs fn() (a request on the board: what names it) with the connection's health in mind: on a target given
