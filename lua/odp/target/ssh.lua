@@ -263,6 +263,12 @@ function Target:request(what, replay, fn)
     local session = self.session
     local r, err, code = fn()
     local why = session:lost()
+    local h = self.cache.helper_client
+    if not why and r == nil and h and h.dead and session == self.session then
+      -- the helper ended: killed on the board, or its connection went (its EOF can come before the reset)
+      session:exec("true", { timeout = 10 })
+      why = session:lost()
+    end
     if self.gone then return nil, self.gone, "ECONNLOST" end -- a request inside fn gave up
     if not why or (r ~= nil and err == nil) then
       if r ~= nil then self.last_ok, self.last_ok_at = what, sys.now() end
