@@ -19,14 +19,11 @@ local toy = root .. "/tests/flows/toy.lua"
 local q = sshd.quote
 local sh = sshd.sh
 
+-- sshd.wait_for, failing with what was awaited; -> the condition's value.
 local function wait_until(what, timeout, f)
-  local deadline = sys.now() + timeout
-  repeat
-    local v = f()
-    if v then return v end
-    sys.sleep(0.05)
-  until sys.now() > deadline
-  error(("%s: not within %ss"):format(what, timeout), 0)
+  local v
+  if not sshd.wait_for(function() v = f() return v end, timeout) then error(("%s: not within %ss"):format(what, timeout), 0) end
+  return v
 end
 
 local function read(path) return (sys.read_file(path)) end
