@@ -4,7 +4,7 @@
 -- its record. Prints what was injected and what the records say: points lost or run twice (must be 0), points
 -- failed per fault, the causes, partial uploads left on the board, the time. The CI-sized cases are
 -- tests/lua/faults_test.lua; this is the long run.
---   sh bench/fault_soak.sh [POINTS] [SEED]     (needs $ODP_REAL_RUNNER or the peer beside the project)
+--   ODP_REAL_RUNNER=.../executor_runner sh bench/fault_soak.sh [POINTS] [SEED]
 local sshd = require("sshd")
 local json = require("odp.core.json")
 local proc = require("odp.proc")
@@ -15,7 +15,7 @@ local odp = root .. "/build/odp"
 local points = tonumber(arg and arg[1]) or 300
 local seed = tonumber(arg and arg[2]) or 1
 local runner = os.getenv("ODP_REAL_RUNNER")
-assert(runner and sys.stat(runner), "no real executor_runner: set ODP_REAL_RUNNER (bench/fault_soak.sh does)")
+assert(runner and sys.stat(runner), "no real executor_runner: set ODP_REAL_RUNNER")
 local add = root .. "/tests/fixtures/pte/add_arduino.pte"
 
 local state = seed
