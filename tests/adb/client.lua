@@ -224,8 +224,9 @@ elseif mode == "drop" then
     d:close()
   end)
 elseif mode == "droptarget" then
-  T.test("droptarget: the adb target reconnects once and the push goes through", function()
-    local target = assert(require("odp.target.adb").new { adb = tcp })
+  T.test("droptarget: the adb target waits for the device, says so, and the push goes through", function()
+    local ui = require("odp.core.ui").new { quiet = true }
+    local target = assert(require("odp.target.adb").new { adb = tcp, ui = ui })
     local src = tmp .. "/d"
     os.execute("head -c 2500000 /dev/urandom > '" .. src .. "'")
     local r = assert(target:push(src, "/data/local/tmp/t/d", { mode = tonumber("644", 8) }))
@@ -236,6 +237,9 @@ elseif mode == "droptarget" then
     end
     T.eq(assert(target:push(src, "/data/local/tmp/t/d")).skipped, true, "second push skipped by hash")
     T.eq(assert(target:exec({ "echo", "alive" })).stdout, "alive\n")
+    -- one line when it dropped, with the cause and what last worked (quiet: the "back" line is not shown)
+    T.eq(#ui.warnings, 1, table.concat(ui.warnings, "\n"))
+    T.match(ui.warnings[1], "^adb://%S+ dropped %(.+%); last worked: .*: waiting up to 60 s for it to come back$")
     target:close()
   end)
 elseif mode == "auth-verify" then
