@@ -1279,18 +1279,19 @@ int odp_ssh_put(odp_ssh *s, const char *local, const char *remote, int mode, dou
         created = 0;
 done:
     close(fd);
-    if (rc && s->sftp && !s->lost[0]) {
+    if (rc && s->sftp) {
         /* Best effort while the connection is up: the partial file has a name nobody mistakes for done, and
          * the next odp removes what is left (odp.target.shell.space). Ctrl-C (SIGHUP, SIGTERM) is lifted
-         * meanwhile, so that these waits can wait, and raised again for the caller. */
-        int canceled = rc == ODP_ECANCELED;
+         * meanwhile, so that these waits can wait, and raised again for the caller. The handle is freed
+         * whatever the connection's state. */
+        int canceled = rc == ODP_ECANCELED && !s->lost[0];
         if (canceled)
             odp_cancel_clear();
         double dl = odp_now() + (canceled ? 3.0 : 1.0);
         odp_err ignored;
         if (h)
             sftp_close_handle(s, h, dl, &ignored);
-        if (created)
+        if (created && !s->lost[0])
             sftp_unlink(s, tmp, dl, &ignored);
         if (canceled)
             odp_cancel_request();

@@ -229,7 +229,7 @@ end
 
 -- The target given up on: every request fails at once with this cause, and the next M.new connects afresh.
 local function give_up(self, msg, code)
-  self.gone = msg
+  self.gone, self.gone_code = msg, code -- ECONNLOST, or ECANCELED: Ctrl-C while waiting for the board
   if self.session then pcall(self.session.close, self.session) end
   self.session = nil
   if open_targets[self.key] == self then open_targets[self.key] = nil end
@@ -258,7 +258,7 @@ end
 -- runs fn once more if replay (nothing on the board can have started), else fails with ECONNLOST saying it
 -- is not run again. A result is never taken from a dropped connection. -> fn's results | nil, err, code
 function Target:request(what, replay, fn)
-  if self.gone then return nil, self.gone, "ECONNLOST" end
+  if self.gone then return nil, self.gone, self.gone_code end
   for try = 1, 2 do
     local session = self.session
     local r, err, code = fn()
@@ -269,7 +269,7 @@ function Target:request(what, replay, fn)
       session:exec("true", { timeout = 10 })
       why = session:lost()
     end
-    if self.gone then return nil, self.gone, "ECONNLOST" end -- a request inside fn gave up
+    if self.gone then return nil, self.gone, self.gone_code end -- a request inside fn gave up
     if not why or (r ~= nil and err == nil) then
       if r ~= nil then self.last_ok, self.last_ok_at = what, sys.now() end
       return r, err, code
