@@ -3,7 +3,9 @@
 -- -> facts. odp.run makes them once per board (board:preflight) for scripts declared with preflight = true.
 --   * free space in the remote dir for runner, model, odp's helper (+ margin for the ETDump), first: before
 --     anything is uploaded; what an earlier odp left half-uploaded there (`*.odp-part-*`) removed before
---   * the runner's ELF machine vs the board's `uname -m`
+--   * the runner's ELF machine vs the board's `uname -m`; a runner of another machine the board would run
+--     under emulation (a binfmt_misc handler such as qemu-user) is refused unless allow_emulated, and then the
+--     facts say emulated = "qemu-user" (the record, and every view, say so)
 --   * the newest GLIBC_x.y the runner needs (.gnu.version_r) vs the board's glibc (with the device's advice,
 --     e.g. Graviton4: launch Ubuntu 26.04)
 -- A query the board does not answer fails the check with its cause (ECONNLOST: the connection dropped and did
@@ -28,6 +30,70 @@ function M.normalize_arch(a) return a and (ARCH[a] or a) end
 
 local function fail(code, msg) errors.fail(code, msg, 3) end
 
+-- binfmt_misc entries are device output: the listing is bounded, as is each magic and mask.
+local MAX_BINFMT = 64 * 1024
+local MAX_MAGIC = 128
+
+local function unhex(v)
+  if not v or #v > 2 * MAX_MAGIC or #v % 2 ~= 0 or not v:match("^%x+$") then return nil end
+  return (v:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+--- The binfmt_misc entries a board listed: for each, `name NAME` then the text of
+--- /proc/sys/fs/binfmt_misc/NAME (enabled, interpreter, flags, offset, magic, mask).
+--- -> list of {name, enabled, interpreter, offset, magic, mask} (magic and mask as bytes). Never raises.
+function M.parse_binfmt(text)
+  local out, cur = {}, nil
+  for line in tostring(text):sub(1, MAX_BINFMT):gmatch("[^\n]+") do
+    local name = line:match("^name (%S+)$")
+    if name then
+      cur = { name = name }
+      out[#out + 1] = cur
+    elseif cur then
+      local k, v = line:match("^(%a+):? (.-)%s*$")
+      if line == "enabled" or line == "disabled" then cur.enabled = line == "enabled"
+      elseif k == "interpreter" then cur.interpreter = v
+      elseif k == "offset" then cur.offset = math.tointeger(tonumber(v))
+      elseif k == "magic" or k == "mask" then cur[k] = unhex(v)
+      end
+    end
+  end
+  return out
+end
+
+--- The enabled entry whose magic (under its mask) matches header, a program's first bytes, as the kernel
+--- matches them; nil when none would run it.
+function M.binfmt_for(entries, header)
+  for _, e in ipairs(entries) do
+    local off, magic = e.offset, e.magic
+    if e.enabled and e.interpreter and magic and off and off >= 0 and off + #magic <= #header then
+      local hit = true
+      for i = 1, #magic do
+        local m = e.mask and e.mask:byte(i) or 0xff
+        if header:byte(off + i) & m ~= magic:byte(i) & m then hit = false break end
+      end
+      if hit then return e end
+    end
+  end
+end
+
+-- What runs program path on the board when its machine is not the board's: the binfmt_misc entry (listed on
+-- the board: one exec) and what it is called in the record ("qemu-user" for QEMU's user-mode emulators, else
+-- the interpreter's name); nil when none would; nil, nil, err, code when the board could not be asked.
+local function emulator(target, path)
+  local f = io.open(path, "rb")
+  local header = f and f:read(MAX_MAGIC) or ""
+  if f then f:close() end
+  local r, err, code = target:exec({ "sh", "-c", "cd /proc/sys/fs/binfmt_misc 2>/dev/null || exit 0; for f in *; do " ..
+    "case $f in register|status) ;; *) echo \"name $f\"; head -c 4096 \"$f\"; echo ;; esac; done" },
+    { timeout = 10, rusage = false })
+  if not r then return nil, nil, err, code end
+  local e = r.status == 0 and M.binfmt_for(M.parse_binfmt(r.stdout), header)
+  if not e then return nil end
+  local interp = e.interpreter:match("([^/]+)$") or e.interpreter
+  return e, interp:match("^qemu%-") and "qemu-user" or interp
+end
+
 local function mb(n) return ("%.1f MB"):format(n / 1e6) end
 
 -- A query the board did not answer: the check cannot be made, and the cause is the failure (never a fact
@@ -42,8 +108,16 @@ function M.check(target, opts)
   opts = opts or {}
   local facts = {}
   local device = opts.device or {}
+  local script = false
+  if opts.runner and target.kind == "host" then
+    -- this machine runs a script in place through its #! interpreter (a wrapper around the runner): nothing
+    -- of another machine to check
+    local f = io.open(opts.runner, "rb")
+    script = f and f:read(2) == "#!"
+    if f then f:close() end
+  end
   local e
-  if opts.runner then
+  if opts.runner and not script then
     local err
     e, err = elf.read(opts.runner)
     if not e then fail("EPROTO", ("runner %s is not a Linux program: %s"):format(opts.runner, err)) end
@@ -69,15 +143,28 @@ function M.check(target, opts)
         "another --remote-dir"):format(mb(free), dir, target.uri, mb(need)))
     end
   end
+  local arch, aerr, acode = target:arch()
+  if not arch then unanswered("the architecture (uname -m)", target, aerr, acode) end
+  facts.arch = arch
   if e then
-    local arch, aerr, acode = target:arch()
-    if not arch then unanswered("the architecture (uname -m)", target, aerr, acode) end
-    facts.arch = arch
     if e.machine ~= M.normalize_arch(arch) then
-      fail("ENODEV", ("runner %s is built for %s but %s is %s (uname -m): use the runner built for this board%s")
-        :format(opts.runner, e.machine, target.uri, arch, device.runner and (" (" .. device.runner .. ")") or ""))
+      local entry, kind, eerr, ecode = emulator(target, opts.runner)
+      if eerr then unanswered("how it would run a " .. e.machine .. " program (binfmt_misc)", target, eerr, ecode) end
+      local here = target.kind == "host" and "this host" or target.uri
+      if not entry then
+        fail("ENODEV", ("runner %s is built for %s but %s is %s (uname -m): use the runner built for this board%s")
+          :format(opts.runner, e.machine, here, arch, device.runner and (" (" .. device.runner .. ")") or ""))
+      elseif not opts.allow_emulated then
+        -- it would run, slower and bigger than natively: numbers a user would take for the board's own
+        fail("ENODEV", ("runner %s is built for %s, %s is %s; it would run under %s emulation (binfmt_misc %s: %s); "
+          .. "pass --allow-emulated to measure it anyway"):format(opts.runner, e.machine, here, arch, kind,
+          entry.name, entry.interpreter))
+      end
+      facts.emulated, facts.emulator = kind, entry.interpreter
     end
-    if not e.static and e.glibc_required then
+    -- this machine's glibc is the one odp runs on: its loader names a missing GLIBC_ in the runner's stderr,
+    -- which the failure's line quotes (a getconf per run would cost more than the rest of the preflight)
+    if not e.static and e.glibc_required and target.kind ~= "host" then
       local libc, lerr, lcode = target:libc_version()
       if lerr then unanswered("the glibc version", target, lerr, lcode) end
       facts.libc = libc
@@ -91,8 +178,6 @@ function M.check(target, opts)
             "run it on a newer OS image, or use a runner built against an older glibc"))
       end
     end
-  else
-    facts.arch = target:arch()
   end
   return facts
 end
