@@ -126,6 +126,7 @@ function M.check(target, opts)
   -- Space first, before anything (the helper included) is uploaded; what an earlier odp left half-uploaded
   -- there is removed first, so it is not counted against it.
   local dir = opts.remote_dir or target.remote_dir
+  local space_needed
   if dir then
     local need = (opts.need_bytes or 0) + M.MARGIN_BYTES
     local helper = e and target.kind ~= "host" and shell.local_helper(e.machine)
@@ -135,17 +136,28 @@ function M.check(target, opts)
     end
     local free, removed, code
     if target.space then free, removed, code = target:space(dir) else free, removed, code = target:free_bytes(dir) end
-    if not free then unanswered("the free space in " .. dir, target, removed, code) end
+    if free == nil then unanswered("the free space in " .. dir, target, removed, code) end
     if type(removed) == "table" and #removed > 0 then facts.removed_partials = removed end
-    facts.free_bytes = free
-    if free < need then
+    facts.free_bytes = free or nil
+    space_needed = need
+  end
+  local function check_space()
+    if space_needed and facts.free_bytes and facts.free_bytes < space_needed then
       fail("ENOSPC", ("only %s free in %s on %s; runner, model, odp's helper and ETDump need about %s: pick " ..
-        "another --remote-dir"):format(mb(free), dir, target.uri, mb(need)))
+        "another --remote-dir"):format(mb(facts.free_bytes), dir, target.uri, mb(space_needed)))
     end
   end
+  check_space()
   local arch, aerr, acode = target:arch()
   if not arch then unanswered("the architecture (uname -m)", target, aerr, acode) end
   facts.arch = arch
+  if space_needed and not facts.free_bytes then
+    -- the board's df could not say (busybox without a mount table): its helper, started by now, can
+    local free, err, code = target:free_bytes(dir)
+    if not free then unanswered("the free space in " .. dir, target, err, code) end
+    facts.free_bytes = free
+    check_space()
+  end
   if e then
     if e.machine ~= M.normalize_arch(arch) then
       local entry, kind, eerr, ecode = emulator(target, opts.runner)

@@ -180,20 +180,20 @@ end
 --- The free space of dir on the board, asked before anything (the helper too) is uploaded, in one exec, after
 --- removing what an earlier odp left there (and in its .odp/) half-uploaded: `NAME.odp-part-PID` (odp killed,
 --- the connection lost), which does not count against it. A part whose PID is an odp still running on this
---- machine is left alone (another run uploading to the same dir). -> free bytes, the paths removed | nil, err,
---- code. A method: Target.space = shell.space.
+--- machine is left alone (another run uploading to the same dir). -> free bytes (false: the board's `df`
+--- gave no answer, e.g. busybox without a mount table: ask target:free_bytes once the helper runs), the paths
+--- removed | nil, err, code (the board could not be asked). A method: Target.space = shell.space.
 function M.space(target, dir)
   local out, err, code = target:exec_command(("for d in %s %s/.odp; do for f in \"$d\"/*.odp-part-*; do " ..
-    "[ -f \"$f\" ] && echo \"part $(wc -c <\"$f\") $f\"; done; done; %s"):format(q(dir), q(dir), df_text(dir)))
+    "[ -f \"$f\" ] && echo \"part $(wc -c <\"$f\") $f\"; done; done; %s || true"):format(q(dir), q(dir), df_text(dir)))
   if not out then return nil, err, code end
-  local free, ferr, fcode = df_parse(target, out)
-  if not free then return nil, ferr, fcode end
+  local free = df_parse(target, out) or false
   local removed, words = {}, {}
   for bytes, f in out:gmatch("part%s+(%d+)%s+([^\n]+)") do
     local pid = f:match("%.odp%-part%-(%d+)$")
     if not (pid and sys.stat("/proc/" .. pid)) then
       removed[#removed + 1], words[#words + 1] = f, q(f)
-      free = free + tonumber(bytes)
+      if free then free = free + tonumber(bytes) end
     end
   end
   if #removed > 0 then
