@@ -260,18 +260,21 @@ T.test("connection dropped: waited for on every outage; a program in flight is n
     sshd.sh(("desc() { local c; for c in $(pgrep -P \"$1\"); do desc \"$c\"; echo \"$c\"; done; }; " ..
       "kill -KILL $(desc %d) 2>/dev/null; true"):format(s2.pid))
   end
-  for outage = 1, 3 do
-    drop()
-    local r, err, code = t:exec({ "echo", "lost" })
-    T.eq(r, nil, "the program in flight is not run again"); T.eq(code, "ECONNLOST")
-    T.match(err, "dropped during running echo"); T.match(err, "it is back")
-    r = assert(t:exec({ "echo", "back" }), "outage " .. outage .. ": the board is back")
-    T.eq(r.stdout, "back\n")
-    drop()
-    T.eq(assert(t:run("echo probe")), "probe\n", "a probe is run again once the board is back")
-  end
+  local ok, e = pcall(function()
+    for outage = 1, 3 do
+      drop()
+      local r, err, code = t:exec({ "echo", "lost" })
+      T.eq(r, nil, "the program in flight is not run again"); T.eq(code, "ECONNLOST")
+      T.match(err, "dropped during running echo"); T.match(err, "it is back")
+      r = assert(t:exec({ "echo", "back" }), "outage " .. outage .. ": the board is back")
+      T.eq(r.stdout, "back\n")
+      drop()
+      T.eq(assert(t:run("echo probe")), "probe\n", "a probe is run again once the board is back")
+    end
+  end)
   t:close()
-  s2:stop()
+  s2:stop() -- also when a check failed: no sshd left behind
+  if not ok then error(e, 0) end
 end)
 
 T.test("malformed and oversized answers from the board: EPROTO, the channel closed, never a crash", function()
