@@ -321,6 +321,18 @@ static int l_uri(lua_State *L)
     return 1;
 }
 
+/* session:lost() -> nil while the connection is up, else why it is gone ("closed" for a closed session). */
+static int l_lost(lua_State *L)
+{
+    session_ud *u = luaL_checkudata(L, 1, SESSION);
+    const char *why = u->s ? odp_ssh_lost(u->s) : "closed";
+    if (why)
+        lua_pushstring(L, why);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
 static int l_fingerprint(lua_State *L)
 {
     lua_pushstring(L, odp_ssh_fingerprint(check_session(L)->s));
@@ -362,7 +374,7 @@ int luaopen_odp_ssh(lua_State *L)
     static const luaL_Reg methods[] = {{"exec", l_exec},   {"put", l_put},
                                        {"get", l_get},     {"uri", l_uri},
                                        {"fingerprint", l_fingerprint}, {"open_channel", l_open_channel},
-                                       {"close", session_close}, {NULL, NULL}};
+                                       {"lost", l_lost}, {"close", session_close}, {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", session_close}, {"__close", session_close},
                                     {"__tostring", session_tostring}, {NULL, NULL}};
     odp_newclass(L, SESSION, methods, meta);

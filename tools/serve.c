@@ -664,7 +664,7 @@ static void serve_write(const odp_frame *f)
         odp_frame_field(f, &pos, &data, &len);
     char tmp[PATH_MAX];
     mode_t mode = (mode_t)strtol(a[1], NULL, 8) & 07777;
-    if (snprintf(tmp, sizeof tmp, "%s.odp-partial", a[0]) >= (int)sizeof tmp) {
+    if (snprintf(tmp, sizeof tmp, "%s.odp-part-%ld", a[0], (long)getpid()) >= (int)sizeof tmp) {
         fail("EUSAGE", "write: path too long");
         goto out;
     }
@@ -687,7 +687,7 @@ static void serve_write(const odp_frame *f)
     if (done < len || fsync(fd) || (mode && fchmod(fd, mode)) || close(fd) || rename(tmp, a[0])) {
         e = errno ? errno : e;
         unlink(tmp);
-        fail("EIO", "write %s: %s", a[0], strerror(e));
+        fail(e == ENOSPC ? "ENOSPC" : "EIO", "write %s: %s", a[0], strerror(e));
         goto out;
     }
     answer('A', NULL, NULL);

@@ -124,6 +124,7 @@ return {
       { "get(remote_path: string, local_path: string, opts?: {on_progress?: " .. PROGRESS .. ", timeout?: number}) -> true|nil ok, " .. FAIL, "SFTP download, renamed into place when complete" },
       { "uri() -> string", "ssh://user@host:port" },
       { "fingerprint() -> string", "the host key's SHA256 fingerprint" },
+      { "lost() -> string|nil", "nil while the connection is up; once a call saw it drop (socket closed, keepalives unanswered) the cause, and \"closed\" after close(): a session never comes back, its owner reconnects" },
       { "open_channel(command: string, opts?: {timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "a long-lived exec channel as a stream: its stdout read, its stdin written, its stderr in stream:stderr(); closing it sends EOF (the resident helper's channel, docs/helper-protocol.md)" },
       { "close()", "idempotent (also __close, __gc)" },
     }, class = true },

@@ -342,6 +342,9 @@ function ssh_Session:uri() end
 --- the host key's SHA256 fingerprint
 ---@return string
 function ssh_Session:fingerprint() end
+--- nil while the connection is up; once a call saw it drop (socket closed, keepalives unanswered) the cause, and "closed" after close(): a session never comes back, its owner reconnects
+---@return string|nil
+function ssh_Session:lost() end
 --- a long-lived exec channel as a stream: its stdout read, its stdin written, its stderr in stream:stderr(); closing it sends EOF (the resident helper's channel, docs/helper-protocol.md)
 ---@param command string
 ---@param opts? {timeout?: number}

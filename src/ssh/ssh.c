@@ -55,6 +55,9 @@ struct odp_ssh {
     int alive_interval, alive_count_max;
     double last_rx;
     odp_ssh_channel *channels; /* open long-lived channels, made dead when the session closes */
+    /* Why the connection is gone (the socket dropped, keepalives unanswered), "" while it is up: a session
+     * never comes back, so every later call fails at once with this cause (odp_ssh_lost). */
+    char lost[512];
 };
 
 struct odp_ssh_channel {
@@ -72,6 +75,16 @@ static void close_session(odp_ssh *s, odp_ssh *tunnel_via);
 
 const char *odp_ssh_uri(const odp_ssh *s) { return s->uri; }
 const char *odp_ssh_fingerprint(const odp_ssh *s) { return s->fingerprint; }
+const char *odp_ssh_lost(const odp_ssh *s) { return s->lost[0] ? s->lost : NULL; }
+
+/* Marks s lost with the cause in err's message (the first cause is kept) and returns rc. */
+static int mark_lost(odp_ssh *s, odp_err *err, int rc)
+{
+    if (!s->lost[0])
+        snprintf(s->lost, sizeof s->lost, "%.*s", (int)sizeof s->lost - 1,
+                 err && err->msg[0] ? err->msg : "connection lost");
+    return rc;
+}
 
 /* Fails with libssh2's own last error appended; a dropped connection is EIO and says so. */
 static int ssh_fail_err(odp_ssh *s, odp_err *err, odp_code code, const char *what)
@@ -79,7 +92,8 @@ static int ssh_fail_err(odp_ssh *s, odp_err *err, odp_code code, const char *wha
     char *msg = NULL;
     int len = 0, rc = s->session ? libssh2_session_last_error(s->session, &msg, &len, 0) : 0;
     if (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV || rc == LIBSSH2_ERROR_SOCKET_SEND)
-        return odp_fail(err, ODP_EIO, "%s: connection to %s lost (%s)", what, s->uri, msg && *msg ? msg : "closed");
+        return mark_lost(s, err, odp_fail(err, ODP_EIO, "%s: connection to %s lost (%s)", what, s->uri,
+                                          msg && *msg ? msg : "closed"));
     return odp_fail(err, code, "%s: %s (libssh2 %d)", what, msg && *msg ? msg : "failed", rc);
 }
 
@@ -149,8 +163,9 @@ static int keepalive(odp_ssh *s, double now, double since, double *next, odp_err
         double limit = (double)h->alive_interval * (h->alive_count_max > 0 ? h->alive_count_max : 1);
         double quiet = h->last_rx > since ? h->last_rx : since;
         if (now - quiet > limit)
-            return odp_fail(err, ODP_EIO, "%s: no answer for %.0f s (ServerAliveInterval %d x ServerAliveCountMax "
-                            "%d): connection lost", h->uri, now - quiet, h->alive_interval, h->alive_count_max);
+            return mark_lost(s, err, odp_fail(err, ODP_EIO, "%s: no answer for %.0f s (ServerAliveInterval %d x "
+                                              "ServerAliveCountMax %d): connection lost", h->uri, now - quiet,
+                                              h->alive_interval, h->alive_count_max));
         int secs = h->alive_interval;
         libssh2_keepalive_send(h->session, &secs);
         double due = now + (secs > 0 ? secs : 1);
@@ -1265,13 +1280,21 @@ int odp_ssh_put(odp_ssh *s, const char *local, const char *remote, int mode, dou
 done:
     close(fd);
     if (rc && s->sftp) {
-        /* Best effort: the connection may be gone; the partial file has a name nobody mistakes for done. */
-        double dl = odp_now() + 1.0;
+        /* Best effort while the connection is up: the partial file has a name nobody mistakes for done, and
+         * the next odp removes what is left (odp.target.shell.space). Ctrl-C (SIGHUP, SIGTERM) is lifted
+         * meanwhile, so that these waits can wait, and raised again for the caller. The handle is freed
+         * whatever the connection's state. */
+        int canceled = rc == ODP_ECANCELED && !s->lost[0];
+        if (canceled)
+            odp_cancel_clear();
+        double dl = odp_now() + (canceled ? 3.0 : 1.0);
         odp_err ignored;
         if (h)
             sftp_close_handle(s, h, dl, &ignored);
-        if (created)
+        if (created && !s->lost[0])
             sftp_unlink(s, tmp, dl, &ignored);
+        if (canceled)
+            odp_cancel_request();
     }
     free(tmp);
     free(buf);

@@ -50,6 +50,9 @@ void odp_ssh_close(odp_ssh *s);
 /* "user@host:port", the host key's fingerprint. */
 const char *odp_ssh_uri(const odp_ssh *s);
 const char *odp_ssh_fingerprint(const odp_ssh *s);
+/* NULL while the connection is up; once a call saw it drop (the socket closed or failed, keepalives went
+ * unanswered), the message of that failure: the session is dead and its owner reconnects. */
+const char *odp_ssh_lost(const odp_ssh *s);
 
 typedef struct {
     const char *command;           /* shell command line for the remote login shell */

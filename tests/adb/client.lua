@@ -224,16 +224,22 @@ elseif mode == "drop" then
     d:close()
   end)
 elseif mode == "droptarget" then
-  T.test("droptarget: the adb target reconnects once and the push goes through", function()
-    local target = assert(require("odp.target.adb").new { adb = tcp })
+  T.test("droptarget: the adb target waits for the device, says so, and the push goes through", function()
+    local ui = require("odp.core.ui").new { quiet = true }
+    local target = assert(require("odp.target.adb").new { adb = tcp, ui = ui })
     local src = tmp .. "/d"
     os.execute("head -c 2500000 /dev/urandom > '" .. src .. "'")
     local r = assert(target:push(src, "/data/local/tmp/t/d", { mode = tonumber("644", 8) }))
     T.eq(r.skipped, false)
     T.eq(sha(root .. "/data/local/tmp/t/d"), sha(src))
-    T.ok(not io.open(root .. "/data/local/tmp/t/d.odp-partial"), "temporary name renamed")
+    for _, name in ipairs(assert(require("odp.sys").readdir(root .. "/data/local/tmp/t"))) do
+      T.ok(not name:find(".odp-part-", 1, true), "temporary name renamed: " .. name)
+    end
     T.eq(assert(target:push(src, "/data/local/tmp/t/d")).skipped, true, "second push skipped by hash")
     T.eq(assert(target:exec({ "echo", "alive" })).stdout, "alive\n")
+    -- one line when it dropped, with the cause and what last worked (quiet: the "back" line is not shown)
+    T.eq(#ui.warnings, 1, table.concat(ui.warnings, "\n"))
+    T.match(ui.warnings[1], "^adb://%S+ dropped %(.+%); last worked: .*: waiting up to 60 s for it to come back$")
     target:close()
   end)
 elseif mode == "auth-verify" then

@@ -160,6 +160,24 @@ end
 --- Kills the listener and every sshd session process under it at once (a dropped connection).
 function Server:crash() self:stop("KILL") end
 
+--- Starts the server again after stop/crash: the same config, port and host keys (a board back from a reboot).
+function Server:restart()
+  assert(not self.pid, "sshd:restart: still running")
+  local mark = #(io.open(self.log):read("a"))
+  for _ = 1, 50 do
+    local pid = sh(string.format("/usr/sbin/sshd -D -e -f %s >>%s 2>&1 & echo $!", q(self.config), q(self.log)))
+    self.pid = tonumber(pid:match("%d+"))
+    local up = wait_for(function()
+      local l = io.open(self.log):read("a"):sub(mark + 1)
+      return l:find("Server listening") or not self:alive()
+    end, 10)
+    if up and self:alive() then return self end
+    self.pid = nil
+    sys.sleep(0.1) -- the port may linger a moment after a kill
+  end
+  error("sshd did not restart on port " .. self.port)
+end
+
 function Server:connect_opts(extra)
   local o = { host = self.host, port = self.port, user = self.user, identity = self.identity,
     known_hosts = self.known_hosts, timeout = 20, agent = false }

@@ -229,7 +229,7 @@ assert(history.save(rec, path:match("^(.*)/"), opts))
 end)
 
 -- history.save in an odp process of its own, into the history at url(dir): the run's record is saved and
--- stderr is one warning line matching pattern.
+-- stderr is one warning line matching pattern. -> the record as saved, the test's dir
 local function saved_with_one_warning(tag, url, pattern)
   local dir = T.tmpdir()
   T.write(dir .. "/notadir", "x")
@@ -244,12 +244,19 @@ assert(history.save(rec, path:match("^(.*)/"), { history = arg[2] }))
   for l in r.stderr:gmatch("[^\n]+") do lines[#lines + 1] = l end
   T.eq(#lines, 1, r.stderr)
   T.match(lines[1], pattern)
-  T.ok(sys.stat(("%s/runs/r00001-%s/result.json"):format(dir, tag)), "the record")
+  local saved = ("%s/runs/r00001-%s/result.json"):format(dir, tag)
+  T.ok(sys.stat(saved), "the record")
+  return require("odp.core.json").decode(T.read(saved)), dir
 end
 
-T.test("a history that cannot be written costs the run nothing: its record is saved, one line says why", function()
-  saved_with_one_warning("bad", function(dir) return dir .. "/notadir/h.db" end,
+T.test("a history that cannot be written costs the run nothing: its record is saved and says so, one line says why; import adds it", function()
+  local rec, dir = saved_with_one_warning("bad", function(dir) return dir .. "/notadir/h.db" end,
     "^odp: warning: history .*notadir/h%.db: .*the run is in .*r00001%-bad/result%.json; `odp history import` adds it later")
+  T.eq(rec.history.written, false); T.match(rec.history.error, "notadir/h%.db")
+  local db = assert(require("odp.results.history").open(dir .. "/later.db"))
+  local res = db:import({ dir .. "/runs" })
+  T.eq({ res.added, res.skipped, #res.failed }, { 1, 0, 0 }, "the row the run could not write")
+  db:close()
 end)
 
 

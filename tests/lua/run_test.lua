@@ -100,6 +100,24 @@ T.test("run.artifact: a file of the run dir, named with its sha256 (oracle: sha2
   T.eq(result.artifact({ artifacts = { etdump = dir .. "/old.etdp" } }, "etdump"), dir .. "/old.etdp")
 end)
 
+T.test("a point far over its stopping rule's time is flagged; stop.seconds is its wall time", function()
+  local function rec(measured) return { stop = { rule = "min_time", seconds = measured }, warnings = {},
+    steps = { { name = "stage", ms = 1000 }, { name = "run", ms = 33000 }, { name = "fetch", ms = 30500 } } } end
+  -- the case seen: 64.5 s for a rule's 32.5 s; 1 s of it uploading: 31 s unexplained
+  local hung = rec(32.5)
+  run.flag_overrun(hung, 64.5)
+  T.eq({ hung.stop.seconds, hung.stop.measured_seconds, hung.stop.overrun_seconds }, { 64.5, 32.5, 31.0 })
+  T.eq(#hung.warnings, 1); T.match(hung.warnings[1], "took 64%.5 s, 31%.0 s more .*slowest step: run, 33%.0 s")
+  -- 20 s beyond measuring and uploads is within the margin (25 s)
+  local fine = rec(32.5)
+  run.flag_overrun(fine, 53.5)
+  T.eq({ fine.stop.seconds, fine.stop.overrun_seconds, #fine.warnings }, { 53.5, nil, 0 })
+  -- a long measurement has half its own time as margin: 100 s of measuring, 40 s more is not flagged
+  local long = rec(100)
+  run.flag_overrun(long, 141)
+  T.eq(long.stop.overrun_seconds, nil)
+end)
+
 T.test("the one .pte check: exit 2 with the file's name, from odp.run and from every flow", function()
   T.write(tmp .. "/bad.pte", ("x"):rep(64))
   local e = failure(function() run.check_model(tmp .. "/bad.pte") end)

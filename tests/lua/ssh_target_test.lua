@@ -228,7 +228,7 @@ T.test("a model without ET12 is the one model check's (exit 2, before the board)
   -- preflight leaves the model to it: a bad model passes preflight (only its size counts)
   T.eq(preflight.check(t, { runner = "/bin/true", model = tmp .. "/bad.pte" }).arch, t:arch())
   e = preflight_failure { runner = "/bin/true", model = model, need_bytes = 1 << 60 }
-  T.eq(e.code, "EIO"); T.match(e.message, "free in")
+  T.eq(e.code, "ENOSPC"); T.match(e.message, "free in")
 end)
 
 T.test("scripts/rpi5.lua: a preflight failure is one line, exit 3, before any upload", function()

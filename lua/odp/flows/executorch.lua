@@ -4,6 +4,7 @@
 local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
+local shell = require("odp.target.shell")
 local json = require("odp.core.json")
 local device = require("odp.target.device")
 local measuring = require("odp.results.measure")
@@ -323,7 +324,14 @@ local function fetch_step(ctx, rec, t)
   local got, perr, pcode = t.target:fetch(t.etdump_remote, own)
   -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
   if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
-  if got then
+  local size = got and (sys.stat(own) or {}).size
+  if got and size == 0 then
+    -- a full disk lets the runner create the file and write nothing (it does not fail for it)
+    local dir = t.etdump_remote:match("^(.*)/[^/]*$")
+    local why = shell.space_cause(t.target, dir, 1024 * 1024, "the runner's ETDump",
+      "the runner wrote an empty file")
+    rec.warnings[#rec.warnings + 1] = ("ETDump lost: %s"):format(errors.text(why))
+  elseif got then
     t.etdump = run.artifact(ctx, rec, "etdump", own)
     if o.etdump ~= own then errors.check(sys.write_file(o.etdump, errors.check(sys.read_file(own)))) end
   else
@@ -354,7 +362,11 @@ function M.steps(ctx, rec)
       rec.ops = json.array(etdump.ops(doc))
       rec.ops_summary = etdump.ops_summary(doc)
     else
-      rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr
+      -- a runner stopped by a full disk leaves a short file: say that, not that the format is wrong
+      local why = shell.space_cause(t.target, t.etdump_remote:match("^(.*)/[^/]*$"), 1024 * 1024,
+        "the runner's ETDump", nil)
+      rec.warnings[#rec.warnings + 1] = why and ("ETDump lost: %s"):format(errors.text(why))
+        or ("ETDump: " .. derr)
     end
   end
 end

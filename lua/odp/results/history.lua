@@ -638,6 +638,7 @@ function Db:import(paths)
     batch = {}
   end
   local function one(record, path)
+    record.history = nil -- the row this adds is the one the run could not write (history.written = false)
     local why = schema.describe(select(2, schema.read(record)), path)
     if why then out.warnings[#out.warnings + 1] = why end
     -- the run's own samples (its run directory, the sha256 its record holds): a point without them says why
@@ -722,7 +723,9 @@ end
 --- sweep point is saved here, so this is the one place a record reaches the history. The record file comes
 --- first: a crash between the two leaves a complete record and no row (`odp history import` adds it), never
 --- a row without its record; the row itself is one transaction. A history that cannot be written costs the
---- run nothing: one line on stderr says so. -> true | nil, err, code (the record file could not be written)
+--- run nothing: one line on stderr says so, and the record says so too (`history = {written = false, error}`,
+--- the file written again with it; `odp history import` adds it later). -> true | nil, err, code (the record
+--- file could not be written)
 ---@param record table
 ---@param dir string
 ---@param opts {history?: string, no_history?: boolean, commit?: string}?
@@ -732,7 +735,12 @@ function M.save(record, dir, opts)
   local ok, err, code = sys.write_file(path, result.encode(record, { indent = true }) .. "\n")
   if not ok then return nil, err, code end
   local added, why = M.record(record, path, opts)
-  if not added then io.stderr:write("odp: warning: ", why, "\n") end
+  if not added then
+    io.stderr:write("odp: warning: ", why, "\n")
+    record.history = { written = false, error = why }
+    ok, err, code = sys.write_file(path, result.encode(record, { indent = true }) .. "\n")
+    if not ok then return nil, err, code end
+  end
   return true
 end
 

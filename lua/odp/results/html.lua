@@ -497,8 +497,12 @@ local function latency_section(rec, groups, unit, scale)
   local st = rec.stop
   if type(st) == "table" then
     facts[#facts + 1] = { "stopping rule", esc(("%s%s: %d process(es), %d samples, %.2f s%s"):format(st.rule or "?",
-      st.met == false and " (NOT met)" or " (met)", st.processes or 0, st.samples or 0, st.seconds or 0,
+      st.met == false and " (NOT met)" or " (met)", st.processes or 0, st.samples or 0, st.measured_seconds or st.seconds or 0,
       st.target_ci and (", target CI +-%g%%%s"):format(st.target_ci, st.ci_pct and (", reached +-%.2f%%"):format(st.ci_pct) or "") or "")) }
+    if st.overrun_seconds then
+      facts[#facts + 1] = { "hung?", esc(("the point took %.1f s, %.1f s more than measuring and uploads")
+        :format(st.seconds or 0, st.overrun_seconds)) }
+    end
   end
   o[#o + 1] = M.kv(facts)
   local samples = {}

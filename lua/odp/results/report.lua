@@ -229,7 +229,11 @@ local function human_one(r, out)
   end
   if r.stop and r.stop.rule ~= "repeat" then
     kv("stopped by", ("%s%s after %d process(es), %.1f s"):format(r.stop.rule, r.stop.met and "" or " (not met)",
-      r.stop.processes, r.stop.seconds))
+      r.stop.processes, r.stop.measured_seconds or r.stop.seconds))
+  end
+  if r.stop and r.stop.overrun_seconds then
+    kv("hung?", ("the point took %.1f s, %.1f s more than measuring and uploads"):format(r.stop.seconds,
+      r.stop.overrun_seconds))
   end
   for _, f in ipairs(schema.labelled()) do
     local v = schema.get(r, f[1])

@@ -70,7 +70,9 @@ M.FIELDS = {
   { "stop.met", "boolean" },
   { "stop.processes", "integer" },
   { "stop.samples", "integer" },
-  { "stop.seconds", "number", unit = "s" },
+  { "stop.seconds", "number", unit = "s" },         -- the point's real wall time (every step)
+  { "stop.measured_seconds", "number", unit = "s" }, -- the stopping rule's own time
+  { "stop.overrun_seconds", "number", unit = "s" },  -- a hung point: how far over measuring and uploads (odp.run)
   { "stop.target_ci", "number", unit = "%" },
   { "stop.ci_pct", "number", unit = "%" },
   { "sustained", "list", of = "table" },
@@ -170,6 +172,9 @@ M.FIELDS = {
   { "error.code", "string" },
   { "error.message", "string" },
   { "error.exit", "integer" },
+  { "history", "object" },                 -- only when the history row could not be written (result.save)
+  { "history.written", "boolean" },
+  { "history.error", "string" },
 }
 -- (the stats_fields(...) lists above, spliced in where they stand)
 do

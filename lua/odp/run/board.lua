@@ -223,6 +223,11 @@ function ShellBoard:preflight(files)
     local t = self:target()
     self._preflight[key] = preflight.check(t, { runner = files.runner, model = files.model,
       data = files.data, device = self.device, remote_dir = t.remote_dir, allow_emulated = files.allow_emulated })
+    local removed = self._preflight[key].removed_partials
+    if removed then
+      self.ui:info("removed %d partial upload(s) an earlier odp left on %s: %s", #removed, t.uri,
+        table.concat(removed, " "))
+    end
   end
   return self._preflight[key]
 end

@@ -167,6 +167,32 @@ function M.step(rec, name, fn)
   if res == "unchanged" then entry.status = "skipped: unchanged" end
 end
 
+--- How much longer than measuring and staging a point may take before it is flagged as hung: OVERRUN_S
+--- seconds, or half its measuring time if that is more (device state, fetching the ETDump take a moment).
+M.OVERRUN_S = 25
+
+--- The stopping rule's time against the point's real one: rec.stop.seconds becomes the point's wall time
+--- (steps and finish), rec.stop.measured_seconds the rule's own; a point that took far longer than both its
+--- measuring and its uploads (a board that hung: a stopped session waited out, a reboot) gets
+--- rec.stop.overrun_seconds and a warning naming its slowest step.
+function M.flag_overrun(rec, wall)
+  local stop = rec.stop
+  if type(stop) ~= "table" or not stop.seconds then return end
+  local measured, staging, slowest = stop.seconds, 0, nil
+  for _, st in ipairs(rec.steps or {}) do
+    if st.name == "stage" then staging = (st.ms or 0) / 1000 end
+    if not slowest or (st.ms or 0) > (slowest.ms or 0) then slowest = st end
+  end
+  stop.measured_seconds, stop.seconds = measured, wall
+  local over = wall - measured - staging
+  if over > math.max(M.OVERRUN_S, measured / 2) then
+    stop.overrun_seconds = over
+    rec.warnings[#rec.warnings + 1] = ("the point took %.1f s, %.1f s more than its measuring (%.1f s) and " ..
+      "uploads need (slowest step: %s, %.1f s): the board hung or dropped meanwhile"):format(wall, over, measured,
+      slowest and slowest.name or "?", slowest and (slowest.ms or 0) / 1000 or 0)
+  end
+end
+
 local function execute(ctx)
   local flow, board = M.flow(ctx.flow), ctx.board
   ctx.flow = flow
@@ -181,8 +207,10 @@ local function execute(ctx)
   ctx.run_dir = dir
   rec.artifacts.run_dir = dir
   rec.board = board.name
+  local started = sys.now()
   local ok, err = xpcall(flow.steps, trace, ctx, rec)
   if flow.finish then flow.finish(ctx, rec, not ok and err or nil) end
+  M.flag_overrun(rec, sys.now() - started)
   if ok then
     rec.ok = true
   elseif errors.is_failure(err) then

@@ -106,11 +106,15 @@ end
 -- key when by_board), and a torn last line mended. Returns the lock and the counts (out nil: none).
 local function open_out(out, names, by_board)
   if not out then return nil, {} end
-  local lock, lerr, lcode, holder = sys.lock(out .. ".lock")
+  -- keyed on the file itself, not on how --out spells it: a symlink (or another path) to the same file is
+  -- the same writer
+  local dir, base = out:match("^(.*)/([^/]*)$")
+  local real = sys.realpath(out) or (sys.realpath(dir or ".") or dir or ".") .. "/" .. (base or out)
+  local lock, lerr, lcode, holder = sys.lock(real .. ".lock")
   if not lock then
     if lcode == "EBUSY" then
-      errors.fail("EBUSY", ("%s is being written by another sweep (pid %d): wait for it to finish, "
-        .. "or give this one another --out"):format(out, holder), 2)
+      errors.fail("EBUSY", ("%s is being written by another sweep (pid %d)%s: wait for it to finish, "
+        .. "or give this one another --out"):format(out, holder, real ~= out and (" as " .. real) or ""), 2)
     end
     errors.check(lock, lerr, lcode) -- the lock file's path and why, once, exit 3
   end

@@ -10,6 +10,7 @@
 -- all boards of one odp together keep at most --adb-connections open to one server (odp.core.lock, keyed by
 -- the server's address); a board waiting for one yields to the others (docs/many-boards.md).
 local adb = require("odp.adb")
+local sys = require("odp.sys")
 local lock = require("odp.core.lock")
 local shell = require("odp.target.shell")
 local errors = require("odp.core.errors")
@@ -29,6 +30,7 @@ local M = {
     { "auth-timeout", "Seconds to wait for the USB debugging prompt to be accepted on the phone", 120, "number" },
     { "adb-connections", "At most N connections open to one adb server at once, all boards of this odp together " ..
       "(the first board to reach a server sets it)", SERVER_CONNECTIONS, "posint" },
+    shell.RECONNECT_OPTION,
   },
 }
 local Target = {}
@@ -98,17 +100,29 @@ function M.new(opts)
   return self
 end
 
--- An operation that lost a direct connection marks the target; the next one reconnects once (adbd restarts
--- on root:, usb:, reboot, a cable wiggle: docs/sources.md §3). Through the adb server each operation has its own socket.
+-- An operation that lost a direct connection marks the target; the next one waits for the device to come
+-- back (adbd restarts on root:, usb:, reboot, a cable wiggle: docs/sources.md §3), with backoff until
+-- --reconnect-timeout (odp.target.shell.reconnect), on every outage; a device that stays away is given up:
+-- every later operation fails at once with ECONNLOST and the cause. Through the adb server each operation has
+-- its own socket.
 function Target:device()
   if self.dev then return self.dev end
-  return connect(self)
+  if self.gone then return nil, self.gone, "ECONNLOST" end
+  if not self.dropped then return connect(self) end
+  local ok, err, code = shell.reconnect(self, self.dropped, function() return connect(self) end)
+  self.dropped = nil
+  if not ok then
+    self.gone = err
+    return nil, err, code
+  end
+  return self.dev
 end
 
--- Drops the connection (its helper channel with it): the next operation connects again.
-local function drop(self)
+-- Drops the connection (its helper channel with it), why: the cause: the next operation waits for it.
+local function drop(self, why)
   if self.cache.helper_client then self.cache.helper_client:close() end
   if self.dev then self.dev:close() self.dev = nil end
+  self.dropped = why or "the connection was left unusable"
 end
 
 -- dev[method](dev, ...) on the connected device; hold: take one of the server's connections for the call.
@@ -118,7 +132,7 @@ local function call_on(self, hold, method, ...)
   local r, e, c
   if hold then r, e, c = held(self, dev[method], dev, ...) else r, e, c = dev[method](dev, ...) end
   -- a failed call, or one cut short by Ctrl-C, can leave the transport unusable: reconnect next time
-  if dev:broken() then drop(self) end
+  if dev:broken() then drop(self, e) elseif r ~= nil then self.last_ok, self.last_ok_at = method, sys.now() end
   return r, e, c
 end
 
@@ -181,13 +195,15 @@ end
 
 function Target:libc_version() return nil end -- bionic: no glibc version to check
 
+--- Free bytes where path is (or its nearest existing parent): the helper when it runs, else `df` (the
+-- preflight asks before the helper is pushed). -> bytes | nil, err, code
 function Target:free_bytes(path)
-  local h = shell.helper(self)
-  if h then return (h:free(path)) end
-  local out = self:run("df -k " .. q(path) .. " 2>/dev/null")
-  local kb = out and out:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
-  return kb and tonumber(kb) * 1024
+  local h = self.cache.helper_client
+  if h and not h.dead then return h:free(path) end
+  return shell.df_free(self, path)
 end
+
+Target.space = shell.space
 
 --- -> {bytes, skipped} | nil, err, code. skipped when the device already has the same SHA-256.
 function Target:push(src, dst, opts)
@@ -195,11 +211,15 @@ function Target:push(src, dst, opts)
   local skipped, st, err, code = shell.push_skip(self, src, dst, opts)
   if skipped then return skipped end
   if not st then return nil, err, code end
-  local tmp = dst .. ".odp-partial"
+  local tmp = dst .. ".odp-part-" .. sys.getpid() -- odp's one partial name (docs/signals.md)
   local popts = { mode = opts.mode, on_progress = opts.on_progress, timeout = opts.timeout }
   local ok, perr, pcode = call(self, "push", src, tmp, popts)
   if not ok and not self.dev then -- the transport dropped: reconnect once and start over
     ok, perr, pcode = call(self, "push", src, tmp, popts)
+  end
+  if not ok and pcode == "EIO" and self.dev then
+    perr, pcode = shell.space_cause(self, dst:match("^(.*)/[^/]*$") or ".", st.size, "uploading " ..
+      src:match("[^/]*$"), perr, pcode)
   end
   if not ok then return nil, perr, pcode end
   local mv, merr, mcode = self:run("mv -f " .. q(tmp) .. " " .. q(dst))
@@ -283,6 +303,9 @@ end
 --- The device-state snapshot's text through the helper (odp.target.device_state), nil without one.
 Target.state_text = shell.state_text
 
-function Target:close() drop(self) end
+function Target:close()
+  drop(self)
+  self.dropped = nil -- closed, not lost: a later use connects afresh
+end
 
 return M

@@ -99,7 +99,7 @@ local function copy(src, dst, opts)
   local input, ierr = io.open(src, "rb")
   if not input then return nil, "ENOTFOUND: " .. ierr, "ENOTFOUND" end
   -- a temporary name, renamed when complete: a partial copy never looks like the file
-  local tmp = dst .. ".odp-partial"
+  local tmp = dst .. ".odp-part-" .. sys.getpid() -- odp's one partial name (docs/signals.md)
   local output, oerr = io.open(tmp, "wb")
   if not output then input:close() return nil, "EIO: " .. oerr, "EIO" end
   local done = 0
@@ -146,10 +146,14 @@ function Host:libc_version()
   local v = first_line({ "getconf", "GNU_LIBC_VERSION" })
   return v and v:match("([%d%.]+)$")
 end
+--- Free bytes in the file system holding path (or its nearest existing parent). -> bytes | nil, err, code
 function Host:free_bytes(path)
-  local r = proc.run { argv = { "df", "-Pk", path }, timeout = 10 }
-  local kb = r and r.ok and r.stdout:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
-  return kb and tonumber(kb) * 1024
+  while not sys.stat(path) and path:match("./") do path = path:match("^(.*)/[^/]*$") end
+  local r, err, code = proc.run { argv = { "df", "-Pk", path }, timeout = 10 }
+  if not r then return nil, err, code end
+  local kb = r.ok and r.stdout:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
+  if not kb then return nil, ("EIO: df -Pk %s: %s"):format(path, r.stderr:match("[^\n]*")), "EIO" end
+  return tonumber(kb) * 1024
 end
 --- The device-state snapshot's text, read in-process (src/helper/state.c, the board helper's own code): no
 --- shell and no forks (odp.target.device_state.gather).

@@ -1,17 +1,21 @@
 --- Preflight: checks that need the board, made before anything is uploaded or run. Each failure is one line
 -- and exit code 3 (errors.fail). check(target, {runner=, model=, data=, device=, remote_dir=, need_bytes=})
 -- -> facts. odp.run makes them once per board (board:preflight) for scripts declared with preflight = true.
+--   * free space in the remote dir for runner, model, odp's helper (+ margin for the ETDump), first: before
+--     anything is uploaded; what an earlier odp left half-uploaded there (`*.odp-part-*`) removed before
 --   * the runner's ELF machine vs the board's `uname -m`; a runner of another machine the board would run
 --     under emulation (a binfmt_misc handler such as qemu-user) is refused unless allow_emulated, and then the
 --     facts say emulated = "qemu-user" (the record, and every view, say so)
 --   * the newest GLIBC_x.y the runner needs (.gnu.version_r) vs the board's glibc (with the device's advice,
 --     e.g. Graviton4: launch Ubuntu 26.04)
---   * free space in the remote dir for runner + model (+ margin for the ETDump)
+-- A query the board does not answer fails the check with its cause (ECONNLOST: the connection dropped and did
+-- not come back); nothing is inferred in its place.
 -- The model's own check (a .pte this runner can load) needs no board: the flow's validate makes it first
 -- (odp.run.check_model, exit 2).
 local elf = require("odp.elf")
 local sys = require("odp.sys")
 local errors = require("odp.core.errors")
+local shell = require("odp.target.shell")
 
 local M = {}
 
@@ -75,15 +79,16 @@ end
 
 -- What runs program path on the board when its machine is not the board's: the binfmt_misc entry (listed on
 -- the board: one exec) and what it is called in the record ("qemu-user" for QEMU's user-mode emulators, else
--- the interpreter's name); nil when none would (or the board cannot be asked).
+-- the interpreter's name); nil when none would; nil, nil, err, code when the board could not be asked.
 local function emulator(target, path)
   local f = io.open(path, "rb")
   local header = f and f:read(MAX_MAGIC) or ""
   if f then f:close() end
-  local r = target:exec({ "sh", "-c", "cd /proc/sys/fs/binfmt_misc 2>/dev/null || exit 0; for f in *; do " ..
+  local r, err, code = target:exec({ "sh", "-c", "cd /proc/sys/fs/binfmt_misc 2>/dev/null || exit 0; for f in *; do " ..
     "case $f in register|status) ;; *) echo \"name $f\"; head -c 4096 \"$f\"; echo ;; esac; done" },
     { timeout = 10, rusage = false })
-  local e = r and r.status == 0 and M.binfmt_for(M.parse_binfmt(r.stdout), header)
+  if not r then return nil, nil, err, code end
+  local e = r.status == 0 and M.binfmt_for(M.parse_binfmt(r.stdout), header)
   if not e then return nil end
   local interp = e.interpreter:match("([^/]+)$") or e.interpreter
   return e, interp:match("^qemu%-") and "qemu-user" or interp
@@ -91,9 +96,17 @@ end
 
 local function mb(n) return ("%.1f MB"):format(n / 1e6) end
 
+-- A query the board did not answer: the check cannot be made, and the cause is the failure (never a fact
+-- guessed in its place: a dropped connection is no wrong architecture).
+local KEEP = { ECONNLOST = true, ECANCELED = true, ETIMEDOUT = true }
+local function unanswered(what, target, err, code)
+  errors.fail(KEEP[code] and code or "EIO", ("cannot tell %s of %s: %s"):format(what, target.uri,
+    errors.text(err or "no answer")), code == "ECANCELED" and 130 or 3)
+end
+
 function M.check(target, opts)
   opts = opts or {}
-  local facts = { arch = target:arch() }
+  local facts = {}
   local device = opts.device or {}
   local script = false
   if opts.runner and target.kind == "host" then
@@ -103,22 +116,60 @@ function M.check(target, opts)
     script = f and f:read(2) == "#!"
     if f then f:close() end
   end
+  local e
   if opts.runner and not script then
-    local e, err = elf.read(opts.runner)
+    local err
+    e, err = elf.read(opts.runner)
     if not e then fail("EPROTO", ("runner %s is not a Linux program: %s"):format(opts.runner, err)) end
     facts.runner = e
-    local board = M.normalize_arch(facts.arch or device.arch) -- the device file's arch when uname fails
-    if not board then fail("EIO", ("cannot tell the architecture of %s (uname -m failed)"):format(target.uri)) end
-    if e.machine ~= board then
-      local entry, kind = emulator(target, opts.runner)
+  end
+  -- Space first, before anything (the helper included) is uploaded; what an earlier odp left half-uploaded
+  -- there is removed first, so it is not counted against it.
+  local dir = opts.remote_dir or target.remote_dir
+  local space_needed
+  if dir then
+    local need = (opts.need_bytes or 0) + M.MARGIN_BYTES
+    local helper = e and target.kind ~= "host" and shell.local_helper(e.machine)
+    for _, p in ipairs { opts.runner, opts.model, opts.data, helper } do
+      local st = p and sys.stat(p)
+      if st then need = need + st.size end
+    end
+    local free, removed, code
+    if target.space then free, removed, code = target:space(dir) else free, removed, code = target:free_bytes(dir) end
+    if free == nil then unanswered("the free space in " .. dir, target, removed, code) end
+    if type(removed) == "table" and #removed > 0 then facts.removed_partials = removed end
+    facts.free_bytes = free or nil
+    space_needed = need
+  end
+  local function check_space()
+    if space_needed and facts.free_bytes and facts.free_bytes < space_needed then
+      fail("ENOSPC", ("only %s free in %s on %s; runner, model, odp's helper and ETDump need about %s: pick " ..
+        "another --remote-dir"):format(mb(facts.free_bytes), dir, target.uri, mb(space_needed)))
+    end
+  end
+  check_space()
+  local arch, aerr, acode = target:arch()
+  if not arch then unanswered("the architecture (uname -m)", target, aerr, acode) end
+  facts.arch = arch
+  if space_needed and not facts.free_bytes then
+    -- the board's df could not say (busybox without a mount table): its helper, started by now, can
+    local free, err, code = target:free_bytes(dir)
+    if not free then unanswered("the free space in " .. dir, target, err, code) end
+    facts.free_bytes = free
+    check_space()
+  end
+  if e then
+    if e.machine ~= M.normalize_arch(arch) then
+      local entry, kind, eerr, ecode = emulator(target, opts.runner)
+      if eerr then unanswered("how it would run a " .. e.machine .. " program (binfmt_misc)", target, eerr, ecode) end
       local here = target.kind == "host" and "this host" or target.uri
       if not entry then
         fail("ENODEV", ("runner %s is built for %s but %s is %s (uname -m): use the runner built for this board%s")
-          :format(opts.runner, e.machine, here, facts.arch, device.runner and (" (" .. device.runner .. ")") or ""))
+          :format(opts.runner, e.machine, here, arch, device.runner and (" (" .. device.runner .. ")") or ""))
       elseif not opts.allow_emulated then
         -- it would run, slower and bigger than natively: numbers a user would take for the board's own
         fail("ENODEV", ("runner %s is built for %s, %s is %s; it would run under %s emulation (binfmt_misc %s: %s); "
-          .. "pass --allow-emulated to measure it anyway"):format(opts.runner, e.machine, here, facts.arch, kind,
+          .. "pass --allow-emulated to measure it anyway"):format(opts.runner, e.machine, here, arch, kind,
           entry.name, entry.interpreter))
       end
       facts.emulated, facts.emulator = kind, entry.interpreter
@@ -126,29 +177,18 @@ function M.check(target, opts)
     -- this machine's glibc is the one odp runs on: its loader names a missing GLIBC_ in the runner's stderr,
     -- which the failure's line quotes (a getconf per run would cost more than the rest of the preflight)
     if not e.static and e.glibc_required and target.kind ~= "host" then
-      facts.libc = target:libc_version()
-      if not facts.libc then
+      local libc, lerr, lcode = target:libc_version()
+      if lerr then unanswered("the glibc version", target, lerr, lcode) end
+      facts.libc = libc
+      if not libc then
         fail("ENODEV", ("runner %s needs glibc %s but %s has no glibc (musl or Android?): use a static runner " ..
           "or one built for that system"):format(opts.runner, e.glibc_required, target.uri))
       end
-      if elf.version_cmp(e.glibc_required, facts.libc) > 0 then
+      if elf.version_cmp(e.glibc_required, libc) > 0 then
         fail("ENODEV", ("runner %s needs GLIBC_%s but %s has glibc %s, so it would not start: %s")
-          :format(opts.runner, e.glibc_required, target.uri, facts.libc, device.glibc_advice or
+          :format(opts.runner, e.glibc_required, target.uri, libc, device.glibc_advice or
             "run it on a newer OS image, or use a runner built against an older glibc"))
       end
-    end
-  end
-  local dir = opts.remote_dir or target.remote_dir
-  if dir then
-    local need = (opts.need_bytes or 0) + M.MARGIN_BYTES
-    for _, p in ipairs { opts.runner, opts.model, opts.data } do
-      local st = p and sys.stat(p)
-      if st then need = need + st.size end
-    end
-    facts.free_bytes = target:free_bytes(dir)
-    if facts.free_bytes and facts.free_bytes < need then
-      fail("EIO", ("only %s free in %s on %s; runner, model and ETDump need about %s: pick another --remote-dir")
-        :format(mb(facts.free_bytes), dir, target.uri, mb(need)))
     end
   end
   return facts

@@ -84,16 +84,137 @@ end
 -- Target methods written on `target:run(cmd)` alone (see odp.target.shell.Target), for a target module
 -- to take as its own: `Target.arch = shell.arch`.
 
---- `uname -m` of the board, asked once ("aarch64", "x86_64", ...); nil when it cannot be told.
+--- `uname -m` of the board, asked once ("aarch64", "x86_64", ...); nil, err, code when it cannot be asked
+--- (the cause: a failed query is never an answer).
 ---@param target odp.target.shell.Target
----@return string?
+---@return string?, string?, string?
 function M.arch(target)
   if not target.cache.arch then M.helper(target) end -- the resident helper's hello names it
   if not target.cache.arch then
-    local out = target:run("uname -m")
-    target.cache.arch = out and out:match("^%s*(%S+)")
+    local out, err, code = target:run("uname -m")
+    if not out then return nil, err, code end
+    target.cache.arch = out:match("^%s*(%S+)")
+    if not target.cache.arch then
+      return nil, ("EPROTO: `uname -m` on %s printed nothing"):format(target.uri), "EPROTO"
+    end
   end
   return target.cache.arch
+end
+
+--- How long a transport waits for a board whose connection dropped (--reconnect-timeout's default, seconds).
+M.RECONNECT_TIMEOUT = 60
+
+-- What a lost connection waits for: the first retry after BACKOFF_FIRST s, each next one twice as late, at
+-- most BACKOFF_MAX s apart, until --reconnect-timeout has passed since the drop.
+local BACKOFF_FIRST, BACKOFF_MAX = 0.25, 4
+
+-- What worked last on the board (target.last_ok, target.last_ok_at), for the line that says it dropped.
+local function last_ok(target)
+  if not target.last_ok then return "nothing since connecting" end
+  return ("%s, %.1f s before"):format(target.last_ok, sys.now() - target.last_ok_at)
+end
+
+--- Waits for a board whose connection dropped (why: the cause) to come back: connect_once(seconds) (-> truthy
+--- | nil, err, code) is tried with backoff until target.opts.reconnect_timeout (default M.RECONNECT_TIMEOUT;
+--- 0: not at all) has passed. A key or host key refused, a bad config and Ctrl-C end the wait at once (the
+--- host key is checked as on the first connection). One line on target.ui when it dropped, one when it is
+--- back. The waits are sys.sleep: the one waiting point, so other boards' tasks run meanwhile.
+--- -> true | nil, "ECONNLOST: BOARD dropped (cause); last worked: ...; ...", "ECONNLOST" (or ECANCELED)
+function M.reconnect(target, why, connect_once)
+  local limit = (target.opts or {}).reconnect_timeout or M.RECONNECT_TIMEOUT
+  local dropped = ("%s dropped (%s); last worked: %s"):format(target.uri, errors.text(why),
+    last_ok(target))
+  if limit <= 0 then
+    return nil, ("ECONNLOST: %s (--reconnect-timeout 0: not waited for)"):format(dropped), "ECONNLOST"
+  end
+  if target.ui then target.ui:warn("%s: waiting up to %g s for it to come back", dropped, limit) end
+  local start, delay = sys.now(), BACKOFF_FIRST
+  while true do
+    local ok, err, code = connect_once(math.max(1, limit - (sys.now() - start)))
+    if ok then
+      if target.ui then target.ui:info("%s is back after %.1f s", target.uri, sys.now() - start) end
+      return true
+    end
+    if code == "EHOSTKEY" or code == "EAUTH" or code == "ECANCELED" or code == "EUSAGE" then
+      return nil, ("%s: %s, and it answered again, but %s"):format(code == "ECANCELED" and "ECANCELED" or
+        "ECONNLOST", dropped, errors.text(err)), code == "ECANCELED" and code or "ECONNLOST"
+    end
+    local left = limit - (sys.now() - start)
+    if left <= 0 then
+      return nil, ("ECONNLOST: %s, and it was not back after %g s (--reconnect-timeout): %s"):format(dropped, limit,
+        errors.text(err)), "ECONNLOST"
+    end
+    local slept, serr, scode = sys.sleep(math.min(delay, left))
+    if not slept then return nil, serr, scode end
+    delay = math.min(delay * 2, BACKOFF_MAX)
+  end
+end
+
+--- The --reconnect-timeout option entry every remote transport has.
+M.RECONNECT_OPTION = { "reconnect-timeout", "Seconds to wait for a board whose connection dropped to come back " ..
+  "(retried with backoff, on every outage; 0: fail at once)", M.RECONNECT_TIMEOUT, "number", metavar = "S" }
+
+--- The name an upload is written under until it is complete: `NAME.odp-part-PID` (docs/signals.md).
+M.PARTIAL_PATTERN = "%.odp%-part%-"
+
+-- The shell text printing `df` of path's file system (path or its nearest existing parent).
+local function df_text(path)
+  return ("p=%s; while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done; df -Pk \"$p\" 2>/dev/null || df -k \"$p\"")
+    :format(q(path))
+end
+
+local function df_parse(target, out)
+  local kb = out:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
+  if not kb then
+    return nil, ("EPROTO: `df` on %s printed no free space: %s"):format(target.uri, (out:gsub("%s+", " "))), "EPROTO"
+  end
+  return tonumber(kb) * 1024
+end
+
+--- Free bytes in the file system holding path (or its nearest existing parent), asked with `df` in its own
+--- exec (no helper). -> bytes | nil, err, code
+function M.df_free(target, path)
+  local out, err, code = target:exec_command(df_text(path))
+  if not out then return nil, err, code end
+  return df_parse(target, out)
+end
+
+--- The cause of a failed write of need bytes into dir on the board (an upload, a file the runner wrote): when
+--- dir's file system has less than that free, "ENOSPC: no space left on URI:DIR (...)", else err, code as
+--- they were (SFTP and adb name a full disk only "failure"). doing: what was written, for the message.
+function M.space_cause(target, dir, need, doing, err, code)
+  local free = target:free_bytes(dir)
+  if free and free < need then
+    return ("ENOSPC: no space left on %s:%s (%s: %d bytes free, %d needed)"):format(target.uri, dir, doing, free,
+      need), "ENOSPC"
+  end
+  return err, code
+end
+
+--- The free space of dir on the board, asked before anything (the helper too) is uploaded, in one exec, after
+--- removing what an earlier odp left there (and in its .odp/) half-uploaded: `NAME.odp-part-PID` (odp killed,
+--- the connection lost), which does not count against it. A part whose PID is an odp still running on this
+--- machine is left alone (another run uploading to the same dir). -> free bytes (false: the board's `df`
+--- gave no answer, e.g. busybox without a mount table: ask target:free_bytes once the helper runs), the paths
+--- removed | nil, err, code (the board could not be asked). A method: Target.space = shell.space.
+function M.space(target, dir)
+  local out, err, code = target:exec_command(("for d in %s %s/.odp; do for f in \"$d\"/*.odp-part-*; do " ..
+    "[ -f \"$f\" ] && echo \"part $(wc -c <\"$f\") $f\"; done; done; %s || true"):format(q(dir), q(dir), df_text(dir)))
+  if not out then return nil, err, code end
+  local free = df_parse(target, out) or false
+  local removed, words = {}, {}
+  for bytes, f in out:gmatch("part%s+(%d+)%s+([^\n]+)") do
+    local pid = f:match("%.odp%-part%-(%d+)$")
+    if not (pid and sys.stat("/proc/" .. pid)) then
+      removed[#removed + 1], words[#words + 1] = f, q(f)
+      if free then free = free + tonumber(bytes) end
+    end
+  end
+  if #removed > 0 then
+    local ok, rerr, rcode = target:exec_command("rm -f " .. table.concat(words, " "))
+    if not ok then return nil, rerr, rcode end
+  end
+  return free, removed
 end
 
 --- mkdir -p on the board. -> true | nil, err, code

@@ -26,6 +26,7 @@ M.options = {
   { "ssh-config", "ssh_config file to resolve --host with, or none (default ~/.ssh/config)", nil, "string",
     metavar = "FILE|none" },
   { "remote-dir", "Working directory on the board", "/tmp/odp", "string", metavar = "DIR" },
+  shell.RECONNECT_OPTION,
 }
 
 local CONNECT_TIMEOUT = 30
@@ -120,14 +121,14 @@ local function ask_passphrase(conn)
   end
 end
 
--- The ssh.connect options for settings st.
-local function connect_options(st, opts)
+-- The ssh.connect options for settings st; timeout: seconds for this connection (default ConnectTimeout, 30).
+local function connect_options(st, opts, timeout)
   -- new host keys go to the first UserKnownHostsFile; the others and the global files are read too
   local also = table.move(st.known_hosts_files, 2, #st.known_hosts_files, 1, {})
   table.move(st.global_known_hosts_files, 1, #st.global_known_hosts_files, #also + 1, also)
   local conn = { host = st.hostname, port = st.port, user = st.user, known_hosts = st.known_hosts_files[1],
     known_hosts_also = also,
-    host_key_alias = st.host_key_alias, timeout = st.connect_timeout or CONNECT_TIMEOUT,
+    host_key_alias = st.host_key_alias, timeout = timeout or st.connect_timeout or CONNECT_TIMEOUT,
     accept_new = opts.accept_new_host_key or st.strict_host_key_checking == "accept-new",
     alive_interval = st.server_alive_interval > 0 and st.server_alive_interval or ALIVE_INTERVAL,
     alive_count_max = st.server_alive_count_max,
@@ -150,8 +151,9 @@ local MAX_HOPS = 8
 
 -- Connects st, first through its ProxyJump hops as OpenSSH does: the first hop with its own config (its
 -- ProxyJump too), each later one through the hop before it, each carried in a direct-tcpip channel of the
--- previous session. path: the aliases being connected (a loop is refused). Returns the session.
-local function connect_chain(st, opts, path)
+-- previous session. path: the aliases being connected (a loop is refused); timeout: seconds for each
+-- connection (default ConnectTimeout). Returns the session.
+local function connect_chain(st, opts, path, timeout)
   local via
   if st.proxy_jump then
     for i, hop in ipairs(ssh_config.jump_hops(st.proxy_jump)) do
@@ -172,14 +174,14 @@ local function connect_chain(st, opts, path)
       if not hst then return nil, err, code end
       local session
       if via then
-        local conn = connect_options(hst, { accept_new_host_key = opts.accept_new_host_key })
+        local conn = connect_options(hst, { accept_new_host_key = opts.accept_new_host_key }, timeout)
         conn.via, conn.proxy_command = via, nil
         session, err, code = ssh.connect(conn)
       else
         local hop_path = table.move(path, 1, #path, 1, {})
         hop_path[#hop_path + 1] = name
         session, err, code = connect_chain(hst, { ssh_config = opts.ssh_config, known_hosts = opts.known_hosts,
-          accept_new_host_key = opts.accept_new_host_key }, hop_path)
+          accept_new_host_key = opts.accept_new_host_key }, hop_path, timeout)
       end
       if not session then
         if via then via:close() end
@@ -188,7 +190,7 @@ local function connect_chain(st, opts, path)
       via = session
     end
   end
-  local conn = connect_options(st, opts)
+  local conn = connect_options(st, opts, timeout)
   if via then conn.via, conn.proxy_command = via, nil end
   local session, err, code = ssh.connect(conn)
   if not session and via then via:close() end
@@ -225,27 +227,69 @@ function M.new(opts)
   return t
 end
 
--- A lost connection is reconnected once per target (a board rebooted, a network blip); after that its
--- operations fail. -> true | nil, err, code
-function Target:reconnect()
-  if self.reconnected then return nil, ("EIO: the connection to %s was lost again"):format(self.uri), "EIO" end
-  self.reconnected = true
-  if self.ui then self.ui:warn("the connection to %s was lost: connecting again (once)", self.uri) end
+-- The target given up on: every request fails at once with this cause, and the next M.new connects afresh.
+local function give_up(self, msg, code)
+  self.gone, self.gone_code = msg, code -- ECONNLOST, or ECANCELED: Ctrl-C while waiting for the board
+  if self.session then pcall(self.session.close, self.session) end
+  self.session = nil
+  if open_targets[self.key] == self then open_targets[self.key] = nil end
+  return nil, msg, code
+end
+
+--- Waits for a board whose connection dropped (why: the cause) to come back (odp.target.shell.reconnect: with
+-- backoff until --reconnect-timeout, the host key checked as on the first connection). -> true | nil, err,
+-- "ECONNLOST" (the target is given up)
+function Target:reconnect(why)
+  if self.cache.helper_client then pcall(self.cache.helper_client.close, self.cache.helper_client) end
+  self.cache.helper_client = nil
   pcall(self.session.close, self.session)
-  local session, err, code = connect_chain(self.settings, self.opts, { self.settings.alias:lower() })
-  if not session then return nil, err, code end
-  self.session = session
+  local ok, err, code = shell.reconnect(self, why, function(timeout)
+    local session, cerr, ccode = connect_chain(self.settings, self.opts, { self.settings.alias:lower() },
+      math.max(1, math.min(timeout, self.settings.connect_timeout or CONNECT_TIMEOUT)))
+    if session then self.session = session end
+    return session, cerr, ccode
+  end)
+  if not ok then return give_up(self, err, code) end
   return true
 end
 
---- A channel running cmd, its stdin and stdout a byte stream (an odp.Stream): the resident helper's. One
--- reconnect when the connection is gone.
+--- Runs fn() (a request on the board: what names it) with the connection's health in mind: on a target given
+-- up, ECONNLOST at once; when the connection dropped under it, waits for the board (Target:reconnect) and
+-- runs fn once more if replay (nothing on the board can have started), else fails with ECONNLOST saying it
+-- is not run again. A result is never taken from a dropped connection. -> fn's results | nil, err, code
+function Target:request(what, replay, fn)
+  if self.gone then return nil, self.gone, self.gone_code end
+  for try = 1, 2 do
+    local session = self.session
+    local r, err, code = fn()
+    local why = session:lost()
+    local h = self.cache.helper_client
+    if not why and r == nil and h and h.dead and session == self.session then
+      -- the helper ended: killed on the board, or its connection went (its EOF can come before the reset)
+      session:exec("true", { timeout = 10 })
+      why = session:lost()
+    end
+    if self.gone then return nil, self.gone, self.gone_code end -- a request inside fn gave up
+    if not why or (r ~= nil and err == nil) then
+      if r ~= nil then self.last_ok, self.last_ok_at = what, sys.now() end
+      return r, err, code
+    end
+    if session == self.session then -- not already reconnected by a request inside fn
+      local ok, rerr, rcode = self:reconnect(why)
+      if not ok then return nil, rerr, rcode end
+    end
+    if not replay or try == 2 then
+      return nil, ("ECONNLOST: %s dropped during %s (%s); it is back, and %s is not run again: it may have " ..
+        "started"):format(self.uri, what, errors.text(why), what), "ECONNLOST"
+    end
+  end
+end
+
+--- A channel running cmd, its stdin and stdout a byte stream (an odp.Stream): the resident helper's.
 function Target:open_channel(cmd)
-  local ch, err, code = self.session:open_channel(cmd, { timeout = SMALL_TIMEOUT })
-  if ch or code ~= "EIO" then return ch, err, code end
-  local ok, rerr, rcode = self:reconnect()
-  if not ok then return nil, rerr, rcode end
-  return self.session:open_channel(cmd, { timeout = SMALL_TIMEOUT })
+  return self:request("opening a channel", true, function()
+    return self.session:open_channel(cmd, { timeout = SMALL_TIMEOUT })
+  end)
 end
 
 --- A small command whose output is needed (probes): through the resident helper (no new session), else its
@@ -263,23 +307,25 @@ function Target:exec_command(cmd, timeout)
   return r.stdout
 end
 
---- glibc version of the board ("2.36"), nil when it has none (musl, Android) or it cannot be told.
+--- glibc version of the board ("2.36"), nil when it has none (musl, Android), nil, err, code when it could not
+-- be asked (a failed query is no answer: it is not cached).
 function Target:libc_version()
   if self.cache.libc == nil then
-    local out = self:run("getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1; true") or ""
+    local out, err, code = self:run("getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1; true")
+    if not out then return nil, err, code end
     self.cache.libc = out:match("glibc%s+([%d%.]+)") or out:match("GLIBC[^\n]-([%d]+%.[%d]+)%s*\n?$")
       or out:match("GNU libc[^\n]-([%d]+%.[%d]+)") or false
   end
   return self.cache.libc or nil
 end
 
---- Free bytes in the file system holding path (or its nearest existing parent).
+--- Free bytes in the file system holding path (or its nearest existing parent): through the helper when it
+-- already runs, else `df` (the preflight asks before anything, the helper too, is uploaded).
+-- -> bytes | nil, err, code
 function Target:free_bytes(path)
-  local h = shell.helper(self)
-  if h then return (h:free(path)) end
-  local out = self:run(("p=%s; while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done; df -Pk \"$p\""):format(q(path)))
-  local kb = out and out:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
-  return kb and tonumber(kb) * 1024
+  local h = self.cache.helper_client
+  if h and not h.dead then return h:free(path) end
+  return shell.df_free(self, path)
 end
 
 --- Uploads unless the board already has the same bytes (sha256). -> {bytes=, skipped=} | nil, err, code
@@ -293,6 +339,10 @@ function Target:push(src, dst, opts)
     if not st then return nil, err, code end
     local n, perr, pcode = self.session:put(src, dst, { mode = opts.mode, on_progress = opts.on_progress,
       timeout = opts.timeout })
+    if not n and pcode == "EIO" and not self.session:lost() then
+      perr, pcode = shell.space_cause(self, dst:match("^(.*)/[^/]*$") or ".", st.size, "uploading " ..
+        src:match("[^/]*$"), perr, pcode)
+    end
     if not n then return nil, perr, pcode end
     return { bytes = n, skipped = false }
   end)
@@ -307,6 +357,7 @@ function Target:pull(src, dst, opts)
 end
 
 M.local_helper = shell.local_helper
+Target.space = shell.space
 
 --- How this board measures rusage: "odp-rusage" (helper pushed), "time" (/usr/bin/time -v) or false;
 -- and the prefix that measures a command (odp.target.shell.rusage_method).
@@ -340,6 +391,19 @@ end
 
 --- The device-state snapshot's text through the helper (odp.target.device_state), nil without one.
 Target.state_text = shell.state_text
+
+-- Every request on the board goes through Target:request: what it is called in the line that says the board
+-- dropped, and whether it is run again once the board is back (all but exec: a program may have started).
+for name, replay in pairs { run = true, exec_command = true, mkdir = true, sha256 = true, libc_version = true,
+  free_bytes = true, push = true, pull = true, state_text = true, exec = false } do
+  local f = Target[name]
+  Target[name] = function(self, first, ...)
+    local rest = table.pack(...)
+    local what = name == "exec" and ("running " .. tostring(type(first) == "table" and first[1] or first))
+      or type(first) == "string" and ("%s %s"):format(name, first) or name
+    return self:request(what, replay, function() return f(self, first, table.unpack(rest, 1, rest.n)) end)
+  end
+end
 
 function Target:close()
   if self.cache.helper_client then self.cache.helper_client:close() end
