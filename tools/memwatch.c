@@ -15,6 +15,7 @@
 #include "rusage.h"
 
 #define CHILD_CHECK_EVERY 16 /* samples between looks for the program's children (a small file each) */
+#define MODEL_CHECK_EVERY 64 /* samples between counts of the model's mapped bytes (all of smaps: ~0.1 ms) */
 
 int memwatch_add_mark(struct memwatch *m, const char *spec)
 {
@@ -40,7 +41,7 @@ int memwatch_start(struct memwatch *m, pid_t pid, double t0, const char *csv_pat
     m->sample_s = 0.001;
     m->next_sample = t0;
     m->page_kb = sysconf(_SC_PAGESIZE) / 1024;
-    m->seg_max_kb = m->max_kb = 0;
+    m->seg_max_kb = m->max_kb = m->model_max_kb = 0;
     m->model_path = model_path && realpath(model_path, model_real) ? model_real : NULL;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
@@ -166,10 +167,14 @@ static void boundary(struct memwatch *m, const char *event, double t)
     snprintf(b->event, sizeof b->event, "%s", event);
     b->t_ms = (t - m->t0) * 1000;
     snprintf(path, sizeof path, "/proc/%d/status", (int)m->pid);
-    b->hwm_kb = read_small(path, buf, sizeof buf) > 0 ? field_kb(buf, "VmHWM") : -1;
+    b->hwm_kb = !m->ended && read_small(path, buf, sizeof buf) > 0 ? field_kb(buf, "VmHWM") : -1;
+    b->rss_kb = b->anon_kb = b->file_kb = b->shmem_kb = b->pte_kb = b->sampled_max_kb = -1;
     if (b->hwm_kb < 0) {
-        m->ended = 1; /* gone (or a zombie): nothing to read, nothing to reset */
-        return;
+        /* the line came after the program had ended (a zombie has no VmHWM): it ran faster than its lines
+         * were read. The boundary is reported without a reading; the phase goes on to the next one. */
+        m->ended = 1;
+        b->read_us = (now() - t) * 1e6;
+        goto done;
     }
     /* opened for each write: a program that made itself undumpable (or a setuid one) is refused here, as the
      * kernel decides for this user now, not when the program was still the helper's fork */
@@ -181,7 +186,6 @@ static void boundary(struct memwatch *m, const char *event, double t)
     if (fd >= 0)
         close(fd);
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)m->pid);
-    b->rss_kb = b->anon_kb = b->file_kb = b->shmem_kb = -1;
     if (read_small(path, buf, sizeof buf) > 0) {
         b->rss_kb = field_kb(buf, "Rss");
         b->anon_kb = field_kb(buf, "Anonymous");
@@ -190,10 +194,13 @@ static void boundary(struct memwatch *m, const char *event, double t)
             b->file_kb = b->rss_kb - b->anon_kb - (b->shmem_kb > 0 ? b->shmem_kb : 0);
     }
     b->pte_kb = m->model_path ? model_resident_kb(m) : -1;
+    if (b->pte_kb > m->model_max_kb)
+        m->model_max_kb = b->pte_kb;
     b->sampled_max_kb = m->seg_max_kb;
     b->read_us = (now() - t) * 1e6;
     m->seg_max_kb = 0;
     look_for_children(m);
+done:
     if (m->nb < MEMWATCH_REPORTED)
         m->nb++;
     else
@@ -214,8 +221,8 @@ static void line_done(struct memwatch *m, int s, double t)
 
 void memwatch_output(struct memwatch *m, int stream, const char *p, size_t n)
 {
-    if (!m->on || m->ended || stream < 0 || stream > 1)
-        return;
+    if (!m->on || stream < 0 || stream > 1)
+        return; /* lines still count once the program has ended: they say which boundaries it passed */
     double t = now();
     for (size_t i = 0; i < n; i++) {
         if (p[i] == '\n') {
@@ -225,6 +232,8 @@ void memwatch_output(struct memwatch *m, int stream, const char *p, size_t n)
         }
     }
 }
+
+void memwatch_gone(struct memwatch *m) { m->ended = 1; }
 
 int memwatch_timeout_ms(const struct memwatch *m)
 {
@@ -244,6 +253,12 @@ void memwatch_tick(struct memwatch *m)
     sample(m, t);
     if (m->samples % CHILD_CHECK_EVERY == 0)
         look_for_children(m);
+    if (m->model_path && m->samples % MODEL_CHECK_EVERY == 1) {
+        /* also between boundaries: a quick program may be gone before its lines are read */
+        long kb = model_resident_kb(m);
+        if (kb > m->model_max_kb)
+            m->model_max_kb = kb;
+    }
     /* a late wake-up takes one sample, not a burst of them */
     m->next_sample += m->sample_s;
     if (m->next_sample < t)
@@ -271,10 +286,10 @@ void memwatch_report(struct memwatch *m, FILE *f)
      * program's ru_maxrss, which counts from the last reset */
     fprintf(f,
             "ODP-MEMORY samples=%ld sample_ms=%.3f sampled_max_kb=%ld tail_sampled_max_kb=%ld dropped_marks=%d "
-            "clear_refs=%s children=%d timeline=%s\n",
+            "clear_refs=%s children=%d timeline=%s model_kb=%ld\n",
             m->samples, m->sample_s * 1000, m->max_kb, m->seg_max_kb, m->dropped,
             m->reset_errno == 0 ? "ok" : m->reset_errno == EACCES || m->reset_errno == EPERM ? "denied" : "failed",
-            m->children, m->csv_errno ? "failed" : "ok");
+            m->children, m->csv_errno ? "failed" : "ok", m->model_path ? m->model_max_kb : -1L);
     if (m->statm_fd >= 0)
         close(m->statm_fd);
     m->statm_fd = -1;
@@ -319,8 +334,10 @@ void memwatch_relay(struct memwatch *m, pid_t pid, int out_fd, int err_fd, int *
         }
         if (!reaped)
             memwatch_tick(m);
-        if (!reaped && wait4(pid, st, WNOHANG, ru) == pid)
+        if (!reaped && wait4(pid, st, WNOHANG, ru) == pid) {
             reaped = 1;
+            memwatch_gone(m);
+        }
         else if (reaped && pr == 0)
             break;
     }

@@ -54,6 +54,7 @@ struct memwatch {
     int nb, dropped;             /* reported boundaries; boundaries beyond MEMWATCH_REPORTED */
     long seg_max_kb, max_kb;     /* sampled max since the last boundary; over the whole run */
     long samples;
+    long model_max_kb;           /* the most of the model file's mappings seen resident */
     int reset_errno;             /* the last clear_refs failure (0: every write worked) */
     int children;                /* child processes of the program seen (their memory is not its own) */
     pid_t child_seen[16];
@@ -67,6 +68,8 @@ int memwatch_add_mark(struct memwatch *m, const char *spec);
 int memwatch_start(struct memwatch *m, pid_t pid, double t0, const char *csv_path, const char *model_path);
 /* Output of the program on stream 0 (stdout) or 1 (stderr), as it arrived: boundaries are read at once. */
 void memwatch_output(struct memwatch *m, int stream, const char *p, size_t n);
+/* The program was reaped: its PID may be another's from now on, so /proc/PID is not read again. */
+void memwatch_gone(struct memwatch *m);
 /* Milliseconds until the next sample is due (for poll), or -1 when nothing is watched. */
 int memwatch_timeout_ms(const struct memwatch *m);
 /* Takes the samples that are due. */

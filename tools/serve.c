@@ -353,8 +353,10 @@ static void serve_run(const odp_frame *f)
         }
         if (!reaped)
             memwatch_tick(&watch);
-        if (!reaped && wait4(ch.pid, &st, WNOHANG, &ru) == ch.pid)
+        if (!reaped && wait4(ch.pid, &st, WNOHANG, &ru) == ch.pid) {
             reaped = 1;
+            memwatch_gone(&watch);
+        }
         if (out_open && (p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             out_open = relay(po[0], 'O');
         if (err_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))

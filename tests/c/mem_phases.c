@@ -8,6 +8,7 @@
  * Its stdout's first line is its own resident size before any of that (baseline_kb=N, from /proc/self/status),
  * so each phase's peak is known: baseline + 8, + 32, + 48, + 8 + 4 (N - 1) MiB.
  *   mem_phases [--gap MS] [--no-lines] [--exit-in load|method] [--undumpable] [--fork MB] N
+ * (or executor_runner's --model_path P --num_executions N: the model is not read)
  * --gap MS: a pause after each line (default 20), standing for the work a runner does between a line and its
  *   next allocation: a boundary is read when its line arrives, so what the program allocates before the
  *   helper's read counts in the phase before (docs/memory.md); 0 shows that.
@@ -94,6 +95,10 @@ int main(int argc, char **argv)
             prctl(PR_SET_DUMPABLE, 0);
         else if (!strcmp(argv[i], "--fork") && i + 1 < argc)
             fork_mb = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--num_executions") && i + 1 < argc)
+            n = atoi(argv[++i]);
+        else if ((!strcmp(argv[i], "--model_path") || !strcmp(argv[i], "--data_path")) && i + 1 < argc)
+            i++; /* executor_runner's flags, so odp's flow can run it as its runner */
         else if (argv[i][0] != '-')
             n = atoi(argv[i]);
         else

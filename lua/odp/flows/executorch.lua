@@ -20,6 +20,8 @@ M.options = {
   { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
+  { "memory", "Memory by phase (exact peaks of load, method, first and steady inference), a 1 kHz timeline " ..
+    "(memory.csv) and what holds the bytes (docs/memory.md); --no-memory: the peak RSS alone", true, "bool" },
 }
 -- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.results.measure);
 -- where and with what: --cpus, --cluster, --threads, --counters (odp.target.placement). Declared here once, so
@@ -78,7 +80,8 @@ local function run_once(ctx, t, argv, label, files)
   end
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
-    helper_args = t.helper_args, counters = ctx.opts.counters, on_stdout = sink.stdout, on_stderr = sink.stderr })
+    helper_args = t.helper_args, counters = ctx.opts.counters, memory = t.memory, on_stdout = sink.stdout,
+    on_stderr = sink.stderr })
   for _, ext in ipairs({ "stdout", "stderr" }) do
     local f = sink[ext .. "_file"]
     if f then
@@ -94,6 +97,28 @@ local function run_once(ctx, t, argv, label, files)
   local parse = require("odp.parse.executorch")
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
+end
+
+-- The record's memory (odp.results.memory) from the last measured process: its phases, its timeline brought
+-- into the run directory as memory.csv, the owners against the .pte's planned buffers.
+local function memory_step(ctx, rec, last)
+  local t = ctx.state_of
+  if not t.memory then return end
+  if not last.r.memory then
+    rec.warnings[#rec.warnings + 1] = "memory: no memory by phase: this board's runs are not measured by odp's " ..
+      "helper (only odp-rusage watches phases); the peak RSS alone"
+    return
+  end
+  local here = ctx.run_dir .. "/memory.csv"
+  if t.memory.csv ~= here then
+    local got, err = t.target:fetch(t.memory.csv, here)
+    if not got then rec.warnings[#rec.warnings + 1] = "memory: the timeline could not be fetched: " .. tostring(err) end
+  end
+  local pte = require("odp.parse.pte").read(ctx.opts.model)
+  local mem = require("odp.results.memory").record(last.r, here, pte, last.parsed.method)
+  if mem.timeline then rec.artifacts.memory = here end
+  for _, w in ipairs(require("odp.results.memory").warnings(mem)) do rec.warnings[#rec.warnings + 1] = w end
+  rec.memory = mem
 end
 
 --- Turns what the runs printed into the record's measurements; the samples go to runs/<id>/samples.csv.
@@ -127,11 +152,16 @@ local function measure(ctx, rec, runs)
   end
   local last = runs[#runs].parsed
   local loads = {}
+  local memory = require("odp.results.memory")
   for _, x in ipairs(runs) do
     if x.parsed.load_ms then loads[#loads + 1] = x.parsed.load_ms end
-    local rss = x.r.rusage and x.r.rusage.maxrss_kb
+    -- with memory by phase, ru_maxrss counts only from the last reset of the high-water mark (docs/memory.md):
+    -- the process's peak is the largest phase peak
+    local mem = x.r.memory and memory.record(x.r)
+    local rss = mem and mem.peak_kb or (x.r.rusage and x.r.rusage.maxrss_kb)
     if rss and rss > 0 then rec.peak_rss_kb = math.max(rec.peak_rss_kb or 0, rss) end
   end
+  memory_step(ctx, rec, runs[#runs])
   if #loads > 0 then rec.load_ms = require("odp.core.stats").summary(loads).p50 end
   rec.planned_buffers = json.array(last.planned_buffers or {})
   rec.outputs = json.array(last.outputs or {})
@@ -177,6 +207,13 @@ local function stage_step(ctx, rec, t)
     return where
   end
   local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
+  if o.memory then
+    -- the timeline is written where the runner runs (the run dir on this machine), brought here after
+    local csv = board:target().kind == "host" and (t.workdir .. "/memory.csv")
+      or (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".memory.csv")
+    t.memory = { csv = csv, marks = require("odp.parse.memory").mark_specs(require("odp.parse.memory").EXECUTORCH_MARKS),
+      model = model }
+  end
   local data = o.data and stage(o.data)
   t.etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
   local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }

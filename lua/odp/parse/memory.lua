@@ -4,7 +4,7 @@
 --   ODP-MEMORY-MARK event=program t_ms=3.8 hwm_kb=8896 reset=1 sampled_max_kb=8696 rss_kb=.. anon_kb=..
 --                   file_kb=.. shmem_kb=.. model_kb=.. read_us=..
 --   ODP-MEMORY samples=534 sample_ms=1.000 sampled_max_kb=.. tail_sampled_max_kb=.. dropped_marks=0
---              clear_refs=ok|denied|failed children=0 timeline=ok|failed
+--              clear_refs=ok|denied|failed children=0 timeline=ok|failed model_kb=0
 local M = {}
 
 --- executor_runner's phase boundaries (FACTS: the lines it writes to stderr, one write each, as it goes), as
@@ -55,8 +55,10 @@ function M.report(text)
   for line in text:gmatch("[^\n]+") do
     if line:sub(1, 16) == "ODP-MEMORY-MARK " and #marks < MAX_MARKS then
       local v = fields(line)
-      if v.event and v.t_ms and kb(v.hwm_kb) then
-        marks[#marks + 1] = { event = v.event, t_ms = v.t_ms, hwm_kb = v.hwm_kb, reset = v.reset == 1,
+      if v.event and v.t_ms and v.hwm_kb and v.hwm_kb >= -1 then
+        -- hwm_kb -1: the line was read after the program had ended (late: no reading, no reset)
+        marks[#marks + 1] = { event = v.event, t_ms = v.t_ms, hwm_kb = kb(v.hwm_kb), late = v.hwm_kb < 0 or nil,
+          reset = v.reset == 1,
           sampled_max_kb = kb(v.sampled_max_kb), rss_kb = kb(v.rss_kb), anon_kb = kb(v.anon_kb),
           file_kb = kb(v.file_kb), shmem_kb = kb(v.shmem_kb), model_kb = kb(v.model_kb), read_us = v.read_us }
       end
@@ -64,7 +66,8 @@ function M.report(text)
       local v = fields(line)
       rep = { samples = v.samples or 0, sample_ms = v.sample_ms, sampled_max_kb = kb(v.sampled_max_kb),
         tail_sampled_max_kb = kb(v.tail_sampled_max_kb), dropped_marks = v.dropped_marks or 0,
-        clear_refs = v.clear_refs or "failed", children = v.children or 0, timeline = v.timeline or "failed" }
+        clear_refs = v.clear_refs or "failed", children = v.children or 0, timeline = v.timeline or "failed",
+        model_kb = kb(v.model_kb) }
     end
   end
   if rep then rep.marks = marks end
@@ -77,37 +80,42 @@ local ENDS = { program = "load", method = "method", first = "first" }
 local AFTER = { program = "method", method = "inference", first = "steady", executed = "teardown" }
 
 --- The phases of one runner process from its report and the exit's ru_maxrss (KiB): a list of
--- {name, peak_kb, exact, source ("hwm"|"ru_maxrss"|"sampled"), t_start_ms, t_end_ms, ended ("line"|"exit")}.
--- A phase's peak is exact when the high-water mark was reset at its start (its VmHWM is its own), or, without
--- the reset, when the mark rose above every earlier phase since the last reset (the peak was in it); else it is
--- the largest statm sample, not exact. The phase after the last mark is ru_maxrss (the kernel's mark since the
--- last reset) unless children were seen (wait4 counts a waited child's peak in it).
+-- {name, peak_kb, exact, source ("hwm"|"ru_maxrss"|"sampled"), t_start_ms, t_end_ms, ended ("line"|"exit")},
+-- and the events seen in order. A phase's peak is exact when the high-water mark was reset at its start (its
+-- VmHWM is its own), or, without the reset, when the mark rose above every earlier phase since the last reset
+-- (the peak was in it); else it is the largest statm sample, not exact (bound_kb: the mark it stayed under). The
+-- phase after the last mark is ru_maxrss (the kernel's mark since the last reset) unless children were seen
+-- (wait4 counts a waited child's peak in it). A boundary whose line was read after the program ended (late)
+-- has no reading of its own: its phase and the next are one, named "first+steady" and so on.
 ---@param rep table  M.report's
 ---@param maxrss_kb integer?  the exit's ru_maxrss
 ---@param wall_ms number?  the process's wall time
 function M.phases(rep, maxrss_kb, wall_ms)
   local phases, seen = {}, {}
   local t_prev, reset_prev, since_reset = 0, true, 0
-  local first_seen = false
+  local first_seen, pending = false, {}
   for _, m in ipairs(rep.marks) do
     local name = ENDS[m.event] or (m.event == "executed" and (first_seen and "steady" or "inference")) or m.event
     if m.event == "first" then first_seen = true end
     seen[#seen + 1] = m.event
-    local p = { name = name, t_start_ms = t_prev, t_end_ms = m.t_ms, ended = "line" }
-    if reset_prev or m.hwm_kb > since_reset then
-      p.peak_kb, p.exact, p.source = m.hwm_kb, true, "hwm"
-    else
-      -- the mark since the last reset bounds it from above
-      p.peak_kb, p.exact, p.source, p.bound_kb = m.sampled_max_kb or m.hwm_kb, false, "sampled", m.hwm_kb
+    pending[#pending + 1] = name
+    if not m.late then
+      local p = { name = table.concat(pending, "+"), t_start_ms = t_prev, t_end_ms = m.t_ms, ended = "line" }
+      if reset_prev or m.hwm_kb > since_reset then
+        p.peak_kb, p.exact, p.source = m.hwm_kb, true, "hwm"
+      else
+        -- the mark since the last reset bounds it from above
+        p.peak_kb, p.exact, p.source, p.bound_kb = m.sampled_max_kb or m.hwm_kb, false, "sampled", m.hwm_kb
+      end
+      p.split = m.rss_kb and { rss_kb = m.rss_kb, anon_kb = m.anon_kb, file_kb = m.file_kb, shmem_kb = m.shmem_kb }
+      phases[#phases + 1] = p
+      since_reset = m.reset and 0 or math.max(since_reset, m.hwm_kb)
+      reset_prev, t_prev, pending = m.reset, m.t_ms, {}
     end
-    p.split = m.rss_kb and { rss_kb = m.rss_kb, anon_kb = m.anon_kb, file_kb = m.file_kb, shmem_kb = m.shmem_kb }
-    phases[#phases + 1] = p
-    since_reset = m.reset and 0 or math.max(since_reset, m.hwm_kb)
-    reset_prev, t_prev = m.reset, m.t_ms
   end
   local last = rep.marks[#rep.marks]
-  local name = last and (AFTER[last.event] or "teardown") or "run"
-  local p = { name = name, t_start_ms = t_prev, t_end_ms = wall_ms, ended = "exit" }
+  pending[#pending + 1] = last and (AFTER[last.event] or "teardown") or "run"
+  local p = { name = table.concat(pending, "+"), t_start_ms = t_prev, t_end_ms = wall_ms, ended = "exit" }
   if maxrss_kb and rep.children == 0 and (reset_prev or maxrss_kb > since_reset) then
     p.peak_kb, p.exact, p.source = maxrss_kb, true, "ru_maxrss"
   else
