@@ -159,7 +159,9 @@ static long model_resident_kb(struct memwatch *m)
     return kb;
 }
 
-static void boundary(struct memwatch *m, const char *event, double t)
+/* A boundary: read (and reset) now, or, with read 0, only noted (its line came with a later boundary's in the
+ * same read: the program had passed both before the helper saw either, so one reading covers both). */
+static void boundary(struct memwatch *m, const char *event, double t, int read)
 {
     char path[64], buf[4096];
     struct memwatch_boundary tmp, *b = m->nb < MEMWATCH_REPORTED ? &m->b[m->nb] : &tmp;
@@ -167,12 +169,14 @@ static void boundary(struct memwatch *m, const char *event, double t)
     snprintf(b->event, sizeof b->event, "%s", event);
     b->t_ms = (t - m->t0) * 1000;
     snprintf(path, sizeof path, "/proc/%d/status", (int)m->pid);
-    b->hwm_kb = !m->ended && read_small(path, buf, sizeof buf) > 0 ? field_kb(buf, "VmHWM") : -1;
+    b->hwm_kb = read && !m->ended && read_small(path, buf, sizeof buf) > 0 ? field_kb(buf, "VmHWM") : -1;
     b->rss_kb = b->anon_kb = b->file_kb = b->shmem_kb = b->pte_kb = b->sampled_max_kb = -1;
+    b->late = !read ? "together" : "ended";
     if (b->hwm_kb < 0) {
-        /* the line came after the program had ended (a zombie has no VmHWM): it ran faster than its lines
-         * were read. The boundary is reported without a reading; the phase goes on to the next one. */
-        m->ended = 1;
+        /* not read, or the line came after the program had ended (a zombie has no VmHWM): it ran faster than
+         * its lines were read. Reported without a reading; the phase goes on to the next one. */
+        if (read)
+            m->ended = 1;
         b->read_us = (now() - t) * 1e6;
         goto done;
     }
@@ -207,16 +211,16 @@ done:
         m->dropped++;
 }
 
-static void line_done(struct memwatch *m, int s, double t)
+/* The mark a finished line matches, or -1. */
+static int line_mark(struct memwatch *m, int s)
 {
     char *l = m->line[s];
     l[m->len[s]] = 0;
-    for (int k = 0; k < m->nmarks; k++)
-        if (fnmatch(m->marks[k].glob, l, 0) == 0) {
-            boundary(m, m->marks[k].event, t);
-            break;
-        }
     m->len[s] = 0;
+    for (int k = 0; k < m->nmarks; k++)
+        if (fnmatch(m->marks[k].glob, l, 0) == 0)
+            return k;
+    return -1;
 }
 
 void memwatch_output(struct memwatch *m, int stream, const char *p, size_t n)
@@ -224,13 +228,20 @@ void memwatch_output(struct memwatch *m, int stream, const char *p, size_t n)
     if (!m->on || stream < 0 || stream > 1)
         return; /* lines still count once the program has ended: they say which boundaries it passed */
     double t = now();
+    int pending = -1; /* the last boundary of this read: the one read; those before it in the read are noted */
     for (size_t i = 0; i < n; i++) {
         if (p[i] == '\n') {
-            line_done(m, stream, t);
+            int k = line_mark(m, stream);
+            if (k >= 0 && pending >= 0)
+                boundary(m, m->marks[pending].event, t, 0);
+            if (k >= 0)
+                pending = k;
         } else if (m->len[stream] < MEMWATCH_LINE - 1) {
             m->line[stream][m->len[stream]++] = p[i];
         }
     }
+    if (pending >= 0)
+        boundary(m, m->marks[pending].event, t, 1);
 }
 
 void memwatch_gone(struct memwatch *m) { m->ended = 1; }
@@ -273,9 +284,9 @@ void memwatch_report(struct memwatch *m, FILE *f)
         struct memwatch_boundary *b = &m->b[k];
         fprintf(f,
                 "ODP-MEMORY-MARK event=%s t_ms=%.3f hwm_kb=%ld reset=%d sampled_max_kb=%ld rss_kb=%ld anon_kb=%ld "
-                "file_kb=%ld shmem_kb=%ld model_kb=%ld read_us=%.1f\n",
+                "file_kb=%ld shmem_kb=%ld model_kb=%ld read_us=%.1f%s%s\n",
                 b->event, b->t_ms, b->hwm_kb, b->reset, b->sampled_max_kb, b->rss_kb, b->anon_kb, b->file_kb,
-                b->shmem_kb, b->pte_kb, b->read_us);
+                b->shmem_kb, b->pte_kb, b->read_us, b->hwm_kb < 0 ? " late=" : "", b->hwm_kb < 0 ? b->late : "");
     }
     if (m->csv) {
         if (fclose(m->csv) && !m->csv_errno)

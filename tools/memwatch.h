@@ -34,6 +34,8 @@ struct memwatch_boundary {
     long sampled_max_kb;         /* the largest statm sample since the previous boundary */
     long pte_kb;                 /* resident bytes of mappings of the model file (-1: not asked) */
     int reset;                   /* 1: clear_refs written after the read; 0: it could not be (reset_errno) */
+    const char *late;            /* no reading (hwm_kb -1): "ended" (the program was gone), "together" (its
+                                  * line came in one read with a later boundary's) */
 };
 
 struct memwatch {

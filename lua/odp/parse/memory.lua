@@ -2,7 +2,7 @@
 -- as data: the helper matches globs and knows no runner), the helper's report lines, and the phases made of
 -- them. Pure: text and tables in, tables out.
 --   ODP-MEMORY-MARK event=program t_ms=3.8 hwm_kb=8896 reset=1 sampled_max_kb=8696 rss_kb=.. anon_kb=..
---                   file_kb=.. shmem_kb=.. model_kb=.. read_us=..
+--                   file_kb=.. shmem_kb=.. model_kb=.. read_us=.. [late=ended|together (hwm_kb=-1)]
 --   ODP-MEMORY samples=534 sample_ms=1.000 sampled_max_kb=.. tail_sampled_max_kb=.. dropped_marks=0
 --              clear_refs=ok|denied|failed children=0 timeline=ok|failed model_kb=0
 local M = {}
@@ -32,7 +32,7 @@ local NUM = { t_ms = true, read_us = true, sample_ms = true }
 local function fields(line)
   local v = {}
   for k, val in line:gmatch("([%w_]+)=(%S+)") do
-    if k == "event" or k == "clear_refs" or k == "timeline" then
+    if k == "event" or k == "clear_refs" or k == "timeline" or k == "late" then
       if #val <= 32 and val:match("^[%w_]+$") then v[k] = val end
     elseif NUM[k] then
       local x = val:match("^%-?%d+%.?%d*$") and tonumber(val)
@@ -56,8 +56,10 @@ function M.report(text)
     if line:sub(1, 16) == "ODP-MEMORY-MARK " and #marks < MAX_MARKS then
       local v = fields(line)
       if v.event and v.t_ms and v.hwm_kb and v.hwm_kb >= -1 then
-        -- hwm_kb -1: the line was read after the program had ended (late: no reading, no reset)
-        marks[#marks + 1] = { event = v.event, t_ms = v.t_ms, hwm_kb = kb(v.hwm_kb), late = v.hwm_kb < 0 or nil,
+        -- hwm_kb -1: no reading, no reset (late = "ended": the line was read after the program had ended;
+        -- "together": it came in one read with a later boundary's line)
+        marks[#marks + 1] = { event = v.event, t_ms = v.t_ms, hwm_kb = kb(v.hwm_kb),
+          late = v.hwm_kb < 0 and (v.late or "ended") or nil,
           reset = v.reset == 1,
           sampled_max_kb = kb(v.sampled_max_kb), rss_kb = kb(v.rss_kb), anon_kb = kb(v.anon_kb),
           file_kb = kb(v.file_kb), shmem_kb = kb(v.shmem_kb), model_kb = kb(v.model_kb), read_us = v.read_us }
@@ -85,8 +87,9 @@ local AFTER = { program = "method", method = "inference", first = "steady", exec
 -- VmHWM is its own), or, without the reset, when the mark rose above every earlier phase since the last reset
 -- (the peak was in it); else it is the largest statm sample, not exact (bound_kb: the mark it stayed under). The
 -- phase after the last mark is ru_maxrss (the kernel's mark since the last reset) unless children were seen
--- (wait4 counts a waited child's peak in it). A boundary whose line was read after the program ended (late)
--- has no reading of its own: its phase and the next are one, named "first+steady" and so on.
+-- (wait4 counts a waited child's peak in it). A boundary without a reading of its own (its line was read after
+-- the program ended, or in one read with the next boundary's line: the program had passed both) makes its
+-- phase and the next one, named "first+steady" and so on.
 ---@param rep table  M.report's
 ---@param maxrss_kb integer?  the exit's ru_maxrss
 ---@param wall_ms number?  the process's wall time

@@ -7,6 +7,9 @@ local parse = require("odp.parse.memory")
 
 local M = {}
 
+-- The phases whose peaks the history keeps as series (odp.results.schema: memory.<name>_kb).
+local SERIES = { load = true, method = true, first = true, steady = true }
+
 --- The timeline's sample with the largest RSS: {t_ms, rss_kb, anon_kb, file_kb} or nil (no file, no rows).
 -- The file is the helper's own (bounded by the run's length at 1 kHz); a malformed row is skipped.
 function M.timeline_peak(path)
@@ -70,16 +73,21 @@ function M.record(r, timeline, pte, method)
   local mem = { phases = json.array(phases), seen = json.array(seen), peak_kb = peak, exact = exact,
     peak_phase = peak_phase, clear_refs = rep.clear_refs, samples = rep.samples, sample_ms = rep.sample_ms,
     children = rep.children > 0 and rep.children or nil }
+  for _, p in ipairs(phases) do
+    if SERIES[p.name] then mem[p.name .. "_kb"] = p.peak_kb end
+  end
   mem.boundary_read_us = 0
   for _, m in ipairs(rep.marks) do mem.boundary_read_us = math.max(mem.boundary_read_us, m.read_us or 0) end
   local at = timeline and rep.timeline == "ok" and M.timeline_peak(timeline)
   if at then mem.timeline = "memory.csv" end
   -- the split at the peak: the timeline's peak sample (statm: anonymous, file+shmem), else the peak phase's
   -- smaps_rollup at its end
-  local model_kb, late = rep.model_kb, {}
+  -- the model's mapped bytes: any reading above 0 says mapped; 0 says not only when read once the program
+  -- was loaded (a boundary read at or after its line), since a reading before that sees no mapping either way
+  local model_kb, late = rep.model_kb and rep.model_kb > 0 and rep.model_kb or nil, {}
   for _, m in ipairs(rep.marks) do
-    if m.model_kb then model_kb = math.max(model_kb or 0, m.model_kb) end
-    if m.late then late[#late + 1] = m.event end
+    if m.model_kb and not m.late then model_kb = math.max(model_kb or 0, m.model_kb) end
+    if m.late then late[#late + 1] = m.event .. " (" .. m.late .. ")" end
   end
   mem.late = #late > 0 and json.array(late) or nil
   for _, p in ipairs(phases) do
@@ -113,8 +121,9 @@ function M.warnings(mem)
       "was not above the earlier ones is sampled at %s ms, not exact"):format(mem.clear_refs, mem.sample_ms or "?")
   end
   if mem.late then
-    w[#w + 1] = ("memory: the runner's line(s) for %s came after it had ended (it ran faster than the helper " ..
-      "read them): those phases are reported as one"):format(table.concat(mem.late, ", "))
+    w[#w + 1] = ("memory: the runner's line(s) for %s came too late to read at (ended: after the runner " ..
+      "had ended; together: in one read with the next phase's line): those phases are reported as one"):format(
+      table.concat(mem.late, ", "))
   end
   if mem.children then
     w[#w + 1] = ("memory: the runner started %d process(es); their memory is not counted in the phases"):format(mem.children)
