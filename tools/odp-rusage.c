@@ -23,6 +23,10 @@
  * (one line; maxrss_kb is the program's own peak RSS in KiB, as wait4 reports it). odp-rusage then ends the
  * way the program did: same exit status, or the same signal (without a core dump), so SSH's exit-status /
  * exit-signal stay true. Exit 127 when the program cannot be started, 125 on usage errors.
+ * --memory CSV [--mark EVENT=GLOB]... [--memory-file MODEL]: memory by phase (tools/memwatch.c, docs/memory.md):
+ * the program's output comes through odp-rusage, each line matching a mark is a phase boundary (VmHWM read,
+ * then reset), /proc/PID/statm is sampled at 1 kHz into CSV; ODP-MEMORY-MARK and ODP-MEMORY lines precede
+ * ODP-RUSAGE in the report.
  * odp-rusage --serve: the resident helper (docs/helper-protocol.md, tools/serve.c). Started once per board
  * session; framed requests on stdin (run measured as above, device state, sha256, free space, small files,
  * kill), answers on stdout; it exits when stdin closes, killing a run still going.

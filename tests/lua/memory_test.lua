@@ -240,7 +240,7 @@ T.with_real_runner("odp run on the host: the record's memory, memory.csv, the ph
   r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", runner, "--model",
     T.root() .. "/tests/fixtures/pte/add_arduino.pte", "-n", "3", "--runs-dir", dir, "--no-history" }, timeout = 120 })
   T.match(r.stdout, "memory by phase %(%* the peak%)\n%s+phase%s+peak kB%s+how%s+from ms%s+to ms\n%s+load%s")
-  T.match(r.stdout, "at the peak: planned 0 kB · weights %d+ kB %(copied%)")
+  T.match(r.stdout, "at the largest sample: planned 0 kB · weights %d+ kB %(copied%)")
   -- --no-memory: the peak alone, from ru_maxrss
   r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", runner, "--model",
     T.root() .. "/tests/fixtures/pte/add_arduino.pte", "--no-memory", "--runs-dir", dir, "--no-history", "--format",

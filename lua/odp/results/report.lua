@@ -72,7 +72,7 @@ function M.memory_lines(mem, out)
     part(o.heap_other_kb, "other heap")
     part(o.file_kb, "code+libs")
     part(o.unexplained_kb, "unexplained")
-    out[#out + 1] = ("    at the peak: %s%s"):format(table.concat(parts, " · "),
+    out[#out + 1] = ("    at the largest sample: %s%s"):format(table.concat(parts, " · "),
       o.rss_kb and (" of RSS %d kB"):format(o.rss_kb) or "")
   end
   out[#out + 1] = ""
