@@ -249,6 +249,80 @@ T.with_real_runner("odp run on the host: the record's memory, memory.csv, the ph
   T.eq(rec.memory, nil); T.ok(rec.peak_rss_kb > 0, "peak RSS")
 end)
 
+-- Two runs of mem_phases through the flow: N = 3 and N = 8 (steady grows 4 MiB per iteration: +20 MiB).
+local function flow_runs()
+  local dir = T.tmpdir()
+  local function one(n)
+    local r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", phases_prog, "--model",
+      T.root() .. "/tests/fixtures/pte/add_arduino.pte", "-n", tostring(n), "--runs-dir", dir, "--no-history", "--format",
+      "json" }, timeout = 300 })
+    T.eq(r.status, 0, r.stderr)
+    local rec = json.decode(r.stdout)
+    return rec, rec.artifacts.run_dir
+  end
+  return dir, one
+end
+
+T.test("views: the HTML timeline with phase bands and the peak, the trace's memory track, compare per phase", function()
+  local dir, one = flow_runs()
+  local a, a_dir = one(3)
+  local b, b_dir = one(8)
+  T.eq(a.memory.steady_kb ~= nil and b.memory.steady_kb - a.memory.steady_kb > 19 * MIB, true,
+    ("steady %s -> %s kB"):format(a.memory.steady_kb, b.memory.steady_kb))
+  local page = dir .. "/r.html"
+  local r = assert(proc.run { odp, "report", a_dir, "--out", page })
+  T.eq(r.status, 0, r.stderr)
+  local html = T.read(page)
+  T.match(html, 'id="memory%-timeline"')
+  local bands = select(2, html:gsub('<g class="band">', ""))
+  T.eq(bands, #a.memory.phases, "one band per phase")
+  T.match(html, ("peak %d kB %%(exact%%)"):format(a.memory.peak_kb))
+  local tr = json.decode(T.read(dir .. "/r.trace.json"))
+  local counters, slices = 0, {}
+  for _, e in ipairs(tr.traceEvents) do
+    if e.ph == "C" and e.name == "RSS kB" then counters = counters + 1 end
+    if e.ph == "X" and e.cat == "memory" then slices[#slices + 1] = e.name end
+  end
+  T.eq(counters, a.memory.samples, "one counter event per sample")
+  T.eq(#slices, #a.memory.phases)
+  -- compare: each phase's peaks side by side; steady grew, first did not
+  r = assert(proc.run { odp, "compare", a_dir, b_dir, "--format", "json" })
+  local res = json.decode(r.stdout)
+  local rows = {}
+  for _, row in ipairs(res.rows) do rows[row.metric] = row end
+  T.ok(rows["memory steady"] and rows["memory first"], "memory rows: " .. r.stdout:sub(1, 300))
+  T.ok(rows["memory steady"].b.median > rows["memory steady"].a.median + 19 * MIB, "steady larger in B")
+  T.ok(math.abs(rows["memory first"].b.median - rows["memory first"].a.median) <= MIB, "first the same")
+end)
+
+T.test("history: each phase's peak is a series; a 10% growth of one phase is flagged", function()
+  local history = require("odp.results.history")
+  local fixture = require("history_fixture")
+  local dir = T.tmpdir()
+  local db = assert(history.open("sqlite:" .. dir .. "/h.db"))
+  local base = 50000
+  for i = 1, 16 do
+    local rec, path = fixture.record(dir, i, { tag = "m" })
+    -- steady grows by 10% from run 9 on (as between two ExecuTorch releases); the other phases stay
+    local steady = (i >= 9 and base * 1.10 or base) + (i % 3) * 8
+    rec.memory = { phases = json.array({}), load_kb = 9000 + i % 2, method_kb = 33000 + i % 2, first_kb = 49000,
+      steady_kb = math.floor(steady) }
+    assert(db:add(rec, { record_path = path }))
+  end
+  local function series(metric)
+    local s = assert(db:series { metric = metric })
+    T.eq(#s, 1, metric .. " is a series")
+    return assert(db:points(s[1].id))
+  end
+  local changes = history.detect(series("memory_steady_kb"), { min_effect = 0.05 })
+  T.eq(#changes, 1, "the steady phase's change")
+  T.eq(changes[1].direction, "up")
+  T.ok(math.abs(changes[1].effect - 0.10) < 0.01, "effect " .. changes[1].effect)
+  T.eq(#history.detect(series("memory_load_kb"), { min_effect = 0.05 }), 0, "load did not change")
+  T.eq(#history.detect(series("memory_first_kb"), { min_effect = 0.05 }), 0)
+  db:close()
+end)
+
 T.test("ssh: the resident helper watches the phases on the board, the timeline is fetched", function()
   local sshd = require("sshd")
   local srv = sshd.start()

@@ -10,20 +10,27 @@ local M = {}
 -- The phases whose peaks the history keeps as series (odp.results.schema: memory.<name>_kb).
 local SERIES = { load = true, method = true, first = true, steady = true }
 
+--- The timeline's rows: {{t_ms, rss_kb, anon_kb, file_kb}, ...} (a malformed row is skipped), or nil.
+function M.timeline(path)
+  local f = path and io.open(path, "rb")
+  if not f then return nil end
+  local rows = {}
+  for line in f:lines() do
+    local t, rss, anon, file = line:match("^([%d%.]+),(%d+),(%-?%d+),(%d+)$")
+    if t then rows[#rows + 1] = { t_ms = tonumber(t), rss_kb = tonumber(rss), anon_kb = tonumber(anon),
+      file_kb = tonumber(file) } end
+  end
+  f:close()
+  return rows
+end
+
 --- The timeline's sample with the largest RSS: {t_ms, rss_kb, anon_kb, file_kb} or nil (no file, no rows).
 -- The file is the helper's own (bounded by the run's length at 1 kHz); a malformed row is skipped.
 function M.timeline_peak(path)
-  local f = path and io.open(path, "rb")
-  if not f then return nil end
   local best
-  for line in f:lines() do
-    local t, rss, anon, file = line:match("^([%d%.]+),(%d+),(%-?%d+),(%d+)$")
-    rss = tonumber(rss)
-    if rss and (not best or rss > best.rss_kb) then
-      best = { t_ms = tonumber(t), rss_kb = rss, anon_kb = tonumber(anon), file_kb = tonumber(file) }
-    end
+  for _, r in ipairs(M.timeline(path) or {}) do
+    if not best or r.rss_kb > best.rss_kb then best = r end
   end
-  f:close()
   return best
 end
 

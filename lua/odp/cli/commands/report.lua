@@ -66,23 +66,36 @@ end
 
 -- The record's ETDump as a Chrome trace beside the page: {href, events} | nil (no ETDump left, or unreadable:
 -- the page says nothing of a trace then; a note on stderr says why).
+-- The record's memory timeline (memory.csv in its directory) as rows, or nil.
+local function memory_rows(rec, record_dir)
+  if not (type(rec.memory) == "table" and rec.memory.timeline) then return nil end
+  local rows = require("odp.results.memory").timeline(record_dir .. "/memory.csv")
+  return rows and #rows > 0 and rows or nil
+end
+
 local function write_trace(rec, record_dir, out, quiet)
+  local trace = require("odp.results.trace")
+  local tr
   local path = rec.artifacts and rec.artifacts.etdump
-  if type(path) ~= "string" then return nil end
-  if not sys.stat(path) and sys.stat(record_dir .. "/" .. path:match("[^/]+$")) then
+  if type(path) == "string" and not sys.stat(path) and sys.stat(record_dir .. "/" .. path:match("[^/]+$")) then
     path = record_dir .. "/" .. path:match("[^/]+$")
   end
-  if not sys.stat(path) then return nil end
-  local etdump = require("odp.parse.etdump")
-  local doc, err = etdump.read(path)
-  if not doc then
-    if not quiet then io.stderr:write(("odp: no trace: %s: %s\n"):format(path, err)) end
-    return nil
+  if type(path) == "string" and sys.stat(path) then
+    local doc, err = require("odp.parse.etdump").read(path)
+    if doc then
+      local cycles = rec.ops_unit == "cycles"
+      local ds = type(rec.device_state) == "table" and rec.device_state or {}
+      tr = trace.chrome(doc, { time_scale = cycles and "cycles" or "ns", clock_hz = cycles and ds.cpu_hz or nil })
+    elseif not quiet then
+      io.stderr:write(("odp: no trace of the ETDump: %s: %s\n"):format(path, err))
+    end
   end
-  local cycles = rec.ops_unit == "cycles"
-  local ds = type(rec.device_state) == "table" and rec.device_state or {}
-  local trace = require("odp.results.trace")
-  local tr = trace.chrome(doc, { time_scale = cycles and "cycles" or "ns", clock_hz = cycles and ds.cpu_hz or nil })
+  local rows = memory_rows(rec, record_dir)
+  if rows then
+    tr = tr or { traceEvents = require("odp.core.json").array({}), displayTimeUnit = "ms", otherData = { source = "odp" } }
+    trace.add_memory(tr, rows, rec.memory.phases)
+  end
+  if not tr then return nil end
   local file = out:gsub("%.html?$", "") .. ".trace.json"
   errors.check(sys.write_file(file, trace.encode(tr) .. "\n"))
   local events = 0
@@ -95,7 +108,7 @@ local function report_run(rec, record_dir, run_dir, out, opts, source)
   local page_dir = dirname(out)
   local trace = not opts.no_trace and write_trace(rec, record_dir, out, opts.quiet) or nil
   return html.run(rec, { samples = groups, files = run_dir and run_files(run_dir, page_dir, out) or nil, trace = trace,
-    source = source }), trace
+    source = source, memory_rows = memory_rows(rec, record_dir) }), trace
 end
 
 function M.main(args)
