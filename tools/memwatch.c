@@ -1,5 +1,7 @@
 /* memwatch: a measured program's memory by phase; see memwatch.h and docs/memory.md. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "memwatch.h"
 
 #include <errno.h>
