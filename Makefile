@@ -92,8 +92,8 @@ $(BUILD)/luac/.stamp: $(BUILD)/odp tools/luac.lua $(LUAC_SRCS) $(LUAC_SYSTEM)
 	  $(foreach f,$(LUAC_SYSTEM),$(f) $(BUILD)/luac/system/$(notdir $(f))c)
 	@touch $@
 
-# The peak-RSS oracle for the arm64 board twins (tests/board_twin): static, as the aarch64 runner is.
-AARCH64_PEERS := $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/tests/rss_touch-aarch64)
+# The peak-RSS and memory-by-phase oracles for the arm64 board twins (tests/board_twin): static, as the aarch64 runner is.
+AARCH64_PEERS := $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/tests/rss_touch-aarch64 $(BUILD)/tests/mem_phases-aarch64)
 testprogs: $(BUILD)/odp $(TESTPROGS) $(AARCH64_PEERS)
 
 $(BUILD)/tests/%-aarch64: tests/c/%.c
