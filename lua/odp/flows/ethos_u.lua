@@ -41,6 +41,7 @@ function M.record(ctx)
       tmp_mem_size = p.tmp_mem_size and hex(p.tmp_mem_size), steps = table.concat(steps, ",") } }
   rec.model = result.file_info(o.model)
   rec.model.scratch_size = p.scratch_size
+  rec.memory = require("odp.results.memory").bare_metal(p.pte, p.scratch_size)
   rec.device_state = require("odp.target.device_state").bare_metal(p.device, p)
   rec.steps = require("odp.core.json").array({})
   return rec

@@ -68,6 +68,13 @@ function M.owners(at, planned_bytes, weights_bytes, model_resident_kb)
   return o
 end
 
+--- The .pte's constant data in bytes: its segment data (the extended header's), or, when the program holds its
+-- constants inline (no segments), the whole file: an upper bound, said so by owners.weights_source = "file".
+function M.weights_bytes(pte)
+  if pte.extended_header and pte.extended_header.segment_data_size then return pte.extended_header.segment_data_size end
+  return pte.bytes
+end
+
 --- The record's memory from one runner process's exec result r (r.memory: the helper's report, r.rusage),
 -- or nil, why when there is none. timeline: the local path of its memory.csv (nil: none). pte: what
 -- odp.parse.pte read of the model (nil when unread), method: the method's name.
@@ -110,10 +117,29 @@ function M.record(r, timeline, pte, method)
         for _, b in ipairs(m.non_const_buffer_sizes or {}) do planned = planned + b end
       end
     end
-    weights = pte.extended_header and pte.extended_header.segment_data_size or nil
+    weights = M.weights_bytes(pte)
   end
   mem.owners = M.owners(at, planned, weights, model_kb)
+  mem.owners.weights_source = weights and (pte.extended_header and "segments" or "file") or nil
   return mem
+end
+
+--- The memory of a bare-metal board (the Alif E8: no processes, no RSS): the planned arenas as the .pte declares
+-- them (its first method's planned buffers, and the Ethos-U delegate's Vela scratch), no phases, and a note
+-- that says so.
+---@param pte table? odp.parse.pte's
+---@param scratch_size integer? bytes
+function M.bare_metal(pte, scratch_size)
+  local planned
+  local m = pte and pte.methods and pte.methods[1]
+  if m then
+    planned = 0
+    for _, b in ipairs(m.non_const_buffer_sizes or {}) do planned = planned + b end
+  end
+  local owners = M.owners(nil, planned, pte and M.weights_bytes(pte), nil)
+  owners.scratch_kb = kib(scratch_size)
+  return { phases = json.array({}), seen = json.array({}), owners = owners,
+    note = "bare metal: no RSS to measure; the planned arenas (and the NPU's scratch) are the .pte's" }
 end
 
 --- What a record's memory should make the user aware of: lines for rec.warnings.

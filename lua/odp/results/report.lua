@@ -55,6 +55,16 @@ function M.memory_lines(mem, out)
     rows[#rows + 1] = { phase = p.name .. (p.name == mem.peak_phase and " *" or ""), peak = p.peak_kb,
       how = p.exact and "exact" or "sampled", from = p.t_start_ms, to = p.t_end_ms }
   end
+  if mem.note then
+    out[#out + 1] = "  memory: " .. mem.note
+  end
+  if #mem.phases == 0 then
+    local o = mem.owners or {}
+    if o.planned_kb then out[#out + 1] = ("    planned arenas %d kB%s"):format(o.planned_kb,
+      o.scratch_kb and (" · NPU scratch %d kB"):format(o.scratch_kb) or "") end
+    out[#out + 1] = ""
+    return
+  end
   out[#out + 1] = "  memory by phase (* the peak)"
   local t = M.table(rows, { { key = "phase", align = "l" }, { key = "peak", title = "peak kB", fmt = "%d" },
     { key = "how", align = "l" }, { key = "from", title = "from ms", fmt = "%.1f" },

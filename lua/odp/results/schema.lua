@@ -128,11 +128,14 @@ M.FIELDS = {
   { "memory.owners.planned_kb", "integer", unit = "kB" },
   { "memory.owners.weights_kb", "integer", unit = "kB" },
   { "memory.owners.weights_mapped", "boolean" },
+  { "memory.owners.weights_source", "string" },         -- segments (the extended header's) | file (inline: the .pte, a bound)
   { "memory.owners.heap_other_kb", "integer", unit = "kB" },
   { "memory.owners.file_kb", "integer", unit = "kB" },
   { "memory.owners.unexplained_kb", "integer", unit = "kB" },
   { "memory.owners.rss_kb", "integer", unit = "kB" },
   { "memory.owners.unknown", "list", of = "string" },
+  { "memory.owners.scratch_kb", "integer", unit = "kB" }, -- bare metal: the Ethos-U delegate's Vela scratch
+  { "memory.note", "string" },                          -- why a record has no phases (bare metal)
   { "pmu", "object" },
   { "pmu.npu_cycles", "integer", unit = "cycles", metric = "npu_cycles" },
   { "pmu.cpu_cycles_per_inference", "number", unit = "cycles", metric = "cpu_cycles_per_inference" },
