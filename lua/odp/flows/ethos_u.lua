@@ -68,6 +68,9 @@ function M.finish(ctx, rec, err)
   end
 end
 
+-- Keys the board's verbs pass that no user gives (odp.run checks a point's keys against the options and these).
+M.internal_options = { "twin_lifeline" }
+
 --- A script declaration: `return require("odp.flows.ethos_u").script{name=, description=, device=}`.
 function M.script(spec)
   local options = {}

@@ -22,6 +22,8 @@ M.options = {
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
   { "memory", "Memory by phase (exact peaks of load, method, first and steady inference), a 1 kHz timeline " ..
     "(memory.csv) and what holds the bytes (docs/memory.md); --no-memory: the peak RSS alone", true, "bool" },
+  { "allow-emulated", "Measure a runner built for another machine that the board runs under emulation\n" ..
+    "(qemu-user through binfmt_misc); the record says emulated (refused without it)", false, "bool" },
 }
 -- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.results.measure);
 -- where and with what: --cpus, --cluster, --threads, --counters (odp.target.placement). Declared here once, so
@@ -45,24 +47,81 @@ function M.validate(ctx)
   run.check_model(o.model) -- a .pte this runner can load: ET12 identifier, not truncated, parseable
 end
 
--- One line that says why a runner process failed, from its exit and its own error lines.
-local function failure_message(r, parsed)
-  local why
+-- The runner's own cause in a failure's line: its first error lines (the F line, the assert that ended it,
+-- last), each bounded, so the line stays one line.
+local MAX_CAUSES, MAX_CAUSE = 2, 160
+
+local function cut(text, n) return #text > n and (text:sub(1, n - 3) .. "...") or text end
+
+-- What odp knows that explains a runner's failure, from its lines and the model's .pte; nil when nothing.
+local function explain(ctx, parsed)
+  local o = ctx.opts
+  local texts = {}
+  for _, e in ipairs(parsed.errors or {}) do texts[#texts + 1] = e.text end
+  local all = table.concat(texts, "\n")
+  local info = require("odp.parse.pte").read(o.model) -- checked before the run (validate): read again only here
+  local backends = {}
+  for _, d in ipairs(info and require("odp.parse.pte").delegates(info) or {}) do
+    if not backends[d.backend] then backends[#backends + 1], backends[d.backend] = d.backend, true end
+  end
+  local backend = all:match("Backend (%S+) is not registered")
+  if backend and backends[backend] then
+    return ("the model delegates to %s, which this runner does not register: use a runner built with that backend")
+      :format(backend)
+  elseif backend then
+    return ("this runner does not register the backend %s"):format(backend)
+  end
+  if all:find("external_data_map is null", 1, true) and not o.data then
+    local ptd = o.model:gsub("%.pte$", "") .. ".ptd"
+    return ("the model keeps its weights in an external data file: pass --data %s"):format(sys.stat(ptd) and ptd
+      or "FILE.ptd")
+  end
+  local missing = parsed.missing_operators or {}
+  if #missing > 0 then
+    return ("this runner has no kernel for %s%s: use a runner built with %s"):format(
+      table.concat(missing, ", ", 1, math.min(#missing, 3)), #missing > 3 and (" and %d more"):format(#missing - 3) or "",
+      #missing > 1 and "them" or "it")
+  end
   for _, e in ipairs(parsed.errors or {}) do
-    why = e.text .. (e.status_name and (" [" .. e.status_name .. "]") or "")
-    if e.level == "F" then break end
+    if e.status_name == "NotFound" and #backends > 0 then
+      return ("the model delegates to %s: is it registered in this runner?"):format(table.concat(backends, ", "))
+    end
+  end
+end
+
+-- One line that says why a runner process failed, from its exit, its own error lines and odp's explanation.
+local function failure_message(ctx, r, parsed)
+  local causes, final = {}, nil
+  for _, e in ipairs(parsed.errors or {}) do
+    local text = e.text:gsub("%.$", "") .. (e.status_name and (" [" .. e.status_name .. "]") or "")
+    if e.level == "F" then final = text break end
+    if #causes < MAX_CAUSES then causes[#causes + 1] = cut(text, MAX_CAUSE) end
+  end
+  if final then causes[#causes + 1] = cut(final, MAX_CAUSE) end
+  if #causes == 0 then
+    -- no ExecuTorch error line: the first line of its own that is no info log line (the dynamic loader's
+    -- "version `GLIBC_2.38' not found", the shell's "Exec format error", ...)
+    for line in (r.stderr or ""):gmatch("[^\r\n]+") do
+      if not line:match("^[DIW] %d%d:%d%d:") and line:match("%S") then causes[1] = cut(line, MAX_CAUSE) break end
+    end
+  end
+  local why = #causes > 0 and table.concat(causes, "; ") or nil
+  local function with_why(head)
+    if not why then return head end
+    local note = explain(ctx, parsed)
+    return head .. ": " .. why .. (note and (" (" .. note .. ")") or "")
   end
   if r.timed_out then
     return "ETIMEDOUT", "runner did not finish before the timeout; killed with its process group"
   elseif r.canceled then
     return "ECANCELED", "interrupted; runner killed"
   elseif r.signal then
-    return "EIO", ("runner killed by SIG%s%s"):format(r.signal_name or r.signal, why and (": " .. why) or "")
+    return "EIO", with_why(("runner killed by SIG%s"):format(r.signal_name or r.signal))
   elseif r.status ~= 0 then
     if r.stderr:find("unknown command line flag 'etdump_path'", 1, true) then
       return "EIO", "this runner was built without the event tracer: it has no --etdump_path; drop --etdump"
     end
-    return "EIO", ("runner exited with status %d%s"):format(r.status, why and (": " .. why) or "")
+    return "EIO", with_why(("runner exited with status %d"):format(r.status))
   end
 end
 
@@ -183,12 +242,20 @@ function M.record(ctx)
   rec.model = result.file_info(o.model, hashes)
   rec.runner = result.file_info(o.runner, hashes)
   rec.steps = json.array({})
+  local emulated = ctx.preflight and ctx.preflight.emulated
+  if emulated then -- --allow-emulated: measured, but not the board's own speed
+    rec.emulated = emulated
+    rec.warnings[#rec.warnings + 1] = ("the runner (%s) ran under %s emulation (%s), not natively: its times "
+      .. "and memory are the emulator's"):format(ctx.preflight.runner.machine, emulated,
+      ctx.preflight.emulator)
+  end
   return rec
 end
 
 --- The files preflight checks against the board (odp.run, for scripts declared with preflight = true).
 function M.preflight_files(ctx)
-  return { runner = ctx.opts.runner, model = ctx.opts.model, data = ctx.opts.data }
+  return { runner = ctx.opts.runner, model = ctx.opts.model, data = ctx.opts.data,
+    allow_emulated = ctx.opts.allow_emulated }
 end
 
 -- The stage step: where the files are is the target's business (the host runs them in place; a remote target
@@ -232,7 +299,7 @@ local function run_step(ctx, rec, t)
 
   for i = 1, o.warmup do
     local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
-    local code, msg = failure_message(r, parsed)
+    local code, msg = failure_message(ctx, r, parsed)
     if code then
       rec.status, rec.signal = r.status, r.signal
       errors.fail(code, "warmup: " .. msg, code == "ECANCELED" and 130 or 1)
@@ -252,7 +319,7 @@ local function run_step(ctx, rec, t)
     local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (count == 1 and "runner" or ("run" .. i)))
     if cooler then cooler:after(i) end
     rec.status, rec.signal = r.status, r.signal
-    local code, msg = failure_message(r, parsed)
+    local code, msg = failure_message(ctx, r, parsed)
     if code then
       runs[#runs + 1] = { r = r, parsed = parsed }
       if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }) end

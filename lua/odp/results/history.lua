@@ -202,6 +202,10 @@ local function identity(record)
     board = id.board, soc = id.soc, kernel = id.kernel, params = canon(tbl(record.params)) }
   local parts = {}
   for i, f in ipairs(KEY_FIELDS) do parts[i] = base[f] or "" end
+  -- an emulated run (--allow-emulated) is a series of its own: its numbers are the emulator's. Native runs'
+  -- keys stay as they were.
+  base.emulated = str(record.emulated)
+  if base.emulated then parts[#parts + 1] = "emulated=" .. base.emulated end
   return base, table.concat(parts, "\0")
 end
 
@@ -215,7 +219,8 @@ function M.series_of(record, metric, unit, keys, base, text)
   text = text .. "\0" .. metric
   s.key = keys and keys[text] or sys.sha256(text)
   if keys then keys[text] = s.key end
-  s.name = ("%s · %s · %s"):format(s.model_name or "?", s.board or s.device or "?", metric)
+  s.name = ("%s · %s%s · %s"):format(s.model_name or "?", s.board or s.device or "?",
+    s.emulated and (" (emulated: " .. s.emulated .. ")") or "", metric)
   return s
 end
 

@@ -677,6 +677,7 @@ local function header_rows(rec)
   rows[#rows + 1] = { "flow", rec.flow and esc(rec.flow) }
   rows[#rows + 1] = { "board", rec.board and esc(rec.board) }
   rows[#rows + 1] = { "device", (rec.device or rec.target) and esc(("%s (%s)"):format(rec.device or "?", rec.target or "?")) }
+  rows[#rows + 1] = { "emulated", rec.emulated and esc(("%s: the runner ran emulated, not natively"):format(rec.emulated)) }
   if rec.device_state then
     local ok, summary = pcall(require("odp.target.device_state").summary, rec.device_state.raw)
     rows[#rows + 1] = { "device state", esc(rec.device_state.error and ("unknown: " .. rec.device_state.error)
@@ -715,7 +716,8 @@ function M.run(rec, opts)
   for _, k in ipairs { "p10", "p50", "p90" } do vals[#vals + 1] = l[k] end
   local unit, scale = report.time_unit(vals)
   local name = rec.model and rec.model.path and rec.model.path:match("[^/]+$") or "run"
-  local title = ("%s on %s"):format(name, rec.board or rec.device or rec.target or "?")
+  local title = ("%s on %s%s"):format(name, rec.board or rec.device or rec.target or "?",
+    rec.emulated and (" (emulated: " .. rec.emulated .. ")") or "")
   local sections = { M.warnings(M.run_warnings(rec)), M.kv(header_rows(rec)) }
   if rec.ok ~= false then
     sections[#sections + 1] = latency_section(rec, opts.samples, unit, scale)

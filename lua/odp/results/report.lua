@@ -180,7 +180,8 @@ end
 local function human_one(r, out)
   local function kv(k, v) out[#out + 1] = ("  %-16s %s"):format(k, v) end
   out[#out + 1] = ("%s  %s on %s: %s"):format(r.ok and "OK  " or "FAIL", r.flow or "?", r.target or r.device or "?",
-    r.ok and "measured" or ((r.error and r.error.message) or "failed"))
+    r.ok and (r.emulated and ("measured under %s emulation, not natively"):format(r.emulated) or "measured")
+    or ((r.error and r.error.message) or "failed"))
   if r.model then
     kv("model", ("%s (%s, sha256 %s)"):format(r.model.path, r.model.bytes and (r.model.bytes .. " B") or "?",
       (r.model.sha256 or "?"):sub(1, 12)))

@@ -200,7 +200,7 @@ function Board:workdir(run_dir)
 end
 
 --- The preflight checks (odp.target.preflight: ELF machine, glibc, free space) for files = {runner=, model=,
--- data=}, made once per board and set of files (same paths, sizes and mtimes) -> the facts.
+-- data=, allow_emulated=}, made once per board and set of files (same paths, sizes and mtimes) -> the facts.
 function Board:preflight(files)
   if self.transport == "probe" then enotsup(self, "preflight") end
   local parts = {}
@@ -208,11 +208,11 @@ function Board:preflight(files)
     local st = files[k] and sys.stat(files[k])
     parts[#parts + 1] = files[k] and ("%s:%s:%s"):format(files[k], st and st.size, st and st.mtime) or ""
   end
-  local key = table.concat(parts, "\0")
+  local key = table.concat(parts, "\0") .. (files.allow_emulated and "\0emulated" or "")
   if not self._preflight[key] then
     local t = self:target()
     self._preflight[key] = require("odp.target.preflight").check(t, { runner = files.runner, model = files.model,
-      data = files.data, device = self.device, remote_dir = t.remote_dir })
+      data = files.data, device = self.device, remote_dir = t.remote_dir, allow_emulated = files.allow_emulated })
   end
   return self._preflight[key]
 end

@@ -114,15 +114,36 @@ end
 --              lab, so those keys are dropped from it
 --   args       the runner's arguments
 --   points     list of parameter tables (sweep.points); nil: one point with none
+--   cli        the parsed command line (odp.core.options.parse's table): a transport option it gives
+--              (--remote-dir, --host, --port, --identity, ...) applies to every board, over the lab file's
+--              value, which is over the device file's; one no board of the lab takes is refused (exit 2)
 --   out, repeat, ui   as odp.run.sweep.run_boards
 -- Returns run_boards' result.
 function M.run_flow(o)
   local run = require("odp.run")
   local lab = require("odp.target.lab")
-  local entries = lab.load(o.boards).boards
+  -- a labgrid target that names no odp device is a board of the script's device
+  local entries = lab.load(o.boards, nil, o.spec.device and o.spec.device.path).boards
   local transport = {}
   for _, e in ipairs(entries) do
     for k in pairs(lab.transport_options(e.dev)) do transport[k] = true end
+  end
+  -- the script's own transport options the command line gave: every board takes them, or the run is refused
+  local given = {}
+  if o.cli then
+    local dev = type(o.spec.device) == "table" and o.spec.device or o.spec.target and { transport = o.spec.target }
+    local script_transport = dev and lab.transport_options(dev) or {}
+    for k in pairs(require("odp.core.options").given(o.cli)) do
+      if script_transport[k] or transport[k] then given[k] = o.cli[k] end
+    end
+    for k in pairs(given) do
+      for _, e in ipairs(entries) do
+        if not lab.transport_options(e.dev)[k] then
+          require("odp.core.errors").fail("EUSAGE", ("--%s applies to every board of --boards, and board %s "
+            .. "(%s) takes no --%s"):format(k:gsub("_", "-"), e.name, e.dev.transport, k:gsub("_", "-")), 2)
+        end
+      end
+    end
   end
   local function point_opts(params)
     local po = o.opts_for(params)
@@ -134,6 +155,7 @@ function M.run_flow(o)
     timeout = o.timeout, ui = o.ui, ["repeat"] = o["repeat"],
     open = function(entry)
       local bo = lab.board_options(entry)
+      for k, v in pairs(given) do bo[k] = v end -- the command line over the lab file (over the device file)
       bo.ui = o.ui and o.ui:child(entry.name)
       return run.open_board(entry.dev, bo)
     end,
@@ -147,7 +169,7 @@ end
 function M.main(spec, opts, args)
   local ui = require("odp.core.ui").new { quiet = opts.quiet, verbose = opts.verbose }
   local res = M.run_flow { spec = spec, boards = opts.boards, spread = opts.spread, timeout = opts.board_timeout,
-    args = args, ui = ui, opts_for = function(params)
+    args = args, ui = ui, cli = opts, opts_for = function(params)
       local po = {}
       for k, v in pairs(opts) do po[k] = v end
       for _, own in ipairs(M.OPTIONS) do po[(own[1]:gsub("-", "_"))] = nil end

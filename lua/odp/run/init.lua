@@ -97,6 +97,28 @@ function M.point_options(board, flow, opts)
   return o
 end
 
+-- Refuses a key of a point's options that nothing consumes (board:profile{num_executoins = 50} would measure
+-- the default count): the flow's options, the script's, odp's, the board's transport's, the board's own, the
+-- keys the board's verbs pass (flow.internal_options), n and args. EUSAGE, exit 2, with a did-you-mean.
+local function check_keys(board, flow, spec, opts)
+  local known = { n = true, args = true }
+  for _, list in ipairs({ flow.options, spec and spec.options or {}, options.global_options }) do
+    for _, o in ipairs(list) do known[(o[1]:gsub("-", "_"))] = true end
+  end
+  for k in pairs(require("odp.target.lab").transport_options(board.device)) do known[k] = true end
+  for k in pairs(board.opts) do known[(tostring(k):gsub("-", "_"))] = true end
+  for _, k in ipairs(flow.internal_options or {}) do known[k] = true end
+  local keys = {}
+  for k in pairs(opts or {}) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    if not known[(k:gsub("-", "_"))] then
+      options.unknown("key", k, known, ("an option of the %s flow"):format(flow.name),
+        { list = "`odp run SCRIPT --help` lists a script's options" })
+    end
+  end
+end
+
 ------------------------------------------------------------------------------------------------ the run
 
 -- Errors inside a step: structured failures pass as they are, anything else gets its traceback once.
@@ -176,6 +198,7 @@ function M.point(board, flow, opts, args)
   local spec
   if type(flow) == "table" and type(flow.run) == "function" and flow.flow then spec, flow = flow, flow.flow end
   flow = M.flow(flow or board.device.flow)
+  check_keys(board, flow, spec, opts)
   local ctx = M.context { opts = M.point_options(board, flow, opts), args = args or (opts and opts.args), board = board,
     flow = flow, spec = spec or { name = board.device.name } }
   return M.execute(ctx)

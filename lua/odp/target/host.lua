@@ -143,7 +143,7 @@ function Host:fetch(path, dst)
 end
 function Host:sha256(path) return (sys.sha256_file(path)) end
 
-function Host:arch() return first_line({ "uname", "-m" }) end
+function Host:arch() return (sys.read_file("/proc/sys/kernel/arch") or ""):match("%S+") or first_line({ "uname", "-m" }) end
 function Host:libc_version()
   local v = first_line({ "getconf", "GNU_LIBC_VERSION" })
   return v and v:match("([%d%.]+)$")

@@ -46,6 +46,11 @@ function M.main(args)
   local env = setmetatable({ odp = repl.odp_namespace() }, { __index = _G })
   if args[1] == "--boards" then
     if not args[2] then io.stderr:write("odp repl: --boards needs a lab file (LAB.lua[:TAG|NAMES], lava, labgrid:FILE)\n") return 2 end
+    if args[3] then -- never dropped: the boards' transport options are the lab file's here
+      io.stderr:write(("odp repl: --boards takes no other argument, got '%s' (transport options go in the lab "
+        .. "file: docs/many-boards.md)\n"):format(args[3]))
+      return 2
+    end
     local entries = require("odp.target.lab").load(args[2]).boards
     env.boards = require("odp.run.boards").open(entries, require("odp.core.ui").new {})
     local names = env.boards:names()
