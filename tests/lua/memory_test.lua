@@ -363,6 +363,22 @@ T.test("ssh: the resident helper watches the phases on the board, the timeline i
     assert(t:fetch(csv, here))
     T.eq(r.memory.samples, select(2, T.read(here):gsub("\n", "")) - 1)
     t:close()
+    -- the flow over SSH: the record's memory, its timeline fetched into the run directory
+    local tmp = T.tmpdir()
+    local fr = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+      "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts,
+      "--remote-dir", srv.remote_dir .. "/flow", "--runner", phases_prog, "--model",
+      T.root() .. "/tests/fixtures/pte/add_arduino.pte", "-n", "3", "--runs-dir", tmp .. "/runs", "--no-history",
+      "--format", "json" }, cwd = tmp, timeout = 300 })
+    T.eq(fr.status, 0, fr.stderr)
+    local rec = json.decode(fr.stdout)
+    local names = {}
+    for i, ph in ipairs(rec.memory.phases) do names[i] = ph.name end
+    T.eq(table.concat(names, "+"), "load+method+first+steady+teardown")
+    T.eq(rec.memory.peak_phase, "first")
+    T.eq(rec.peak_rss_kb, rec.memory.peak_kb)
+    T.match(T.read(rec.artifacts.memory), "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,")
+    T.ok(rec.artifacts.memory:find(rec.artifacts.run_dir, 1, true) == 1, "the timeline is in the run directory")
   end)
   srv:stop()
   if not ok then error(err, 0) end
