@@ -164,8 +164,9 @@ local function memory_step(ctx, rec, last)
   local t = ctx.state_of
   if not t.memory then return end
   if not last.r.memory then
-    rec.warnings[#rec.warnings + 1] = "memory: no memory by phase: this board's runs are not measured by odp's " ..
-      "helper (only odp-rusage watches phases); the peak RSS alone"
+    rec.warnings[#rec.warnings + 1] = "memory: no memory by phase: the runner was not watched by odp's helper " ..
+      "(none for this board, or it could not write its timeline: its reason is on the runner's stderr); the peak " ..
+      "RSS alone"
     return
   end
   local here = ctx.run_dir .. "/memory.csv"
