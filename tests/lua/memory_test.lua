@@ -183,6 +183,15 @@ T.test("bare metal (the Alif E8): no RSS, no phases; the planned arenas and the 
   T.match(table.concat(out, "\n"), "memory: bare metal: no RSS.-planned arenas %d+ kB · NPU scratch %d+ kB")
 end)
 
+T.test("a timeline that cannot be written: the run goes on unwatched, and says why on its stderr", function()
+  local r = assert(host.new():exec({ phases_prog, "2" }, { timeout = 120,
+    memory = { csv = "/nonexistent/dir/memory.csv", marks = MARKS } }))
+  T.eq(r.status, 0)
+  T.eq(r.memory, nil)
+  T.match(r.stderr, "odp%-rusage: cannot write /nonexistent/dir/memory.csv: No such file or directory")
+  T.match(r.stdout, "OutputX 0", "the runner's output is whole")
+end)
+
 T.test("bad marks are refused at once by the helper (exit 125, one line)", function()
   local r = assert(proc.run { helper, "--memory", "/dev/null", "--mark", "Bad Event=x", "--", "true" })
   T.eq(r.status, 125); T.match(r.stderr, "%-%-mark Bad Event=x: EVENT=GLOB")
