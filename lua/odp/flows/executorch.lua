@@ -138,9 +138,13 @@ local function run_once(ctx, t, argv, label, files)
     sink[ext .. "_file"] = f
   end
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
+  -- memory by phase for the measured processes (files: their logs' prefix), each its own timeline
+  local memory = t.memory and files and { csv = t.memory.prefix .. basename(files) .. ".memory.csv",
+    marks = t.memory.marks, model = t.memory.model }
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
-    helper_args = t.helper_args, counters = ctx.opts.counters, memory = t.memory, on_stdout = sink.stdout,
+    helper_args = t.helper_args, counters = ctx.opts.counters, memory = memory, on_stdout = sink.stdout,
     on_stderr = sink.stderr })
+  if r and memory then r.memory_csv = memory.csv end
   for _, ext in ipairs({ "stdout", "stderr" }) do
     local f = sink[ext .. "_file"]
     if f then
@@ -169,11 +173,10 @@ local function memory_step(ctx, rec, last)
       "RSS alone"
     return
   end
+  -- this process's timeline becomes the run's memory.csv (on this machine a rename, from a board a pull)
   local here = ctx.run_dir .. "/memory.csv"
-  if t.memory.csv ~= here then
-    local got, err = t.target:fetch(t.memory.csv, here)
-    if not got then rec.warnings[#rec.warnings + 1] = "memory: the timeline could not be fetched: " .. tostring(err) end
-  end
+  local got, err = t.target:fetch(last.r.memory_csv, here)
+  if not got then rec.warnings[#rec.warnings + 1] = "memory: the timeline could not be fetched: " .. tostring(err) end
   local pte = require("odp.parse.pte").read(ctx.opts.model)
   local mem = require("odp.results.memory").record(last.r, here, pte, last.parsed.method)
   if mem.timeline then rec.artifacts.memory = here end
@@ -276,11 +279,11 @@ local function stage_step(ctx, rec, t)
   end
   local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
   if o.memory then
-    -- the timeline is written where the runner runs (the run dir on this machine), brought here after
-    local csv = board:target().kind == "host" and (t.workdir .. "/memory.csv")
-      or (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".memory.csv")
-    t.memory = { csv = csv, marks = require("odp.parse.memory").mark_specs(require("odp.parse.memory").EXECUTORCH_MARKS),
-      model = model }
+    -- each measured process's timeline is written where it runs (the run dir on this machine; the remote dir,
+    -- named after the run), the record's brought into the run dir as memory.csv after (memory_step)
+    local memparse = require("odp.parse.memory")
+    t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model,
+      prefix = board:target().kind == "host" and (t.workdir .. "/") or (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. "-") }
   end
   local data = o.data and stage(o.data)
   t.etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
