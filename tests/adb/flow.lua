@@ -38,6 +38,9 @@ T.test("logcat runner: pushed, run, log read from logcat, rusage, ETDump pulled"
   local rec, r = json_run({ "--runner", android_runner, "--model", add, "-n", "10", "--etdump", dir .. "/p.etdump",
     "--format", "json" })
   T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  -- its log went to logcat: the helper saw no phase line, and the record says why
+  T.eq(rec.memory.phases[1].name, "run")
+  T.match(table.concat(rec.warnings, "\n"), "the runner logs to logcat, which odp's helper does not see")
   T.eq(rec.ok, true)
   T.eq(rec.device, "vivo_x300_pro")
   T.eq(rec.target, "adb://127.0.0.1:" .. port)

@@ -180,7 +180,9 @@ local function memory_step(ctx, rec, last)
   local pte = require("odp.parse.pte").read(ctx.opts.model)
   local mem = require("odp.results.memory").record(last.r, here, pte, last.parsed.method)
   if mem.timeline then rec.artifacts.memory = here end
-  for _, w in ipairs(require("odp.results.memory").warnings(mem)) do rec.warnings[#rec.warnings + 1] = w end
+  for _, w in ipairs(require("odp.results.memory").warnings(mem, last.r.log and "logcat")) do
+    rec.warnings[#rec.warnings + 1] = w
+  end
   rec.memory = mem
 end
 

@@ -142,10 +142,14 @@ function M.bare_metal(pte, scratch_size)
     note = "bare metal: no RSS to measure; the planned arenas (and the NPU's scratch) are the .pte's" }
 end
 
---- What a record's memory should make the user aware of: lines for rec.warnings.
-function M.warnings(mem)
+--- What a record's memory should make the user aware of: lines for rec.warnings. log_elsewhere: where the
+-- runner logged instead of its stderr ("logcat": an Android runner), which the helper cannot watch.
+function M.warnings(mem, log_elsewhere)
   local w = {}
-  if #mem.seen == 0 then
+  if #mem.seen == 0 and log_elsewhere then
+    w[#w + 1] = ("memory: the runner logs to %s, which odp's helper does not see: no phase boundaries, one " ..
+      "phase, the whole run"):format(log_elsewhere)
+  elseif #mem.seen == 0 then
     w[#w + 1] = "memory: the runner printed none of the phase lines (program loaded, method loaded, iterations, " ..
       "executed): one phase, the whole run"
   end
