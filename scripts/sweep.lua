@@ -10,6 +10,7 @@
 -- every record carries its board, and a board that fails fails only its own points (docs/many-boards.md).
 local cli = require("odp.core.options")
 local errors = require("odp.core.errors")
+local publish = require("odp.results.publish")
 local report = require("odp.results.report")
 local boards = require("odp.run.boards")
 local run = require("odp.run")
@@ -177,7 +178,7 @@ return {
       io.stdout:write(("%d record(s) this run, %d already done, %d failed; all in %s\n")
         :format(#res.records, res.skipped, res.failed, ctx.opts.out))
     end
-    errors.check(report.deliver(all, ctx.opts)) -- --report lava|junit, $GITHUB_STEP_SUMMARY
+    errors.check(publish.deliver(all, ctx.opts)) -- --report lava|junit, $GITHUB_STEP_SUMMARY
     if res.failed > 0 then
       errors.fail("EFAIL", ("%s (their records in %s say why)"):format(res.boards and boards.summary(res) or
         ("%d of %d point runs failed"):format(res.failed, #res.records), ctx.opts.out), 1)

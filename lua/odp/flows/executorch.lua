@@ -5,8 +5,18 @@ local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
 local json = require("odp.core.json")
+local device = require("odp.target.device")
 local measuring = require("odp.results.measure")
 local run = require("odp.run")
+local device_state = require("odp.target.device_state")
+local etdump = require("odp.parse.etdump")
+local executorch = require("odp.parse.executorch")
+local placement = require("odp.target.placement")
+local rusage = require("odp.target.rusage")
+local stats = require("odp.core.stats")
+local pte = require("odp.parse.pte")
+local memory = require("odp.results.memory")
+local memparse = require("odp.parse.memory")
 
 local M = { name = "executorch" }
 
@@ -41,7 +51,7 @@ function M.validate(ctx)
   measuring.validate(o)
   local st = sys.stat(o.runner)
   if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner), 2) end
-  if require("odp.target." .. ctx.target_kind).runs_in_place and not st.executable then
+  if device.kind(ctx.target_kind).runs_in_place and not st.executable then
     errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner), 2)
   end
   run.check_model(o.model) -- a .pte this runner can load: ET12 identifier, not truncated, parseable
@@ -59,9 +69,9 @@ local function explain(ctx, parsed)
   local texts = {}
   for _, e in ipairs(parsed.errors or {}) do texts[#texts + 1] = e.text end
   local all = table.concat(texts, "\n")
-  local info = require("odp.parse.pte").read(o.model) -- checked before the run (validate): read again only here
+  local info = pte.read(o.model) -- checked before the run (validate): read again only here
   local backends = {}
-  for _, d in ipairs(info and require("odp.parse.pte").delegates(info) or {}) do
+  for _, d in ipairs(info and pte.delegates(info) or {}) do
     if not backends[d.backend] then backends[#backends + 1], backends[d.backend] = d.backend, true end
   end
   local backend = all:match("Backend (%S+) is not registered")
@@ -139,12 +149,12 @@ local function run_once(ctx, t, argv, label, files)
   end
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
   -- memory by phase for the measured processes (files: their logs' prefix), each its own timeline
-  local memory = t.memory and files and { csv = t.memory.prefix .. basename(files) .. ".memory.csv",
+  local watch = t.memory and files and { csv = t.memory.prefix .. basename(files) .. ".memory.csv",
     marks = t.memory.marks, model = t.memory.model }
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
-    helper_args = t.helper_args, counters = ctx.opts.counters, memory = memory, on_stdout = sink.stdout,
+    helper_args = t.helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
     on_stderr = sink.stderr })
-  if r and memory then r.memory_csv = memory.csv end
+  if r and watch then r.memory_csv = watch.csv end
   for _, ext in ipairs({ "stdout", "stderr" }) do
     local f = sink[ext .. "_file"]
     if f then
@@ -157,7 +167,7 @@ local function run_once(ctx, t, argv, label, files)
     end
   end
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
-  local parse = require("odp.parse.executorch")
+  local parse = executorch
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
 end
@@ -177,10 +187,9 @@ local function memory_step(ctx, rec, last)
   local here = ctx.run_dir .. "/memory.csv"
   local got, err = t.target:fetch(last.r.memory_csv, here)
   if not got then rec.warnings[#rec.warnings + 1] = "memory: the timeline could not be fetched: " .. tostring(err) end
-  local pte = require("odp.parse.pte").read(ctx.opts.model)
-  local mem = require("odp.results.memory").record(last.r, here, pte, last.parsed.method)
+  local mem = memory.record(last.r, here, pte.read(ctx.opts.model), last.parsed.method)
   if mem.timeline then rec.artifacts.memory = here end
-  for _, w in ipairs(require("odp.results.memory").warnings(mem, last.r.log and "logcat")) do
+  for _, w in ipairs(memory.warnings(mem, last.r.log and "logcat")) do
     rec.warnings[#rec.warnings + 1] = w
   end
   rec.memory = mem
@@ -193,7 +202,6 @@ local function measure(ctx, rec, runs)
   local g = measuring.log_groups(runs, n)
   if g and g.warning then rec.warnings[#rec.warnings + 1] = g.warning end
   if not g and rec.artifacts.etdump then
-    local etdump = require("odp.parse.etdump") -- loaded only when there is an ETDump
     local doc = etdump.read(rec.artifacts.etdump)
     local samples = doc and etdump.latency(doc) or {}
     -- the ETDump is the last process's: one group
@@ -217,7 +225,6 @@ local function measure(ctx, rec, runs)
   end
   local last = runs[#runs].parsed
   local loads = {}
-  local memory = require("odp.results.memory")
   for _, x in ipairs(runs) do
     if x.parsed.load_ms then loads[#loads + 1] = x.parsed.load_ms end
     -- with memory by phase, ru_maxrss counts only from the last reset of the high-water mark (docs/memory.md):
@@ -227,7 +234,7 @@ local function measure(ctx, rec, runs)
     if rss and rss > 0 then rec.peak_rss_kb = math.max(rec.peak_rss_kb or 0, rss) end
   end
   memory_step(ctx, rec, runs[#runs])
-  if #loads > 0 then rec.load_ms = require("odp.core.stats").summary(loads).p50 end
+  if #loads > 0 then rec.load_ms = stats.summary(loads).p50 end
   rec.planned_buffers = json.array(last.planned_buffers or {})
   rec.outputs = json.array(last.outputs or {})
   rec.threads = last.threads
@@ -283,7 +290,6 @@ local function stage_step(ctx, rec, t)
   if o.memory then
     -- each measured process's timeline is written where it runs (the run dir on this machine; the remote dir,
     -- named after the run), the record's brought into the run dir as memory.csv after (memory_step)
-    local memparse = require("odp.parse.memory")
     t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model,
       prefix = board:target().kind == "host" and (t.workdir .. "/") or (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. "-") }
   end
@@ -300,8 +306,8 @@ end
 -- The run step: the device state before, placement, the warmup and measured runner processes (t.runs).
 local function run_step(ctx, rec, t)
   local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
-  t.state = require("odp.target.device_state").before(rec, target)
-  require("odp.target.placement").apply(ctx, t, rec, argv)
+  t.state = device_state.before(rec, target)
+  placement.apply(ctx, t, rec, argv)
 
   for i = 1, o.warmup do
     local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
@@ -372,14 +378,13 @@ function M.steps(ctx, rec)
   if t.etdump_remote then run.step(rec, "fetch", function() return fetch_step(ctx, rec, t) end) end
   local runs, stopper, dir = t.runs, t.stopper, ctx.run_dir
   local g = measure(ctx, rec, runs)
-  require("odp.target.rusage").record_counters(rec, runs)
+  rusage.record_counters(rec, runs)
   if o.sustained and g and #g.groups == #stopper.starts then
     rec.sustained = measuring.per_minute(g.groups, stopper.starts)
     rec.artifacts.sustained = dir .. "/sustained.jsonl"
     errors.check(measuring.write_per_minute(rec.artifacts.sustained, rec.sustained))
   end
   if rec.artifacts.etdump then
-    local etdump = require("odp.parse.etdump")
     local doc, derr = etdump.read(rec.artifacts.etdump)
     if doc then
       rec.ops = json.array(etdump.ops(doc))
@@ -394,7 +399,7 @@ end
 function M.finish(ctx, rec, err)
   local t = ctx.state_of
   if t and t.state and not (type(err) == "table" and err.code == "ECANCELED") then
-    require("odp.target.device_state").after(rec, t.state, t.target, { cpus_used = t.cpus_used })
+    device_state.after(rec, t.state, t.target, { cpus_used = t.cpus_used })
   end
 end
 
@@ -402,30 +407,42 @@ end
 -- runs it (M.validate, then the board opened with the parsed options, preflight when asked, the steps).
 ---@param spec {name: string, description: string, target?: string, device?: string, preflight?: boolean} target defaults to the device's transport; preflight: check the runner and free space against the board before anything is uploaded (odp.target.preflight)
 function M.script(spec)
-  local device = spec.device and require("odp.target.device").load(spec.device) or nil
-  local kind = spec.target or device.transport
+  local dev = spec.device and device.load(spec.device) or nil
+  local kind = spec.target or dev.transport
   local options = {}
-  for _, list in ipairs({ M.options, require("odp.target." .. kind).options or {} }) do
+  for _, list in ipairs({ M.options, device.kind(kind).options or {} }) do
     for _, opt in ipairs(list) do
       -- the device's remote_dir is the --remote-dir default (devices/vivo_x300_pro.lua: /data/local/tmp/odp)
-      if opt[1] == "remote-dir" and device and device.remote_dir then
+      if opt[1] == "remote-dir" and dev and dev.remote_dir then
         local copy = {}
         for k, v in pairs(opt) do copy[k] = v end
-        copy[3], opt = device.remote_dir, copy
+        copy[3], opt = dev.remote_dir, copy
       end
       options[#options + 1] = opt
     end
   end
   local decl = { name = spec.name, description = spec.description, options = options, passes_args = true,
-    flow = M.name, target = kind, device = device, preflight = spec.preflight }
+    flow = M.name, target = kind, device = dev, preflight = spec.preflight }
   -- validate needs no network and no hardware: the board is opened by run, after it
   decl.validate = function(ctx)
     ctx.target_kind = kind
     M.validate(ctx)
     ctx.validated = true
   end
-  decl.run = function(ctx) return require("odp.run").once(ctx, decl) end
+  decl.run = function(ctx) return run.once(ctx, decl) end
   return decl
 end
+
+
+--- The verbs this flow adds to its boards (odp.run.board finds them through the flow registry):
+-- board:profile{runner=, model=, n=, args=, ...} runs once through odp.run.point.
+M.board_verbs = {
+  profile = function(board, opts)
+    for _, k in ipairs({ "runner", "model" }) do
+      if not opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k), 2) end
+    end
+    return run.point(board, nil, opts, opts.args)
+  end,
+}
 
 return M

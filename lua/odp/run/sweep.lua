@@ -8,6 +8,7 @@
 local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
+local sched = require("odp.run.sched")
 
 local M = {}
 
@@ -255,7 +256,6 @@ end
 function M.run_boards(opts)
   check_opts(opts, { points = true, ["repeat"] = true, out = true, boards = true, spread = true, open = true,
     run_point = true, close = true, timeout = true, ui = true })
-  local sched = require("odp.run.sched")
   local points = assert(opts.points, "sweep.run_boards: points is required")
   local out = opts.out
   local boards = assert(opts.boards, "sweep.run_boards: boards is required")

@@ -4,6 +4,8 @@
 -- file, the key and the expected type (exit 2).
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
+local host_mod = require("odp.host")
+local options = require("odp.core.options")
 
 local M = {}
 
@@ -22,6 +24,15 @@ M.TRANSPORTS = { "host", "ssh", "adb", "probe" }
 M.PROBE_OPTIONS = { "probe", "jlink-lib", "gdb-address", "rtt-address", "rtt-ranges", "twin-state",
   "build-dir", "runs-dir", "image", "keep" }
 M.FLOWS = { "executorch", "ethos_u" }
+
+--- The target kinds' registry: the module of a transport (odp.target.host, .ssh, .adb, .probe) by its name,
+-- the one place its name is computed (tests/lua/layers_test.lua knows it). A name outside TRANSPORTS raises.
+function M.kind(name)
+  for _, known in ipairs(M.TRANSPORTS) do
+    if known == name then return require("odp.target." .. name) end -- lazy: run-time name
+  end
+  error(("no target kind '%s' (kinds: %s)"):format(tostring(name), table.concat(M.TRANSPORTS, ", ")), 2)
+end
 
 M.schema = fields {
   name = { type = str, required = true },
@@ -121,7 +132,7 @@ local function check(v, spec, path)
         for f in pairs(spec.fields) do known[#known + 1] = f end
         table.sort(known)
         return (path ~= "" and (path .. ".") or "") .. k, "one of the keys " .. table.concat(known, ", "),
-          "unknown key", require("odp.core.options").closest(k, known)
+          "unknown key", options.closest(k, known)
       end
     end
     local names = {}
@@ -145,7 +156,7 @@ function M.check(dev, where)
   return M.check_schema(dev, M.schema, "device file", where)
 end
 
-local function root() return require("odp.host").root end
+local function root() return host_mod.root end
 
 --- Where a device path names a file: as given (relative to the cwd), else relative to the project.
 function M.resolve(path)

@@ -10,6 +10,7 @@
 local device = require("odp.target.device")
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
+local options = require("odp.core.options")
 
 local M = {}
 
@@ -38,7 +39,7 @@ function M.transport_options(dev)
   if dev.transport == "probe" then
     for _, n in ipairs(device.PROBE_OPTIONS) do names[(n:gsub("-", "_"))] = true end
   elseif dev.transport ~= "host" then
-    for _, o in ipairs(require("odp.target." .. dev.transport).options or {}) do
+    for _, o in ipairs(device.kind(dev.transport).options or {}) do
       names[(o[1]:gsub("-", "_"))] = true
     end
   end
@@ -83,7 +84,7 @@ function M.check(lab, where, lab_dir)
           local known = {}
           for n in pairs(allowed) do known[n] = true end
           for n in pairs(M.COMMON) do known[n] = true end
-          local near = require("odp.core.options").closest(k, known)
+          local near = options.closest(k, known)
           local list = {}
           for n in pairs(allowed) do list[#list + 1] = n end
           table.sort(list)
@@ -135,7 +136,7 @@ end
 
 -- A provider of a lab engine (written beside this module); nil and one line when it is not there.
 local function provider(name)
-  local ok, mod = pcall(require, "odp.target." .. name)
+  local ok, mod = pcall(require, "odp.target." .. name) -- lazy: run-time name
   if not ok then
     if tostring(mod):find("module 'odp.target." .. name .. "' not found", 1, true) then
       errors.fail("ENOTSUP", ("--boards: this odp has no %s provider (lua/odp/target/%s.lua)"):format(name, name), 2)

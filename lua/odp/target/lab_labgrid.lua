@@ -19,6 +19,7 @@
 -- the JSON `labgrid-client export --format json` writes for a reserved place (LG__<DRIVER>_<KEY> variables;
 -- it names no odp device, so the part after the file names it: labgrid:export.json:alif_e8).
 local json = require("odp.core.json")
+local sys = require("odp.sys")
 
 local M = {}
 
@@ -40,7 +41,7 @@ end
 -- {cls=, name=, args={...}}. Both of labgrid's spellings: a mapping {Class: {args}} or a list of
 -- one-key mappings [{Class: {args}}] (or of {cls: Class, ...}). -> list | nil, "message"
 function M.resources(value)
-  local null = require("lyaml").null
+  local null = require("lyaml").null -- lazy: optional
   local out = {}
   local function add(cls, args)
     if type(args) ~= "table" then return ("resource %s: its arguments must be a mapping"):format(tostring(cls)) end
@@ -294,11 +295,11 @@ end
 -- file (BASE is its directory); lookup(name): a variable's value or nil (default: LG_* names from the
 -- environment, as labgrid takes them). -> document | nil, "message"
 function M.load(text, path, lookup)
-  local base = (require("odp.sys").realpath(path) or path):match("^(.*)/[^/]*$") or "."
+  local base = (sys.realpath(path) or path):match("^(.*)/[^/]*$") or "."
   lookup = lookup or function(name) return name:match("^LG_") and os.getenv(name) or nil end
-  local explicit = require("lyaml.explicit")
+  local explicit = require("lyaml.explicit") -- lazy: optional
   local y = "tag:yaml.org,2002:"
-  local ok, doc = pcall(require("lyaml").load, text, { explicit_scalar = {
+  local ok, doc = pcall(require("lyaml").load, text, { explicit_scalar = { -- lazy: optional
     [y .. "bool"] = explicit.bool, [y .. "float"] = explicit.float, [y .. "int"] = explicit.int,
     [y .. "null"] = explicit.null, [y .. "str"] = explicit.str,
     ["!template"] = function(v) return substitute(v, function(n) if n == "BASE" then return base end return lookup(n) end) end,

@@ -14,6 +14,7 @@
 -- LAVA_HARD_RESET_COMMAND, on = LAVA_POWER_ON_COMMAND, off = LAVA_POWER_OFF_COMMAND} (shell commands run
 -- on the worker). LAVA_JOB_ID is copied into every board as lava_job_id.
 local device = require("odp.target.device")
+local options = require("odp.core.options")
 
 local M = {}
 
@@ -74,7 +75,7 @@ function M.boards(env)
     -- silently drop the board or its name
     for key in pairs(k) do
       if key:match("^odp_") and not ODP_KEYS[key] then
-        local near = require("odp.core.options").closest(key, ODP_KEYS)
+        local near = options.closest(key, ODP_KEYS)
         return nil, (("EUSAGE: %s_%s is not a key odp reads (%s)"):format(e.where, key, near and
           ("did you mean " .. near .. "?") or "odp_device, odp_name, odp_tags"):gsub("%c", "?")), "EUSAGE"
       end

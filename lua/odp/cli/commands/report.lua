@@ -74,14 +74,14 @@ local function memory_rows(rec, record_dir)
 end
 
 local function write_trace(rec, record_dir, out, quiet)
-  local trace = require("odp.results.trace")
+  local trace = require("odp.results.trace") -- lazy: start-up
   local tr
   local path = rec.artifacts and rec.artifacts.etdump
   if type(path) == "string" and not sys.stat(path) and sys.stat(record_dir .. "/" .. path:match("[^/]+$")) then
     path = record_dir .. "/" .. path:match("[^/]+$")
   end
   if type(path) == "string" and sys.stat(path) then
-    local doc, err = require("odp.parse.etdump").read(path)
+    local doc, err = require("odp.parse.etdump").read(path) -- lazy: start-up
     if doc then
       local cycles = rec.ops_unit == "cycles"
       local ds = type(rec.device_state) == "table" and rec.device_state or {}
