@@ -6,6 +6,7 @@
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 local gnutime = require("odp.parse.gnutime")
+local memparse = require("odp.parse.memory")
 local helper_mod = require("odp.target.helper")
 local host = require("odp.host")
 local rusage = require("odp.target.rusage")
@@ -435,7 +436,7 @@ function M.apply_rusage(r, method, report)
     if rec then
       if not report then r.stderr = rest end
       r.rusage, r.wall_s, r.status, r.counters = rec.rusage, rec.wall_s, rec.status, rec.counters
-      r.memory = require("odp.parse.memory").report(report or "")
+      r.memory = memparse.report(report or "")
       if rec.signal > 0 then r.signal = rec.signal end
       r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
     end

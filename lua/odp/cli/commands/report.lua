@@ -4,6 +4,7 @@ local cli = require("odp.core.options")
 local compare = require("odp.results.compare")
 local errors = require("odp.core.errors")
 local html = require("odp.results.html")
+local json = require("odp.core.json")
 local sys = require("odp.sys")
 
 local M = { summary = "Write one self-contained HTML report of a run, a sweep (JSONL) or a comparison (A B)" }
@@ -69,7 +70,7 @@ end
 -- The record's memory timeline (memory.csv in its directory) as rows, or nil.
 local function memory_rows(rec, record_dir)
   if not (type(rec.memory) == "table" and rec.memory.timeline) then return nil end
-  local rows = require("odp.results.memory").timeline(record_dir .. "/memory.csv")
+  local rows = require("odp.results.memory").timeline(record_dir .. "/memory.csv") -- lazy: start-up
   return rows and #rows > 0 and rows or nil
 end
 
@@ -92,7 +93,7 @@ local function write_trace(rec, record_dir, out, quiet)
   end
   local rows = memory_rows(rec, record_dir)
   if rows then
-    tr = tr or { traceEvents = require("odp.core.json").array({}), displayTimeUnit = "ms", otherData = { source = "odp" } }
+    tr = tr or { traceEvents = json.array({}), displayTimeUnit = "ms", otherData = { source = "odp" } }
     trace.add_memory(tr, rows, rec.memory.phases)
   end
   if not tr then return nil end
