@@ -580,7 +580,7 @@ local function memory_timeline(mem, rows)
     ylabel = "kB", width = 1000, height = 420, bands = bands, marks = marks })
   return M.figure("memory-timeline", svg, ("Resident memory sampled every %s ms (%d samples), phases as bands; " ..
     "the peak is read when its phase ends (marked there).%s"):format(mem.sample_ms or "?", #rows,
-    #thinned < #rows and (" %d of %d samples drawn."):format(#thinned, #rows) or ""), nil, #thinned)
+    #thinned < #rows and (" %d of %d samples drawn."):format(#thinned, #rows) or ""), nil, count_points(series))
 end
 
 local function memory_section(rec, rows_of_timeline)

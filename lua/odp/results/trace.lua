@@ -62,7 +62,7 @@ function M.chrome(doc, opts)
 end
 
 --- Adds the memory of a run (docs/memory.md) to a trace as a process of its own: a counter track ("RSS":
--- anonymous and file-backed kB, stacked) from the timeline's rows, and the phases as slices with their peaks.
+-- anonymous and file-backed kB, stacked) from the timeline's rows, and the phases as async slices with their peaks.
 -- Its clock is the helper's (ms since the runner started), not the ETDump's: a process apart, never laid over
 -- the operators as if the clocks were one.
 ---@param tr table M.chrome's (or {traceEvents = {}})
@@ -78,10 +78,12 @@ function M.add_memory(tr, rows, phases)
     ev[#ev + 1] = { name = "RSS kB", ph = "C", pid = pid, tid = 0, ts = us3(r.t_ms * 1000),
       args = { anon = r.anon_kb, file = r.file_kb } }
   end
-  for _, p in ipairs(phases or {}) do
+  -- the phases as async slices (b/e), not complete events: a trace's complete events are the ETDump's operators
+  for i, p in ipairs(phases or {}) do
     if p.t_start_ms and p.t_end_ms then
-      ev[#ev + 1] = { name = p.name, cat = "memory", ph = "X", pid = pid, tid = 1, ts = us3(p.t_start_ms * 1000),
-        dur = us3((p.t_end_ms - p.t_start_ms) * 1000), args = { peak_kb = p.peak_kb, exact = p.exact } }
+      ev[#ev + 1] = { name = p.name, cat = "memory", ph = "b", id = i, pid = pid, tid = 1,
+        ts = us3(p.t_start_ms * 1000), args = { peak_kb = p.peak_kb, exact = p.exact } }
+      ev[#ev + 1] = { name = p.name, cat = "memory", ph = "e", id = i, pid = pid, tid = 1, ts = us3(p.t_end_ms * 1000) }
     end
   end
   return tr
@@ -119,7 +121,7 @@ function M.encode(tr)
   local floor = math.floor
   for i, e in ipairs(tr.traceEvents) do
     local a = e.args
-    if e.ph == "X" and a.instruction_id then
+    if e.ph == "X" then
       local did = a.delegate_debug_id
       local head = ('%s{"args":{"chain_index":%d,%s"instruction_id":%d,"run":%d},"cat":%s,"dur":'):format(
         i > 1 and "," or "", a.chain_index,
