@@ -73,7 +73,7 @@ ifeq ($(AARCH64_FOUND),)
 endif
 
 # the frame codec and the device-state gatherer are odp's own (src/helper/), compiled into both
-HELPER_SRCS   := tools/odp-rusage.c tools/serve.c src/util/sha256.c src/helper/frame.c src/helper/state.c src/util/buf.c
+HELPER_SRCS   := tools/odp-rusage.c tools/serve.c tools/memwatch.c src/util/sha256.c src/helper/frame.c src/helper/state.c src/util/buf.c
 $(BUILD)/odp-rusage-x86_64: $(HELPER_SRCS) $(wildcard tools/*.h src/helper/*.h) src/util/sha256.h
 	@mkdir -p $(dir $@)
 	$(HELPER_CC) $(HELPER_CFLAGS) -o $@ $(HELPER_SRCS)
@@ -96,8 +96,8 @@ $(BUILD)/luac/.stamp: $(BUILD)/odp tools/luac.lua $(LUAC_SRCS) $(LUAC_SYSTEM)
 	  $(foreach f,$(LUAC_SYSTEM),$(f) $(BUILD)/luac/system/$(notdir $(f))c)
 	@touch $@
 
-# The peak-RSS oracle for the arm64 board twins (tests/board_twin): static, as the aarch64 runner is.
-AARCH64_PEERS := $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/tests/rss_touch-aarch64)
+# The peak-RSS and memory-by-phase oracles for the arm64 board twins (tests/board_twin): static, as the aarch64 runner is.
+AARCH64_PEERS := $(if $(shell command -v $(AARCH64_CC) 2>/dev/null),$(BUILD)/tests/rss_touch-aarch64 $(BUILD)/tests/mem_phases-aarch64)
 testprogs: $(BUILD)/odp $(TESTPROGS) $(AARCH64_PEERS)
 
 $(BUILD)/tests/%-aarch64: tests/c/%.c
@@ -109,7 +109,7 @@ $(UNITTESTS): $(BUILD)/tests/%: tests/c/%.c $(BUILD)/libodp.a
 	$(CC) $(CFLAGS) $(ODP_CFLAGS) -Isrc $(LDFLAGS) -o $@ $< $(BUILD)/libodp.a $(ODP_LDLIBS) $(LDLIBS)
 
 # rss_touch is static: the peak-RSS oracle runs as a board's program would (no loader, any x86_64 host)
-$(BUILD)/tests/rss_touch: PEER_LDFLAGS := -static
+$(BUILD)/tests/rss_touch $(BUILD)/tests/mem_phases: PEER_LDFLAGS := -static
 $(PEERS): $(BUILD)/tests/%: tests/c/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(PEER_LDFLAGS) -o $@ $<

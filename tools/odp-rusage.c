@@ -23,6 +23,10 @@
  * (one line; maxrss_kb is the program's own peak RSS in KiB, as wait4 reports it). odp-rusage then ends the
  * way the program did: same exit status, or the same signal (without a core dump), so SSH's exit-status /
  * exit-signal stay true. Exit 127 when the program cannot be started, 125 on usage errors.
+ * --memory CSV [--mark EVENT=GLOB]... [--memory-file MODEL]: memory by phase (tools/memwatch.c, docs/memory.md):
+ * the program's output comes through odp-rusage, each line matching a mark is a phase boundary (VmHWM read,
+ * then reset), /proc/PID/statm is sampled at 1 kHz into CSV; ODP-MEMORY-MARK and ODP-MEMORY lines precede
+ * ODP-RUSAGE in the report.
  * odp-rusage --serve: the resident helper (docs/helper-protocol.md, tools/serve.c). Started once per board
  * session; framed requests on stdin (run measured as above, device state, sha256, free space, small files,
  * kill), answers on stdout; it exits when stdin closes, killing a run still going.
@@ -46,6 +50,7 @@
 #include <unistd.h>
 
 #include "rusage.h"
+#include "memwatch.h"
 
 #define KILL_AFTER_S 2
 
@@ -120,7 +125,9 @@ static int parse_cpus(const char *s, cpu_set_t *set)
     return 0;
 }
 
-#define USAGE "usage: odp-rusage [-o FILE] [-g] [--cpus LIST] [--counters none|basic|all] [--] PROGRAM [ARGS...]\n"
+#define USAGE                                                                                                  \
+    "usage: odp-rusage [-o FILE] [-g] [--cpus LIST] [--counters none|basic|all]\n"                             \
+    "                  [--memory CSV [--mark EVENT=GLOB]... [--memory-file MODEL]] [--] PROGRAM [ARGS...]\n"
 
 struct counter {
     const char *name;
@@ -321,7 +328,8 @@ void rusage_spawn_failure(FILE *f, const struct rusage_spawn *sp, const struct r
 
 int main(int argc, char **argv)
 {
-    const char *out = NULL, *cpus = NULL;
+    const char *out = NULL, *cpus = NULL, *memory = NULL, *memory_file = NULL;
+    static struct memwatch mw;
     int level = 0;
     cpu_set_t cpuset;
     int i = 1;
@@ -349,12 +357,22 @@ int main(int argc, char **argv)
                 fprintf(stderr, "odp-rusage: --counters %s: none, basic or all\n", l);
                 return 125;
             }
+        } else if (strcmp(argv[i], "--memory") == 0 && i + 1 < argc) {
+            memory = argv[++i];
+        } else if (strcmp(argv[i], "--memory-file") == 0 && i + 1 < argc) {
+            memory_file = argv[++i];
+        } else if (strcmp(argv[i], "--mark") == 0 && i + 1 < argc) {
+            if (memwatch_add_mark(&mw, argv[++i])) {
+                fprintf(stderr, "odp-rusage: --mark %s: EVENT=GLOB (EVENT [a-z0-9_], at most %d marks)\n", argv[i],
+                        MEMWATCH_MARKS);
+                return 125;
+            }
         } else {
             fprintf(stderr, USAGE);
             return 125;
         }
     }
-    if (i >= argc) {
+    if (i >= argc || ((mw.nmarks || memory_file) && !memory)) {
         fprintf(stderr, USAGE);
         return 125;
     }
@@ -370,9 +388,22 @@ int main(int argc, char **argv)
     struct rusage_spawn sp = {.argv = argv + i, .cpus = cpus ? &cpuset : NULL, .cpus_text = cpus, .level = level,
                               .same_group = same_group, .fd_in = -1, .fd_out = -1, .fd_err = -1};
     struct rusage_child ch;
+    int po[2] = {-1, -1}, pe[2] = {-1, -1};
+    if (memory) { /* the program's output comes through here, so its lines mark the phases as they arrive */
+        if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) {
+            perror("odp-rusage: pipe");
+            return 125;
+        }
+        sp.fd_out = po[1], sp.fd_err = pe[1];
+    }
     if (rusage_spawn(&sp, &ch)) {
         perror("odp-rusage: fork");
         return 125;
+    }
+    if (memory) {
+        close(po[1]), close(pe[1]);
+        if (!ch.stage && memwatch_start(&mw, ch.pid, ch.t0, memory, memory_file))
+            fprintf(stderr, "odp-rusage: cannot write %s: %s\n", memory, strerror(errno));
     }
     child = ch.pid;
     struct sigaction sa = {0};
@@ -391,7 +422,10 @@ int main(int argc, char **argv)
     int st = 0;
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
-    while (wait4(ch.pid, &st, 0, &ru) < 0 && errno == EINTR) {}
+    if (memory)
+        memwatch_relay(&mw, ch.pid, po[0], pe[0], &st, &ru);
+    else
+        while (wait4(ch.pid, &st, 0, &ru) < 0 && errno == EINTR) {}
     double wall = now() - ch.t0;
     /* a stopped run leaves nothing behind: what its group still holds (children that ignored the
      * forwarded signal) ends with odp-rusage, not 2 s later or never */
@@ -403,6 +437,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "odp-rusage: cannot write %s: %s\n", out, strerror(errno));
         f = stderr;
     }
+    memwatch_report(&mw, f);
     rusage_report(f, level, st, &ru, wall);
     fflush(f);
     if (f != stderr)

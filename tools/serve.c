@@ -4,6 +4,7 @@
  * have sent (bad magic, over 1 MiB) ends the helper, since the stream can no longer be trusted. When stdin
  * closes the helper kills what it runs and exits: nothing it started outlives odp's channel. */
 #include "rusage.h"
+#include "memwatch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -210,7 +211,9 @@ static pid_t watchdog(pid_t group, int keep_a, int keep_b)
         pause();
 }
 
-/* Output of the run's pipe fd as frames of type t; 0 at its end. */
+static struct memwatch watch; /* the run's memory by phase, when asked (memory=...) */
+
+/* Output of the run's pipe fd as frames of type t (its lines marking the memory phases first); 0 at its end. */
 static int relay(int fd, uint8_t t)
 {
     char buf[CHUNK];
@@ -219,6 +222,7 @@ static int relay(int fd, uint8_t t)
         return 1;
     if (n <= 0)
         return 0;
+    memwatch_output(&watch, t == 'E', buf, (size_t)n);
     answer_bytes(t, buf, (size_t)n);
     return 1;
 }
@@ -239,6 +243,8 @@ static void serve_run(const odp_frame *f)
     int nsets = 0, nunsets = 0, argc = 0, dashes = -1;
     struct rusage_spawn sp = {.fd_in = -1, .fd_out = -1, .fd_err = -1};
     cpu_set_t cpus;
+    const char *memory = NULL, *memory_file = NULL;
+    memset(&watch, 0, sizeof watch);
     for (int k = 0; k < n; k++) {
         char *a = fl[k];
         if (dashes >= 0)
@@ -260,7 +266,16 @@ static void serve_run(const odp_frame *f)
             sp.cpus = &cpus;
         } else if (!strncmp(a, "counters=", 9) && rusage_level(a + 9) >= 0)
             sp.level = rusage_level(a + 9);
-        else {
+        else if (!strncmp(a, "memory=", 7))
+            memory = a + 7;
+        else if (!strncmp(a, "memory_file=", 12))
+            memory_file = a + 12;
+        else if (!strncmp(a, "mark=", 5)) {
+            if (memwatch_add_mark(&watch, a + 5)) {
+                fail("EUSAGE", "mark=%.100s: EVENT=GLOB (EVENT [a-z0-9_], at most %d marks)", a + 5, MEMWATCH_MARKS);
+                goto out;
+            }
+        } else {
             fail("EPROTO", "run: unknown option '%.100s'", a);
             goto out;
         }
@@ -311,6 +326,11 @@ static void serve_run(const odp_frame *f)
         answer('D', ch.stage == RUSAGE_STAGE_EXEC ? "127" : "125", "");
         goto out;
     }
+    if (memory && memwatch_start(&watch, ch.pid, ch.t0, memory, memory_file)) {
+        char msg[512];
+        int len = snprintf(msg, sizeof msg, "odp-rusage: cannot write %s: %s\n", memory, strerror(errno));
+        answer_bytes('E', msg, (size_t)len < sizeof msg ? (size_t)len : sizeof msg - 1);
+    }
     pid_t dog = watchdog(ch.pid, po[0], pe[0]);
     fcntl(po[0], F_SETFL, O_NONBLOCK);
     fcntl(pe[0], F_SETFL, O_NONBLOCK);
@@ -321,7 +341,9 @@ static void serve_run(const odp_frame *f)
     while (!reaped || out_open || err_open) {
         struct pollfd p[4] = {{po[0], out_open ? POLLIN : 0, 0}, {pe[0], err_open ? POLLIN : 0, 0},
                               {sigchld_pipe[0], POLLIN, 0}, {0, in_open ? POLLIN : 0, 0}};
-        int timeout = kill_at > 0 ? 100 : reaped ? 50 : -1;
+        int timeout = kill_at > 0 ? 100 : reaped ? 50 : -1, due = reaped ? -1 : memwatch_timeout_ms(&watch);
+        if (due >= 0 && (timeout < 0 || due < timeout))
+            timeout = due;
         int pr = poll(p, 4, timeout);
         if (pr < 0 && errno != EINTR)
             break;
@@ -329,8 +351,12 @@ static void serve_run(const odp_frame *f)
             char c[64];
             while (read(sigchld_pipe[0], c, sizeof c) > 0) {}
         }
-        if (!reaped && wait4(ch.pid, &st, WNOHANG, &ru) == ch.pid)
+        if (!reaped)
+            memwatch_tick(&watch);
+        if (!reaped && wait4(ch.pid, &st, WNOHANG, &ru) == ch.pid) {
             reaped = 1;
+            memwatch_gone(&watch);
+        }
         if (out_open && (p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             out_open = relay(po[0], 'O');
         if (err_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -383,6 +409,7 @@ static void serve_run(const odp_frame *f)
     size_t len = 0;
     FILE *m = open_memstream(&rep, &len);
     if (m) {
+        memwatch_report(&watch, m);
         rusage_report(m, sp.level, st, &ru, wall);
         fclose(m);
     }

@@ -38,6 +38,9 @@ T.test("logcat runner: pushed, run, log read from logcat, rusage, ETDump pulled"
   local rec, r = json_run({ "--runner", android_runner, "--model", add, "-n", "10", "--etdump", dir .. "/p.etdump",
     "--format", "json" })
   T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  -- its log went to logcat: the helper saw no phase line, and the record says why
+  T.eq(rec.memory.phases[1].name, "run")
+  T.match(table.concat(rec.warnings, "\n"), "the runner logs to logcat, which odp's helper does not see")
   T.eq(rec.ok, true)
   T.eq(rec.device, "vivo_x300_pro")
   T.eq(rec.target, "adb://127.0.0.1:" .. port)
@@ -92,6 +95,30 @@ T.test("peak RSS through odp-rusage on the device: the program's own VmHWM for 0
     local got, tol = r.rusage and r.rusage.maxrss_kb, math.max(own * 0.02, 256)
     T.ok(got and math.abs(got - own) <= tol, ("%s MB: odp says %s kB, the program's own VmHWM is %d kB"):format(mb, got, own))
   end
+  t:close()
+end)
+
+T.test("memory by phase through the helper on the device: each phase's peak is mem_phases' known allocation", function()
+  local memparse = require("odp.parse.memory")
+  local t = assert(require("odp.target.adb").new { adb = "tcp:127.0.0.1:" .. port })
+  os.execute(("cp '%s/tests/mem_phases' '%s/data/local/tmp/bin/'"):format(build, sbx))
+  local csv = "/data/local/tmp/mem.csv"
+  local r = assert(t:exec({ "/data/local/tmp/bin/mem_phases", "4" }, { timeout = 120,
+    memory = { csv = csv, marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS) } }))
+  T.eq(r.status, 0, "stderr: " .. r.stderr)
+  T.ok(r.memory, "the helper's memory report")
+  T.eq(r.memory.clear_refs, "ok", "the shell user resets its own runner's mark")
+  local phases = memparse.phases(r.memory, r.rusage.maxrss_kb, r.wall_s * 1000)
+  local b = assert(tonumber(r.stdout:match("baseline_kb=(%d+)")))
+  local want = { load = 8, method = 32, first = 48, steady = 20, teardown = 20 }
+  T.eq(#phases, 5)
+  for _, p in ipairs(phases) do
+    T.ok(math.abs(p.peak_kb - (b + want[p.name] * 1024)) <= 1024, ("%s: %d kB, known %d kB"):format(p.name, p.peak_kb,
+      b + want[p.name] * 1024))
+  end
+  local here = dir .. "/mem.csv"
+  assert(t:fetch(csv, here))
+  T.match(T.read(here), "^t_ms,rss_kb,anon_kb,file_kb\n")
   t:close()
 end)
 

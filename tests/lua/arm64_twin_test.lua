@@ -125,6 +125,24 @@ T.test("odp-rusage aarch64 on the guest: peak RSS of 4/50 MB programs is their o
   T.eq(pi:sh("sha256sum /tmp/odp/.odp/odp-rusage"):match("%x+"), sys.sha256_file(build .. "/odp-rusage-aarch64"))
 end)
 
+T.test("memory by phase on the guest (odp-rusage aarch64, the resident helper): each phase's peak is known", function()
+  local memparse = require("odp.parse.memory")
+  local where = assert(t:stage(build .. "/tests/mem_phases-aarch64", { mode = tonumber("755", 8) }))
+  local r = assert(t:exec({ where, "4" }, { timeout = 180,
+    memory = { csv = "/tmp/odp/mem.csv", marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS) } }))
+  T.eq(r.status, 0, r.stderr)
+  T.ok(r.memory, "the helper's memory report")
+  T.eq(r.memory.clear_refs, "ok")
+  local phases = memparse.phases(r.memory, r.rusage.maxrss_kb, r.wall_s * 1000)
+  local b = assert(tonumber(r.stdout:match("baseline_kb=(%d+)")))
+  local want = { load = 8, method = 32, first = 48, steady = 20, teardown = 20 }
+  T.eq(#phases, 5)
+  for _, p in ipairs(phases) do
+    T.ok(p.exact and math.abs(p.peak_kb - (b + want[p.name] * 1024)) <= 1024,
+      ("%s: %d kB, known %d kB (the guest's kernel)"):format(p.name, p.peak_kb, b + want[p.name] * 1024))
+  end
+end)
+
 T.test("counters through the emulated PMUv3: cycles agree with the guest's own perf stat on the same " ..
   "process; instructions, which QEMU does not count, are named unsupported by both", function()
   -- perf stat counts odp-rusage and its child; odp-rusage counts the child only. The child is a busybox

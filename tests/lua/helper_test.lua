@@ -311,7 +311,7 @@ T.test("a helper of another protocol on the board is refused and odp's own is pu
   local t = assert(target_ssh.new(opts { remote_dir = dir, ui = ui }))
   local r = assert(t:exec({ "echo", "ok" }))
   T.eq(r.stdout, "ok\n")
-  T.match(table.concat(said, "\n"), "speaks protocol 99; odp speaks 1; pushing odp's own")
+  T.match(table.concat(said, "\n"), "speaks protocol 99; odp speaks 2; pushing odp's own")
   T.eq(sys.sha256_file(dir .. "/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-" .. t.cache.helper_client.arch))
   t:close()
 end)

@@ -10,6 +10,7 @@ local json = require("odp.core.json")
 local options = require("odp.core.options")
 local device_state = require("odp.target.device_state")
 local result = require("odp.results.result")
+local memory = require("odp.results.memory")
 local sys = require("odp.sys")
 local run = require("odp.run")
 local twin = require("odp.target.twin")
@@ -43,6 +44,7 @@ function M.record(ctx)
       tmp_mem_size = p.tmp_mem_size and hex(p.tmp_mem_size), steps = table.concat(steps, ",") } }
   rec.model = result.file_info(o.model)
   rec.model.scratch_size = p.scratch_size
+  rec.memory = memory.bare_metal(p.pte, p.scratch_size)
   rec.device_state = device_state.bare_metal(p.device, p)
   rec.steps = json.array({})
   return rec

@@ -16,6 +16,8 @@ local placement = require("odp.target.placement")
 local rusage = require("odp.target.rusage")
 local stats = require("odp.core.stats")
 local pte = require("odp.parse.pte")
+local memory = require("odp.results.memory")
+local memparse = require("odp.parse.memory")
 
 local M = { name = "executorch" }
 
@@ -29,6 +31,8 @@ M.options = {
   { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
+  { "memory", "Memory by phase (exact peaks of load, method, first and steady inference), a 1 kHz timeline " ..
+    "(memory.csv) and what holds the bytes (docs/memory.md); --no-memory: the peak RSS alone", true, "bool" },
   { "allow-emulated", "Measure a runner built for another machine that the board runs under emulation\n" ..
     "(qemu-user through binfmt_misc); the record says emulated (refused without it)", false, "bool" },
 }
@@ -145,8 +149,13 @@ local function run_once(ctx, t, argv, label, files)
     sink[ext .. "_file"] = f
   end
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
+  -- memory by phase for the measured processes (files: their logs' prefix), each its own timeline
+  local watch = t.memory and files and { csv = t.memory.prefix .. basename(files) .. ".memory.csv",
+    marks = t.memory.marks, model = t.memory.model }
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
-    helper_args = t.helper_args, counters = ctx.opts.counters, on_stdout = sink.stdout, on_stderr = sink.stderr })
+    helper_args = t.helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
+    on_stderr = sink.stderr })
+  if r and watch then r.memory_csv = watch.csv end
   for _, ext in ipairs({ "stdout", "stderr" }) do
     local f = sink[ext .. "_file"]
     if f then
@@ -162,6 +171,29 @@ local function run_once(ctx, t, argv, label, files)
   local parse = executorch
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
+end
+
+-- The record's memory (odp.results.memory) from the last measured process: its phases, its timeline brought
+-- into the run directory as memory.csv, the owners against the .pte's planned buffers.
+local function memory_step(ctx, rec, last)
+  local t = ctx.state_of
+  if not t.memory then return end
+  if not last.r.memory then
+    rec.warnings[#rec.warnings + 1] = "memory: no memory by phase: the runner was not watched by odp's helper " ..
+      "(none for this board, or it could not write its timeline: its reason is on the runner's stderr); the peak " ..
+      "RSS alone"
+    return
+  end
+  -- this process's timeline becomes the run's memory.csv (on this machine a rename, from a board a pull)
+  local here = ctx.run_dir .. "/memory.csv"
+  local got, err = t.target:fetch(last.r.memory_csv, here)
+  if not got then rec.warnings[#rec.warnings + 1] = "memory: the timeline could not be fetched: " .. tostring(err) end
+  local mem = memory.record(last.r, here, pte.read(ctx.opts.model), last.parsed.method)
+  if mem.timeline then run.artifact(ctx, rec, "memory", here) end
+  for _, w in ipairs(memory.warnings(mem, last.r.log and "logcat")) do
+    rec.warnings[#rec.warnings + 1] = w
+  end
+  rec.memory = mem
 end
 
 --- Turns what the runs printed into the record's measurements; the samples go to runs/<id>/samples.csv.
@@ -196,9 +228,13 @@ local function measure(ctx, rec, runs, t)
   local loads = {}
   for _, x in ipairs(runs) do
     if x.parsed.load_ms then loads[#loads + 1] = x.parsed.load_ms end
-    local rss = x.r.rusage and x.r.rusage.maxrss_kb
+    -- with memory by phase, ru_maxrss counts only from the last reset of the high-water mark (docs/memory.md):
+    -- the process's peak is the largest phase peak
+    local mem = x.r.memory and memory.record(x.r)
+    local rss = mem and mem.peak_kb or (x.r.rusage and x.r.rusage.maxrss_kb)
     if rss and rss > 0 then rec.peak_rss_kb = math.max(rec.peak_rss_kb or 0, rss) end
   end
+  memory_step(ctx, rec, runs[#runs])
   if #loads > 0 then rec.load_ms = stats.summary(loads).p50 end
   rec.planned_buffers = json.array(last.planned_buffers or {})
   rec.outputs = json.array(last.outputs or {})
@@ -252,6 +288,12 @@ local function stage_step(ctx, rec, t)
     return where
   end
   local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
+  if o.memory then
+    -- each measured process's timeline is written where it runs (the run dir on this machine; the remote dir,
+    -- named after the run), the record's brought into the run dir as memory.csv after (memory_step)
+    t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model,
+      prefix = board:target().kind == "host" and (t.workdir .. "/") or (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. "-") }
+  end
   local data = o.data and stage(o.data)
   t.etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
   local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }

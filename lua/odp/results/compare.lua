@@ -123,7 +123,8 @@ end
 
 --- Loads one side. label: "A" or "B" (for messages); board: only that board's records (from --boards runs). Failed records, files without samples and cut lines
 --- are one-line usage errors (exit 2) or warnings, never compared. -> side {path, records, groups (latency
---- per process), rss, load, ops = {{key, samples}}, model, device, device_state, warnings, samples_files}
+--- per process), rss, load, phases (memory phase name -> peaks), phase_order, ops = {{key, samples}}, model, device,
+--- device_state, warnings, samples_files}
 function M.load(path, label, board)
   local records, dir, warnings = M.read_records(path, label)
   if board then
@@ -133,7 +134,7 @@ function M.load(path, label, board)
     records, label = mine, ("%s (%s)"):format(label, board)
   end
   local side = { path = path, label = label, records = {}, groups = {}, rss = {}, load = {}, warnings = warnings,
-    samples_files = {} }
+    samples_files = {}, phases = {}, phase_order = {} }
   local failed = {}
   for i, rec in ipairs(records) do
     if rec.ok == false then
@@ -161,6 +162,13 @@ function M.load(path, label, board)
       for _, g in ipairs(groups) do side.groups[#side.groups + 1] = g end
     end
     if rec.peak_rss_kb then side.rss[#side.rss + 1] = rec.peak_rss_kb end
+    -- each memory phase's peak (docs/memory.md), by phase name, in the order phases come
+    for _, p in ipairs(type(rec.memory) == "table" and rec.memory.phases or {}) do
+      if type(p.name) == "string" and math.type(p.peak_kb) then
+        if not side.phases[p.name] then side.phases[p.name] = {}; side.phase_order[#side.phase_order + 1] = p.name end
+        table.insert(side.phases[p.name], p.peak_kb)
+      end
+    end
     if rec.load_ms then side.load[#side.load + 1] = rec.load_ms end
     local ops, why = op_samples(rec, dir)
     if why then warnings[#warnings + 1] = ("%s: %s: its operators are not compared"):format(label, why) end
@@ -337,6 +345,9 @@ function M.compare(A, B, opts)
   add(M.row("first iteration", "ms", fa, fb, o))
   add(M.row("model load", "ms", A.load, B.load, o))
   add(M.row("peak RSS", "kB", A.rss, B.rss, with { kind = "memory" }))
+  for _, name in ipairs(A.phase_order) do
+    if B.phases[name] then add(M.row("memory " .. name, "kB", A.phases[name], B.phases[name], with { kind = "memory" })) end
+  end
   local bops = {}
   for _, op in ipairs(B.ops) do bops[op.key] = op.samples end
   for _, op in ipairs(A.ops) do

@@ -550,7 +550,33 @@ local function labelled_rows(rec, group)
   return rows
 end
 
-local function memory_section(rec)
+-- The memory timeline (docs/memory.md): RSS, anonymous and file-backed over the run, the phases as bands, the
+-- overall peak marked; the phase table under it.
+local function memory_timeline(mem, rows)
+  local series = { { name = "RSS", points = {} }, { name = "anonymous", points = {} }, { name = "file-backed", points = {} } }
+  local thinned = M.thin(rows, M.MAX_CHART_POINTS)
+  for _, r in ipairs(thinned) do
+    series[1].points[#series[1].points + 1] = { x = r.t_ms, y = r.rss_kb }
+    series[2].points[#series[2].points + 1] = { x = r.t_ms, y = r.anon_kb }
+    series[3].points[#series[3].points + 1] = { x = r.t_ms, y = r.file_kb }
+  end
+  local bands, marks = {}, {}
+  for _, p in ipairs(mem.phases or {}) do
+    if p.t_start_ms and p.t_end_ms then
+      bands[#bands + 1] = { x0 = p.t_start_ms, x1 = p.t_end_ms, label = p.name }
+      if p.name == mem.peak_phase then
+        marks[#marks + 1] = { x = p.t_end_ms, label = ("peak %d kB (%s)"):format(p.peak_kb, p.exact and "exact" or "sampled") }
+      end
+    end
+  end
+  local svg = plot.svg(series, { title = "Memory over the run", xlabel = "ms since the runner started",
+    ylabel = "kB", width = 1000, height = 420, bands = bands, marks = marks })
+  return M.figure("memory-timeline", svg, ("Resident memory sampled every %s ms (%d samples), phases as bands; " ..
+    "the peak is read when its phase ends (marked there).%s"):format(mem.sample_ms or "?", #rows,
+    #thinned < #rows and (" %d of %d samples drawn."):format(#thinned, #rows) or ""), nil, count_points(series))
+end
+
+local function memory_section(rec, rows_of_timeline)
   local rows = labelled_rows(rec, "memory")
   local planned = 0
   for i, b in ipairs(rec.planned_buffers or {}) do
@@ -558,8 +584,30 @@ local function memory_section(rec)
     rows[#rows + 1] = { ("planned buffer [%d]"):format(i - 1), esc(fmt_bytes(b)) }
   end
   if #(rec.planned_buffers or {}) > 1 then rows[#rows + 1] = { "planned, in all", esc(fmt_bytes(planned)) } end
-  if #rows == 0 then return "" end
-  return M.section("memory", "Memory", M.kv(rows))
+  local mem = rec.memory
+  local body = {}
+  if #rows > 0 then body[#body + 1] = M.kv(rows) end
+  if mem and mem.phases then
+    if rows_of_timeline and #rows_of_timeline > 0 then body[#body + 1] = memory_timeline(mem, rows_of_timeline) end
+    body[#body + 1] = M.table(mem.phases, { { key = "name", title = "phase" },
+      { key = "peak_kb", title = "peak kB", num = true },
+      { key = "exact", title = "how", text = function(v) return v and "exact" or "sampled" end },
+      { key = "t_start_ms", title = "from ms", num = true, text = function(v) return v and ("%.1f"):format(v) or "-" end },
+      { key = "t_end_ms", title = "to ms", num = true, text = function(v) return v and ("%.1f"):format(v) or "exit" end } })
+    local o = mem.owners or {}
+    local owner_rows = {}
+    for _, k in ipairs { { "planned_kb", "planned arenas" }, { "weights_kb", "weights (constant data)" },
+      { "heap_other_kb", "other heap" }, { "file_kb", "code and libraries" }, { "unexplained_kb", "unexplained" },
+      { "rss_kb", "RSS at the largest sample" } } do
+      if o[k[1]] then owner_rows[#owner_rows + 1] = { k[2], esc(("%d kB"):format(o[k[1]])) } end
+    end
+    if o.weights_mapped ~= nil then
+      owner_rows[#owner_rows + 1] = { "weights are", o.weights_mapped and "mapped (file-backed)" or "copied (heap)" }
+    end
+    if #owner_rows > 0 then body[#body + 1] = M.kv(owner_rows) end
+  end
+  if #body == 0 then return "" end
+  return M.section("memory", "Memory", table.concat(body))
 end
 
 -- Labelled fields of no other group (odp.results.schema): a field added there shows here.
@@ -666,7 +714,7 @@ function M.run(rec, opts)
   local sections = { M.warnings(M.run_warnings(rec)), M.kv(header_rows(rec)) }
   if rec.ok ~= false then
     sections[#sections + 1] = latency_section(rec, opts.samples, unit, scale)
-    sections[#sections + 1] = memory_section(rec)
+    sections[#sections + 1] = memory_section(rec, opts.memory_rows)
     sections[#sections + 1] = measurements_section(rec)
     sections[#sections + 1] = split_section(rec.ops_summary)
     sections[#sections + 1] = ops_section(rec)

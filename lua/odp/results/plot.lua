@@ -58,7 +58,8 @@ end
 ---@param series {name: string, points: {x: number|string, y: number, lo?: number, hi?: number}[]}[]
 --- opts.lines = false draws points (and error bars) without joining them (categories that are not a sequence).
 --- opts.marks: vertical dashed lines at numeric x, each {x = number, label = text} (odp history's change points).
----@param opts? {title?: string, xlabel?: string, ylabel?: string, width?: integer, height?: integer, logx?: boolean|string, note?: string, lines?: boolean, marks?: {x: number, label: string}[]}
+--- opts.bands: shaded x ranges behind the series, each {x0, x1, label} (a run's memory phases).
+---@param opts? {title?: string, xlabel?: string, ylabel?: string, width?: integer, height?: integer, logx?: boolean|string, note?: string, lines?: boolean, marks?: {x: number, label: string}[], bands?: {x0: number, x1: number, label: string}[]}
 function M.svg(series, opts)
   opts = opts or {}
   local W, H = opts.width or 760, opts.height or 460
@@ -177,6 +178,13 @@ function M.svg(series, opts)
   if opts.ylabel then
     add(('<text class="ylabel" x="18" y="%s" text-anchor="middle" font-size="13" transform="rotate(-90 18 %s)">%s%s</text>')
       :format(num(mt + ph / 2), num(mt + ph / 2), esc(opts.ylabel), ystep and "" or " (log scale)"))
+  end
+  for i, b in ipairs(not categorical and opts.bands or {}) do
+    -- alternate shades, the label at the top: phases of a run one after another
+    local x0, x1 = xmap(b.x0), xmap(b.x1)
+    add(('<g class="band"><rect x="%s" y="%d" width="%s" height="%d" fill="%s"/>' ..
+      '<text x="%s" y="%d" font-size="11" fill="#555555">%s</text></g>'):format(num(x0), mt, num(math.max(0, x1 - x0)),
+      ph, i % 2 == 1 and "#eef3fa" or "#f7f7f7", num(x0 + 3), mt + 26, esc(b.label or "")))
   end
   for _, m in ipairs(not categorical and opts.marks or {}) do
     local x = num(xmap(m.x))

@@ -57,6 +57,46 @@ function M.duration(ms)
   return M.sig4(ms / scale) .. " " .. name
 end
 
+--- The memory-by-phase table and its owners (docs/memory.md) appended to out, indented like the other blocks.
+function M.memory_lines(mem, out)
+  local rows = {}
+  for _, p in ipairs(mem.phases) do
+    rows[#rows + 1] = { phase = p.name .. (p.name == mem.peak_phase and " *" or ""), peak = p.peak_kb,
+      how = p.exact and "exact" or "sampled", from = p.t_start_ms, to = p.t_end_ms }
+  end
+  if mem.note then
+    out[#out + 1] = "  memory: " .. mem.note
+  end
+  if #mem.phases == 0 then
+    local o = mem.owners or {}
+    if o.planned_kb then out[#out + 1] = ("    planned arenas %d kB%s"):format(o.planned_kb,
+      o.scratch_kb and (" · NPU scratch %d kB"):format(o.scratch_kb) or "") end
+    out[#out + 1] = ""
+    return
+  end
+  out[#out + 1] = "  memory by phase (* the peak)"
+  local t = M.table(rows, { { key = "phase", align = "l" }, { key = "peak", title = "peak kB", fmt = "%d" },
+    { key = "how", align = "l" }, { key = "from", title = "from ms", fmt = "%.1f" },
+    { key = "to", title = "to ms", fmt = function(v) return v and ("%.1f"):format(v) or "exit" end } })
+  for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+  local o = mem.owners
+  if o then
+    local parts = {}
+    local function part(v, label) if v then parts[#parts + 1] = ("%s %d kB"):format(label, v) end end
+    part(o.planned_kb, "planned")
+    if o.weights_kb then
+      parts[#parts + 1] = ("weights %d kB (%s)"):format(o.weights_kb,
+        o.weights_mapped == nil and "mapped or copied: unknown" or o.weights_mapped and "mapped" or "copied")
+    end
+    part(o.heap_other_kb, "other heap")
+    part(o.file_kb, "code+libs")
+    part(o.unexplained_kb, "unexplained")
+    out[#out + 1] = ("    at the largest sample: %s%s"):format(table.concat(parts, " · "),
+      o.rss_kb and (" of RSS %d kB"):format(o.rss_kb) or "")
+  end
+  out[#out + 1] = ""
+end
+
 --- A labelled schema field's value as text (odp.results.schema: `format`): "duration" in the unit it reads
 -- best in, "integer" a whole number, "kB" kilobytes with MB beside, else a printf format; then the unit.
 ---@param field table a schema entry
@@ -239,6 +279,7 @@ local function human_one(r, out)
     local v = schema.get(r, f[1])
     if v ~= nil then kv(f.label, M.show(f, v)) end
   end
+  if r.memory and r.memory.phases then M.memory_lines(r.memory, out) end
   local c = r.counters and r.counters.total
   if c then
     local parts = {}

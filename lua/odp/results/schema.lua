@@ -99,6 +99,46 @@ M.FIELDS = {
     group = "memory", history = true },
   { "peak_rss_kb", "integer", unit = "kB", metric = "peak_rss_kb", label = "peak RSS", format = "kB",
     group = "memory", history = true },
+  -- memory by phase and by owner (docs/memory.md): the last measured runner process's
+  { "memory", "object" },
+  { "memory.phases", "list", of = "object" },
+  { "memory.phases[].name", "string" },                 -- load | method | first | steady | inference | teardown | run, or joined with +
+  { "memory.phases[].peak_kb", "integer", unit = "kB" },
+  { "memory.phases[].exact", "boolean" },
+  { "memory.phases[].source", "string" },               -- hwm | ru_maxrss | sampled
+  { "memory.phases[].bound_kb", "integer", unit = "kB" }, -- a sampled phase's peak is at most this
+  { "memory.phases[].t_start_ms", "number", unit = "ms" },
+  { "memory.phases[].t_end_ms", "number", unit = "ms" },
+  { "memory.phases[].ended", "string" },                -- line | exit
+  { "memory.phases[].split", "table" },                 -- smaps_rollup at its end: rss_kb, anon_kb, file_kb, shmem_kb
+  { "memory.seen", "list", of = "string" },             -- the boundary events, in order
+  { "memory.late", "list", of = "string" },             -- boundaries whose lines came after the runner ended
+  { "memory.peak_kb", "integer", unit = "kB" },
+  { "memory.exact", "boolean" },
+  { "memory.peak_phase", "string" },
+  -- each phase's peak as a series (when the phase stands alone)
+  { "memory.load_kb", "integer", unit = "kB", metric = "memory_load_kb", history = true },
+  { "memory.method_kb", "integer", unit = "kB", metric = "memory_method_kb", history = true },
+  { "memory.first_kb", "integer", unit = "kB", metric = "memory_first_kb", history = true },
+  { "memory.steady_kb", "integer", unit = "kB", metric = "memory_steady_kb", history = true },
+  { "memory.clear_refs", "string" },                    -- ok | denied | failed
+  { "memory.samples", "integer" },
+  { "memory.sample_ms", "number", unit = "ms" },
+  { "memory.children", "integer" },
+  { "memory.boundary_read_us", "number", unit = "us" },
+  { "memory.timeline", "string" },                      -- memory.csv in the run directory
+  { "memory.owners", "object" },
+  { "memory.owners.planned_kb", "integer", unit = "kB" },
+  { "memory.owners.weights_kb", "integer", unit = "kB" },
+  { "memory.owners.weights_mapped", "boolean" },
+  { "memory.owners.weights_source", "string" },         -- segments (the extended header's) | file (inline: the .pte, a bound)
+  { "memory.owners.heap_other_kb", "integer", unit = "kB" },
+  { "memory.owners.file_kb", "integer", unit = "kB" },
+  { "memory.owners.unexplained_kb", "integer", unit = "kB" },
+  { "memory.owners.rss_kb", "integer", unit = "kB" },
+  { "memory.owners.unknown", "list", of = "string" },
+  { "memory.owners.scratch_kb", "integer", unit = "kB" }, -- bare metal: the Ethos-U delegate's Vela scratch
+  { "memory.note", "string" },                          -- why a record has no phases (bare metal)
   { "pmu", "object" },
   { "pmu.npu_cycles", "integer", unit = "cycles", metric = "npu_cycles" },
   { "pmu.cpu_cycles_per_inference", "number", unit = "cycles", metric = "cpu_cycles_per_inference" },

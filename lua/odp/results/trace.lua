@@ -61,6 +61,34 @@ function M.chrome(doc, opts)
     otherData = { source = "odp", time_scale = ts, clock_hz = opts.clock_hz, note = note } }
 end
 
+--- Adds the memory of a run (docs/memory.md) to a trace as a process of its own: a counter track ("RSS":
+-- anonymous and file-backed kB, stacked) from the timeline's rows, and the phases as async slices with their peaks.
+-- Its clock is the helper's (ms since the runner started), not the ETDump's: a process apart, never laid over
+-- the operators as if the clocks were one.
+---@param tr table M.chrome's (or {traceEvents = {}})
+---@param rows {t_ms: number, rss_kb: integer, anon_kb: integer, file_kb: integer}[]
+---@param phases table[]? the record's memory.phases
+function M.add_memory(tr, rows, phases)
+  local pid = 1
+  for _, e in ipairs(tr.traceEvents) do if e.pid and e.pid >= pid then pid = e.pid + 1 end end
+  local ev = tr.traceEvents
+  ev[#ev + 1] = { name = "process_name", ph = "M", pid = pid, tid = 0,
+    args = { name = "memory (ms since the runner started)" } }
+  for _, r in ipairs(rows) do
+    ev[#ev + 1] = { name = "RSS kB", ph = "C", pid = pid, tid = 0, ts = us3(r.t_ms * 1000),
+      args = { anon = r.anon_kb, file = r.file_kb } }
+  end
+  -- the phases as async slices (b/e), not complete events: a trace's complete events are the ETDump's operators
+  for i, p in ipairs(phases or {}) do
+    if p.t_start_ms and p.t_end_ms then
+      ev[#ev + 1] = { name = p.name, cat = "memory", ph = "b", id = i, pid = pid, tid = 1,
+        ts = us3(p.t_start_ms * 1000), args = { peak_kb = p.peak_kb, exact = p.exact } }
+      ev[#ev + 1] = { name = p.name, cat = "memory", ph = "e", id = i, pid = pid, tid = 1, ts = us3(p.t_end_ms * 1000) }
+    end
+  end
+  return tr
+end
+
 -- ".001" .. ".999" for the nanoseconds of a time in µs, trailing zeros dropped (".0" for none).
 local FRACTION = {}
 for i = 0, 999 do FRACTION[i] = i == 0 and ".0" or ("." .. ("%03d"):format(i):gsub("0+$", "")) end

@@ -205,8 +205,8 @@ local function sink(r, which, limit, cb)
 end
 
 --- Runs argv on the board through the helper, measured like `odp-rusage [--cpus] [--counters] -- argv`.
--- opts: cwd, env ({K = V | false}), timeout, cpus ("0-3"), counters ("basic"|"all"), capture_limit, on_stdout,
--- on_stderr. -> the odp.proc.run result shape before the report is applied: {ok, status, stdout, stderr,
+-- opts: cwd, env ({K = V | false}), timeout, cpus ("0-3"), counters ("basic"|"all"), memory ({csv, marks,
+-- model}: memory by phase, docs/memory.md), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result shape before the report is applied: {ok, status, stdout, stderr,
 -- wall_s, timed_out, canceled, stdout_dropped?, stderr_dropped?}, report (the ODP-RUSAGE lines, "" when the
 -- program never ran) | nil, err, code (the helper or the channel failed: the client is dead).
 function Client:run(argv, opts)
@@ -222,6 +222,11 @@ function Client:run(argv, opts)
   end
   if opts.cpus then fields[#fields + 1] = "cpus=" .. opts.cpus end
   if opts.counters and opts.counters ~= "none" then fields[#fields + 1] = "counters=" .. opts.counters end
+  if opts.memory then
+    fields[#fields + 1] = "memory=" .. opts.memory.csv
+    for _, m in ipairs(opts.memory.marks or {}) do fields[#fields + 1] = "mark=" .. m end
+    if opts.memory.model then fields[#fields + 1] = "memory_file=" .. opts.memory.model end
+  end
   fields[#fields + 1] = "--"
   for _, a in ipairs(argv) do fields[#fields + 1] = tostring(a) end
   local t0 = sys.now()

@@ -53,8 +53,9 @@ end
 --- Runs argv here: the odp.proc.run result table. With opts.rusage ~= false the command runs through
 --- odp-rusage (-g: in the group proc.run kills on timeout; -o: the report goes to a file, so a command's
 --- own stderr, however long, cannot push it out), and rusage, status, signal and wall time are the
---- command's own. opts.helper_args (e.g. {"--cpus", "0"}: CPU placement) and opts.counters ("basic"|"all":
---- perf counters, r.counters) are passed to the helper.
+--- command's own. opts.helper_args (e.g. {"--cpus", "0"}: CPU placement), opts.counters ("basic"|"all":
+--- perf counters, r.counters) and opts.memory (memory by phase, r.memory: odp.target.shell.memory_flags) are
+--- passed to the helper.
 function Host:exec(argv, opts)
   opts = opts or {}
   local flags = shell.helper_flags(opts.helper_args, opts.counters)
@@ -73,6 +74,8 @@ function Host:exec(argv, opts)
   local report = os.tmpname()
   local helper_argv = { local_helper(), "-g", "-o", report }
   table.move(flags, 1, #flags, #helper_argv + 1, helper_argv)
+  local mem = shell.memory_flags(opts.memory)
+  table.move(mem, 1, #mem, #helper_argv + 1, helper_argv)
   helper_argv[#helper_argv + 1] = "--"
   spec.argv = table.move(argv, 1, #argv, #helper_argv + 1, helper_argv)
   local r, err, code = proc.run(spec)

@@ -6,6 +6,7 @@
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 local gnutime = require("odp.parse.gnutime")
+local memparse = require("odp.parse.memory")
 local helper_mod = require("odp.target.helper")
 local host = require("odp.host")
 local rusage = require("odp.target.rusage")
@@ -456,7 +457,7 @@ function M.helper_exec(client, argv, opts)
     if args[i] == "--cpus" then cpus = args[i + 1] end
   end
   local r, report, code = client:run(argv, { cwd = opts.cwd, env = opts.env, timeout = opts.timeout, cpus = cpus,
-    counters = opts.counters, capture_limit = opts.capture_limit, on_stdout = opts.on_stdout,
+    counters = opts.counters, memory = opts.memory, capture_limit = opts.capture_limit, on_stdout = opts.on_stdout,
     on_stderr = opts.on_stderr })
   if not r then return nil, report, code end
   if opts.rusage == false then return r end
@@ -494,6 +495,18 @@ end
 function M.helper_flags(helper_args, counters)
   local args = table.move(helper_args or {}, 1, #(helper_args or {}), 1, {})
   if counters and counters ~= "none" then table.move({ "--counters", counters }, 1, 2, #args + 1, args) end
+  return args
+end
+
+--- The helper's flags for memory by phase (docs/memory.md): memory = {csv = path of the timeline where the helper
+--- runs, marks = {"EVENT=GLOB", ...}, model = the model file as the program sees it (its mapped bytes)}, or nil.
+---@param memory {csv: string, marks: string[], model: string?}?
+---@return string[]
+function M.memory_flags(memory)
+  if not memory then return {} end
+  local args = { "--memory", memory.csv }
+  for _, m in ipairs(memory.marks or {}) do table.move({ "--mark", m }, 1, 2, #args + 1, args) end
+  if memory.model then table.move({ "--memory-file", memory.model }, 1, 2, #args + 1, args) end
   return args
 end
 
@@ -558,6 +571,7 @@ function M.apply_rusage(r, method, report)
     if rec then
       if not report then r.stderr = rest end
       r.rusage, r.wall_s, r.status, r.counters = rec.rusage, rec.wall_s, rec.status, rec.counters
+      r.memory = memparse.report(report or "")
       if rec.signal > 0 then r.signal = rec.signal end
       r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
     end

@@ -4,6 +4,7 @@ local cli = require("odp.core.options")
 local compare = require("odp.results.compare")
 local errors = require("odp.core.errors")
 local html = require("odp.results.html")
+local json = require("odp.core.json")
 local sys = require("odp.sys")
 local result = require("odp.results.result")
 
@@ -65,30 +66,44 @@ local function run_files(dir, page_dir, out)
   return out
 end
 
--- The record's ETDump as a Chrome trace beside the page: {href, events} | nil (no ETDump left, or unreadable:
--- the page says nothing of a trace then; a note on stderr says why).
+-- The record's memory timeline (memory.csv in its directory) as rows, or nil.
+local function memory_rows(rec, record_dir)
+  if not (type(rec.memory) == "table" and rec.memory.timeline) then return nil end
+  local rows = require("odp.results.memory").timeline(record_dir .. "/memory.csv") -- lazy: start-up
+  return rows and #rows > 0 and rows or nil
+end
+
+-- The record's ETDump (and memory timeline) as a Chrome trace beside the page: {href, events} | nil (neither
+-- left, or unreadable: the page says nothing of a trace then; a note on stderr says why).
+
 local function write_trace(rec, record_dir, out, quiet)
-  if type(rec.artifacts) ~= "table" or rec.artifacts.etdump == nil then return nil end
-  if type(rec.latency_ms) == "table" and rec.latency_ms.modelled then -- the twin's canned file, not this model's
-    if not quiet then io.stderr:write("odp: no trace: the QEMU twin's ETDump is canned, not this model's\n") end
-    return nil
-  end
-  -- the run's own copy: a later run's file is never drawn as this one's
-  local path, why = result.artifact(rec, "etdump", record_dir)
-  if not path then
-    if not quiet then io.stderr:write(("odp: no trace: %s\n"):format(why)) end
-    return nil
-  end
-  local etdump = require("odp.parse.etdump") -- lazy: start-up
-  local doc, err = etdump.read(path)
-  if not doc then
-    if not quiet then io.stderr:write(("odp: no trace: %s: %s\n"):format(path, err)) end
-    return nil
-  end
-  local cycles = rec.ops_unit == "cycles"
-  local ds = type(rec.device_state) == "table" and rec.device_state or {}
   local trace = require("odp.results.trace") -- lazy: start-up
-  local tr = trace.chrome(doc, { time_scale = cycles and "cycles" or "ns", clock_hz = cycles and ds.cpu_hz or nil })
+  local tr
+  local modelled = type(rec.latency_ms) == "table" and rec.latency_ms.modelled
+  if type(rec.artifacts) == "table" and rec.artifacts.etdump ~= nil then
+    -- the run's own copy: a later run's file is never drawn as this one's; the twin's canned file is no model's
+    local path, why = result.artifact(rec, "etdump", record_dir)
+    if modelled then
+      if not quiet then io.stderr:write("odp: no trace: the QEMU twin's ETDump is canned, not this model's\n") end
+    elseif not path then
+      if not quiet then io.stderr:write(("odp: no trace: %s\n"):format(why)) end
+    else
+      local doc, err = require("odp.parse.etdump").read(path) -- lazy: start-up
+      if doc then
+        local cycles = rec.ops_unit == "cycles"
+        local ds = type(rec.device_state) == "table" and rec.device_state or {}
+        tr = trace.chrome(doc, { time_scale = cycles and "cycles" or "ns", clock_hz = cycles and ds.cpu_hz or nil })
+      elseif not quiet then
+        io.stderr:write(("odp: no trace: %s: %s\n"):format(path, err))
+      end
+    end
+  end
+  local rows = memory_rows(rec, record_dir)
+  if rows then
+    tr = tr or { traceEvents = json.array({}), displayTimeUnit = "ms", otherData = { source = "odp" } }
+    trace.add_memory(tr, rows, rec.memory.phases)
+  end
+  if not tr then return nil end
   local file = out:gsub("%.html?$", "") .. ".trace.json"
   errors.check(sys.write_file(file, trace.encode(tr) .. "\n"))
   local events = 0
@@ -101,7 +116,7 @@ local function report_run(rec, record_dir, run_dir, out, opts, source)
   local page_dir = dirname(out)
   local trace = not opts.no_trace and write_trace(rec, record_dir, out, opts.quiet) or nil
   return html.run(rec, { samples = groups, files = run_dir and run_files(run_dir, page_dir, out) or nil, trace = trace,
-    source = source }), trace
+    source = source, memory_rows = memory_rows(rec, record_dir) }), trace
 end
 
 function M.main(args)

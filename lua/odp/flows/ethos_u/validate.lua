@@ -25,6 +25,7 @@ function M.check(ctx, p)
     if d.backend == "EthosUBackend" then ethos = true end
   end
   p.scratch_size = pte.scratch_size(info)
+  p.pte = info -- the planned arenas the record keeps (no RSS on bare metal: odp.results.memory.bare_metal)
   p.ethos_delegate = ethos
   if not ethos then
     ui:warn("model %s has no EthosUBackend delegate: it will run on the CPU alone (no NPU)", basename(o.model))

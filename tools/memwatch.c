@@ -1,0 +1,359 @@
+/* memwatch: a measured program's memory by phase; see memwatch.h and docs/memory.md. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "memwatch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rusage.h"
+
+#define CHILD_CHECK_EVERY 16 /* samples between looks for the program's children (a small file each) */
+#define MODEL_CHECK_EVERY 256 /* samples between counts of the model's mapped bytes (all of smaps: ~0.1 ms) */
+
+int memwatch_add_mark(struct memwatch *m, const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || (size_t)(eq - spec) >= MEMWATCH_EVENT || !eq[1] || m->nmarks >= MEMWATCH_MARKS)
+        return -1;
+    for (const char *c = spec; c < eq; c++)
+        if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
+            return -1; /* event names travel in report lines: [a-z0-9_] only */
+    struct memwatch_mark *k = &m->marks[m->nmarks++];
+    memcpy(k->event, spec, (size_t)(eq - spec));
+    k->event[eq - spec] = 0;
+    k->glob = eq + 1;
+    return 0;
+}
+
+static char model_real[PATH_MAX];
+
+int memwatch_start(struct memwatch *m, pid_t pid, double t0, const char *csv_path, const char *model_path)
+{
+    m->pid = pid;
+    m->t0 = t0;
+    m->sample_s = 0.001;
+    m->next_sample = t0;
+    m->page_kb = sysconf(_SC_PAGESIZE) / 1024;
+    m->seg_max_kb = m->max_kb = m->model_max_kb = 0;
+    m->model_path = model_path && realpath(model_path, model_real) ? model_real : NULL;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    m->statm_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (csv_path) {
+        m->csv = fopen(csv_path, "we");
+        if (!m->csv) {
+            int e = errno;
+            if (m->statm_fd >= 0)
+                close(m->statm_fd);
+            errno = e;
+            return -1;
+        }
+        fprintf(m->csv, "t_ms,rss_kb,anon_kb,file_kb\n");
+    }
+    m->on = 1;
+    return 0;
+}
+
+/* Reads a small /proc file whole; its length, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t got = 0, r;
+    while ((size_t)got < n - 1 && ((r = read(fd, buf + got, n - 1 - (size_t)got)) > 0 || (r < 0 && errno == EINTR)))
+        if (r > 0)
+            got += r;
+    close(fd);
+    buf[got] = 0;
+    return got;
+}
+
+/* The value of "Key:   123 kB" in text, or -1. */
+static long field_kb(const char *text, const char *key)
+{
+    size_t k = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, key, k) == 0 && p[k] == ':')
+            return strtol(p + k + 1, NULL, 10);
+    return -1;
+}
+
+static void sample(struct memwatch *m, double t)
+{
+    char buf[256];
+    ssize_t n = m->statm_fd >= 0 ? pread(m->statm_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) {
+        m->ended = 1; /* a zombie's statm reads zeros or fails: nothing more to see */
+        return;
+    }
+    buf[n] = 0;
+    long size, resident, shared;
+    if (sscanf(buf, "%ld %ld %ld", &size, &resident, &shared) != 3 || resident == 0)
+        return;
+    long rss = resident * m->page_kb, file = shared * m->page_kb;
+    if (rss > m->seg_max_kb)
+        m->seg_max_kb = rss;
+    if (rss > m->max_kb)
+        m->max_kb = rss;
+    m->samples++;
+    if (m->csv && fprintf(m->csv, "%.3f,%ld,%ld,%ld\n", (t - m->t0) * 1000, rss, rss - file, file) < 0 &&
+        !m->csv_errno)
+        m->csv_errno = errno ? errno : EIO;
+}
+
+/* The program's children now (/proc/PID/task/PID/children): counted once each. */
+static void look_for_children(struct memwatch *m)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)m->pid, (int)m->pid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return;
+    for (char *p = buf, *end; *p; p = end) {
+        long c = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        int known = 0, keep = (int)(sizeof m->child_seen / sizeof m->child_seen[0]);
+        for (int k = 0; k < m->children && k < keep; k++)
+            known |= m->child_seen[k] == (pid_t)c;
+        if (!known) {
+            if (m->children < keep)
+                m->child_seen[m->children] = (pid_t)c;
+            m->children++;
+        }
+    }
+}
+
+/* Resident kB of the model file's mappings (/proc/PID/smaps), or -1 when it cannot be read. */
+static long model_resident_kb(struct memwatch *m)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/smaps", (int)m->pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char line[PATH_MAX + 128];
+    long kb = 0;
+    int in = 0;
+    size_t plen = strlen(m->model_path);
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strcspn(line, "\n");
+        line[len] = 0;
+        if (strncmp(line, "Rss:", 4) == 0) {
+            if (in)
+                kb += strtol(line + 4, NULL, 10);
+        } else if (((line[0] >= '0' && line[0] <= '9') || (line[0] >= 'a' && line[0] <= 'f')) &&
+                   strchr(line, '-') && strchr(line, ' ')) {
+            /* a mapping's header: "start-end perms offset dev inode   path" (the keys are capitalised) */
+            in = len >= plen && strcmp(line + len - plen, m->model_path) == 0;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+/* A boundary: read (and reset) now, or, with read 0, only noted (its line came with a later boundary's in the
+ * same read: the program had passed both before the helper saw either, so one reading covers both). */
+static void boundary(struct memwatch *m, const char *event, double t, int read)
+{
+    char path[64], buf[4096];
+    struct memwatch_boundary tmp, *b = m->nb < MEMWATCH_REPORTED ? &m->b[m->nb] : &tmp;
+    memset(b, 0, sizeof *b);
+    snprintf(b->event, sizeof b->event, "%s", event);
+    b->t_ms = (t - m->t0) * 1000;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)m->pid);
+    b->hwm_kb = read && !m->ended && read_small(path, buf, sizeof buf) > 0 ? field_kb(buf, "VmHWM") : -1;
+    b->rss_kb = b->anon_kb = b->file_kb = b->shmem_kb = b->pte_kb = b->sampled_max_kb = -1;
+    b->late = !read ? "together" : "ended";
+    if (b->hwm_kb < 0) {
+        /* not read, or the line came after the program had ended (a zombie has no VmHWM): it ran faster than
+         * its lines were read. Reported without a reading; the phase goes on to the next one. */
+        if (read)
+            m->ended = 1;
+        b->read_us = (now() - t) * 1e6;
+        goto done;
+    }
+    /* opened for each write: a program that made itself undumpable (or a setuid one) is refused here, as the
+     * kernel decides for this user now, not when the program was still the helper's fork */
+    snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)m->pid);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    b->reset = fd >= 0 && write(fd, "5", 1) == 1;
+    if (!b->reset)
+        m->reset_errno = errno ? errno : EIO;
+    if (fd >= 0)
+        close(fd);
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)m->pid);
+    if (read_small(path, buf, sizeof buf) > 0) {
+        b->rss_kb = field_kb(buf, "Rss");
+        b->anon_kb = field_kb(buf, "Anonymous");
+        b->shmem_kb = field_kb(buf, "Pss_Shmem");
+        if (b->rss_kb >= 0 && b->anon_kb >= 0)
+            b->file_kb = b->rss_kb - b->anon_kb - (b->shmem_kb > 0 ? b->shmem_kb : 0);
+    }
+    b->pte_kb = m->model_path ? model_resident_kb(m) : -1;
+    if (b->pte_kb > m->model_max_kb)
+        m->model_max_kb = b->pte_kb;
+    b->sampled_max_kb = m->seg_max_kb;
+    b->read_us = (now() - t) * 1e6;
+    m->seg_max_kb = 0;
+    look_for_children(m);
+done:
+    if (m->nb < MEMWATCH_REPORTED)
+        m->nb++;
+    else
+        m->dropped++;
+}
+
+/* The mark a finished line matches, or -1. */
+static int line_mark(struct memwatch *m, int s)
+{
+    char *l = m->line[s];
+    l[m->len[s]] = 0;
+    m->len[s] = 0;
+    for (int k = 0; k < m->nmarks; k++)
+        if (fnmatch(m->marks[k].glob, l, 0) == 0)
+            return k;
+    return -1;
+}
+
+void memwatch_output(struct memwatch *m, int stream, const char *p, size_t n)
+{
+    if (!m->on || stream < 0 || stream > 1)
+        return; /* lines still count once the program has ended: they say which boundaries it passed */
+    double t = now();
+    int pending = -1; /* the last boundary of this read: the one read; those before it in the read are noted */
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '\n') {
+            int k = line_mark(m, stream);
+            if (k >= 0 && pending >= 0)
+                boundary(m, m->marks[pending].event, t, 0);
+            if (k >= 0)
+                pending = k;
+        } else if (m->len[stream] < MEMWATCH_LINE - 1) {
+            m->line[stream][m->len[stream]++] = p[i];
+        }
+    }
+    if (pending >= 0)
+        boundary(m, m->marks[pending].event, t, 1);
+}
+
+void memwatch_gone(struct memwatch *m) { m->ended = 1; }
+
+int memwatch_timeout_ms(const struct memwatch *m)
+{
+    if (!m->on || m->ended)
+        return -1;
+    double left = m->next_sample - now();
+    return left <= 0 ? 0 : (int)(left * 1000) + 1;
+}
+
+void memwatch_tick(struct memwatch *m)
+{
+    if (!m->on || m->ended)
+        return;
+    double t = now();
+    if (t < m->next_sample)
+        return;
+    sample(m, t);
+    if (m->samples % CHILD_CHECK_EVERY == 0)
+        look_for_children(m);
+    if (m->model_path && m->samples % MODEL_CHECK_EVERY == 1) {
+        /* also between boundaries: a quick program may be gone before its lines are read */
+        long kb = model_resident_kb(m);
+        if (kb > m->model_max_kb)
+            m->model_max_kb = kb;
+    }
+    /* a late wake-up takes one sample, not a burst of them */
+    m->next_sample += m->sample_s;
+    if (m->next_sample < t)
+        m->next_sample = t + m->sample_s;
+}
+
+void memwatch_report(struct memwatch *m, FILE *f)
+{
+    if (!m->on)
+        return;
+    for (int k = 0; k < m->nb; k++) {
+        struct memwatch_boundary *b = &m->b[k];
+        fprintf(f,
+                "ODP-MEMORY-MARK event=%s t_ms=%.3f hwm_kb=%ld reset=%d sampled_max_kb=%ld rss_kb=%ld anon_kb=%ld "
+                "file_kb=%ld shmem_kb=%ld model_kb=%ld read_us=%.1f%s%s\n",
+                b->event, b->t_ms, b->hwm_kb, b->reset, b->sampled_max_kb, b->rss_kb, b->anon_kb, b->file_kb,
+                b->shmem_kb, b->pte_kb, b->read_us, b->hwm_kb < 0 ? " late=" : "", b->hwm_kb < 0 ? b->late : "");
+    }
+    if (m->csv) {
+        if (fclose(m->csv) && !m->csv_errno)
+            m->csv_errno = errno ? errno : EIO;
+        m->csv = NULL;
+    }
+    /* the last segment (after the last boundary, to the exit): what the samples saw; its exact peak is the
+     * program's ru_maxrss, which counts from the last reset */
+    fprintf(f,
+            "ODP-MEMORY samples=%ld sample_ms=%.3f sampled_max_kb=%ld tail_sampled_max_kb=%ld dropped_marks=%d "
+            "clear_refs=%s children=%d timeline=%s model_kb=%ld\n",
+            m->samples, m->sample_s * 1000, m->max_kb, m->seg_max_kb, m->dropped,
+            m->reset_errno == 0 ? "ok" : m->reset_errno == EACCES || m->reset_errno == EPERM ? "denied" : "failed",
+            m->children, m->csv_errno ? "failed" : "ok", m->model_path ? m->model_max_kb : -1L);
+    if (m->statm_fd >= 0)
+        close(m->statm_fd);
+    m->statm_fd = -1;
+    m->on = 0;
+}
+
+/* Exec mode's loop: the program's stdout and stderr (pipes out_fd, err_fd) passed on to ours as they come, the
+ * watch fed and ticked, until the program is reaped and its pipes are quiet (what it left running may hold
+ * them: not waited for). */
+void memwatch_relay(struct memwatch *m, pid_t pid, int out_fd, int err_fd, int *st, struct rusage *ru)
+{
+    int fds[2] = {out_fd, err_fd}, open_[2] = {1, 1}, reaped = 0;
+    fcntl(out_fd, F_SETFL, O_NONBLOCK);
+    fcntl(err_fd, F_SETFL, O_NONBLOCK);
+    while (!reaped || open_[0] || open_[1]) {
+        struct pollfd p[2] = {{out_fd, open_[0] ? POLLIN : 0, 0}, {err_fd, open_[1] ? POLLIN : 0, 0}};
+        int timeout = memwatch_timeout_ms(m);
+        if (reaped)
+            timeout = 50;
+        else if (timeout < 0 || timeout > 50)
+            timeout = 50; /* wait4 is polled: the program's end is seen within 50 ms at most */
+        int pr = poll(p, 2, timeout);
+        if (pr < 0 && errno != EINTR)
+            break;
+        for (int s = 0; s < 2; s++) {
+            if (!open_[s] || !(p[s].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[65536];
+            ssize_t n = read(fds[s], buf, sizeof buf);
+            if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            if (n <= 0) {
+                open_[s] = 0;
+                continue;
+            }
+            memwatch_output(m, s, buf, (size_t)n);
+            for (ssize_t done = 0, w; done < n; done += w > 0 ? w : 0) {
+                w = write(s + 1, buf + done, (size_t)(n - done));
+                if (w < 0 && errno != EINTR)
+                    break; /* our reader is gone: the program's output goes nowhere, as it would */
+            }
+        }
+        if (!reaped)
+            memwatch_tick(m);
+        if (!reaped && wait4(pid, st, WNOHANG, ru) == pid) {
+            reaped = 1;
+            memwatch_gone(m);
+        }
+        else if (reaped && pr == 0)
+            break;
+    }
+    if (!reaped)
+        while (wait4(pid, st, 0, ru) < 0 && errno == EINTR) {}
+}
