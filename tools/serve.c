@@ -4,6 +4,7 @@
  * have sent (bad magic, over 1 MiB) ends the helper, since the stream can no longer be trusted. When stdin
  * closes the helper kills what it runs and exits: nothing it started outlives odp's channel. */
 #include "rusage.h"
+#include "sample.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -223,7 +224,7 @@ static int relay(int fd, uint8_t t)
     return 1;
 }
 
-/* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL"), "--", argv.
+/* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL", "sample=HZ,FILE"), "--", argv.
  * Answers: 'O'/'E' output frames as it goes, then 'D' {status, report[, signal name]}: the ODP-COUNTERS/ODP-RUSAGE lines of
  * exec mode (status: what exec mode would exit with when the program never ran, 127 or 125, else its own).
  * While it runs, stdin may carry 'Z' {signal}: sent to the program's process group. */
@@ -260,7 +261,12 @@ static void serve_run(const odp_frame *f)
             sp.cpus = &cpus;
         } else if (!strncmp(a, "counters=", 9) && rusage_level(a + 9) >= 0)
             sp.level = rusage_level(a + 9);
-        else {
+        else if (!strncmp(a, "sample=", 7) && !sp.sampler) {
+            if (!(sp.sampler = sampler_request(a + 7))) {
+                fail("EUSAGE", "sample=%.100s: HZ,FILE (1 to 100000 samples per second, a writable file)", a + 7);
+                goto out;
+            }
+        } else {
             fail("EPROTO", "run: unknown option '%.100s'", a);
             goto out;
         }
@@ -295,6 +301,9 @@ static void serve_run(const odp_frame *f)
     free(env);
     if (rc || ch.stage) {
         close(po[0]), close(pe[0]);
+        if (sp.sampler)
+            sampler_finish(sp.sampler);
+        sp.sampler = NULL;
         if (rc) {
             fail("EIO", "run: cannot fork: %s", strerror(spawn_errno));
             goto out;
@@ -370,6 +379,8 @@ static void serve_run(const odp_frame *f)
     if (!reaped)
         while (wait4(ch.pid, &st, 0, &ru) < 0 && errno == EINTR) {}
     double wall = now() - ch.t0;
+    int sample_whole = sp.sampler ? sampler_finish(sp.sampler) == 0 : 1;
+    sp.sampler = NULL;
     if (kill_at != 0)
         kill(-ch.pid, SIGKILL); /* stopped: what the program left in its group (one that ignored TERM) goes too */
     if (dog > 0) {
@@ -384,6 +395,8 @@ static void serve_run(const odp_frame *f)
     FILE *m = open_memstream(&rep, &len);
     if (m) {
         rusage_report(m, sp.level, st, &ru, wall);
+        if (!sample_whole)
+            fprintf(m, "odp-rusage: the sample stream could not be written whole\n");
         fclose(m);
     }
     char status[16];
@@ -400,6 +413,8 @@ static void serve_run(const odp_frame *f)
     odp_buf_free(&d);
     free(rep);
 out:
+    if (sp.sampler)
+        sampler_finish(sp.sampler); /* a request refused after its sampler was made */
     free_fields(fl, n);
 }
 

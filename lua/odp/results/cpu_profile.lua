@@ -1,0 +1,232 @@
+--- A CPU sampling profile joined with ETDump: which op (or delegate call) each sample of `Method::execute` fell
+-- in, and which functions inside it took the time. The samples come from odp-rusage --sample (a sample stream,
+-- docs/sample-stream.md, read in C: odp.sample); the join and the folding into call stacks are C too (the
+-- join must take 1,000,000 samples against a 100,000-event ETDump in well under a second: bench/README.md).
+--   local prof = require("odp.results.cpu_profile")
+--   local p = prof.profile(stream_bytes, etdump_doc, {runner = "./executor_runner", runner_remote = "/data/x/executor_runner"})
+--   -- p.record: the record's cpu_profile; p.folded: Brendan Gregg's folded lines (op as the root frame)
+--
+-- The clocks (docs/sample-stream.md, "Clocks"): the samples are CLOCK_MONOTONIC ns (perf's use_clockid);
+-- ExecuTorch's posix PAL counts ns of the same clock since its et_pal_init, an origin it never writes down.
+-- Its log lines carry that count ("I 00:00:01.234567 ..."), and the helper timestamps each line as it reads it:
+-- a line is read after it was written, so read time - logged time >= the origin, and the smallest difference
+-- over all lines is the origin within the quickest line's delivery (plus the log's 1 us truncation).
+local sample = require("odp.sample")
+local etdump = require("odp.parse.etdump")
+
+local M = {}
+
+M.DEFAULT_HZ = 4000
+M.ROOT_BETWEEN = "[between ops]"
+M.ROOT_OUTSIDE = "[outside execute]"
+M.TOP = 5 -- functions kept per op in the record
+
+--- The origin of the program's ExecuTorch clock on CLOCK_MONOTONIC from the stream's line records.
+-- -> {method = "log-lines", offset_ns, lines = n} | nil, why
+function M.align(lines)
+  local best, n
+  n = 0
+  for _, l in ipairs(lines) do
+    local h, m, s, us = l.text:match("^[DIWEF] (%d%d+):(%d%d):(%d%d)%.(%d%d%d%d%d%d) ")
+    if h then
+      local ticks = ((tonumber(h) * 3600 + tonumber(m) * 60 + tonumber(s)) * 1000000 + tonumber(us)) * 1000
+      local off = l.time - math.tointeger(ticks)
+      if not best or off < best then best = off end
+      n = n + 1
+    end
+  end
+  if not best then
+    return nil, "the runner printed no ExecuTorch log lines (I 00:00:00.000000 ...) to place its ETDump clock " ..
+      "on the samples' (a runner built without EXECUTORCH_ENABLE_LOGGING?)"
+  end
+  return { method = "log-lines", offset_ns = best, lines = n }
+end
+
+-- The op a profile event counts for, named as the op table names it (odp.parse.etdump.ops): by its delegate id
+-- when it has one, else its name.
+local function op_name(e)
+  local did = e.delegate_debug_id_int
+  if did and did ~= -1 then return tostring(did) end
+  if e.delegate_debug_id_str and e.delegate_debug_id_str ~= "" then return e.delegate_debug_id_str end
+  return e.name or ""
+end
+
+--- ETDump's intervals: `Method::execute` events, and the ops inside them (every profile event of an
+-- instruction, chain_index >= 0, but the framework's OPERATOR_CALL wrappers). -> {ops = {start, stop, id},
+-- execs = {start, stop}, names = {{name, instruction_id, ticks}}, execute_ticks}
+function M.intervals(doc)
+  local ops = { start = {}, stop = {}, id = {} }
+  local execs = { start = {}, stop = {} }
+  local names, index, exec_ticks = {}, {}, 0
+  for _, run in ipairs(doc.run_data or {}) do
+    for _, e in ipairs(run.events or {}) do
+      if e.kind == "profile" and e.start_time and e.end_time and e.end_time > e.start_time then
+        if e.name == "Method::execute" then
+          execs.start[#execs.start + 1], execs.stop[#execs.stop + 1] = e.start_time, e.end_time
+          exec_ticks = exec_ticks + (e.end_time - e.start_time)
+        elseif (e.chain_index or -1) >= 0 and not etdump.FRAMEWORK_EVENTS[e.name] then
+          local name = op_name(e)
+          local key = name .. "\0" .. tostring(e.instruction_id)
+          local id = index[key]
+          if not id then
+            id = #names + 1
+            index[key] = id
+            names[id] = { name = name, instruction_id = e.instruction_id, ticks = 0 }
+          end
+          names[id].ticks = names[id].ticks + (e.end_time - e.start_time)
+          local k = #ops.start + 1
+          ops.start[k], ops.stop[k], ops.id[k] = e.start_time, e.end_time, id
+        end
+      end
+    end
+  end
+  return { ops = ops, execs = execs, names = names, execute_ticks = exec_ticks }
+end
+
+local function basename(p) return (p:match("([^/]+)$")) or p end
+
+--- A function naming a frame: (addr, leaf) -> "symbol" | "module+0xoffset" | "[kernel]" | "[unknown]".
+-- opts: runner (the runner on this machine), runner_remote (its path where it ran), symbols (an unstripped copy
+-- of the runner, used when its build-id is the runner's), local_modules (the board is this machine: its other
+-- modules, libc and the like, are read from their paths). Returns the function and a list of warnings.
+function M.symbolizer(stream, opts)
+  local elf = require("odp.elf")
+  local sys = require("odp.sys")
+  local mmaps = stream:mmaps()
+  local warnings = {}
+  local tables, names = {}, {}
+  local function symbols_of(path)
+    local t = tables[path]
+    if t == nil then
+      t = elf.symbols(path) or false
+      tables[path] = t
+    end
+    return t or nil
+  end
+  local runner_file = opts.runner
+  if opts.symbols and opts.runner then
+    local a, b = symbols_of(opts.symbols), symbols_of(opts.runner)
+    local ida, idb = a and a:build_id(), b and b:build_id()
+    if ida and ida == idb then
+      runner_file = opts.symbols
+    else
+      warnings[#warnings + 1] = ("--symbols %s: its build-id %s is not the runner's (%s): not used"):format(
+        opts.symbols, ida or "(none)", idb or "(none)")
+    end
+  end
+  local runner_base = opts.runner_remote and basename(opts.runner_remote)
+  local function local_file(file)
+    if opts.runner_remote and (file == opts.runner_remote or basename(file) == runner_base) then return runner_file end
+    if opts.local_modules and file:sub(1, 1) == "/" and sys.stat(file) then return file end
+  end
+  return function(addr, leaf)
+    if addr == -1 then return "[kernel]" end
+    local key = leaf and addr or -addr
+    local got = names[key]
+    if got then return got end
+    -- a caller's frame is a return address: the call is the byte before it (as perf looks it up)
+    local at = leaf and addr or addr - 1
+    local k = stream:mapping(at)
+    local m = k and mmaps[k]
+    if not m then
+      got = "[unknown]"
+    else
+      local off = at - m.start + m.pgoff
+      local file = local_file(m.file)
+      local s = file and symbols_of(file)
+      local name = s and s:lookup(off)
+      got = name and name:gsub(";", ":") or ("%s+0x%x"):format(basename(m.file), off)
+    end
+    names[key] = got
+    return got
+  end, warnings
+end
+
+--- The profile of one sampled runner process against its ETDump.
+-- bytes: the sample stream; doc: etdump.read's document (nil: no join, every sample outside execute).
+-- opts: as M.symbolizer, plus top (functions per op, default M.TOP).
+-- -> {record = cpu_profile, folded = {lines}, warnings = {...}} | nil, err, code
+function M.profile(bytes, doc, opts)
+  opts = opts or {}
+  local stream, err, code = sample.read(bytes)
+  if not stream then return nil, err, code end
+  local info = stream:info()
+  local warnings = {}
+  local iv = doc and M.intervals(doc) or { ops = { start = {}, stop = {}, id = {} }, execs = { start = {}, stop = {} },
+    names = {}, execute_ticks = 0 }
+  local clock, why = M.align(stream:lines())
+  if not clock then
+    warnings[#warnings + 1] = "cpu profile: samples not placed in ops: " .. why
+    iv.ops, iv.execs = { start = {}, stop = {}, id = {} }, { start = {}, stop = {} }
+  end
+  local j = stream:join { ops = iv.ops, execs = iv.execs, offset = clock and clock.offset_ns or 0 }
+  local name_of, swarn = M.symbolizer(stream, opts)
+  table.move(swarn, 1, #swarn, #warnings + 1, warnings)
+  local folded, leaf_counts = {}, {}
+  for _, s in ipairs(j.stacks) do
+    local root = s.owner > 0 and iv.names[s.owner].name or s.owner == -1 and M.ROOT_BETWEEN or M.ROOT_OUTSIDE
+    local parts = { root }
+    local fr = s.frames
+    for d = #fr, 1, -1 do parts[#parts + 1] = name_of(fr[d], d == 1) end
+    folded[#folded + 1] = table.concat(parts, ";") .. " " .. s.count
+    local leaf = parts[#parts]
+    local per = leaf_counts[s.owner]
+    if not per then per = {} leaf_counts[s.owner] = per end
+    per[leaf] = (per[leaf] or 0) + s.count
+  end
+  table.sort(folded)
+  local function top(owner, total)
+    local list = {}
+    for sym, c in pairs(leaf_counts[owner] or {}) do list[#list + 1] = { symbol = sym, samples = c } end
+    table.sort(list, function(a, b) return a.samples > b.samples or (a.samples == b.samples and a.symbol < b.symbol) end)
+    local out = {}
+    for i = 1, math.min(#list, opts.top or M.TOP) do
+      out[i] = { symbol = list[i].symbol, samples = list[i].samples, share = list[i].samples / total }
+    end
+    return out
+  end
+  local ops = {}
+  for id, n in ipairs(iv.names) do
+    local c = j.per_op[id] or 0
+    ops[#ops + 1] = { name = n.name, instruction_id = n.instruction_id, samples = c,
+      share = j.in_execute > 0 and c / j.in_execute or 0,
+      time_share = iv.execute_ticks > 0 and n.ticks / iv.execute_ticks or nil,
+      top = c > 0 and top(id, c) or {} }
+  end
+  if info.lost > 0 then
+    warnings[#warnings + 1] = ("cpu profile: the kernel dropped %d samples (the helper's ring buffer was full)"):format(info.lost)
+  end
+  if not info.complete then
+    warnings[#warnings + 1] = "cpu profile: the sample stream is cut short (the helper did not finish it)"
+  end
+  local record = {
+    event = info.event, rate_hz = info.freq_hz, user_only = info.user_only or nil, complete = info.complete,
+    clock = clock,
+    samples = { total = j.total, in_execute = j.in_execute, attributed = j.attributed, between_ops = j.between,
+      outside_execute = j.outside, lost = info.lost },
+    attributed = j.in_execute > 0 and j.attributed / j.in_execute or nil,
+    ops = ops,
+    execute_top = j.in_execute > 0 and (function()
+      local all = {}
+      for owner, per in pairs(leaf_counts) do
+        if owner ~= -2 then for sym, c in pairs(per) do all[sym] = (all[sym] or 0) + c end end
+      end
+      leaf_counts.all = all
+      return top("all", j.in_execute)
+    end)() or {},
+  }
+  stream:close()
+  return { record = record, folded = folded, warnings = warnings }
+end
+
+--- Writes folded lines to path (atomically: a partial file never stands for a whole one). -> true | nil, err
+function M.write_folded(path, folded)
+  local tmp = path .. ".tmp"
+  local f, err = io.open(tmp, "wb")
+  if not f then return nil, err end
+  f:write(table.concat(folded, "\n"), #folded > 0 and "\n" or "")
+  f:close()
+  return os.rename(tmp, path)
+end
+
+return M

@@ -1,0 +1,234 @@
+-- The sampling CPU profile (odp-rusage --sample, odp.sample, odp.results.cpu_profile): a runner with symbols
+-- whose time is known (tests/c/sample_runner.c) sampled by odp and by Linux perf on the same run; the clock
+-- alignment against the runner's own origin; the join against its op windows written as a real ETDump; a runner
+-- that forks, one that exits mid-run, a full ring buffer, a refused perf_event_open; the parser on mutations.
+local T = require("t")
+local proc = require("odp.proc")
+local sample = require("odp.sample")
+local prof = require("odp.results.cpu_profile")
+local etdump = require("odp.parse.etdump")
+local fb = require("fbuild")
+
+local root = T.root()
+local build = os.getenv("ODP_BUILD_DIR") or (root .. "/build")
+local helper = build .. "/odp-rusage-x86_64"
+local runner = build .. "/tests/sample_runner"
+local tmp = T.tmpdir()
+
+-- sample_runner's stdout -> its clock origin, an ETDump of its op windows (the real layout: each execute an
+-- "Execute" run whose op events precede its Method::execute), and each op's share of execute time
+local function windows(stdout)
+  local t0 = math.tointeger(tonumber(stdout:match("T0 (%d+)")))
+  local runs, ev = {}, {}
+  local ops, exec_total = {}, 0
+  for kind, a, b, c in stdout:gmatch("(%u+) (%S+) ?(%d*) ?(%d*)\n") do
+    if kind == "OP" then
+      local s, e = math.tointeger(tonumber(b)), math.tointeger(tonumber(c))
+      ev[#ev + 1] = { kind = "profile", name = a, chain_index = 0, instruction_id = #ev, start_time = s, end_time = e }
+      ops[a] = (ops[a] or 0) + (e - s)
+    elseif kind == "EXECUTE" then
+      local s, e = math.tointeger(tonumber(a)), math.tointeger(tonumber(b))
+      ev[#ev + 1] = { kind = "profile", name = "Method::execute", chain_index = -1, instruction_id = 0,
+        start_time = s, end_time = e }
+      exec_total = exec_total + (e - s)
+      for i, x in ipairs(ev) do if x.name ~= "Method::execute" then x.instruction_id = i - 1 end end
+      runs[#runs + 1] = { name = "Execute", events = ev }
+      ev = {}
+    end
+  end
+  local shares = {}
+  for k, v in pairs(ops) do shares[k] = v / exec_total end
+  return t0, fb.etdump { version = 0, run_data = runs }, shares
+end
+
+local function sampled(args, opts)
+  opts = opts or {}
+  local out = tmp .. "/" .. (opts.name or "s") .. ".smp"
+  local argv = { helper, "--sample", tostring(opts.hz or 4000), "--sample-out", out }
+  if opts.ring then table.move({ "--sample-ring", tostring(opts.ring) }, 1, 2, #argv + 1, argv) end
+  argv[#argv + 1] = "--"
+  argv[#argv + 1] = runner
+  table.move(args, 1, #args, #argv + 1, argv)
+  if opts.prefix then table.move(argv, 1, #argv, #opts.prefix + 1, opts.prefix) argv = opts.prefix end
+  local r = assert(proc.run { argv = argv, timeout = 120, env = opts.env })
+  local f = io.open(out, "rb")
+  local bytes = f and f:read("a")
+  if f then f:close() end
+  return r, bytes
+end
+
+-- `perf script -F comm,sym` lines -> {sym = count} of the runner's process
+local function perf_shares(data)
+  local r = assert(proc.run { argv = { "perf", "script", "-i", data, "-F", "comm,ip,sym" }, timeout = 120 })
+  T.ok(r.ok, "perf script: " .. r.stderr:sub(1, 300))
+  local counts, total = {}, 0
+  for line in r.stdout:gmatch("[^\n]+") do
+    local comm, sym = line:match("^%s*(%S+)%s+%x+%s+(%S+)")
+    if comm == "sample_runner" then
+      counts[sym] = (counts[sym] or 0) + 1
+      total = total + 1
+    end
+  end
+  return counts, total
+end
+
+T.test("odp's samples against Linux perf's on the same run: the top functions' shares within 5 points; " ..
+  "the clocks aligned; >= 95% of execute attributed, each op's share within 5 points of its time", function()
+  local data = tmp .. "/perf.data"
+  local r, bytes = sampled({ "--num_executions", "100", "--ms", "10" }, {
+    prefix = { "perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-o", data, "--" } })
+  T.ok(r.ok, "sampled run: " .. r.stderr:sub(-400))
+  T.ok(bytes, "a sample stream")
+  local t0, dump, time_shares = windows(r.stdout)
+  local doc = assert(etdump.read(dump))
+  local p = assert(prof.profile(bytes, doc, { runner = runner, runner_remote = runner, local_modules = true }))
+  local rec = p.record
+  print(("# event %s, %d samples, %d in execute, %d attributed, %d lost; clock offset - T0 = %d ns over %d lines")
+    :format(rec.event, rec.samples.total, rec.samples.in_execute, rec.samples.attributed, rec.samples.lost,
+      rec.clock.offset_ns - t0, rec.clock.lines))
+  -- the origin estimate is an upper bound (a line is read after it is written) within the fastest delivery
+  local err_ns = rec.clock.offset_ns - t0
+  T.ok(err_ns >= -1000 and err_ns < 2000000, ("clock origin within [-1 us, 2 ms): %d ns"):format(err_ns))
+  T.ok(rec.samples.total > 2000, "samples: " .. rec.samples.total)
+  T.ok(rec.attributed >= 0.95, ("attributed %.3f"):format(rec.attributed))
+  local by = {}
+  for _, op in ipairs(rec.ops) do by[op.name] = op end
+  for name, share in pairs(time_shares) do
+    local op = by[name]
+    T.ok(op, "op " .. name .. " in cpu_profile.ops")
+    print(("# %s: samples %.3f, time %.3f, top %s %.2f"):format(name, op.share, share, op.top[1].symbol, op.top[1].share))
+    T.ok(math.abs(op.share - share) <= 0.05, ("%s: sample share %.3f vs time %.3f"):format(name, op.share, share))
+    T.eq(op.time_share and math.abs(op.time_share - share) < 1e-9, true, name .. ": time_share is the ETDump's")
+    T.eq(op.top[1].symbol, "spin_" .. name:match("op_(%a+)"), name .. "'s hottest function")
+    T.ok(op.top[1].share > 0.9, name .. ": its function's share " .. op.top[1].share)
+  end
+  -- perf's shares over all the runner's samples against odp's leaf shares over all of them
+  local pc, ptotal = perf_shares(data)
+  T.ok(ptotal > 2000, "perf samples of the runner: " .. ptotal)
+  local oc, ototal = {}, 0
+  for _, line in ipairs(p.folded) do
+    local stack, n = line:match("^(.*) (%d+)$")
+    local leaf = stack:match("([^;]+)$")
+    oc[leaf] = (oc[leaf] or 0) + tonumber(n)
+    ototal = ototal + tonumber(n)
+  end
+  for _, fn in ipairs { "spin_alpha", "spin_beta", "spin_gamma" } do
+    local a, b = (oc[fn] or 0) / ototal, (pc[fn] or 0) / ptotal
+    print(("# %s: odp %.3f, perf %.3f"):format(fn, a, b))
+    T.ok(math.abs(a - b) <= 0.05, ("%s: odp %.3f vs perf %.3f"):format(fn, a, b))
+  end
+end)
+
+T.test("a runner that forks: its child is sampled too (inherit), placed in its own function", function()
+  local r, bytes = sampled({ "--num_executions", "30", "--ms", "10", "--fork" }, { name = "fork" })
+  T.ok(r.ok, r.stderr:sub(-300))
+  local st = assert(sample.read(bytes))
+  local forks = 0
+  for _, t in ipairs(st:tasks()) do if t.kind == "fork" then forks = forks + 1 end end
+  T.ok(forks >= 1, "a fork record")
+  local p = assert(prof.profile(bytes, nil, { runner = runner, runner_remote = runner, local_modules = true }))
+  local child = 0
+  for _, line in ipairs(p.folded) do
+    if line:match(";spin_child %d+$") then child = child + tonumber(line:match("(%d+)$")) end
+  end
+  T.ok(child > 0.2 * p.record.samples.total, ("spin_child has %d of %d samples"):format(child, p.record.samples.total))
+  T.eq(p.record.samples.in_execute, 0, "no ETDump: nothing is in execute")
+end)
+
+T.test("a runner that exits mid-run: the stream is whole up to its end, status passed on", function()
+  local r, bytes = sampled({ "--num_executions", "50", "--ms", "4", "--exit-after", "20" }, { name = "exit" })
+  T.eq(r.status, 3)
+  local st = assert(sample.read(bytes))
+  local info = st:info()
+  T.eq(info.complete, true)
+  T.ok(info.samples > 100, "samples until it exited: " .. info.samples)
+  local exits = 0
+  for _, t in ipairs(st:tasks()) do if t.kind == "exit" then exits = exits + 1 end end
+  T.ok(exits >= 1, "its exit record")
+end)
+
+T.test("a ring buffer too small for the rate: lost samples counted, and said", function()
+  local r, bytes = sampled({ "--num_executions", "40", "--ms", "10" }, { name = "ring", ring = 1, hz = 50000 })
+  T.ok(r.ok, r.stderr:sub(-300))
+  local st = assert(sample.read(bytes))
+  local info = st:info()
+  print(("# %d samples, %d lost in %d LOST records"):format(info.samples, info.lost, info.lost_records))
+  T.ok(info.lost > 0 and info.lost_records > 0, "lost samples counted")
+  local p = assert(prof.profile(bytes, nil, {}))
+  T.eq(p.record.samples.lost, info.lost)
+  local said = false
+  for _, w in ipairs(p.warnings) do if w:match("dropped %d+ samples") then said = true end end
+  T.ok(said, "a warning says so")
+end)
+
+T.test("perf_event_open refused: one line naming kernel.perf_event_paranoid, exit 125, nothing run", function()
+  local marker = tmp .. "/ran"
+  local r = assert(proc.run { argv = { helper, "--sample", "4000", "--sample-out", tmp .. "/denied.smp", "--",
+    "sh", "-c", "touch " .. marker }, env = { ODP_RUSAGE_PERF_DENY = "1" }, timeout = 30 })
+  T.eq(r.status, 125)
+  T.match(r.stderr, "^odp%-rusage: sampling refused by the kernel: kernel%.perf_event_paranoid is %-?%d+ %(/proc/sys/kernel/perf_event_paranoid;")
+  T.eq(select(2, r.stderr:gsub("\n", "")), 1, "one line")
+  T.eq(io.open(marker) == nil, true, "the program never ran")
+  local bytes = T.read(tmp .. "/denied.smp")
+  T.eq(#bytes, 0, "no stream that could pass for one")
+end)
+
+T.test("the helper's usage: --sample needs --sample-out, a rate in range, a power-of-2 ring", function()
+  for _, args in ipairs { { "--sample", "4000", "true" }, { "--sample", "0", "--sample-out", tmp .. "/x", "true" },
+    { "--sample", "4000", "--sample-out", tmp .. "/x", "--sample-ring", "3", "true" } } do
+    local argv = { helper }
+    table.move(args, 1, #args, 2, argv)
+    local r = assert(proc.run { argv = argv, timeout = 10 })
+    T.eq(r.status, 125, table.concat(args, " "))
+    T.match(r.stderr, "^odp%-rusage: ")
+  end
+end)
+
+T.test("the stream parser on cut and mutated streams: an error or a stream, never a crash", function()
+  local _, bytes = sampled({ "--num_executions", "5", "--ms", "4" }, { name = "small" })
+  local st = assert(sample.read(bytes))
+  T.eq(st:info().complete, true)
+  -- cut anywhere: read as far as it is whole, never complete
+  for _, cut in ipairs { 64, 65, 100, #bytes // 2, #bytes - 1 } do
+    local s2 = sample.read(bytes:sub(1, cut))
+    T.ok(s2, "cut at " .. cut)
+    T.eq(s2:info().complete, false, "cut at " .. cut)
+  end
+  local s3, err, code = sample.read("ODPSMPL2" .. bytes:sub(9))
+  T.eq({ s3, code }, { nil, "EPROTO" })
+  T.match(err, "not an odp sample stream")
+  local rnd = T.lcg(29)
+  for _ = 1, 300 do
+    local b = { bytes:byte(1, math.min(#bytes, 4096)) }
+    for _ = 1, 1 + rnd(8) do b[65 + rnd(#b - 64)] = rnd(256) end
+    local s4 = sample.read(string.char(table.unpack(b)))
+    if s4 then
+      s4:join { ops = { start = { 0 }, stop = { 1 << 62 }, id = { 1 } }, execs = { start = {}, stop = {} } }
+    end
+  end
+end)
+
+T.test("the join: nested intervals (a delegate call around its ops), the innermost wins; between and outside", function()
+  -- a stream of the C runner; the intervals built around its sample times
+  local _, bytes = sampled({ "--num_executions", "5", "--ms", "4" }, { name = "join" })
+  local st = assert(sample.read(bytes))
+  local times = st:times()
+  table.sort(times)
+  local n = #times
+  T.ok(n > 20, "samples: " .. n)
+  local a, b, c = times[n // 5], times[2 * n // 5], times[3 * n // 5]
+  -- execute: [a, max]; op 1 (delegate call): [a, c); op 2 nested in it: [b, c); nothing after c is an op
+  local j = st:join { ops = { start = { a, b }, stop = { c, c }, id = { 1, 2 } },
+    execs = { start = { a }, stop = { times[n] + 1 } } }
+  local want1, want2, between, outside = 0, 0, 0, 0
+  for _, t in ipairs(times) do
+    if t < a then outside = outside + 1
+    elseif t < b then want1 = want1 + 1
+    elseif t < c then want2 = want2 + 1
+    else between = between + 1 end
+  end
+  T.eq({ j.per_op[1] or 0, j.per_op[2] or 0, j.between, j.outside, j.total },
+    { want1, want2, between, outside, n })
+end)
+
+T.done()
