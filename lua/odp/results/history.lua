@@ -11,6 +11,7 @@
 -- (model, SoC, kernel from device_state), the flow and its parameters, and the metric. Each point keeps its
 -- run's conditions (governor, max frequency, throttled); a point measured under conditions other than the
 -- series' usual ones is `dirty` and the detector leaves it out.
+local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
@@ -707,7 +708,7 @@ function M.record(record, record_path, opts)
     cache[url] = nil
   end
   return nil, ("history %s: %s (the run is in %s; `odp history import` adds it later)")
-    :format(url:gsub("//[^@/]*@", "//"), tostring(err):gsub("^E%u+: ", ""), record_path)
+    :format(url:gsub("//[^@/]*@", "//"), errors.text(err), record_path)
 end
 
 return M

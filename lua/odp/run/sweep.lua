@@ -216,7 +216,7 @@ end
 local function out_reason(rec)
   local e = rec.ok == false and rec.error
   if e and (e.exit == 3 or e.exit == 2 or e.code == "ETIMEDOUT") then
-    return ("%s: %s"):format(e.code, (tostring(e.message):gsub("^E%u+: ", "")))
+    return ("%s: %s"):format(e.code, errors.text(e.message))
   end
 end
 
