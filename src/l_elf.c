@@ -2,7 +2,9 @@
  * glibc_required, glibc_versions} | nil, err, code. Core: src/elf/elf.h.
  * elf.symbols(path) -> symbols | nil, err, code (src/elf/symtab.h): symbols:table() -> "symtab"|"dynsym"|"none",
  * symbols:build_id() -> hex | nil, symbols:count() -> n, symbols:lookup(file_offset) -> name, distance | nil
- * (a mapping's file offset placed through the loadable segments, then the function holding it). */
+ * (a mapping's file offset placed through the loadable segments, then the function holding it),
+ * symbols:function_start(file_offset) -> the file offset where the function holding it starts | nil (from
+ * .eh_frame_hdr: known without symbols). */
 #include <stdio.h>
 
 #include "elf/elf.h"
@@ -137,10 +139,22 @@ static int l_version_cmp(lua_State *L)
     return 1;
 }
 
+static int sym_function_start(lua_State *L)
+{
+    const odp_elf_symbols *s = check_symbols(L);
+    uint64_t off = (uint64_t)luaL_checkinteger(L, 2), addr, start, start_off;
+    if (odp_elf_offset_to_addr(s, off, &addr) || odp_elf_function_start(s, addr, &start) ||
+        odp_elf_addr_to_offset(s, start, &start_off))
+        return 0;
+    lua_pushinteger(L, (lua_Integer)start_off);
+    return 1;
+}
+
 int luaopen_odp_elf(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"table", sym_table}, {"count", sym_count}, {"build_id", sym_build_id},
-                                       {"lookup", sym_lookup}, {"close", sym_close}, {NULL, NULL}};
+                                       {"lookup", sym_lookup}, {"function_start", sym_function_start}, {"close", sym_close},
+                                       {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", sym_close}, {"__close", sym_close}, {NULL, NULL}};
     odp_newclass(L, SYMBOLS_MT, methods, meta);
     static const luaL_Reg funcs[] = {{"read", l_read}, {"symbols", l_symbols}, {"version_cmp", l_version_cmp}, {NULL, NULL}};

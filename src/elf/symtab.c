@@ -16,6 +16,7 @@
 #define STT_FUNC 2
 #define STT_GNU_IFUNC 10
 #define NT_GNU_BUILD_ID 3
+#define PT_GNU_EH_FRAME 0x6474e550u
 
 typedef struct {
     const uint8_t *d;
@@ -61,6 +62,22 @@ static void read_notes(img *im, uint64_t off, uint64_t size, odp_elf_symbols *s)
         }
         at = next;
     }
+}
+
+/* version 1, eh_frame_ptr pcrel|sdata4, fde_count udata4, table datarel|sdata4 (what GCC's and LLVM's
+ * linkers write); anything else is left alone */
+static void read_eh_frame_hdr(img *im, uint64_t off, uint64_t vaddr, uint64_t size, odp_elf_symbols *s)
+{
+    if (size < 12 || get(im, off, 1) != 1 || get(im, off + 1, 1) != 0x1b || get(im, off + 2, 1) != 0x03 ||
+        get(im, off + 3, 1) != 0x3b || !im->ok)
+        return;
+    uint64_t n = get(im, off + 8, 4);
+    if (!im->ok || n > (size - 12) / 8 || n > ODP_ELF_MAX_SYMBOLS)
+        return;
+    s->fde_table = im->d + off + 12;
+    s->nfde = (uint32_t)n;
+    s->eh_hdr_vaddr = vaddr;
+    s->le = im->le;
 }
 
 static int read_table(img *im, uint64_t shoff, uint64_t shentsize, uint64_t sh, uint64_t shnum,
@@ -137,6 +154,8 @@ int odp_elf_symbols_parse(const uint8_t *data, size_t len, odp_elf_symbols *s, o
             s->loads[s->nloads++] = (odp_elf_load){off, vaddr, filesz};
         else if (type == 4 /* PT_NOTE */ && !s->build_id_len)
             read_notes(&im, off, filesz, s);
+        else if (type == PT_GNU_EH_FRAME)
+            read_eh_frame_hdr(&im, off, vaddr, filesz, s);
     }
     im.ok = 1;
     uint64_t symtab = 0, dynsym = 0;
@@ -237,4 +256,40 @@ const char *odp_elf_symbol_at(const odp_elf_symbols *s, uint64_t addr, size_t *n
         }
     }
     return NULL;
+}
+
+static int64_t fde_start(const odp_elf_symbols *s, uint32_t i)
+{
+    const uint8_t *p = s->fde_table + 8 * (size_t)i;
+    uint32_t v = s->le ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
+                       : (uint32_t)p[3] | (uint32_t)p[2] << 8 | (uint32_t)p[1] << 16 | (uint32_t)p[0] << 24;
+    return (int64_t)s->eh_hdr_vaddr + (int32_t)v;
+}
+
+int odp_elf_function_start(const odp_elf_symbols *s, uint64_t addr, uint64_t *start)
+{
+    uint32_t lo = 0, hi = s->nfde;
+    while (lo < hi) { /* the table is sorted by start (the unwinder's binary search relies on it) */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (fde_start(s, mid) <= (int64_t)addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return -1;
+    *start = (uint64_t)fde_start(s, lo - 1);
+    return 0;
+}
+
+int odp_elf_addr_to_offset(const odp_elf_symbols *s, uint64_t addr, uint64_t *offset)
+{
+    for (int i = 0; i < s->nloads; i++) {
+        const odp_elf_load *l = &s->loads[i];
+        if (addr >= l->vaddr && addr - l->vaddr < l->filesz) {
+            *offset = l->offset + (addr - l->vaddr);
+            return 0;
+        }
+    }
+    return -1;
 }

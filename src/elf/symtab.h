@@ -33,6 +33,12 @@ typedef struct {
     int nloads;
     uint8_t build_id[64];
     int build_id_len;
+    /* .eh_frame_hdr's table of function starts (a stripped file keeps it for unwinding): sdata4 pairs relative
+     * to the header, the layout every toolchain odp meets writes; NULL when absent or laid out otherwise */
+    const uint8_t *fde_table;
+    uint32_t nfde;
+    uint64_t eh_hdr_vaddr;
+    int le;
 } odp_elf_symbols;
 
 /* Maps path and reads its function symbols (ENOTFOUND, EIO, EPROTO). */
@@ -45,5 +51,10 @@ void odp_elf_symbols_free(odp_elf_symbols *s);
 int odp_elf_offset_to_addr(const odp_elf_symbols *s, uint64_t offset, uint64_t *addr);
 /* The function holding addr: its name (length in *n) and addr's distance from its start, or NULL. */
 const char *odp_elf_symbol_at(const odp_elf_symbols *s, uint64_t addr, size_t *n, uint64_t *off);
+
+/* The start of the function holding addr from .eh_frame_hdr (found without symbols), or -1. */
+int odp_elf_function_start(const odp_elf_symbols *s, uint64_t addr, uint64_t *start);
+/* The inverse of odp_elf_offset_to_addr, or -1. */
+int odp_elf_addr_to_offset(const odp_elf_symbols *s, uint64_t addr, uint64_t *offset);
 
 #endif

@@ -231,4 +231,73 @@ T.test("the join: nested intervals (a delegate call around its ops), the innermo
     { want1, want2, between, outside, n })
 end)
 
+local odp = os.getenv("ODP") or (build .. "/odp")
+local mlp = root .. "/tests/fixtures/pte/mlp.pte"
+
+-- each op's share of Method::execute's time, straight from the ETDump's events
+local function etdump_shares(path)
+  local doc = assert(etdump.read(path))
+  local per, exec = {}, 0
+  for _, run in ipairs(doc.run_data) do
+    for _, e in ipairs(run.events) do
+      if e.kind == "profile" and e.name == "Method::execute" then exec = exec + (e.end_time - e.start_time)
+      elseif e.kind == "profile" and e.name:match("^native_call_") then
+        local k = e.name .. "#" .. e.instruction_id
+        per[k] = (per[k] or 0) + (e.end_time - e.start_time)
+      end
+    end
+  end
+  for k, v in pairs(per) do per[k] = v / exec end
+  return per
+end
+
+T.with_real_runner("odp run --sample with the real runner and mlp.pte: >= 95% of execute's samples attributed, " ..
+  "every op with >= 5% of execute's time within 5 points of its time share; cpu_profile.folded adds up", function(real)
+  local runs = tmp .. "/runs"
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/host.lua", "--runner", real, "--model", mlp,
+    "-n", "60", "--sample", "--runs-dir", runs, "--format", "json", "--no-history" }, timeout = 300 })
+  T.eq(r.status, 0, r.stderr:sub(-500))
+  local rec = require("odp.core.json").decode(r.stdout)
+  local cp = rec.cpu_profile
+  T.ok(cp, "the record has cpu_profile")
+  print(("# %s at %d Hz: %d samples, %d in execute, attributed %.3f, clock from %d log lines"):format(cp.event,
+    cp.rate_hz, cp.samples.total, cp.samples.in_execute, cp.attributed, cp.clock.lines))
+  T.ok(cp.event == "cycles" or cp.event == "cpu-clock", "event " .. tostring(cp.event))
+  T.ok(cp.samples.in_execute > 500, "samples in execute: " .. cp.samples.in_execute)
+  T.ok(cp.attributed >= 0.95, ("attributed %.3f"):format(cp.attributed))
+  local want = etdump_shares(rec.artifacts.etdump)
+  local checked = 0
+  for _, op in ipairs(cp.ops) do
+    local w = want[op.name .. "#" .. op.instruction_id]
+    T.ok(w, "op " .. op.name .. " in the ETDump")
+    if w >= 0.05 then
+      checked = checked + 1
+      print(("# %s #%d: samples %.3f, ETDump time %.3f, hottest %s"):format(op.name, op.instruction_id, op.share, w,
+        op.top[1] and op.top[1].symbol or "-"))
+      T.ok(math.abs(op.share - w) <= 0.05, ("%s #%d: %.3f vs %.3f"):format(op.name, op.instruction_id, op.share, w))
+    end
+  end
+  T.eq(checked >= 3, true, "mm, add and the second mm each hold >= 5% of execute")
+  local total, roots = 0, {}
+  for line in T.read(rec.artifacts.cpu_profile_folded):gmatch("[^\n]+") do
+    local stack, n = line:match("^(.-) (%d+)$")
+    T.ok(stack, "folded line: " .. line)
+    total = total + tonumber(n)
+    roots[stack:match("^[^;]+")] = true
+  end
+  T.eq(total, cp.samples.total, "the folded counts are every sample")
+  T.ok(roots["native_call_mm.out"] and roots["[outside execute]"], "ops and [outside execute] are root frames")
+end)
+
+T.test("--sample is given its rate with '=': a bare number after it is refused, a misspelling is exit 2", function()
+  for _, case in ipairs { { { "--sample", "1000" }, "takes its value after '='" }, { { "--sampel" }, "unknown option" },
+    { { "--sample=0" }, "positive" } } do
+    local argv = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", mlp, "--no-history" }
+    table.move(case[1], 1, #case[1], #argv + 1, argv)
+    local r = assert(proc.run { argv = argv, timeout = 60 })
+    T.eq(r.status, 2, table.concat(case[1], " "))
+    T.match(r.stderr, case[2])
+  end
+end)
+
 T.done()

@@ -20,6 +20,11 @@ M.options = {
   { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
+  { "sample", "Sample the runner's CPU (HZ per second, default 4000) and join the samples with its ETDump:\n" ..
+    "each op's hottest functions, cpu_profile.folded (docs/cpu-profile.md)", nil, "posint", implicit = 4000,
+    metavar = "HZ" },
+  { "symbols", "An unstripped copy of the runner, used for --sample's names when its build-id is the runner's",
+    nil, "file" },
 }
 -- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.results.measure);
 -- where and with what: --cpus, --cluster, --threads, --counters (odp.target.placement). Declared here once, so
@@ -64,8 +69,9 @@ local function failure_message(r, parsed)
   end
 end
 
--- Runs one runner process; returns the exec result and the parsed log.
-local function run_once(ctx, t, argv, label, files)
+-- Runs one runner process; returns the exec result and the parsed log. sampled: with --sample, this process is
+-- sampled (the measured ones are; warmups are not).
+local function run_once(ctx, t, argv, label, files, sampled)
   local ui = ctx.ui
   ui:debug("%s: %s", label, table.concat(argv, " "))
   -- the logs stream to the run dir as they come (plain writes: the record, written last, is the fsync'd atomic
@@ -77,8 +83,14 @@ local function run_once(ctx, t, argv, label, files)
     sink[ext .. "_file"] = f
   end
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
+  local helper_args = t.helper_args
+  if sampled and t.sample_remote then
+    helper_args = table.move(t.helper_args or {}, 1, #(t.helper_args or {}), 1, {})
+    table.move({ "--sample", tostring(ctx.opts.sample), "--sample-out", t.sample_remote }, 1, 4, #helper_args + 1,
+      helper_args)
+  end
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
-    helper_args = t.helper_args, counters = ctx.opts.counters, on_stdout = sink.stdout, on_stderr = sink.stderr })
+    helper_args = helper_args, counters = ctx.opts.counters, on_stdout = sink.stdout, on_stderr = sink.stderr })
   for _, ext in ipairs({ "stdout", "stderr" }) do
     local f = sink[ext .. "_file"]
     if f then
@@ -91,6 +103,9 @@ local function run_once(ctx, t, argv, label, files)
     end
   end
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
+  -- the sampler could not start (the kernel refused it): nothing ran; the helper's one line says why
+  local refused = r.status == 125 and r.stderr:match("odp%-rusage: (sampling[^\n]*)")
+  if refused then errors.fail("ENOTSUP", refused, 3) end
   local parse = require("odp.parse.executorch")
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
@@ -178,7 +193,11 @@ local function stage_step(ctx, rec, t)
   end
   local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
   local data = o.data and stage(o.data)
-  t.etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
+  -- --sample needs the ETDump to place its samples: one is asked for, kept in the run dir when --etdump is not given
+  t.etdump_local = o.etdump or (o.sample and (ctx.run_dir .. "/model.etdump"))
+  t.etdump_remote = t.etdump_local and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
+  t.sample_remote = o.sample and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".samples")
+  t.runner_remote = runner
   local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
   if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
   if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
@@ -212,7 +231,7 @@ local function run_step(ctx, rec, t)
     if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
     if cooler then cooler:before(i) end
     stopper:begin()
-    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (count == 1 and "runner" or ("run" .. i)))
+    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (count == 1 and "runner" or ("run" .. i)), true)
     if cooler then cooler:after(i) end
     rec.status, rec.signal = r.status, r.signal
     local code, msg = failure_message(r, parsed)
@@ -241,14 +260,37 @@ end
 local function fetch_step(ctx, rec, t)
   local o = ctx.opts
   -- judged by this run's file only: an older file at --etdump must not pass for a new one
-  local got, perr, pcode = t.target:fetch(t.etdump_remote, o.etdump)
+  local got, perr, pcode = t.target:fetch(t.etdump_remote, t.etdump_local)
   -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
   if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
   if got then
-    rec.artifacts.etdump = o.etdump
+    rec.artifacts.etdump = t.etdump_local
   else
     rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
   end
+  if t.sample_remote then
+    local path = ctx.run_dir .. "/cpu_profile.samples"
+    errors.check(t.target:fetch(t.sample_remote, path))
+    rec.artifacts.cpu_profile_samples = path
+  end
+end
+
+-- The last measured process's samples joined with its ETDump: rec.cpu_profile, cpu_profile.folded.
+local function profile_step(ctx, rec, t, doc)
+  local prof = require("odp.results.cpu_profile")
+  local o = ctx.opts
+  local bytes = errors.check(sys.read_file(rec.artifacts.cpu_profile_samples))
+  local p, err, code = prof.profile(bytes, doc, { runner = o.runner, runner_remote = t.runner_remote,
+    symbols = o.symbols, local_modules = require("odp.target." .. ctx.target_kind).runs_in_place })
+  if not p then
+    rec.warnings[#rec.warnings + 1] = "cpu profile: " .. err
+    return
+  end
+  rec.cpu_profile = p.record
+  for _, w in ipairs(p.warnings) do rec.warnings[#rec.warnings + 1] = w end
+  local folded = ctx.run_dir .. "/cpu_profile.folded"
+  errors.check(prof.write_folded(folded, p.folded))
+  rec.artifacts.cpu_profile_folded = folded
 end
 
 --- The steps, each traced in rec.steps: stage, run, fetch (with --etdump); then the measurements. Raises a
@@ -268,9 +310,11 @@ function M.steps(ctx, rec)
     rec.artifacts.sustained = dir .. "/sustained.jsonl"
     errors.check(measuring.write_per_minute(rec.artifacts.sustained, rec.sustained))
   end
+  local doc
   if rec.artifacts.etdump then
     local etdump = require("odp.parse.etdump")
-    local doc, derr = etdump.read(rec.artifacts.etdump)
+    local derr
+    doc, derr = etdump.read(rec.artifacts.etdump)
     if doc then
       rec.ops = json.array(etdump.ops(doc))
       rec.ops_summary = etdump.ops_summary(doc)
@@ -278,6 +322,7 @@ function M.steps(ctx, rec)
       rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr
     end
   end
+  if rec.artifacts.cpu_profile_samples then profile_step(ctx, rec, t, doc) end
 end
 
 --- After the steps, whatever happened: the device state after the run (not after Ctrl-C: the user wants out).

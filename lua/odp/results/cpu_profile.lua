@@ -85,7 +85,10 @@ end
 
 local function basename(p) return (p:match("([^/]+)$")) or p end
 
---- A function naming a frame: (addr, leaf) -> "symbol" | "module+0xoffset" | "[kernel]" | "[unknown]".
+--- A function naming a frame: (addr, leaf) -> "symbol" | "module+0xoffset" | "[kernel]" | "[unknown]" (nil for a
+-- caller frame in no module: a frame-pointer chain through code built without frame pointers reads garbage).
+-- Without a symbol, the offset is the function's start where the module's .eh_frame_hdr tells it (a stripped
+-- binary keeps it), so that a function's samples add up; else the instruction's own.
 -- opts: runner (the runner on this machine), runner_remote (its path where it ran), symbols (an unstripped copy
 -- of the runner, used when its build-id is the runner's), local_modules (the board is this machine: its other
 -- modules, libc and the like, are read from their paths). Returns the function and a list of warnings.
@@ -123,22 +126,22 @@ function M.symbolizer(stream, opts)
     if addr == -1 then return "[kernel]" end
     local key = leaf and addr or -addr
     local got = names[key]
-    if got then return got end
+    if got ~= nil then return got or nil end
     -- a caller's frame is a return address: the call is the byte before it (as perf looks it up)
     local at = leaf and addr or addr - 1
     local k = stream:mapping(at)
     local m = k and mmaps[k]
     if not m then
-      got = "[unknown]"
+      got = leaf and "[unknown]" or false
     else
       local off = at - m.start + m.pgoff
       local file = local_file(m.file)
       local s = file and symbols_of(file)
       local name = s and s:lookup(off)
-      got = name and name:gsub(";", ":") or ("%s+0x%x"):format(basename(m.file), off)
+      got = name and name:gsub(";", ":") or ("%s+0x%x"):format(basename(m.file), s and s:function_start(off) or off)
     end
     names[key] = got
-    return got
+    return got or nil
   end, warnings
 end
 
@@ -162,18 +165,21 @@ function M.profile(bytes, doc, opts)
   local j = stream:join { ops = iv.ops, execs = iv.execs, offset = clock and clock.offset_ns or 0 }
   local name_of, swarn = M.symbolizer(stream, opts)
   table.move(swarn, 1, #swarn, #warnings + 1, warnings)
-  local folded, leaf_counts = {}, {}
+  local by_stack, leaf_counts = {}, {}
   for _, s in ipairs(j.stacks) do
     local root = s.owner > 0 and iv.names[s.owner].name or s.owner == -1 and M.ROOT_BETWEEN or M.ROOT_OUTSIDE
     local parts = { root }
     local fr = s.frames
     for d = #fr, 1, -1 do parts[#parts + 1] = name_of(fr[d], d == 1) end
-    folded[#folded + 1] = table.concat(parts, ";") .. " " .. s.count
+    local line = table.concat(parts, ";")
+    by_stack[line] = (by_stack[line] or 0) + s.count
     local leaf = parts[#parts]
     local per = leaf_counts[s.owner]
     if not per then per = {} leaf_counts[s.owner] = per end
     per[leaf] = (per[leaf] or 0) + s.count
   end
+  local folded = {}
+  for line, c in pairs(by_stack) do folded[#folded + 1] = line .. " " .. c end
   table.sort(folded)
   local function top(owner, total)
     local list = {}

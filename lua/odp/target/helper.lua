@@ -204,8 +204,9 @@ local function sink(r, which, limit, cb)
   end, function() return table.concat(parts) end
 end
 
---- Runs argv on the board through the helper, measured like `odp-rusage [--cpus] [--counters] -- argv`.
--- opts: cwd, env ({K = V | false}), timeout, cpus ("0-3"), counters ("basic"|"all"), capture_limit, on_stdout,
+--- Runs argv on the board through the helper, measured like `odp-rusage [--cpus] [--counters] [--sample] -- argv`.
+-- opts: cwd, env ({K = V | false}), timeout, cpus ("0-3"), counters ("basic"|"all"), sample ("HZ,FILE": the
+-- sample stream written to FILE on the board, tools/sample.h), capture_limit, on_stdout,
 -- on_stderr. -> the odp.proc.run result shape before the report is applied: {ok, status, stdout, stderr,
 -- wall_s, timed_out, canceled, stdout_dropped?, stderr_dropped?}, report (the ODP-RUSAGE lines, "" when the
 -- program never ran) | nil, err, code (the helper or the channel failed: the client is dead).
@@ -222,6 +223,7 @@ function Client:run(argv, opts)
   end
   if opts.cpus then fields[#fields + 1] = "cpus=" .. opts.cpus end
   if opts.counters and opts.counters ~= "none" then fields[#fields + 1] = "counters=" .. opts.counters end
+  if opts.sample then fields[#fields + 1] = "sample=" .. opts.sample end
   fields[#fields + 1] = "--"
   for _, a in ipairs(argv) do fields[#fields + 1] = tostring(a) end
   local t0 = sys.now()
