@@ -1,7 +1,8 @@
 /* odp.sample: the sample stream of odp-rusage --sample (core: src/sample/sample.h).
  *   sample.read(bytes) -> stream | nil, err, code
  *   stream:info() -> {event, freq_hz, clockid, ncpus, user_only, paranoid, pid, ring_bytes, start_time, end_time,
- *                     complete, samples, kernel_samples, lost, lost_records, records, unknown_records}
+ *                     complete, samples, kernel_samples, preempted_samples, switches, switch_records, lost,
+ *                     lost_records, records, unknown_records}
  *   stream:lines() -> {{time, text}}        stream:counters() -> {{time, kind, index, value}}
  *   stream:mmaps() -> {{time, pid, start, len, pgoff, exec, file, build_id?}}
  *   stream:comms() -> {{time, pid, tid, name, exec}}   stream:tasks() -> {{time, pid, ppid, tid, kind}}
@@ -9,7 +10,8 @@
  *   stream:mapping(addr[, pid, time]) -> index into mmaps() (1-based) | nil
  *   stream:join{ops = {start = {}, stop = {}, id = {}}, execs = {start = {}, stop = {}}, offset = ns}
  *     -> {total, in_execute, attributed, between, outside, per_op = {[id] = n},
- *         stacks = {{owner = id | -1 (between) | -2 (outside), count, frames = {addr (leaf first; -1 = kernel)}}}} */
+ *         stacks = {{owner = id | -1 (between) | -2 (outside), count, frames = {addr (leaf first; -1 = kernel,
+ *         -2 = preempted: a sample made for a period the thread waited for a CPU)}}}} */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +87,10 @@ static int st_info(lua_State *L)
     lua_setfield(L, -2, "complete");
     set_int(L, "samples", st->nsamples);
     set_int(L, "kernel_samples", (lua_Integer)st->kernel_samples);
+    set_int(L, "preempted_samples", (lua_Integer)st->preempted_samples);
+    set_int(L, "switches", (lua_Integer)st->switches);
+    lua_pushboolean(L, (h->flags & ODP_SAMPLE_FLAG_SWITCHES) != 0);
+    lua_setfield(L, -2, "switch_records");
     set_int(L, "lost", (lua_Integer)st->lost);
     set_int(L, "lost_records", (lua_Integer)st->lost_records);
     set_int(L, "records", (lua_Integer)st->records);
@@ -308,7 +314,7 @@ static int st_join(lua_State *L)
         lua_createtable(L, (int)s->depth, 0);
         for (uint32_t d = 0; d < s->depth; d++) {
             uint64_t f = st->frames[s->chain + d];
-            lua_pushinteger(L, f == ODP_SAMPLE_KERNEL ? -1 : (lua_Integer)f);
+            lua_pushinteger(L, f == ODP_SAMPLE_KERNEL ? -1 : f == ODP_SAMPLE_PREEMPTED ? -2 : (lua_Integer)f);
             lua_rawseti(L, -2, (lua_Integer)d + 1);
         }
         lua_setfield(L, -2, "frames");

@@ -40,7 +40,7 @@ struct sampler {
     char *path;
     unsigned hz, pages;
     int event; /* ODP_SAMPLE_EVENT_* */
-    int user_only, callchain;
+    int user_only, callchain, switches;
     struct ring rings[MAX_CPUS];
     int nrings;
     int err_rd, err_wr, err_out; /* the program's stderr: read end, child's write end, where it goes */
@@ -189,6 +189,7 @@ static void fill_attr(struct perf_event_attr *a, const struct sampler *s)
     a->comm_exec = 1;
     a->task = 1;
     a->sample_id_all = 1;
+    a->context_switch = (unsigned)s->switches;
     a->use_clockid = 1;
     a->clockid = CLOCK_MONOTONIC;
     a->sample_max_stack = MAX_STACK;
@@ -202,6 +203,7 @@ static void fill_attr(struct perf_event_attr *a, const struct sampler *s)
 static long open_first(struct sampler *s, pid_t pid, int cpu, int *err)
 {
     static const int events[] = {ODP_SAMPLE_EVENT_CYCLES, ODP_SAMPLE_EVENT_CPU_CLOCK};
+    s->switches = 1;
     for (int e = 0; e < 2; e++) {
         for (int uo = 0; uo < 2; uo++) {
             s->event = events[e];
@@ -209,6 +211,11 @@ static long open_first(struct sampler *s, pid_t pid, int cpu, int *err)
             struct perf_event_attr a;
             fill_attr(&a, s);
             long fd = perf_open(&a, pid, cpu);
+            if (fd < 0 && errno == EINVAL && s->switches) {
+                s->switches = 0; /* a kernel before 4.3: no switch records; the time a thread waited is not seen */
+                fill_attr(&a, s);
+                fd = perf_open(&a, pid, cpu);
+            }
             if (fd >= 0)
                 return fd;
             *err = errno;
@@ -357,9 +364,12 @@ static void *drain_thread(void *arg)
         for (int i = 0; i < s->nrings; i++)
             drain(s, &s->rings[i]);
         if (err_at >= 0 && (p[err_at].revents & (POLLIN | POLLHUP | POLLERR)) && pass_stderr(s)) {
+            /* the program's stderr is closed (by it and its children): so is ours, for whoever reads it (the
+             * resident helper waits for that end) */
             line_end(s);
             close(s->err_rd);
-            s->err_rd = -1;
+            close(s->err_out);
+            s->err_rd = s->err_out = -1;
         }
         uint64_t now = mono_ns();
         if (now >= next_counters) {
@@ -447,7 +457,8 @@ int sampler_attach(struct sampler *s, pid_t pid, char *why, size_t whylen)
     fh.clockid = CLOCK_MONOTONIC;
     fh.sample_type = ODP_SAMPLE_TYPE;
     fh.ncpus = (uint32_t)s->nrings;
-    fh.flags = (s->user_only ? ODP_SAMPLE_FLAG_USER_ONLY : 0) | ODP_SAMPLE_FLAG_CALLCHAIN;
+    fh.flags = (s->user_only ? ODP_SAMPLE_FLAG_USER_ONLY : 0) | ODP_SAMPLE_FLAG_CALLCHAIN |
+               (s->switches ? ODP_SAMPLE_FLAG_SWITCHES : 0);
     fh.paranoid = (int32_t)read_long("/proc/sys/kernel/perf_event_paranoid");
     fh.pid = (uint32_t)pid;
     fh.ring_bytes = (uint32_t)(s->pages * (uint64_t)getpagesize());

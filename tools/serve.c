@@ -207,6 +207,8 @@ static pid_t watchdog(pid_t group, int keep_a, int keep_b)
         watchdog_fire(0);
     /* hold nothing of the helper's: its channel must close when it dies */
     close(0), close(1), close(2), close(keep_a), close(keep_b), close(sigchld_pipe[0]), close(sigchld_pipe[1]);
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd); /* and whatever else it holds for the run: the sampler's copy of the program's stderr pipe */
     for (;;)
         pause();
 }

@@ -8,8 +8,10 @@
  * without kernel headers of any particular age */
 enum {
     REC_MMAP = 1, REC_LOST = 2, REC_COMM = 3, REC_EXIT = 4, REC_FORK = 7, REC_SAMPLE = 9, REC_MMAP2 = 10,
-    REC_LOST_SAMPLES = 13,
+    REC_LOST_SAMPLES = 13, REC_SWITCH = 14,
 };
+#define MISC_SWITCH_OUT (1u << 13)
+#define MISC_SWITCH_OUT_PREEMPT (1u << 14)
 #define MISC_CPUMODE_MASK 7u
 #define MISC_KERNEL 1u
 #define MISC_COMM_EXEC (1u << 13)
@@ -52,10 +54,22 @@ void odp_sample_free(odp_sample_stream *st)
     memset(st, 0, sizeof *st);
 }
 
+/* a thread's last switch out, while it waits to be switched in */
+typedef struct {
+    uint32_t tid; /* 0: free slot */
+    uint32_t pid;
+    uint64_t out;
+    int preempted;
+} thread_state;
+
 typedef struct {
     odp_sample_stream *st;
     uint32_t cap_samples, cap_mmaps, cap_comms, cap_tasks, cap_lines, cap_counters;
     size_t cap_frames;
+    thread_state *threads; /* open addressing, ODP_SAMPLE_MAX_THREADS slots */
+    uint32_t nthreads;
+    struct switch_rec *switches;
+    uint32_t nswitches, cap_switches;
 } reader;
 
 static int push_frame(reader *r, uint64_t f)
@@ -167,6 +181,89 @@ static int read_mmap(reader *r, const uint8_t *p, size_t size, unsigned type, un
     return 0;
 }
 
+static thread_state *thread_slot(reader *r, uint32_t tid)
+{
+    if (!r->threads && !(r->threads = calloc(ODP_SAMPLE_MAX_THREADS, sizeof *r->threads)))
+        return NULL;
+    uint32_t h = (tid * 2654435761u) & (ODP_SAMPLE_MAX_THREADS - 1);
+    for (uint32_t k = 0; k < ODP_SAMPLE_MAX_THREADS; k++) {
+        thread_state *t = &r->threads[(h + k) & (ODP_SAMPLE_MAX_THREADS - 1)];
+        if (t->tid == tid)
+            return t;
+        if (t->tid == 0) {
+            if (r->nthreads >= ODP_SAMPLE_MAX_THREADS / 2)
+                return NULL; /* a stream that claims more threads than any program has: the rest go unseen */
+            r->nthreads++;
+            t->tid = tid;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* Switch records are kept as read, then ordered by time (each CPU's ring is drained in turn, so the stream is in
+ * time order per CPU only) and paired per thread: the switch in that ends a preemption adds a sample at every
+ * multiple of the sampling period inside it. */
+typedef struct switch_rec {
+    uint64_t time;
+    uint32_t pid, tid;
+    uint8_t out, preempted;
+} switch_rec;
+
+static int read_switch(reader *r, const uint8_t *p, size_t size, unsigned misc)
+{
+    if (size < SAMPLE_ID_BYTES)
+        return 0;
+    if (grow((void **)&r->switches, &r->cap_switches, r->nswitches, sizeof *r->switches, ODP_SAMPLE_MAX_SIDE * 4))
+        return 0; /* past the bound: later waits are not made into samples */
+    r->switches[r->nswitches++] = (switch_rec){rd64(p + size - 8), rd32(p + size - 16), rd32(p + size - 12),
+                                               (misc & MISC_SWITCH_OUT) != 0, (misc & MISC_SWITCH_OUT_PREEMPT) != 0};
+    r->st->switches++;
+    return 0;
+}
+
+static int cmp_switch(const void *a, const void *b)
+{
+    const switch_rec *x = a, *y = b;
+    return (x->time > y->time) - (x->time < y->time);
+}
+
+static int preempted_samples(reader *r, odp_err *err)
+{
+    odp_sample_stream *st = r->st;
+    if (!r->nswitches || st->header.freq_hz == 0)
+        return 0;
+    qsort(r->switches, r->nswitches, sizeof *r->switches, cmp_switch);
+    uint64_t period = 1000000000u / st->header.freq_hz;
+    for (uint32_t i = 0; i < r->nswitches; i++) {
+        const switch_rec *w = &r->switches[i];
+        thread_state *ts = w->tid ? thread_slot(r, w->tid) : NULL;
+        if (!ts)
+            continue;
+        if (w->out) {
+            ts->out = w->time;
+            ts->pid = w->pid;
+            ts->preempted = w->preempted;
+            continue;
+        }
+        uint64_t out = ts->out;
+        ts->out = 0;
+        if (!ts->preempted || out == 0 || w->time <= out)
+            continue;
+        /* a wait longer than a minute is no preemption a profile could use: a stream that says so is bent */
+        uint64_t end = w->time - out > 60000000000ull ? out + 60000000000ull : w->time;
+        for (uint64_t at = (out / period + 1) * period; at < end; at += period) {
+            if (grow((void **)&st->samples, &r->cap_samples, st->nsamples, sizeof *st->samples, ODP_SAMPLE_MAX_SAMPLES))
+                return odp_fail(err, ODP_EPROTO, "sample stream: more than %u samples", ODP_SAMPLE_MAX_SAMPLES);
+            if (push_frame(r, ODP_SAMPLE_PREEMPTED))
+                return odp_fail(err, ODP_EIO, "sample stream: out of memory");
+            st->samples[st->nsamples++] = (odp_sample){at, ts->pid, w->tid, (uint32_t)(st->nframes - 1), 1};
+            st->preempted_samples++;
+        }
+    }
+    return 0;
+}
+
 int odp_sample_read(const uint8_t *buf, size_t n, odp_sample_stream *st, odp_err *err)
 {
     memset(st, 0, sizeof *st);
@@ -218,6 +315,9 @@ int odp_sample_read(const uint8_t *buf, size_t n, odp_sample_stream *st, odp_err
                 st->lost += rd64(p + 8);
                 st->lost_records++;
             }
+            break;
+        case REC_SWITCH:
+            rc = read_switch(&r, p, plen, misc);
             break;
         case REC_LOST_SAMPLES:
             if (plen >= 8)
@@ -273,6 +373,10 @@ int odp_sample_read(const uint8_t *buf, size_t n, odp_sample_stream *st, odp_err
             break;
         pos += size;
     }
+    if (!rc)
+        rc = preempted_samples(&r, err);
+    free(r.threads);
+    free(r.switches);
     if (rc) {
         odp_sample_free(st);
         return rc;

@@ -17,6 +17,11 @@
 #define ODP_SAMPLE_MAX_DEPTH 127     /* frames kept per sample */
 /* A frame that stands for every kernel frame of a sample (they are shown as one "[kernel]"). */
 #define ODP_SAMPLE_KERNEL UINT64_MAX
+/* The one frame of a sample made for time a thread was runnable but off the CPU (preempted: the switch record
+ * says so): the samples of cpu-clock and cycles only come while a thread runs, and ETDump's intervals count the
+ * waiting too; one such sample per sampling period of the wait, on the period's grid. */
+#define ODP_SAMPLE_PREEMPTED (UINT64_MAX - 1)
+#define ODP_SAMPLE_MAX_THREADS 65536u
 
 typedef struct {
     uint64_t time;
@@ -64,6 +69,7 @@ typedef struct {
     uint64_t lost;         /* samples the kernel dropped (PERF_RECORD_LOST, LOST_SAMPLES) */
     uint64_t lost_records; /* PERF_RECORD_LOST records */
     uint64_t records, unknown_records, kernel_samples;
+    uint64_t switches, preempted_samples; /* context switches read; samples made for preempted time */
     uint64_t end_time;
     odp_sample *samples;
     uint32_t nsamples;

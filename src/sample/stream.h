@@ -12,7 +12,8 @@
 #define ODP_SAMPLE_TYPE ((uint64_t)(1u << 0 | 1u << 1 | 1u << 2 | 1u << 5))
 
 enum { ODP_SAMPLE_EVENT_CYCLES = 1, ODP_SAMPLE_EVENT_CPU_CLOCK = 2 };
-enum { ODP_SAMPLE_FLAG_USER_ONLY = 1, ODP_SAMPLE_FLAG_CALLCHAIN = 2 };
+/* SWITCHES: the kernel wrote a PERF_RECORD_SWITCH at each context switch of the program's threads */
+enum { ODP_SAMPLE_FLAG_USER_ONLY = 1, ODP_SAMPLE_FLAG_CALLCHAIN = 2, ODP_SAMPLE_FLAG_SWITCHES = 4 };
 
 struct odp_sample_file_header {
     char magic[8];

@@ -6,7 +6,8 @@
  * aligns a real runner. It prints on stdout what a real runner keeps in its ETDump, and its clock's origin as
  * the oracle of that alignment:
  *   T0 <CLOCK_MONOTONIC ns at its start>
- *   OP <name> <start> <end>          (ns since T0; one per op per execute)
+ *   OP <name> <start> <end> <cpu>    (ns since T0; cpu: the CPU time the op had, which is what samples of
+ *                                    cpu-clock measure: on a loaded machine it is less than end - start)
  *   EXECUTE <start> <end>
  * Flags: --num_executions N (default 100), --ms X (one execute's length, default 10), --fork (a child spins in
  * spin_child during the run), --exit-after N (_exit(3) in the middle of execute N), and executor_runner's
@@ -29,6 +30,13 @@ static uint64_t mono(void)
 }
 
 static uint64_t ticks(void) { return mono() - t0; }
+
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void logline(const char *fmt, int a, int b)
 {
@@ -96,11 +104,13 @@ int main(int argc, char **argv)
     for (int it = 1; it <= n; it++) {
         uint64_t e0 = ticks();
         for (int k = 0; k < 3; k++) {
-            uint64_t a = ticks();
+            uint64_t a = ticks(), c = cpu_ns();
             if (it == exit_after && k == 1)
                 _exit(3);
             ops[k].fn(a + (uint64_t)(ms * ops[k].share * 1e6));
-            printf("OP %s %llu %llu\n", ops[k].name, (unsigned long long)a, (unsigned long long)ticks());
+            uint64_t b = ticks();
+            printf("OP %s %llu %llu %llu\n", ops[k].name, (unsigned long long)a, (unsigned long long)b,
+                   (unsigned long long)(cpu_ns() - c));
         }
         uint64_t e1 = ticks();
         printf("EXECUTE %llu %llu\n", (unsigned long long)e0, (unsigned long long)e1);

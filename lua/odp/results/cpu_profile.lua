@@ -20,6 +20,8 @@ M.DEFAULT_HZ = 4000
 M.ROOT_BETWEEN = "[between ops]"
 M.ROOT_OUTSIDE = "[outside execute]"
 M.TOP = 5 -- functions kept per op in the record
+-- the frame of the samples made for time a thread was runnable but not running (src/sample/sample.h)
+M.PREEMPTED = "[preempted]"
 
 --- The origin of the program's ExecuTorch clock on CLOCK_MONOTONIC from the stream's line records.
 -- -> {method = "log-lines", offset_ns, lines = n} | nil, why
@@ -124,6 +126,7 @@ function M.symbolizer(stream, opts)
   end
   return function(addr, leaf)
     if addr == -1 then return "[kernel]" end
+    if addr == -2 then return M.PREEMPTED end
     local key = leaf and addr or -addr
     local got = names[key]
     if got ~= nil then return got or nil end
@@ -209,7 +212,8 @@ function M.profile(bytes, doc, opts)
     event = info.event, rate_hz = info.freq_hz, user_only = info.user_only or nil, complete = info.complete,
     clock = clock,
     samples = { total = j.total, in_execute = j.in_execute, attributed = j.attributed, between_ops = j.between,
-      outside_execute = j.outside, lost = info.lost },
+      outside_execute = j.outside, lost = info.lost, preempted = info.preempted_samples },
+    switches = info.switch_records,
     attributed = j.in_execute > 0 and j.attributed / j.in_execute or nil,
     ops = ops,
     execute_top = j.in_execute > 0 and (function()
