@@ -313,6 +313,24 @@ T.with_real_runner("odp run --sample with the real runner and mlp.pte: >= 95% of
   end
   T.eq(total, cp.samples.total, "the folded counts are every sample")
   T.ok(roots["native_call_mm.out"] and roots["[outside execute]"], "ops and [outside execute] are root frames")
+  -- odp inspect RUN: each op with its hottest functions, as the record has them
+  local run_dir = rec.artifacts.run_dir
+  local ins = assert(proc.run { argv = { odp, "inspect", run_dir }, timeout = 60 })
+  T.eq(ins.status, 0, ins.stderr)
+  for _, op in ipairs(cp.ops) do
+    local line = ins.stdout:match("\n  (" .. op.name:gsub("%p", "%%%0") .. " #" .. op.instruction_id .. "[^\n]*)")
+    T.ok(line, op.name .. " in odp inspect RUN")
+    T.ok(line:find(op.top[1].symbol, 1, true), "its hottest function: " .. line)
+  end
+  -- odp report RUN: a flame graph of execute and one per op, each a row that shows it when clicked
+  local page = tmp .. "/report.html"
+  local rep = assert(proc.run { argv = { odp, "report", run_dir, "--out", page, "--no-trace" }, timeout = 60 })
+  T.eq(rep.status, 0, rep.stderr)
+  local html = T.read(page)
+  local flames = select(2, html:gsub('class="flame"', ""))
+  T.eq(flames, 1 + #cp.ops, "one flame graph for execute and one per op")
+  for i = 1, #cp.ops do T.ok(html:find(('data-flame="flame-op%d"'):format(i), 1, true), "row " .. i .. " shows its graph") end
+  T.eq(html:find('src="http', 1, true), nil, "self-contained")
 end)
 
 T.with_real_runner("over SSH (the loopback sshd, the resident helper pushed): the same profile, the stream fetched",

@@ -229,6 +229,113 @@ function M.profile(bytes, doc, opts)
   return { record = record, folded = folded, warnings = warnings }
 end
 
+--- Reads a folded file back: {lines} | nil, err (a missing file is nil: the page then has no flame graph).
+function M.read_folded(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local lines = {}
+  for line in f:lines() do lines[#lines + 1] = line end
+  f:close()
+  return lines
+end
+
+--- The lines `odp inspect RUN` and the run's table print: the profile's counts, then each op's hottest functions.
+function M.human_lines(cp)
+  local out = {}
+  local s = cp.samples or {}
+  out[#out + 1] = ("%s at %d Hz: %d samples (%d while preempted), %d in execute, %.1f%% of them in an op; %d lost%s"):format(
+    cp.event or "?", cp.rate_hz or 0, s.total or 0, s.preempted or 0, s.in_execute or 0, (cp.attributed or 0) * 100,
+    s.lost or 0, cp.user_only and "; user space only (kernel.perf_event_paranoid)" or "")
+  for _, op in ipairs(cp.ops or {}) do
+    local tops = {}
+    for _, t in ipairs(op.top or {}) do
+      if t.share >= 0.005 then tops[#tops + 1] = ("%s %.0f%%"):format(t.symbol, t.share * 100) end
+    end
+    out[#out + 1] = ("%-28s %5.1f%% of samples%s  %s"):format(op.name .. " #" .. tostring(op.instruction_id),
+      (op.share or 0) * 100, op.time_share and (" (%4.1f%% of time)"):format(op.time_share * 100) or "",
+      #tops > 0 and table.concat(tops, ", ") or "-")
+  end
+  return out
+end
+
+-- A flame graph's tree from folded lines: {name, value, children = {name -> node}, order = {names}}.
+local function tree(lines, keep, root_name)
+  local root = { name = root_name, value = 0, children = {}, order = {} }
+  for _, line in ipairs(lines) do
+    local stack, n = line:match("^(.*) (%d+)$")
+    n = tonumber(n)
+    if stack and keep(stack) then
+      local node = root
+      node.value = node.value + n
+      for frame in stack:gmatch("[^;]+") do
+        local c = node.children[frame]
+        if not c then
+          c = { name = frame, value = 0, children = {}, order = {} }
+          node.children[frame] = c
+          node.order[#node.order + 1] = frame
+        end
+        c.value = c.value + n
+        node = c
+      end
+    end
+  end
+  return root
+end
+
+local function esc(v) return (tostring(v):gsub("[&<>\"]", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;" })) end
+
+-- a warm colour from the name (the same function the same colour in every graph)
+local function colour(name)
+  if name:sub(1, 1) == "[" then return "#c8c8c8" end
+  local h = 0
+  for i = 1, #name do h = (h * 31 + name:byte(i)) % 65536 end
+  return ("hsl(%d,%d%%,%d%%)"):format(10 + h % 40, 70 + h % 20, 55 + (h // 40) % 12)
+end
+
+--- An SVG flame graph (Brendan Gregg's: the root at the bottom, each frame as wide as its samples, callers below
+--- callees) of the folded lines whose stack keep(stack) accepts, under a root frame named root_name.
+--- -> svg text, or nil when no sample is kept.
+function M.flame_svg(lines, keep, root_name, opts)
+  opts = opts or {}
+  local root = tree(lines, keep, root_name)
+  if root.value == 0 then return nil end
+  local W, ROW = opts.width or 1000, 17
+  local depth = 0
+  local function measure(node, d)
+    if d > depth then depth = d end
+    for _, k in ipairs(node.order) do measure(node.children[k], d + 1) end
+  end
+  measure(root, 0)
+  local H = (depth + 1) * ROW + 4
+  local out = { ('<svg xmlns="http://www.w3.org/2000/svg" class="flame" viewBox="0 0 %d %d" width="100%%" ' ..
+    'font-family="DejaVu Sans,Verdana,sans-serif" font-size="11" role="img" aria-label="%s">'):format(W, H, esc(opts.label or root_name)) }
+  local scale = W / root.value
+  local function draw(node, x, d)
+    local w = node.value * scale
+    if w < 0.3 then return end
+    local y = H - (d + 1) * ROW
+    out[#out + 1] = ('<g><title>%s: %d samples (%.1f%%)</title><rect x="%.2f" y="%d" width="%.2f" height="%d" ' ..
+      'fill="%s" rx="2"/>'):format(esc(node.name), node.value, 100 * node.value / root.value, x, y, math.max(w - 0.5, 0.1),
+      ROW - 1, colour(node.name))
+    local chars = math.floor((w - 6) / 6.5)
+    if chars >= 3 then
+      local label = #node.name <= chars and node.name or (node.name:sub(1, chars - 2) .. "..")
+      out[#out + 1] = ('<text x="%.2f" y="%d">%s</text>'):format(x + 3, y + ROW - 5, esc(label))
+    end
+    out[#out + 1] = "</g>"
+    local cx = x
+    table.sort(node.order)
+    for _, k in ipairs(node.order) do
+      local c = node.children[k]
+      draw(c, cx, d + 1)
+      cx = cx + c.value * scale
+    end
+  end
+  draw(root, 0, 0)
+  out[#out + 1] = "</svg>"
+  return table.concat(out, "\n")
+end
+
 --- Writes folded lines to path (atomically: a partial file never stands for a whole one). -> true | nil, err
 function M.write_folded(path, folded)
   local tmp = path .. ".tmp"

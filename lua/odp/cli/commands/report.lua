@@ -94,8 +94,10 @@ local function report_run(rec, record_dir, run_dir, out, opts, source)
   local groups = compare.samples_of(rec, record_dir)
   local page_dir = dirname(out)
   local trace = not opts.no_trace and write_trace(rec, record_dir, out, opts.quiet) or nil
+  -- the samples' call stacks (odp run --sample): the page's flame graphs
+  local folded = rec.cpu_profile and require("odp.results.cpu_profile").read_folded(record_dir .. "/cpu_profile.folded")
   return html.run(rec, { samples = groups, files = run_dir and run_files(run_dir, page_dir, out) or nil, trace = trace,
-    source = source }), trace
+    source = source, folded = folded or nil }), trace
 end
 
 function M.main(args)
