@@ -206,9 +206,24 @@ local function stage_step(ctx, rec, t)
   if remote and not pushed_any then return "unchanged" end
 end
 
+-- Android's shell user may sample only with security.perf_harden off: odp turns it off the way simpleperf's
+-- app_profiler.py does, and says so (a refusal later names kernel.perf_event_paranoid).
+local function allow_sampling(ctx, rec, target)
+  if ctx.target_kind ~= "adb" then return end
+  local v = target:run("getprop security.perf_harden", 10)
+  if v and v:match("^%s*1%s*$") then
+    local ok, err = target:run("setprop security.perf_harden 0", 10)
+    rec.warnings[#rec.warnings + 1] = ok and
+      "--sample: set security.perf_harden to 0 on the device (as simpleperf's app_profiler.py does) so that " ..
+      "its shell user may sample; a reboot sets it back" or
+      ("--sample: could not set security.perf_harden to 0: %s"):format(err)
+  end
+end
+
 -- The run step: the device state before, placement, the warmup and measured runner processes (t.runs).
 local function run_step(ctx, rec, t)
   local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
+  if o.sample then allow_sampling(ctx, rec, target) end
   t.state = require("odp.target.device_state").before(rec, target)
   require("odp.target.placement").apply(ctx, t, rec, argv)
 
