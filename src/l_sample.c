@@ -7,6 +7,7 @@
  *   stream:mmaps() -> {{time, pid, start, len, pgoff, exec, file, build_id?}}
  *   stream:comms() -> {{time, pid, tid, name, exec}}   stream:tasks() -> {{time, pid, ppid, tid, kind}}
  *   stream:times() -> {t...}  (every sample's time)
+ *   stream:columns() -> {time = {}, tid = {}, leaf = {}}  (every sample's; leaf: -1 kernel, -2 preempted)
  *   stream:mapping(addr[, pid, time]) -> index into mmaps() (1-based) | nil
  *   stream:join{ops = {start = {}, stop = {}, id = {}}, execs = {start = {}, stop = {}}, offset = ns}
  *     -> {total, in_execute, attributed, between, outside, per_op = {[id] = n},
@@ -205,6 +206,26 @@ static int st_times(lua_State *L)
     return 1;
 }
 
+static int st_columns(lua_State *L)
+{
+    const odp_sample_stream *st = &check_stream(L)->st;
+    lua_createtable(L, 0, 3);
+    static const char *const names[] = {"time", "tid", "leaf"};
+    for (int c = 0; c < 3; c++) {
+        lua_createtable(L, (int)st->nsamples, 0);
+        for (uint32_t i = 0; i < st->nsamples; i++) {
+            const odp_sample *x = &st->samples[i];
+            uint64_t f = st->frames[x->chain];
+            lua_Integer v = c == 0 ? (lua_Integer)x->time : c == 1 ? (lua_Integer)x->tid
+                          : f == ODP_SAMPLE_KERNEL ? -1 : f == ODP_SAMPLE_PREEMPTED ? -2 : (lua_Integer)f;
+            lua_pushinteger(L, v);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        lua_setfield(L, -2, names[c]);
+    }
+    return 1;
+}
+
 static int st_mapping(lua_State *L)
 {
     const odp_sample_stream *st = &check_stream(L)->st;
@@ -336,7 +357,7 @@ int luaopen_odp_sample(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"info", st_info},       {"lines", st_lines}, {"counters", st_counters},
                                        {"mmaps", st_mmaps},     {"comms", st_comms}, {"tasks", st_tasks},
-                                       {"times", st_times},     {"mapping", st_mapping}, {"join", st_join},
+                                       {"times", st_times},     {"columns", st_columns}, {"mapping", st_mapping}, {"join", st_join},
                                        {"close", st_close},     {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", st_close}, {"__close", st_close}, {NULL, NULL}};
     odp_newclass(L, STREAM_MT, methods, meta);

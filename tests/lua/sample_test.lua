@@ -95,7 +95,8 @@ T.test("odp's samples against Linux perf's on the same run: the top functions' s
   -- the origin estimate is an upper bound (a line is read after it is written) within the fastest delivery
   local err_ns = rec.clock.offset_ns - t0
   T.ok(err_ns >= -1000 and err_ns < 2000000, ("clock origin within [-1 us, 2 ms): %d ns"):format(err_ns))
-  T.ok(rec.samples.total > 2000, "samples: " .. rec.samples.total)
+  -- a loaded machine gives the runner less CPU: 500 on-CPU samples still put a 35% share within 2.2 points (1 sigma)
+  T.ok(rec.samples.total - rec.samples.preempted > 500, "on-CPU samples: " .. (rec.samples.total - rec.samples.preempted))
   -- on-CPU samples (the ones perf takes too) per root frame; [preempted] ones are time the runner waited for a CPU,
   -- and the ETDump's windows count it (on a loaded machine: a lot, and partly between its windows)
   local on_cpu, per_root, attributed_on_cpu = 0, {}, 0
@@ -126,7 +127,7 @@ T.test("odp's samples against Linux perf's on the same run: the top functions' s
   end
   -- perf's shares over all the runner's samples against odp's leaf shares over all of them
   local pc, ptotal = perf_shares(data)
-  T.ok(ptotal > 2000, "perf samples of the runner: " .. ptotal)
+  T.ok(ptotal > 500, "perf samples of the runner: " .. ptotal)
   local oc, ototal = {}, 0
   for _, line in ipairs(p.folded) do
     local stack, n = line:match("^(.*) (%d+)$")
@@ -324,8 +325,38 @@ T.with_real_runner("odp run --sample with the real runner and mlp.pte: >= 95% of
   end
   -- odp report RUN: a flame graph of execute and one per op, each a row that shows it when clicked
   local page = tmp .. "/report.html"
-  local rep = assert(proc.run { argv = { odp, "report", run_dir, "--out", page, "--no-trace" }, timeout = 60 })
+  local rep = assert(proc.run { argv = { odp, "report", run_dir, "--out", page }, timeout = 120 })
   T.eq(rep.status, 0, rep.stderr)
+  -- its Chrome trace: the ETDump's op slices and the samples on one clock, each sample inside its op's slice
+  local tr = require("odp.core.json").decode(T.read(tmp .. "/report.trace.json"))
+  local slices, instants = {}, 0
+  for _, e in ipairs(tr.traceEvents) do
+    if e.ph == "X" and e.name:match("^native_call_") then slices[#slices + 1] = e end
+  end
+  table.sort(slices, function(a, b) return a.ts < b.ts end)
+  local inside = 0
+  for _, e in ipairs(tr.traceEvents) do
+    if e.ph == "i" and e.name ~= prof.PREEMPTED then
+      instants = instants + 1
+      local lo, hi = 1, #slices
+      while lo < hi do
+        local mid = (lo + hi + 1) // 2
+        if slices[mid].ts <= e.ts then lo = mid else hi = mid - 1 end
+      end
+      local sl = slices[lo]
+      if sl and e.ts >= sl.ts and e.ts < sl.ts + sl.dur then inside = inside + 1 end
+    end
+  end
+  T.ok(instants > 0, "samples in the trace")
+  print(("# trace: %d op slices, %d on-CPU samples, %d inside an op slice"):format(#slices, instants, inside))
+  -- as many as the record attributes to ops (its on-CPU ones): the trace's clock is the join's
+  local want_inside = 0
+  for line in T.read(rec.artifacts.cpu_profile_folded):gmatch("[^\n]+") do
+    local stack, n = line:match("^(.-) (%d+)$")
+    if stack:match("^native_call_") and not stack:match(";%[preempted%]$") then want_inside = want_inside + tonumber(n) end
+  end
+  T.ok(math.abs(inside - want_inside) <= math.max(2, 0.01 * instants),
+    ("samples inside op slices: %d in the trace, %d attributed"):format(inside, want_inside))
   local html = T.read(page)
   local flames = select(2, html:gsub('class="flame"', ""))
   T.eq(flames, 1 + #cp.ops, "one flame graph for execute and one per op")

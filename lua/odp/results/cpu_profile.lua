@@ -229,6 +229,43 @@ function M.profile(bytes, doc, opts)
   return { record = record, folded = folded, warnings = warnings }
 end
 
+M.TRACE_MAX_SAMPLES = 100000 -- samples drawn in a trace (every k-th beyond: the JSON stays loadable)
+
+--- What the run's Chrome/Perfetto trace (odp.results.trace) gets from the sample stream, on its clock (ETDump's
+-- ticks as microseconds): one track per runner thread with each sample as an instant named by its leaf
+-- function, and counter tracks of each CPU frequency policy (kHz) and thermal zone (degrees C) the helper read.
+-- opts: as M.symbolizer, plus pid (the trace's process id for them). -> events | nil, err
+function M.trace_events(bytes, opts)
+  opts = opts or {}
+  local stream, err = sample.read(bytes)
+  if not stream then return nil, err end
+  local clock = M.align(stream:lines())
+  local offset = clock and clock.offset_ns or 0
+  local pid = opts.pid or 2
+  local events = { { name = "process_name", ph = "M", pid = pid, tid = 0, args = { name = "runner (CPU samples)" } } }
+  local name_of = M.symbolizer(stream, opts)
+  local c = stream:columns()
+  local n = #c.time
+  local every = math.max(1, math.ceil(n / M.TRACE_MAX_SAMPLES))
+  local named = {}
+  for i = 1, n, every do
+    local tid = c.tid[i]
+    if not named[tid] then
+      named[tid] = true
+      events[#events + 1] = { name = "thread_name", ph = "M", pid = pid, tid = tid, args = { name = "thread " .. tid } }
+    end
+    events[#events + 1] = { name = name_of(c.leaf[i], true) or "[unknown]", ph = "i", s = "t", pid = pid, tid = tid,
+      ts = (c.time[i] - offset) / 1000 }
+  end
+  for _, k in ipairs(stream:counters()) do
+    local freq = k.kind == "freq_khz"
+    events[#events + 1] = { name = (freq and "cpufreq policy%d" or "thermal_zone%d"):format(k.index), ph = "C",
+      pid = pid, tid = 0, ts = (k.time - offset) / 1000, args = freq and { kHz = k.value } or { C = k.value / 1000 } }
+  end
+  stream:close()
+  return events
+end
+
 --- Reads a folded file back: {lines} | nil, err (a missing file is nil: the page then has no flame graph).
 function M.read_folded(path)
   local f, err = io.open(path, "rb")

@@ -83,6 +83,14 @@ local function write_trace(rec, record_dir, out, quiet)
   local ds = type(rec.device_state) == "table" and rec.device_state or {}
   local trace = require("odp.results.trace")
   local tr = trace.chrome(doc, { time_scale = cycles and "cycles" or "ns", clock_hz = cycles and ds.cpu_hz or nil })
+  -- odp run --sample: the samples and the helper's frequency and temperature readings on the same clock
+  local samples = rec.cpu_profile and sys.read_file(record_dir .. "/cpu_profile.samples")
+  if samples then
+    local runner = type(rec.runner) == "table" and rec.runner.path or nil
+    local more = require("odp.results.cpu_profile").trace_events(samples, { runner = runner, runner_remote = runner,
+      local_modules = type(rec.target) == "string" and rec.target:match("^local:") ~= nil })
+    if more then table.move(more, 1, #more, #tr.traceEvents + 1, tr.traceEvents) end
+  end
   local file = out:gsub("%.html?$", "") .. ".trace.json"
   errors.check(sys.write_file(file, trace.encode(tr) .. "\n"))
   local events = 0
