@@ -11,6 +11,7 @@ local result = require("odp.results.result")
 local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
+local etdump = require("odp.parse.etdump")
 
 local M = {}
 
@@ -89,7 +90,6 @@ end
 local function op_samples(rec)
   local path = rec.artifacts and rec.artifacts.etdump
   if type(path) ~= "string" or not sys.stat(path) then return nil end
-  local etdump = require("odp.parse.etdump")
   local doc = etdump.read(path)
   if not doc then return nil end
   local out, seen = {}, {}

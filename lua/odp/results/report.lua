@@ -4,6 +4,9 @@ local json = require("odp.core.json")
 local result = require("odp.results.result")
 local schema = require("odp.results.schema")
 local sys = require("odp.sys")
+local device_state = require("odp.target.device_state")
+local stats = require("odp.core.stats")
+local ui = require("odp.core.ui")
 
 local M = {}
 
@@ -140,7 +143,8 @@ end
 local function human_one(r, out)
   local function kv(k, v) out[#out + 1] = ("  %-16s %s"):format(k, v) end
   out[#out + 1] = ("%s  %s on %s: %s"):format(r.ok and "OK  " or "FAIL", r.flow or "?", r.target or r.device or "?",
-    r.ok and "measured" or ((r.error and r.error.message) or "failed"))
+    r.ok and (r.emulated and ("measured under %s emulation, not natively"):format(r.emulated) or "measured")
+    or ((r.error and r.error.message) or "failed"))
   if r.model then
     kv("model", ("%s (%s, sha256 %s)"):format(r.model.path, r.model.bytes and (r.model.bytes .. " B") or "?",
       (r.model.sha256 or "?"):sub(1, 12)))
@@ -148,7 +152,7 @@ local function human_one(r, out)
   if r.runner then kv("runner", r.runner.path) end
   if r.device_state then
     kv("device", r.device_state.error and ("state unknown: " .. r.device_state.error)
-      or require("odp.target.device_state").summary(r.device_state))
+      or device_state.summary(r.device_state))
   end
   if r.params and next(r.params) then
     local keys = {}
@@ -192,7 +196,7 @@ local function human_one(r, out)
     if l.cv then extra[#extra + 1] = ("cv %.1f%%"):format(l.cv * 100) end
     if l.warm then extra[#extra + 1] = ("warm p50 %s"):format(M.duration(l.warm.p50)) end
     if l.first_ms and #l.first_ms > 0 then
-      extra[#extra + 1] = ("first iteration p50 %s"):format(M.duration(require("odp.core.stats").percentile(l.first_ms, 50)))
+      extra[#extra + 1] = ("first iteration p50 %s"):format(M.duration(stats.percentile(l.first_ms, 50)))
     end
     if #extra > 0 then out[#out + 1] = "    " .. table.concat(extra, ", ") end
     out[#out + 1] = ""
@@ -242,7 +246,7 @@ local function human_one(r, out)
   if r.planned_buffers and #r.planned_buffers > 0 then
     for i, b in ipairs(r.planned_buffers) do
       kv(i == 1 and "planned buffers" or "", ("[%d] %d B%s"):format(i - 1, b,
-        b >= 1000 and (" (" .. require("odp.core.ui").human_bytes(b) .. ")") or ""))
+        b >= 1000 and (" (" .. ui.human_bytes(b) .. ")") or ""))
     end
   end
   for i, o in ipairs(r.outputs or {}) do
@@ -398,48 +402,6 @@ function M.labels(r)
   table.sort(keys)
   for _, k in ipairs(keys) do parts[#parts + 1] = k .. "-" .. tostring(r.params[k]) end
   return { board = r.board or r.device or "board", model = (model:gsub("%.pte$", "")), point = table.concat(parts, ".") }
-end
-
---- Lab engines' reporters, picked by --report NAME: each is a module odp.results.<name> whose
--- deliver(records, spec) returns true or nil, "ECODE: msg", "ECODE" (spec: {name=, file=}).
-M.reporters = { lava = "odp.results.lava", junit = "odp.results.junit" }
-
---- Runs the reporters --report asked for (opts.report: a list of {name=, file=}) and, when GitHub Actions set
--- GITHUB_STEP_SUMMARY, appends a Markdown summary to it. Every reporter runs even when one fails; returns
--- true, or nil and the first failure's "ECODE: msg", "ECODE".
-function M.deliver(records, opts)
-  local failed, code
-  local function note(ok, err, c)
-    if not ok and not failed then failed, code = err, c end
-  end
-  for _, spec in ipairs(opts and opts.report or {}) do
-    note(require(M.reporters[spec.name]).deliver(records, spec))
-  end
-  local summary = os.getenv("GITHUB_STEP_SUMMARY")
-  if summary and summary ~= "" then
-    note(sys.append_sync(summary, require("odp.results.step_summary").markdown(records)))
-  end
-  if failed then return nil, failed, code end
-  return true
-end
-
-local function format_for(path)
-  return path and (path:match("%.(jsonl)$") or path:match("%.(json)$") or path:match("%.(csv)$")) or nil
-end
-
---- Writes records: to stdout in opts.format (default human); with opts.out, also to that file (atomically),
--- in opts.format or the format its extension names (default json), while stdout gets the human table; then
--- the lab engines' reporters (M.deliver). A reporter that fails is one line and exit 3 after the others ran.
-function M.emit(records, opts)
-  opts = opts or {}
-  local stdout_format = opts.out and "human" or (opts.format or "human")
-  if opts.out then
-    local f = opts.format or format_for(opts.out) or "json"
-    require("odp.core.errors").check(sys.write_file(opts.out, M.formats[f](records)))
-  end
-  io.stdout:write(M.formats[stdout_format](records))
-  io.stdout:flush()
-  require("odp.core.errors").check(M.deliver(records, opts))
 end
 
 --- 0 when every record is ok; otherwise the largest exit code the failures ask for (1 by default).

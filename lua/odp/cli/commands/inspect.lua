@@ -29,15 +29,15 @@ local function kind_of(head)
 end
 
 local function etdump_doc(path, opts)
-  local etdump = require("odp.parse.etdump")
+  local etdump = require("odp.parse.etdump") -- lazy: start-up
   local doc, err, code = etdump.read(path)
-  if not doc then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
+  if not doc then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
   local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
   local rows, unit = etdump.ops(doc, eopts)
   local blocks = {}
   for _, b in ipairs(etdump.blocks(doc)) do blocks[#blocks + 1] = { name = b.name, runs = b.runs } end
   if opts.trace then
-    local trace = require("odp.results.trace")
+    local trace = require("odp.results.trace") -- lazy: start-up
     errors.check(sys.write_file(opts.trace, trace.encode(trace.chrome(doc, eopts)) .. "\n"))
   end
   return doc, rows, unit, blocks, etdump.ops_summary(doc, eopts)
@@ -68,9 +68,9 @@ local function etdump_human(path, doc, rows, unit, blocks, summary, opts)
 end
 
 local function pte_info(path)
-  local pte = require("odp.parse.pte")
+  local pte = require("odp.parse.pte") -- lazy: start-up
   local p, err, code = pte.read(path)
-  if not p then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
+  if not p then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
   local methods, delegates = {}, {}
   for i, m in ipairs(p.methods) do
     methods[i] = { name = m.name, operators = json.array(m.operators),
@@ -112,8 +112,8 @@ local function pte_human(path, info)
 end
 
 local function elf_info(path)
-  local e, err, code = require("odp.elf").read(path)
-  if not e then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
+  local e, err, code = require("odp.elf").read(path) -- lazy: start-up
+  if not e then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end
   return info
@@ -191,7 +191,7 @@ function M.main(args)
   f:close()
   local kind = kind_of(head)
   if not kind then
-    errors.fail("EPROTO", ("%s is not an ETDump (ED00), a .pte (ET12) or an ELF file"):format(path), 1)
+    errors.fail("EPROTO", ("%s is not an ETDump (ED00), a .pte (ET12) or an ELF file"):format(path), 2)
   end
   local fmt = opts.format or (opts.out and (opts.out:match("%.(csv)$") or opts.out:match("%.(json)$"))) or "human"
   local human, data

@@ -6,6 +6,9 @@ local result = require("odp.results.result")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 local artifacts = require("odp.parse.artifacts")
+local device = require("odp.target.device")
+local host_mod = require("odp.host")
+local options = require("odp.core.options")
 
 local M = { name = "ethos_u" }
 
@@ -64,7 +67,7 @@ M.default_vars = {
   inferences = "TWIN_INFERENCES",
 }
 
-local function root() return require("odp.host").root end
+local function root() return host_mod.root end
 local function is_abs(p) return p:sub(1, 1) == "/" end
 local function basename(p) return (p:match("([^/]+)$")) end
 
@@ -82,7 +85,7 @@ M.shell_quote = shell_quote
 --- A size (odp.core.options's "size" type: 0x600000, 6291456, 6M) from an option, a device file or a range; nil stays nil.
 function M.parse_size(s, what)
   if s == nil then return nil end
-  local n = require("odp.core.options").size(s)
+  local n = options.size(s)
   if not n then errors.fail("EUSAGE", ("--%s: '%s' is not a size (0x600000, 6291456, 6M)"):format(what, s), 2) end
   return n
 end
@@ -91,7 +94,7 @@ local function hex(n) return ("0x%08X"):format(n) end
 
 --- Loads a device file: a path (relative to the cwd, else to the project).
 function M.load_device(path)
-  local dev = require("odp.target.device").load(path)
+  local dev = device.load(path)
   if dev.flow ~= "ethos_u" or type(dev.build) ~= "table" then
     errors.fail("EUSAGE", ("device file %s does not describe an Ethos-U board (flow = \"ethos_u\" and a build table)")
       :format(path), 2)
