@@ -366,7 +366,7 @@ end
 
 -- The last measured process's samples joined with its ETDump: rec.cpu_profile, cpu_profile.folded.
 local function profile_step(ctx, rec, t, doc)
-  local prof = require("odp.results.cpu_profile")
+  local prof = require("odp.results.cpu_profile") -- lazy: start-up
   local o = ctx.opts
   local bytes = errors.check(sys.read_file(rec.artifacts.cpu_profile_samples))
   local p, err, code = prof.profile(bytes, doc, { runner = o.runner, runner_remote = t.runner_remote,

@@ -12,6 +12,8 @@
 -- a line is read after it was written, so read time - logged time >= the origin, and the smallest difference
 -- over all lines is the origin within the quickest line's delivery (plus the log's 1 us truncation).
 local sample = require("odp.sample")
+local elf = require("odp.elf")
+local sys = require("odp.sys")
 local etdump = require("odp.parse.etdump")
 
 local M = {}
@@ -95,8 +97,6 @@ local function basename(p) return (p:match("([^/]+)$")) or p end
 -- of the runner, used when its build-id is the runner's), local_modules (the board is this machine: its other
 -- modules, libc and the like, are read from their paths). Returns the function and a list of warnings.
 function M.symbolizer(stream, opts)
-  local elf = require("odp.elf")
-  local sys = require("odp.sys")
   local mmaps = stream:mmaps()
   local warnings = {}
   local tables, names = {}, {}

@@ -623,7 +623,7 @@ Array.prototype.forEach.call(figs,function(f){f.hidden=f.id!==id;});});});
 local function cpu_section(rec, folded)
   local cp = rec.cpu_profile
   if not cp then return "" end
-  local prof = require("odp.results.cpu_profile")
+  local prof = require("odp.results.cpu_profile") -- lazy: start-up
   local rows = {}
   local figs = {}
   if folded then

@@ -288,7 +288,7 @@ local function human_one(r, out)
   if r.cpu_profile then
     out[#out + 1] = ""
     out[#out + 1] = "  cpu profile (hottest functions per op)"
-    for _, line in ipairs(require("odp.results.cpu_profile").human_lines(r.cpu_profile)) do
+    for _, line in ipairs(require("odp.results.cpu_profile").human_lines(r.cpu_profile)) do -- lazy: start-up
       out[#out + 1] = "    " .. line
     end
   end

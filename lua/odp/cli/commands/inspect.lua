@@ -163,7 +163,7 @@ function M.run_dir(dir, opts)
   if fmt == "csv" then errors.fail("EUSAGE", "--format csv: a run's CPU profile has no rows in CSV; json or human", 2) end
   local body
   if fmt == "human" then
-    local lines = require("odp.results.cpu_profile").human_lines(cp)
+    local lines = require("odp.results.cpu_profile").human_lines(cp) -- lazy: start-up
     body = ("%s: cpu profile (hottest functions per op)\n  %s\n"):format(dir, table.concat(lines, "\n  "))
   else
     body = fmt == "jsonl" and (json.encode(cp) .. "\n") or (json.encode(cp, { indent = true }) .. "\n")

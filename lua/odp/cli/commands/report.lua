@@ -87,6 +87,7 @@ local function write_trace(rec, record_dir, out, quiet)
   local samples = rec.cpu_profile and sys.read_file(record_dir .. "/cpu_profile.samples")
   if samples then
     local runner = type(rec.runner) == "table" and rec.runner.path or nil
+    -- lazy: start-up
     local more = require("odp.results.cpu_profile").trace_events(samples, { runner = runner, runner_remote = runner,
       local_modules = type(rec.target) == "string" and rec.target:match("^local:") ~= nil })
     if more then table.move(more, 1, #more, #tr.traceEvents + 1, tr.traceEvents) end
@@ -103,6 +104,7 @@ local function report_run(rec, record_dir, run_dir, out, opts, source)
   local page_dir = dirname(out)
   local trace = not opts.no_trace and write_trace(rec, record_dir, out, opts.quiet) or nil
   -- the samples' call stacks (odp run --sample): the page's flame graphs
+  -- lazy: start-up
   local folded = rec.cpu_profile and require("odp.results.cpu_profile").read_folded(record_dir .. "/cpu_profile.folded")
   return html.run(rec, { samples = groups, files = run_dir and run_files(run_dir, page_dir, out) or nil, trace = trace,
     source = source, folded = folded or nil }), trace
