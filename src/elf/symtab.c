@@ -1,13 +1,10 @@
 /* Function symbols by address (symtab.h). */
 #include "symtab.h"
+#include "elf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define SHT_SYMTAB 2
 #define SHT_NOTE 7
@@ -190,25 +187,17 @@ int odp_elf_symbols_parse(const uint8_t *data, size_t len, odp_elf_symbols *s, o
 int odp_elf_symbols_read(const char *path, odp_elf_symbols *s, odp_err *err)
 {
     memset(s, 0, sizeof *s);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return odp_fail_errno(err, odp_code_from_errno(errno), errno, "%s", path);
-    struct stat stt;
-    if (fstat(fd, &stt) || stt.st_size <= 0) {
-        close(fd);
-        return odp_fail(err, ODP_EPROTO, "%s: not an ELF file", path);
-    }
-    void *m = mmap(NULL, (size_t)stt.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED)
-        return odp_fail_errno(err, ODP_EIO, errno, "%s", path);
-    int rc = odp_elf_symbols_parse(m, (size_t)stt.st_size, s, err);
-    if (rc) {
-        munmap(m, (size_t)stt.st_size);
+    uint8_t *m;
+    size_t len;
+    int rc = odp_elf_map(path, &m, &len, err);
+    if (rc)
+        return rc;
+    if ((rc = odp_elf_symbols_parse(m, len, s, err))) {
+        munmap(m, len);
         return rc;
     }
     s->map = m;
-    s->len = (size_t)stt.st_size;
+    s->len = len;
     return 0;
 }
 

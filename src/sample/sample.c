@@ -252,7 +252,8 @@ static int preempted_samples(reader *r, odp_err *err)
             continue;
         /* a wait longer than a minute is no preemption a profile could use: a stream that says so is bent */
         uint64_t end = w->time - out > 60000000000ull ? out + 60000000000ull : w->time;
-        for (uint64_t at = (out / period + 1) * period; at < end; at += period) {
+        for (uint64_t at = (out / period + 1) * period; at < end && st->preempted_samples < ODP_SAMPLE_MAX_PREEMPTED;
+             at += period) {
             if (grow((void **)&st->samples, &r->cap_samples, st->nsamples, sizeof *st->samples, ODP_SAMPLE_MAX_SAMPLES))
                 return odp_fail(err, ODP_EPROTO, "sample stream: more than %u samples", ODP_SAMPLE_MAX_SAMPLES);
             if (push_frame(r, ODP_SAMPLE_PREEMPTED))
@@ -275,6 +276,9 @@ int odp_sample_read(const uint8_t *buf, size_t n, odp_sample_stream *st, odp_err
     if (hsize < sizeof st->header || hsize > n || hsize > 4096)
         return odp_fail(err, ODP_EPROTO, "sample stream: a header of %u bytes", hsize);
     memcpy(&st->header, buf, sizeof st->header);
+    if (st->header.freq_hz == 0 || st->header.freq_hz > ODP_SAMPLE_MAX_HZ)
+        return odp_fail(err, ODP_EPROTO, "sample stream: a rate of %u Hz (1 to %u)", st->header.freq_hz,
+                        ODP_SAMPLE_MAX_HZ);
     if (st->header.sample_type != ODP_SAMPLE_TYPE)
         return odp_fail(err, ODP_EPROTO, "sample stream: sample_type %#llx, not odp's %#llx",
                         (unsigned long long)st->header.sample_type, (unsigned long long)ODP_SAMPLE_TYPE);

@@ -22,6 +22,8 @@
  * waiting too; one such sample per sampling period of the wait, on the period's grid. */
 #define ODP_SAMPLE_PREEMPTED (UINT64_MAX - 1)
 #define ODP_SAMPLE_MAX_THREADS 65536u
+#define ODP_SAMPLE_MAX_PREEMPTED 4000000u /* samples made for preempted time, at most (17 min at 4 kHz) */
+#define ODP_SAMPLE_MAX_HZ 100000u         /* the helper's own bound on the rate */
 
 typedef struct {
     uint64_t time;

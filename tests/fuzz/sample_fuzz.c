@@ -1,7 +1,7 @@
 /* libFuzzer target for the sample stream reader and the join (src/sample/sample.c): any input must read or fail
  * cleanly, and what it reads must hold together (every sample's frames inside the frame pool, the join's counts
  * adding up), and ELF symbol tables (src/elf/symtab.c) looked up at any offset.
- * sources: src/sample/sample.c src/elf/symtab.c src/util/err.c
+ * sources: src/sample/sample.c src/elf/symtab.c src/elf/elf.c src/util/err.c
  * seeds: tests/fuzz/corpus/sample build/tests/sample_runner
  * max_len: 65536 */
 #include <stddef.h>
