@@ -156,10 +156,46 @@ T.test("a runner that forks: its child is sampled too (inherit), placed in its o
   for _, line in ipairs(p.folded) do
     if line:match(";spin_child %d+$") then child = child + tonumber(line:match("(%d+)$")) end
   end
-  -- the child spins beside the parent: on an idle machine half the samples, fewer when the CPUs are shared
+  -- the child spins beside the parent: on an idle machine half the samples, few when the CPUs are shared (at
+  -- load 20 on 2 CPUs: 14 of 914)
   local on_cpu = p.record.samples.total - p.record.samples.preempted
-  T.ok(child > 20 and child > 0.05 * on_cpu, ("spin_child has %d of %d on-CPU samples"):format(child, on_cpu))
+  T.ok(child >= 5, ("spin_child has %d of %d on-CPU samples"):format(child, on_cpu))
   T.eq(p.record.samples.in_execute, 0, "no ETDump: nothing is in execute")
+end)
+
+T.test("a stripped runner: its functions named module+start offset; --symbols with its build-id names them, " ..
+  "another file's is refused with a warning", function()
+  local stripped = tmp .. "/sample_runner"
+  local r0 = assert(proc.run { argv = { "strip", "-o", stripped, runner }, timeout = 30 })
+  T.eq(r0.status, 0, r0.stderr)
+  local out = tmp .. "/stripped.smp"
+  local r = assert(proc.run { argv = { helper, "--sample", "4000", "--sample-out", out, "--", stripped,
+    "--num_executions", "20", "--ms", "5" }, timeout = 120 })
+  T.ok(r.ok, r.stderr)
+  local bytes = T.read(out)
+  local function leaves(opts)
+    local p = assert(prof.profile(bytes, nil, opts))
+    local c = {}
+    for _, line in ipairs(p.folded) do
+      local stack, n = line:match("^(.*) (%d+)$")
+      local leaf = stack:match("([^;]+)$")
+      c[leaf] = (c[leaf] or 0) + tonumber(n)
+    end
+    return c, p.warnings
+  end
+  local bare = leaves { runner = stripped, runner_remote = stripped }
+  local named = leaves { runner = stripped, runner_remote = stripped, symbols = runner }
+  local wrong, warns = leaves { runner = stripped, runner_remote = stripped, symbols = helper }
+  -- the same four functions either way: by their start offset without symbols, by name with them
+  local starts = {}
+  for leaf, n in pairs(bare) do
+    local off = leaf:match("^sample_runner%+0x(%x+)$")
+    if off and n > 10 then starts[#starts + 1] = off end
+  end
+  T.ok(#starts >= 3, "the spinning functions by start offset: " .. table.concat(starts, " "))
+  T.ok((named.spin_alpha or 0) > 10 and (named.spin_beta or 0) > 10, "named through --symbols")
+  T.eq(wrong.spin_alpha, nil, "another file's symbols are not used")
+  T.match(table.concat(warns, "\n"), "%-%-symbols .*: its build%-id %x+ is not the runner's")
 end)
 
 T.test("a runner that exits mid-run: the stream is whole up to its end, status passed on", function()

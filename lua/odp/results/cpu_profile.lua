@@ -232,7 +232,7 @@ end
 M.TRACE_MAX_SAMPLES = 100000 -- samples drawn in a trace (every k-th beyond: the JSON stays loadable)
 
 --- What the run's Chrome/Perfetto trace (odp.results.trace) gets from the sample stream, on its clock (ETDump's
--- ticks as microseconds): one track per runner thread with each sample as an instant named by its leaf
+-- ticks as microseconds): one track per runner thread with each on-CPU sample as an instant named by its leaf
 -- function, and counter tracks of each CPU frequency policy (kHz) and thermal zone (degrees C) the helper read.
 -- opts: as M.symbolizer, plus pid (the trace's process id for them). -> events | nil, err
 function M.trace_events(bytes, opts)
@@ -245,10 +245,13 @@ function M.trace_events(bytes, opts)
   local events = { { name = "process_name", ph = "M", pid = pid, tid = 0, args = { name = "runner (CPU samples)" } } }
   local name_of = M.symbolizer(stream, opts)
   local c = stream:columns()
-  local n = #c.time
-  local every = math.max(1, math.ceil(n / M.TRACE_MAX_SAMPLES))
+  -- on-CPU samples only: the time a thread waited for a CPU is already the gaps of its op slices
+  local on_cpu = {}
+  for i = 1, #c.time do if c.leaf[i] ~= -2 then on_cpu[#on_cpu + 1] = i end end
+  local every = math.max(1, math.ceil(#on_cpu / M.TRACE_MAX_SAMPLES))
   local named = {}
-  for i = 1, n, every do
+  for k = 1, #on_cpu, every do
+    local i = on_cpu[k]
     local tid = c.tid[i]
     if not named[tid] then
       named[tid] = true
