@@ -73,12 +73,12 @@ ifeq ($(AARCH64_FOUND),)
 endif
 
 # the frame codec and the device-state gatherer are odp's own (src/helper/), compiled into both
-HELPER_SRCS   := tools/odp-rusage.c tools/serve.c tools/memwatch.c src/util/sha256.c src/helper/frame.c src/helper/state.c src/util/buf.c
-$(BUILD)/odp-rusage-x86_64: $(HELPER_SRCS) $(wildcard tools/*.h src/helper/*.h) src/util/sha256.h
+HELPER_SRCS   := tools/odp-rusage.c tools/serve.c tools/memwatch.c tools/sample.c src/util/sha256.c src/helper/frame.c src/helper/state.c src/util/buf.c
+$(BUILD)/odp-rusage-x86_64: $(HELPER_SRCS) $(wildcard tools/*.h src/helper/*.h) src/util/sha256.h src/sample/stream.h
 	@mkdir -p $(dir $@)
 	$(HELPER_CC) $(HELPER_CFLAGS) -o $@ $(HELPER_SRCS)
 
-$(BUILD)/odp-rusage-aarch64: $(HELPER_SRCS) $(wildcard tools/*.h src/helper/*.h) src/util/sha256.h
+$(BUILD)/odp-rusage-aarch64: $(HELPER_SRCS) $(wildcard tools/*.h src/helper/*.h) src/util/sha256.h src/sample/stream.h
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(HELPER_CFLAGS) -o $@ $(HELPER_SRCS)
 

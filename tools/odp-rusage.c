@@ -51,6 +51,7 @@
 
 #include "rusage.h"
 #include "memwatch.h"
+#include "sample.h"
 
 #define KILL_AFTER_S 2
 
@@ -127,7 +128,8 @@ static int parse_cpus(const char *s, cpu_set_t *set)
 
 #define USAGE                                                                                                  \
     "usage: odp-rusage [-o FILE] [-g] [--cpus LIST] [--counters none|basic|all]\n"                             \
-    "                  [--memory CSV [--mark EVENT=GLOB]... [--memory-file MODEL]] [--] PROGRAM [ARGS...]\n"
+    "                  [--memory CSV [--mark EVENT=GLOB]... [--memory-file MODEL]]\n"                          \
+    "                  [--sample HZ --sample-out FILE [--sample-ring PAGES]] [--] PROGRAM [ARGS...]\n"
 
 struct counter {
     const char *name;
@@ -248,6 +250,11 @@ int rusage_spawn(const struct rusage_spawn *sp, struct rusage_child *ch)
         close(errpipe[1]);
         return -1;
     }
+    int fd_err = sp->fd_err; /* sampled: the program's stderr passes through the sampler (tools/sample.h) */
+    if (sp->sampler && (fd_err = sampler_stderr_pipe(sp->sampler, sp->fd_err)) < 0) {
+        close(errpipe[0]), close(errpipe[1]), close(gopipe[0]), close(gopipe[1]);
+        return -1;
+    }
     pid_t parent = getpid();
     ch->t0 = now();
     pid_t pid = fork();
@@ -271,8 +278,8 @@ int rusage_spawn(const struct rusage_spawn *sp, struct rusage_child *ch)
             dup2(sp->fd_in, 0);
         if (sp->fd_out >= 0)
             dup2(sp->fd_out, 1);
-        if (sp->fd_err >= 0)
-            dup2(sp->fd_err, 2);
+        if (fd_err >= 0)
+            dup2(fd_err, 2);
         signal(SIGPIPE, SIG_DFL);
         if (sp->cpus && sched_setaffinity(0, sizeof *sp->cpus, sp->cpus))
             fail[0] = RUSAGE_STAGE_CPUS;
@@ -297,6 +304,19 @@ int rusage_spawn(const struct rusage_spawn *sp, struct rusage_child *ch)
     user_only = 0;
     if (sp->level)
         open_counters(pid, sp->level);
+    if (sp->sampler && sampler_attach(sp->sampler, pid, ch->why, sizeof ch->why)) {
+        kill(pid, SIGKILL); /* it waits for the go, before its exec: nothing of it ran */
+        close(gopipe[1]);
+        close(errpipe[0]);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+        ch->stage = RUSAGE_STAGE_SAMPLE;
+        for (int k = 0; k < NCOUNTERS; k++)
+            if (counters[k].fd >= 0) {
+                close(counters[k].fd);
+                counters[k].fd = -1;
+            }
+        return 0;
+    }
     close(gopipe[1]); /* go: the child execs */
     int fail[2] = {0, 0};
     ssize_t r;
@@ -320,6 +340,8 @@ void rusage_spawn_failure(FILE *f, const struct rusage_spawn *sp, const struct r
 {
     if (ch->stage == RUSAGE_STAGE_CPUS)
         fprintf(f, "odp-rusage: cannot pin to CPUs %s: %s\n", sp->cpus_text, strerror(ch->err));
+    else if (ch->stage == RUSAGE_STAGE_SAMPLE)
+        fprintf(f, "odp-rusage: %s\n", ch->why);
     else if (ch->stage == RUSAGE_STAGE_CWD)
         fprintf(f, "odp-rusage: cannot change to %s: %s\n", sp->cwd, strerror(ch->err));
     else
@@ -328,9 +350,10 @@ void rusage_spawn_failure(FILE *f, const struct rusage_spawn *sp, const struct r
 
 int main(int argc, char **argv)
 {
-    const char *out = NULL, *cpus = NULL, *memory = NULL, *memory_file = NULL;
+    const char *out = NULL, *cpus = NULL, *memory = NULL, *memory_file = NULL, *sample_out = NULL;
     static struct memwatch mw;
     int level = 0;
+    unsigned long sample_hz = 0, sample_ring = 0;
     cpu_set_t cpuset;
     int i = 1;
     if (argc == 2 && strcmp(argv[1], "--serve") == 0)
@@ -367,10 +390,30 @@ int main(int argc, char **argv)
                         MEMWATCH_MARKS);
                 return 125;
             }
+        } else if (strcmp(argv[i], "--sample") == 0 && i + 1 < argc) {
+            char *end;
+            sample_hz = strtoul(argv[++i], &end, 10);
+            if (*end || !sample_hz || sample_hz > 100000) {
+                fprintf(stderr, "odp-rusage: --sample %s: samples per second, 1 to 100000\n", argv[i]);
+                return 125;
+            }
+        } else if (strcmp(argv[i], "--sample-out") == 0 && i + 1 < argc) {
+            sample_out = argv[++i];
+        } else if (strcmp(argv[i], "--sample-ring") == 0 && i + 1 < argc) {
+            char *end;
+            sample_ring = strtoul(argv[++i], &end, 10);
+            if (*end || !sample_ring || sample_ring > 4096 || (sample_ring & (sample_ring - 1))) {
+                fprintf(stderr, "odp-rusage: --sample-ring %s: pages per CPU, a power of 2 up to 4096\n", argv[i]);
+                return 125;
+            }
         } else {
             fprintf(stderr, USAGE);
             return 125;
         }
+    }
+    if (!sample_hz != !sample_out) {
+        fprintf(stderr, "odp-rusage: --sample and --sample-out go together\n");
+        return 125;
     }
     if (i >= argc || ((mw.nmarks || memory_file) && !memory)) {
         fprintf(stderr, USAGE);
@@ -387,6 +430,10 @@ int main(int argc, char **argv)
         return 125;
     struct rusage_spawn sp = {.argv = argv + i, .cpus = cpus ? &cpuset : NULL, .cpus_text = cpus, .level = level,
                               .same_group = same_group, .fd_in = -1, .fd_out = -1, .fd_err = -1};
+    if (sample_out && !(sp.sampler = sampler_new(sample_out, (unsigned)sample_hz, (unsigned)sample_ring))) {
+        fprintf(stderr, "odp-rusage: cannot write %s: %s\n", sample_out, strerror(errno));
+        return 125;
+    }
     struct rusage_child ch;
     int po[2] = {-1, -1}, pe[2] = {-1, -1};
     if (memory) { /* the program's output comes through here, so its lines mark the phases as they arrive */
@@ -417,6 +464,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (ch.stage) {
         rusage_spawn_failure(stderr, &sp, &ch);
+        if (sp.sampler)
+            sampler_finish(sp.sampler);
         return ch.stage == RUSAGE_STAGE_EXEC ? 127 : 125;
     }
     int st = 0;
@@ -427,6 +476,8 @@ int main(int argc, char **argv)
     else
         while (wait4(ch.pid, &st, 0, &ru) < 0 && errno == EINTR) {}
     double wall = now() - ch.t0;
+    if (sp.sampler && sampler_finish(sp.sampler))
+        fprintf(stderr, "odp-rusage: the sample stream %s could not be written whole\n", sample_out);
     /* a stopped run leaves nothing behind: what its group still holds (children that ignored the
      * forwarded signal) ends with odp-rusage, not 2 s later or never */
     if (stopping && !same_group)

@@ -20,14 +20,16 @@ struct rusage_spawn {
     const char *cwd;            /* NULL: the caller's */
     char **envp;                /* NULL: the caller's environment */
     int fd_in, fd_out, fd_err;  /* -1: the caller's */
+    struct sampler *sampler;    /* NULL: not sampled (tools/sample.h) */
 };
 
-enum { RUSAGE_STAGE_EXEC = 1, RUSAGE_STAGE_CPUS, RUSAGE_STAGE_CWD };
+enum { RUSAGE_STAGE_EXEC = 1, RUSAGE_STAGE_CPUS, RUSAGE_STAGE_CWD, RUSAGE_STAGE_SAMPLE };
 
 struct rusage_child {
     pid_t pid;
     double t0;
     int stage, err; /* it never ran: the step that failed (RUSAGE_STAGE_*) and its errno; it was reaped */
+    char why[320];  /* RUSAGE_STAGE_SAMPLE: why the sampler could not start */
 };
 
 double now(void);

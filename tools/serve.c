@@ -5,6 +5,7 @@
  * closes the helper kills what it runs and exits: nothing it started outlives odp's channel. */
 #include "rusage.h"
 #include "memwatch.h"
+#include "sample.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -207,6 +208,8 @@ static pid_t watchdog(pid_t group, int keep_a, int keep_b)
         watchdog_fire(0);
     /* hold nothing of the helper's: its channel must close when it dies */
     close(0), close(1), close(2), close(keep_a), close(keep_b), close(sigchld_pipe[0]), close(sigchld_pipe[1]);
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd); /* and whatever else it holds for the run: the sampler's copy of the program's stderr pipe */
     for (;;)
         pause();
 }
@@ -227,7 +230,7 @@ static int relay(int fd, uint8_t t)
     return 1;
 }
 
-/* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL"), "--", argv.
+/* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL", "sample=HZ,FILE"), "--", argv.
  * Answers: 'O'/'E' output frames as it goes, then 'D' {status, report[, signal name]}: the ODP-COUNTERS/ODP-RUSAGE lines of
  * exec mode (status: what exec mode would exit with when the program never ran, 127 or 125, else its own).
  * While it runs, stdin may carry 'Z' {signal}: sent to the program's process group. */
@@ -275,6 +278,11 @@ static void serve_run(const odp_frame *f)
                 fail("EUSAGE", "mark=%.100s: EVENT=GLOB (EVENT [a-z0-9_], at most %d marks)", a + 5, MEMWATCH_MARKS);
                 goto out;
             }
+        } else if (!strncmp(a, "sample=", 7) && !sp.sampler) {
+            if (!(sp.sampler = sampler_request(a + 7))) {
+                fail("EUSAGE", "sample=%.100s: HZ,FILE (1 to 100000 samples per second, a writable file)", a + 7);
+                goto out;
+            }
         } else {
             fail("EPROTO", "run: unknown option '%.100s'", a);
             goto out;
@@ -310,6 +318,9 @@ static void serve_run(const odp_frame *f)
     free(env);
     if (rc || ch.stage) {
         close(po[0]), close(pe[0]);
+        if (sp.sampler)
+            sampler_finish(sp.sampler);
+        sp.sampler = NULL;
         if (rc) {
             fail("EIO", "run: cannot fork: %s", strerror(spawn_errno));
             goto out;
@@ -396,6 +407,8 @@ static void serve_run(const odp_frame *f)
     if (!reaped)
         while (wait4(ch.pid, &st, 0, &ru) < 0 && errno == EINTR) {}
     double wall = now() - ch.t0;
+    int sample_whole = sp.sampler ? sampler_finish(sp.sampler) == 0 : 1;
+    sp.sampler = NULL;
     if (kill_at != 0)
         kill(-ch.pid, SIGKILL); /* stopped: what the program left in its group (one that ignored TERM) goes too */
     if (dog > 0) {
@@ -411,6 +424,8 @@ static void serve_run(const odp_frame *f)
     if (m) {
         memwatch_report(&watch, m);
         rusage_report(m, sp.level, st, &ru, wall);
+        if (!sample_whole)
+            fprintf(m, "odp-rusage: the sample stream could not be written whole\n");
         fclose(m);
     }
     char status[16];
@@ -427,6 +442,8 @@ static void serve_run(const odp_frame *f)
     odp_buf_free(&d);
     free(rep);
 out:
+    if (sp.sampler)
+        sampler_finish(sp.sampler); /* a request refused after its sampler was made */
     free_fields(fl, n);
 }
 

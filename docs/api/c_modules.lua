@@ -209,7 +209,33 @@ return {
     { "odp.elf", "ELF headers: machine, interpreter, the glibc versions a program needs", {
       { "read(path: string) -> {class: integer, machine: string, machine_id: integer, endian: string, type: string, osabi: integer, interpreter?: string, static: boolean, glibc_versions: string[], glibc_required?: string}|nil info, " .. FAIL, "bounds-checked; a truncated or hostile file is EPROTO" },
       { "version_cmp(a: string, b: string) -> integer", '-1, 0 or 1 for dotted versions ("2.9" < "2.34")' },
+      { "symbols(path: string) -> odp.ElfSymbols|nil symbols, " .. FAIL, "function symbols by address (.symtab, else .dynsym), loadable segments, build-id, .eh_frame_hdr's function starts" },
     } },
+    { "odp.ElfSymbols", "an ELF file's function symbols (elf.symbols)", {
+      { "table() -> string", '"symtab", "dynsym" or "none" (stripped of both)' },
+      { "count() -> integer", "function symbols read" },
+      { "build_id() -> string|nil", "the GNU build-id in hex" },
+      { "lookup(file_offset: integer) -> string|nil name, integer distance", "the function holding a mapping's file offset, and the offset's distance from its start" },
+      { "function_start(file_offset: integer) -> integer|nil", "the file offset where the function holding it starts, from .eh_frame_hdr (no symbols needed)" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+
+    { "odp.sample", "the sample stream of odp-rusage --sample: read, joined with ETDump intervals, folded (docs/cpu-profile.md)", {
+      { "read(bytes: string) -> odp.SampleStream|nil stream, " .. FAIL, "bounded and fuzzed; a stream cut short is read as far as it is whole (info().complete false)" },
+    } },
+    { "odp.SampleStream", "a read sample stream", {
+      { "info() -> table", "{event, freq_hz, clockid, ncpus, user_only, paranoid, pid, ring_bytes, start_time, end_time, complete, samples, kernel_samples, preempted_samples, switches, switch_records, lost, lost_records, records, unknown_records}" },
+      { "lines() -> {time: integer, text: string}[]", "the runner's stderr lines (first 32 bytes) with the CLOCK_MONOTONIC time each was read" },
+      { "counters() -> {time: integer, kind: string, index: integer, value: integer}[]", "CPU frequency (freq_khz) and temperature (temp_mc) readings" },
+      { "mmaps() -> table[]", "{time, pid, start, len, pgoff, exec, file, build_id?} of each mapping the kernel reported" },
+      { "comms() -> table[]", "{time, pid, tid, name, exec}" },
+      { "tasks() -> table[]", "{time, pid, ppid, tid, kind = fork|exit}" },
+      { "times() -> integer[]", "every sample's time (CLOCK_MONOTONIC ns)" },
+      { "columns() -> {time: integer[], tid: integer[], leaf: integer[]}", "every sample's time, thread and leaf frame (-1 kernel, -2 preempted)" },
+      { "mapping(addr: integer, pid?: integer, time?: integer) -> integer|nil", "index into mmaps() of the executable mapping holding addr" },
+      { "join(opts: {ops: {start: integer[], stop: integer[], id: integer[]}, execs: {start: integer[], stop: integer[]}, offset?: integer}) -> table", "each sample in the innermost op interval holding it: {total, in_execute, attributed, between, outside, per_op = {[id] = n}, stacks = {{owner, count, frames}}}; in C" },
+      { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
 
     { "odp.etdumpcore", "the C half of odp.parse.etdump", {
       { "decode(bytes: string) -> {version: integer, size_prefixed: boolean, run_data: table[]}|nil doc, " .. FAIL, "the whole ETDump as plain tables" },

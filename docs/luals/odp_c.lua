@@ -663,6 +663,86 @@ function elf.read(path) end
 ---@param b string
 ---@return integer
 function elf.version_cmp(a, b) end
+--- function symbols by address (.symtab, else .dynsym), loadable segments, build-id, .eh_frame_hdr's function starts
+---@param path string
+---@return odp.ElfSymbols|nil symbols
+---@return string? err
+---@return odp.ECode? code
+function elf.symbols(path) end
+
+--- an ELF file's function symbols (elf.symbols)
+---@class odp.ElfSymbols
+local ElfSymbols = {}
+--- "symtab", "dynsym" or "none" (stripped of both)
+---@return string
+function ElfSymbols:table() end
+--- function symbols read
+---@return integer
+function ElfSymbols:count() end
+--- the GNU build-id in hex
+---@return string|nil
+function ElfSymbols:build_id() end
+--- the function holding a mapping's file offset, and the offset's distance from its start
+---@param file_offset integer
+---@return string|nil name
+---@return integer distance
+function ElfSymbols:lookup(file_offset) end
+--- the file offset where the function holding it starts, from .eh_frame_hdr (no symbols needed)
+---@param file_offset integer
+---@return integer|nil
+function ElfSymbols:function_start(file_offset) end
+--- idempotent (also __close, __gc)
+function ElfSymbols:close() end
+
+--- the sample stream of odp-rusage --sample: read, joined with ETDump intervals, folded (docs/cpu-profile.md)
+---@class odp.sample
+local sample = {}
+--- bounded and fuzzed; a stream cut short is read as far as it is whole (info().complete false)
+---@param bytes string
+---@return odp.SampleStream|nil stream
+---@return string? err
+---@return odp.ECode? code
+function sample.read(bytes) end
+
+--- a read sample stream
+---@class odp.SampleStream
+local SampleStream = {}
+--- {event, freq_hz, clockid, ncpus, user_only, paranoid, pid, ring_bytes, start_time, end_time, complete, samples, kernel_samples, preempted_samples, switches, switch_records, lost, lost_records, records, unknown_records}
+---@return table
+function SampleStream:info() end
+--- the runner's stderr lines (first 32 bytes) with the CLOCK_MONOTONIC time each was read
+---@return {time: integer, text: string}[]
+function SampleStream:lines() end
+--- CPU frequency (freq_khz) and temperature (temp_mc) readings
+---@return {time: integer, kind: string, index: integer, value: integer}[]
+function SampleStream:counters() end
+--- {time, pid, start, len, pgoff, exec, file, build_id?} of each mapping the kernel reported
+---@return table[]
+function SampleStream:mmaps() end
+--- {time, pid, tid, name, exec}
+---@return table[]
+function SampleStream:comms() end
+--- {time, pid, ppid, tid, kind = fork|exit}
+---@return table[]
+function SampleStream:tasks() end
+--- every sample's time (CLOCK_MONOTONIC ns)
+---@return integer[]
+function SampleStream:times() end
+--- every sample's time, thread and leaf frame (-1 kernel, -2 preempted)
+---@return {time: integer[], tid: integer[], leaf: integer[]}
+function SampleStream:columns() end
+--- index into mmaps() of the executable mapping holding addr
+---@param addr integer
+---@param pid? integer
+---@param time? integer
+---@return integer|nil
+function SampleStream:mapping(addr, pid, time) end
+--- each sample in the innermost op interval holding it: {total, in_execute, attributed, between, outside, per_op = {[id] = n}, stacks = {{owner, count, frames}}}; in C
+---@param opts {ops: {start: integer[], stop: integer[], id: integer[]}, execs: {start: integer[], stop: integer[]}, offset?: integer}
+---@return table
+function SampleStream:join(opts) end
+--- idempotent (also __close, __gc)
+function SampleStream:close() end
 
 --- the C half of odp.parse.etdump
 ---@class odp.etdumpcore

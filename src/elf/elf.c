@@ -209,7 +209,7 @@ int odp_elf_parse(const uint8_t *data, size_t len, odp_elf_info *info, odp_err *
     return 0;
 }
 
-int odp_elf_read_file(const char *path, odp_elf_info *info, odp_err *err)
+int odp_elf_map(const char *path, uint8_t **map, size_t *len, odp_err *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -227,8 +227,20 @@ int odp_elf_read_file(const char *path, odp_elf_info *info, odp_err *err)
     close(fd);
     if (m == MAP_FAILED)
         return odp_fail_errno(err, ODP_EIO, errno, "cannot map %s", path);
-    int rc = odp_elf_parse(m, (size_t)st.st_size, info, err);
-    munmap(m, (size_t)st.st_size);
+    *map = m;
+    *len = (size_t)st.st_size;
+    return 0;
+}
+
+int odp_elf_read_file(const char *path, odp_elf_info *info, odp_err *err)
+{
+    uint8_t *m;
+    size_t len;
+    int rc = odp_elf_map(path, &m, &len, err);
+    if (rc)
+        return rc;
+    rc = odp_elf_parse(m, len, info, err);
+    munmap(m, len);
     if (rc) {
         char why[sizeof err->msg];
         snprintf(why, sizeof why, "%s", err->msg);

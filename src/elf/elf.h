@@ -28,6 +28,8 @@ typedef struct {
 /* Parses an ELF image in memory. EPROTO for anything that is not a well-formed ELF header; damaged
  * optional parts (program headers, version sections) are skipped rather than trusted. */
 int odp_elf_parse(const uint8_t *data, size_t len, odp_elf_info *info, odp_err *err);
+/* Maps a regular, non-empty file read-only (*map, *len: munmap them); ENOTFOUND, EIO, EPROTO. */
+int odp_elf_map(const char *path, uint8_t **map, size_t *len, odp_err *err);
 /* Maps and parses a file (ENOTFOUND, EIO, EPROTO). */
 int odp_elf_read_file(const char *path, odp_elf_info *info, odp_err *err);
 /* Compares dotted version strings numerically ("2.9" < "2.34"); returns <0, 0, >0. */

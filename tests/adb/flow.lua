@@ -149,6 +149,27 @@ T.test("--cool-to on the device: thermal zones and dumpsys battery read, before/
   os.execute(("rm -rf '%s/sys' '%s'"):format(sbx, dumpsys))
 end)
 
+T.with_real_runner("--sample over adb: the pushed helper samples the real runner; security.perf_harden turned off " ..
+  "and said so", function(runner)
+  -- getprop/setprop stand-ins in the emulated device's /system/bin: perf_harden starts at 1; setprop is logged
+  -- (the stand-ins run on the device: they name its paths, /data/local/tmp here)
+  local getprop, setprop, log = sbx .. "/system/bin/getprop", sbx .. "/system/bin/setprop", sbx .. "/data/local/tmp/setprop.log"
+  T.write(getprop, "#!/bin/sh\n[ \"$1\" = security.perf_harden ] && { cat /data/local/tmp/harden 2>/dev/null || echo 1; }\nexit 0\n")
+  T.write(setprop, "#!/bin/sh\necho \"$@\" >> /data/local/tmp/setprop.log\necho \"$2\" > /data/local/tmp/harden\n")
+  os.execute(("chmod 755 '%s' '%s'"):format(getprop, setprop))
+  local mlp = root .. "/tests/fixtures/pte/mlp.pte"
+  local rec, r = json_run({ "--runner", runner, "--model", mlp, "-n", "30", "--sample", "--format", "json" })
+  local set = io.open(log) and T.read(log)
+  os.execute(("rm -f '%s' '%s' '%s' '%s/data/local/tmp/harden'"):format(getprop, setprop, log, sbx))
+  T.eq(set, "security.perf_harden 0\n", "setprop called once, as simpleperf's tooling does")
+  T.eq(r.status, 0, "exit code; stderr: " .. r.stderr)
+  local cp = rec.cpu_profile
+  T.ok(cp and cp.samples.in_execute > 100, "samples in execute")
+  T.ok(cp.attributed >= 0.95, ("attributed %.3f"):format(cp.attributed))
+  T.match(table.concat(rec.warnings, "\n"), "set security%.perf_harden to 0 on the device")
+  T.ok(sys.stat(rec.artifacts.cpu_profile_folded), "cpu_profile.folded in the run directory")
+end)
+
 T.test("no device at that address: exit 3, one line naming the address once", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
     "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })

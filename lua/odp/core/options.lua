@@ -7,7 +7,9 @@
 --   "size" (bytes: 6291456, 0x600000, 6M, 256K, 1G; the value is an integer)
 -- Extra keys: short (one letter), required, choices, metavar, repeat (collect every use into a list),
 -- file_after (a choice's values that take a FILE word after them: `--report junit out.xml`; each value is
--- then {name = choice, file = FILE or nil}).
+-- then {name = choice, file = FILE or nil}), implicit (the value of the option given bare: `--sample` is
+-- `--sample=4000`; a value then only comes after `=`, and a bare option followed by a word that could be its
+-- value is refused rather than that word taken for something else).
 -- Parsed values land in a table keyed by the name with dashes turned into underscores.
 local errors = require("odp.core.errors")
 
@@ -245,6 +247,12 @@ function M.parse(argv, ...)
       elseif o[4] == "bool" then
         if inline then usage(("--%s takes no value"):format(long)) end
         set(o)
+      elseif o.implicit ~= nil and not inline then
+        local nxt = argv[i + 1]
+        if nxt and nxt:match("^%d") then
+          usage(("--%s takes its value after '=': --%s=%s"):format(long, long, nxt))
+        end
+        set(o, tostring(o.implicit))
       else
         set(o, value_for(o, inline))
       end
@@ -314,6 +322,7 @@ end
 
 local function placeholder(o)
   if o[4] == "bool" then return "" end
+  if o.implicit ~= nil then return "[=" .. (o.metavar or "VALUE") .. "]" end
   if o.metavar then return " " .. o.metavar end
   if o[4] == "choice" then return " " .. table.concat(o.choices, "|") end
   local t = o[4] or "string"

@@ -33,6 +33,11 @@ M.options = {
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
   { "memory", "Memory by phase (exact peaks of load, method, first and steady inference), a 1 kHz timeline " ..
     "(memory.csv) and what holds the bytes (docs/memory.md); --no-memory: the peak RSS alone", true, "bool" },
+  { "sample", "Sample the runner's CPU (HZ per second, default 4000) and join the samples with its ETDump:\n" ..
+    "each op's hottest functions, cpu_profile.folded (docs/cpu-profile.md)", nil, "posint", implicit = 4000,
+    metavar = "HZ" },
+  { "symbols", "An unstripped copy of the runner, used for --sample's names when its build-id is the runner's",
+    nil, "file" },
   { "allow-emulated", "Measure a runner built for another machine that the board runs under emulation\n" ..
     "(qemu-user through binfmt_misc); the record says emulated (refused without it)", false, "bool" },
 }
@@ -136,8 +141,9 @@ local function failure_message(ctx, r, parsed)
   end
 end
 
--- Runs one runner process; returns the exec result and the parsed log.
-local function run_once(ctx, t, argv, label, files)
+-- Runs one runner process; returns the exec result and the parsed log. sampled: with --sample, this process is
+-- sampled (the measured ones are; warmups are not).
+local function run_once(ctx, t, argv, label, files, sampled)
   local ui = ctx.ui
   ui:debug("%s: %s", label, table.concat(argv, " "))
   -- the logs stream to the run dir as they come (plain writes: the record, written last, is the fsync'd atomic
@@ -152,8 +158,14 @@ local function run_once(ctx, t, argv, label, files)
   -- memory by phase for the measured processes (files: their logs' prefix), each its own timeline
   local watch = t.memory and files and { csv = t.memory.prefix .. basename(files) .. ".memory.csv",
     marks = t.memory.marks, model = t.memory.model }
+  local helper_args = t.helper_args
+  if sampled and t.sample_remote then
+    helper_args = table.move(t.helper_args or {}, 1, #(t.helper_args or {}), 1, {})
+    table.move({ "--sample", tostring(ctx.opts.sample), "--sample-out", t.sample_remote }, 1, 4, #helper_args + 1,
+      helper_args)
+  end
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
-    helper_args = t.helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
+    helper_args = helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
     on_stderr = sink.stderr })
   if r and watch then r.memory_csv = watch.csv end
   for _, ext in ipairs({ "stdout", "stderr" }) do
@@ -168,6 +180,9 @@ local function run_once(ctx, t, argv, label, files)
     end
   end
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
+  -- the sampler could not start (the kernel refused it): nothing ran; the helper's one line says why
+  local refused = r.status == 125 and r.stderr:match("odp%-rusage: (sampling[^\n]*)")
+  if refused then errors.fail("ENOTSUP", refused, 3) end
   local parse = executorch
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
@@ -295,7 +310,11 @@ local function stage_step(ctx, rec, t)
       prefix = board:target().kind == "host" and (t.workdir .. "/") or (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. "-") }
   end
   local data = o.data and stage(o.data)
-  t.etdump_remote = o.etdump and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
+  -- --sample needs the ETDump to place its samples: one is asked for, kept in the run dir when --etdump is not given
+  -- --sample needs the ETDump to place its samples: one is asked for without --etdump too (the run dir keeps it)
+  t.etdump_remote = (o.etdump or o.sample) and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
+  t.sample_remote = o.sample and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".samples")
+  t.runner_remote = runner
   local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
   if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
   if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
@@ -304,9 +323,24 @@ local function stage_step(ctx, rec, t)
   if remote and not pushed_any then return "unchanged" end
 end
 
+-- Android's shell user may sample only with security.perf_harden off: odp turns it off the way simpleperf's
+-- app_profiler.py does, and says so (a refusal later names kernel.perf_event_paranoid).
+local function allow_sampling(ctx, rec, target)
+  if ctx.target_kind ~= "adb" then return end
+  local v = target:run("getprop security.perf_harden", 10)
+  if v and v:match("^%s*1%s*$") then
+    local ok, err = target:run("setprop security.perf_harden 0", 10)
+    rec.warnings[#rec.warnings + 1] = ok and
+      "--sample: set security.perf_harden to 0 on the device (as simpleperf's app_profiler.py does) so that " ..
+      "its shell user may sample; a reboot sets it back" or
+      ("--sample: could not set security.perf_harden to 0: %s"):format(err)
+  end
+end
+
 -- The run step: the device state before, placement, the warmup and measured runner processes (t.runs).
 local function run_step(ctx, rec, t)
   local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
+  if o.sample then allow_sampling(ctx, rec, target) end
   t.state = device_state.before(rec, target)
   placement.apply(ctx, t, rec, argv)
 
@@ -330,7 +364,7 @@ local function run_step(ctx, rec, t)
     if cooler then cooler:before(i) end
     stopper:begin()
     local logs = count == 1 and "runner" or ("run" .. i)
-    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. logs)
+    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. logs, true)
     for _, ext in ipairs { "stdout", "stderr" } do run.artifact(ctx, rec, logs .. "_" .. ext, logs .. "." .. ext) end
     if cooler then cooler:after(i) end
     rec.status, rec.signal = r.status, r.signal
@@ -375,10 +409,33 @@ local function fetch_step(ctx, rec, t)
     rec.warnings[#rec.warnings + 1] = ("ETDump lost: %s"):format(errors.text(why))
   elseif got then
     t.etdump = run.artifact(ctx, rec, "etdump", own)
-    if o.etdump ~= own then errors.check(sys.write_file(o.etdump, errors.check(sys.read_file(own)))) end
+    if o.etdump and o.etdump ~= own then errors.check(sys.write_file(o.etdump, errors.check(sys.read_file(own)))) end
   else
     rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
   end
+  if t.sample_remote then
+    local path = ctx.run_dir .. "/cpu_profile.samples"
+    errors.check(t.target:fetch(t.sample_remote, path))
+    t.samples = run.artifact(ctx, rec, "cpu_profile_samples", path)
+  end
+end
+
+-- The last measured process's samples joined with its ETDump: rec.cpu_profile, cpu_profile.folded.
+local function profile_step(ctx, rec, t, doc)
+  local prof = require("odp.results.cpu_profile") -- lazy: start-up
+  local o = ctx.opts
+  local bytes = errors.check(sys.read_file(t.samples))
+  local p, err, code = prof.profile(bytes, doc, { runner = o.runner, runner_remote = t.runner_remote,
+    symbols = o.symbols, local_modules = device.kind(ctx.target_kind).runs_in_place })
+  if not p then
+    rec.warnings[#rec.warnings + 1] = "cpu profile: " .. err
+    return
+  end
+  rec.cpu_profile = p.record
+  for _, w in ipairs(p.warnings) do rec.warnings[#rec.warnings + 1] = w end
+  local folded = ctx.run_dir .. "/cpu_profile.folded"
+  errors.check(prof.write_folded(folded, p.folded))
+  run.artifact(ctx, rec, "cpu_profile_folded", folded)
 end
 
 --- The steps, each traced in rec.steps: stage, run, fetch (with --etdump); then the measurements. Raises a
@@ -398,8 +455,10 @@ function M.steps(ctx, rec)
     errors.check(measuring.write_per_minute(dir .. "/sustained.jsonl", rec.sustained))
     run.artifact(ctx, rec, "sustained", dir .. "/sustained.jsonl")
   end
+  local doc
   if t.etdump then
-    local doc, derr = etdump.read(t.etdump)
+    local derr
+    doc, derr = etdump.read(t.etdump)
     if doc then
       rec.ops = json.array(etdump.ops(doc))
       rec.ops_summary = etdump.ops_summary(doc)
@@ -411,6 +470,7 @@ function M.steps(ctx, rec)
         or ("ETDump: " .. derr)
     end
   end
+  if t.samples then profile_step(ctx, rec, t, doc) end
 end
 
 --- After the steps, whatever happened: the device state after the run (not after Ctrl-C: the user wants out).

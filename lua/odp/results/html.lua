@@ -650,6 +650,70 @@ local function counters_section(rec)
   return M.section("counters", "Counters", table.concat(o))
 end
 
+-- The CPU profile (odp run --sample): each op's samples and hottest functions; a flame graph of the whole execute,
+-- and one per op shown by clicking its row (folded: the run's cpu_profile.folded lines).
+local FLAME_JS = [[
+(function(){
+var rows=document.querySelectorAll("#cpu-ops tr[data-flame]"),figs=document.querySelectorAll("figure.flame-fig");
+Array.prototype.forEach.call(rows,function(r){r.style.cursor="pointer";r.addEventListener("click",function(){
+var id=r.getAttribute("data-flame");
+Array.prototype.forEach.call(figs,function(f){f.hidden=f.id!==id;});});});
+}());
+]]
+
+local function cpu_section(rec, folded)
+  local cp = rec.cpu_profile
+  if not cp then return "" end
+  local prof = require("odp.results.cpu_profile") -- lazy: start-up
+  local rows = {}
+  local figs = {}
+  if folded then
+    local svg = prof.flame_svg(folded, function(st) return st:sub(1, #prof.ROOT_OUTSIDE) ~= prof.ROOT_OUTSIDE end,
+      "execute", { label = "flame graph of Method::execute" })
+    if svg then
+      figs[#figs + 1] = ('<figure class="flame-fig" id="flame-all"><figcaption>Method::execute: every sample ' ..
+        'inside it (click an op row for its own)</figcaption>%s</figure>'):format(svg)
+    end
+  end
+  for i, op in ipairs(cp.ops or {}) do
+    local tops = {}
+    for _, t in ipairs(op.top or {}) do tops[#tops + 1] = ("%s %.0f%%"):format(t.symbol, (t.share or 0) * 100) end
+    local id
+    if folded and (op.samples or 0) > 0 then
+      -- an op's own graph: its root frame is its name (ops of the same name share it: the folded file has no id)
+      local prefix = op.name .. ";"
+      local svg = prof.flame_svg(folded, function(st) return st:sub(1, #prefix) == prefix end, op.name,
+        { label = "flame graph of " .. op.name })
+      if svg then
+        id = "flame-op" .. i
+        figs[#figs + 1] = ('<figure class="flame-fig" id="%s" hidden><figcaption>%s</figcaption>%s</figure>'):format(
+          id, esc(op.name), svg)
+      end
+    end
+    rows[#rows + 1] = { name = op.name .. " #" .. tostring(op.instruction_id), samples = op.samples, share = op.share,
+      time_share = op.time_share, top = table.concat(tops, ", "), flame = id }
+  end
+  local s = cp.samples or {}
+  local intro = ("<p>%s sampled at %s Hz: %s samples (%s while the runner waited for a CPU), %s inside " ..
+    "Method::execute, %.1f%% of those in an op's ETDump interval; %s lost.</p>\n"):format(esc(cp.event or "?"),
+    tostring(cp.rate_hz or "?"), tostring(s.total or 0), tostring(s.preempted or 0), tostring(s.in_execute or 0),
+    (cp.attributed or 0) * 100, tostring(s.lost or 0))
+  local pct = function(v) return v and ("%.1f%%"):format(v * 100) or "-" end
+  local t = M.table(rows, { { key = "name", title = "op" }, { key = "samples", num = true, text = tostring },
+    { key = "share", title = "share of samples", num = true, text = pct },
+    { key = "time_share", title = "share of time (ETDump)", num = true, text = pct },
+    { key = "top", title = "hottest functions" } }, { id = "cpu-ops" })
+  -- the rows carry the id of their graph (M.table knows no per-row attributes)
+  local k = 0
+  t = t:gsub("<tr>", function()
+    k = k + 1
+    local r = rows[k - 1] -- the first <tr> is the header's
+    return (r and r.flame) and ('<tr data-flame="%s">'):format(r.flame) or "<tr>"
+  end)
+  return M.section("cpu-profile", "CPU profile", intro .. t .. table.concat(figs, "\n") ..
+    "<script>" .. FLAME_JS .. "</script>\n")
+end
+
 local function steps_section(rec)
   if type(rec.steps) ~= "table" or #rec.steps == 0 then return "" end
   local longest = 0
@@ -719,6 +783,7 @@ function M.run(rec, opts)
     sections[#sections + 1] = split_section(rec.ops_summary)
     sections[#sections + 1] = ops_section(rec)
     sections[#sections + 1] = counters_section(rec)
+    sections[#sections + 1] = cpu_section(rec, opts.folded)
   end
   sections[#sections + 1] = steps_section(rec)
   local links = {}

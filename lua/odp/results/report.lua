@@ -347,6 +347,13 @@ local function human_one(r, out)
     local t = M.table(ops, M.op_columns(r.ops_unit))
     for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
   end
+  if r.cpu_profile then
+    out[#out + 1] = ""
+    out[#out + 1] = "  cpu profile (hottest functions per op)"
+    for _, line in ipairs(require("odp.results.cpu_profile").human_lines(r.cpu_profile)) do -- lazy: start-up
+      out[#out + 1] = "    " .. line
+    end
+  end
   for _, w in ipairs(r.warnings or {}) do kv("warning", w) end
   if r.error then kv("error", ("%s: %s"):format(r.error.code or "?", r.error.message or "?")) end
 end

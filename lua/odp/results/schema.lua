@@ -194,6 +194,40 @@ M.FIELDS = {
   { "counters.unavailable", "map", of = "string" },
   { "counters.paranoid", "integer" },      -- kernel.perf_event_paranoid, when it kept counters away
   { "counters.user_only", "boolean" },
+  -- odp run --sample (docs/cpu-profile.md): the runner's CPU samples joined with its ETDump
+  { "cpu_profile", "object" },
+  { "cpu_profile.event", "string" },       -- "cycles" | "cpu-clock": the event sampled
+  { "cpu_profile.rate_hz", "integer", unit = "Hz" },
+  { "cpu_profile.user_only", "boolean" },  -- kernel.perf_event_paranoid kept kernel samples away
+  { "cpu_profile.complete", "boolean" },   -- the helper finished the sample stream
+  { "cpu_profile.switches", "boolean" },   -- context switches were recorded ([preempted] samples possible)
+  { "cpu_profile.clock", "object" },       -- how ETDump's clock was placed on the samples'
+  { "cpu_profile.clock.method", "string" },
+  { "cpu_profile.clock.offset_ns", "integer", unit = "ns" },
+  { "cpu_profile.clock.lines", "integer" },
+  { "cpu_profile.samples", "object" },
+  { "cpu_profile.samples.total", "integer" },
+  { "cpu_profile.samples.in_execute", "integer" },
+  { "cpu_profile.samples.attributed", "integer" },
+  { "cpu_profile.samples.between_ops", "integer" },
+  { "cpu_profile.samples.outside_execute", "integer" },
+  { "cpu_profile.samples.lost", "integer" },
+  { "cpu_profile.samples.preempted", "integer" },
+  { "cpu_profile.attributed", "number" },  -- share of execute's samples inside an op's interval, 0..1
+  { "cpu_profile.ops", "list", of = "object" },
+  { "cpu_profile.ops[].name", "string" },  -- as the op table names it
+  { "cpu_profile.ops[].instruction_id", "integer" },
+  { "cpu_profile.ops[].samples", "integer" },
+  { "cpu_profile.ops[].share", "number" },       -- of execute's samples, 0..1
+  { "cpu_profile.ops[].time_share", "number" },  -- of execute's ETDump time, 0..1
+  { "cpu_profile.ops[].top", "list", of = "object" },
+  { "cpu_profile.ops[].top[].symbol", "string" },
+  { "cpu_profile.ops[].top[].samples", "integer" },
+  { "cpu_profile.ops[].top[].share", "number" }, -- of the op's samples, 0..1
+  { "cpu_profile.execute_top", "list", of = "object" },
+  { "cpu_profile.execute_top[].symbol", "string" },
+  { "cpu_profile.execute_top[].samples", "integer" },
+  { "cpu_profile.execute_top[].share", "number" },
   { "device_state", "table" },             -- odp.target.device_state reads it (board, CPUs, thermal, OS)
   { "steps", "list", of = "object" },
   { "steps[].name", "string" },

@@ -204,9 +204,11 @@ local function sink(r, which, limit, cb)
   end, function() return table.concat(parts) end
 end
 
---- Runs argv on the board through the helper, measured like `odp-rusage [--cpus] [--counters] -- argv`.
--- opts: cwd, env ({K = V | false}), timeout, cpus ("0-3"), counters ("basic"|"all"), memory ({csv, marks,
--- model}: memory by phase, docs/memory.md), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result shape before the report is applied: {ok, status, stdout, stderr,
+--- Runs argv on the board through the helper, measured like `odp-rusage [--cpus] [--counters] [--memory]
+-- [--sample] -- argv`. opts: cwd, env ({K = V | false}), timeout, cpus ("0-3"), counters ("basic"|"all"), memory
+-- ({csv, marks, model}: memory by phase, docs/memory.md), sample ("HZ,FILE": the sample stream written to FILE on
+-- the board, tools/sample.h), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result shape before the
+-- report is applied: {ok, status, stdout, stderr,
 -- wall_s, timed_out, canceled, stdout_dropped?, stderr_dropped?}, report (the ODP-RUSAGE lines, "" when the
 -- program never ran) | nil, err, code (the helper or the channel failed: the client is dead).
 function Client:run(argv, opts)
@@ -227,6 +229,7 @@ function Client:run(argv, opts)
     for _, m in ipairs(opts.memory.marks or {}) do fields[#fields + 1] = "mark=" .. m end
     if opts.memory.model then fields[#fields + 1] = "memory_file=" .. opts.memory.model end
   end
+  if opts.sample then fields[#fields + 1] = "sample=" .. opts.sample end
   fields[#fields + 1] = "--"
   for _, a in ipairs(argv) do fields[#fields + 1] = tostring(a) end
   local t0 = sys.now()

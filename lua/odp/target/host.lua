@@ -65,7 +65,7 @@ function Host:exec(argv, opts)
   if not method then
     -- placement cannot be done without the helper; counters are simply absent, as on a remote board
     if opts.helper_args and #opts.helper_args > 0 then
-      return nil, "ENOTSUP: CPU placement needs odp's odp-rusage helper (make)", "ENOTSUP"
+      return nil, "ENOTSUP: CPU placement and sampling need odp's odp-rusage helper (make)", "ENOTSUP"
     end
     local r, err, code = proc.run(spec)
     if r then r.rusage.maxrss_kb = nil end

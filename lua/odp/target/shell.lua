@@ -451,14 +451,16 @@ end
 --- applied (unless opts.rusage == false). opts as Target:exec (cwd, env, timeout, capture_limit, on_stdout,
 --- on_stderr, helper_args: {"--cpus", LIST}, counters). nil, err, code when the helper or its channel failed.
 function M.helper_exec(client, argv, opts)
-  local cpus
+  local cpus, hz, out
   local args = opts.helper_args or {}
   for i = 1, #args do
     if args[i] == "--cpus" then cpus = args[i + 1] end
+    if args[i] == "--sample" then hz = args[i + 1] end
+    if args[i] == "--sample-out" then out = args[i + 1] end
   end
   local r, report, code = client:run(argv, { cwd = opts.cwd, env = opts.env, timeout = opts.timeout, cpus = cpus,
-    counters = opts.counters, memory = opts.memory, capture_limit = opts.capture_limit, on_stdout = opts.on_stdout,
-    on_stderr = opts.on_stderr })
+    counters = opts.counters, memory = opts.memory, sample = hz and out and (hz .. "," .. out),
+    capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
   if not r then return nil, report, code end
   if opts.rusage == false then return r end
   return M.apply_rusage(r, "odp-rusage", report ~= "" and report or nil)

@@ -1,5 +1,6 @@
 --- odp inspect FILE: what is in an ETDump (op table), a .pte (methods, delegates, Vela scratch) or an ELF
--- (machine, required glibc). The kind is taken from the file's bytes, not its name.
+-- (machine, required glibc). The kind is taken from the file's bytes, not its name. odp inspect RUN (a run
+-- directory): its CPU profile, each op's hottest functions (odp run --sample).
 local cli = require("odp.core.options")
 local errors = require("odp.core.errors")
 local json = require("odp.core.json")
@@ -19,7 +20,7 @@ M.options = {
 M.usage = "odp inspect FILE|RUN [options]"
 M.description = "FILE: an ETDump (.etdump/.etdp), a .pte, or an ELF (executor_runner).\n" ..
   "RUN: a run directory (runs/<id>/) or its result.json: the ETDump that run kept (its own copy, checked\n" ..
-  "against the sha256 in its record).\n" ..
+  "against the sha256 in its record); a run made with --sample: its CPU profile, each op's hottest functions.\n" ..
   "The kind is read from the file's bytes."
 
 local function kind_of(head)
@@ -166,13 +167,46 @@ end
 local OP_COLS = { "block", "name", "n", "p10", "p50", "p90", "avg", "min", "max", "delegated", "delegate_id",
   "framework" }
 
+--- odp inspect RUN: the record's cpu_profile, as the run's table shows it, or as JSON.
+function M.run_dir(dir, opts)
+  local text = sys.read_file(dir .. "/result.json")
+  if not text then errors.fail("ENOTFOUND", ("%s has no result.json: not a run directory"):format(dir), 2) end
+  local rec = json.decode(text)
+  if type(rec) ~= "table" then errors.fail("EPROTO", ("%s/result.json is not a record"):format(dir), 1) end
+  local cp = rec.cpu_profile
+  if not cp then
+    errors.fail("ENOTFOUND", ("%s has no CPU profile: it was run without --sample (odp run ... --sample)"):format(dir), 1)
+  end
+  local fmt = opts.format or "human"
+  if fmt == "csv" then errors.fail("EUSAGE", "--format csv: a run's CPU profile has no rows in CSV; json or human", 2) end
+  local body
+  if fmt == "human" then
+    local lines = require("odp.results.cpu_profile").human_lines(cp) -- lazy: start-up
+    body = ("%s: cpu profile (hottest functions per op)\n  %s\n"):format(dir, table.concat(lines, "\n  "))
+  else
+    body = fmt == "jsonl" and (json.encode(cp) .. "\n") or (json.encode(cp, { indent = true }) .. "\n")
+  end
+  if opts.out then
+    errors.check(sys.write_file(opts.out, body))
+  else
+    io.stdout:write(body)
+  end
+  return 0
+end
+
 function M.main(args)
   local opts, rest = cli.parse_command(M, args)
   if not opts then return 0 end
   if #rest ~= 1 then
     errors.fail("EUSAGE", ("inspect takes one file, got %d (odp inspect --help)"):format(#rest), 2)
   end
-  local path = run_etdump(rest[1])
+  local path = rest[1]
+  local st = sys.stat(path)
+  if st and st.type == "dir" then
+    local rec = json.decode(sys.read_file(path .. "/result.json") or "null")
+    if type(rec) == "table" and rec.cpu_profile then return M.run_dir(path, opts) end
+  end
+  path = run_etdump(path)
   local f = io.open(path, "rb")
   if not f then errors.fail("ENOTFOUND", ("cannot read '%s'"):format(path), 2) end
   local head = f:read(16) or ""

@@ -75,7 +75,6 @@ end
 
 -- The record's ETDump (and memory timeline) as a Chrome trace beside the page: {href, events} | nil (neither
 -- left, or unreadable: the page says nothing of a trace then; a note on stderr says why).
-
 local function write_trace(rec, record_dir, out, quiet)
   local trace = require("odp.results.trace") -- lazy: start-up
   local tr
@@ -98,6 +97,15 @@ local function write_trace(rec, record_dir, out, quiet)
       end
     end
   end
+  -- odp run --sample: the samples and the helper's frequency and temperature readings on the same clock
+  local samples = tr and rec.cpu_profile and sys.read_file(record_dir .. "/cpu_profile.samples")
+  if samples then
+    local runner = type(rec.runner) == "table" and rec.runner.path or nil
+    -- lazy: start-up
+    local more = require("odp.results.cpu_profile").trace_events(samples, { runner = runner, runner_remote = runner,
+      local_modules = type(rec.target) == "string" and rec.target:match("^local:") ~= nil })
+    if more then table.move(more, 1, #more, #tr.traceEvents + 1, tr.traceEvents) end
+  end
   local rows = memory_rows(rec, record_dir)
   if rows then
     tr = tr or { traceEvents = json.array({}), displayTimeUnit = "ms", otherData = { source = "odp" } }
@@ -115,8 +123,11 @@ local function report_run(rec, record_dir, run_dir, out, opts, source)
   local groups = compare.samples_of(rec, record_dir)
   local page_dir = dirname(out)
   local trace = not opts.no_trace and write_trace(rec, record_dir, out, opts.quiet) or nil
+  -- the samples' call stacks (odp run --sample): the page's flame graphs
+  -- lazy: start-up
+  local folded = rec.cpu_profile and require("odp.results.cpu_profile").read_folded(record_dir .. "/cpu_profile.folded")
   return html.run(rec, { samples = groups, files = run_dir and run_files(run_dir, page_dir, out) or nil, trace = trace,
-    source = source, memory_rows = memory_rows(rec, record_dir) }), trace
+    source = source, memory_rows = memory_rows(rec, record_dir), folded = folded or nil }), trace
 end
 
 function M.main(args)
