@@ -9,7 +9,7 @@ Failure.__index = Failure
 Failure.__tostring = function(e) return e.message end
 
 --- Raises a structured failure.
----@param code string one of ETIMEDOUT EAUTH EHOSTKEY ENODEV EBUSY EPROTO ECRC ENOTFOUND EIO ECANCELED EUSAGE
+---@param code string one of ETIMEDOUT EAUTH EHOSTKEY ENODEV EBUSY EPROTO ECRC ENOTFOUND EIO ECANCELED EUSAGE EMISMATCH (outputs that disagree with --reference)
 ---@param message string one line, says what to do
 ---@param exit? integer process exit code (default 3; 2 for EUSAGE, 130 for ECANCELED: Ctrl-C)
 function M.fail(code, message, exit)

@@ -123,6 +123,31 @@ local function convert(opt, raw)
   return raw
 end
 
+-- Levenshtein distance of two short strings (option names).
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:byte(i) == b:byte(j) and 0 or 1))
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+--- The declared name closest to a misspelt one (at most 2 edits, or a name it begins or ends), or nil.
+function M.did_you_mean(word, names)
+  local best, bd
+  for _, n in ipairs(names) do
+    local d = distance(word, n)
+    if (n:sub(1, #word) == word or word:sub(1, #n) == n) and #word >= 3 then d = math.min(d, 1) end
+    if d <= 2 and (not bd or d < bd) then best, bd = n, d end
+  end
+  return best
+end
+
 --- Parses argv (a list of strings) against the declarations (lists of entries, in order).
 -- Returns opts (defaults filled in) and rest (the words after "--", or positional words).
 function M.parse(argv, ...)
@@ -179,7 +204,10 @@ function M.parse(argv, ...)
         opts[key(long:sub(4))] = false
         seen[key(long:sub(4))] = true
       elseif not o then
-        usage(("unknown option --%s (see --help)"):format(long))
+        local names = {}
+        for _, d in ipairs(decls) do names[#names + 1] = d[1] end
+        local near = M.did_you_mean(long, names)
+        usage(("unknown option --%s%s (see --help)"):format(long, near and ("; did you mean --" .. near .. "?") or ""))
       elseif o[4] == "bool" then
         if inline then usage(("--%s takes no value"):format(long)) end
         set(o)

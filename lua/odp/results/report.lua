@@ -238,6 +238,13 @@ local function human_one(r, out)
     if o.values and (#o.values > 8 or o.elided) then vals[#vals + 1] = "..." end
     kv(i == 1 and "outputs" or "", ("[%d] sizes [%s]: %s"):format(i - 1, table.concat(o.sizes or {}, ", "),
       table.concat(vals, ", ")))
+    if o.data then kv("", "    " .. require("odp.results.tensors").file_line(o.data)) end
+  end
+  for i, f in ipairs(r.inputs or {}) do
+    kv(i == 1 and "inputs" or "", ("[%d] %s"):format(i - 1, require("odp.results.tensors").file_line(f)))
+  end
+  if r.reference then
+    for _, line in ipairs(require("odp.results.tensors").reference_lines(r.reference, M)) do out[#out + 1] = line end
   end
   if r.artifacts then
     local keys = {}

@@ -81,7 +81,7 @@ end
 --- looks for first comes first.
 M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "commit", "lava_job_id", "model",
   "runner", "params", "status", "signal", "stop", "sustained", "thermal", "latency_ms", "load_ms", "peak_rss_kb", "planned_buffers",
-  "outputs", "artifacts", "ops", "warnings", "error", "path", "sha256", "bytes", "n", "total", "mean", "min",
+  "inputs", "outputs", "reference", "artifacts", "ops", "warnings", "error", "path", "file", "sha256", "bytes", "n", "total", "mean", "min",
   "p10", "p50", "p90", "p99", "max", "std", "source", "ci95", "cv", "first_ms", "warm", "drift", "pct", "p", "minute", "process", "waited_s", "before_c", "after_c", "rule",
   "met", "processes", "samples", "seconds", "target_ci", "ci_pct", "code", "message", "name", "block" }
 

@@ -1,0 +1,267 @@
+-- Same inputs, outputs compared (issue 31): odp.numcmp's metrics and input generator against numpy
+-- (tests/lib/numcmp_oracle.py), then the host flow with the real executor_runner: --inputs, --outputs,
+-- --reference and its gates, a runner that perturbs one element (tests/lib/perturb_runner.sh) caught by each
+-- gate with the metric values numpy computes, and every bad input: files of the wrong size or count, no output
+-- file, an output of the wrong size, NaN and Inf, a reference of another model.
+local T = require("t")
+local proc = require("odp.proc")
+local json = require("odp.core.json")
+local sys = require("odp.sys")
+local numcmp = require("odp.numcmp")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local add = root .. "/tests/fixtures/pte/add_arduino.pte"
+local datamap = root .. "/tests/fixtures/pte/datamap.pte"
+local oracle = root .. "/tests/lib/numcmp_oracle.py"
+local perturb = root .. "/tests/lib/perturb_runner.sh"
+local dir = T.tmpdir()
+
+local function py(args)
+  local argv = { "/usr/bin/python3", oracle }
+  table.move(args, 1, #args, #argv + 1, argv)
+  local r = assert(proc.run { argv = argv, timeout = 120 })
+  if r.status ~= 0 then error("numcmp_oracle.py: " .. r.stderr, 0) end
+  return r.stdout
+end
+
+-- the oracle's numbers against odp's: relative 1e-12 (both sum in float64, in different orders)
+local function same_metrics(got, want, what)
+  for _, k in ipairs({ "n", "equal", "finite", "nonfinite", "nan_ref", "nan_got", "inf_ref", "inf_got" }) do
+    T.eq(got[k], want[k], what .. ": " .. k)
+  end
+  T.eq(got.histogram, want.histogram, what .. ": histogram")
+  for _, k in ipairs({ "max_abs_err", "mean_abs_err", "rmse", "cosine", "snr_db" }) do
+    local g, w = got[k], want[k]
+    if w == "inf" then
+      T.eq(g, math.huge, what .. ": " .. k)
+    else
+      T.near(g, w, 1e-12 * math.max(1, math.abs(w)), what .. ": " .. k)
+    end
+  end
+end
+
+local function write(name, data)
+  local p = dir .. "/" .. name
+  T.write(p, data)
+  return p
+end
+
+local f32 = function(...) return string.pack("<" .. ("f"):rep(select("#", ...)), ...) end
+
+T.test("compare: float32 with NaN, infinities, -0 and zeros, against numpy", function()
+  local inf, nan = math.huge, 0 / 0
+  local ref = f32(1, 2, -3, 0, -0.0, inf, inf, -inf, nan, 5, 1e-12, 7, 1e4)
+  local got = f32(1, 2.5, -3, -0.0, 0, inf, -inf, 3, nan, nan, 2e-12, 7.001, 1e4 + 2000)
+  local a, b = write("a.bin", ref), write("b.bin", got)
+  local r = assert(numcmp.compare(ref, got, "float32"))
+  same_metrics(r, assert(json.decode(py { "compare", a, b, "float32" })), "float32")
+  -- as documented: the same infinity is equal, NaN never, -0 == +0, the first non-finite mismatch named
+  T.eq(r.equal, 5)        -- 1, -3, 0/-0, -0/0, inf/inf
+  T.eq(r.nonfinite, 4)    -- inf/-inf, -inf/3, nan/nan, 5/nan
+  T.eq(r.max_abs_at, 6)
+  T.eq(r.max_abs_err, math.huge)
+end)
+
+T.test("compare: every dtype the .pte declares, random data, against numpy", function()
+  local rnd = T.lcg(31)
+  for _, dt in ipairs({ "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64",
+    "bool" }) do
+    local es = numcmp.element_bytes(dt)
+    local n = 997
+    local ra = numcmp.generate(n * es, dt, 5, 0)
+    -- got: the reference with some bytes changed, so equal, near and far elements all occur
+    local bytes = { ra:byte(1, -1) }
+    for _ = 1, 300 do
+      local i = rnd(#bytes) + 1
+      bytes[i] = (bytes[i] + rnd(3) + 1) % 256
+    end
+    local got = string.char(table.unpack(bytes))
+    local a, b = write("r-" .. dt, ra), write("g-" .. dt, got)
+    local r = assert(numcmp.compare(ra, got, dt, { logits = true }))
+    local want = assert(json.decode(py { "compare", a, b, dt, "logits" }))
+    same_metrics(r, want, dt)
+    T.eq(r.logits.topk_ref, want.topk_ref, dt .. ": top-5 of the reference")
+    T.eq(r.logits.topk_got, want.topk_got, dt .. ": top-5 of the run")
+  end
+end)
+
+T.test("compare: misuse raises, bytes that are not whole elements or differ in length are errors", function()
+  T.raises(function() numcmp.compare("", "", "complex64") end, "cannot read elements of dtype 'complex64'")
+  local _, err, code = numcmp.compare("abc", "abc", "float32")
+  T.eq(code, "EPROTO")
+  T.match(err, "3 bytes are not a whole number of 4%-byte elements")
+  _, err = numcmp.compare(f32(1, 2), f32(1), "float32")
+  T.match(err, "4 bytes against 8: the outputs differ in size")
+end)
+
+T.test("generate: SplitMix64 as documented, every dtype, against the Python implementation", function()
+  for _, dt in ipairs({ "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64",
+    "bool" }) do
+    local n = 64 * numcmp.element_bytes(dt)
+    for _, c in ipairs({ { 1, 0 }, { 1, 1 }, { 12345, 2 } }) do
+      local out = dir .. "/gen-" .. dt
+      py { "generate", tostring(n), dt, tostring(c[1]), tostring(c[2]), out }
+      T.eq(numcmp.generate(n, dt, c[1], c[2]) == T.read(out), true, ("%s seed %d input %d"):format(dt, c[1], c[2]))
+    end
+  end
+  local x = { string.unpack("<" .. ("f"):rep(1000), numcmp.generate(4000, "float32", 7, 0)) }
+  local lo, hi = math.huge, -math.huge
+  for i = 1, 1000 do lo, hi = math.min(lo, x[i]), math.max(hi, x[i]) end
+  T.ok(lo >= -1 and lo < -0.99 and hi < 1 and hi > 0.99, ("float32 fills [-1, 1): %g .. %g"):format(lo, hi))
+end)
+
+------------------------------------------------------------------------------------------------ the host flow
+
+local function odp_run(args, env)
+  local argv = { odp, "run", root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs", "--no-history",
+    "--format", "json" }
+  table.move(args, 1, #args, #argv + 1, argv)
+  local r = assert(proc.run { argv = argv, cwd = dir, env = env or {}, timeout = 120 })
+  local rec = json.decode(r.stdout)
+  return rec, r
+end
+
+local function run_dir(rec) return rec.artifacts.run_dir:sub(1, 1) == "/" and rec.artifacts.run_dir or (dir .. "/" .. rec.artifacts.run_dir) end
+
+T.with_real_runner("--inputs random:1 --outputs: the runner gets odp's inputs, its output is x + 1 in float32", function(runner)
+  local rec, r = odp_run({ "--runner", runner, "--model", add, "--inputs", "random:1", "--outputs" })
+  T.eq(r.status, 0, r.stderr)
+  local rd = run_dir(rec)
+  T.eq(rec.params.inputs, "random:1")
+  T.eq(#rec.inputs, 1)
+  local inp = rec.inputs[1]
+  T.eq({ inp.file, inp.bytes, inp.dtype, inp.sizes }, { "inputs/input-0.bin", 12, "float32", { 3 } })
+  T.eq(inp.sha256, sys.sha256_file(rd .. "/inputs/input-0.bin"))
+  T.eq(T.read(rd .. "/inputs/input-0.bin"), numcmp.generate(12, "float32", 1, 0))
+  local out = rec.outputs[1].data
+  T.eq({ out.file, out.bytes, out.dtype, out.sizes }, { "outputs/output-0.bin", 12, "float32", { 3 } })
+  T.eq(out.sha256, sys.sha256_file(rd .. "/outputs/output-0.bin"))
+  -- the oracle of the runner's arithmetic: add_arduino adds ones (its default input of ones gives [2, 2, 2])
+  local x = { string.unpack("<fff", T.read(rd .. "/inputs/input-0.bin")) }
+  T.eq(T.read(rd .. "/outputs/output-0.bin"), f32(x[1] + 1, x[2] + 1, x[3] + 1))
+  -- what it printed is the same numbers
+  for i = 1, 3 do T.near(rec.outputs[1].values[i], x[i] + 1, 1e-6) end
+end)
+
+local reference
+T.with_real_runner("--reference a run: the same inputs agree exactly; other inputs fail --min-cosine", function(runner)
+  local base = odp_run({ "--runner", runner, "--model", add, "--inputs", "random:1", "--outputs" })
+  reference = run_dir(base)
+  local rec, r = odp_run({ "--runner", runner, "--model", add, "--inputs", "random:1", "--reference", reference,
+    "--max-abs-err", "0", "--min-cosine", "1", "--min-snr", "200" })
+  T.eq(r.status, 0, r.stderr)
+  local e = rec.reference.outputs[1]
+  T.eq({ rec.reference.kind, e.n, e.equal, e.identical, e.max_abs_err, e.cosine, e.snr_db, e.top1, e.top5 },
+    { "run", 3, 3, true, 0, 1, nil, true, 1 })
+  rec, r = odp_run({ "--runner", runner, "--model", add, "--inputs", "random:2", "--reference", reference,
+    "--min-cosine", "0.99" })
+  T.eq(r.status, 1, "a disagreeing run exits 1")
+  T.eq(rec.ok, false)
+  T.eq(rec.error.code, "EMISMATCH")
+  T.match(rec.error.message, "output 0: cosine 0%.%d+ is below the limit 0%.99")
+  T.eq({ rec.reference.failed.output, rec.reference.failed.metric, rec.reference.failed.limit }, { 0, "cosine", 0.99 })
+  -- the metrics against numpy on the files themselves
+  local want = json.decode(py { "compare", reference .. "/outputs/output-0.bin",
+    run_dir(rec) .. "/outputs/output-0.bin", "float32" })
+  T.near(rec.reference.outputs[1].cosine, want.cosine, 1e-12)
+  T.near(rec.reference.outputs[1].rmse, want.rmse, 1e-12)
+end)
+
+-- A runner that adds D to element I of its output: each gate catches it with numpy's numbers.
+T.with_real_runner("a perturbed runner (one element + 0.25) is caught by each gate with numpy's metric values", function(runner)
+  local env = { ODP_REAL_RUNNER = runner, PERTURB = "add:1:0.25" }
+  local want
+  for _, g in ipairs({ { "--max-abs-err", "0.2", "max_abs_err" }, { "--min-cosine", "0.999", "cosine" },
+    { "--min-snr", "30", "snr_db" } }) do
+    local rec, r = odp_run({ "--runner", perturb, "--model", add, "--inputs", "random:1", "--reference", reference,
+      g[1], g[2] }, env)
+    T.eq(r.status, 1, g[1] .. ": " .. r.stderr)
+    want = want or json.decode(py { "compare", reference .. "/outputs/output-0.bin",
+      run_dir(rec) .. "/outputs/output-0.bin", "float32", "logits" })
+    local e = rec.reference.outputs[1]
+    same_metrics({ n = e.n, equal = e.equal, finite = e.finite, nonfinite = e.nonfinite, nan_ref = e.nan.ref,
+      nan_got = e.nan.got, inf_ref = e.inf.ref, inf_got = e.inf.got, histogram = e.histogram,
+      max_abs_err = e.max_abs_err, mean_abs_err = e.mean_abs_err, rmse = e.rmse, cosine = e.cosine,
+      snr_db = e.snr_db }, want, g[1])
+    T.eq({ e.equal, e.max_abs_at }, { 2, 1 }, "one element off, the one perturbed")
+    T.near(e.max_abs_err, 0.25, 1e-6, "by the amount added (rounded to float32)")
+    T.eq(rec.reference.failed.metric, g[3])
+    T.eq(rec.reference.failed.output, 0)
+    T.near(rec.reference.failed.value, want[g[3]], 1e-12)
+    T.match(rec.error.message, "output 0: " .. g[3])
+    -- a limit it meets passes
+    local looser = { ["--max-abs-err"] = "0.3", ["--min-cosine"] = "0.5", ["--min-snr"] = "0" }
+    local _, r2 = odp_run({ "--runner", perturb, "--model", add, "--inputs", "random:1", "--reference", reference,
+      g[1], looser[g[1]] }, env)
+    T.eq(r2.status, 0, g[1] .. " looser: " .. r2.stderr)
+  end
+end)
+
+T.with_real_runner("NaN and Inf in an output: never equal, every gate fails naming nonfinite", function(runner)
+  for _, v in ipairs({ "nan", "inf", "-inf" }) do
+    local rec, r = odp_run({ "--runner", perturb, "--model", add, "--inputs", "random:1", "--reference", reference,
+      "--min-cosine", "0" }, { ODP_REAL_RUNNER = runner, PERTURB = "set:2:" .. v })
+    T.eq(r.status, 1, v)
+    local e = rec.reference.outputs[1]
+    T.eq({ e.nonfinite, e.equal, e.max_abs_err, e.max_abs_at }, { 1, 2, nil, 2 }, v)
+    T.eq(rec.reference.failed.metric, "nonfinite")
+    T.match(rec.error.message, "1 non%-finite element differ")
+  end
+end)
+
+T.with_real_runner("a runner that writes no output file, or one of the wrong size: exit 1, the rest kept", function(runner)
+  local rec, r = odp_run({ "--runner", perturb, "--model", add, "--outputs" },
+    { ODP_REAL_RUNNER = runner, PERTURB = "delete" })
+  T.eq(r.status, 1)
+  T.eq(rec.error.code, "EPROTO")
+  T.eq(rec.error.message, "output 0: the runner wrote no file")
+  T.ok(rec.latency_ms.n == 1, "the latency is still measured")
+  rec, r = odp_run({ "--runner", perturb, "--model", add, "--outputs" },
+    { ODP_REAL_RUNNER = runner, PERTURB = "truncate" })
+  T.eq(r.status, 1)
+  T.eq(rec.error.message, "output 0: 8 bytes; the .pte says float32 [3] = 12 bytes")
+  T.eq(rec.outputs[1].data.bytes, 8, "the file is kept, marked")
+  T.eq(rec.outputs[1].data.error, rec.error.message)
+end)
+
+------------------------------------------------------------------------------------------------ usage: exit 2
+
+local function usage_case(args, pattern)
+  local argv = { odp, "run", root .. "/scripts/host.lua", "--runs-dir", dir .. "/usage-runs", "--no-history" }
+  table.move(args, 1, #args, #argv + 1, argv)
+  local r = assert(proc.run { argv = argv, cwd = dir, timeout = 60 })
+  T.eq(r.status, 2, table.concat(args, " ") .. ": " .. r.stderr)
+  T.match(r.stderr, pattern)
+  T.eq(sys.stat(dir .. "/usage-runs"), nil, "nothing ran: no run directory")
+end
+
+T.test("inputs that do not fit the signature, gates without a reference: exit 2 before anything runs", function()
+  local runner = root .. "/tests/lib/perturb_runner.sh" -- never started
+  usage_case({ "--runner", runner, "--model", add, "--inputs", write("short.bin", f32(1, 2)) },
+    "%-%-inputs [^ ]*short%.bin: 8 bytes; input 0 is float32 %[3%] = 12 bytes")
+  usage_case({ "--runner", runner, "--model", add, "--inputs", write("x.bin", f32(1, 2, 3)) .. "," .. dir .. "/x.bin" },
+    "%-%-inputs gives 2 files; method forward takes 1 input %(float32 %[3%]%)")
+  usage_case({ "--runner", runner, "--model", add, "--inputs", dir .. "/missing.bin" }, "cannot read '.*missing%.bin'")
+  usage_case({ "--runner", runner, "--model", add, "--inputs", "random:x" }, "the seed must be an integer")
+  usage_case({ "--runner", runner, "--model", add, "--min-cosine", "0.9" }, "%-%-min%-cosine needs %-%-reference")
+  usage_case({ "--runner", runner, "--model", add, "--outputs", "--", "--output_file", "x" },
+    "the runner's %-%-output_file after %-%-")
+  usage_case({ "--runner", runner, "--model", add, "--output" }, "did you mean %-%-outputs")
+end)
+
+T.with_real_runner("a reference of another model is refused (its sha256 differs); a directory of files is one", function(runner)
+  usage_case({ "--runner", runner, "--model", datamap, "--reference", reference },
+    "refused, it ran another model %(sha256 538f335dc151, this run's " .. sys.sha256_file(datamap):sub(1, 12))
+  usage_case({ "--runner", runner, "--model", add, "--reference", dir .. "/nowhere" }, "not a directory")
+  -- a directory of the runner's own files (BASE-0.bin) is a reference too
+  local files = dir .. "/ref-files"
+  sys.mkdir_p(files)
+  T.write(files .. "/model-0.bin", T.read(reference .. "/outputs/output-0.bin"))
+  local rec, r = odp_run({ "--runner", runner, "--model", add, "--inputs", "random:1", "--reference", files,
+    "--max-abs-err", "0" })
+  T.eq(r.status, 0, r.stderr)
+  T.eq({ rec.reference.kind, rec.reference.outputs[1].identical }, { "dir", true })
+end)
+
+T.done()
