@@ -31,7 +31,10 @@ return {
       'signal_name?: string "ABRT", "SEGV", ...', "timed_out: boolean", "canceled: boolean",
       "aborted?: boolean an output callback raised", "stdout: string", "stderr: string",
       "stdout_dropped?: integer bytes past capture_limit", "stderr_dropped?: integer", "wall_s: number",
-      "rusage?: odp.Rusage", "log?: string the runner's log when it went elsewhere (Android logcat)" } },
+      "rusage?: odp.Rusage", "log?: string the runner's log when it went elsewhere (Android logcat)",
+      "remote_pgid?: integer ssh: the remote process group the command led",
+      "remote_killed?: boolean ssh: after a timeout or cancel, whether that group was killed",
+      "separate_stderr?: boolean adb: stderr came apart from stdout (shell,v2)" } },
     { "odp.ExecOpts", "options every exec takes", {
       "timeout?: number seconds; then the process group is killed", "stdin?: string",
       "capture_limit?: integer bytes kept per stream (0 = all)",
@@ -39,6 +42,9 @@ return {
     { "odp.host", "package.loaded['odp.host']: facts about this binary (a table, not a function)", {
       "version: string", "root: string the directory holding lua/, scripts/, devices/",
       "lua_release: string", "built: string", "compiler?: string", "argv: string[] odp's own argv (0 = the program)" } },
+    { "odp.rtt.Channel", "one RTT channel as the control block describes it", {
+      "index: integer", 'direction: "up"|"down"', "name?: string where it reads as text", "size: integer buffer bytes",
+      "flags: integer", "buffer: integer the buffer's target address", "wr: integer write offset", "rd: integer read offset" } },
     { "odp.QueryResult", "a query's rows as columns, r[name][i] (nil for NULL); no column may be named n, columns or changes", {
       "n: integer rows", "columns: string[] the columns' names in order",
       "changes: integer rows changed by a statement that returns none" } },
@@ -101,8 +107,8 @@ return {
       { "kind() -> string", '"fd", "serial", "rtt", "ssh-channel", "adb-shell", ...' },
       { "stderr() -> string", "what the other end said on the side: a remote command's stderr (its first 4 KiB); \"\" for streams without one" },
       { "close()", "idempotent (also __close, __gc)" },
-      { "expect(pattern: string, opts?: {timeout?: number, plain?: boolean}) -> string|nil match, string? before_or_err, odp.ECode? code", "reads until a Lua pattern (or plain text) matches (lua/odp/core/stream.lua)", lua = true },
-      { "lines(opts?: {timeout?: number, count?: integer}) -> fun(): string|nil", "an iterator over lines (lua/odp/core/stream.lua)", lua = true },
+      { "expect(pattern: string, opts?: {timeout?: number, plain?: boolean, max?: integer}) -> string|nil match, string? before_or_err, odp.ECode? code", "reads until a Lua pattern (or plain text) matches (lua/odp/core/stream.lua)", lua = true },
+      { "lines(opts?: {timeout?: number, count?: integer, max_line?: integer}) -> fun(): string|nil", "an iterator over lines (lua/odp/core/stream.lua); a line longer than max_line (64 KiB) comes in pieces", lua = true },
     }, class = true },
 
     { "odp.ssh", "SSH sessions (libssh2, loaded on first use); host keys always verified", {
@@ -123,7 +129,7 @@ return {
     }, class = true },
 
     { "odp.adb", "Android devices over adb: through Google's adb server when one runs, else directly (USB, TCP)", {
-      { "devices() -> {serial: string, state: string, model?: string, hint?: string}[]|nil list, " .. FAIL, "what the server (or USB) sees, with a hint for unauthorized ones" },
+      { "devices() -> {serial: string, state: string, transport?: string, model?: string, usb_path?: string, hint?: string}[]|nil list, " .. FAIL, "what the server (or USB) sees, with a hint for unauthorized ones" },
       { "server(opts?: {server?: string, timeout?: number}) -> {address: string, version: integer, devices: {serial: string, state: string, model?: string, product?: string, device?: string, usb?: string, transport_id?: integer}[]}|nil server, " .. FAIL, "the adb server's answer; ENODEV when none runs" },
       { "server_address(opts?: {server?: string}) -> string|nil address, " .. FAIL, "\"tcp:HOST:PORT\": the adb server connect would use (opts.server, else the environment as Google's adb reads it); no I/O" },
       { 'connect(opts?: {serial?: string, transport?: "auto"|"server"|"usb"|string, server?: string, timeout?: number, auth_timeout?: number, on_auth_prompt?: fun()}) -> odp.adb.Device|nil device, ' .. FAIL, "one device; transport \"tcp:HOST:PORT\" connects directly" },
@@ -132,7 +138,7 @@ return {
       { "shell(command: string[]|string, opts?: odp.ExecOpts) -> odp.ExecResult|nil result, " .. FAIL, "shell,v2 where the device has it (separate stderr, real status)" },
       { "push(local_path: string, remote_path: string, opts?: {mode?: integer, on_progress?: " .. PROGRESS .. ", timeout?: number}) -> true|nil ok, " .. FAIL, "sync SEND" },
       { "pull(remote_path: string, local_path: string, opts?: {on_progress?: " .. PROGRESS .. ", timeout?: number}) -> true|nil ok, " .. FAIL, "sync RECV, renamed into place when complete" },
-      { "stat(path: string, opts?: {timeout?: number}) -> {mode: integer, size: integer, mtime: integer}|nil st, " .. FAIL, "sync STAT" },
+      { 'stat(path: string, opts?: {timeout?: number}) -> {type: "file"|"directory"|"link"|"other", mode: integer, size: integer, mtime: integer}|nil st, ' .. FAIL, "sync STAT" },
       { 'info() -> {serial: string, transport: "server"|"usb"|string, state: string, model: string, product: string, device: string, features: table<string, boolean>, version?: integer, maxdata?: integer, server?: string, server_version?: integer}', "what the device said of itself" },
       { "broken() -> boolean", "a direct connection dropped (always false through the adb server)" },
       { "open_channel(command: string, opts?: {timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "a long-lived shell,v2 command as a stream (EPROTO without shell_v2); closing it closes stdin, then the service (the resident helper's channel)" },
@@ -144,13 +150,13 @@ return {
     } },
 
     { "odp.probe", "debug probes: J-Link (its DLL, in a helper process per J-Link; env: extra environment for that process only), GDB remote protocol, QEMU shared RAM + QMP", {
-      { 'open(opts: {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, env?: table<string, string>, address?: string, shm?: string, base?: integer, qmp?: string}) -> odp.probe.Probe|nil probe, ' .. FAIL, "one memory-access interface over the three" },
-      { "jlink_lib() -> string|nil path", "where the J-Link DLL would be loaded from" },
+      { 'open(opts: {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, env?: table<string, string>, address?: string, shm?: string, base?: integer, qmp?: string, timeout?: number}) -> odp.probe.Probe|nil probe, ' .. FAIL, "one memory-access interface over the three" },
+      { "jlink_lib(lib?: string) -> string|nil path, " .. FAIL, "where the J-Link DLL would be loaded from (lib: a path or name to try first, as probe.open's lib)" },
       { "usb_list(vid?: integer) -> " .. USB_LIST, "J-Links (or vid's devices) on USB" },
     } },
     { "odp.probe.Probe", "an open probe", {
-      { "read(addr: integer, n: integer) -> string|nil bytes, " .. FAIL, "target memory" },
-      { "write(addr: integer, data: string) -> true|nil ok, " .. FAIL, "target memory" },
+      { "read(addr: integer, n: integer, opts?: {timeout?: number}) -> string|nil bytes, " .. FAIL, "target memory (timeout 10 s)" },
+      { "write(addr: integer, data: string, opts?: {timeout?: number}) -> true|nil ok, " .. FAIL, "target memory (timeout 10 s)" },
       { "halt() -> true|nil ok, " .. FAIL, "stops the core" },
       { "go() -> true|nil ok, " .. FAIL, "runs the core" },
       { "reset() -> true|nil ok, " .. FAIL, "SWD reset, then run (RTT blocks attached through odp.rtt are invalidated first)" },
@@ -161,13 +167,13 @@ return {
     { "odp.rtt", "SEGGER RTT over a probe; channels as odp.Stream", {
       { "attach(probe: odp.probe.Probe, where: " .. WHERE .. ", opts?: {timeout?: number}) -> odp.rtt.Rtt|nil rtt, " .. FAIL, "finds and checks the control block" },
       { "clear_ids(probe: odp.probe.Probe, where: " .. WHERE .. ", opts?: {timeout?: number}) -> integer|nil cleared, " .. FAIL, "zeroes every \"SEGGER RTT\" ID in where before a reset (halt the core first)" },
-      { "telnet(opts: {address: string, channel?: integer, timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "J-Link's RTT telnet server as a stream" },
+      { "telnet(opts: {address?: string, channel?: integer, timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "J-Link's RTT telnet server as a stream" },
     } },
     { "odp.rtt.Rtt", "an attached RTT control block", {
-      { 'channels() -> {index: integer, direction: "up"|"down", name: string, size: integer, flags: integer}[]', "the block's channels" },
+      { 'channels() -> {up: odp.rtt.Channel[], down: odp.rtt.Channel[], address: integer}', "the block's channels, and the block's address" },
       { "channel(i: integer) -> odp.Stream", "up channel i to read, down channel i to write" },
-      { "lines(i: integer, opts?: {timeout?: number, count?: integer}) -> fun(): string|nil", "an iterator over channel i's lines" },
-      { "stats() -> {bytes_up: integer, bytes_down: integer, full_seen: integer}", "traffic so far; full_seen counts reads that found the up buffer full" },
+      { "lines(i: integer, opts?: {timeout?: number, count?: integer, max_line?: integer}) -> fun(): string|nil iter, string? err, odp.ECode? code", "an iterator over channel i's lines (odp.Stream's lines)" },
+      { "stats() -> {bytes_up: integer, bytes_down: integer, full_seen: integer, lost_on_reset: integer, refinds: integer, address: integer}", "traffic so far; full_seen counts reads that found the up buffer full, lost_on_reset the unread up bytes a reset discarded, refinds how often the block was found again" },
       { "close()", "idempotent (also __close, __gc)" },
     }, class = true },
 
@@ -177,8 +183,8 @@ return {
     } },
 
     { "odp.serial", "serial ports (libserialport, loaded on first use; termios for ptys)", {
-      { "list() -> {port: string, description: string, vid?: integer, pid?: integer, access: boolean}[]|nil ports, " .. FAIL, "the machine's serial ports" },
-      { "open(opts: {port: string, baud?: integer, timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "8N1, raw; port \"rfc2217://HOST:PORT\" is a port served over RFC 2217" },
+      { "list() -> {port: string, description?: string, transport?: string, vid?: integer, pid?: integer, manufacturer?: string, product?: string, serial?: string, access: boolean}[]|nil ports, " .. FAIL, "the machine's serial ports" },
+      { 'open(opts: {port: string, baud?: integer, timeout?: number}) -> odp.Stream|nil stream, "libserialport"|"termios"|"rfc2217"|nil how, string? err, odp.ECode? code', "8N1, raw; port \"rfc2217://HOST:PORT\" is a port served over RFC 2217" },
     } },
 
     { "odp.sqlite", "the history's embedded store (libsqlite3, loaded on first use); lua/odp/results/history.lua", {
@@ -248,7 +254,7 @@ return {
     { "odp.readline", "line editing and history for the REPL (libedit, loaded on first use)", {
       { 'readline(prompt: string) -> string|false|nil line, "interrupted"? why', "a line; nil at end of input; false, \"interrupted\" on Ctrl-C" },
       { "add_history(line: string)", "adds a history entry" },
-      { "read_history(path: string) -> boolean", "loads a history file" },
+      { "read_history(path: string)", "loads a history file (a missing one is no error)" },
       { "write_history(path: string) -> boolean", "saves the history" },
       { "set_completer(f: fun(text: string, line: string): string[])", "Tab asks f for candidates" },
     } },

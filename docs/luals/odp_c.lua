@@ -31,6 +31,9 @@
 ---@field wall_s number
 ---@field rusage? odp.Rusage
 ---@field log? string the runner's log when it went elsewhere (Android logcat)
+---@field remote_pgid? integer ssh: the remote process group the command led
+---@field remote_killed? boolean ssh: after a timeout or cancel, whether that group was killed
+---@field separate_stderr? boolean adb: stderr came apart from stdout (shell,v2)
 
 --- options every exec takes
 ---@class odp.ExecOpts
@@ -48,6 +51,17 @@
 ---@field built string
 ---@field compiler? string
 ---@field argv string[] odp's own argv (0 = the program)
+
+--- one RTT channel as the control block describes it
+---@class odp.rtt.Channel
+---@field index integer
+---@field direction "up"|"down"
+---@field name? string where it reads as text
+---@field size integer buffer bytes
+---@field flags integer
+---@field buffer integer the buffer's target address
+---@field wr integer write offset
+---@field rd integer read offset
 
 --- a query's rows as columns, r[name][i] (nil for NULL); no column may be named n, columns or changes
 ---@class odp.QueryResult
@@ -267,13 +281,13 @@ function Stream:stderr() end
 function Stream:close() end
 --- reads until a Lua pattern (or plain text) matches (lua/odp/core/stream.lua)
 ---@param pattern string
----@param opts? {timeout?: number, plain?: boolean}
+---@param opts? {timeout?: number, plain?: boolean, max?: integer}
 ---@return string|nil match
 ---@return string? before_or_err
 ---@return odp.ECode? code
 function Stream:expect(pattern, opts) end
---- an iterator over lines (lua/odp/core/stream.lua)
----@param opts? {timeout?: number, count?: integer}
+--- an iterator over lines (lua/odp/core/stream.lua); a line longer than max_line (64 KiB) comes in pieces
+---@param opts? {timeout?: number, count?: integer, max_line?: integer}
 ---@return fun(): string|nil
 function Stream:lines(opts) end
 
@@ -342,7 +356,7 @@ function ssh_Session:close() end
 ---@class odp.adb
 local adb = {}
 --- what the server (or USB) sees, with a hint for unauthorized ones
----@return {serial: string, state: string, model?: string, hint?: string}[]|nil list
+---@return {serial: string, state: string, transport?: string, model?: string, usb_path?: string, hint?: string}[]|nil list
 ---@return string? err
 ---@return odp.ECode? code
 function adb.devices() end
@@ -394,7 +408,7 @@ function adb_Device:pull(remote_path, local_path, opts) end
 --- sync STAT
 ---@param path string
 ---@param opts? {timeout?: number}
----@return {mode: integer, size: integer, mtime: integer}|nil st
+---@return {type: "file"|"directory"|"link"|"other", mode: integer, size: integer, mtime: integer}|nil st
 ---@return string? err
 ---@return odp.ECode? code
 function adb_Device:stat(path, opts) end
@@ -428,14 +442,17 @@ function usb.list(vid) end
 ---@class odp.probe
 local probe = {}
 --- one memory-access interface over the three
----@param opts {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, env?: table<string, string>, address?: string, shm?: string, base?: integer, qmp?: string}
+---@param opts {backend: "jlink"|"gdb"|"qemu", device?: string, speed_khz?: integer, serial?: string, ip?: string, lib?: string, env?: table<string, string>, address?: string, shm?: string, base?: integer, qmp?: string, timeout?: number}
 ---@return odp.probe.Probe|nil probe
 ---@return string? err
 ---@return odp.ECode? code
 function probe.open(opts) end
---- where the J-Link DLL would be loaded from
+--- where the J-Link DLL would be loaded from (lib: a path or name to try first, as probe.open's lib)
+---@param lib? string
 ---@return string|nil path
-function probe.jlink_lib() end
+---@return string? err
+---@return odp.ECode? code
+function probe.jlink_lib(lib) end
 --- J-Links (or vid's devices) on USB
 ---@param vid? integer
 ---@return {vid: integer, pid: integer, bus: integer, address: integer, access: boolean, serial?: string, product?: string, open_error?: string}[]|nil list
@@ -446,20 +463,22 @@ function probe.usb_list(vid) end
 --- an open probe
 ---@class odp.probe.Probe
 local probe_Probe = {}
---- target memory
+--- target memory (timeout 10 s)
 ---@param addr integer
 ---@param n integer
+---@param opts? {timeout?: number}
 ---@return string|nil bytes
 ---@return string? err
 ---@return odp.ECode? code
-function probe_Probe:read(addr, n) end
---- target memory
+function probe_Probe:read(addr, n, opts) end
+--- target memory (timeout 10 s)
 ---@param addr integer
 ---@param data string
+---@param opts? {timeout?: number}
 ---@return true|nil ok
 ---@return string? err
 ---@return odp.ECode? code
-function probe_Probe:write(addr, data) end
+function probe_Probe:write(addr, data, opts) end
 --- stops the core
 ---@return true|nil ok
 ---@return string? err
@@ -501,7 +520,7 @@ function rtt.attach(probe, where, opts) end
 ---@return odp.ECode? code
 function rtt.clear_ids(probe, where, opts) end
 --- J-Link's RTT telnet server as a stream
----@param opts {address: string, channel?: integer, timeout?: number}
+---@param opts {address?: string, channel?: integer, timeout?: number}
 ---@return odp.Stream|nil stream
 ---@return string? err
 ---@return odp.ECode? code
@@ -510,20 +529,22 @@ function rtt.telnet(opts) end
 --- an attached RTT control block
 ---@class odp.rtt.Rtt
 local rtt_Rtt = {}
---- the block's channels
----@return {index: integer, direction: "up"|"down", name: string, size: integer, flags: integer}[]
+--- the block's channels, and the block's address
+---@return {up: odp.rtt.Channel[], down: odp.rtt.Channel[], address: integer}
 function rtt_Rtt:channels() end
 --- up channel i to read, down channel i to write
 ---@param i integer
 ---@return odp.Stream
 function rtt_Rtt:channel(i) end
---- an iterator over channel i's lines
+--- an iterator over channel i's lines (odp.Stream's lines)
 ---@param i integer
----@param opts? {timeout?: number, count?: integer}
----@return fun(): string|nil
+---@param opts? {timeout?: number, count?: integer, max_line?: integer}
+---@return fun(): string|nil iter
+---@return string? err
+---@return odp.ECode? code
 function rtt_Rtt:lines(i, opts) end
---- traffic so far; full_seen counts reads that found the up buffer full
----@return {bytes_up: integer, bytes_down: integer, full_seen: integer}
+--- traffic so far; full_seen counts reads that found the up buffer full, lost_on_reset the unread up bytes a reset discarded, refinds how often the block was found again
+---@return {bytes_up: integer, bytes_down: integer, full_seen: integer, lost_on_reset: integer, refinds: integer, address: integer}
 function rtt_Rtt:stats() end
 --- idempotent (also __close, __gc)
 function rtt_Rtt:close() end
@@ -552,13 +573,14 @@ function xmodem.receive(stream, path, opts) end
 ---@class odp.serial
 local serial = {}
 --- the machine's serial ports
----@return {port: string, description: string, vid?: integer, pid?: integer, access: boolean}[]|nil ports
+---@return {port: string, description?: string, transport?: string, vid?: integer, pid?: integer, manufacturer?: string, product?: string, serial?: string, access: boolean}[]|nil ports
 ---@return string? err
 ---@return odp.ECode? code
 function serial.list() end
 --- 8N1, raw; port "rfc2217://HOST:PORT" is a port served over RFC 2217
 ---@param opts {port: string, baud?: integer, timeout?: number}
 ---@return odp.Stream|nil stream
+---@return "libserialport"|"termios"|"rfc2217"|nil how
 ---@return string? err
 ---@return odp.ECode? code
 function serial.open(opts) end
@@ -794,9 +816,8 @@ function readline.readline(prompt) end
 --- adds a history entry
 ---@param line string
 function readline.add_history(line) end
---- loads a history file
+--- loads a history file (a missing one is no error)
 ---@param path string
----@return boolean
 function readline.read_history(path) end
 --- saves the history
 ---@param path string

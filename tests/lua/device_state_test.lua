@@ -134,6 +134,12 @@ T.test("unreadable and malformed sysfs: absent fields, no crash", function()
   local _, basis = ds.clusters(s)
   T.eq(basis, "none", "no online list: no cluster")
   T.ok(ds.summary(ds.record(s, s)), "a line all the same")
+  -- odp.target.thermal reads every temperature: an implausible zone is dropped here as in the stopping rule's
+  T.eq(s.thermal, nil, "99999999999999999999999999 millidegrees is no temperature")
+  T.write(d .. "/sys/class/thermal/thermal_zone0/temp", "250000\n")
+  T.eq(gather(d).thermal, nil, "250 °C is outside -60..200 °C")
+  T.write(d .. "/sys/class/thermal/thermal_zone0/temp", "61500\n")
+  T.eq(gather(d).thermal, { { zone = 0, type = "cpu-thermal", temp_c = 61.5 } })
 end)
 
 T.test("cpulist: ranges, sorting, bad input", function()

@@ -2,6 +2,8 @@
 -- pipes); the oracle for "in parallel" is the wall clock against the sum of the waits, and for "killed" the
 -- kernel (kill -0 on the child's pid).
 local T = require("t")
+-- what odp installed at start-up, before anything here loads the scheduler
+local resume_at_start, wrap_at_start = coroutine.resume, coroutine.wrap
 local sched = require("odp.run.sched")
 local lock_mod = require("odp.core.lock")
 local wait = require("odp.wait")
@@ -66,6 +68,13 @@ T.test("fairness: ready tasks take turns", function()
   s:run()
   T.eq(progress, { 50, 50, 50 })
   T.ok(spread <= 1, "no task ran ahead by more than one turn (spread " .. spread .. ")")
+end)
+
+T.test("coroutine.resume and wrap are odp's from start-up: loading the scheduler changes no global", function()
+  local raw = require("odp.core.coroutines").raw
+  T.ok(resume_at_start ~= raw.resume, "start-up installed the pass-through resume")
+  T.ok(coroutine.resume == resume_at_start and coroutine.wrap == wrap_at_start,
+    "coroutine.resume and wrap are the same before and after require('odp.run.sched')")
 end)
 
 T.test("nested user coroutines: resume and wrap pass the scheduler's yields through", function()

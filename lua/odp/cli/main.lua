@@ -1,6 +1,8 @@
 --- odp's command line: `odp <command> ...`. Each command is a module odp.cli.commands.<name> with
 -- `summary` (one line for `odp help`) and `main(args) -> exit code`; adding a command is adding a file.
 local errors = require("odp.core.errors")
+-- coroutine.resume/wrap that let a task's own coroutines wait through the scheduler, for the whole process
+require("odp.core.coroutines").install()
 
 local M = {}
 

@@ -22,41 +22,10 @@ local CLEANUP_S = 10
 
 local sched = {}
 
--- ---- nested coroutines -------------------------------------------------------------------------------------
-
-local raw_resume, raw_yield, raw_create, raw_close = coroutine.resume, coroutine.yield, coroutine.create,
-  coroutine.close
-
-local function pass_on(co, ok, first, ...)
-  if ok and first == SENTINEL then
-    return pass_on(co, raw_resume(co, raw_yield(first, ...)))
-  end
-  return ok, first, ...
-end
-
----coroutine.resume that passes the scheduler's yields through (the task yields them on, the inner coroutine
----gets what the scheduler resumed the task with).
----@param co thread
----@return boolean ok
----@return any ...
-function coroutine.resume(co, ...)
-  return pass_on(co, raw_resume(co, ...))
-end
-
----coroutine.wrap on top of the resume above; errors propagate (with the caller's position) as in Lua's.
----@param f function
----@return function
-function coroutine.wrap(f)
-  local co = raw_create(f)
-  return function(...)
-    local res = table.pack(coroutine.resume(co, ...))
-    if not res[1] then
-      raw_close(co)
-      error(res[2], type(res[2]) == "string" and 2 or 0)
-    end
-    return table.unpack(res, 2, res.n)
-  end
-end
+-- User coroutines inside a task pass the scheduler's yields on through coroutine.resume/wrap, which
+-- odp.core.coroutines installed when odp started (odp.cli.main), not here: a global must not change partway.
+local raw = require("odp.core.coroutines").raw
+local raw_resume, raw_yield, raw_create, raw_close = raw.resume, raw.yield, raw.create, raw.close
 
 -- ---- tasks -------------------------------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@
 --   local before = assert(ds.gather(target))      -- before the measured processes
 --   local after = ds.gather(target)               -- after them
 --   rec.device_state, warnings = ds.record(before, after, { cpus_used = {0, 1} })
+local thermal = require("odp.target.thermal")
+
 local M = {}
 
 -- What the script reads. Single-line files are read with the shell's `read` (no process per file, so a
@@ -161,29 +163,17 @@ local function num(s)
   return v and tonumber(v) or nil
 end
 
-local function parse_thermalservice(text)
-  local out = { status = num(text:match("Thermal Status:%s*(%d+)")) }
-  -- the HAL's current values (the cached list repeats them, possibly stale)
-  local hal = text:match("Current temperatures from HAL:\n(.-)\n%S") or text:match("Current temperatures from HAL:\n(.*)$")
-  local temps = {}
-  for value, ttype, name in (hal or ""):gmatch("Temperature{mValue=([%-%d%.]+), mType=(%-?%d+), mName=([^,}]+)") do
-    if #temps < 256 then temps[#temps + 1] = { name = name, type = tonumber(ttype), temp_c = tonumber(value) } end
-  end
-  if #temps > 0 then out.temperatures = temps end
-  return (out.status or out.temperatures) and out or nil
-end
-
 local function parse_battery(text)
   local function field(k) return text:match("\n%s*" .. k .. ":%s*([^\n]-)%s*\n") end
   text = "\n" .. text .. "\n"
-  local level, scale, temp = num(field("level")), num(field("scale")), num(field("temperature"))
+  local level, scale = num(field("level")), num(field("scale"))
   if not level then return nil end
   local charging = false
   for _, k in ipairs({ "AC powered", "USB powered", "Wireless powered", "Dock powered" }) do
     if field(k) == "true" then charging = true end
   end
   return { level_pct = scale and scale > 0 and level * 100 / scale or level,
-    temperature_c = temp and temp / 10, charging = charging, status = num(field("status")) }
+    temperature_c = thermal.parse_battery_temperature(text), charging = charging, status = num(field("status")) }
 end
 
 --- The parsed script output (M.parse) -> one snapshot:
@@ -258,17 +248,7 @@ function M.snapshot(raw)
   s.cpus = cpus
   if not have.capacity then missing[#missing + 1] = "cpu_capacity" end
   if not have.cpufreq then missing[#missing + 1] = "cpufreq" end
-  local zones = {}
-  for path, val in pairs(v) do
-    local z = path:match("^/sys/class/thermal/thermal_zone(%d+)/temp$")
-    z = z and #z <= 4 and tonumber(z)
-    local t = num(val)
-    if z and t then
-      zones[#zones + 1] = { zone = z, type = v[("/sys/class/thermal/thermal_zone%d/type"):format(z)],
-        temp_c = t / 1000 }
-    end
-  end
-  table.sort(zones, function(a, b) return a.zone < b.zone end)
+  local zones = thermal.zones(v)
   s.thermal = need("thermal_zones", #zones > 0 and zones or nil)
   if cmds.getprop then
     local props = {}
@@ -280,7 +260,7 @@ function M.snapshot(raw)
       if a[short] == nil then missing[#missing + 1] = k end
     end
     s.android = a
-    local th = cmds.thermalservice and parse_thermalservice(cmds.thermalservice)
+    local th = cmds.thermalservice and thermal.parse_thermalservice(cmds.thermalservice)
     if th then
       s.thermal_status, s.android_temperatures = th.status, th.temperatures
     else
@@ -340,15 +320,7 @@ local function moment(s)
     mem_available_kb = s.mem_available_kb }
 end
 
-local function hottest(m)
-  local t
-  for _, z in ipairs(m.thermal or {}) do if z.temp_c and (not t or z.temp_c > t) then t = z.temp_c end end
-  if t then return t end
-  for _, z in ipairs(m.android_temperatures or {}) do
-    if z.type == 0 and z.temp_c and (not t or z.temp_c > t) then t = z.temp_c end -- type 0: CPU
-  end
-  return t
-end
+local function hottest(m) return thermal.hottest_cpu(m.thermal, m.android_temperatures) end
 
 --- The record's `device_state` from the snapshots before and after the measured processes (after may be nil
 -- when the second snapshot failed) and the warnings it raises: the current frequency of a CPU used fell, or
