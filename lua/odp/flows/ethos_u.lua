@@ -24,6 +24,7 @@ end
 function M.validate(ctx)
   ctx.plan = M.plan(ctx)
   M.check(ctx, ctx.plan)
+  ctx.io = require("odp.results.tensors").validate(ctx.opts)
 end
 
 --- The record (odp.run calls record, then steps, then finish); a dry run prints the commands and records nothing.
@@ -55,6 +56,19 @@ function M.steps(ctx, rec)
   end
   for _, name in ipairs(M.STEPS) do
     if p.steps[name] then run.step(rec, name, function() return M[name .. "_step"](ctx, p, rec, run_dir) end) end
+  end
+  -- the firmware's output.bin is the method's output 0 (the one it streams), checked and compared as a runner's
+  if ctx.io and ctx.io.outputs and p.steps.run then
+    local tensors = require("odp.results.tensors")
+    local io = ctx.io.sig.outputs[1]
+    if not io or io.kind ~= "tensor" then
+      rec.warnings[#rec.warnings + 1] = "--outputs: the .pte's method has no tensor output to read output.bin as"
+      return
+    end
+    local path = run_dir .. "/output.bin"
+    local err = "output 0: the firmware sent no output.bin block"
+    if sys.stat(path) then err = tensors.check_output(path, io) end
+    tensors.judge(ctx.io, rec, { { io = io, path = path, error = err } }, run_dir)
   end
 end
 

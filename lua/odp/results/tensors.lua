@@ -20,7 +20,7 @@ M.options = {
   { "inputs", "The model's inputs: FILE[,FILE...] of raw bytes, one per input (pushed to the board, hash-skipped,\n" ..
     "given to the runner's --inputs), or random[:SEED]: odp writes them from the .pte's signature (docs/outputs.md)",
     nil, "string", metavar = "FILES|random[:SEED]" },
-  { "outputs", "Keep every output: the runner writes them (--output_file), odp brings them into the run dir", false,
+  { "outputs", "Keep every output in the run dir: the runner writes them (--output_file); Ethos-U: output.bin", false,
     "bool" },
   { "reference", "Compare the outputs element by element with a run directory (runs/<id>/, the same model) or a\n" ..
     "directory of output files (output-<i>.bin); implies --outputs", nil, "string", metavar = "DIR" },

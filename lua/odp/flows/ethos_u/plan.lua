@@ -45,6 +45,11 @@ M.options = {
   { "keep-twin", "Twin only: leave QEMU running at the end (for a later --only run)", false, "bool" },
   { "runs-dir", "Where each run leaves build.log, rtt.log, artifacts and result.json", "runs", "string", metavar = "DIR" },
 }
+-- output.bin (the firmware's output over RTT) kept and compared like a runner's outputs (odp.results.tensors);
+-- no --inputs: the firmware's input is compiled into it with the model
+for _, opt in ipairs(require("odp.results.tensors").options) do
+  if opt[1] ~= "inputs" then M.options[#M.options + 1] = opt end
+end
 
 -- Commands when the device file has none (devices/alif_e8.lua spells the same ones out).
 M.default_commands = {
