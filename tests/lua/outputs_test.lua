@@ -225,6 +225,20 @@ T.with_real_runner("a runner that writes no output file, or one of the wrong siz
   T.eq(rec.outputs[1].data.error, rec.error.message)
 end)
 
+T.with_real_runner("odp compare A B compares the outputs too when both kept them", function(runner)
+  local b = run_dir(odp_run({ "--runner", runner, "--model", add, "--inputs", "random:1", "--outputs" }))
+  local c = run_dir(odp_run({ "--runner", runner, "--model", add, "--inputs", "random:2", "--outputs" }))
+  local r = assert(proc.run { argv = { odp, "compare", reference, b, "--format", "json" }, timeout = 60 })
+  T.eq(r.status, 0, r.stderr)
+  local res = json.decode(r.stdout)
+  T.eq({ res.outputs.outputs[1].identical, res.outputs.outputs[1].equal }, { true, 3 })
+  r = assert(proc.run { argv = { odp, "compare", reference, c }, timeout = 60 })
+  T.match(r.stdout, "agreement with ")
+  T.match(r.stdout, "note: outputs compared, but A and B had different inputs")
+  local want = json.decode(py { "compare", reference .. "/outputs/output-0.bin", c .. "/outputs/output-0.bin", "float32" })
+  T.match(r.stdout, ("%.9f"):format(want.cosine):gsub("%.", "%%."), "the cosine numpy computes")
+end)
+
 ------------------------------------------------------------------------------------------------ usage: exit 2
 
 local function usage_case(args, pattern)
