@@ -79,8 +79,8 @@ T.with_real_runner("docs/ci.md's job step: the host flow with the real runner an
   T.eq(xpath(file, "string(/testsuites/@failures)"), "0")
   T.eq(xpath(file, "string(//testcase[contains(@name, '.latency_p50')]/system-out)"),
     ("latency_p50 = %s ms"):format(require("odp.results.report").number(rec.latency_ms.p50)), "the record's p50")
-  T.eq(xpath(file, "string(//testcase[contains(@name, '.peak_rss')]/system-out)"),
-    ("peak_rss = %d kB"):format(rec.peak_rss_kb))
+  T.eq(xpath(file, "string(//testcase[contains(@name, '.peak_rss_kb')]/system-out)"),
+    ("peak_rss_kb = %d kB"):format(rec.peak_rss_kb))
 end)
 
 T.test("an unwritable FILE is one line, exit 3, after stdout got the report", function()

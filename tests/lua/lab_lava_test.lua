@@ -121,7 +121,7 @@ T.test("calls: one set per board and model, a case per metric, IDs of [A-Za-z0-9
   T.eq({ p50[4], p50[6], p50[8] }, { "pass", "0.0201", "ms" })
   T.eq(ids["host.add.num_executions-10.latency_p50-2"][6], "0.0202", "a repeated point gets -2")
   T.eq(ids["host.add.num_executions-100.latency_p50"][6], "0.0000001", "no exponent: LAVA stores a Decimal")
-  T.eq(ids["host.add.num_executions-10.peak_rss"][8], "kB")
+  T.eq(ids["host.add.num_executions-10.peak_rss_kb"][8], "kB")
   local fail = ids["pi_1.mnist_u55.num_executions-1.run"]
   T.eq(fail[4], "fail")
   T.eq(fail.log, "odp: pi_1.mnist_u55.num_executions-1.run failed: ETIMEDOUT: no answer from pi@10.0.0.11 after 30 s")

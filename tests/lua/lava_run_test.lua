@@ -74,7 +74,7 @@ T.with_real_runner("lava-run: the job in docs/lava/ runs odp on an ssh device; L
       local prefix = "dut.add_arduino" -- the board LAVA named (--boards lava: static_info odp_name)
       local point = prefix .. ".num_executions-10.repeat-1.warmup-0."
       local checked = 0
-      for _, m in ipairs(require("odp.results.report").metrics(rec)) do
+      for _, m in ipairs(require("odp.results.schema").metrics(rec)) do
         local c = cases[point .. m.key]
         T.ok(c, "LAVA's results list " .. point .. m.key)
         T.eq(c.result, "pass")

@@ -17,12 +17,36 @@ function M.fail(code, message, exit)
     exit = exit or (code == "EUSAGE" and 2 or code == "ECANCELED" and 130 or 3) }, Failure), 0)
 end
 
---- Turns a `nil, "ECODE: msg", "ECODE"` triple from a C module into a raised failure.
-function M.check(ok, msg, code, exit)
+--- A C module's error message without its "ECODE: " prefix: what goes into a sentence of one's own. The one
+--- place that knows the prefix's shape.
+---@param msg any
+---@return string
+function M.text(msg)
+  return (tostring(msg):gsub("^E%u+: ", ""))
+end
+
+--- The code of a `nil, "ECODE: msg", code` triple: code, else the message's prefix, else EIO.
+local function code_of(msg, code)
+  return code or (type(msg) == "string" and msg:match("^(E%u+):")) or "EIO"
+end
+
+--- Passes a `nil, "ECODE: msg", "ECODE"` triple on with a context in front of its message: nil,
+--- "ECODE: context: msg", "ECODE" (for library code that returns triples); ok values go through unchanged.
+---@param context string what was being done, e.g. "uploading m.pte to pi-1"
+function M.wrap(context, ok, msg, code, ...)
+  if ok ~= nil and ok ~= false then return ok, msg, code, ... end
+  code = code_of(msg, code)
+  return nil, ("%s: %s: %s"):format(code, context, M.text(msg)), code
+end
+
+--- Turns a `nil, "ECODE: msg", "ECODE"` triple from a C module into a raised failure; with a context its
+--- message reads "context: msg". Ok values are returned unchanged.
+---@param context? string what was being done
+---@param exit? integer the exit code, when not the code's own (errors.fail)
+function M.check(ok, msg, code, context, exit)
   if ok == nil or ok == false then
-    if code == nil and type(msg) == "string" then code = msg:match("^(E%u+):") end
-    local text = type(msg) == "string" and msg:gsub("^E%u+: ", "") or tostring(msg)
-    M.fail(code or "EIO", text, exit)
+    local text = M.text(msg)
+    M.fail(code_of(msg, code), context and (context .. ": " .. text) or text, exit)
   end
   return ok, msg, code
 end

@@ -19,6 +19,8 @@
 --                   a Lua pattern whose first capture is base64 text (the file name then comes from `start`)
 --   size            optional Lua pattern, anywhere in the log before the block: its capture is the decoded size
 -- Never executed: the `echo ... | base64 -d` line is decoded here, not given to a shell.
+local errors = require("odp.core.errors")
+
 local M = {}
 
 M.MAX_BYTES = 64 * 1024 * 1024 -- per artifact (decoded); untrusted input is bounded
@@ -53,7 +55,7 @@ function M.base64_decode(s)
     return nil, ("invalid character %q at offset %d"):format(body:sub(bad, bad), bad - 1)
   end
   local data, err = require("odp.sys").base64_decode(s)
-  if not data then return nil, (tostring(err):gsub("^E%u+: ", "")) end
+  if not data then return nil, errors.text(err) end
   return data
 end
 

@@ -8,6 +8,7 @@ local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local measure = require("odp.results.measure")
 local result = require("odp.results.result")
+local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
 
@@ -25,8 +26,10 @@ local function bad(msg) errors.fail("EUSAGE", msg, 2) end
 local function dirname(p) return p:match("^(.*)/[^/]*$") or "." end
 
 --- The records in path: a runs/<id>/ directory (its result.json), a JSON record (or list), or JSONL (a cut
---- last line is left out with a warning; any other bad line is a usage error). label names the input in
---- messages. -> records, the directory a record's relative samples.csv may sit in, warnings
+--- last line is left out with a warning; any other bad line is a usage error), each read through
+--- odp.results.schema (fields it does not know or of the wrong type: a warning each record, left out).
+--- label names the input in messages. -> records, the directory a record's relative samples.csv may sit
+--- in, warnings
 function M.read_records(path, label)
   local st = sys.stat(path)
   if not st then bad(("%s: cannot read '%s'"):format(label, path)) end
@@ -38,11 +41,21 @@ function M.read_records(path, label)
     path = path .. "/result.json"
   end
   local text = assert(sys.read_file(path))
+  local records = {}
+  local function add(rec, where)
+    local checked, notes = schema.read(rec)
+    if not checked then bad(("%s: %s is not a record (%s)"):format(label, where, notes.invalid[1])) end
+    local why = schema.describe(notes, where)
+    if why then warnings[#warnings + 1] = ("%s: %s"):format(label, why) end
+    records[#records + 1] = checked
+  end
   local whole = result.decode(text)
   if type(whole) == "table" then
-    return json.is_array(whole) and whole or { whole }, dirname(path), warnings
+    local list = json.is_array(whole) and whole or { whole }
+    for i, rec in ipairs(list) do add(rec, #list > 1 and ("%s record %d"):format(path, i) or path) end
+    return records, dirname(path), warnings
   end
-  local records, lineno, lines = {}, 0, {}
+  local lineno, lines = 0, {}
   for line in text:gmatch("[^\n]+") do lines[#lines + 1] = line end
   for i, line in ipairs(lines) do
     lineno = i
@@ -54,7 +67,7 @@ function M.read_records(path, label)
         bad(("%s: %s line %d is not a record (%s)"):format(label, path, lineno, err or "not an object"))
       end
     else
-      records[#records + 1] = rec
+      add(rec, ("%s line %d"):format(path, i))
     end
   end
   if #records == 0 then bad(("%s: %s holds no record"):format(label, path)) end
@@ -119,7 +132,7 @@ function M.load(path, label, board)
   local failed = {}
   for i, rec in ipairs(records) do
     if rec.ok == false then
-      failed[#failed + 1] = ("record %d (%s)"):format(i, rec.error and (rec.error.code .. ": " .. tostring(rec.error.message)) or "failed")
+      failed[#failed + 1] = ("record %d (%s)"):format(i, rec.error and (tostring(rec.error.code) .. ": " .. tostring(rec.error.message)) or "failed")
     elseif type(rec.latency_ms) ~= "table" and type(rec.schema) ~= "string" then
       bad(("%s: %s record %d is not an odp result record"):format(label, path, i))
     else
@@ -138,8 +151,8 @@ function M.load(path, label, board)
       side.samples_files[#side.samples_files + 1] = file
       for _, g in ipairs(groups) do side.groups[#side.groups + 1] = g end
     end
-    if type(rec.peak_rss_kb) == "number" then side.rss[#side.rss + 1] = rec.peak_rss_kb end
-    if type(rec.load_ms) == "number" then side.load[#side.load + 1] = rec.load_ms end
+    if rec.peak_rss_kb then side.rss[#side.rss + 1] = rec.peak_rss_kb end
+    if rec.load_ms then side.load[#side.load + 1] = rec.load_ms end
     local ops = op_samples(rec)
     if ops then
       for _, op in ipairs(ops) do

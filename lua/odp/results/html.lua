@@ -8,6 +8,7 @@ local compare = require("odp.results.compare")
 local json = require("odp.core.json")
 local plot = require("odp.results.plot")
 local report = require("odp.results.report")
+local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
 
 local M = {}
@@ -334,107 +335,33 @@ local function distribution_figures(id, sides, unit, scale)
 end
 
 -- ---------------------------------------------------------------------------------------------------------
--- A record as the page uses it. Records hold what devices said: every field the page reads is checked for
--- its type here, once, and what does not fit is left out (the page shows "-"), so no field can break it.
+-- A record as the page uses it: read through odp.results.schema (records hold what devices said: every
+-- declared field is of its type or absent, and the page shows "-"), with the few things the page derives.
 
-local function num(v) return type(v) == "number" and v == v and math.abs(v) ~= math.huge and v or nil end
-local function count(v)
-  v = num(v)
-  return v and math.abs(v) < 2 ^ 53 and math.tointeger(math.floor(v + 0.5)) or nil
-end
-local function text(v) return (type(v) == "string" or math.type(v) == "integer") and tostring(v) or nil end
-local function tab(v) return type(v) == "table" and v or nil end
-local function bool(v) return type(v) == "boolean" and v or nil end
-local function list(v, f)
-  local out = {}
-  for _, x in ipairs(tab(v) or {}) do out[#out + 1] = f(x) end
-  return out
-end
-local function fields(v, spec)
-  v = tab(v)
-  if not v then return nil end
-  local out = {}
-  for k, f in pairs(spec) do out[k] = f(v[k]) end
-  return out
-end
-local function nums(v) return fields(v, { n = count, mean = num, min = num, p10 = num, p50 = num, p90 = num, p99 = num,
-  max = num, std = num, cv = num }) end
-
-local function pair(v)
-  v = tab(v)
-  return v and num(v[1]) and num(v[2]) and { v[1], v[2] } or nil
-end
-
-local SHAPE = {
-  ok = function(v) return v ~= false end, flow = text, device = text, target = text, board = text,
-  started_at = text, odp_version = text, ops_unit = text, status = count, signal = text,
-  peak_rss_kb = count, load_ms = num,
-  model = function(v) return fields(v, { path = text, bytes = count, sha256 = text }) end,
-  runner = function(v) return fields(v, { path = text }) end,
-  params = function(v)
-    local out = {}
-    for k, x in pairs(tab(v) or {}) do
-      if type(k) == "string" and (text(x) or num(x) or type(x) == "boolean") then out[k] = x end
-    end
-    return out
-  end,
-  latency_ms = function(v)
-    local l = nums(v)
-    if not l then return nil end
-    l.source, l.modelled, l.ci95 = text(v.source), bool(v.modelled), pair(v.ci95)
-    l.warm = nums(v.warm)
-    l.first_ms = list(v.first_ms, num)
-    l.drift = fields(v.drift, { pct = num, p = num })
-    return l
-  end,
-  stop = function(v) return fields(v, { rule = text, met = bool, processes = count, samples = count, seconds = num,
-    target_ci = num, ci_pct = num }) end,
-  planned_buffers = function(v) return list(v, count) end,
-  ops = function(v)
-    return list(v, function(op)
-      local o = nums(op)
-      if not o then return nil end
-      o.block, o.name, o.avg = text(op.block) or "?", text(op.name) or "?", num(op.avg)
-      o.delegated, o.framework = bool(op.delegated), bool(op.framework)
-      return o
-    end)
-  end,
-  ops_summary = function(v) return fields(v, { n = count, execute_ms = num, delegated_ms = num, kernels_ms = num,
-    other_ms = num, unit = text }) end,
-  counters = function(v)
-    v = tab(v)
-    if not v then return nil end
-    local total = {}
-    for k, x in pairs(tab(v.total) or {}) do if type(k) == "string" and num(x) then total[k] = x end end
-    return { total = total, processes = #(tab(v.processes) or {}) }
-  end,
-  pmu = function(v)
-    local p = fields(v, { cpu_cycles_total = count, cpu_cycles_per_inference = num, npu_cycles = count })
-    if p then
-      p.counters = list(v.counters, function(c) return fields(c, { index = count, event = text, count = count }) end)
-    end
-    return p
-  end,
-  steps = function(v) return list(v, function(st) return fields(st, { name = text, status = text, ms = num }) end) end,
-  warnings = function(v) return list(v, text) end,
-  error = function(v) return fields(v, { code = text, message = text }) end,
-  -- device_state: what the page reads itself; the summary line is odp.target.device_state's, from the raw table
-  device_state = function(v)
-    v = tab(v)
-    if not v then return nil end
-    local before = tab(v.before) or {}
-    return { error = text(v.error), throttled = bool(v.throttled), cpus_online = count(v.cpus_online),
-      os = text(v.os), kernel = text(v.kernel), raw = v,
-      governors = list(before.cpus, function(c) return tab(c) and text(c.governor) end),
-      loadavg1 = num((tab(before.loadavg) or {})[1]) }
-  end,
-}
-
---- The fields of a record the pages read, each of its type or absent (see SHAPE).
+--- The record as the pages read it: schema.read's checked copy, ok unless it says false, operators named
+--- ("?" when not), counters.processes counted, and device_state's fields the page reads beside the raw table
+--- (whose summary line odp.target.device_state makes).
 function M.shape(rec)
-  local out = {}
-  for k, f in pairs(SHAPE) do out[k] = f(rec[k]) end
-  return out
+  local r = schema.read(rec) or {}
+  r.ok = r.ok ~= false
+  local l = r.latency_ms
+  if l and l.ci95 and #l.ci95 ~= 2 then l.ci95 = nil end
+  for _, op in ipairs(r.ops or {}) do op.block, op.name = op.block or "?", op.name or "?" end
+  if r.counters then r.counters.total, r.counters.processes = r.counters.total or {}, #(r.counters.processes or {}) end
+  local v = r.device_state
+  if v then
+    local function tab(x) return type(x) == "table" and x or {} end
+    local before = tab(v.before)
+    local cpus_online = schema.finite(v.cpus_online)
+    r.device_state = { error = type(v.error) == "string" and v.error or nil, throttled = v.throttled == true or nil,
+      cpus_online = cpus_online and math.tointeger(cpus_online), raw = v,
+      os = type(v.os) == "string" and v.os or nil, kernel = type(v.kernel) == "string" and v.kernel or nil,
+      governors = {}, loadavg1 = schema.finite(tab(before.loadavg)[1]) }
+    for _, c in ipairs(tab(before.cpus)) do
+      if type(c) == "table" and type(c.governor) == "string" then r.device_state.governors[#r.device_state.governors + 1] = c.governor end
+    end
+  end
+  return r
 end
 
 -- ---------------------------------------------------------------------------------------------------------
@@ -617,20 +544,33 @@ local function latency_section(rec, groups, unit, scale)
   return M.section("latency", "Latency", table.concat(o))
 end
 
-local function memory_section(rec)
+-- The labelled schema fields of an HTML group as kv rows (odp.results.schema: label, format).
+local function labelled_rows(rec, group)
   local rows = {}
-  if rec.peak_rss_kb then
-    rows[#rows + 1] = { "peak RSS", esc(("%d kB (%.1f MB)"):format(rec.peak_rss_kb, rec.peak_rss_kb * 1024 / 1e6)) }
+  for _, f in ipairs(schema.labelled(group)) do
+    local v = schema.get(rec, f[1])
+    if v ~= nil then rows[#rows + 1] = { f.label, esc(report.show(f, v)) } end
   end
+  return rows
+end
+
+local function memory_section(rec)
+  local rows = labelled_rows(rec, "memory")
   local planned = 0
   for i, b in ipairs(rec.planned_buffers or {}) do
     planned = planned + b
     rows[#rows + 1] = { ("planned buffer [%d]"):format(i - 1), esc(fmt_bytes(b)) }
   end
   if #(rec.planned_buffers or {}) > 1 then rows[#rows + 1] = { "planned, in all", esc(fmt_bytes(planned)) } end
-  if rec.load_ms then rows[#rows + 1] = { "model load", esc(report.duration(rec.load_ms)) } end
   if #rows == 0 then return "" end
   return M.section("memory", "Memory", M.kv(rows))
+end
+
+-- Labelled fields of no other group (odp.results.schema): a field added there shows here.
+local function measurements_section(rec)
+  local rows = labelled_rows(rec, "measurements")
+  if #rows == 0 then return "" end
+  return M.section("measurements", "Measurements", M.kv(rows))
 end
 
 local function counters_section(rec)
@@ -732,6 +672,7 @@ function M.run(rec, opts)
   if rec.ok ~= false then
     sections[#sections + 1] = latency_section(rec, opts.samples, unit, scale)
     sections[#sections + 1] = memory_section(rec)
+    sections[#sections + 1] = measurements_section(rec)
     sections[#sections + 1] = split_section(rec.ops_summary)
     sections[#sections + 1] = ops_section(rec)
     sections[#sections + 1] = counters_section(rec)

@@ -4,6 +4,7 @@
 -- `odp compare --fail-if-slower PCT --report junit FILE` writes one testcase per compared metric, the latency's
 -- failing when the gate does. The file is written whole or not at all (sys.write_file).
 local report = require("odp.results.report")
+local schema = require("odp.results.schema")
 local sys = require("odp.sys")
 
 local M = {}
@@ -85,6 +86,7 @@ end
 function M.suites(records)
   local by, order = {}, {}
   for _, r in ipairs(records) do
+    r = schema.read(r) or {}
     local l = report.labels(r)
     local key = l.board .. "." .. l.model
     local s = by[key]
@@ -102,7 +104,7 @@ function M.suites(records)
     -- the run's time (its steps) is the suite's; a metric gate takes no time of its own
     for _, st in ipairs(r.steps or {}) do s.time = s.time + (st.ms or 0) / 1000 end
     if r.ok then
-      for _, m in ipairs(report.metrics(r)) do
+      for _, m in ipairs(schema.metrics(r)) do
         s.cases[#s.cases + 1] = { classname = classname, name = point .. "." .. m.key,
           out = ("%s = %s %s"):format(m.key, report.number(m.value), m.units) }
       end

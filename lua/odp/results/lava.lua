@@ -6,6 +6,7 @@
 -- lines those scripts print.
 local proc = require("odp.proc")
 local report = require("odp.results.report")
+local schema = require("odp.results.schema")
 local which = require("odp.target.host").which
 
 local M = {}
@@ -30,6 +31,7 @@ end
 function M.calls(records)
   local sets, order = {}, {}
   for _, r in ipairs(records) do
+    r = schema.read(r) or {}
     local l = report.labels(r)
     local name = M.id(l.board .. "." .. l.model)
     if not sets[name] then sets[name] = {} order[#order + 1] = name end
@@ -47,7 +49,7 @@ function M.calls(records)
     for _, e in ipairs(sets[name]) do
       local prefix = name .. (e.l.point ~= "" and ("." .. M.id(e.l.point)) or "")
       if e.r.ok then
-        for _, m in ipairs(report.metrics(e.r)) do
+        for _, m in ipairs(schema.metrics(e.r)) do
           calls[#calls + 1] = { "lava-test-case", unique(prefix .. "." .. m.key), "--result", "pass",
             "--measurement", M.measurement(m.value), "--units", m.units }
         end

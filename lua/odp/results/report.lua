@@ -2,6 +2,7 @@
 -- (sysbench's model); `odp.results.report.formats` can be extended by a user script.
 local json = require("odp.core.json")
 local result = require("odp.results.result")
+local schema = require("odp.results.schema")
 local sys = require("odp.sys")
 
 local M = {}
@@ -45,6 +46,19 @@ function M.duration(ms)
   if type(ms) ~= "number" then return "-" end
   local name, scale = M.time_unit({ ms })
   return M.sig4(ms / scale) .. " " .. name
+end
+
+--- A labelled schema field's value as text (odp.results.schema: `format`): "duration" in the unit it reads
+-- best in, "integer" a whole number, "kB" kilobytes with MB beside, else a printf format; then the unit.
+---@param field table a schema entry
+---@param v number|string|boolean
+function M.show(field, v)
+  local fmt, unit = field.format, field.unit and (" " .. field.unit) or ""
+  if type(v) ~= "number" then return tostring(v) .. unit end
+  if fmt == "duration" then return M.duration(v) end
+  if fmt == "kB" then return ("%d kB (%.1f MB)"):format(v, v * 1024 / 1e6) end
+  if fmt == "integer" then return ("%d"):format(v) .. unit end
+  return (fmt or "%s"):format(v) .. unit
 end
 
 --- Aligns rows under columns. columns: list of {key=, title=, fmt=function(v, row)|string, align="l"|"r",
@@ -202,8 +216,10 @@ local function human_one(r, out)
     kv("stopped by", ("%s%s after %d process(es), %.1f s"):format(r.stop.rule, r.stop.met and "" or " (not met)",
       r.stop.processes, r.stop.seconds))
   end
-  if r.load_ms then kv("model load", M.duration(r.load_ms)) end
-  if r.peak_rss_kb then kv("peak RSS", ("%d kB (%.1f MB)"):format(r.peak_rss_kb, r.peak_rss_kb * 1024 / 1e6)) end
+  for _, f in ipairs(schema.labelled()) do
+    local v = schema.get(r, f[1])
+    if v ~= nil then kv(f.label, M.show(f, v)) end
+  end
   local c = r.counters and r.counters.total
   if c then
     local parts = {}
@@ -329,7 +345,7 @@ function M.formats.human(records)
   local out = {}
   for i, r in ipairs(records) do
     if i > 1 then out[#out + 1] = "" end
-    human_one(r, out)
+    human_one(schema.read(r) or {}, out)
   end
   if #records > 1 then
     out[#out + 1] = ""
@@ -370,33 +386,6 @@ function M.formats.csv(records)
     lines[#lines + 1] = table.concat(cells, ",")
   end
   return table.concat(lines, "\n") .. "\n"
-end
-
---- The metrics a lab engine records of one result, in order: {key, units, get(record)}. LAVA's
--- `lava-test-case --measurement V --units U` and a JUnit testcase each carry one of them.
-M.METRICS = {
-  { "latency_p50", "ms", function(r) return r.latency_ms and r.latency_ms.p50 end },
-  { "latency_mean", "ms", function(r) return r.latency_ms and r.latency_ms.mean end },
-  { "latency_p90", "ms", function(r) return r.latency_ms and r.latency_ms.p90 end },
-  { "latency_p99", "ms", function(r) return r.latency_ms and r.latency_ms.p99 end },
-  { "latency_min", "ms", function(r) return r.latency_ms and r.latency_ms.min end },
-  { "latency_max", "ms", function(r) return r.latency_ms and r.latency_ms.max end },
-  { "model_load", "ms", function(r) return r.load_ms end },
-  { "peak_rss", "kB", function(r) return r.peak_rss_kb end },
-  { "npu_cycles", "cycles", function(r) return r.pmu and r.pmu.npu_cycles end },
-  { "cpu_cycles_per_inference", "cycles", function(r) return r.pmu and r.pmu.cpu_cycles_per_inference end },
-}
-
---- The finite numeric metrics of a record: a list of {key=, value=, units=}.
-function M.metrics(r)
-  local out = {}
-  for _, m in ipairs(M.METRICS) do
-    local v = m[3](r)
-    if type(v) == "number" and v == v and math.abs(v) ~= math.huge then
-      out[#out + 1] = { key = m[1], value = v, units = m[2] }
-    end
-  end
-  return out
 end
 
 --- Where a record was measured, as lab engines name it: {board=, model=, point=}. board: the lab file's

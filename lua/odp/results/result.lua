@@ -1,9 +1,10 @@
 --- The result record (docs/SCRIPTING.md, "The result record"): one per run, the same for every flow.
 -- A failed run is a record too (ok = false, error = {code, message, exit}), never a half-filled success.
 local json = require("odp.core.json")
+local schema = require("odp.results.schema")
 local sys = require("odp.sys")
 
-local M = { SCHEMA = "odp.result/1" }
+local M = { SCHEMA = schema.VERSION }
 
 local function iso_now()
   local t = sys.time()
@@ -77,14 +78,6 @@ function M.run_dir(base, name)
   return dir, id
 end
 
---- The order fields come out in, in every object of a record (the rest follow sorted): what a reader
---- looks for first comes first.
-M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "commit", "lava_job_id", "model",
-  "runner", "params", "status", "signal", "stop", "sustained", "thermal", "latency_ms", "load_ms", "peak_rss_kb", "planned_buffers",
-  "inputs", "outputs", "reference", "artifacts", "ops", "warnings", "error", "path", "file", "sha256", "bytes", "n", "total", "mean", "min",
-  "p10", "p50", "p90", "p99", "max", "std", "source", "ci95", "cv", "first_ms", "warm", "drift", "pct", "p", "minute", "process", "waited_s", "before_c", "after_c", "rule",
-  "met", "processes", "samples", "seconds", "target_ci", "ci_pct", "code", "message", "name", "block" }
-
 -- Non-finite model outputs as strings (JSON has no NaN/Infinity), and back.
 local TO_TEXT = { [1 / 0] = "Infinity", [-1 / 0] = "-Infinity" }
 local FROM_TEXT = { NaN = 0 / 0, Infinity = 1 / 0, ["-Infinity"] = -1 / 0 }
@@ -120,7 +113,7 @@ local function from_text(x)
   return x
 end
 
---- A record (or a list of records) as JSON text: fields in M.KEY_ORDER; NaN/+-Inf in outputs[i].values
+--- A record (or a list of records) as JSON text: fields in schema.KEY_ORDER; NaN/+-Inf in outputs[i].values
 --- written as the strings "NaN", "Infinity", "-Infinity" (elsewhere JSON has no place for them: null).
 --- opts.indent pretty-prints.
 ---@param record table
@@ -134,7 +127,7 @@ function M.encode(record, opts)
   else
     v = map_outputs(record, to_text)
   end
-  return json.encode(v, { indent = opts and opts.indent, keyorder = M.KEY_ORDER })
+  return json.encode(v, { indent = opts and opts.indent, keyorder = schema.KEY_ORDER })
 end
 
 --- A record from JSON text (M.encode's inverse: the NaN/Infinity strings of outputs[i].values become

@@ -1,6 +1,7 @@
 --- The Markdown summary odp appends to $GITHUB_STEP_SUMMARY (GitHub Actions shows it on the run's page):
 -- one table row per record, board, model, point, result and the headline metrics (docs/ci.md).
 local report = require("odp.results.report")
+local schema = require("odp.results.schema")
 
 local M = {}
 
@@ -10,10 +11,11 @@ local function cell(s) return (tostring(s):gsub("[|\\]", "\\%0"):gsub("[\r\n]+",
 --- Markdown text of records (ends with a blank line so a later append starts a new block).
 function M.markdown(records)
   local failed = 0
-  for _, r in ipairs(records) do if not r.ok then failed = failed + 1 end end
+  for _, r in ipairs(records) do if not (type(r) == "table" and r.ok) then failed = failed + 1 end end
   local out = { ("### odp: %d run(s), %d failed"):format(#records, failed), "",
     "| board | model | point | result | p50 | p90 | peak RSS |", "|---|---|---|---|--:|--:|--:|" }
   for _, r in ipairs(records) do
+    r = schema.read(r) or {}
     local l, lat = report.labels(r), r.latency_ms or {}
     local result = r.ok and "ok" or ("**FAIL** " .. ((r.error and r.error.code) or "") .. " " ..
       ((r.error and r.error.message) or ""))

@@ -238,6 +238,15 @@ function M.judge(io, rec, kept, run_dir)
     end
     rec.reference = { path = ref.path, kind = ref.kind, run_id = ref.run_id, model_sha256 = ref.model_sha256,
       gates = next(io.gates) and io.gates or nil, outputs = entries }
+    -- the worst output, for the history's series: the lowest cosine, the largest max abs error (absent when
+    -- an output has non-finite mismatches or could not be compared: no number stands for it)
+    local worst_cos, worst_err, whole = nil, nil, true
+    for _, e in ipairs(entries) do
+      if e.cosine and (not worst_cos or e.cosine < worst_cos) then worst_cos = e.cosine end
+      if e.max_abs_err and (not worst_err or e.max_abs_err > worst_err) then worst_err = e.max_abs_err end
+      if e.error or (e.nonfinite or 0) > 0 then whole = false end
+    end
+    if whole then rec.reference.cosine, rec.reference.max_abs_err = worst_cos, worst_err end
     if not bad then
       local g = M.gate(entries, io.gates)
       if g then

@@ -79,7 +79,7 @@ function Board:target()
     o.device, o.ui = self.device, self.ui
     local t, err, code = mod.new(o)
     -- exit 3, but 2 for a bad ssh_config (EUSAGE) and 130 for Ctrl-C (ECANCELED): errors.fail decides
-    if not t then errors.fail(code or "ENODEV", (tostring(err):gsub("^E%u+: ", ""))) end
+    if not t then errors.fail(code or "ENODEV", errors.text(err)) end
     self._target, self.uri = t, t.uri
   end
   return self._target
@@ -157,7 +157,7 @@ function Board:exec(argv, opts)
     opts = o
   end
   local r, err, code = self:target():exec(argv, opts)
-  if not r then errors.fail(code or "EIO", (tostring(err):gsub("^E%u+: ", "")), 3) end
+  if not r then errors.fail(code or "EIO", errors.text(err), 3) end
   if echo then setmetatable(r, { __tostring = M.exec_status }) end
   return r
 end

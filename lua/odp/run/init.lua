@@ -38,7 +38,7 @@ function M.check_model(path)
   local info, err, code = require("odp.parse.pte").read(path)
   if not info then
     errors.fail(code == "ENOTFOUND" and code or "EPROTO", ("model %s: %s"):format(path,
-      (tostring(err):gsub("^E%u+: ", ""))), 2)
+      errors.text(err)), 2)
   end
   return info
 end

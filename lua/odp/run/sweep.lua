@@ -139,7 +139,7 @@ end
 
 -- A failed record for a point whose run raised e.
 local function failed_record(e)
-  return { schema = "odp.result/1", ok = false,
+  return { schema = result.SCHEMA, ok = false,
     error = { code = type(e) == "table" and e.code or "EFAIL",
       message = type(e) == "table" and (e.message or tostring(e)) or tostring(e),
       exit = type(e) == "table" and e.exit or nil } }
@@ -185,7 +185,7 @@ function M.run(opts)
       rec = failed_record(rec)
     end
     if type(rec) ~= "table" then
-      rec = { schema = "odp.result/1", ok = false,
+      rec = { schema = result.SCHEMA, ok = false,
         error = { code = "EFAIL", message = "run_point returned " .. type(rec) .. ", not a record" } }
     end
     rec.params = rec.params or {}
@@ -216,7 +216,7 @@ end
 local function out_reason(rec)
   local e = rec.ok == false and rec.error
   if e and (e.exit == 3 or e.exit == 2 or e.code == "ETIMEDOUT") then
-    return ("%s: %s"):format(e.code, (tostring(e.message):gsub("^E%u+: ", "")))
+    return ("%s: %s"):format(e.code, errors.text(e.message))
   end
 end
 

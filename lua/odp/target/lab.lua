@@ -142,7 +142,7 @@ end
 
 local function from_provider(where, lab, err, code)
   if not lab then errors.fail(code or "ENOTFOUND", ("--boards %s: %s"):format(where,
-    (tostring(err):gsub("^E%u+: ", ""))), code == "EUSAGE" and 2 or 3) end
+    errors.text(err)), code == "EUSAGE" and 2 or 3) end
   return lab
 end
 

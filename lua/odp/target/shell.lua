@@ -3,6 +3,7 @@
 -- quoting and the command line of an exec, and rusage: the static odp-rusage helper for the board's
 -- `uname -m` pushed into <remote_dir>/.odp/ (hash-skipped), else a `time -v` the board has, and the
 -- merging of either report into the exec result.
+local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 
 local M = {}
@@ -239,7 +240,7 @@ function M.helper(target)
     return nil, err, code -- the connection is gone: that is no reason to give up the helper
   elseif why == "channel" then
     c.helper_starting, c.helper_off = nil, true -- the transport has no such channel (adb without shell_v2)
-    say_fallback(target, (err:gsub("^E%u+: ", "")))
+    say_fallback(target, errors.text(err))
     return nil
   end
   if client and not current(client, path) then
@@ -262,7 +263,7 @@ function M.helper(target)
     if pushed then client, err, code = start_helper(target, path) end
     if not client then
       c.helper_starting, c.helper_off = nil, true
-      say_fallback(target, (perr or err or "?"):gsub("^E%u+: ", ""))
+      say_fallback(target, errors.text(perr or err or "?"))
       return nil
     end
   end

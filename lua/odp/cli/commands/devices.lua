@@ -4,6 +4,7 @@
 --- `table.insert(require("odp.cli.commands.devices").sources, src)`.
 local report = require("odp.results.report")
 local json = require("odp.core.json")
+local errors = require("odp.core.errors")
 
 local M = { summary = "List serial ports, J-Link probes and adb devices, with what to do for each" }
 
@@ -109,7 +110,7 @@ local function server_rows(rows)
     if code == "ENODEV" then
       return false, (err:gsub("^ENODEV: ", "")) .. ": runs talk to adb devices directly (USB, or --adb tcp:HOST:PORT)"
     end
-    return false, "adb server: " .. (err:gsub("^E%u+: ", "")) .. " (runs with --adb auto stop here; --adb usb goes direct)"
+    return false, "adb server: " .. errors.text(err) .. " (runs with --adb auto stop here; --adb usb goes direct)"
   end
   for _, d in ipairs(srv.devices) do
     local hint = SERVER_HINTS[d.state] or (d.state:match("^no permissions") and
@@ -197,7 +198,7 @@ function M.check_boards(spec, timeout)
       r.hint = type(e) == "table" and e.message and ((e.code and (e.code .. ": ") or "") .. e.message) or tostring(e)
     end
   end
-  if s.interrupted then require("odp.core.errors").fail("ECANCELED", "interrupted", 130) end
+  if s.interrupted then errors.fail("ECANCELED", "interrupted", 130) end
   return rows
 end
 

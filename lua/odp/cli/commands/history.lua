@@ -21,7 +21,7 @@ M.description = "Every run odp makes is added to a history (--history URL, $ODP_
 M.options = {
   { "model", "Only series of this model (file name or sha256 prefix)", nil, "string" },
   { "board", "Only series of boards whose name or SoC contains this", nil, "string" },
-  { "metric", "Only this metric (" .. table.concat(history.METRICS, ", ") .. ")", nil, "string" },
+  { "metric", "Only this metric (" .. table.concat(history.metric_names(), ", ") .. ")", nil, "string" },
   { "since", "Only runs since: 7d, 12h, 2w or a date (2026-12-01)", nil, "string", metavar = "T" },
   { "regressions", "Find the changes that made each series slower or larger", false, "bool" },
   { "fail", "With --regressions: exit 1 when a regression is found that no later change undid", false, "bool" },
@@ -239,6 +239,7 @@ end
 local function import(db, opts, paths)
   if #paths == 0 then errors.fail("EUSAGE", "odp history import takes runs/ directories, result.json or .jsonl files", 2) end
   local res = db:import(paths)
+  for _, w in ipairs(res.warnings) do io.stderr:write("odp: warning: ", w, "\n") end
   for _, f in ipairs(res.failed) do io.stderr:write("odp: ", f, "\n") end
   if not opts.quiet then
     io.stdout:write(("%d run(s) added, %d already there, %d failed; history %s\n")

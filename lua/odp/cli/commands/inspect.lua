@@ -29,7 +29,7 @@ end
 local function etdump_doc(path, opts)
   local etdump = require("odp.parse.etdump")
   local doc, err, code = etdump.read(path)
-  if not doc then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
+  if not doc then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
   local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
   local rows, unit = etdump.ops(doc, eopts)
   local blocks = {}
@@ -68,7 +68,7 @@ end
 local function pte_info(path)
   local pte = require("odp.parse.pte")
   local p, err, code = pte.read(path)
-  if not p then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
+  if not p then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
   local methods, delegates = {}, {}
   for i, m in ipairs(p.methods) do
     methods[i] = { name = m.name, operators = json.array(m.operators),
@@ -111,7 +111,7 @@ end
 
 local function elf_info(path)
   local e, err, code = require("odp.elf").read(path)
-  if not e then errors.fail(code, ("%s: %s"):format(path, (err:gsub("^E%u+: ", ""))), 1) end
+  if not e then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end
   return info

@@ -90,7 +90,7 @@ local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
   rd:close()
   if not r then
     errors.fail(code == "ETIMEDOUT" and "ETIMEDOUT" or "EPROTO", ("flash: XMODEM transfer of %s aborted: %s%s; raw RTT " ..
-      "log in %s"):format(basename(p.ext_flash), (tostring(err):gsub("^E%u+: ", "")),
+      "log in %s"):format(basename(p.ext_flash), errors.text(err),
       fail_line and (" (flasher: " .. fail_line .. ")") or "", rlog), 3)
   end
   if fail_line then errors.fail("EPROTO", ("flash: the flasher reported '%s' after the transfer"):format(fail_line), 3) end

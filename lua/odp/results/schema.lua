@@ -1,0 +1,500 @@
+--- The result record's fields, declared once (docs/architecture.md, "The record schema"). Every view reads
+-- records through this module: the terminal report, the HTML page, JSON/CSV, the history, compare, JUnit,
+-- LAVA and the GitHub step summary. A new record field is ONE entry in M.FIELDS; the views iterate it.
+--   local schema = require("odp.results.schema")
+--   local rec, notes = schema.read(record)   -- a checked copy; notes.unknown / notes.invalid: field paths
+--   for _, m in ipairs(schema.metrics(rec)) do print(m.key, m.value, m.units) end
+-- An entry is { path, type, of=, unit=, metric=, label=, format=, history=, group= }:
+--   path     "load_ms"; "latency_ms.p50" (a field of an object); "ops[].name" (a field of each list item)
+--   type     "string" | "integer" | "number" (finite) | "boolean" | "object" (its fields declared below it)
+--            | "list" (items of type `of`) | "map" (any keys, values of type `of`) | "table" (not looked into:
+--            its reader checks it) | "scalar" (string, finite number or boolean) | "any"
+--   unit     the unit of a number ("ms", "kB", "cycles"): one unit per field, never mixed
+--   metric   the one name of the value in the history, LAVA, JUnit (and the CSV/plot path is `path`)
+--   label    shown by the terminal report and the HTML page under this label, formatted by `format`:
+--            "duration" (ms shown in the unit that reads best), "integer" (whole numbers: counts, cycles),
+--            "kB" (kilobytes with MB beside), or a printf format ("%.3f") followed by the unit
+--   group    the HTML section a labelled field goes in ("memory"; others: "measurements")
+--   history  true: the history keeps the value as a series (metric name `metric`, unit `unit`); for an
+--            object, {value = field, ci = field (a [lo, hi] pair), n = field, samples = true}
+-- Fields a view draws itself (latency table, operators, device state) have no label: their view knows them.
+local json = require("odp.core.json")
+
+local M = {}
+
+--- The record format's version (record.schema). A new field keeps it: readers of /1 ignore what they do not
+--- know and say so (M.read). Only a change of an existing field's meaning or type would make it /2.
+M.VERSION = "odp.result/1"
+
+-- The statistics of a set of durations in ms (latency_ms, latency_ms.warm, ops[] rows): p50 first, the
+-- order lab engines list them in.
+local function stats_fields(prefix, metric_prefix)
+  local out = {}
+  for _, k in ipairs { "p50", "mean", "p90", "p99", "min", "max", "p10", "std", "avg" } do
+    out[#out + 1] = { prefix .. "." .. k, "number", unit = "ms",
+      metric = metric_prefix and k ~= "p10" and k ~= "std" and k ~= "avg" and (metric_prefix .. "_" .. k) or nil }
+  end
+  out[#out + 1] = { prefix .. ".n", "integer" }
+  return out
+end
+
+--- Every field odp writes, in the order a reader looks for them (the terminal report and the HTML page show
+--- labelled fields in this order; lab engines list metrics in it).
+M.FIELDS = {
+  { "schema", "string" },
+  { "ok", "boolean" },
+  { "flow", "string" },
+  { "device", "string" },
+  { "target", "string" },
+  { "board", "string" },                 -- the lab file's name for it (--boards)
+  { "started_at", "string" },            -- ISO 8601 UTC
+  { "odp_version", "string" },
+  { "commit", "string" },
+  { "lava_job_id", "string" },
+  { "model", "object" },
+  { "model.path", "string" },
+  { "model.sha256", "string" },
+  { "model.bytes", "integer", unit = "B" },
+  { "model.scratch_size", "integer", unit = "B" },
+  { "runner", "object" },
+  { "runner.path", "string" },
+  { "runner.sha256", "string" },
+  { "runner.bytes", "integer", unit = "B" },
+  { "runner.version", "string" },
+  { "params", "map", of = "scalar" },
+  { "status", "integer" },
+  { "signal", "scalar" },
+  { "stop", "object" },
+  { "stop.rule", "string" },
+  { "stop.met", "boolean" },
+  { "stop.processes", "integer" },
+  { "stop.samples", "integer" },
+  { "stop.seconds", "number", unit = "s" },
+  { "stop.target_ci", "number", unit = "%" },
+  { "stop.ci_pct", "number", unit = "%" },
+  { "sustained", "list", of = "table" },
+  { "thermal", "list", of = "table" },
+  -- the history keeps the distribution as one series (its median, CI and samples); lab engines each statistic
+  { "latency_ms", "object", metric = "latency_ms", unit = "ms",
+    history = { value = "p50", ci = "ci95", n = "n", samples = true } },
+  stats_fields("latency_ms", "latency"),
+  { "latency_ms.total", "number", unit = "ms" },
+  { "latency_ms.source", "string" },     -- log | etdump | rtt | wall
+  { "latency_ms.modelled", "boolean" },  -- the QEMU twin's modelled cycles
+  { "latency_ms.emulated", "boolean" },  -- a virtual machine's timings
+  { "latency_ms.ci95", "list", of = "number", unit = "ms" },
+  { "latency_ms.cv", "number" },
+  { "latency_ms.first_ms", "list", of = "number", unit = "ms" },
+  { "latency_ms.warm", "object" },
+  stats_fields("latency_ms.warm"),
+  { "latency_ms.warm.ci95", "list", of = "number", unit = "ms" },
+  { "latency_ms.warm.cv", "number" },
+  { "latency_ms.drift", "object" },
+  { "latency_ms.drift.pct", "number", unit = "%" },
+  { "latency_ms.drift.p", "number" },
+  { "load_ms", "number", unit = "ms", metric = "load_ms", label = "model load", format = "duration",
+    group = "memory", history = true },
+  { "peak_rss_kb", "integer", unit = "kB", metric = "peak_rss_kb", label = "peak RSS", format = "kB",
+    group = "memory", history = true },
+  { "pmu", "object" },
+  { "pmu.npu_cycles", "integer", unit = "cycles", metric = "npu_cycles" },
+  { "pmu.cpu_cycles_per_inference", "number", unit = "cycles", metric = "cpu_cycles_per_inference" },
+  { "pmu.cpu_cycles_total", "integer", unit = "cycles" },
+  { "pmu.npu_cycles_per_inference", "number", unit = "cycles" },
+  { "pmu.npu_inferences", "integer" },
+  { "pmu.npu_delegations", "integer" },
+  { "pmu.npu_delegations_per_inference", "number" },
+  { "pmu.backend_cycles", "integer", unit = "cycles" },
+  { "pmu.backend_cycles_per_inference", "number", unit = "cycles" },
+  { "pmu.operators_cycles", "integer", unit = "cycles" },
+  { "pmu.operators_cycles_per_inference", "number", unit = "cycles" },
+  { "pmu.cpu_wait_for_npu_cycles", "integer", unit = "cycles" },
+  { "pmu.cpu_wait_for_npu_cycles_per_inference", "number", unit = "cycles" },
+  { "pmu.cpu_ratio_pct", "number", unit = "%" },
+  { "pmu.npu_ratio_pct", "number", unit = "%" },
+  { "pmu.counters", "list", of = "object" },
+  { "pmu.counters[].index", "integer" },
+  { "pmu.counters[].event", "string" },
+  { "pmu.counters[].count", "integer" },
+  { "pmu.counters[].per_inference", "number" },
+  { "planned_buffers", "list", of = "integer", unit = "B" },
+  { "outputs", "list", of = "object" },
+  { "outputs[].sizes", "list", of = "integer" },
+  { "outputs[].values", "list", of = "any" }, -- NaN/Inf included (JSON: "NaN", "Infinity" strings)
+  { "outputs[].index", "integer" },
+  { "outputs[].kind", "string" },
+  { "outputs[].numel", "integer" },
+  { "outputs[].elided", "any" },
+  -- --outputs, --inputs, --reference (docs/outputs.md): the files given and kept, and the agreement
+  { "outputs[].data", "object" },
+  { "outputs[].data.file", "string" },     -- relative to the run directory
+  { "outputs[].data.sha256", "string" },
+  { "outputs[].data.bytes", "integer", unit = "B" },
+  { "outputs[].data.dtype", "string" },
+  { "outputs[].data.sizes", "list", of = "integer" },
+  { "outputs[].data.error", "string" },
+  { "inputs", "list", of = "object" },
+  { "inputs[].file", "string" },
+  { "inputs[].sha256", "string" },
+  { "inputs[].bytes", "integer", unit = "B" },
+  { "inputs[].dtype", "string" },
+  { "inputs[].sizes", "list", of = "integer" },
+  { "reference", "object" },
+  { "reference.path", "string" },
+  { "reference.kind", "string" },          -- run | dir
+  { "reference.run_id", "string" },
+  { "reference.model_sha256", "string" },
+  { "reference.gates", "map", of = "number" },
+  -- the worst over the outputs compared, kept by the history so drift shows over time
+  { "reference.cosine", "number", metric = "output_cosine", history = true },
+  { "reference.max_abs_err", "number", metric = "output_max_abs_err", history = true },
+  { "reference.outputs", "list", of = "object" },
+  { "reference.outputs[].index", "integer" },
+  { "reference.outputs[].dtype", "string" },
+  { "reference.outputs[].n", "integer" },
+  { "reference.outputs[].equal", "integer" },
+  { "reference.outputs[].finite", "integer" },
+  { "reference.outputs[].nonfinite", "integer" },
+  { "reference.outputs[].nan", "map", of = "number" },
+  { "reference.outputs[].inf", "map", of = "number" },
+  { "reference.outputs[].max_abs_err", "number" },
+  { "reference.outputs[].max_abs_at", "integer" },
+  { "reference.outputs[].mean_abs_err", "number" },
+  { "reference.outputs[].rmse", "number" },
+  { "reference.outputs[].cosine", "number" },
+  { "reference.outputs[].snr_db", "number", unit = "dB" },
+  { "reference.outputs[].identical", "boolean" },
+  { "reference.outputs[].histogram", "list", of = "integer" },
+  { "reference.outputs[].top1", "boolean" },
+  { "reference.outputs[].top5", "number" },
+  { "reference.outputs[].topk", "table" },
+  { "reference.outputs[].error", "string" },
+  { "reference.failed", "object" },
+  { "reference.failed.output", "integer" },
+  { "reference.failed.metric", "string" },
+  { "reference.failed.value", "number" },
+  { "reference.failed.limit", "number" },
+  { "artifacts", "map", of = "any" },      -- name -> file (issue 28: {file, sha256, bytes})
+  { "ops_unit", "string" },                -- "ms" or "cycles": the unit of ops[] and ops_summary
+  { "ops", "list", of = "object" },
+  { "ops[].block", "string" },
+  { "ops[].name", "string" },
+  { "ops[].delegated", "boolean" },
+  { "ops[].framework", "boolean" },        -- ExecuTorch's OPERATOR_CALL overhead rows
+  { "ops[].instruction_id", "integer" },
+  stats_fields("ops[]"),
+  { "ops_summary", "object" },
+  { "ops_summary.n", "integer" },
+  { "ops_summary.execute_ms", "number" },
+  { "ops_summary.delegated_ms", "number" },
+  { "ops_summary.kernels_ms", "number" },
+  { "ops_summary.other_ms", "number" },
+  { "ops_summary.delegated_share", "number" },
+  { "ops_summary.unit", "string" },
+  { "counters", "object" },
+  { "counters.total", "map", of = "number" },
+  { "counters.processes", "list", of = "table" },
+  { "counters.scaled", "list", of = "string" },
+  { "counters.unavailable", "map", of = "string" },
+  { "counters.paranoid", "integer" },      -- kernel.perf_event_paranoid, when it kept counters away
+  { "counters.user_only", "boolean" },
+  { "device_state", "table" },             -- odp.target.device_state reads it (board, CPUs, thermal, OS)
+  { "steps", "list", of = "object" },
+  { "steps[].name", "string" },
+  { "steps[].status", "string" },
+  { "steps[].ms", "number", unit = "ms" },
+  { "threads", "integer" },
+  { "method", "string" },
+  { "sweep", "table" },                    -- {point, rep, of}
+  { "build", "table" },                    -- Ethos-U: the firmware build
+  { "images", "table" },                   -- Ethos-U: the flashed images' file_info
+  { "flash", "table" },                    -- Ethos-U: the flash transfer and its check
+  { "rtt", "table" },                      -- Ethos-U: what the RTT capture read
+  { "twin_state", "string" },              -- the QEMU twin's state
+  { "warnings", "list", of = "string" },
+  { "error", "object" },
+  { "error.code", "string" },
+  { "error.message", "string" },
+  { "error.exit", "integer" },
+}
+-- (the stats_fields(...) lists above, spliced in where they stand)
+do
+  local flat = {}
+  for _, f in ipairs(M.FIELDS) do
+    if type(f[1]) == "table" then table.move(f, 1, #f, #flat + 1, flat) else flat[#flat + 1] = f end
+  end
+  M.FIELDS = flat
+end
+
+-- ---------------------------------------------------------------------------------------------------------
+-- The declaration as a tree (built once, again after M.add)
+
+local ENTRY_KEYS = { [1] = true, [2] = true, of = true, unit = true, metric = true, label = true, format = true,
+  history = true, group = true }
+local TYPES = { string = true, integer = true, number = true, boolean = true, object = true, list = true,
+  map = true, table = true, any = true, scalar = true }
+
+local root, by_path
+
+local function index()
+  root, by_path = { children = {} }, {}
+  for _, f in ipairs(M.FIELDS) do
+    local parent_path, name = f[1]:match("^(.*)%.([^.]+)$")
+    local parent = root
+    if parent_path then
+      local list_item = parent_path:match("^(.*)%[%]$")
+      parent = by_path[list_item or parent_path]
+      if not parent then error(("schema: %s is declared before its parent %s"):format(f[1], parent_path), 0) end
+      if list_item then parent = parent.item end
+      if not parent or not parent.children then
+        error(("schema: %s: its parent is not an object"):format(f[1]), 0)
+      end
+    else
+      name = f[1]
+    end
+    local node = { f = f, path = f[1], children = f[2] == "object" and {} or nil }
+    if f[2] == "list" and f.of == "object" then node.item = { children = {}, path = f[1] .. "[]" } end
+    parent.children[name] = node
+    by_path[f[1]] = node
+  end
+end
+
+local function check_entry(f)
+  if type(f) ~= "table" or type(f[1]) ~= "string" or not TYPES[f[2]] then
+    error("schema: an entry is {path, type, ...} with type one of string, integer, number, boolean, object, " ..
+      "list, map, table, any, scalar", 3)
+  end
+  for k in pairs(f) do
+    if not ENTRY_KEYS[k] then error(("schema: %s: unknown attribute '%s'"):format(f[1], tostring(k)), 3) end
+  end
+  if (f[2] == "list" or f[2] == "map") and not TYPES[f.of or ""] then
+    error(("schema: %s: a %s needs of = <type>"):format(f[1], f[2]), 3)
+  end
+end
+
+for _, f in ipairs(M.FIELDS) do check_entry(f) end
+index()
+
+--- Declares one more field (a user script's or a test's; odp's own are in M.FIELDS above): after the entry
+--- whose path is opts.after, else at the end. Every view shows it from then on. Misuse raises.
+---@param entry table {path, type, unit=, metric=, label=, format=, history=, group=}
+---@param opts {after?: string}?
+function M.add(entry, opts)
+  check_entry(entry)
+  if by_path[entry[1]] then error(("schema: %s is declared already"):format(entry[1]), 2) end
+  local at = #M.FIELDS + 1
+  for i, f in ipairs(M.FIELDS) do if opts and f[1] == opts.after then at = i + 1 end end
+  table.insert(M.FIELDS, at, entry)
+  local ok, err = pcall(index)
+  if not ok then
+    table.remove(M.FIELDS, at)
+    index()
+    error(err, 2)
+  end
+end
+
+--- Takes a field back out (tests that added one with M.add).
+function M.remove(path)
+  for i, f in ipairs(M.FIELDS) do
+    if f[1] == path then
+      table.remove(M.FIELDS, i)
+      index()
+      return
+    end
+  end
+end
+
+--- The entry of a path ("latency_ms.p50"), or nil.
+function M.field(path)
+  local node = by_path[path]
+  return node and node.f
+end
+
+--- The value at a dotted path of a record (no lists on the way), or nil.
+function M.get(rec, path)
+  local v = rec
+  for part in path:gmatch("[^.]+") do
+    if type(v) ~= "table" then return nil end
+    v = v[part]
+  end
+  return v
+end
+
+-- ---------------------------------------------------------------------------------------------------------
+-- The one reader. Records come from files, other odp versions and devices: every value is checked for its
+-- declared type; numbers must be finite (JSON has no NaN/Inf; a device's NaN is not a measurement).
+
+--- A finite number, or nil.
+function M.finite(v)
+  return math.type(v) ~= nil and v == v and v ~= math.huge and v ~= -math.huge and v or nil
+end
+
+-- Whether v is of the scalar type kind (or a table, for "table").
+local function is_a(kind, v)
+  if kind == "any" then return true end
+  if kind == "string" or kind == "boolean" or kind == "table" then return type(v) == kind end
+  if kind == "number" then return M.finite(v) ~= nil end
+  if kind == "integer" then return M.finite(v) ~= nil and math.abs(v) < 2 ^ 53 and v == math.floor(v) end
+  if kind == "scalar" then return type(v) == "string" or type(v) == "boolean" or M.finite(v) ~= nil end
+  return false
+end
+
+local function what(v)
+  if math.type(v) and not M.finite(v) then return tostring(v) end
+  return type(v) == "table" and (json.is_array(v) and "a list" or "an object") or type(v)
+end
+
+local read
+
+-- v checked against the type kind (node: the declaration of an object or list item, when it has one)
+-- -> ok, the checked value
+local function read_as(kind, node, v, path, notes)
+  if kind == "object" then
+    if type(v) ~= "table" or (json.is_array(v) and #v > 0) then return false end
+    local out = {}
+    for k, x in pairs(v) do
+      local child = type(k) == "string" and node.children[k]
+      if child then
+        out[k] = read(child, x, path .. "." .. k, notes)
+      elseif not notes.seen[path .. "." .. tostring(k)] then
+        notes.seen[path .. "." .. tostring(k)] = true
+        notes.unknown[#notes.unknown + 1] = (path .. "." .. tostring(k)):gsub("^%.", "")
+      end
+    end
+    return true, out
+  end
+  return is_a(kind, v), v
+end
+
+local function note_invalid(notes, path, v, kind)
+  notes.invalid[#notes.invalid + 1] = ("%s: %s, not %s"):format(path:gsub("^%.", ""), what(v), kind)
+end
+
+function read(node, v, path, notes)
+  local f = node.f
+  if v == nil or v == json.null then return nil end
+  local kind = f[2]
+  if kind == "list" or kind == "map" then
+    if type(v) ~= "table" or (kind == "list" and not json.is_array(v) and next(v) ~= nil) then
+      note_invalid(notes, path, v, kind)
+      return nil
+    end
+    local out = kind == "list" and json.array() or {}
+    local item_path = kind == "list" and path .. "[]" or path
+    if kind == "list" then
+      for _, x in ipairs(v) do
+        local ok, c = read_as(f.of, node.item, x, item_path, notes)
+        if ok then out[#out + 1] = c else note_invalid(notes, item_path, x, f.of) end
+      end
+    else
+      for k, x in pairs(v) do
+        local ok, c = false, nil
+        if type(k) == "string" then ok, c = read_as(f.of, nil, x, path .. "." .. k, notes) end
+        if ok then out[k] = c else note_invalid(notes, path .. "." .. tostring(k), x, f.of) end
+      end
+    end
+    return out
+  end
+  local ok, c = read_as(kind, node, v, path, notes)
+  if not ok then
+    note_invalid(notes, path, v, kind)
+    return nil
+  end
+  return c
+end
+
+--- Reads a record against the declaration -> a checked copy, notes. The copy holds the declared fields,
+--- each of its type (numbers finite) or absent; invalid list items are left out. notes.unknown: the paths
+--- of fields this odp does not declare (a record of another odp version: a warning, the rest is read);
+--- notes.invalid: "path: what it is, not what it should be" for values left out; notes.version: the
+--- record's schema when it is not M.VERSION. A value that is not a table at all -> nil, notes.
+---@param rec any
+---@return table? rec
+---@return {unknown: string[], invalid: string[], version?: string} notes
+function M.read(rec)
+  local notes = { unknown = {}, invalid = {}, seen = {} }
+  if type(rec) ~= "table" then
+    notes.invalid[1] = ("the record is %s, not an object"):format(what(rec))
+    notes.seen = nil
+    return nil, notes
+  end
+  local _, out = read_as("object", root, rec, "", notes)
+  notes.seen = nil
+  if type(rec.schema) == "string" and rec.schema ~= M.VERSION then notes.version = rec.schema end
+  return out, notes
+end
+
+--- One line on what M.read's notes say was not read, or nil when all was. where: the record's name.
+function M.describe(notes, where)
+  local parts = {}
+  if notes.version then parts[#parts + 1] = ("written as %s, read as %s"):format(notes.version, M.VERSION) end
+  if #notes.unknown > 0 then
+    local u = table.move(notes.unknown, 1, #notes.unknown, 1, {})
+    table.sort(u)
+    parts[#parts + 1] = "fields this odp does not know (another odp version?), left out: " .. table.concat(u, ", ")
+  end
+  if #notes.invalid > 0 then
+    parts[#parts + 1] = "values of the wrong type, left out: " .. table.concat(notes.invalid, "; ")
+  end
+  if #parts == 0 then return nil end
+  return (where and (where .. ": ") or "") .. table.concat(parts, "; ")
+end
+
+-- ---------------------------------------------------------------------------------------------------------
+-- What views iterate
+
+--- The numeric values lab engines and the step summary report, in declaration order: {key=, value=,
+--- units=} for each field with a `metric` whose value in rec is a finite number.
+function M.metrics(rec)
+  local out = {}
+  for _, f in ipairs(M.FIELDS) do
+    if f.metric and (f[2] == "number" or f[2] == "integer") and not f[1]:find("[]", 1, true) then
+      local v = M.finite(M.get(rec, f[1]))
+      if v then out[#out + 1] = { key = f.metric, value = v, units = f.unit } end
+    end
+  end
+  return out
+end
+
+--- The fields the history keeps as series: {metric=, unit=, get = function(rec) -> value, lo, hi, n,
+--- with_samples}, in declaration order. rec: as M.read returned it.
+function M.kept()
+  local out = {}
+  for _, f in ipairs(M.FIELDS) do
+    local h = f.history
+    if h == true then
+      out[#out + 1] = { metric = f.metric, unit = f.unit, get = function(rec) return M.finite(M.get(rec, f[1])) end }
+    elseif type(h) == "table" then
+      out[#out + 1] = { metric = f.metric, unit = f.unit, get = function(rec)
+        local o = M.get(rec, f[1])
+        if type(o) ~= "table" or not M.finite(o[h.value]) then return nil end
+        local ci = h.ci and o[h.ci]
+        local lo, hi = type(ci) == "table" and M.finite(ci[1]), type(ci) == "table" and M.finite(ci[2])
+        if not (lo and hi) then lo, hi = nil, nil end
+        return o[h.value], lo, hi, h.n and math.tointeger(o[h.n]), h.samples == true
+      end }
+    end
+  end
+  return out
+end
+
+--- The labelled fields (what the terminal report and the HTML page show as "label  value"), in order;
+--- group: only those of that HTML group ("measurements": those without one).
+function M.labelled(group)
+  local out = {}
+  for _, f in ipairs(M.FIELDS) do
+    if f.label and (not group or (f.group or "measurements") == group) then out[#out + 1] = f end
+  end
+  return out
+end
+
+--- The order names come out in, in every object of a record (json.encode's keyorder, at every level): what
+--- a reader looks for first comes first; the rest (a new field too) follow sorted.
+M.KEY_ORDER = { "schema", "kind", "ok", "flow", "device", "target", "started_at", "odp_version", "commit",
+  "lava_job_id", "model", "runner", "params", "status", "signal", "stop", "sustained", "thermal", "latency_ms",
+  "load_ms", "peak_rss_kb", "planned_buffers", "inputs", "outputs", "reference", "artifacts", "ops", "warnings",
+  "error", "path", "file", "sha256", "bytes", "n", "total", "mean", "min", "p10", "p50", "p90", "p99", "max", "std", "source", "ci95",
+  "cv", "first_ms", "warm", "drift", "pct", "p", "minute", "process", "waited_s", "before_c", "after_c", "rule",
+  "met", "processes", "samples", "seconds", "target_ci", "ci_pct", "code", "message", "name", "block" }
+
+return M
