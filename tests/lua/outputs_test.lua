@@ -239,6 +239,25 @@ T.with_real_runner("odp compare A B compares the outputs too when both kept them
   T.match(r.stdout, ("%.9f"):format(want.cosine):gsub("%.", "%%."), "the cosine numpy computes")
 end)
 
+T.with_real_runner("the history keeps the worst output's cosine and max abs error against the reference", function(runner)
+  local h = dir .. "/history.db"
+  for _, seed in ipairs({ "random:1", "random:1" }) do
+    local argv = { odp, "run", root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs", "--history", h, "-q",
+      "--runner", runner, "--model", add, "--inputs", seed, "--reference", reference }
+    local r = assert(proc.run { argv = argv, cwd = dir, timeout = 120 })
+    T.eq(r.status, 0, r.stderr)
+  end
+  local db = assert(require("odp.results.history").open(h))
+  for metric, want in pairs({ output_cosine = 1, output_max_abs_err = 0 }) do
+    local series = assert(db:series { metric = metric })
+    T.eq(#series, 1, metric)
+    local pts = assert(db:points(series[1].id))
+    T.eq(#pts, 2, metric .. ": two runs")
+    T.eq(pts[2].median, want, metric)
+  end
+  db:close()
+end)
+
 ------------------------------------------------------------------------------------------------ usage: exit 2
 
 local function usage_case(args, pattern)
