@@ -258,6 +258,25 @@ T.with_real_runner("the history keeps the worst output's cosine and max abs erro
   db:close()
 end)
 
+T.with_real_runner("odp report: the agreement section and each output's error histogram, a failed run too", function(runner)
+  local rec = odp_run({ "--runner", perturb, "--model", add, "--inputs", "random:1", "--reference", reference,
+    "--min-cosine", "0.999" }, { ODP_REAL_RUNNER = runner, PERTURB = "add:0:3" })
+  T.eq(rec.ok, false)
+  local page = dir .. "/agree.html"
+  local r = assert(proc.run { argv = { odp, "report", run_dir(rec), "--out", page }, timeout = 60 })
+  T.eq(r.status, 0, r.stderr)
+  local html = T.read(page)
+  T.match(html, '<section id="sec%-agreement">')
+  T.match(html, 'id="agreement%-hist%-0" data%-chart="agreement%-hist%-0" data%-points="16"')
+  local e = rec.reference.outputs[1]
+  T.match(html, ("%.9f"):format(e.cosine):gsub("%.", "%%."), "the cosine in the table")
+  T.match(html, "output 0: cosine")
+  -- the histogram's table: 2 elements equal, 1 in [1, 10) (the element moved by 3)
+  T.eq(e.histogram[1], 2)
+  T.eq(e.histogram[12], 1)
+  T.match(html, "<td>%[1e0, 1e1%)</td><td class=\"n\"[^>]*>1</td>")
+end)
+
 ------------------------------------------------------------------------------------------------ usage: exit 2
 
 local function usage_case(args, pattern)

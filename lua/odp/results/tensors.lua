@@ -413,6 +413,14 @@ function M.compare_files(got_path, ref_path, io)
   return e
 end
 
+--- The histogram's bins (odp.numcmp), as the reports name them.
+M.HISTOGRAM_BINS = { { name = "0", short = "equal" }, { name = "below 1e-9", short = "<-9" } }
+for d = -9, 2 do
+  M.HISTOGRAM_BINS[#M.HISTOGRAM_BINS + 1] = { name = ("[1e%d, 1e%d)"):format(d, d + 1), short = tostring(d) }
+end
+table.move({ { name = "1e3 and above", short = ">=3" }, { name = "non-finite mismatch", short = "NaN" } }, 1, 2,
+  #M.HISTOGRAM_BINS + 1, M.HISTOGRAM_BINS)
+
 --- The gates (--max-abs-err, --min-cosine, --min-snr) as data: which options, and how each metric fails.
 M.GATES = {
   { option = "max_abs_err", metric = "max_abs_err", fails = function(e, limit)
