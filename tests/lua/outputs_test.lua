@@ -277,6 +277,44 @@ T.with_real_runner("odp report: the agreement section and each output's error hi
   T.match(html, "<td>%[1e0, 1e1%)</td><td class=\"n\"[^>]*>1</td>")
 end)
 
+T.with_real_runner("a sweep over two boards with --reference host: the same inputs, agreement per board and point", function(runner)
+  local lab = dir .. "/lab.lua"
+  T.write(lab, ("return { boards = { { name = 'a', device = %q }, { name = 'b', device = %q } } }")
+    :format(root .. "/devices/host.lua", root .. "/devices/host.lua"))
+  local out = dir .. "/sweep.jsonl"
+  local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua", "--boards", lab,
+    "--runs-dir", dir .. "/runs", "--no-history", "--model", add, "-p", "runner=" .. runner .. "," .. perturb,
+    "--inputs", "random:1", "--reference", "host", "--reference-runner", runner, "--min-cosine", "0.99999",
+    "--out", out }
+  local r = assert(proc.run { argv = argv, cwd = dir, timeout = 300,
+    env = { ODP_REAL_RUNNER = runner, PERTURB = "add:1:0.01" } })
+  T.eq(r.status, 1, "the perturbed points fail: " .. r.stderr)
+  T.match(r.stdout, "agreement with the reference, per board and point")
+  local recs = require("odp.run.sweep").load(out)
+  T.eq(#recs, 4)
+  local ref_of = {}
+  for _, rec in ipairs(recs) do
+    T.eq(rec.inputs[1].sha256, sys.sha256(numcmp.generate(12, "float32", 1, 0)), "the same inputs everywhere")
+    ref_of[rec.params.runner] = ref_of[rec.params.runner] or rec.reference.path
+    T.eq(rec.reference.path, ref_of[rec.params.runner], "every board's point against this machine's run of it")
+    if rec.params.runner == runner then
+      T.eq({ rec.ok, rec.reference.cosine, rec.reference.max_abs_err }, { true, 1, 0 }, rec.board)
+    else
+      T.eq({ rec.ok, rec.reference.failed.metric }, { false, "cosine" }, rec.board)
+      T.near(rec.reference.max_abs_err, 0.01, 1e-6)
+    end
+  end
+  -- this machine's references (one per point) ran the real runner (--reference-runner): x + 1 of the same input
+  T.ok(ref_of[runner] ~= ref_of[perturb], "a reference per point")
+  local x = { string.unpack("<fff", numcmp.generate(12, "float32", 1, 0)) }
+  for _, d in pairs(ref_of) do T.eq(T.read(d .. "/outputs/output-0.bin"), f32(x[1] + 1, x[2] + 1, x[3] + 1)) end
+  local board_lines = 0
+  for line in r.stdout:match("agreement with the reference, per board and point\n(.*)"):gmatch("[^\n]+") do
+    if line:match("^[ab] ") then board_lines = board_lines + 1 end
+  end
+  T.eq(board_lines, 4, "one line per board and point")
+end)
+
 ------------------------------------------------------------------------------------------------ usage: exit 2
 
 local function usage_case(args, pattern)

@@ -312,6 +312,45 @@ function M.reference_lines(ref, report)
   return out
 end
 
+--- Agreement per record (a sweep's, a many-board run's): board, the swept parameters, the worst output's
+-- cosine and max abs error, whether top-1 agreed on every logits output, and the gate -> text | nil when no
+-- record was compared with a reference.
+function M.agreement_table(records, report)
+  local rows, pkeys, seen, any = {}, {}, {}, false
+  for _, r in ipairs(records) do
+    if type(r.reference) == "table" then any = true end
+    for k in pairs(r.params or {}) do
+      if not seen[k] and k ~= "inputs" then seen[k] = true pkeys[#pkeys + 1] = k end
+    end
+  end
+  if not any then return nil end
+  table.sort(pkeys)
+  for _, r in ipairs(records) do
+    local ref = type(r.reference) == "table" and r.reference or {}
+    local row = { board = r.board or r.device, cosine = ref.cosine, max_abs_err = ref.max_abs_err }
+    for _, k in ipairs(pkeys) do row["p:" .. k] = r.params and r.params[k] end
+    local top1, nonfinite, notcmp = nil, 0, 0
+    for _, e in ipairs(ref.outputs or {}) do
+      if e.top1 ~= nil then top1 = (top1 == nil or top1) and e.top1 end
+      nonfinite = nonfinite + (e.nonfinite or 0)
+      if e.error then notcmp = notcmp + 1 end
+    end
+    row.top1 = top1 == nil and "" or (top1 and "same" or "differs")
+    row.agree = not r.reference and "no reference" or ref.failed and ("FAIL " .. ref.failed.metric .. " out " .. ref.failed.output)
+      or nonfinite > 0 and (nonfinite .. " non-finite") or notcmp > 0 and (notcmp .. " not compared")
+      or r.ok == false and ("FAIL " .. (r.error and r.error.code or "")) or "ok"
+    rows[#rows + 1] = row
+  end
+  local cols = { { key = "board" } }
+  for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
+  for _, c in ipairs({ { key = "cosine", title = "worst cosine", fmt = function(v) return num(report, v, "%.9f") end },
+    { key = "max_abs_err", title = "max abs err", fmt = function(v) return num(report, v, "%.4g") end },
+    { key = "top1", title = "top-1", align = "l" }, { key = "agree", title = "agreement", align = "l" } }) do
+    cols[#cols + 1] = c
+  end
+  return "agreement with the reference, per board and point\n" .. report.table(rows, cols)
+end
+
 ------------------------------------------------------------------------------------------------ reference
 
 local function read_record(dir)
