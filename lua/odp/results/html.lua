@@ -675,10 +675,7 @@ local function agreement_section(rec)
   end
   local function intcol(key) return { key = key, num = true, text = function(v) return ("%d"):format(v) end } end
   local function numcol(key, title, fmt)
-    return { key = key, title = title, num = true, text = function(v)
-      if v ~= v or v == math.huge or v == -math.huge then return report.number(v) end
-      return fmt:format(v)
-    end }
+    return { key = key, title = title, num = true, text = function(v) return tensors.number_text(v, fmt) end }
   end
   local body = { M.kv { { "reference", esc(ref.path or "?") .. (ref.kind == "dir" and " (files)" or " (a run)") },
     { "failed", ref.failed and esc(("output %d: %s %s (limit %s)"):format(ref.failed.output, ref.failed.metric,

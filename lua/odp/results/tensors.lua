@@ -271,12 +271,13 @@ function M.file_line(f)
   return table.concat(parts, ", ")
 end
 
--- a number in fmt, NaN and infinities spelt as the report spells them
-local function num(report, v, fmt)
+--- A number in fmt for a report's table ("" for none), NaN and infinities spelt as odp.results.report does.
+function M.number_text(v, fmt)
   if type(v) ~= "number" then return "" end
-  if v ~= v or v == math.huge or v == -math.huge then return report.number(v) end
+  if v ~= v or v == math.huge or v == -math.huge then return require("odp.results.report").number(v) end
   return fmt:format(v)
 end
+local num = M.number_text
 
 --- The human report's agreement table (report is odp.results.report: its table and number formats).
 function M.reference_lines(ref, report)
@@ -293,13 +294,13 @@ function M.reference_lines(ref, report)
     end
   end
   if #rows > 0 then
-    local function g(v) return num(report, v, "%.4g") end
+    local function g(v) return num(v, "%.4g") end
     local t = report.table(rows, { { key = "output", fmt = "%d" }, { key = "n", fmt = "%d" },
       { key = "equal", fmt = "%d" }, { key = "nonfinite", fmt = "%d" },
       { key = "max_abs_err", title = "max abs err", fmt = function(v) return g(v) end },
       { key = "mean_abs_err", title = "mean abs err", fmt = function(v) return g(v) end },
       { key = "rmse", fmt = function(v) return g(v) end },
-      { key = "cosine", fmt = function(v) return num(report, v, "%.9f") end },
+      { key = "cosine", fmt = function(v) return num(v, "%.9f") end },
       { key = "snr_db", title = "SNR dB", fmt = function(v) return g(v) end },
       { key = "top1", align = "l" }, { key = "top5", fmt = function(v) return v and ("%.0f%%"):format(v * 100) or "" end } })
     for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
@@ -307,7 +308,7 @@ function M.reference_lines(ref, report)
   if ref.failed then
     local f = ref.failed
     out[#out + 1] = ("    FAILED: output %d, %s %s (limit %s)"):format(f.output, f.metric,
-      f.value ~= nil and num(report, f.value, "%.9g") or "-inf", num(report, f.limit, "%.9g"))
+      f.value ~= nil and num(f.value, "%.9g") or "-inf", num(f.limit, "%.9g"))
   end
   return out
 end
@@ -343,8 +344,8 @@ function M.agreement_table(records, report)
   end
   local cols = { { key = "board" } }
   for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
-  for _, c in ipairs({ { key = "cosine", title = "worst cosine", fmt = function(v) return num(report, v, "%.9f") end },
-    { key = "max_abs_err", title = "max abs err", fmt = function(v) return num(report, v, "%.4g") end },
+  for _, c in ipairs({ { key = "cosine", title = "worst cosine", fmt = function(v) return num(v, "%.9f") end },
+    { key = "max_abs_err", title = "max abs err", fmt = function(v) return num(v, "%.4g") end },
     { key = "top1", title = "top-1", align = "l" }, { key = "agree", title = "agreement", align = "l" } }) do
     cols[#cols + 1] = c
   end
