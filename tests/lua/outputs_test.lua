@@ -326,6 +326,16 @@ local function usage_case(args, pattern)
   T.eq(sys.stat(dir .. "/usage-runs"), nil, "nothing ran: no run directory")
 end
 
+T.test("run.point: a misspelt option is a usage error naming the near one, before anything runs", function()
+  local run = require("odp.run")
+  local board = run.open_board({ name = "host", transport = "host", flow = "executorch" }, {})
+  local ok, e = pcall(run.point, board, "executorch", { runner = "/nonexistent", model = add, outptus = true })
+  run.close(board)
+  T.eq(ok, false)
+  T.eq({ e.code, e.exit }, { "EUSAGE", 2 })
+  T.eq(e.message, "run.point: no option 'outptus' in the executorch flow; did you mean 'outputs'?")
+end)
+
 T.test("inputs that do not fit the signature, gates without a reference: exit 2 before anything runs", function()
   local runner = root .. "/tests/lib/perturb_runner.sh" -- never started
   usage_case({ "--runner", runner, "--model", add, "--inputs", write("short.bin", f32(1, 2)) },

@@ -137,12 +137,12 @@ local function distance(a, b)
   return prev[#b]
 end
 
---- The declared name closest to a misspelt one (at most 2 edits, or a name it begins or ends), or nil.
+--- The declared name closest to a misspelt one (at most 2 edits, or a name it begins), or nil.
 function M.did_you_mean(word, names)
   local best, bd
   for _, n in ipairs(names) do
     local d = distance(word, n)
-    if (n:sub(1, #word) == word or word:sub(1, #n) == n) and #word >= 3 then d = math.min(d, 1) end
+    if n:sub(1, #word) == word and #word >= 3 then d = math.min(d, 1) end
     if d <= 2 and (not bd or d < bd) then best, bd = n, d end
   end
   return best

@@ -176,6 +176,24 @@ function M.point(board, flow, opts, args)
   local spec
   if type(flow) == "table" and type(flow.run) == "function" and flow.flow then spec, flow = flow, flow.flow end
   flow = M.flow(flow or board.device.flow)
+  -- options are data: a key no option declares is a typo, not something to drop (exit 2, with a near name)
+  -- n, args: run.point's own; twin_lifeline: what odp.run.board sets for the twin it keeps (not a user's option)
+  local known = { n = true, args = true, ui = true, board = true, device = true, twin_lifeline = true }
+  local lists = { flow.options, options.global_options, spec and spec.options or {} }
+  if board.transport ~= "probe" then lists[#lists + 1] = require("odp.target." .. board.transport).options or {} end
+  for _, list in ipairs(lists) do
+    for _, o in ipairs(list) do known[(o[1]:gsub("-", "_"))] = true end
+  end
+  for k in pairs(opts or {}) do
+    if type(k) ~= "string" or not known[(k:gsub("-", "_"))] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      local near = type(k) == "string" and options.did_you_mean((k:gsub("-", "_")), names)
+      errors.fail("EUSAGE", ("run.point: no option '%s' in the %s flow%s"):format(tostring(k), flow.name,
+        near and ("; did you mean '" .. near .. "'?") or ""), 2)
+    end
+  end
   local ctx = M.context { opts = M.point_options(board, flow, opts), args = args or (opts and opts.args), board = board,
     flow = flow, spec = spec or { name = board.device.name } }
   return M.execute(ctx)
