@@ -38,6 +38,8 @@ static void push_index(lua_State *L, size_t i)
 /* compare(ref, got, dtype, {logits = bool}?) -> {n, equal, finite, nonfinite, nan_ref, nan_got, inf_ref,
  * inf_got, max_abs_err, max_abs_at, mean_abs_err, rmse, cosine, snr_db, histogram, logits?} | nil, err, code.
  * Misuse (an unknown dtype) raises; bytes that are not whole elements, or of different lengths, are EPROTO. */
+static void push_result(lua_State *L, const odp_numcmp *rp);
+
 static int l_compare(lua_State *L)
 {
     size_t na, nb, es;
@@ -54,6 +56,29 @@ static int l_compare(lua_State *L)
     odp_numcmp r;
     if (odp_numcmp_run(a, b, na, dt, logits, &r, &err))
         return odp_pushfail(L, &err);
+    push_result(L, &r);
+    return 1;
+}
+
+/* compare_files(ref_path, got_path, dtype, {logits}?) -> the same as compare, the files mapped, not read */
+static int l_compare_files(lua_State *L)
+{
+    const char *a = luaL_checkstring(L, 1), *b = luaL_checkstring(L, 2);
+    size_t es;
+    odp_dtype dt = check_dtype(L, 3, &es);
+    static const char *const allowed[] = {"logits", NULL};
+    odp_checkopts(L, 4, allowed);
+    odp_numcmp r;
+    odp_err err;
+    if (odp_numcmp_files(a, b, dt, odp_optboolean(L, 4, "logits", 0), &r, &err))
+        return odp_pushfail(L, &err);
+    push_result(L, &r);
+    return 1;
+}
+
+static void push_result(lua_State *L, const odp_numcmp *rp)
+{
+    const odp_numcmp r = *rp;
     lua_createtable(L, 0, 20);
     set_int(L, "n", (lua_Integer)r.n);
     set_int(L, "equal", (lua_Integer)r.equal);
@@ -95,7 +120,6 @@ static int l_compare(lua_State *L)
         }
         lua_setfield(L, -2, "logits");
     }
-    return 1;
 }
 
 /* generate(bytes, dtype, seed, index) -> string: input `index`'s deterministic values (numcmp.h). */
@@ -131,7 +155,7 @@ static int l_element_bytes(lua_State *L)
 int luaopen_odp_numcmp(lua_State *L)
 {
     static const luaL_Reg funcs[] = {
-        {"compare", l_compare}, {"generate", l_generate}, {"element_bytes", l_element_bytes}, {NULL, NULL}};
+        {"compare", l_compare}, {"compare_files", l_compare_files}, {"generate", l_generate}, {"element_bytes", l_element_bytes}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     set_int(L, "BINS", ODP_NUMCMP_BINS);
     return 1;

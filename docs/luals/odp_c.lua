@@ -732,6 +732,15 @@ local numcmp = {}
 ---@return string? err
 ---@return odp.ECode? code
 function numcmp.compare(ref, got, dtype, opts) end
+--- compare on two files, mapped rather than read (outputs of hundreds of MB); not regular files or sizes that differ are EPROTO
+---@param ref_path string
+---@param got_path string
+---@param dtype string
+---@param opts? {logits?: boolean}
+---@return table|nil r
+---@return string? err
+---@return odp.ECode? code
+function numcmp.compare_files(ref_path, got_path, dtype, opts) end
 --- input index's deterministic values for seed (SplitMix64, uniform in [-1, 1) for floats)
 ---@param bytes integer
 ---@param dtype string

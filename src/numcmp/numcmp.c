@@ -1,7 +1,12 @@
 #include "numcmp.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const struct {
     const char *name;
@@ -85,14 +90,6 @@ static double value_at(const uint8_t *p, odp_dtype dt)
     return 0;
 }
 
-/* Exact equality of integer elements (an int64 beyond 2^53 is not equal to its neighbour as a double is). */
-static int int_equal(const uint8_t *a, const uint8_t *b, odp_dtype dt, size_t es)
-{
-    if (dt == ODP_DT_BOOL)
-        return (a[0] != 0) == (b[0] != 0);
-    return memcmp(a, b, es) == 0;
-}
-
 static const double EDGES[] = {1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1, 1e2, 1e3};
 
 static int bin_of(double e)
@@ -130,6 +127,53 @@ static size_t topk(const uint8_t *p, size_t count, odp_dtype dt, size_t es, size
     return have;
 }
 
+/* The running sums of one comparison. */
+typedef struct {
+    double sum_abs, sum_sq, dot, ref2, got2, max_abs;
+    size_t max_at, first_bad;
+} sums;
+
+/* One pair of elements (eq: exactly equal, as its dtype compares) into out and s. */
+static inline void step(odp_numcmp *out, sums *s, double x, double y, int eq, int is_int, size_t i)
+{
+    if (is_int || (isfinite(x) && isfinite(y))) {
+        double e = y - x, ae = fabs(e);
+        out->equal += eq != 0;
+        out->finite++;
+        s->sum_abs += ae;
+        s->sum_sq += e * e;
+        s->dot += x * y;
+        s->ref2 += x * x;
+        s->got2 += y * y;
+        if (ae > s->max_abs) {
+            s->max_abs = ae;
+            s->max_at = i;
+        }
+        out->hist[bin_of(ae)]++;
+        return;
+    }
+    out->nan_ref += isnan(x) != 0;
+    out->nan_got += isnan(y) != 0;
+    out->inf_ref += isinf(x) != 0;
+    out->inf_got += isinf(y) != 0;
+    if (isinf(x) && x == y) { /* the same infinity: equal, in no sum */
+        out->equal++;
+        out->hist[0]++;
+        return;
+    }
+    if (!out->nonfinite++)
+        s->first_bad = i;
+    out->hist[ODP_NUMCMP_BINS - 1]++;
+}
+
+/* One loop per dtype, its reader and element size constant inside it (no per-element switch). */
+#define SCAN(DT, ES, IS_INT, EQ)                                                                              \
+    for (size_t i = 0; i < count; i++) {                                                                     \
+        const uint8_t *pa = a + i * (ES), *pb = b + i * (ES);                                                 \
+        double x = value_at(pa, DT), y = value_at(pb, DT);                                                    \
+        step(out, &s, x, y, EQ, IS_INT, i);                                                                   \
+    }
+
 int odp_numcmp_run(const void *ref, const void *got, size_t n, odp_dtype dt, int logits, odp_numcmp *out,
                    odp_err *err)
 {
@@ -139,42 +183,23 @@ int odp_numcmp_run(const void *ref, const void *got, size_t n, odp_dtype dt, int
         return odp_fail(err, ODP_EPROTO, "%zu bytes are not a whole number of %zu-byte elements", n, es);
     const uint8_t *a = ref, *b = got;
     size_t count = n / es;
-    int is_int = dt != ODP_DT_FLOAT32 && dt != ODP_DT_FLOAT64 && dt != ODP_DT_FLOAT16 && dt != ODP_DT_BFLOAT16;
-    double sum_abs = 0, sum_sq = 0, dot = 0, ref2 = 0, got2 = 0, max_abs = 0;
-    size_t max_at = 0, first_bad = 0;
+    sums s = {0};
     out->n = count;
-    for (size_t i = 0; i < count; i++) {
-        double x = value_at(a + i * es, dt), y = value_at(b + i * es, dt);
-        if (is_int || (isfinite(x) && isfinite(y))) {
-            double e = y - x, ae = fabs(e);
-            if (is_int ? int_equal(a + i * es, b + i * es, dt, es) : x == y)
-                out->equal++;
-            out->finite++;
-            sum_abs += ae;
-            sum_sq += e * e;
-            dot += x * y;
-            ref2 += x * x;
-            got2 += y * y;
-            if (ae > max_abs) {
-                max_abs = ae;
-                max_at = i;
-            }
-            out->hist[bin_of(ae)]++;
-            continue;
-        }
-        out->nan_ref += isnan(x) != 0;
-        out->nan_got += isnan(y) != 0;
-        out->inf_ref += isinf(x) != 0;
-        out->inf_got += isinf(y) != 0;
-        if (isinf(x) && x == y) { /* the same infinity: equal, in no sum */
-            out->equal++;
-            out->hist[0]++;
-            continue;
-        }
-        if (!out->nonfinite++)
-            first_bad = i;
-        out->hist[ODP_NUMCMP_BINS - 1]++;
+    switch (dt) {
+    case ODP_DT_FLOAT32: SCAN(ODP_DT_FLOAT32, 4, 0, x == y) break;
+    case ODP_DT_FLOAT64: SCAN(ODP_DT_FLOAT64, 8, 0, x == y) break;
+    case ODP_DT_FLOAT16: SCAN(ODP_DT_FLOAT16, 2, 0, x == y) break;
+    case ODP_DT_BFLOAT16: SCAN(ODP_DT_BFLOAT16, 2, 0, x == y) break;
+    case ODP_DT_INT8: SCAN(ODP_DT_INT8, 1, 1, pa[0] == pb[0]) break;
+    case ODP_DT_UINT8: SCAN(ODP_DT_UINT8, 1, 1, pa[0] == pb[0]) break;
+    case ODP_DT_BOOL: SCAN(ODP_DT_BOOL, 1, 1, (pa[0] != 0) == (pb[0] != 0)) break;
+    case ODP_DT_INT16: SCAN(ODP_DT_INT16, 2, 1, rd16(pa) == rd16(pb)) break;
+    case ODP_DT_INT32: SCAN(ODP_DT_INT32, 4, 1, rd32(pa) == rd32(pb)) break;
+    /* as integers: an int64 beyond 2^53 is not equal to its neighbour as a double would be */
+    case ODP_DT_INT64: SCAN(ODP_DT_INT64, 8, 1, rd64(pa) == rd64(pb)) break;
     }
+    double max_abs = s.max_abs, sum_abs = s.sum_abs, sum_sq = s.sum_sq, dot = s.dot, ref2 = s.ref2, got2 = s.got2;
+    size_t max_at = s.max_at, first_bad = s.first_bad;
     out->max_abs_err = out->nonfinite ? INFINITY : max_abs;
     out->max_abs_at = out->nonfinite ? first_bad : max_at;
     out->mean_abs_err = out->finite ? sum_abs / (double)out->finite : 0;
@@ -202,6 +227,61 @@ int odp_numcmp_run(const void *ref, const void *got, size_t n, odp_dtype dt, int
             out->topk_got[i] = SIZE_MAX;
     }
     return 0;
+}
+
+typedef struct {
+    int fd;
+    void *p;
+    size_t n;
+} mapped;
+
+static int map_file(const char *path, mapped *m, odp_err *err)
+{
+    struct stat st;
+    m->p = NULL;
+    m->n = 0;
+    if ((m->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return odp_fail_errno(err, odp_code_from_errno(errno), errno, "%s", path);
+    if (fstat(m->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(m->fd);
+        return odp_fail(err, ODP_EPROTO, "%s is not a regular file", path);
+    }
+    m->n = (size_t)st.st_size;
+    if (m->n && (m->p = mmap(NULL, m->n, PROT_READ, MAP_PRIVATE, m->fd, 0)) == MAP_FAILED) {
+        int e = errno;
+        close(m->fd);
+        return odp_fail_errno(err, ODP_EIO, e, "mmap %s", path);
+    }
+    if (m->n)
+        madvise(m->p, m->n, MADV_SEQUENTIAL);
+    return 0;
+}
+
+static void unmap_file(mapped *m)
+{
+    if (m->p)
+        munmap(m->p, m->n);
+    close(m->fd);
+}
+
+int odp_numcmp_files(const char *ref_path, const char *got_path, odp_dtype dt, int logits, odp_numcmp *out,
+                     odp_err *err)
+{
+    mapped a, b;
+    int rc = map_file(ref_path, &a, err);
+    if (rc)
+        return rc;
+    if ((rc = map_file(got_path, &b, err))) {
+        unmap_file(&a);
+        return rc;
+    }
+    if (a.n != b.n)
+        rc = odp_fail(err, ODP_EPROTO, "%zu bytes against %zu: the outputs differ in size", b.n, a.n);
+    else
+        rc = odp_numcmp_run(a.p ? a.p : "", b.p ? b.p : "", a.n, dt, logits, out, err);
+    unmap_file(&b);
+    unmap_file(&a);
+    return rc;
 }
 
 static uint64_t splitmix64(uint64_t *s)

@@ -55,6 +55,11 @@ typedef struct {
 int odp_numcmp_run(const void *ref, const void *got, size_t n, odp_dtype dt, int logits, odp_numcmp *out,
                    odp_err *err);
 
+/* The same for two files, mapped (not copied: outputs of hundreds of MB). Files of different sizes, or that
+ * are not regular files, are ODP_EPROTO; one that cannot be opened, the errno's code (ODP_ENOTFOUND, ...). */
+int odp_numcmp_files(const char *ref_path, const char *got_path, odp_dtype dt, int logits, odp_numcmp *out,
+                     odp_err *err);
+
 /* Fills buf (n bytes, a whole number of elements) with input `index`'s deterministic values for `seed`.
  * SplitMix64 (Steele, Lea, Flood 2014; Java's SplittableRandom) with its state starting at
  * seed + (index + 1) * 0x632BE59BD9B4E019, one 64-bit draw x per element:

@@ -432,11 +432,7 @@ local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge en
 -- top1?, top5?, topk?} | nil, "why". Infinite values are absent (JSON has none): max_abs_err is absent when
 -- nonfinite > 0, snr_db when the outputs are identical (identical = true) or the reference is all zeros.
 function M.compare_files(got_path, ref_path, io)
-  local got, gerr = sys.read_file(got_path)
-  if not got then return nil, gerr end
-  local ref, rerr = sys.read_file(ref_path)
-  if not ref then return nil, rerr end
-  local r, err = numcmp.compare(ref, got, io.dtype, { logits = M.is_logits(io) })
+  local r, err = numcmp.compare_files(ref_path, got_path, io.dtype, { logits = M.is_logits(io) })
   if not r then return nil, (tostring(err):gsub("^E%u+: ", "")) end
   local e = { index = io.index, dtype = io.dtype, n = r.n, equal = r.equal, finite = r.finite,
     nonfinite = r.nonfinite, nan = { ref = r.nan_ref, got = r.nan_got }, inf = { ref = r.inf_ref, got = r.inf_got },
