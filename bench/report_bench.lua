@@ -8,6 +8,7 @@ local host = require("odp.host")
 package.path = host.root .. "/tests/lib/?.lua;" .. package.path
 local etdump = require("odp.parse.etdump")
 local fb = require("fbuild")
+local history = require("odp.results.history")
 local json = require("odp.core.json")
 local measure = require("odp.results.measure")
 local proc = require("odp.proc")
@@ -87,7 +88,7 @@ local rec = { schema = "odp.result/1", ok = true, flow = "executorch", device = 
   params = { num_executions = #samples }, latency_ms = result.latency(samples, "etdump"), ops = ops,
   ops_summary = etdump.ops_summary(doc), peak_rss_kb = 123456, planned_buffers = { 1 << 20 },
   artifacts = { etdump = run_dir .. "/model.etdump", samples = run_dir .. "/samples.csv", run_dir = run_dir } }
-assert(result.save(rec, run_dir))
+assert(history.save(rec, run_dir))
 t, cpu = wall { odp, "report", run_dir, "-q" }
 size = sys.stat(run_dir .. "/report.html").size
 local trace = sys.stat(run_dir .. "/report.trace.json").size

@@ -10,11 +10,11 @@
 -- every record carries its board, and a board that fails fails only its own points (docs/many-boards.md).
 local cli = require("odp.core.options")
 local errors = require("odp.core.errors")
+local publish = require("odp.results.publish")
 local report = require("odp.results.report")
 local boards = require("odp.run.boards")
 local run = require("odp.run")
 local sweep = require("odp.run.sweep")
-local tensors = require("odp.results.tensors")
 
 local argv = { ... }
 
@@ -101,6 +101,18 @@ return {
   run = function(ctx)
     local ok, points = pcall(sweep.points, ctx.opts.param)
     if not ok then errors.fail("EUSAGE", tostring(points):gsub("^.-:%d+: ", ""), 2) end
+    -- a swept name must be one the flow consumes: a typo (or a runner flag) would change nothing
+    if flow.options then
+      local known = {}
+      for k in pairs(flow_types) do known[k] = true end
+      if flow.flow then known.device = true end -- a swept device opens a board per value
+      for _, name in ipairs(points.names) do
+        if not known[name] then
+          cli.unknown("-p", name, known, "an option of " .. flow_path, { list = ("`odp run %s --help` lists them")
+            :format(flow_path), note = ("a runner flag goes after --: -- --%s=V"):format(name) })
+        end
+      end
+    end
     for _, p in ipairs(points) do
       for k, v in pairs(p) do p[k] = typed(k, v) end
     end
@@ -169,7 +181,7 @@ return {
           :format(flow_path), 2)
       end
       ok, res = pcall(boards.run_flow, { spec = flow, boards = ctx.opts.boards, spread = ctx.opts.spread,
-        timeout = ctx.opts.board_timeout, opts_for = flow_opts, args = ctx.args, points = points,
+        timeout = ctx.opts.board_timeout, cli = ctx.opts, opts_for = flow_opts, args = ctx.args, points = points,
         out = ctx.opts.out, ["repeat"] = ctx.opts["repeat"], ui = ctx.ui })
     else
       ok, res = pcall(sweep.run, { points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out,
@@ -180,12 +192,12 @@ return {
     local all = sweep.load(ctx.opts.out)
     if not ctx.opts.quiet then
       io.stdout:write(report.summary(all), "\n")
-      local agreement = tensors.agreement_table(all, report)
+      local agreement = report.agreement_table(all)
       if agreement then io.stdout:write("\n", agreement, "\n") end
       io.stdout:write(("%d record(s) this run, %d already done, %d failed; all in %s\n")
         :format(#res.records, res.skipped, res.failed, ctx.opts.out))
     end
-    errors.check(report.deliver(all, ctx.opts)) -- --report lava|junit, $GITHUB_STEP_SUMMARY
+    errors.check(publish.deliver(all, ctx.opts)) -- --report lava|junit, $GITHUB_STEP_SUMMARY
     if res.failed > 0 then
       errors.fail("EFAIL", ("%s (their records in %s say why)"):format(res.boards and boards.summary(res) or
         ("%d of %d point runs failed"):format(res.failed, #res.records), ctx.opts.out), 1)

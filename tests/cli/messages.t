@@ -1,15 +1,15 @@
 Every error a user meets names the file, host or option once, correctly, on one line, with the exit code
 (0 ok, 1 measurement failed, 2 usage, 3 device or infrastructure); no "ECODE:" in the middle of a sentence.
 
-A truncated model: the file once, the reason
+A truncated model: the file once, the reason; a bad file is bad input, exit 2 (usage), as the exit-code table says
   $ $ODP inspect tests/fixtures/pte/truncated_600B.pte
   odp: tests/fixtures/pte/truncated_600B.pte: truncated .pte: the extended header expects 1156 bytes, the file has 600
-  [1]
+  [2]
 
 A file that is none of the known kinds
   $ $ODP inspect README.md
   odp: README.md is not an ETDump (ED00), a .pte (ET12) or an ELF file
-  [1]
+  [2]
 
 A missing file, and a missing option, on the command line
   $ $ODP inspect $TMP/nosuch.etdump

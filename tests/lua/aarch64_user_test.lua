@@ -130,6 +130,79 @@ for _, flow in ipairs { { script = "rpi5", n = 5 }, { script = "graviton4", n = 
   end, "aarch64")
 end
 
+T.test("binfmt_misc entries: the kernel's own text parsed, matched against ELF headers as the kernel does; fuzzed",
+  function()
+    local text = T.read("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+    local entries = preflight.parse_binfmt("name qemu-aarch64\n" .. text)
+    T.eq(#entries, 1)
+    T.eq({ entries[1].enabled, entries[1].offset, #entries[1].magic, #entries[1].mask }, { true, 0, 20, 20 })
+    T.match(entries[1].interpreter, "qemu%-aarch64")
+    local tmp = T.tmpdir()
+    local head = function(p) local f = assert(io.open(p, "rb")) local h = f:read(128) f:close() return h end
+    T.eq(preflight.binfmt_for(entries, head(craft.aarch64(tmp))).name, "qemu-aarch64", "an aarch64 program")
+    T.eq(preflight.binfmt_for(entries, head(odp)), nil, "this machine's own program")
+    entries[1].enabled = false
+    T.eq(preflight.binfmt_for(entries, head(craft.aarch64(tmp))), nil, "a disabled entry runs nothing")
+    local rnd = T.lcg(28)
+    for _ = 1, 2000 do
+      local ok, err = pcall(function()
+        local e = preflight.parse_binfmt(T.mutate("name qemu-aarch64\n" .. text, rnd, "0123456789abcdef \nxmoa"))
+        preflight.binfmt_for(e, head(odp))
+      end)
+      if not ok then T.eq(err, nil, "mutated binfmt text") end
+    end
+  end)
+
+T.test("the same check on an ssh board: this machine over loopback sshd would run an aarch64 program emulated",
+  function()
+    local plain = sshd.start()
+    local ok, err = pcall(function()
+      local x86 = assert(target_ssh.new { host = plain.user .. "@127.0.0.1", port = plain.port, identity = plain.identity,
+        known_hosts = plain.known_hosts, ssh_config = "none", remote_dir = plain.remote_dir })
+      local hello = craft.aarch64(T.tmpdir())
+      local e = T.failure(function() preflight.check(x86, { runner = hello, model = model }) end)
+      T.eq({ e.code, e.exit }, { "ENODEV", 3 })
+      T.match(e.message, "is built for aarch64, ssh://[^ ]+ is x86_64; it would run under qemu%-user emulation "
+        .. "%(binfmt_misc qemu%-aarch64: [^)]+%); pass %-%-allow%-emulated")
+      local facts = preflight.check(x86, { runner = hello, model = model, allow_emulated = true })
+      T.eq({ facts.arch, facts.runner.machine, facts.emulated }, { "x86_64", "aarch64", "qemu-user" })
+      x86:close()
+    end)
+    plain:stop()
+    if not ok then error(err, 0) end
+  end)
+
+T.with_real_runner("the host flow refuses a runner this machine would run under qemu-user (exit 3, why); with "
+  .. "--allow-emulated it measures it and every view says emulated", function(runner)
+  local tmp = T.tmpdir()
+  local base = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "--runs-dir",
+    tmp .. "/runs", "--history", tmp .. "/h.db", timeout = 300 }
+  local r = assert(proc.run(base))
+  T.eq(r.status, 3, r.stderr)
+  T.match(r.stderr, "^odp: runner .- is built for aarch64, this host is x86_64; it would run under qemu%-user emulation "
+    .. "%(binfmt_misc qemu%-aarch64: [^)]*qemu%-aarch64[^)]*%); pass %-%-allow%-emulated to measure it anyway\n$")
+  T.eq(sys.readdir(tmp .. "/runs"), nil, "nothing ran, no run directory")
+  local a = table.move(base, 1, #base, 1, { timeout = 300 })
+  table.move({ "--allow-emulated", "--format", "json" }, 1, 3, #a + 1, a)
+  r = assert(proc.run(a))
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq({ rec.ok, rec.emulated }, { true, "qemu-user" })
+  T.match(table.concat(rec.warnings, "\n"), "ran under qemu%-user emulation")
+  -- the terminal's headline, the HTML page, the history's series
+  local human = require("odp.results.report").formats.human { rec }
+  local page = assert(proc.run { odp, "report", rec.artifacts.run_dir, timeout = 60 })
+  T.eq(page.status, 0, page.stderr)
+  T.match(T.read(rec.artifacts.run_dir .. "/report.html"), "emulated: qemu%-user")
+  local history = require("odp.results.history")
+  local emulated = history.series_of(rec, "latency_ms", "ms")
+  rec.emulated = nil
+  local native = history.series_of(rec, "latency_ms", "ms")
+  T.ok(emulated.key ~= native.key, "an emulated run is not in the native runs' series")
+  T.match(emulated.name, "%(emulated: qemu%-user%)")
+  T.match(human, "^OK +executorch on [^\n]*: measured under qemu%-user emulation, not natively\n")
+end, "aarch64")
+
 t:close()
 srv:stop()
 if setup.proc.status == 0 then proc.run { "umount", board .. "/proc", timeout = 30 } end

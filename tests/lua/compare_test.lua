@@ -3,6 +3,7 @@
 local T = require("t")
 local json = require("odp.core.json")
 local proc = require("odp.proc")
+local history = require("odp.results.history")
 local result = require("odp.results.result")
 local measure = require("odp.results.measure")
 local stats = require("odp.core.stats")
@@ -33,7 +34,7 @@ local function run_dir(base, name, ms, opts)
   rec.device_state = opts.state
   rec.params = opts.params or { num_executions = 40 }
   rec.artifacts = { run_dir = dir, samples = dir .. "/samples.csv" }
-  assert(result.save(rec, dir))
+  assert(history.save(rec, dir))
   return dir, groups
 end
 

@@ -45,7 +45,7 @@ T.test("an unknown key, a wrong type, a bad enum: one error naming file, key and
   T.match(bad('name = "x", transport = "usb", flow = "executorch"'), "key transport: expected host|ssh|adb|probe")
   T.match(bad('name = "x", transport = "ssh"'), "key flow: expected executorch|ethos_u, got missing")
   T.match(bad(base .. "rtt = { ranges = { { 0x20000000, '1M' } } }"), "key rtt%.ranges%[1%]%[2%]: expected integer")
-  T.match(bad(base .. "probe = { backend = 'jlink', sped_khz = 4000 }"), "key probe%.sped_khz: expected one of")
+  T.match(bad(base .. "probe = { backend = 'jlink', sped_khz = 4000 }"), "unknown key probe%.sped_khz; did you mean probe%.speed_khz%?")
 end)
 
 T.test("code in a device file does not run; a missing file is named", function()
@@ -69,7 +69,7 @@ T.test("a bad device file on the command line: exit 2, one line", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/alif_e8.lua", "--device", p, "--model",
     root .. "/tests/fixtures/pte/mnist_ethos_u55.pte", "--dry-run" }, timeout = 60 })
   T.eq(r.status, 2, r.stderr)
-  T.match(r.stderr, "typo%.lua: key lines%.inferenc: expected one of the keys")
+  T.match(r.stderr, "typo%.lua: unknown key lines%.inferenc; did you mean lines%.inference%?")
   T.eq(select(2, r.stderr:gsub("\n", "")), 1, "one line: " .. r.stderr)
 end)
 

@@ -105,7 +105,7 @@ local function unrefuse(url)
   conn:close()
 end
 
--- 4 odp processes x 500 records into one history at once, each record its own transaction (result.save's
+-- 4 odp processes x 500 records into one history at once, each record its own transaction (history.save's
 -- path: history.record). Nothing lost, no "locked" on any stderr.
 local function concurrent_writers(label, url, count)
   T.test(("%s: 4 processes x %d records at once: all there, no lock error"):format(label, count), function()
@@ -191,11 +191,11 @@ T.test("default: ~/.local/share/odp/history.db under HOME; ODP_HISTORY, --histor
   local dir = T.tmpdir()
   local script = dir .. "/save.lua"
   T.write(script, [[
-local result = require("odp.results.result")
+local history = require("odp.results.history")
 local rec, path = require("history_fixture").record(arg[1], tonumber(arg[2]), { tag = "save" })
 local opts = {}
 for i = 3, #arg do local k, v = arg[i]:match("^(.-)=(.*)$") opts[k] = v == "true" or v end
-assert(result.save(rec, path:match("^(.*)/"), opts))
+assert(history.save(rec, path:match("^(.*)/"), opts))
 ]])
   local function save(i, env, ...)
     local e = { HOME = home, ODP_HISTORY = false, XDG_DATA_HOME = false, GIT_COMMIT = false, CI_COMMIT_SHA = false,
@@ -228,15 +228,15 @@ assert(result.save(rec, path:match("^(.*)/"), opts))
   T.eq(runs(dir .. "/env.db"), 1)
 end)
 
--- result.save in an odp process of its own, into the history at url(dir): the run's record is saved and
+-- history.save in an odp process of its own, into the history at url(dir): the run's record is saved and
 -- stderr is one warning line matching pattern.
 local function saved_with_one_warning(tag, url, pattern)
   local dir = T.tmpdir()
   T.write(dir .. "/notadir", "x")
   T.write(dir .. "/save.lua", ([[
-local result = require("odp.results.result")
+local history = require("odp.results.history")
 local rec, path = require("history_fixture").record(arg[1], 1, { tag = %q })
-assert(result.save(rec, path:match("^(.*)/"), { history = arg[2] }))
+assert(history.save(rec, path:match("^(.*)/"), { history = arg[2] }))
 ]]):format(tag))
   local r = proc.run { argv = { odp, "run", dir .. "/save.lua", dir, url(dir) }, timeout = 60 }
   T.ok(r.ok, r.stderr)
@@ -370,7 +370,7 @@ T.test(label .. ": odp history: list, SERIES with an SVG trend, --regressions --
     for j = 1, 15 do s[j] = lvl * (1 + 0.01 * gauss()) end
     local rec, path = make_record(dir, i, { tag = "cli", samples = s, model = "cli.pte", model_sha = ("e"):rep(64) })
     rec.commit = ("c%02d"):format(i)
-    result.save(rec, path:match("^(.*)/"), { no_history = true })
+    history.save(rec, path:match("^(.*)/"), { no_history = true })
     assert(db:add(rec, { record_path = path }))
   end
   db:close()
@@ -467,9 +467,9 @@ if r.ok then
   T.test("postgresql: a connection dropped mid-write (pg_terminate_backend): retried on a new one, the run lands once", function()
     local dir = T.tmpdir()
     T.write(dir .. "/save.lua", [[
-local result = require("odp.results.result")
+local history = require("odp.results.history")
 local rec, path = require("history_fixture").record(arg[1], 1, { tag = "drop" })
-assert(result.save(rec, path:match("^(.*)/"), { history = arg[2] }))
+assert(history.save(rec, path:match("^(.*)/"), { history = arg[2] }))
 ]])
     local pg = require("odp.pg")
     local b = assert(pg.connect(pg_url))

@@ -197,6 +197,53 @@ T.test("the runner's own failure lines become the error (replayed real transcrip
   T.near(ok.latency_ms.total, tonumber(T.read(tdir .. "22_add_n10_split.stderr"):match("10 time%(s%) in ([%d.]+) ms")), 1e-9)
 end)
 
+T.with_real_runner("a failure names the runner's own cause and odp's explanation: the .pte's backend, --data",
+  function(runner)
+    local pte = root .. "/tests/fixtures/pte/"
+    local r = failed_run({ "--runner", runner, "--model", pte .. "mnist_ethos_u55.pte", "--format", "json" }, nil, 1)
+    local msg = assert(json.decode(r.stdout)).error.message
+    T.match(msg, "^runner killed by SIGABRT: Backend EthosUBackend is not registered; .-status 0x20 %[NotFound%] "
+      .. "%(the model delegates to EthosUBackend, which this runner does not register: use a runner built with "
+      .. "that backend%)$")
+    r = failed_run({ "--runner", runner, "--model", pte .. "datamap.pte", "--format", "json" }, nil, 1)
+    msg = assert(json.decode(r.stdout)).error.message
+    T.match(msg, "^runner killed by SIGABRT: external_data_map is null; .-status 0x2 %[InvalidState%] %(the model "
+      .. "keeps its weights in an external data file: pass %-%-data " .. (pte .. "datamap.ptd"):gsub("%p", "%%%0") .. "%)$")
+    T.ok(not msg:find("\n"), "one line")
+    -- with --data it runs: the hint was the fix
+    local ok = json_run({ "--runner", runner, "--model", pte .. "datamap.pte", "--data", pte .. "datamap.ptd",
+      "--format", "json" })
+    T.eq(ok.ok, true)
+  end)
+
+T.test("a runner that lacks a kernel: the failure names the operators it has no kernel for", function()
+  -- ExecuTorch's own lines for a method whose operator has no registered kernel (runtime/executor/method.cpp's
+  -- "Missing operator: [%zd] %s", then the runner's assert): no runner here lacks one, so the fake replays them
+  local prefix = dir .. "/missing_kernel"
+  T.write(prefix .. ".stdout", "")
+  T.write(prefix .. ".stderr", table.concat({
+    "I 00:00:00.001031 executorch:executor_runner.cpp:476] Model file m.pte is loaded.",
+    "E 00:00:00.001185 executorch:method.cpp:795] Missing operator: [0] cortex_m::quantize_per_tensor.out",
+    "F 00:00:00.001192 executorch:executor_runner.cpp:617] In function main(), assert failed (method.ok()): Loading "
+      .. "of method forward failed with status 0x14", "" }, "\n"))
+  T.write(prefix .. ".rc", "rc=134\n")
+  local r = failed_run({ "--runner", fake, "--model", add, "--format", "json" }, { ODP_FAKE_REPLAY = prefix }, 1)
+  T.match(assert(json.decode(r.stdout)).error.message, "^runner killed by SIGABRT: Missing operator: %[0%] "
+    .. "cortex_m::quantize_per_tensor%.out; In function main%(%), .-status 0x14 %[OperatorMissing%] %(this runner has no "
+    .. "kernel for cortex_m::quantize_per_tensor%.out: use a runner built with it%)$")
+end)
+
+T.test("a runner that fails without an ExecuTorch error line: its first own stderr line is the cause", function()
+  -- what the dynamic loader prints for a runner built against a newer glibc, from a wrapper that exits as it does
+  local wrapper = dir .. "/loader_fails"
+  T.write(wrapper, "#!/bin/sh\necho 'I 00:00:00.000100 executorch:executor_runner.cpp:1] starting' >&2\n" ..
+    "echo \"$0: /lib/x86_64-linux-gnu/libc.so.6: version \\`GLIBC_2.99' not found (required by $0)\" >&2\nexit 1\n")
+  T.eq(proc.run { "chmod", "755", wrapper }.status, 0)
+  local r = failed_run({ "--runner", wrapper, "--model", add, "--format", "json" }, nil, 1)
+  T.eq(assert(json.decode(r.stdout)).error.message, ("runner exited with status 1: %s: /lib/x86_64-linux-gnu/libc.so.6: "
+    .. "version `GLIBC_2.99' not found (required by %s)"):format(wrapper, wrapper))
+end)
+
 T.test("an event-tracer-less runner rejecting --etdump_path gets a hint", function()
   local r = failed_run({ "--runner", fake, "--model", add, "--etdump", dir .. "/x.etdump", "--format", "json",
     "--", "--etdump_path_is_unknown" }, nil, 1)

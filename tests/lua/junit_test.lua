@@ -4,6 +4,7 @@
 local T = require("t")
 local json = require("odp.core.json")
 local proc = require("odp.proc")
+local history = require("odp.results.history")
 local result = require("odp.results.result")
 local measure = require("odp.results.measure")
 
@@ -110,7 +111,7 @@ local function run_dir(name, ms, seed)
   rec.peak_rss_kb = 4000
   rec.params = { num_executions = 40 }
   rec.artifacts = { run_dir = d, samples = d .. "/samples.csv" }
-  assert(result.save(rec, d))
+  assert(history.save(rec, d))
   return d
 end
 

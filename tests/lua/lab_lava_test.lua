@@ -59,6 +59,18 @@ T.test("boards: an ssh board without ssh_host and an unknown device are one line
   for _, w in ipairs(got.warnings) do T.ok(not w:find("\n"), "one line: " .. w) end
 end)
 
+T.test("boards: a misspelt odp_ key is refused with what was meant, not a board silently dropped", function()
+  local got, err, code = provider.boards {
+    LAVA_STATIC_INFO_0_odp_devcie = "rpi5",
+    LAVA_STATIC_INFO_0_ssh_host = "10.0.0.9",
+  }
+  T.eq({ got, code }, { nil, "EUSAGE" })
+  T.eq(err, "EUSAGE: LAVA_STATIC_INFO_0_odp_devcie is not a key odp reads (did you mean odp_device?)")
+  got, err = provider.boards { LAVA_STATIC_INFO_0_odp_device = "rpi5", LAVA_STATIC_INFO_0_odp_colour = "x" }
+  T.eq(got, nil)
+  T.match(err, "odp_colour is not a key odp reads %(odp_device, odp_name, odp_tags%)$")
+end)
+
 T.test("boards: no usable board is one ENOTFOUND line naming the variable to set", function()
   local got, err, code = provider.boards { ANDROID_SERIAL = "ABC123", LAVA_BOARD_ID = "ABC123", LAVA_JOB_ID = "9" }
   T.eq(got, nil)

@@ -384,6 +384,50 @@ T.test("the commands: a sweep of the real flow on three boards, one dead; resume
   T.eq(names, { "pi-1", "pi-2" })
 end)
 
+T.test("command-line transport options reach every board of --boards (over the lab file's); a labgrid target "
+  .. "without odp_device is the script's device", function()
+  local odp = os.getenv("ODP") or (T.root() .. "/build/odp")
+  local root = T.root()
+  local path = write_lab(tmp .. "/prec.lua", { board_line("pi-1", servers[1]) })
+  -- a directory the boards' login user may write, named only on the command line
+  local cli_dir = servers[1].remote_dir .. "/cli-remote"
+  local common = { "--runner", root .. "/build/tests/fake_runner", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+    "--runs-dir", tmp .. "/runs", "--format", "jsonl", "--no-history" }
+  local function odp_run(argv)
+    local a = { odp, "run" }
+    for _, x in ipairs(argv) do a[#a + 1] = x end
+    for _, x in ipairs(common) do a[#a + 1] = x end
+    a.timeout = 300
+    return assert(proc.run(a))
+  end
+  local r = odp_run { root .. "/scripts/rpi5.lua", "--boards", path, "--remote-dir", cli_dir }
+  T.eq(r.status, 0, r.stderr)
+  T.ok(sys.stat(cli_dir .. "/fake_runner"), "the runner was staged in --remote-dir, not the lab file's remote_dir")
+  -- the sweep takes them the same way
+  os.remove(cli_dir .. "/fake_runner")
+  r = odp_run { root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua", "--boards", path, "--remote-dir",
+    cli_dir, "-p", "num_executions=1,2", "--out", tmp .. "/prec.jsonl" }
+  T.eq(r.status, 0, r.stderr)
+  T.ok(sys.stat(cli_dir .. "/fake_runner"), "the sweep's boards staged in --remote-dir too")
+  -- an option no board of the lab takes is refused, not dropped
+  local adb_lab = write_lab(tmp .. "/adb.lua", { '  { name = "x300", device = "devices/vivo_x300_pro.lua", serial = "X" },\n' })
+  r = odp_run { root .. "/scripts/rpi5.lua", "--boards", adb_lab, "--port", "2222" }
+  T.eq(r.status, 2)
+  T.eq(r.stderr, "odp: --port applies to every board of --boards, and board x300 (adb) takes no --port\n")
+  -- labgrid: the NetworkService gives the address, port and user; the command line the key, known_hosts and
+  -- remote dir; the script (scripts/rpi5.lua) the device, since the target names none
+  local env = tmp .. "/lg-env.yaml"
+  T.write(env, ("targets:\n  main:\n    resources:\n      NetworkService: {address: 127.0.0.1, port: %d, username: %s}\n")
+    :format(servers[1].port, servers[1].user))
+  os.remove(cli_dir .. "/fake_runner")
+  r = odp_run { root .. "/scripts/rpi5.lua", "--boards", "labgrid:" .. env, "--remote-dir", cli_dir,
+    "--identity", servers[1].identity, "--known-hosts", servers[1].known_hosts, "--ssh-config", "none" }
+  T.eq(r.status, 0, r.stderr)
+  local rec = require("odp.core.json").decode(r.stdout)
+  T.eq({ rec.ok, rec.board, rec.device }, { true, "main", "rpi5" })
+  T.ok(sys.stat(cli_dir .. "/fake_runner"), "labgrid's board staged in --remote-dir")
+end)
+
 T.test("on a terminal: one status line per board while the sweep runs", function()
   local odp = os.getenv("ODP") or (T.root() .. "/build/odp")
   local root = T.root()

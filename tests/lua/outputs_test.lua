@@ -333,7 +333,7 @@ T.test("run.point: a misspelt option is a usage error naming the near one, befor
   run.close(board)
   T.eq(ok, false)
   T.eq({ e.code, e.exit }, { "EUSAGE", 2 })
-  T.eq(e.message, "run.point: no option 'outptus' in the executorch flow; did you mean 'outputs'?")
+  T.eq(e.message, "key outptus is not an option of the executorch flow; did you mean outputs?")
 end)
 
 T.test("inputs that do not fit the signature, gates without a reference: exit 2 before anything runs", function()

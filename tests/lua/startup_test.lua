@@ -33,6 +33,18 @@ T.test("the odp binary needs none of the heavy libraries (ldd)", function()
   for _, lib in ipairs(HEAVY) do T.ok(not r.stdout:find(lib, 1, true), lib .. " is not linked: " .. r.stdout) end
 end)
 
+-- What every odp process loads before a script's first line: the Lua modules the lazy requires marked
+-- `-- lazy: start-up` keep out (tests/lua/layers_test.lua holds the comment rule; bench/README.md "Startup"
+-- measures the cost). A module that joins this set is paid by every run, `odp run empty.lua` included.
+T.test("a plain script starts with only odp's start-up modules loaded", function()
+  local dir = T.tmpdir()
+  T.write(dir .. "/s.lua", 'local t = {} for k in pairs(package.loaded) do if k:match("^odp") then t[#t + 1] = k end end ' ..
+    'table.sort(t) io.write(table.concat(t, " "))')
+  local r = proc.run { odp, "run", dir .. "/s.lua", timeout = 30 }
+  T.eq(r.status, 0, r.stderr)
+  T.eq(r.stdout, "odp.cli.commands.run odp.cli.main odp.core.coroutines odp.core.errors odp.host odp.sys odp.wait")
+end)
+
 T.test("a script that uses none of them maps none of them", function()
   T.eq(mapped_after("local x = require('odp.core.json').encode({ 1 })"), "")
 end)

@@ -163,6 +163,26 @@ T.test("scripts/sweep.lua: summary table, failed points exit 1, swept required o
   T.match(r.stderr, "%-p NAME=V1,V2")
 end)
 
+T.test("a bug in a sweep's run_point stops it with its traceback, non-zero; the finished points stay", function()
+  local out = T.tmpdir() .. "/bug.jsonl"
+  local r = odp_sweep { "-p", "size=1,2,66,3", "--out", out }
+  T.eq(r.status, 2, r.stderr)
+  T.match(r.stderr, "toy%.lua:%d+: attempt to index a nil value")
+  T.match(r.stderr, "stack traceback:")
+  local recs = lines(out)
+  T.eq(#recs, 2, "the two points before the bug, and nothing for it or after it")
+  T.eq({ recs[1].params.size, recs[2].params.size }, { 1, 2 })
+  -- the library: a failure ({code, message}) is a failed record, anything else is raised with its traceback
+  local out2 = T.tmpdir() .. "/bug2.jsonl"
+  local ok, err = pcall(sweep.run, { points = sweep.points { "size=1,2" }, out = out2, run_point = function(p)
+    if p.size == 2 then local t = nil; return t.x end
+    return { ok = true }
+  end })
+  T.eq(ok, false)
+  T.match(tostring(err), "sweep_test%.lua:%d+: attempt to index a nil value.*stack traceback:")
+  T.eq(#lines(out2), 1)
+end)
+
 T.test("scripts/sweep.lua over the real host flow (scripts/host.lua + the test runner): records with ops, resume", function()
   local dir = T.tmpdir()
   local fake = (os.getenv("ODP_BUILD_DIR") or (root .. "/build")) .. "/tests/fake_runner"

@@ -1,6 +1,7 @@
 --- odp's command line: `odp <command> ...`. Each command is a module odp.cli.commands.<name> with
 -- `summary` (one line for `odp help`) and `main(args) -> exit code`; adding a command is adding a file.
 local errors = require("odp.core.errors")
+local sys = require("odp.sys")
 -- coroutine.resume/wrap that let a task's own coroutines wait through the scheduler, for the whole process
 require("odp.core.coroutines").install()
 
@@ -9,14 +10,19 @@ local M = {}
 local COMMANDS = { "run", "repl", "devices", "inspect", "plot", "compare", "history", "report", "version" }
 M.COMMANDS = COMMANDS
 
+--- The module of a command by its name (the commands' registry; odp.cli.man reads them too).
+function M.command(name)
+  return require("odp.cli.commands." .. name) -- lazy: run-time name
+end
+
 local function usage()
   local lines = { "usage: odp <command> [options]", "", "Commands:" }
   for _, name in ipairs(COMMANDS) do
-    lines[#lines + 1] = ("  %-9s %s"):format(name, require("odp.cli.commands." .. name).summary)
+    lines[#lines + 1] = ("  %-9s %s"):format(name, M.command(name).summary)
   end
   lines[#lines + 1] = ""
   lines[#lines + 1] = "Run `odp <command> --help` or `odp run SCRIPT --help` for details; `man odp` for all of it."
-  local cli = require("odp.core.options")
+  local cli = require("odp.core.options") -- lazy: start-up
   lines[#lines + 1] = ""
   lines[#lines + 1] = "Exit codes:"
   for _, e in ipairs(cli.EXIT_CODES) do lines[#lines + 1] = ("  %-4d %s"):format(e[1], e[2]) end
@@ -49,7 +55,7 @@ function M.main(args)
     return name == nil and 2 or 0
   end
   if name == "--version" then name = "version" end
-  local ok, cmd = pcall(require, "odp.cli.commands." .. name)
+  local ok, cmd = pcall(require, "odp.cli.commands." .. name) -- lazy: run-time name
   if not ok then
     if not tostring(cmd):find("module 'odp.cli.commands." .. name .. "' not found", 1, true) then
       return M.present(cmd)
@@ -61,11 +67,11 @@ function M.main(args)
   local done, code = xpcall(cmd.main, traceback, rest)
   -- boards left open (a script's, the REPL's) are closed here: sessions ended, the twin's QEMU stopped. A
   -- Ctrl-C or signal that ended the command is lifted first, or it would cancel the closing too.
-  require("odp.sys").cancel_clear()
+  sys.cancel_clear()
   if package.loaded["odp.run.board"] then pcall(package.loaded["odp.run.board"].close_all) end
   if not done then code = M.present(code) end
   -- SIGHUP/SIGTERM: whatever the command made of its interrupted run, odp ends as the signal says
-  local sig = require("odp.sys").terminating()
+  local sig = sys.terminating()
   if sig then return 128 + sig end
   return code or 0
 end

@@ -76,7 +76,7 @@ function M.render()
     "CSV, and leaves the runner's output and its result record under runs/.")
   out[#out + 1] = ".SH COMMANDS"
   for _, name in ipairs(main.COMMANDS) do
-    local cmd = require("odp.cli.commands." .. name)
+    local cmd = main.command(name)
     local usage = cmd.usage or (cmd.help_text and cmd.help_text:match("^usage: ([^\n]+)")) or ("odp " .. name)
     out[#out + 1] = ".SS " .. esc(usage)
     paragraph(out, cmd.summary .. ".")

@@ -1,6 +1,10 @@
 --- The interactive prompt (`odp repl [DEVICE]`): Lua with every odp module at hand as `odp.<name>`,
 -- the device description as `device`, line editing, history, multi-line statements, tab completion.
 local rl = require("odp.readline")
+local errors = require("odp.core.errors")
+local report = require("odp.results.report")
+local result = require("odp.results.result")
+local sys = require("odp.sys")
 
 local M = {}
 
@@ -45,7 +49,7 @@ function M.odp_namespace(prefix)
           local ns = M.odp_namespace(prefix .. k .. ".")
           if package.searchpath(prefix .. k, package.path) then
             -- a layer that is a module too (odp.run: run.point, run.open_board): its own fields first
-            local mod, find = require(prefix .. k), getmetatable(ns).__index
+            local mod, find = require(prefix .. k), getmetatable(ns).__index -- lazy: run-time name
             getmetatable(ns).__index = function(ns_t, kk)
               local v = mod[kk]
               if v == nil then v = find(ns_t, kk) end
@@ -61,7 +65,7 @@ function M.odp_namespace(prefix)
     for _, name in ipairs(names) do
       -- only a module that is not there is passed over: one that fails to load says why
       if package.preload[name] or package.searchpath(name, package.path) or package.searchpath(name, package.cpath) then
-        local mod = require(name)
+        local mod = require(name) -- lazy: run-time name
         rawset(t, k, mod)
         return mod
       end
@@ -116,18 +120,17 @@ end
 
 local function history_path()
   local base = os.getenv("XDG_STATE_HOME") or ((os.getenv("HOME") or ".") .. "/.local/state")
-  require("odp.sys").mkdir_p(base .. "/odp")
+  sys.mkdir_p(base .. "/odp")
   return base .. "/odp/repl_history"
 end
 
 -- How a value is printed: a result record as the human report, anything else with show().
 local function print_values(res)
-  local result = require("odp.results.result")
   local parts = {}
   for i = 2, res.n do
     local v = res[i]
     if type(v) == "table" and v.schema == result.SCHEMA then
-      io.stdout:write(require("odp.results.report").formats.human({ v }))
+      io.stdout:write(report.formats.human({ v }))
     else
       parts[#parts + 1] = M.show(v)
     end
@@ -137,7 +140,6 @@ end
 
 -- An error at the prompt: odp's structured failures (a board call that failed, Ctrl-C) are one line.
 local function message(e)
-  local errors = require("odp.core.errors")
   if errors.is_failure(e) then return ("%s: %s"):format(e.code, e.message) end
   return (debug.traceback(tostring(e), 3):gsub("\n%s*%[C%]: in function 'xpcall'.*$", ""))
 end
@@ -146,7 +148,6 @@ end
 -- interrupts it (odp.sys: every wait returns ECANCELED, children are killed) and comes back here; Ctrl-C at
 -- the prompt drops the line, twice in a row leaves.
 function M.loop(env)
-  local sys = require("odp.sys")
   local hist = history_path()
   rl.read_history(hist)
   rl.set_completer(complete(env))

@@ -78,6 +78,64 @@ end
 
 local function usage(msg) errors.fail("EUSAGE", msg, 2) end
 
+-- Edit distance between a and b (optimal string alignment: a swap of two neighbours is one edit, as typos go).
+local function distance(a, b)
+  local prev2, prev, cur = {}, {}, {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        cur[j] = math.min(cur[j], prev2[j - 2] + 1)
+      end
+    end
+    prev2, prev = prev, cur
+  end
+  return prev[#b]
+end
+
+--- The known name closest to name, or nil when none is close enough to be what was meant: what an unknown
+-- name's error suggests. known: a list or a set {name = true}. Dashes and underscores are the same letter,
+-- and a name that contains a known one or is contained in it (cpu_threads, threads) is close.
+function M.closest(name, known)
+  local list = {}
+  for k, v in pairs(known) do list[#list + 1] = type(k) == "string" and k or v end
+  table.sort(list)
+  local want = tostring(name):gsub("-", "_"):lower()
+  local best, best_d
+  for _, k in ipairs(list) do
+    local have = k:gsub("-", "_"):lower()
+    local d = distance(want, have)
+    if #have >= 4 and #want >= 4 and (want:find(have, 1, true) or have:find(want, 1, true)) then
+      d = math.min(d, 1)
+    end
+    if d <= math.max(1, math.min(3, #want // 3)) and (not best_d or d < best_d) then best, best_d = k, d end
+  end
+  return best
+end
+
+--- Refuses a name nothing consumes: EUSAGE, exit 2, one line "<what> NAME is not <where>; did you mean X?"
+-- (else the known names when they are few, else how to list them). o: prefix (how names are written: "--"),
+-- list (where the names are listed: "see --help"), note (what else the user may have meant).
+function M.unknown(what, name, known, where, o)
+  o = o or {}
+  local prefix = o.prefix or ""
+  local near = M.closest(name, known)
+  local hint
+  if near then
+    hint = ("did you mean %s%s?"):format(prefix, near)
+  else
+    local list = {}
+    for k, v in pairs(known) do list[#list + 1] = prefix .. (type(k) == "string" and k or v) end
+    table.sort(list)
+    hint = #list == 0 and "it takes none" or #list <= 12 and ("known: " .. table.concat(list, ", ")) or o.list
+  end
+  usage(("%s %s%s is not %s%s%s"):format(what, prefix, tostring(name), where, hint and ("; " .. hint) or "",
+    o.note and (" (" .. o.note .. ")") or ""))
+end
+
 local UNITS = { k = 1024, m = 1024 * 1024, g = 1024 * 1024 * 1024 }
 
 --- A size in bytes: an integer, or a string 6291456, 0x600000, 6M, 256K, 1G (KiB/MiB/GiB; `_` allowed).
@@ -123,30 +181,8 @@ local function convert(opt, raw)
   return raw
 end
 
--- Levenshtein distance of two short strings (option names).
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:byte(i) == b:byte(j) and 0 or 1))
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
---- The declared name closest to a misspelt one (at most 2 edits, or a name it begins), or nil.
-function M.did_you_mean(word, names)
-  local best, bd
-  for _, n in ipairs(names) do
-    local d = distance(word, n)
-    if n:sub(1, #word) == word and #word >= 3 then d = math.min(d, 1) end
-    if d <= 2 and (not bd or d < bd) then best, bd = n, d end
-  end
-  return best
-end
+-- parsed opts -> the set of keys the command line gave (the rest are defaults): M.given
+local given_by = setmetatable({}, { __mode = "k" })
 
 --- Parses argv (a list of strings) against the declarations (lists of entries, in order).
 -- Returns opts (defaults filled in) and rest (the words after "--", or positional words).
@@ -204,10 +240,8 @@ function M.parse(argv, ...)
         opts[key(long:sub(4))] = false
         seen[key(long:sub(4))] = true
       elseif not o then
-        local names = {}
-        for _, d in ipairs(decls) do names[#names + 1] = d[1] end
-        local near = M.did_you_mean(long, names)
-        usage(("unknown option --%s%s (see --help)"):format(long, near and ("; did you mean --" .. near .. "?") or ""))
+        local near = M.closest(long, by_long)
+        usage(("unknown option --%s (%ssee --help)"):format(long, near and ("did you mean --" .. near .. "? ") or ""))
       elseif o[4] == "bool" then
         if inline then usage(("--%s takes no value"):format(long)) end
         set(o)
@@ -217,7 +251,10 @@ function M.parse(argv, ...)
     elseif a:match("^%-%a") then
       local letter, attached = a:sub(2, 2), a:sub(3)
       local o = by_short[letter]
-      if not o then usage(("unknown option -%s (see --help)"):format(letter)) end
+      if not o then
+        local near = #a > 2 and M.closest(a:sub(2), by_long) -- -cpu_threads: a long option with one dash?
+        usage(("unknown option -%s (%ssee --help)"):format(letter, near and ("did you mean --" .. near .. "? ") or ""))
+      end
       if o[4] == "bool" then
         if attached ~= "" then usage(("-%s takes no value"):format(letter)) end
         set(o)
@@ -238,8 +275,13 @@ function M.parse(argv, ...)
       end
     end
   end
+  given_by[opts] = seen
   return opts, rest
 end
+
+--- The keys of opts (a table M.parse returned) the command line gave, as a set; the others are defaults. What
+-- decides whether a command-line value wins over a lab file's (docs/SCRIPTING.md, "Where a value comes from").
+function M.given(opts) return given_by[opts] or {} end
 
 --- Parses a command's argv (cmd = {usage, description, options}: an odp.cli.commands module) with the global
 --- options. With --help it prints the generated help and returns nil: the command then returns 0.

@@ -4,12 +4,21 @@
 -- Everything board-specific is data in the device file (devices/alif_e8.lua, devices/twin_m55.lua),
 -- commands included; docs/alif_e8.md walks through it. The parts live in lua/odp/flows/ethos_u/ (plan,
 -- validate, build, flash, capture) and share one table; this module gives odp.run the record and the steps.
+local errors = require("odp.core.errors")
+local host = require("odp.host")
+local json = require("odp.core.json")
+local options = require("odp.core.options")
+local device_state = require("odp.target.device_state")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 local run = require("odp.run")
+local tensors = require("odp.results.tensors")
 local M = require("odp.flows.ethos_u.plan")
-for _, part in ipairs({ "validate", "build", "flash", "capture" }) do require("odp.flows.ethos_u." .. part) end
+require("odp.flows.ethos_u.validate")
+require("odp.flows.ethos_u.build")
+require("odp.flows.ethos_u.flash")
+require("odp.flows.ethos_u.capture")
 local project_path, hex = M.project_path, M.hex
 
 ------------------------------------------------------------------------------------------------ the flow
@@ -24,7 +33,7 @@ end
 function M.validate(ctx)
   ctx.plan = M.plan(ctx)
   M.check(ctx, ctx.plan)
-  ctx.io = require("odp.results.tensors").validate(ctx.opts)
+  ctx.io = tensors.validate(ctx.opts)
 end
 
 --- The record (odp.run calls record, then steps, then finish); a dry run prints the commands and records nothing.
@@ -42,8 +51,8 @@ function M.record(ctx)
       tmp_mem_size = p.tmp_mem_size and hex(p.tmp_mem_size), steps = table.concat(steps, ",") } }
   rec.model = result.file_info(o.model)
   rec.model.scratch_size = p.scratch_size
-  rec.device_state = require("odp.target.device_state").bare_metal(p.device, p)
-  rec.steps = require("odp.core.json").array({})
+  rec.device_state = device_state.bare_metal(p.device, p)
+  rec.steps = json.array({})
   return rec
 end
 
@@ -59,7 +68,6 @@ function M.steps(ctx, rec)
   end
   -- the firmware's output.bin is the method's output 0 (the one it streams), checked and compared as a runner's
   if ctx.io and ctx.io.outputs and p.steps.run then
-    local tensors = require("odp.results.tensors")
     local io = ctx.io.sig.outputs[1]
     if not io or io.kind ~= "tensor" then
       rec.warnings[#rec.warnings + 1] = "--outputs: the .pte's method has no tensor output to read output.bin as"
@@ -81,6 +89,9 @@ function M.finish(ctx, rec, err)
   end
 end
 
+-- Keys the board's verbs pass that no user gives (odp.run checks a point's keys against the options and these).
+M.internal_options = { "twin_lifeline" }
+
 --- A script declaration: `return require("odp.flows.ethos_u").script{name=, description=, device=}`.
 function M.script(spec)
   local options = {}
@@ -94,5 +105,57 @@ function M.script(spec)
   decl.run = function(ctx) return run.once(ctx, decl) end
   return decl
 end
+
+
+------------------------------------------------------------------------------------------------ board verbs
+
+-- The flow on a board (odp.run.point): build only (build{}), or the whole run (profile{}).
+local function on_board(board, opts, only)
+  -- the board stops its twin at close (keep_twin); one a flash relaunches ends with odp unless the board is kept
+  local extra = { keep_twin = true, twin_lifeline = not board.keep, only = only, model = board.opts.model }
+  if board.device.twin and not only then
+    board:_twin()
+    extra.twin_state = board.twin_state
+  end
+  if not (opts and opts.model) and not extra.model and board.device.twin then
+    extra.model = host.root .. "/tests/fixtures/pte/mnist_ethos_u55.pte" -- the twin's demo model
+  end
+  local o = options.merge(options.merge({}, extra), opts)
+  if not o.model then errors.fail("EUSAGE", "board:profile{model = FILE.pte, ...}: model is required", 2) end
+  -- the flow opens the probe itself (and a flash relaunches the twin): the board lets go of its own
+  if board._rtt then board._rtt:close() board._rtt = nil end
+  if board._probe then board._probe:close() board._probe = nil end
+  local rec = run.point(board, M.name, o)
+  board._p = nil
+  return rec
+end
+
+--- The verbs this flow adds to its boards (odp.run.board finds them through the flow registry): profile,
+-- build, flash, and the plan the probe verbs read (probe, RTT, lines).
+M.board_verbs = {
+  profile = function(board, opts) return on_board(board, opts, nil) end,
+  build = function(board, opts) return on_board(board, opts, { "build" }) end,
+  plan = function(board)
+    -- lenient (dry_run): the board needs no MLEK or SETOOLS paths to reach the probe
+    local o = run.point_options(board, M.name, { only = { "run" }, model = board.opts.model or "-", dry_run = true })
+    return M.plan(run.context { opts = o, board = board })
+  end,
+  flash = function(board, file, opts)
+    if not sys.stat(file or "") then errors.fail("EUSAGE", ("board:flash(file): %s does not exist"):format(tostring(file)), 2) end
+    board:_twin()
+    local o = options.merge({ only = { "flash" }, twin_state = board.twin_state, model = board.opts.model or file,
+      twin_lifeline = not board.keep }, opts)
+    local ctx = run.context { opts = run.point_options(board, M, o), board = board }
+    if board._rtt then board._rtt:close() board._rtt = nil end
+    if board._probe then board._probe:close() board._probe = nil end
+    local p = M.plan(ctx)
+    p.twin_state = board.twin_state
+    local dir = result.run_dir(ctx.opts.runs_dir, board.device.name)
+    local rec = { flash = {}, artifacts = {} }
+    M.flash_file(ctx, p, rec, dir, file)
+    board._p = nil
+    return rec.flash.received
+  end,
+}
 
 return M

@@ -5,8 +5,17 @@ local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
 local json = require("odp.core.json")
+local device = require("odp.target.device")
 local measuring = require("odp.results.measure")
 local run = require("odp.run")
+local tensors = require("odp.results.tensors")
+local device_state = require("odp.target.device_state")
+local etdump = require("odp.parse.etdump")
+local executorch = require("odp.parse.executorch")
+local placement = require("odp.target.placement")
+local rusage = require("odp.target.rusage")
+local stats = require("odp.core.stats")
+local pte = require("odp.parse.pte")
 
 local M = { name = "executorch" }
 
@@ -20,9 +29,11 @@ M.options = {
   { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
+  { "allow-emulated", "Measure a runner built for another machine that the board runs under emulation\n" ..
+    "(qemu-user through binfmt_misc); the record says emulated (refused without it)", false, "bool" },
 }
 -- the model's inputs and outputs as files, compared with a reference (odp.results.tensors, docs/outputs.md)
-for _, opt in ipairs(require("odp.results.tensors").options) do M.options[#M.options + 1] = opt end
+for _, opt in ipairs(tensors.options) do M.options[#M.options + 1] = opt end
 -- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.results.measure);
 -- where and with what: --cpus, --cluster, --threads, --counters (odp.target.placement). Declared here once, so
 -- `odp run` and board:profile{} (which takes these defaults) see the same options.
@@ -39,32 +50,89 @@ function M.validate(ctx)
   measuring.validate(o)
   local st = sys.stat(o.runner)
   if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner), 2) end
-  if require("odp.target." .. ctx.target_kind).runs_in_place and not st.executable then
+  if device.kind(ctx.target_kind).runs_in_place and not st.executable then
     errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner), 2)
   end
   run.check_model(o.model) -- a .pte this runner can load: ET12 identifier, not truncated, parseable
   -- the inputs against the method's signature, the reference against the model: exit 2 before any board
-  ctx.io = require("odp.results.tensors").validate(o, ctx.args)
+  ctx.io = tensors.validate(o, ctx.args)
 end
 
--- One line that says why a runner process failed, from its exit and its own error lines.
-local function failure_message(r, parsed)
-  local why
+-- The runner's own cause in a failure's line: its first error lines (the F line, the assert that ended it,
+-- last), each bounded, so the line stays one line.
+local MAX_CAUSES, MAX_CAUSE = 2, 160
+
+local function cut(text, n) return #text > n and (text:sub(1, n - 3) .. "...") or text end
+
+-- What odp knows that explains a runner's failure, from its lines and the model's .pte; nil when nothing.
+local function explain(ctx, parsed)
+  local o = ctx.opts
+  local texts = {}
+  for _, e in ipairs(parsed.errors or {}) do texts[#texts + 1] = e.text end
+  local all = table.concat(texts, "\n")
+  local info = pte.read(o.model) -- checked before the run (validate): read again only here
+  local backends = {}
+  for _, d in ipairs(info and pte.delegates(info) or {}) do
+    if not backends[d.backend] then backends[#backends + 1], backends[d.backend] = d.backend, true end
+  end
+  local backend = all:match("Backend (%S+) is not registered")
+  if backend and backends[backend] then
+    return ("the model delegates to %s, which this runner does not register: use a runner built with that backend")
+      :format(backend)
+  elseif backend then
+    return ("this runner does not register the backend %s"):format(backend)
+  end
+  if all:find("external_data_map is null", 1, true) and not o.data then
+    local ptd = o.model:gsub("%.pte$", "") .. ".ptd"
+    return ("the model keeps its weights in an external data file: pass --data %s"):format(sys.stat(ptd) and ptd
+      or "FILE.ptd")
+  end
+  local missing = parsed.missing_operators or {}
+  if #missing > 0 then
+    return ("this runner has no kernel for %s%s: use a runner built with %s"):format(
+      table.concat(missing, ", ", 1, math.min(#missing, 3)), #missing > 3 and (" and %d more"):format(#missing - 3) or "",
+      #missing > 1 and "them" or "it")
+  end
   for _, e in ipairs(parsed.errors or {}) do
-    why = e.text .. (e.status_name and (" [" .. e.status_name .. "]") or "")
-    if e.level == "F" then break end
+    if e.status_name == "NotFound" and #backends > 0 then
+      return ("the model delegates to %s: is it registered in this runner?"):format(table.concat(backends, ", "))
+    end
+  end
+end
+
+-- One line that says why a runner process failed, from its exit, its own error lines and odp's explanation.
+local function failure_message(ctx, r, parsed)
+  local causes, final = {}, nil
+  for _, e in ipairs(parsed.errors or {}) do
+    local text = e.text:gsub("%.$", "") .. (e.status_name and (" [" .. e.status_name .. "]") or "")
+    if e.level == "F" then final = text break end
+    if #causes < MAX_CAUSES then causes[#causes + 1] = cut(text, MAX_CAUSE) end
+  end
+  if final then causes[#causes + 1] = cut(final, MAX_CAUSE) end
+  if #causes == 0 then
+    -- no ExecuTorch error line: the first line of its own that is no info log line (the dynamic loader's
+    -- "version `GLIBC_2.38' not found", the shell's "Exec format error", ...)
+    for line in (r.stderr or ""):gmatch("[^\r\n]+") do
+      if not line:match("^[DIW] %d%d:%d%d:") and line:match("%S") then causes[1] = cut(line, MAX_CAUSE) break end
+    end
+  end
+  local why = #causes > 0 and table.concat(causes, "; ") or nil
+  local function with_why(head)
+    if not why then return head end
+    local note = explain(ctx, parsed)
+    return head .. ": " .. why .. (note and (" (" .. note .. ")") or "")
   end
   if r.timed_out then
     return "ETIMEDOUT", "runner did not finish before the timeout; killed with its process group"
   elseif r.canceled then
     return "ECANCELED", "interrupted; runner killed"
   elseif r.signal then
-    return "EIO", ("runner killed by SIG%s%s"):format(r.signal_name or r.signal, why and (": " .. why) or "")
+    return "EIO", with_why(("runner killed by SIG%s"):format(r.signal_name or r.signal))
   elseif r.status ~= 0 then
     if r.stderr:find("unknown command line flag 'etdump_path'", 1, true) then
       return "EIO", "this runner was built without the event tracer: it has no --etdump_path; drop --etdump"
     end
-    return "EIO", ("runner exited with status %d%s"):format(r.status, why and (": " .. why) or "")
+    return "EIO", with_why(("runner exited with status %d"):format(r.status))
   end
 end
 
@@ -95,7 +163,7 @@ local function run_once(ctx, t, argv, label, files)
     end
   end
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
-  local parse = require("odp.parse.executorch")
+  local parse = executorch
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
 end
@@ -107,7 +175,6 @@ local function measure(ctx, rec, runs)
   local g = measuring.log_groups(runs, n)
   if g and g.warning then rec.warnings[#rec.warnings + 1] = g.warning end
   if not g and rec.artifacts.etdump then
-    local etdump = require("odp.parse.etdump") -- loaded only when there is an ETDump
     local doc = etdump.read(rec.artifacts.etdump)
     local samples = doc and etdump.latency(doc) or {}
     -- the ETDump is the last process's: one group
@@ -136,7 +203,7 @@ local function measure(ctx, rec, runs)
     local rss = x.r.rusage and x.r.rusage.maxrss_kb
     if rss and rss > 0 then rec.peak_rss_kb = math.max(rec.peak_rss_kb or 0, rss) end
   end
-  if #loads > 0 then rec.load_ms = require("odp.core.stats").summary(loads).p50 end
+  if #loads > 0 then rec.load_ms = stats.summary(loads).p50 end
   rec.planned_buffers = json.array(last.planned_buffers or {})
   rec.outputs = json.array(last.outputs or {})
   rec.threads = last.threads
@@ -158,12 +225,20 @@ function M.record(ctx)
   rec.model = result.file_info(o.model, hashes)
   rec.runner = result.file_info(o.runner, hashes)
   rec.steps = json.array({})
+  local emulated = ctx.preflight and ctx.preflight.emulated
+  if emulated then -- --allow-emulated: measured, but not the board's own speed
+    rec.emulated = emulated
+    rec.warnings[#rec.warnings + 1] = ("the runner (%s) ran under %s emulation (%s), not natively: its times "
+      .. "and memory are the emulator's"):format(ctx.preflight.runner.machine, emulated,
+      ctx.preflight.emulator)
+  end
   return rec
 end
 
 --- The files preflight checks against the board (odp.run, for scripts declared with preflight = true).
 function M.preflight_files(ctx)
-  return { runner = ctx.opts.runner, model = ctx.opts.model, data = ctx.opts.data }
+  return { runner = ctx.opts.runner, model = ctx.opts.model, data = ctx.opts.data,
+    allow_emulated = ctx.opts.allow_emulated }
 end
 
 -- The stage step: where the files are is the target's business (the host runs them in place; a remote target
@@ -189,7 +264,6 @@ local function stage_step(ctx, rec, t)
   if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
   local io = ctx.io
   if io and io.inputs then
-    local tensors = require("odp.results.tensors")
     local files, staged = tensors.write_inputs(io.sig, io.inputs, ctx.run_dir .. "/inputs"), {}
     rec.inputs = json.array({})
     for i, f in ipairs(files) do
@@ -211,12 +285,12 @@ end
 -- The run step: the device state before, placement, the warmup and measured runner processes (t.runs).
 local function run_step(ctx, rec, t)
   local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
-  t.state = require("odp.target.device_state").before(rec, target)
-  require("odp.target.placement").apply(ctx, t, rec, argv)
+  t.state = device_state.before(rec, target)
+  placement.apply(ctx, t, rec, argv)
 
   for i = 1, o.warmup do
     local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
-    local code, msg = failure_message(r, parsed)
+    local code, msg = failure_message(ctx, r, parsed)
     if code then
       rec.status, rec.signal = r.status, r.signal
       errors.fail(code, "warmup: " .. msg, code == "ECANCELED" and 130 or 1)
@@ -236,7 +310,7 @@ local function run_step(ctx, rec, t)
     local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. (count == 1 and "runner" or ("run" .. i)))
     if cooler then cooler:after(i) end
     rec.status, rec.signal = r.status, r.signal
-    local code, msg = failure_message(r, parsed)
+    local code, msg = failure_message(ctx, r, parsed)
     if code then
       runs[#runs + 1] = { r = r, parsed = parsed }
       if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }) end
@@ -281,7 +355,6 @@ function M.steps(ctx, rec)
   run.step(rec, "stage", function() return stage_step(ctx, rec, t) end)
   run.step(rec, "run", function() return run_step(ctx, rec, t) end)
   if t.etdump_remote then run.step(rec, "fetch", function() return fetch_step(ctx, rec, t) end) end
-  local tensors = require("odp.results.tensors")
   local kept
   if t.output_base then
     run.step(rec, "outputs", function()
@@ -292,14 +365,13 @@ function M.steps(ctx, rec)
   end
   local runs, stopper, dir = t.runs, t.stopper, ctx.run_dir
   local g = measure(ctx, rec, runs)
-  require("odp.target.rusage").record_counters(rec, runs)
+  rusage.record_counters(rec, runs)
   if o.sustained and g and #g.groups == #stopper.starts then
     rec.sustained = measuring.per_minute(g.groups, stopper.starts)
     rec.artifacts.sustained = dir .. "/sustained.jsonl"
     errors.check(measuring.write_per_minute(rec.artifacts.sustained, rec.sustained))
   end
   if rec.artifacts.etdump then
-    local etdump = require("odp.parse.etdump")
     local doc, derr = etdump.read(rec.artifacts.etdump)
     if doc then
       rec.ops = json.array(etdump.ops(doc))
@@ -316,7 +388,7 @@ end
 function M.finish(ctx, rec, err)
   local t = ctx.state_of
   if t and t.state and not (type(err) == "table" and err.code == "ECANCELED") then
-    require("odp.target.device_state").after(rec, t.state, t.target, { cpus_used = t.cpus_used })
+    device_state.after(rec, t.state, t.target, { cpus_used = t.cpus_used })
   end
 end
 
@@ -324,30 +396,42 @@ end
 -- runs it (M.validate, then the board opened with the parsed options, preflight when asked, the steps).
 ---@param spec {name: string, description: string, target?: string, device?: string, preflight?: boolean} target defaults to the device's transport; preflight: check the runner and free space against the board before anything is uploaded (odp.target.preflight)
 function M.script(spec)
-  local device = spec.device and require("odp.target.device").load(spec.device) or nil
-  local kind = spec.target or device.transport
+  local dev = spec.device and device.load(spec.device) or nil
+  local kind = spec.target or dev.transport
   local options = {}
-  for _, list in ipairs({ M.options, require("odp.target." .. kind).options or {} }) do
+  for _, list in ipairs({ M.options, device.kind(kind).options or {} }) do
     for _, opt in ipairs(list) do
       -- the device's remote_dir is the --remote-dir default (devices/vivo_x300_pro.lua: /data/local/tmp/odp)
-      if opt[1] == "remote-dir" and device and device.remote_dir then
+      if opt[1] == "remote-dir" and dev and dev.remote_dir then
         local copy = {}
         for k, v in pairs(opt) do copy[k] = v end
-        copy[3], opt = device.remote_dir, copy
+        copy[3], opt = dev.remote_dir, copy
       end
       options[#options + 1] = opt
     end
   end
   local decl = { name = spec.name, description = spec.description, options = options, passes_args = true,
-    flow = M.name, target = kind, device = device, preflight = spec.preflight }
+    flow = M.name, target = kind, device = dev, preflight = spec.preflight }
   -- validate needs no network and no hardware: the board is opened by run, after it
   decl.validate = function(ctx)
     ctx.target_kind = kind
     M.validate(ctx)
     ctx.validated = true
   end
-  decl.run = function(ctx) return require("odp.run").once(ctx, decl) end
+  decl.run = function(ctx) return run.once(ctx, decl) end
   return decl
 end
+
+
+--- The verbs this flow adds to its boards (odp.run.board finds them through the flow registry):
+-- board:profile{runner=, model=, n=, args=, ...} runs once through odp.run.point.
+M.board_verbs = {
+  profile = function(board, opts)
+    for _, k in ipairs({ "runner", "model" }) do
+      if not opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k), 2) end
+    end
+    return run.point(board, nil, opts, opts.args)
+  end,
+}
 
 return M

@@ -20,6 +20,7 @@
 --   size            optional Lua pattern, anywhere in the log before the block: its capture is the decoded size
 -- Never executed: the `echo ... | base64 -d` line is decoded here, not given to a shell.
 local errors = require("odp.core.errors")
+local sys = require("odp.sys")
 
 local M = {}
 
@@ -54,7 +55,7 @@ function M.base64_decode(s)
   if bad then
     return nil, ("invalid character %q at offset %d"):format(body:sub(bad, bad), bad - 1)
   end
-  local data, err = require("odp.sys").base64_decode(s)
+  local data, err = sys.base64_decode(s)
   if not data then return nil, errors.text(err) end
   return data
 end

@@ -5,6 +5,7 @@
 --   for _, row in ipairs(etdump.ops(doc)) do print(row.block, row.name, row.n, row.p50) end
 local core = require("odp.etdumpcore")
 local stats = require("odp.core.stats") -- numpy-compatible percentiles, like the Inspector
+local sys = require("odp.sys")
 
 local M = {}
 
@@ -52,7 +53,7 @@ function M.read(path_or_bytes)
   local bytes = path_or_bytes
   if not looks_like_etdump(bytes) then
     local err, code
-    bytes, err, code = require("odp.sys").read_file(path_or_bytes)
+    bytes, err, code = sys.read_file(path_or_bytes)
     if not bytes then return nil, err, code end
   end
   local dump, err, code = core.open(bytes)

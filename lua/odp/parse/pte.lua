@@ -4,6 +4,7 @@
 --   print(p.identifier, #p.methods, p.methods[1].name)
 --   for _, d in ipairs(pte.delegates(p)) do print(d.backend, d.scratch_size) end
 local core = require("odp.ptecore")
+local sys = require("odp.sys")
 
 local M = {}
 
@@ -20,7 +21,7 @@ function M.read(path_or_bytes)
   -- bytes: they carry the identifier, or a NUL no path can hold
   if not (#bytes >= 8 and (bytes:sub(5, 8) == "ET12" or bytes:find("\0", 1, true))) then
     local err, code
-    bytes, err, code = require("odp.sys").read_file(path_or_bytes)
+    bytes, err, code = sys.read_file(path_or_bytes)
     if not bytes then return nil, err, code end
   end
   return core.decode(bytes)

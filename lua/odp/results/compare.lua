@@ -11,7 +11,9 @@ local result = require("odp.results.result")
 local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
+local etdump = require("odp.parse.etdump")
 
+local tensors = require("odp.results.tensors")
 local M = {}
 
 --- Samples a side needs on each side for a CI and a verdict (fewer: medians and ratio only).
@@ -89,7 +91,6 @@ end
 local function op_samples(rec)
   local path = rec.artifacts and rec.artifacts.etdump
   if type(path) ~= "string" or not sys.stat(path) then return nil end
-  local etdump = require("odp.parse.etdump")
   local doc = etdump.read(path)
   if not doc then return nil end
   local out, seen = {}, {}
@@ -349,7 +350,6 @@ function M.compare(A, B, opts)
   local res = { a = side_info(A), b = side_info(B), rows = rows, notes = json.array(notes) }
   -- the outputs too, when both kept them and ran the same model: B against A, element by element
   if A.outputs and B.outputs and ma.sha256 == mb.sha256 then
-    local tensors = require("odp.results.tensors")
     local in_a, entries = {}, json.array({})
     for _, o in ipairs(A.outputs) do in_a[o.index] = o end
     for _, o in ipairs(B.outputs) do

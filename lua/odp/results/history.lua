@@ -13,9 +13,13 @@
 -- series' usual ones is `dirty` and the detector leaves it out.
 local errors = require("odp.core.errors")
 local json = require("odp.core.json")
+local measure = require("odp.results.measure")
+local result = require("odp.results.result")
 local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
+local detect = require("odp.results.detect")
+local device_state = require("odp.target.device_state")
 
 local M = {}
 
@@ -166,7 +170,7 @@ function M.board_of(record)
   local cores = {}
   for _, g in ipairs(tbl(ds.clusters)) do
     g = tbl(g)
-    local list = str(g.cpus) and require("odp.target.device_state").cpulist(g.cpus) or {}
+    local list = str(g.cpus) and device_state.cpulist(g.cpus) or {}
     cores[#cores + 1] = ("%s x%d"):format(str(g.core) or "CPU", #list)
   end
   local soc = str(a.soc_model) or (#cores > 0 and table.concat(cores, " + ")) or str(ds.npu)
@@ -202,6 +206,10 @@ local function identity(record)
     board = id.board, soc = id.soc, kernel = id.kernel, params = canon(tbl(record.params)) }
   local parts = {}
   for i, f in ipairs(KEY_FIELDS) do parts[i] = base[f] or "" end
+  -- an emulated run (--allow-emulated) is a series of its own: its numbers are the emulator's. Native runs'
+  -- keys stay as they were.
+  base.emulated = str(record.emulated)
+  if base.emulated then parts[#parts + 1] = "emulated=" .. base.emulated end
   return base, table.concat(parts, "\0")
 end
 
@@ -215,7 +223,8 @@ function M.series_of(record, metric, unit, keys, base, text)
   text = text .. "\0" .. metric
   s.key = keys and keys[text] or sys.sha256(text)
   if keys then keys[text] = s.key end
-  s.name = ("%s · %s · %s"):format(s.model_name or "?", s.board or s.device or "?", metric)
+  s.name = ("%s · %s%s · %s"):format(s.model_name or "?", s.board or s.device or "?",
+    s.emulated and (" (emulated: " .. s.emulated .. ")") or "", metric)
   return s
 end
 
@@ -224,9 +233,9 @@ M.MAX_SAMPLES = 100000
 
 -- The run's samples (every process's, in order) from its samples.csv, or nil.
 local function samples_of(record, record_path)
-  local path = require("odp.results.measure").samples_path(record, record_path and record_path:match("^(.*)/[^/]*$") or ".")
+  local path = measure.samples_path(record, record_path and record_path:match("^(.*)/[^/]*$") or ".")
   if not path then return nil end
-  local groups = require("odp.results.measure").read_samples(path)
+  local groups = measure.read_samples(path)
   if not groups then return nil end
   local out = {}
   for _, g in ipairs(groups) do table.move(g, 1, #g, #out + 1, out) end
@@ -311,7 +320,7 @@ end
 
 local function connect(self)
   if self.kind == "pg" then
-    local pg = require("odp.pg")
+    local pg = require("odp.pg") -- lazy: start-up
     local conn, err, code = pg.connect(self.url, { timeout = self.timeout })
     if not conn then return nil, err, code end
     self.conn = conn
@@ -323,7 +332,7 @@ local function connect(self)
     local ok, err, code = sys.mkdir_p(dir)
     if not ok then return nil, err, code end
   end
-  local conn, err, code = require("odp.sqlite").open(path, { timeout = self.timeout })
+  local conn, err, code = require("odp.sqlite").open(path, { timeout = self.timeout }) -- lazy: start-up
   if not conn then return nil, err, code end
   self.conn = conn
   -- WAL: readers never block the writer and a crash never leaves a half-applied transaction; NORMAL
@@ -615,7 +624,6 @@ end
 --- know ..." (odp.results.schema: the record is added without them), ...}}
 ---@param paths string[]
 function Db:import(paths)
-  local result = require("odp.results.result")
   local out = { added = 0, skipped = 0, failed = {}, warnings = {} }
   local batch = {}
   local function flush()
@@ -671,9 +679,9 @@ function Db:import(paths)
 end
 
 --- The change points of a series' points (odp.results.detect).
-function M.detect(points, opts) return require("odp.results.detect").detect(points, opts) end
+function M.detect(points, opts) return detect.detect(points, opts) end
 
---- Writes a just-saved record to the history its options name (result.save calls this: every run and every
+--- Writes a just-saved record to the history its options name (M.save calls this: every run and every
 --- sweep point). A lost PostgreSQL connection is retried once on a new one; what still fails is returned
 --- as one line for the user, the record file being the run's copy either way. -> true | nil, message
 ---@param record table
@@ -702,6 +710,25 @@ function M.record(record, record_path, opts)
   end
   return nil, ("history %s: %s (the run is in %s; `odp history import` adds it later)")
     :format(url:gsub("//[^@/]*@", "//"), errors.text(err), record_path)
+end
+
+--- Writes record as dir/result.json (atomically), then adds it to the history (this module) that
+--- opts (the run's options: --history URL, --no-history, --commit) or $ODP_HISTORY name. Every run and every
+--- sweep point is saved here, so this is the one place a record reaches the history. The record file comes
+--- first: a crash between the two leaves a complete record and no row (`odp history import` adds it), never
+--- a row without its record; the row itself is one transaction. A history that cannot be written costs the
+--- run nothing: one line on stderr says so. -> true | nil, err, code (the record file could not be written)
+---@param record table
+---@param dir string
+---@param opts {history?: string, no_history?: boolean, commit?: string}?
+function M.save(record, dir, opts)
+  record.commit = record.commit or M.commit(opts)
+  local path = dir .. "/result.json"
+  local ok, err, code = sys.write_file(path, result.encode(record, { indent = true }) .. "\n")
+  if not ok then return nil, err, code end
+  local added, why = M.record(record, path, opts)
+  if not added then io.stderr:write("odp: warning: ", why, "\n") end
+  return true
 end
 
 return M

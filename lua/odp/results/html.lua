@@ -10,6 +10,10 @@ local plot = require("odp.results.plot")
 local report = require("odp.results.report")
 local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
+local tensors = require("odp.results.tensors")
+local device_state = require("odp.target.device_state")
+local host = require("odp.host")
+local ui = require("odp.core.ui")
 
 local M = {}
 
@@ -106,7 +110,7 @@ if(data){window.odpReport=JSON.parse(data.textContent);}
 function M.page(title, subtitle, sections, data)
   local o = { "<!DOCTYPE html>\n", '<html lang="en">\n<head>\n<meta charset="utf-8"/>\n',
     '<meta name="viewport" content="width=device-width, initial-scale=1"/>\n',
-    '<meta name="generator" content="odp ', esc(require("odp.host").version), '"/>\n',
+    '<meta name="generator" content="odp ', esc(host.version), '"/>\n',
     "<title>", esc(title), "</title>\n<style>", CSS, "</style>\n</head>\n<body>\n<main>\n",
     "<h1>", esc(title), "</h1>\n" }
   if subtitle then o[#o + 1] = '<p class="sub">' .. subtitle .. "</p>\n" end
@@ -368,7 +372,7 @@ end
 -- A run
 
 local function fmt_bytes(b)
-  return b >= 1000 and ("%d B (%s)"):format(b, require("odp.core.ui").human_bytes(b)) or ("%d B"):format(b)
+  return b >= 1000 and ("%d B (%s)"):format(b, ui.human_bytes(b)) or ("%d B"):format(b)
 end
 
 --- What a run's setup did to its numbers, beyond the record's own warnings: throttling, a CPU governor
@@ -629,8 +633,9 @@ local function header_rows(rec)
   rows[#rows + 1] = { "flow", rec.flow and esc(rec.flow) }
   rows[#rows + 1] = { "board", rec.board and esc(rec.board) }
   rows[#rows + 1] = { "device", (rec.device or rec.target) and esc(("%s (%s)"):format(rec.device or "?", rec.target or "?")) }
+  rows[#rows + 1] = { "emulated", rec.emulated and esc(("%s: the runner ran emulated, not natively"):format(rec.emulated)) }
   if rec.device_state then
-    local ok, summary = pcall(require("odp.target.device_state").summary, rec.device_state.raw)
+    local ok, summary = pcall(device_state.summary, rec.device_state.raw)
     rows[#rows + 1] = { "device state", esc(rec.device_state.error and ("unknown: " .. rec.device_state.error)
       or ok and summary or "unreadable (a field of an unexpected type)") }
     if rec.device_state.kernel or rec.device_state.os then
@@ -664,7 +669,6 @@ end
 local function agreement_section(rec)
   local ref = rec.reference
   if not ref or not ref.outputs or #ref.outputs == 0 then return "" end
-  local tensors = require("odp.results.tensors")
   local function g(v) return v and report.number(v) or nil end
   local rows = {}
   for _, e in ipairs(ref.outputs) do
@@ -675,7 +679,7 @@ local function agreement_section(rec)
   end
   local function intcol(key) return { key = key, num = true, text = function(v) return ("%d"):format(v) end } end
   local function numcol(key, title, fmt)
-    return { key = key, title = title, num = true, text = function(v) return tensors.number_text(v, fmt) end }
+    return { key = key, title = title, num = true, text = function(v) return report.number_text(v, fmt) end }
   end
   local body = { M.kv { { "reference", esc(ref.path or "?") .. (ref.kind == "dir" and " (files)" or " (a run)") },
     { "failed", ref.failed and esc(("output %d: %s %s (limit %s)"):format(ref.failed.output, ref.failed.metric,
@@ -712,7 +716,8 @@ function M.run(rec, opts)
   for _, k in ipairs { "p10", "p50", "p90" } do vals[#vals + 1] = l[k] end
   local unit, scale = report.time_unit(vals)
   local name = rec.model and rec.model.path and rec.model.path:match("[^/]+$") or "run"
-  local title = ("%s on %s"):format(name, rec.board or rec.device or rec.target or "?")
+  local title = ("%s on %s%s"):format(name, rec.board or rec.device or rec.target or "?",
+    rec.emulated and (" (emulated: " .. rec.emulated .. ")") or "")
   local sections = { M.warnings(M.run_warnings(rec)), M.kv(header_rows(rec)) }
   sections[#sections + 1] = agreement_section(rec)
   if rec.ok ~= false then

@@ -6,6 +6,7 @@
 local report = require("odp.results.report")
 local schema = require("odp.results.schema")
 local sys = require("odp.sys")
+local compare = require("odp.results.compare")
 
 local M = {}
 
@@ -131,7 +132,7 @@ function M.compare_suites(comparisons, fail_if_slower)
       local c = { classname = "odp." .. s.name, name = r.metric,
         out = ("B/A %s, 95%% CI [%s, %s], verdict %s"):format(r.ratio and ("%.4f"):format(r.ratio) or "-",
           r.ci95 and ("%.4f"):format(r.ci95[1]) or "-", r.ci95 and ("%.4f"):format(r.ci95[2]) or "-", r.verdict) }
-      local gate = i == 1 and require("odp.results.compare").gate(res, fail_if_slower)
+      local gate = i == 1 and compare.gate(res, fail_if_slower)
       if gate and gate.failed then c.failure = { type = "slower", message = (gate.text:gsub("^FAIL: ", "")) } end
       s.cases[#s.cases + 1] = c
     end

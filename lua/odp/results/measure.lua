@@ -6,6 +6,8 @@ local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
+local result = require("odp.results.result")
+local thermal = require("odp.target.thermal")
 
 local M = {}
 
@@ -216,7 +218,7 @@ end
 ---@return table latency_ms
 function M.latency(g, warnings)
   local all = M.flatten(g.groups)
-  local block = require("odp.results.result").latency(all, g.source, g.total)
+  local block = result.latency(all, g.source, g.total)
   add_confidence(block, all)
   if g.per_iteration then
     local first, warm = json.array(), {}
@@ -285,7 +287,7 @@ function M.cooler(o, target, ui, opts)
 end
 
 function Cooler:temperature()
-  return require("odp.target.thermal").hottest(require("odp.target.thermal").read(self.target, self.root))
+  return thermal.hottest(thermal.read(self.target, self.root))
 end
 
 --- Before measured process k.

@@ -1,9 +1,13 @@
 --- Reporters: result records -> text. Each format is a function (records) -> string, picked by name
 -- (sysbench's model); `odp.results.report.formats` can be extended by a user script.
 local json = require("odp.core.json")
+local pte = require("odp.parse.pte")
 local result = require("odp.results.result")
 local schema = require("odp.results.schema")
 local sys = require("odp.sys")
+local device_state = require("odp.target.device_state")
+local stats = require("odp.core.stats")
+local ui = require("odp.core.ui")
 
 local M = {}
 
@@ -140,7 +144,8 @@ end
 local function human_one(r, out)
   local function kv(k, v) out[#out + 1] = ("  %-16s %s"):format(k, v) end
   out[#out + 1] = ("%s  %s on %s: %s"):format(r.ok and "OK  " or "FAIL", r.flow or "?", r.target or r.device or "?",
-    r.ok and "measured" or ((r.error and r.error.message) or "failed"))
+    r.ok and (r.emulated and ("measured under %s emulation, not natively"):format(r.emulated) or "measured")
+    or ((r.error and r.error.message) or "failed"))
   if r.model then
     kv("model", ("%s (%s, sha256 %s)"):format(r.model.path, r.model.bytes and (r.model.bytes .. " B") or "?",
       (r.model.sha256 or "?"):sub(1, 12)))
@@ -148,7 +153,7 @@ local function human_one(r, out)
   if r.runner then kv("runner", r.runner.path) end
   if r.device_state then
     kv("device", r.device_state.error and ("state unknown: " .. r.device_state.error)
-      or require("odp.target.device_state").summary(r.device_state))
+      or device_state.summary(r.device_state))
   end
   if r.params and next(r.params) then
     local keys = {}
@@ -192,7 +197,7 @@ local function human_one(r, out)
     if l.cv then extra[#extra + 1] = ("cv %.1f%%"):format(l.cv * 100) end
     if l.warm then extra[#extra + 1] = ("warm p50 %s"):format(M.duration(l.warm.p50)) end
     if l.first_ms and #l.first_ms > 0 then
-      extra[#extra + 1] = ("first iteration p50 %s"):format(M.duration(require("odp.core.stats").percentile(l.first_ms, 50)))
+      extra[#extra + 1] = ("first iteration p50 %s"):format(M.duration(stats.percentile(l.first_ms, 50)))
     end
     if #extra > 0 then out[#out + 1] = "    " .. table.concat(extra, ", ") end
     out[#out + 1] = ""
@@ -242,7 +247,7 @@ local function human_one(r, out)
   if r.planned_buffers and #r.planned_buffers > 0 then
     for i, b in ipairs(r.planned_buffers) do
       kv(i == 1 and "planned buffers" or "", ("[%d] %d B%s"):format(i - 1, b,
-        b >= 1000 and (" (" .. require("odp.core.ui").human_bytes(b) .. ")") or ""))
+        b >= 1000 and (" (" .. ui.human_bytes(b) .. ")") or ""))
     end
   end
   for i, o in ipairs(r.outputs or {}) do
@@ -254,13 +259,13 @@ local function human_one(r, out)
     if o.values and (#o.values > 8 or o.elided) then vals[#vals + 1] = "..." end
     kv(i == 1 and "outputs" or "", ("[%d] sizes [%s]: %s"):format(i - 1, table.concat(o.sizes or {}, ", "),
       table.concat(vals, ", ")))
-    if o.data then kv("", "    " .. require("odp.results.tensors").file_line(o.data)) end
+    if o.data then kv("", "    " .. M.file_line(o.data)) end
   end
   for i, f in ipairs(r.inputs or {}) do
-    kv(i == 1 and "inputs" or "", ("[%d] %s"):format(i - 1, require("odp.results.tensors").file_line(f)))
+    kv(i == 1 and "inputs" or "", ("[%d] %s"):format(i - 1, M.file_line(f)))
   end
   if r.reference then
-    for _, line in ipairs(require("odp.results.tensors").reference_lines(r.reference, M)) do out[#out + 1] = line end
+    for _, line in ipairs(M.reference_lines(r.reference)) do out[#out + 1] = line end
   end
   if r.artifacts then
     local keys = {}
@@ -400,48 +405,6 @@ function M.labels(r)
   return { board = r.board or r.device or "board", model = (model:gsub("%.pte$", "")), point = table.concat(parts, ".") }
 end
 
---- Lab engines' reporters, picked by --report NAME: each is a module odp.results.<name> whose
--- deliver(records, spec) returns true or nil, "ECODE: msg", "ECODE" (spec: {name=, file=}).
-M.reporters = { lava = "odp.results.lava", junit = "odp.results.junit" }
-
---- Runs the reporters --report asked for (opts.report: a list of {name=, file=}) and, when GitHub Actions set
--- GITHUB_STEP_SUMMARY, appends a Markdown summary to it. Every reporter runs even when one fails; returns
--- true, or nil and the first failure's "ECODE: msg", "ECODE".
-function M.deliver(records, opts)
-  local failed, code
-  local function note(ok, err, c)
-    if not ok and not failed then failed, code = err, c end
-  end
-  for _, spec in ipairs(opts and opts.report or {}) do
-    note(require(M.reporters[spec.name]).deliver(records, spec))
-  end
-  local summary = os.getenv("GITHUB_STEP_SUMMARY")
-  if summary and summary ~= "" then
-    note(sys.append_sync(summary, require("odp.results.step_summary").markdown(records)))
-  end
-  if failed then return nil, failed, code end
-  return true
-end
-
-local function format_for(path)
-  return path and (path:match("%.(jsonl)$") or path:match("%.(json)$") or path:match("%.(csv)$")) or nil
-end
-
---- Writes records: to stdout in opts.format (default human); with opts.out, also to that file (atomically),
--- in opts.format or the format its extension names (default json), while stdout gets the human table; then
--- the lab engines' reporters (M.deliver). A reporter that fails is one line and exit 3 after the others ran.
-function M.emit(records, opts)
-  opts = opts or {}
-  local stdout_format = opts.out and "human" or (opts.format or "human")
-  if opts.out then
-    local f = opts.format or format_for(opts.out) or "json"
-    require("odp.core.errors").check(sys.write_file(opts.out, M.formats[f](records)))
-  end
-  io.stdout:write(M.formats[stdout_format](records))
-  io.stdout:flush()
-  require("odp.core.errors").check(M.deliver(records, opts))
-end
-
 --- 0 when every record is ok; otherwise the largest exit code the failures ask for (1 by default).
 function M.exit_code(records)
   local code = 0
@@ -450,5 +413,101 @@ function M.exit_code(records)
   end
   return code
 end
+
+-- ---------------------------------------------------------------------------------------------------------
+-- Outputs against a reference (docs/outputs.md; odp.results.tensors makes the numbers)
+
+--- One line for a kept file: "float32 [3], 12 B, outputs/output-0.bin, sha256 43b7020df19f".
+function M.file_line(f)
+  local parts = {}
+  if f.dtype then parts[#parts + 1] = f.dtype .. (f.sizes and (" " .. pte.shape(f.sizes)) or "") end
+  if f.bytes then parts[#parts + 1] = f.bytes .. " B" end
+  if f.file then parts[#parts + 1] = f.file end
+  if f.sha256 then parts[#parts + 1] = "sha256 " .. f.sha256:sub(1, 12) end
+  if f.error then parts[#parts + 1] = "ERROR: " .. f.error end
+  return table.concat(parts, ", ")
+end
+
+--- A number in fmt for a table's cell ("" for none), NaN and infinities spelt as M.number spells them.
+function M.number_text(v, fmt)
+  if type(v) ~= "number" then return "" end
+  if v ~= v or v == math.huge or v == -math.huge then return M.number(v) end
+  return fmt:format(v)
+end
+local num = M.number_text
+
+--- The human report's agreement table with a reference (a run's `reference`, or odp compare's `outputs`).
+function M.reference_lines(ref)
+  local out = { "", ("  agreement with %s (%s)"):format(ref.path or "?", ref.kind == "run" and "a run" or "files") }
+  local rows = {}
+  for _, e in ipairs(ref.outputs or {}) do
+    if e.error then
+      out[#out + 1] = ("    output %d: not compared: %s"):format(e.index, e.error)
+    else
+      rows[#rows + 1] = { output = e.index, n = e.n, equal = e.equal, nonfinite = e.nonfinite,
+        max_abs_err = e.max_abs_err or (e.nonfinite > 0 and math.huge) or nil, mean_abs_err = e.mean_abs_err,
+        rmse = e.rmse, cosine = e.cosine, snr_db = e.snr_db or (e.identical and math.huge) or nil,
+        top1 = e.top1 == nil and "" or (e.top1 and "yes" or "no"), top5 = e.top5 }
+    end
+  end
+  if #rows > 0 then
+    local function g(v) return num(v, "%.4g") end
+    local t = M.table(rows, { { key = "output", fmt = "%d" }, { key = "n", fmt = "%d" },
+      { key = "equal", fmt = "%d" }, { key = "nonfinite", fmt = "%d" },
+      { key = "max_abs_err", title = "max abs err", fmt = function(v) return g(v) end },
+      { key = "mean_abs_err", title = "mean abs err", fmt = function(v) return g(v) end },
+      { key = "rmse", fmt = function(v) return g(v) end },
+      { key = "cosine", fmt = function(v) return num(v, "%.9f") end },
+      { key = "snr_db", title = "SNR dB", fmt = function(v) return g(v) end },
+      { key = "top1", align = "l" }, { key = "top5", fmt = function(v) return v and ("%.0f%%"):format(v * 100) or "" end } })
+    for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+  end
+  if ref.failed then
+    local f = ref.failed
+    out[#out + 1] = ("    FAILED: output %d, %s %s (limit %s)"):format(f.output, f.metric,
+      f.value ~= nil and num(f.value, "%.9g") or "-inf", num(f.limit, "%.9g"))
+  end
+  return out
+end
+
+--- Agreement per record (a sweep's, a many-board run's): board, the swept parameters, the worst output's
+-- cosine and max abs error, whether top-1 agreed on every logits output, and the gate -> text | nil when no
+-- record was compared with a reference.
+function M.agreement_table(records)
+  local rows, pkeys, seen, any = {}, {}, {}, false
+  for _, r in ipairs(records) do
+    if type(r.reference) == "table" then any = true end
+    for k in pairs(r.params or {}) do
+      if not seen[k] and k ~= "inputs" then seen[k] = true pkeys[#pkeys + 1] = k end
+    end
+  end
+  if not any then return nil end
+  table.sort(pkeys)
+  for _, r in ipairs(records) do
+    local ref = type(r.reference) == "table" and r.reference or {}
+    local row = { board = r.board or r.device, cosine = ref.cosine, max_abs_err = ref.max_abs_err }
+    for _, k in ipairs(pkeys) do row["p:" .. k] = r.params and r.params[k] end
+    local top1, nonfinite, notcmp = nil, 0, 0
+    for _, e in ipairs(ref.outputs or {}) do
+      if e.top1 ~= nil then top1 = (top1 == nil or top1) and e.top1 end
+      nonfinite = nonfinite + (e.nonfinite or 0)
+      if e.error then notcmp = notcmp + 1 end
+    end
+    row.top1 = top1 == nil and "" or (top1 and "same" or "differs")
+    row.agree = not r.reference and "no reference" or ref.failed and ("FAIL " .. ref.failed.metric .. " out " .. ref.failed.output)
+      or nonfinite > 0 and (nonfinite .. " non-finite") or notcmp > 0 and (notcmp .. " not compared")
+      or r.ok == false and ("FAIL " .. (r.error and r.error.code or "")) or "ok"
+    rows[#rows + 1] = row
+  end
+  local cols = { { key = "board" } }
+  for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
+  for _, c in ipairs({ { key = "cosine", title = "worst cosine", fmt = function(v) return num(v, "%.9f") end },
+    { key = "max_abs_err", title = "max abs err", fmt = function(v) return num(v, "%.4g") end },
+    { key = "top1", title = "top-1", align = "l" }, { key = "agree", title = "agreement", align = "l" } }) do
+    cols[#cols + 1] = c
+  end
+  return "agreement with the reference, per board and point\n" .. M.table(rows, cols)
+end
+
 
 return M

@@ -3,6 +3,9 @@
 local json = require("odp.core.json")
 local schema = require("odp.results.schema")
 local sys = require("odp.sys")
+local errors = require("odp.core.errors")
+local host = require("odp.host")
+local stats = require("odp.core.stats")
 
 local M = { SCHEMA = schema.VERSION }
 
@@ -17,7 +20,7 @@ M.iso_now = iso_now
 function M.new(fields)
   local r = {
     schema = M.SCHEMA, ok = false, flow = fields.flow, device = fields.device, target = fields.target,
-    started_at = iso_now(), odp_version = require("odp.host").version,
+    started_at = iso_now(), odp_version = host.version,
     params = fields.params or {}, warnings = json.array(), artifacts = {},
     -- inside a LAVA job (docs/lava/README.md): which job measured it
     lava_job_id = os.getenv("LAVA_JOB_ID"),
@@ -50,7 +53,7 @@ end
 
 --- The latency block from samples in ms. total_ms is what the runner reported when known.
 function M.latency(samples, source, total_ms)
-  local s = require("odp.core.stats").summary(samples)
+  local s = stats.summary(samples)
   s.source = source
   local sum = 0
   for _, v in ipairs(samples) do sum = sum + v end
@@ -74,7 +77,7 @@ function M.run_dir(base, name)
     n = n + 1
     dir = ("%s/%s.%d"):format(base or "runs", id, n)
   end
-  require("odp.core.errors").check(sys.mkdir_p(dir)) -- a --runs-dir that cannot be made: one line, exit 3
+  errors.check(sys.mkdir_p(dir)) -- a --runs-dir that cannot be made: one line, exit 3
   return dir, id
 end
 
@@ -139,26 +142,6 @@ function M.decode(text)
   local v, err = json.decode(text)
   if v == nil then return nil, err end
   return map_outputs(v, from_text)
-end
-
---- Writes record as dir/result.json (atomically), then adds it to the history (odp.results.history) that
---- opts (the run's options: --history URL, --no-history, --commit) or $ODP_HISTORY name. Every run and every
---- sweep point is saved here, so this is the one place a record reaches the history. The record file comes
---- first: a crash between the two leaves a complete record and no row (`odp history import` adds it), never
---- a row without its record; the row itself is one transaction. A history that cannot be written costs the
---- run nothing: one line on stderr says so. -> true | nil, err, code (the record file could not be written)
----@param record table
----@param dir string
----@param opts {history?: string, no_history?: boolean, commit?: string}?
-function M.save(record, dir, opts)
-  local history = require("odp.results.history")
-  record.commit = record.commit or history.commit(opts)
-  local path = dir .. "/result.json"
-  local ok, err, code = sys.write_file(path, M.encode(record, { indent = true }) .. "\n")
-  if not ok then return nil, err, code end
-  local added, why = history.record(record, path, opts)
-  if not added then io.stderr:write("odp: warning: ", why, "\n") end
-  return true
 end
 
 return M

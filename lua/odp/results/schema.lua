@@ -47,6 +47,7 @@ M.FIELDS = {
   { "device", "string" },
   { "target", "string" },
   { "board", "string" },                 -- the lab file's name for it (--boards)
+  { "emulated", "string" },              -- the emulator the runner ran under (--allow-emulated: "qemu-user")
   { "started_at", "string" },            -- ISO 8601 UTC
   { "odp_version", "string" },
   { "commit", "string" },

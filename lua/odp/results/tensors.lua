@@ -12,6 +12,7 @@ local numcmp = require("odp.numcmp")
 local pte = require("odp.parse.pte")
 local sys = require("odp.sys")
 local json = require("odp.core.json")
+local result = require("odp.results.result")
 
 local M = {}
 
@@ -258,106 +259,12 @@ function M.judge(io, rec, kept, run_dir)
   if bad then errors.fail("EPROTO", bad, 1) end
 end
 
------------------------------------------------------------------------------------------------- reports
-
---- One line for a kept file: "float32 [3], 12 B, outputs/output-0.bin, sha256 43b7020df19f".
-function M.file_line(f)
-  local parts = {}
-  if f.dtype then parts[#parts + 1] = f.dtype .. (f.sizes and (" " .. pte.shape(f.sizes)) or "") end
-  if f.bytes then parts[#parts + 1] = f.bytes .. " B" end
-  if f.file then parts[#parts + 1] = f.file end
-  if f.sha256 then parts[#parts + 1] = "sha256 " .. f.sha256:sub(1, 12) end
-  if f.error then parts[#parts + 1] = "ERROR: " .. f.error end
-  return table.concat(parts, ", ")
-end
-
---- A number in fmt for a report's table ("" for none), NaN and infinities spelt as odp.results.report does.
-function M.number_text(v, fmt)
-  if type(v) ~= "number" then return "" end
-  if v ~= v or v == math.huge or v == -math.huge then return require("odp.results.report").number(v) end
-  return fmt:format(v)
-end
-local num = M.number_text
-
---- The human report's agreement table (report is odp.results.report: its table and number formats).
-function M.reference_lines(ref, report)
-  local out = { "", ("  agreement with %s (%s)"):format(ref.path or "?", ref.kind == "run" and "a run" or "files") }
-  local rows = {}
-  for _, e in ipairs(ref.outputs or {}) do
-    if e.error then
-      out[#out + 1] = ("    output %d: not compared: %s"):format(e.index, e.error)
-    else
-      rows[#rows + 1] = { output = e.index, n = e.n, equal = e.equal, nonfinite = e.nonfinite,
-        max_abs_err = e.max_abs_err or (e.nonfinite > 0 and math.huge) or nil, mean_abs_err = e.mean_abs_err,
-        rmse = e.rmse, cosine = e.cosine, snr_db = e.snr_db or (e.identical and math.huge) or nil,
-        top1 = e.top1 == nil and "" or (e.top1 and "yes" or "no"), top5 = e.top5 }
-    end
-  end
-  if #rows > 0 then
-    local function g(v) return num(v, "%.4g") end
-    local t = report.table(rows, { { key = "output", fmt = "%d" }, { key = "n", fmt = "%d" },
-      { key = "equal", fmt = "%d" }, { key = "nonfinite", fmt = "%d" },
-      { key = "max_abs_err", title = "max abs err", fmt = function(v) return g(v) end },
-      { key = "mean_abs_err", title = "mean abs err", fmt = function(v) return g(v) end },
-      { key = "rmse", fmt = function(v) return g(v) end },
-      { key = "cosine", fmt = function(v) return num(v, "%.9f") end },
-      { key = "snr_db", title = "SNR dB", fmt = function(v) return g(v) end },
-      { key = "top1", align = "l" }, { key = "top5", fmt = function(v) return v and ("%.0f%%"):format(v * 100) or "" end } })
-    for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
-  end
-  if ref.failed then
-    local f = ref.failed
-    out[#out + 1] = ("    FAILED: output %d, %s %s (limit %s)"):format(f.output, f.metric,
-      f.value ~= nil and num(f.value, "%.9g") or "-inf", num(f.limit, "%.9g"))
-  end
-  return out
-end
-
---- Agreement per record (a sweep's, a many-board run's): board, the swept parameters, the worst output's
--- cosine and max abs error, whether top-1 agreed on every logits output, and the gate -> text | nil when no
--- record was compared with a reference.
-function M.agreement_table(records, report)
-  local rows, pkeys, seen, any = {}, {}, {}, false
-  for _, r in ipairs(records) do
-    if type(r.reference) == "table" then any = true end
-    for k in pairs(r.params or {}) do
-      if not seen[k] and k ~= "inputs" then seen[k] = true pkeys[#pkeys + 1] = k end
-    end
-  end
-  if not any then return nil end
-  table.sort(pkeys)
-  for _, r in ipairs(records) do
-    local ref = type(r.reference) == "table" and r.reference or {}
-    local row = { board = r.board or r.device, cosine = ref.cosine, max_abs_err = ref.max_abs_err }
-    for _, k in ipairs(pkeys) do row["p:" .. k] = r.params and r.params[k] end
-    local top1, nonfinite, notcmp = nil, 0, 0
-    for _, e in ipairs(ref.outputs or {}) do
-      if e.top1 ~= nil then top1 = (top1 == nil or top1) and e.top1 end
-      nonfinite = nonfinite + (e.nonfinite or 0)
-      if e.error then notcmp = notcmp + 1 end
-    end
-    row.top1 = top1 == nil and "" or (top1 and "same" or "differs")
-    row.agree = not r.reference and "no reference" or ref.failed and ("FAIL " .. ref.failed.metric .. " out " .. ref.failed.output)
-      or nonfinite > 0 and (nonfinite .. " non-finite") or notcmp > 0 and (notcmp .. " not compared")
-      or r.ok == false and ("FAIL " .. (r.error and r.error.code or "")) or "ok"
-    rows[#rows + 1] = row
-  end
-  local cols = { { key = "board" } }
-  for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
-  for _, c in ipairs({ { key = "cosine", title = "worst cosine", fmt = function(v) return num(v, "%.9f") end },
-    { key = "max_abs_err", title = "max abs err", fmt = function(v) return num(v, "%.4g") end },
-    { key = "top1", title = "top-1", align = "l" }, { key = "agree", title = "agreement", align = "l" } }) do
-    cols[#cols + 1] = c
-  end
-  return "agreement with the reference, per board and point\n" .. report.table(rows, cols)
-end
-
 ------------------------------------------------------------------------------------------------ reference
 
 local function read_record(dir)
   local text = sys.read_file(dir .. "/result.json")
   if not text then return nil end
-  local rec = require("odp.results.result").decode(text)
+  local rec = result.decode(text)
   if type(rec) == "table" and rec[1] and not rec.schema then rec = rec[1] end
   return type(rec) == "table" and rec or nil
 end

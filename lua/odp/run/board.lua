@@ -5,11 +5,17 @@
 -- (odp.probe, odp.rtt: lua/odp/target/probe.lua) and, on the twin, the QEMU it started. It connects on first
 -- use, so opening one never blocks; a verb the transport does not have fails with ENOTSUP. It is opened once
 -- and reused by every run on it (odp.run): the connection, the preflight facts and the files staged on it.
--- Runs (profile, build) go through odp.run, which looks the board's flow up by name.
+-- Runs (profile, build, flash) are the board's flow's verbs (its board_verbs, through odp.run.flows).
 local errors = require("odp.core.errors")
 local device = require("odp.target.device")
+local flows = require("odp.run.flows")
 local options = require("odp.core.options")
 local sys = require("odp.sys")
+local host = require("odp.host")
+local preflight = require("odp.target.preflight")
+local probe_mod = require("odp.target.probe")
+local proc = require("odp.proc")
+local ui = require("odp.core.ui")
 
 local M = {}
 
@@ -48,6 +54,14 @@ local function enotsup(self, verb)
     :format(self.device.name, verb, self.transport), 2)
 end
 
+-- A verb a flow adds to its boards (profile; the Ethos-U flow's build, flash and the plan the probe verbs
+-- read): the flow's board_verbs, found through the flow registry. Runs go through odp.run.point there.
+local function flow_verb(self, verb, ...)
+  local f = (flows.get(self.device.flow).board_verbs or {})[verb]
+  if not f then enotsup(self, verb) end
+  return f(self, ...)
+end
+
 local open_boards = setmetatable({}, { __mode = "k" })
 
 --- Opens a board: dev is a device file path or a device table; opts are the transport's options (ssh: host,
@@ -58,7 +72,7 @@ function M.open(dev, opts)
   dev = device.get(dev)
   opts = opts or {}
   local self = setmetatable({ device = dev, transport = dev.transport, opts = opts, name = opts.board,
-    ui = opts.ui or require("odp.core.ui").new {}, keep = opts.keep, _staged = {}, _preflight = {} }, Board)
+    ui = opts.ui or ui.new {}, keep = opts.keep, _staged = {}, _preflight = {} }, Board)
   open_boards[self] = true
   return self
 end
@@ -73,7 +87,7 @@ Board.__gc = function(self) self:close() end
 function Board:target()
   if self.transport == "probe" then enotsup(self, "target") end
   if not self._target then
-    local mod = require("odp.target." .. self.transport)
+    local mod = device.kind(self.transport)
     local o = options.merge(options.defaults(mod.options or {}), self.opts)
     if self.device.remote_dir and not self.opts.remote_dir then o.remote_dir = self.device.remote_dir end
     o.device, o.ui = self.device, self.ui
@@ -194,13 +208,13 @@ end
 function Board:workdir(run_dir)
   if self.transport == "probe" then enotsup(self, "workdir") end
   local t = self:target()
-  if require("odp.target." .. self.transport).runs_in_place then return (errors.check(t:workdir(run_dir))) end
+  if device.kind(self.transport).runs_in_place then return (errors.check(t:workdir(run_dir))) end
   self._workdir = self._workdir or errors.check(t:workdir(run_dir))
   return self._workdir
 end
 
 --- The preflight checks (odp.target.preflight: ELF machine, glibc, free space) for files = {runner=, model=,
--- data=}, made once per board and set of files (same paths, sizes and mtimes) -> the facts.
+-- data=, allow_emulated=}, made once per board and set of files (same paths, sizes and mtimes) -> the facts.
 function Board:preflight(files)
   if self.transport == "probe" then enotsup(self, "preflight") end
   local parts = {}
@@ -208,25 +222,18 @@ function Board:preflight(files)
     local st = files[k] and sys.stat(files[k])
     parts[#parts + 1] = files[k] and ("%s:%s:%s"):format(files[k], st and st.size, st and st.mtime) or ""
   end
-  local key = table.concat(parts, "\0")
+  local key = table.concat(parts, "\0") .. (files.allow_emulated and "\0emulated" or "")
   if not self._preflight[key] then
     local t = self:target()
-    self._preflight[key] = require("odp.target.preflight").check(t, { runner = files.runner, model = files.model,
-      data = files.data, device = self.device, remote_dir = t.remote_dir })
+    self._preflight[key] = preflight.check(t, { runner = files.runner, model = files.model,
+      data = files.data, device = self.device, remote_dir = t.remote_dir, allow_emulated = files.allow_emulated })
   end
   return self._preflight[key]
 end
 
 --- Runs the board's flow once (odp.run.point): executorch takes runner=, model=, n= (num_executions), args=
 -- and every option of `odp run scripts/host.lua`; ethos_u takes model=, n= (inferences), ...
-function Board:profile(opts)
-  opts = opts or {}
-  if self.device.flow == "ethos_u" then return self:_ethos_u(opts, nil) end
-  for _, k in ipairs({ "runner", "model" }) do
-    if not opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k), 2) end
-  end
-  return require("odp.run").point(self, nil, opts, opts.args)
-end
+function Board:profile(opts) return flow_verb(self, "profile", opts or {}) end
 
 function Board:close()
   if self._rtt then pcall(self._rtt.close, self._rtt) self._rtt = nil end
@@ -234,7 +241,7 @@ function Board:close()
   if self._target then self._target:close() self._target = nil end
   self._staged, self._preflight, self._workdir = {}, {}, nil -- a new connection checks again
   if self._twin_started and not self.keep then
-    require("odp.proc").run { argv = { self:_project_path(self.device.twin.stop or "tests/twin/stop.sh"),
+    proc.run { argv = { self:_project_path(self.device.twin.stop or "tests/twin/stop.sh"),
       self.twin_state }, timeout = 20 }
     self._twin_started = nil
   end
@@ -250,16 +257,13 @@ end
 
 function Board:_project_path(p)
   if p:sub(1, 1) == "/" then return p end
-  return require("odp.host").root .. "/" .. p
+  return host.root .. "/" .. p
 end
 
 -- The Ethos-U flow's plan for this board (probe, RTT, lines), without the build and flash commands.
 function Board:_plan()
   if not self._p then
-    -- lenient (dry_run): the board needs no MLEK or SETOOLS paths to reach the probe
-    local run = require("odp.run")
-    local o = run.point_options(self, "ethos_u", { only = { "run" }, model = self.opts.model or "-", dry_run = true })
-    self._p = run.flow("ethos_u").plan(run.context { opts = o, board = self })
+    self._p = flow_verb(self, "plan")
     self._p.twin_state = self.twin_state
   end
   return self._p
@@ -273,7 +277,7 @@ function Board:_twin()
   local state = self.opts.twin_state or os.getenv(tw.state_env or "ODP_TWIN_STATE")
   local function alive(dir)
     local pid = dir and sys.read_file(dir .. "/pid")
-    return pid and require("odp.proc").run { argv = { "kill", "-0", pid:match("%d+") or "0" }, timeout = 5 }.ok
+    return pid and proc.run { argv = { "kill", "-0", pid:match("%d+") or "0" }, timeout = 5 }.ok
   end
   if not alive(state) then
     state = state or ((os.getenv("TMPDIR") or "/tmp") .. "/odp-board-" .. sys.getpid() .. "-" .. self.device.name)
@@ -287,7 +291,7 @@ function Board:_twin()
     local launch = { self:_project_path(tw.launch or "tests/twin/launch.sh") }
     if not self.keep then launch[2], launch[3] = "-l", "3" end
     launch[#launch + 1], launch[#launch + 2] = image, state
-    local r = require("odp.proc").run { argv = launch, timeout = 60, lifeline = not self.keep and 3 or nil }
+    local r = proc.run { argv = launch, timeout = 60, lifeline = not self.keep and 3 or nil }
     if not r or not r.ok then
       errors.fail("ENODEV", ("cannot start the twin: %s"):format(r and (r.stderr:match("[^\n]+") or "") or "?"), 3)
     end
@@ -302,7 +306,7 @@ function Board:probe()
   if not self._probe then
     self:_twin()
     local p = self:_plan()
-    self._probe = require("odp.target.probe").open(p, "app", self.opts)
+    self._probe = probe_mod.open(p, "app", self.opts)
     self.uri = p.probe_backend .. (self.twin_state and (":" .. self.twin_state) or "")
   end
   return self._probe
@@ -318,7 +322,7 @@ end
 probe_verb("attach", function(self, opts)
   local p = self:_plan()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  self._rtt = require("odp.target.probe").attach(self:probe(), p, p.rtt_ranges, (opts and opts.timeout) or 10, "attach")
+  self._rtt = probe_mod.attach(self:probe(), p, p.rtt_ranges, (opts and opts.timeout) or 10, "attach")
   return self._rtt
 end)
 
@@ -329,7 +333,7 @@ end)
 probe_verb("reset", function(self, opts)
   local probe, p = self:probe(), self:_plan()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  require("odp.target.probe").fresh_reset(probe, p, p.rtt_ranges, self.ui)
+  probe_mod.fresh_reset(probe, p, p.rtt_ranges, self.ui)
   if opts and opts.halt then errors.check(probe:halt()) end
   return true
 end)
@@ -374,46 +378,7 @@ probe_verb("tail", function(self, ch, opts)
   return n
 end)
 
--- The ethos_u flow on this board (odp.run.point): build only (build{}), or the whole run (profile{}).
-function Board:_ethos_u(opts, only)
-  -- the board stops its twin at close (keep_twin); one a flash relaunches ends with odp unless the board is kept
-  local extra = { keep_twin = true, twin_lifeline = not self.keep, only = only, model = self.opts.model }
-  if self.device.twin and not only then
-    self:_twin()
-    extra.twin_state = self.twin_state
-  end
-  if not (opts and opts.model) and not extra.model and self.device.twin then
-    extra.model = require("odp.host").root .. "/tests/fixtures/pte/mnist_ethos_u55.pte" -- the twin's demo model
-  end
-  local o = options.merge(options.merge({}, extra), opts)
-  if not o.model then errors.fail("EUSAGE", "board:profile{model = FILE.pte, ...}: model is required", 2) end
-  -- the flow opens the probe itself (and a flash relaunches the twin): the board lets go of its own
-  if self._rtt then self._rtt:close() self._rtt = nil end
-  if self._probe then self._probe:close() self._probe = nil end
-  local rec = require("odp.run").point(self, "ethos_u", o)
-  self._p = nil
-  return rec
-end
-
-probe_verb("build", function(self, opts) return self:_ethos_u(opts, { "build" }) end)
-
-probe_verb("flash", function(self, file, opts)
-  if not sys.stat(file or "") then errors.fail("EUSAGE", ("board:flash(file): %s does not exist"):format(tostring(file)), 2) end
-  self:_twin()
-  local run = require("odp.run")
-  local flow = run.flow("ethos_u")
-  local o = options.merge({ only = { "flash" }, twin_state = self.twin_state, model = self.opts.model or file,
-    twin_lifeline = not self.keep }, opts)
-  local ctx = run.context { opts = run.point_options(self, flow, o), board = self }
-  if self._rtt then self._rtt:close() self._rtt = nil end
-  if self._probe then self._probe:close() self._probe = nil end
-  local p = flow.plan(ctx)
-  p.twin_state = self.twin_state
-  local dir = require("odp.results.result").run_dir(ctx.opts.runs_dir, self.device.name)
-  local rec = { flash = {}, artifacts = {} }
-  flow.flash_file(ctx, p, rec, dir, file)
-  self._p = nil
-  return rec.flash.received
-end)
+probe_verb("build", function(self, opts) return flow_verb(self, "build", opts) end)
+probe_verb("flash", function(self, file, opts) return flow_verb(self, "flash", file, opts) end)
 
 return M

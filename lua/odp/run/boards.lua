@@ -5,6 +5,10 @@
 --   boards:each(function(board, name) return board:push("m.pte", "/tmp/m.pte") end, {timeout = 60})
 --   boards:close()
 local board_mod = require("odp.run.board")
+local errors = require("odp.core.errors")
+local json = require("odp.core.json")
+local cli = require("odp.core.options")
+local ui_mod = require("odp.core.ui")
 -- the lab loader and the scheduler are required where they are used: every `odp run` of a flow script loads
 -- this module for its --boards option, and a single-board run needs neither
 
@@ -17,7 +21,7 @@ local function ordered(self) return rawget(self, "_names") end
 --- Opens every lab entry (nothing connects before the first use). ui: the boards' odp.core.ui.
 function M.open(entries, ui)
   local self = { _names = {}, _by = {} }
-  local lab = require("odp.target.lab")
+  local lab = require("odp.target.lab") -- lazy: start-up
   for _, e in ipairs(entries) do
     local o = lab.board_options(e)
     o.ui = ui
@@ -49,7 +53,7 @@ end
 --- Runs fn(board, name) on every board at once; returns {name = fn's first value | {error = {code, message}}}.
 -- opts.timeout: seconds each board may take.
 function Boards:each(fn, opts)
-  local s = require("odp.run.sched").new()
+  local s = require("odp.run.sched").new() -- lazy: start-up
   for _, name in ipairs(ordered(self)) do
     s:spawn(fn, { name = name, timeout = opts and opts.timeout }, self._by[name], name)
   end
@@ -59,7 +63,7 @@ function Boards:each(fn, opts)
     local t = s.tasks[i]
     out[name] = t.ok and t.values[1] or failure(t)
   end
-  if s.interrupted then require("odp.core.errors").fail("ECANCELED", "interrupted", 130) end
+  if s.interrupted then errors.fail("ECANCELED", "interrupted", 130) end
   return setmetatable(out, { __index = { _names = ordered(self) }, __tostring = M.show })
 end
 
@@ -101,7 +105,6 @@ end
 -- transport's --host, ...) no longer required: the lab file gives them.
 function M.script_options(options, relax)
   local out = {}
-  local cli = require("odp.core.options")
   for _, o in ipairs(options) do out[#out + 1] = relax and cli.optional(o) or o end
   for _, o in ipairs(M.OPTIONS) do out[#out + 1] = o end
   return out
@@ -114,26 +117,48 @@ end
 --              lab, so those keys are dropped from it
 --   args       the runner's arguments
 --   points     list of parameter tables (sweep.points); nil: one point with none
+--   cli        the parsed command line (odp.core.options.parse's table): a transport option it gives
+--              (--remote-dir, --host, --port, --identity, ...) applies to every board, over the lab file's
+--              value, which is over the device file's; one no board of the lab takes is refused (exit 2)
 --   out, repeat, ui   as odp.run.sweep.run_boards
 -- Returns run_boards' result.
 function M.run_flow(o)
-  local run = require("odp.run")
-  local lab = require("odp.target.lab")
-  local entries = lab.load(o.boards).boards
+  local run = require("odp.run") -- lazy: start-up
+  local lab = require("odp.target.lab") -- lazy: start-up
+  -- a labgrid target that names no odp device is a board of the script's device
+  local entries = lab.load(o.boards, nil, o.spec.device and o.spec.device.path).boards
   local transport = {}
   for _, e in ipairs(entries) do
     for k in pairs(lab.transport_options(e.dev)) do transport[k] = true end
+  end
+  -- the script's own transport options the command line gave: every board takes them, or the run is refused
+  local given = {}
+  if o.cli then
+    local dev = type(o.spec.device) == "table" and o.spec.device or o.spec.target and { transport = o.spec.target }
+    local script_transport = dev and lab.transport_options(dev) or {}
+    for k in pairs(cli.given(o.cli)) do
+      if script_transport[k] or transport[k] then given[k] = o.cli[k] end
+    end
+    for k in pairs(given) do
+      for _, e in ipairs(entries) do
+        if not lab.transport_options(e.dev)[k] then
+          errors.fail("EUSAGE", ("--%s applies to every board of --boards, and board %s "
+            .. "(%s) takes no --%s"):format(k:gsub("_", "-"), e.name, e.dev.transport, k:gsub("_", "-")), 2)
+        end
+      end
+    end
   end
   local function point_opts(params)
     local po = o.opts_for(params)
     for k in pairs(transport) do po[k] = nil end
     return po
   end
-  return require("odp.run.sweep").run_boards {
+  return require("odp.run.sweep").run_boards { -- lazy: start-up
     points = o.points or { {}, names = {} }, out = o.out, boards = entries, spread = o.spread,
     timeout = o.timeout, ui = o.ui, ["repeat"] = o["repeat"],
     open = function(entry)
       local bo = lab.board_options(entry)
+      for k, v in pairs(given) do bo[k] = v end -- the command line over the lab file (over the device file)
       bo.ui = o.ui and o.ui:child(entry.name)
       return run.open_board(entry.dev, bo)
     end,
@@ -145,9 +170,9 @@ end
 --- `odp run SCRIPT --boards SPEC`: the script's run on every board (--spread each) or on the first free one
 -- (pool), reported like one run's records; exit 1 when some board failed, the summary naming it.
 function M.main(spec, opts, args)
-  local ui = require("odp.core.ui").new { quiet = opts.quiet, verbose = opts.verbose }
+  local ui = ui_mod.new { quiet = opts.quiet, verbose = opts.verbose }
   local res = M.run_flow { spec = spec, boards = opts.boards, spread = opts.spread, timeout = opts.board_timeout,
-    args = args, ui = ui, opts_for = function(params)
+    args = args, ui = ui, cli = opts, opts_for = function(params)
       local po = {}
       for k, v in pairs(opts) do po[k] = v end
       for _, own in ipairs(M.OPTIONS) do po[(own[1]:gsub("-", "_"))] = nil end
@@ -155,8 +180,8 @@ function M.main(spec, opts, args)
       for k, v in pairs(params) do po[k] = v end
       return po
     end }
-  local report = require("odp.results.report")
-  report.emit(res.records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
+  local publish = require("odp.results.publish") -- lazy: start-up
+  publish.emit(res.records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   local line = M.summary(res)
   if line then io.stderr:write("odp: ", line, "\n") end
   return res.failed > 0 and 1 or 0 -- the boards' own failures are in their records; the run as a whole measured
@@ -191,7 +216,7 @@ function M.show(results)
       if r.stderr ~= "" then parts[#parts + 1] = (r.stderr:gsub("\n$", "")) end
       parts[#parts + 1] = board_mod.exec_status(r)
     elseif type(r) == "table" then
-      parts[#parts + 1] = require("odp.core.json").encode(r)
+      parts[#parts + 1] = json.encode(r)
     else
       parts[#parts + 1] = tostring(r)
     end

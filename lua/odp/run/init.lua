@@ -12,22 +12,21 @@
 -- says when each part happens, keeps the board open between runs and writes the record.
 local errors = require("odp.core.errors")
 local options = require("odp.core.options")
+local history = require("odp.results.history")
 local result = require("odp.results.result")
 local board_mod = require("odp.run.board")
+local flows = require("odp.run.flows")
 local device_mod = require("odp.target.device")
 local sys = require("odp.sys")
+local pte = require("odp.parse.pte")
+local ui_mod = require("odp.core.ui")
+local lab = require("odp.target.lab")
 
 local M = {}
 
---- The flow module called `name` (device.FLOWS: "executorch", "ethos_u"); a module is returned as it is.
--- The flows sit above the run layer (they require it): this lookup by name is the one place it reaches them.
-function M.flow(name)
-  if type(name) == "table" then return name end
-  for _, known in ipairs(device_mod.FLOWS) do
-    if known == name then return require("odp.flows." .. name) end
-  end
-  errors.fail("EUSAGE", ("no flow '%s' (flows: %s)"):format(tostring(name), table.concat(device_mod.FLOWS, ", ")), 2)
-end
+--- The flow module called `name` (device.FLOWS: "executorch", "ethos_u"); a module is returned as it is
+-- (the flow registry, odp.run.flows).
+M.flow = flows.get
 
 --- The one .pte check, made on this machine before anything touches a board: the model given by the user must
 -- be an ExecuTorch program (the ET12 identifier, not truncated, parseable). A bad model file is a usage error
@@ -35,7 +34,7 @@ end
 ---@param path string
 ---@return table
 function M.check_model(path)
-  local info, err, code = require("odp.parse.pte").read(path)
+  local info, err, code = pte.read(path)
   if not info then
     errors.fail(code == "ENOTFOUND" and code or "EPROTO", ("model %s: %s"):format(path,
       errors.text(err)), 2)
@@ -76,7 +75,7 @@ function M.close(board) board:close() end
 function M.context(fields)
   local ctx = { opts = fields.opts or {}, args = fields.args or {}, ui = fields.ui, flow = fields.flow,
     board = fields.board, spec = fields.spec, script = fields.script }
-  ctx.ui = ctx.ui or (ctx.board and ctx.board.ui) or require("odp.core.ui").new {}
+  ctx.ui = ctx.ui or (ctx.board and ctx.board.ui) or ui_mod.new {}
   return ctx
 end
 
@@ -85,7 +84,7 @@ end
 function M.point_options(board, flow, opts)
   flow = M.flow(flow)
   local o = options.defaults(flow.options, options.global_options)
-  if board.transport ~= "probe" then options.merge(o, options.defaults(require("odp.target." .. board.transport).options or {})) end
+  if board.transport ~= "probe" then options.merge(o, options.defaults(device_mod.kind(board.transport).options or {})) end
   options.merge(o, board.opts)
   if board.transport == "probe" then o.device = board.device.path end
   o.ui, o.board = nil, nil
@@ -95,6 +94,28 @@ function M.point_options(board, flow, opts)
   end
   o.n, o.args = nil, nil
   return o
+end
+
+-- Refuses a key of a point's options that nothing consumes (board:profile{num_executoins = 50} would measure
+-- the default count): the flow's options, the script's, odp's, the board's transport's, the board's own, the
+-- keys the board's verbs pass (flow.internal_options), n and args. EUSAGE, exit 2, with a did-you-mean.
+local function check_keys(board, flow, spec, opts)
+  local known = { n = true, args = true }
+  for _, list in ipairs({ flow.options, spec and spec.options or {}, options.global_options }) do
+    for _, o in ipairs(list) do known[(o[1]:gsub("-", "_"))] = true end
+  end
+  for k in pairs(lab.transport_options(board.device)) do known[k] = true end
+  for k in pairs(board.opts) do known[(tostring(k):gsub("-", "_"))] = true end
+  for _, k in ipairs(flow.internal_options or {}) do known[k] = true end
+  local keys = {}
+  for k in pairs(opts or {}) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    if not known[(k:gsub("-", "_"))] then
+      options.unknown("key", k, known, ("an option of the %s flow"):format(flow.name),
+        { list = "`odp run SCRIPT --help` lists a script's options" })
+    end
+  end
 end
 
 ------------------------------------------------------------------------------------------------ the run
@@ -142,7 +163,7 @@ local function execute(ctx)
     result.fail(rec, err.code, err.message, err.exit)
   end
   for _, w in ipairs(ctx.ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
-  local saved, serr, scode = result.save(rec, dir, ctx.opts) -- the record file, then the history its options name
+  local saved, serr, scode = history.save(rec, dir, ctx.opts) -- the record file, then the history its options name
   if not ok and not errors.is_failure(err) then error(err, 0) end -- a bug: its traceback, the record kept
   errors.check(saved, serr, scode)
   return rec
@@ -155,7 +176,7 @@ function M.execute(ctx)
   local board, shared = ctx.board, ctx.board.ui
   -- this run's warnings, whatever else shares the ui; what the board's transport says meanwhile (an ssh_config
   -- warning as it connects) is this run's too
-  ctx.ui = require("odp.core.ui").scope(ctx.ui)
+  ctx.ui = ui_mod.scope(ctx.ui)
   board.ui = ctx.ui
   local ok, rec = xpcall(execute, trace, ctx)
   board.ui = shared
@@ -176,24 +197,7 @@ function M.point(board, flow, opts, args)
   local spec
   if type(flow) == "table" and type(flow.run) == "function" and flow.flow then spec, flow = flow, flow.flow end
   flow = M.flow(flow or board.device.flow)
-  -- options are data: a key no option declares is a typo, not something to drop (exit 2, with a near name)
-  -- n, args: run.point's own; twin_lifeline: what odp.run.board sets for the twin it keeps (not a user's option)
-  local known = { n = true, args = true, ui = true, board = true, device = true, twin_lifeline = true }
-  local lists = { flow.options, options.global_options, spec and spec.options or {} }
-  if board.transport ~= "probe" then lists[#lists + 1] = require("odp.target." .. board.transport).options or {} end
-  for _, list in ipairs(lists) do
-    for _, o in ipairs(list) do known[(o[1]:gsub("-", "_"))] = true end
-  end
-  for k in pairs(opts or {}) do
-    if type(k) ~= "string" or not known[(k:gsub("-", "_"))] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      local near = type(k) == "string" and options.did_you_mean((k:gsub("-", "_")), names)
-      errors.fail("EUSAGE", ("run.point: no option '%s' in the %s flow%s"):format(tostring(k), flow.name,
-        near and ("; did you mean '" .. near .. "'?") or ""), 2)
-    end
-  end
+  check_keys(board, flow, spec, opts)
   local ctx = M.context { opts = M.point_options(board, flow, opts), args = args or (opts and opts.args), board = board,
     flow = flow, spec = spec or { name = board.device.name } }
   return M.execute(ctx)
@@ -216,7 +220,7 @@ end
 --- `odp run SCRIPT` for a declared script, after its options are parsed: ctx, validate, run. Returns the
 -- records to report (nil when the script reported itself).
 function M.declared(spec, opts, args, path)
-  local ui = require("odp.core.ui").new { quiet = opts.quiet, verbose = opts.verbose }
+  local ui = ui_mod.new { quiet = opts.quiet, verbose = opts.verbose }
   local ctx = M.context { opts = opts, args = args, script = path, ui = ui, spec = spec }
   if spec.validate then spec.validate(ctx) end
   local out = spec.run(ctx)

@@ -8,6 +8,8 @@
 local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
+local sched = require("odp.run.sched")
+local run = require("odp.run")
 
 local M = {}
 
@@ -85,8 +87,6 @@ end
 -- ui}. -> {[M.key(params)] = run_dir}. A reference run that fails fails the sweep (exit 1): nothing could be
 -- compared with it.
 function M.host_references(o)
-  local errors = require("odp.core.errors")
-  local run = require("odp.run")
   if o.flow.flow ~= "executorch" then
     errors.fail("EUSAGE", "--reference host compares runners' outputs: sweep an executorch flow script", 2)
   end
@@ -173,6 +173,16 @@ local function point_names(points)
   return names
 end
 
+-- Whether e, raised by a point's run, is a failure it reports ({code, message}: the board, the measurement)
+-- rather than a bug.
+local function failure(e) return type(e) == "table" and e.code ~= nil end
+
+-- A bug's message with its traceback (a failure as it is).
+local function bug_traceback(e)
+  if failure(e) or tostring(e):find("\nstack traceback:", 1, true) then return e end
+  return debug.traceback(tostring(e), 2)
+end
+
 -- A failed record for a point whose run raised e.
 local function failed_record(e)
   return { schema = result.SCHEMA, ok = false,
@@ -187,8 +197,10 @@ end
 --   out        JSONL path (required): each record is appended and fsync'd as soon as it exists; OUT.lock is
 --              held meanwhile (a second sweep on the same file fails with EBUSY, exit 2, naming the pid)
 --   run_point  function(params, rep) -> record (a table; its params get the point's values merged in).
---              An error becomes a failed record {ok = false, error = {code, message}} and the sweep goes on;
---              failed records do not count as done, so a rerun retries them.
+--              A failure it raises ({code, message}: errors.fail) becomes a failed record {ok = false, error =
+--              {code, message}} and the sweep goes on; failed records do not count as done, so a rerun
+--              retries them. Any other error is a bug: the sweep stops and raises it with its traceback (the
+--              records already written stay; a rerun resumes after them).
 --   on_progress function(done, total, eta_s, params) after each record (ETA from the mean time per record)
 --   ui         an odp.core.ui: draws a progress line with ETA
 -- Returns {records = {...} (this run's), skipped = n (found in the file), failed = n, total = n}.
@@ -215,9 +227,15 @@ function M.run(opts)
   if opts.ui and skipped > 0 then opts.ui:info("sweep: %d record(s) already in %s, skipped", skipped, out) end
   local records, failed = {}, 0
   for n, item in ipairs(todo) do
-    local ok, rec = pcall(run_point, item.params, item.rep)
+    local ok, rec = xpcall(run_point, bug_traceback, item.params, item.rep)
     if not ok then
       if type(rec) == "table" and rec.code == "ECANCELED" then error(rec, 0) end
+      -- a bug (in the user's run_point or in odp) stops the sweep with its traceback; the points already run
+      -- are in the file, and a rerun resumes after them
+      if not failure(rec) then
+        if bar then bar:finish(("stopped by an error after %d of %d"):format(n - 1, total)) end
+        error(rec, 0)
+      end
       rec = failed_record(rec)
     end
     if type(rec) ~= "table" then
@@ -273,7 +291,6 @@ end
 function M.run_boards(opts)
   check_opts(opts, { points = true, ["repeat"] = true, out = true, boards = true, spread = true, open = true,
     run_point = true, close = true, timeout = true, ui = true })
-  local sched = require("odp.run.sched")
   local points = assert(opts.points, "sweep.run_boards: points is required")
   local out = opts.out
   local boards = assert(opts.boards, "sweep.run_boards: boards is required")
@@ -368,7 +385,7 @@ function M.run_boards(opts)
       else
         show(entry.name, (M.key(item.params, names):gsub("%z", " ")))
         task:limit(opts.timeout)
-        local pok, r = pcall(opts.run_point, board, item.params, item.rep, entry)
+        local pok, r = xpcall(opts.run_point, bug_traceback, board, item.params, item.rep, entry)
         task:limit(nil)
         if s.interrupted then -- Ctrl-C, SIGTERM: a record the flow made of the cut point is kept, as with one board
           if pok and type(r) == "table" then write(entry, item, r) end
@@ -377,9 +394,10 @@ function M.run_boards(opts)
         if task.timed_out then
           rec = failed_record { code = "ETIMEDOUT", exit = 3,
             message = ("board %s: the point took longer than %g s"):format(entry.name, opts.timeout) }
+        elseif not pok and not failure(r) then
+          error(r, 0) -- a bug in run_point: the sweep stops with its traceback (the records written stay)
         elseif not pok then
           rec = failed_record(r)
-          if type(r) ~= "table" or not r.code then rec.error.exit = 1 end
         elseif type(r) ~= "table" then
           rec = failed_record { code = "EFAIL", message = "run_point returned " .. type(r) .. ", not a record" }
         else

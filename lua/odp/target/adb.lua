@@ -12,6 +12,8 @@
 local adb = require("odp.adb")
 local lock = require("odp.core.lock")
 local shell = require("odp.target.shell")
+local errors = require("odp.core.errors")
+local ui_mod = require("odp.core.ui")
 
 -- connections to one adb server at once, all boards together (docs/many-boards.md: why 16)
 local SERVER_CONNECTIONS = 16
@@ -62,7 +64,7 @@ function M.new(opts)
   opts = opts or {}
   local how = opts.adb or "auto"
   if not (how == "auto" or how == "server" or how == "usb" or how:match("^tcp:.+:%d+$")) then
-    require("odp.core.errors").fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
+    errors.fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
   end
   local self = setmetatable({
     kind = "adb", ui = opts.ui,
@@ -85,7 +87,7 @@ function M.new(opts)
     local msg = "accept the USB debugging prompt on the phone (Allow) -- waiting up to " ..
       math.floor(self.auth_timeout) .. " s"
     -- through the run's ui like every message (quiet with -q); a script without one gets a plain ui
-    ui = ui or require("odp.core.ui").new {}
+    ui = ui or ui_mod.new {}
     ui:info("%s", msg)
   end
   local dev, err, code = connect(self)

@@ -4,6 +4,8 @@
 -- file, the key and the expected type (exit 2).
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
+local host_mod = require("odp.host")
+local options = require("odp.core.options")
 
 local M = {}
 
@@ -22,6 +24,15 @@ M.TRANSPORTS = { "host", "ssh", "adb", "probe" }
 M.PROBE_OPTIONS = { "probe", "jlink-lib", "gdb-address", "rtt-address", "rtt-ranges", "twin-state",
   "build-dir", "runs-dir", "image", "keep" }
 M.FLOWS = { "executorch", "ethos_u" }
+
+--- The target kinds' registry: the module of a transport (odp.target.host, .ssh, .adb, .probe) by its name,
+-- the one place its name is computed (tests/lua/layers_test.lua knows it). A name outside TRANSPORTS raises.
+function M.kind(name)
+  for _, known in ipairs(M.TRANSPORTS) do
+    if known == name then return require("odp.target." .. name) end -- lazy: run-time name
+  end
+  error(("no target kind '%s' (kinds: %s)"):format(tostring(name), table.concat(M.TRANSPORTS, ", ")), 2)
+end
 
 M.schema = fields {
   name = { type = str, required = true },
@@ -102,14 +113,14 @@ local function check(v, spec, path)
   if spec.list then
     for k, x in pairs(v) do
       if math.type(k) ~= "integer" or k < 1 or k > #v then return path .. "." .. tostring(k), "a list", "a key" end
-      local p, want, got = check(x, spec.list, ("%s[%d]"):format(path, k))
-      if p then return p, want, got end
+      local p, want, got, near = check(x, spec.list, ("%s[%d]"):format(path, k))
+      if p then return p, want, got, near end
     end
   elseif spec.map then
     for k, x in pairs(v) do
       if type(k) ~= "string" then return path .. "[" .. tostring(k) .. "]", "string keys", type(k) end
-      local p, want, got = check(x, spec.map, path .. "." .. k)
-      if p then return p, want, got end
+      local p, want, got, near = check(x, spec.map, path .. "." .. k)
+      if p then return p, want, got, near end
     end
   elseif spec.fields then
     local keys = {}
@@ -121,7 +132,7 @@ local function check(v, spec, path)
         for f in pairs(spec.fields) do known[#known + 1] = f end
         table.sort(known)
         return (path ~= "" and (path .. ".") or "") .. k, "one of the keys " .. table.concat(known, ", "),
-          "unknown key"
+          "unknown key", options.closest(k, known)
       end
     end
     local names = {}
@@ -130,8 +141,8 @@ local function check(v, spec, path)
     for _, k in ipairs(names) do
       local f = spec.fields[k]
       if v[k] ~= nil or (type(f) == "table" and f.required) then
-        local p, want, got = check(v[k], f, (path ~= "" and (path .. ".") or "") .. k)
-        if p then return p, want, got end
+        local p, want, got, near = check(v[k], f, (path ~= "" and (path .. ".") or "") .. k)
+        if p then return p, want, got, near end
       end
     end
   end
@@ -145,7 +156,7 @@ function M.check(dev, where)
   return M.check_schema(dev, M.schema, "device file", where)
 end
 
-local function root() return require("odp.host").root end
+local function root() return host_mod.root end
 
 --- Where a device path names a file: as given (relative to the cwd), else relative to the project.
 function M.resolve(path)
@@ -178,8 +189,11 @@ end
 --- Checks v against a schema written like M.schema; raises EUSAGE (exit 2) naming what, where, the key and
 -- the expected type.
 function M.check_schema(v, schema, what, where)
-  local path, want, got = check(v, schema, "")
-  if path then
+  local path, want, got, near = check(v, schema, "")
+  if near then -- a misspelt key: what was meant, not the whole list
+    errors.fail("EUSAGE", ("%s %s: unknown key %s; did you mean %s?"):format(what, where, path,
+      (path:gsub("[^.]*$", "") .. near)), 2)
+  elseif path then
     errors.fail("EUSAGE", ("%s %s: key %s: expected %s, got %s"):format(what, where, path, want, got), 2)
   end
   return v

@@ -10,6 +10,7 @@
 --   local after = ds.gather(target)               -- after them
 --   rec.device_state, warnings = ds.record(before, after, { cpus_used = {0, 1} })
 local thermal = require("odp.target.thermal")
+local json = require("odp.core.json")
 
 local M = {}
 
@@ -314,7 +315,6 @@ local function moment(s)
     cpus[i] = { cpu = c.cpu, online = c.online, cur_khz = c.cur_khz, min_khz = c.min_khz, max_khz = c.max_khz,
       scaling_min_khz = c.scaling_min_khz, scaling_max_khz = c.scaling_max_khz, governor = c.governor }
   end
-  local json = require("odp.core.json")
   return { cpus = json.array(cpus), thermal = s.thermal, thermal_status = s.thermal_status,
     android_temperatures = s.android_temperatures, battery = s.battery, loadavg = s.loadavg,
     mem_available_kb = s.mem_available_kb }
@@ -331,7 +331,6 @@ local function hottest(m) return thermal.hottest_cpu(m.thermal, m.android_temper
 ---@return table device_state, string[] warnings
 function M.record(before, after, opts)
   opts = opts or {}
-  local json = require("odp.core.json")
   local clusters, basis = M.clusters(before)
   local cores = {}
   for i, g in ipairs(clusters) do
@@ -449,7 +448,7 @@ function M.bare_metal(dev, p)
     memory_mode = p.memory_mode, cpu_hz = clocks.cpu_hz, npu_hz = clocks.npu_hz }
   local missing = {}
   for _, k in ipairs({ "npu", "cpu_hz", "npu_hz" }) do if ds[k] == nil then missing[#missing + 1] = k end end
-  ds.missing = require("odp.core.json").array(missing)
+  ds.missing = json.array(missing)
   return ds
 end
 

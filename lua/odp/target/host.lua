@@ -2,6 +2,8 @@
 -- "Targets"), so the executorch flow is written once.
 local proc = require("odp.proc")
 local sys = require("odp.sys")
+local helper_core = require("odp.helper")
+local shell = require("odp.target.shell")
 
 local M = { kind = "host", options = {} }
 
@@ -35,7 +37,7 @@ local function local_helper()
   if helper == nil then
     -- the kernel's own answer to `uname -m`, without starting uname (1 ms of every host run)
     local arch = (sys.read_file("/proc/sys/kernel/arch") or ""):match("%S+") or first_line({ "uname", "-m" })
-    helper = arch and require("odp.target.shell").local_helper(arch) or false
+    helper = arch and shell.local_helper(arch) or false
   end
   return helper
 end
@@ -55,7 +57,6 @@ end
 --- perf counters, r.counters) are passed to the helper.
 function Host:exec(argv, opts)
   opts = opts or {}
-  local shell = require("odp.target.shell")
   local flags = shell.helper_flags(opts.helper_args, opts.counters)
   local spec = { argv = argv, cwd = opts.cwd, env = opts.env, stdin = opts.stdin, timeout = opts.timeout,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit }
@@ -140,7 +141,7 @@ function Host:fetch(path, dst)
 end
 function Host:sha256(path) return (sys.sha256_file(path)) end
 
-function Host:arch() return first_line({ "uname", "-m" }) end
+function Host:arch() return (sys.read_file("/proc/sys/kernel/arch") or ""):match("%S+") or first_line({ "uname", "-m" }) end
 function Host:libc_version()
   local v = first_line({ "getconf", "GNU_LIBC_VERSION" })
   return v and v:match("([%d%.]+)$")
@@ -153,7 +154,7 @@ end
 --- The device-state snapshot's text, read in-process (src/helper/state.c, the board helper's own code): no
 --- shell and no forks (odp.target.device_state.gather).
 function Host:state_text(root, cpu_files, props)
-  return require("odp.helper").state(root, cpu_files, props)
+  return helper_core.state(root, cpu_files, props)
 end
 function Host:close() end
 

@@ -10,6 +10,7 @@
 local device = require("odp.target.device")
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
+local options = require("odp.core.options")
 
 local M = {}
 
@@ -38,7 +39,7 @@ function M.transport_options(dev)
   if dev.transport == "probe" then
     for _, n in ipairs(device.PROBE_OPTIONS) do names[(n:gsub("-", "_"))] = true end
   elseif dev.transport ~= "host" then
-    for _, o in ipairs(require("odp.target." .. dev.transport).options or {}) do
+    for _, o in ipairs(device.kind(dev.transport).options or {}) do
       names[(o[1]:gsub("-", "_"))] = true
     end
   end
@@ -81,10 +82,15 @@ function M.check(lab, where, lab_dir)
       if not M.COMMON[k] then
         if not allowed[k] then
           local known = {}
-          for n in pairs(allowed) do known[#known + 1] = n end
-          table.sort(known)
+          for n in pairs(allowed) do known[n] = true end
+          for n in pairs(M.COMMON) do known[n] = true end
+          local near = options.closest(k, known)
+          local list = {}
+          for n in pairs(allowed) do list[#list + 1] = n end
+          table.sort(list)
           errors.fail("EUSAGE", ("lab file %s: key %s is not an option of %s boards (%s)"):format(at, k,
-            dev.transport, #known > 0 and table.concat(known, ", ") or "they take none"), 2)
+            dev.transport, near and ("did you mean " .. near .. "?") or #list > 0 and table.concat(list, ", ")
+            or "they take none"), 2)
         end
         device.check_schema({ [k] = b[k] }, { fields = { [k] = OPTION_VALUE } }, "lab file", at)
       end
@@ -130,7 +136,7 @@ end
 
 -- A provider of a lab engine (written beside this module); nil and one line when it is not there.
 local function provider(name)
-  local ok, mod = pcall(require, "odp.target." .. name)
+  local ok, mod = pcall(require, "odp.target." .. name) -- lazy: run-time name
   if not ok then
     if tostring(mod):find("module 'odp.target." .. name .. "' not found", 1, true) then
       errors.fail("ENOTSUP", ("--boards: this odp has no %s provider (lua/odp/target/%s.lua)"):format(name, name), 2)
@@ -147,8 +153,9 @@ local function from_provider(where, lab, err, code)
 end
 
 --- The boards of SPEC (see the top of this file): {boards = {...}, source = SPEC, warnings = {...}}.
--- env: the environment for `lava` (default: the process's, read through os.getenv of LAVA_* names).
-function M.load(spec, env)
+-- env: the environment for `lava` (default: the process's, read through os.getenv of LAVA_* names);
+-- default_device: the device file of a labgrid target that names none (the script being run names one).
+function M.load(spec, env, default_device)
   if type(spec) ~= "string" or spec == "" then errors.fail("EUSAGE", "--boards needs a lab file, lava or labgrid:FILE", 2) end
   local lab, where, selector, dir
   if spec == "lava" or spec:match("^lava:") then
@@ -160,7 +167,7 @@ function M.load(spec, env)
     local file, target = rest:match("^(.-):([^:/]+)$")
     if not file or not sys.stat(file) then file, target = rest, nil end
     where = "labgrid:" .. file
-    lab = from_provider(where, provider("lab_labgrid").boards(file, target))
+    lab = from_provider(where, provider("lab_labgrid").boards(file, target, nil, default_device))
   else
     local file = spec
     if not sys.stat(file) then

@@ -19,6 +19,7 @@
 -- the JSON `labgrid-client export --format json` writes for a reserved place (LG__<DRIVER>_<KEY> variables;
 -- it names no odp device, so the part after the file names it: labgrid:export.json:alif_e8).
 local json = require("odp.core.json")
+local sys = require("odp.sys")
 
 local M = {}
 
@@ -40,7 +41,7 @@ end
 -- {cls=, name=, args={...}}. Both of labgrid's spellings: a mapping {Class: {args}} or a list of
 -- one-key mappings [{Class: {args}}] (or of {cls: Class, ...}). -> list | nil, "message"
 function M.resources(value)
-  local null = require("lyaml").null
+  local null = require("lyaml").null -- lazy: optional
   local out = {}
   local function add(cls, args)
     if type(args) ~= "table" then return ("resource %s: its arguments must be a mapping"):format(tostring(cls)) end
@@ -230,6 +231,14 @@ function M.target(doc, target)
   local res, err = M.resources(t.resources or {})
   if not res then return nil, (("targets: %s: %s"):format(target, err):gsub("%c", "?")) end
   local opts = type(t.options) == "table" and t.options or {}
+  -- the target's other options are labgrid's and its drivers'; the odp_ ones are odp's, and a misspelt one
+  -- would silently leave the target without a device
+  for k in pairs(opts) do
+    if type(k) == "string" and k:match("^odp_") and k ~= "odp_device" then
+      return nil, (("targets: %s: options: %s is not an option odp reads (it reads odp_device)")
+        :format(target, k):gsub("%c", "?"))
+    end
+  end
   return { resources = res, odp_device = str(opts.odp_device) }
 end
 
@@ -286,11 +295,11 @@ end
 -- file (BASE is its directory); lookup(name): a variable's value or nil (default: LG_* names from the
 -- environment, as labgrid takes them). -> document | nil, "message"
 function M.load(text, path, lookup)
-  local base = (require("odp.sys").realpath(path) or path):match("^(.*)/[^/]*$") or "."
+  local base = (sys.realpath(path) or path):match("^(.*)/[^/]*$") or "."
   lookup = lookup or function(name) return name:match("^LG_") and os.getenv(name) or nil end
-  local explicit = require("lyaml.explicit")
+  local explicit = require("lyaml.explicit") -- lazy: optional
   local y = "tag:yaml.org,2002:"
-  local ok, doc = pcall(require("lyaml").load, text, { explicit_scalar = {
+  local ok, doc = pcall(require("lyaml").load, text, { explicit_scalar = { -- lazy: optional
     [y .. "bool"] = explicit.bool, [y .. "float"] = explicit.float, [y .. "int"] = explicit.int,
     [y .. "null"] = explicit.null, [y .. "str"] = explicit.str,
     ["!template"] = function(v) return substitute(v, function(n) if n == "BASE" then return base end return lookup(n) end) end,
@@ -300,9 +309,10 @@ function M.load(text, path, lookup)
   return nil, "not YAML: " .. (tostring(doc):gsub("[\r\n]+", " "))
 end
 
---- The boards of a labgrid environment file (lookup: as M.load's). -> {boards = {...}, warnings = {...}} | nil,
+--- The boards of a labgrid environment file (lookup: as M.load's; default_device: the device file of a target
+--- that names none, the device of the script being run). -> {boards = {...}, warnings = {...}} | nil,
 --- "ECODE: msg", "ECODE"
-function M.boards(path, target, lookup)
+function M.boards(path, target, lookup, default_device)
   assert(type(path) == "string", "lab_labgrid.boards(path, target): path must be a string")
   local text, err, code = read(path)
   if not text then return nil, err, code end
@@ -312,18 +322,18 @@ function M.boards(path, target, lookup)
     if type(vars) ~= "table" then
       return nil, ("EUSAGE: labgrid export %s: not JSON (%s)"):format(path, tostring(jerr or "not an object")), "EUSAGE"
     end
-    if not target then
+    if not target and not default_device then
       return nil, ("EUSAGE: labgrid export %s names no odp device: give it after the file (labgrid:%s:alif_e8)")
         :format(path, path), "EUSAGE"
     end
-    boards, warnings = assemble(M.export_resources(vars), "labgrid", target, path, path)
+    boards, warnings = assemble(M.export_resources(vars), "labgrid", target or default_device, path, path)
   else
     local doc, yerr = M.load(text, path, lookup)
     if not doc then return nil, ("EUSAGE: labgrid file %s: %s"):format(path, yerr), "EUSAGE" end
     target = target or "main"
     local t, terr = M.target(doc, target)
     if not t then return nil, ("EUSAGE: labgrid file %s: %s"):format(path, terr), "EUSAGE" end
-    boards, warnings = assemble(t.resources, target, t.odp_device, ("%s: targets: %s: resources"):format(path, target),
+    boards, warnings = assemble(t.resources, target, t.odp_device or default_device, ("%s: targets: %s: resources"):format(path, target),
       path)
   end
   if #boards == 0 then

@@ -14,8 +14,12 @@
 -- LAVA_HARD_RESET_COMMAND, on = LAVA_POWER_ON_COMMAND, off = LAVA_POWER_OFF_COMMAND} (shell commands run
 -- on the worker). LAVA_JOB_ID is copied into every board as lava_job_id.
 local device = require("odp.target.device")
+local options = require("odp.core.options")
 
 local M = {}
+
+-- the device dictionary keys odp reads itself (the transports' keys are read by name below)
+local ODP_KEYS = { odp_device = true, odp_name = true, odp_tags = true }
 
 -- Values of the environment are text LAVA copied from the device dictionary or the job: bounded, so a
 -- runaway value is a warning, not a board.
@@ -67,6 +71,15 @@ function M.boards(env)
   local first = true
   for _, e in ipairs(entries) do
     local k = e.keys
+    -- the dictionary's other keys are LAVA's and the lab's; the odp_ ones are odp's, and a misspelt one would
+    -- silently drop the board or its name
+    for key in pairs(k) do
+      if key:match("^odp_") and not ODP_KEYS[key] then
+        local near = options.closest(key, ODP_KEYS)
+        return nil, (("EUSAGE: %s_%s is not a key odp reads (%s)"):format(e.where, key, near and
+          ("did you mean " .. near .. "?") or "odp_device, odp_name, odp_tags"):gsub("%c", "?")), "EUSAGE"
+      end
+    end
     local too_long
     for key, v in pairs(k) do if #v > MAX_VALUE then too_long = key end end
     if too_long then

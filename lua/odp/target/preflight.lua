@@ -1,7 +1,9 @@
 --- Preflight: checks that need the board, made before anything is uploaded or run. Each failure is one line
 -- and exit code 3 (errors.fail). check(target, {runner=, model=, data=, device=, remote_dir=, need_bytes=})
 -- -> facts. odp.run makes them once per board (board:preflight) for scripts declared with preflight = true.
---   * the runner's ELF machine vs the board's `uname -m`
+--   * the runner's ELF machine vs the board's `uname -m`; a runner of another machine the board would run
+--     under emulation (a binfmt_misc handler such as qemu-user) is refused unless allow_emulated, and then the
+--     facts say emulated = "qemu-user" (the record, and every view, say so)
 --   * the newest GLIBC_x.y the runner needs (.gnu.version_r) vs the board's glibc (with the device's advice,
 --     e.g. Graviton4: launch Ubuntu 26.04)
 --   * free space in the remote dir for runner + model (+ margin for the ETDump)
@@ -24,23 +26,106 @@ function M.normalize_arch(a) return a and (ARCH[a] or a) end
 
 local function fail(code, msg) errors.fail(code, msg, 3) end
 
+-- binfmt_misc entries are device output: the listing is bounded, as is each magic and mask.
+local MAX_BINFMT = 64 * 1024
+local MAX_MAGIC = 128
+
+local function unhex(v)
+  if not v or #v > 2 * MAX_MAGIC or #v % 2 ~= 0 or not v:match("^%x+$") then return nil end
+  return (v:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+--- The binfmt_misc entries a board listed: for each, `name NAME` then the text of
+--- /proc/sys/fs/binfmt_misc/NAME (enabled, interpreter, flags, offset, magic, mask).
+--- -> list of {name, enabled, interpreter, offset, magic, mask} (magic and mask as bytes). Never raises.
+function M.parse_binfmt(text)
+  local out, cur = {}, nil
+  for line in tostring(text):sub(1, MAX_BINFMT):gmatch("[^\n]+") do
+    local name = line:match("^name (%S+)$")
+    if name then
+      cur = { name = name }
+      out[#out + 1] = cur
+    elseif cur then
+      local k, v = line:match("^(%a+):? (.-)%s*$")
+      if line == "enabled" or line == "disabled" then cur.enabled = line == "enabled"
+      elseif k == "interpreter" then cur.interpreter = v
+      elseif k == "offset" then cur.offset = math.tointeger(tonumber(v))
+      elseif k == "magic" or k == "mask" then cur[k] = unhex(v)
+      end
+    end
+  end
+  return out
+end
+
+--- The enabled entry whose magic (under its mask) matches header, a program's first bytes, as the kernel
+--- matches them; nil when none would run it.
+function M.binfmt_for(entries, header)
+  for _, e in ipairs(entries) do
+    local off, magic = e.offset, e.magic
+    if e.enabled and e.interpreter and magic and off and off >= 0 and off + #magic <= #header then
+      local hit = true
+      for i = 1, #magic do
+        local m = e.mask and e.mask:byte(i) or 0xff
+        if header:byte(off + i) & m ~= magic:byte(i) & m then hit = false break end
+      end
+      if hit then return e end
+    end
+  end
+end
+
+-- What runs program path on the board when its machine is not the board's: the binfmt_misc entry (listed on
+-- the board: one exec) and what it is called in the record ("qemu-user" for QEMU's user-mode emulators, else
+-- the interpreter's name); nil when none would (or the board cannot be asked).
+local function emulator(target, path)
+  local f = io.open(path, "rb")
+  local header = f and f:read(MAX_MAGIC) or ""
+  if f then f:close() end
+  local r = target:exec({ "sh", "-c", "cd /proc/sys/fs/binfmt_misc 2>/dev/null || exit 0; for f in *; do " ..
+    "case $f in register|status) ;; *) echo \"name $f\"; head -c 4096 \"$f\"; echo ;; esac; done" },
+    { timeout = 10, rusage = false })
+  local e = r and r.status == 0 and M.binfmt_for(M.parse_binfmt(r.stdout), header)
+  if not e then return nil end
+  local interp = e.interpreter:match("([^/]+)$") or e.interpreter
+  return e, interp:match("^qemu%-") and "qemu-user" or interp
+end
+
 local function mb(n) return ("%.1f MB"):format(n / 1e6) end
 
 function M.check(target, opts)
   opts = opts or {}
   local facts = { arch = target:arch() }
   local device = opts.device or {}
-  if opts.runner then
+  local script = false
+  if opts.runner and target.kind == "host" then
+    -- this machine runs a script in place through its #! interpreter (a wrapper around the runner): nothing
+    -- of another machine to check
+    local f = io.open(opts.runner, "rb")
+    script = f and f:read(2) == "#!"
+    if f then f:close() end
+  end
+  if opts.runner and not script then
     local e, err = elf.read(opts.runner)
     if not e then fail("EPROTO", ("runner %s is not a Linux program: %s"):format(opts.runner, err)) end
     facts.runner = e
     local board = M.normalize_arch(facts.arch or device.arch) -- the device file's arch when uname fails
     if not board then fail("EIO", ("cannot tell the architecture of %s (uname -m failed)"):format(target.uri)) end
     if e.machine ~= board then
-      fail("ENODEV", ("runner %s is built for %s but %s is %s (uname -m): use the runner built for this board%s")
-        :format(opts.runner, e.machine, target.uri, facts.arch, device.runner and (" (" .. device.runner .. ")") or ""))
+      local entry, kind = emulator(target, opts.runner)
+      local here = target.kind == "host" and "this host" or target.uri
+      if not entry then
+        fail("ENODEV", ("runner %s is built for %s but %s is %s (uname -m): use the runner built for this board%s")
+          :format(opts.runner, e.machine, here, facts.arch, device.runner and (" (" .. device.runner .. ")") or ""))
+      elseif not opts.allow_emulated then
+        -- it would run, slower and bigger than natively: numbers a user would take for the board's own
+        fail("ENODEV", ("runner %s is built for %s, %s is %s; it would run under %s emulation (binfmt_misc %s: %s); "
+          .. "pass --allow-emulated to measure it anyway"):format(opts.runner, e.machine, here, facts.arch, kind,
+          entry.name, entry.interpreter))
+      end
+      facts.emulated, facts.emulator = kind, entry.interpreter
     end
-    if not e.static and e.glibc_required then
+    -- this machine's glibc is the one odp runs on: its loader names a missing GLIBC_ in the runner's stderr,
+    -- which the failure's line quotes (a getconf per run would cost more than the rest of the preflight)
+    if not e.static and e.glibc_required and target.kind ~= "host" then
       facts.libc = target:libc_version()
       if not facts.libc then
         fail("ENODEV", ("runner %s needs glibc %s but %s has no glibc (musl or Android?): use a static runner " ..

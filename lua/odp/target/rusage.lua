@@ -7,6 +7,7 @@
 -- Device output is untrusted: unknown keys are ignored, numbers are bounded, a malformed line is not a record.
 -- With --counters, an ODP-COUNTERS line precedes it (parse_counters); record.counters holds it, and it is
 -- taken out of rest too.
+local json = require("odp.core.json")
 local M = {}
 
 local INTEGER = { status = true, signal = true, core = true, maxrss_kb = true, minflt = true, majflt = true,
@@ -92,7 +93,6 @@ end
 -- total = {name = sum, ..., ipc}, scaled?, unavailable?, paranoid?, user_only?} or nil when there are none.
 function M.total_counters(list)
   if #list == 0 then return nil end
-  local json = require("odp.core.json")
   local total, scaled, unavailable, seen = {}, {}, {}, {}
   for _, c in ipairs(list) do
     for _, k in ipairs(M.COUNTERS) do if c[k] then total[k] = (total[k] or 0) + c[k] end end

@@ -5,6 +5,10 @@
 -- merging of either report into the exec result.
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
+local gnutime = require("odp.parse.gnutime")
+local helper_mod = require("odp.target.helper")
+local host = require("odp.host")
+local rusage = require("odp.target.rusage")
 
 local M = {}
 
@@ -125,7 +129,7 @@ function M.stage(target, path, opts)
   opts = opts or {}
   local name = path:match("([^/]+)$")
   local remote = target.remote_dir .. "/" .. name
-  local bar = opts.ui and opts.ui:progress("push " .. name, require("odp.sys").stat(path).size, "bytes")
+  local bar = opts.ui and opts.ui:progress("push " .. name, sys.stat(path).size, "bytes")
   local r, err, code = target:push(path, remote, { mode = opts.mode,
     on_progress = bar and function(d) bar:update(d) end })
   if bar then bar:finish() end
@@ -157,7 +161,7 @@ end
 ---@param arch string  `uname -m` of the board ("aarch64", "x86_64", ...)
 ---@return string?
 function M.local_helper(arch)
-  local root = require("odp.host").root
+  local root = host.root
   local dirs = { root .. "/build", root .. "/helpers" }
   if os.getenv("ODP_BUILD_DIR") then table.insert(dirs, 1, os.getenv("ODP_BUILD_DIR")) end
   for _, dir in ipairs(dirs) do
@@ -201,7 +205,7 @@ local function start_helper(target, path, probe)
   end
   local ch, err, code = target:open_channel(cmd)
   if not ch then return nil, err, code, "channel" end
-  local client, herr, hcode, why, rest = require("odp.target.helper").open(ch, { uri = target.uri,
+  local client, herr, hcode, why, rest = helper_mod.open(ch, { uri = target.uri,
     absent = probe and ABSENT })
   return client, herr, hcode, why, rest and rest:match("^%s*(%S+)")
 end
@@ -415,7 +419,7 @@ end
 ---@return table r
 function M.apply_rusage(r, method, report)
   if method == "odp-rusage" then
-    local rec, rest = require("odp.target.rusage").parse(report or r.stderr)
+    local rec, rest = rusage.parse(report or r.stderr)
     if rec then
       if not report then r.stderr = rest end
       r.rusage, r.wall_s, r.status, r.counters = rec.rusage, rec.wall_s, rec.status, rec.counters
@@ -423,7 +427,6 @@ function M.apply_rusage(r, method, report)
       r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
     end
   elseif method then
-    local gnutime = require("odp.parse.gnutime")
     local t = gnutime.parse(r.stderr)
     if t then
       r.rusage = { maxrss_kb = t.max_rss_kb, utime_s = t.user_s, stime_s = t.system_s, minflt = t.minor_faults,

@@ -3,6 +3,7 @@
 -- temperatures) and `dumpsys battery` (tenths of a degree). What a device prints is untrusted: values
 -- outside -60..200 °C are dropped.
 local sys = require("odp.sys")
+local shell = require("odp.target.shell")
 
 local M = { ROOT = "/sys/class/thermal" }
 
@@ -78,7 +79,7 @@ function M.read(target, root)
     end
     return M.parse_zones(table.concat(text, "\n"))
   end
-  local q = require("odp.target.shell").quote
+  local q = shell.quote
   local out = target:run(("for f in %s/thermal_zone*/temp; do [ -r \"$f\" ] && echo \"$f $(cat \"$f\")\"; done; true")
     :format(q(root))) or ""
   local temps = M.parse_zones(out)

@@ -4,6 +4,7 @@ local compare = require("odp.results.compare")
 local errors = require("odp.core.errors")
 local report = require("odp.results.report")
 local sys = require("odp.sys")
+local json = require("odp.core.json")
 
 local M = { summary = "Compare two results (files, JSONL, runs/<id>/): B/A with 95% CIs, Mann-Whitney p, verdicts" }
 
@@ -46,7 +47,7 @@ local function human(res)
       { key = "ci", title = "95% CI of change", align = "r" }, { key = "p", title = "p", align = "r" },
       { key = "verdict" } }) }
   if res.outputs then
-    for _, line in ipairs(require("odp.results.tensors").reference_lines(res.outputs, report)) do
+    for _, line in ipairs(report.reference_lines(res.outputs)) do
       out[#out + 1] = (line:gsub("^  ", ""))
     end
   end
@@ -61,6 +62,7 @@ local function svg(res)
       points[#points + 1] = { x = r.metric, y = r.ratio, lo = r.ci95 and r.ci95[1], hi = r.ci95 and r.ci95[2] }
     end
   end
+  -- lazy: start-up
   return require("odp.results.plot").svg({ { name = "", points = points } }, { title = "B / A with 95% CIs",
     xlabel = "metric", ylabel = "B / A (1 = no change; above 1: B slower or larger)", lines = false,
     width = math.max(560, 110 * #points) })
@@ -91,11 +93,11 @@ function M.by_board(rest, opts)
     local gate = compare.gate(res, opts.fail_if_slower)
     if gate and gate.failed then slower[#slower + 1] = board .. ": " .. (gate.text:gsub("^FAIL: ", "")) end
   end
-  local text = opts.format == "json" and (require("odp.core.json").encode(doc, { indent = true }) .. "\n")
+  local text = opts.format == "json" and (json.encode(doc, { indent = true }) .. "\n")
     or table.concat(texts, "\n")
   if opts.out then errors.check(sys.write_file(opts.out, text)) else io.stdout:write(text) end
   for _, spec in ipairs(opts.report or {}) do
-    local junit = require("odp.results.junit")
+    local junit = require("odp.results.junit") -- lazy: start-up
     errors.check(sys.write_file(spec.file, junit.xml(junit.compare_suites(comparisons, opts.fail_if_slower))))
   end
   if #slower > 0 then
@@ -123,7 +125,7 @@ function M.main(args)
   local B = compare.load(rest[2], "B")
   local res = compare.compare(A, B, { force = opts.force, resamples = opts.resamples, seed = opts.seed,
     noise = opts.noise / 100 })
-  local text = opts.format == "json" and (require("odp.core.json").encode(res, { indent = true }) .. "\n") or human(res)
+  local text = opts.format == "json" and (json.encode(res, { indent = true }) .. "\n") or human(res)
   -- the human report shows its notes; JSON or a report written to a file leaves the terminal to say them
   if (opts.format == "json" or opts.out) and not opts.quiet then
     for _, n in ipairs(res.notes) do io.stderr:write("odp: ", n, "\n") end
@@ -132,10 +134,10 @@ function M.main(args)
   if opts.svg then errors.check(sys.write_file(opts.svg, svg(res))) end
   local gate = compare.gate(res, opts.fail_if_slower)
   if opts.html then
-    errors.check(sys.write_file(opts.html, require("odp.results.html").comparison(res, A, B, gate)))
+    errors.check(sys.write_file(opts.html, require("odp.results.html").comparison(res, A, B, gate))) -- lazy: start-up
   end
   for _, spec in ipairs(opts.report or {}) do
-    local junit = require("odp.results.junit")
+    local junit = require("odp.results.junit") -- lazy: start-up
     errors.check(sys.write_file(spec.file, junit.xml(junit.compare_suites({ { res = res } }, opts.fail_if_slower))))
   end
   if gate and gate.failed then

@@ -5,6 +5,7 @@
 local report = require("odp.results.report")
 local json = require("odp.core.json")
 local errors = require("odp.core.errors")
+local ui_mod = require("odp.core.ui")
 
 local M = { summary = "List serial ports, J-Link probes and adb devices, with what to do for each" }
 
@@ -31,7 +32,7 @@ local function hex4(v) return v and string.format("%04x", v) or nil end
 local serial_source = {
   name = "serial",
   list = function()
-    local serial = require("odp.serial")
+    local serial = require("odp.serial") -- lazy: start-up
     local ports, err = serial.list()
     if not ports then return nil, err end
     local rows = {}
@@ -53,7 +54,7 @@ local serial_source = {
 local jlink_source = {
   name = "jlink",
   list = function()
-    local probe = require("odp.probe")
+    local probe = require("odp.probe") -- lazy: start-up
     local devs, err = probe.usb_list(0x1366)
     if not devs then return nil, err end
     local lib = probe.jlink_lib()
@@ -79,7 +80,7 @@ local jlink_source = {
 
 -- Connects briefly to learn the model and whether this computer is authorized.
 local function adb_probe(row, transport, serial, timeout)
-  local adb = require("odp.adb")
+  local adb = require("odp.adb") -- lazy: start-up
   local dev, err, code = adb.connect { transport = transport, serial = serial, timeout = timeout, auth_timeout = 0.5 }
   if dev then
     local info = dev:info()
@@ -104,7 +105,7 @@ local SERVER_HINTS = {
 
 -- Google's adb server: its devices, and the line saying which way runs go.
 local function server_rows(rows)
-  local adb = require("odp.adb")
+  local adb = require("odp.adb") -- lazy: start-up
   local srv, err, code = adb.server {}
   if not srv then
     if code == "ENODEV" then
@@ -127,7 +128,7 @@ local adb_source = {
   name = "adb",
   empty = "no adb devices (USB debugging on? cable? see " .. DOCS .. ", Android)",
   list = function(opts)
-    local adb = require("odp.adb")
+    local adb = require("odp.adb") -- lazy: start-up
     local rows = {}
     local via_server, note = server_rows(rows)
     local usb, err = adb.devices()
@@ -169,11 +170,11 @@ end
 -- Returns rows {board, device, transport, state = ok|timeout|error, uri, os, arch, libc, cpus, hint} in the
 -- lab's order.
 function M.check_boards(spec, timeout)
-  local lab_mod = require("odp.target.lab")
+  local lab_mod = require("odp.target.lab") -- lazy: start-up
   local lab = lab_mod.load(spec)
-  local sched = require("odp.run.sched")
-  local board_mod = require("odp.run.board")
-  local ui = require("odp.core.ui").new { quiet = true }
+  local sched = require("odp.run.sched") -- lazy: start-up
+  local board_mod = require("odp.run.board") -- lazy: start-up
+  local ui = ui_mod.new { quiet = true }
   local s, rows = sched.new(), {}
   for i, b in ipairs(lab.boards) do
     rows[i] = { board = b.name, device = b.dev.name, transport = b.dev.transport }

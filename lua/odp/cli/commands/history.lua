@@ -121,7 +121,7 @@ local function show(db, opts, word)
   local pts, marks = {}, {}
   for i, p in ipairs(points) do pts[i] = { x = i, y = p.median, lo = p.lo, hi = p.hi } end
   for _, c in ipairs(changes) do marks[#marks + 1] = { x = c.index - 0.5, label = pct(c.effect) } end
-  local plot = require("odp.results.plot")
+  local plot = require("odp.results.plot") -- lazy: start-up
   errors.check(sys.write_file(svg_path, plot.svg({ { name = "", points = pts } }, {
     title = s.name, xlabel = "run (oldest first)", ylabel = ("%s (%s), median with 95%% CI"):format(s.metric, s.unit or ""),
     marks = marks, note = ("model %s · runner %s · %s"):format(short(s.model_sha256), short(s.runner_sha256),
@@ -135,6 +135,7 @@ local function show(db, opts, word)
       page_changes[i] = { t = iso(points[c.index].t), before = c.before, after = c.after, pct = c.effect * 100,
         note = ("95%% CI [%s, %s], p = %.2g, %d run(s) after"):format(pct(c.ci[1]), pct(c.ci[2]), c.p, c.runs_after) }
     end
+    -- lazy: start-up
     errors.check(sys.write_file(opts.html, require("odp.results.html").history { series = s.name, unit = s.unit,
       points = page_points, changes = page_changes }))
   end
@@ -174,7 +175,7 @@ end
 --- min_effect of before. The detector sees a window of runs before them too, and loads samples only around
 --- candidates, so a scan reads a few rows per series, not the whole history.
 function M.regressions(db, opts)
-  local detect = require("odp.results.detect")
+  local detect = require("odp.results.detect") -- lazy: start-up
   local since = opts.since and assert(history.since(opts.since))
   local series = errors.check(db:series { model = opts.model, board = opts.board, metric = opts.metric, since = since })
   local found = {}

@@ -34,15 +34,15 @@ local function kind_of(head)
 end
 
 local function etdump_doc(path, opts)
-  local etdump = require("odp.parse.etdump")
+  local etdump = require("odp.parse.etdump") -- lazy: start-up
   local doc, err, code = etdump.read(path)
-  if not doc then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
+  if not doc then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
   local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
   local rows, unit = etdump.ops(doc, eopts)
   local blocks = {}
   for _, b in ipairs(etdump.blocks(doc)) do blocks[#blocks + 1] = { name = b.name, runs = b.runs } end
   if opts.trace then
-    local trace = require("odp.results.trace")
+    local trace = require("odp.results.trace") -- lazy: start-up
     errors.check(sys.write_file(opts.trace, trace.encode(trace.chrome(doc, eopts)) .. "\n"))
   end
   return doc, rows, unit, blocks, etdump.ops_summary(doc, eopts)
@@ -74,8 +74,8 @@ end
 
 -- --reference: the intermediate outputs op by op (odp.results.intermediates; docs/outputs.md, "Op by op")
 local function intermediates(path, opts)
-  local etdump = require("odp.parse.etdump")
-  local im = require("odp.results.intermediates")
+  local etdump = require("odp.parse.etdump") -- lazy: start-up
+  local im = require("odp.results.intermediates") -- lazy: start-up
   local function side(p, buf)
     local doc, err, code = etdump.read(p)
     if not doc then errors.fail(code, ("%s: %s"):format(p, errors.text(err)), 1) end
@@ -89,15 +89,15 @@ local function intermediates(path, opts)
   local res = im.compare(side(opts.reference, opts.reference_debug_buffer), side(path, opts.debug_buffer),
     { min_cosine = opts.min_cosine })
   local function human()
+    local shape = require("odp.parse.pte").shape -- lazy: start-up
     local rows = {}
     for i, r in ipairs(res.rows) do
       rows[i] = { n = i, name = r.name, iid = r.instruction_id, shape = r.dtype and (r.dtype .. " " ..
-        require("odp.parse.pte").shape(r.sizes)) or "", cosine = r.cosine, max_abs_err = r.max_abs_err or
+        shape(r.sizes)) or "", cosine = r.cosine, max_abs_err = r.max_abs_err or
         (r.nonfinite and r.nonfinite > 0 and math.huge) or nil, snr_db = r.snr_db, note = r.error or
         (r == res.first_below and "<- first below" or "") }
     end
-    local number_text = require("odp.results.tensors").number_text
-    local function g(fmt) return function(v) return number_text(v, fmt) end end
+    local function g(fmt) return function(v) return report.number_text(v, fmt) end end
     local out = { ("intermediate outputs of %s against %s: %d compared of %d"):format(path, opts.reference,
       res.compared, #res.rows), report.table(rows, { { key = "n", title = "#", fmt = "%d" }, { key = "name" },
       { key = "iid", title = "instruction", fmt = "%d" }, { key = "shape" },
@@ -117,9 +117,9 @@ local function intermediates(path, opts)
 end
 
 local function pte_info(path)
-  local pte = require("odp.parse.pte")
+  local pte = require("odp.parse.pte") -- lazy: start-up
   local p, err, code = pte.read(path)
-  if not p then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
+  if not p then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
   local methods, delegates = {}, {}
   for i, m in ipairs(p.methods) do
     methods[i] = { name = m.name, operators = json.array(m.operators),
@@ -161,8 +161,8 @@ local function pte_human(path, info)
 end
 
 local function elf_info(path)
-  local e, err, code = require("odp.elf").read(path)
-  if not e then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 1) end
+  local e, err, code = require("odp.elf").read(path) -- lazy: start-up
+  if not e then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end
   return info
@@ -211,7 +211,7 @@ function M.main(args)
   f:close()
   local kind = kind_of(head)
   if not kind then
-    errors.fail("EPROTO", ("%s is not an ETDump (ED00), a .pte (ET12) or an ELF file"):format(path), 1)
+    errors.fail("EPROTO", ("%s is not an ETDump (ED00), a .pte (ET12) or an ELF file"):format(path), 2)
   end
   local fmt = opts.format or (opts.out and (opts.out:match("%.(csv)$") or opts.out:match("%.(json)$"))) or "human"
   local human, data

@@ -3,6 +3,7 @@
 local repl = require("odp.cli.repl")
 local device = require("odp.target.device")
 local cli = require("odp.core.options")
+local ui = require("odp.core.ui")
 
 local M = { summary = "Interactive Lua prompt with every odp module; with a device file, its board connected",
   help_text = "usage: odp repl [DEVICE.lua [transport options]]\n       odp repl --boards LAB.lua[:TAG|NAMES]\n\n" ..
@@ -19,9 +20,9 @@ local M = { summary = "Interactive Lua prompt with every odp module; with a devi
 -- What `odp repl DEVICE` accepts after the device: the transport's options (probe boards: the Ethos-U flow's).
 
 function M.device_options(dev)
-  if dev.transport ~= "probe" then return require("odp.target." .. dev.transport).options or {} end
+  if dev.transport ~= "probe" then return device.kind(dev.transport).options or {} end
   local out = {}
-  for _, opt in ipairs(require("odp.run").flow("ethos_u").options) do
+  for _, opt in ipairs(require("odp.run").flow("ethos_u").options) do -- lazy: start-up
     for _, name in ipairs(device.PROBE_OPTIONS) do if opt[1] == name then out[#out + 1] = opt end end
   end
   out[#out + 1] = { "image", "Twin: an ELF to boot when no twin runs (default: the twin firmware build)", nil, "file" }
@@ -46,8 +47,13 @@ function M.main(args)
   local env = setmetatable({ odp = repl.odp_namespace() }, { __index = _G })
   if args[1] == "--boards" then
     if not args[2] then io.stderr:write("odp repl: --boards needs a lab file (LAB.lua[:TAG|NAMES], lava, labgrid:FILE)\n") return 2 end
-    local entries = require("odp.target.lab").load(args[2]).boards
-    env.boards = require("odp.run.boards").open(entries, require("odp.core.ui").new {})
+    if args[3] then -- never dropped: the boards' transport options are the lab file's here
+      io.stderr:write(("odp repl: --boards takes no other argument, got '%s' (transport options go in the lab "
+        .. "file: docs/many-boards.md)\n"):format(args[3]))
+      return 2
+    end
+    local entries = require("odp.target.lab").load(args[2]).boards -- lazy: start-up
+    env.boards = require("odp.run.boards").open(entries, ui.new {}) -- lazy: start-up
     local names = env.boards:names()
     for _, n in ipairs(names) do env.boards[n].echo = true end
     io.stderr:write(("boards: %s -- boards:exec(\"uname -r\") runs on all at once; boards[\"%s\"] is one Board\n")
@@ -60,14 +66,15 @@ function M.main(args)
       print(cli.help(("odp repl %s [options]"):format(args[1]), dev.description, options))
       return 0
     end
-    opts.ui = require("odp.core.ui").new {}
+    opts.ui = ui.new {}
     env.device = dev
+    -- lazy: start-up
     env.board = require("odp.run").open_board(dev, opts) -- board:profile{} runs through odp.run.point
     env.board.echo = true -- board:exec(...) at the prompt: its output as it arrives, then one status line
     io.stderr:write(("board: %s (%s, %s) -- board:help() lists its verbs\n"):format(dev.name, args[1], dev.transport))
   end
   repl.loop(env)
-  if env.board then require("odp.run").close(env.board) end
+  if env.board then require("odp.run").close(env.board) end -- lazy: start-up
   if env.boards then env.boards:close() end
   return 0
 end

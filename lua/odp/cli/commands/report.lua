@@ -73,7 +73,7 @@ local function write_trace(rec, record_dir, out, quiet)
     path = record_dir .. "/" .. path:match("[^/]+$")
   end
   if not sys.stat(path) then return nil end
-  local etdump = require("odp.parse.etdump")
+  local etdump = require("odp.parse.etdump") -- lazy: start-up
   local doc, err = etdump.read(path)
   if not doc then
     if not quiet then io.stderr:write(("odp: no trace: %s: %s\n"):format(path, err)) end
@@ -81,7 +81,7 @@ local function write_trace(rec, record_dir, out, quiet)
   end
   local cycles = rec.ops_unit == "cycles"
   local ds = type(rec.device_state) == "table" and rec.device_state or {}
-  local trace = require("odp.results.trace")
+  local trace = require("odp.results.trace") -- lazy: start-up
   local tr = trace.chrome(doc, { time_scale = cycles and "cycles" or "ns", clock_hz = cycles and ds.cpu_hz or nil })
   local file = out:gsub("%.html?$", "") .. ".trace.json"
   errors.check(sys.write_file(file, trace.encode(tr) .. "\n"))

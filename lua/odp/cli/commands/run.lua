@@ -18,10 +18,12 @@ end
 --- Runs a declared script with its argument list; returns the exit code.
 function M.run_declared(spec, argv, path)
   -- loaded here, not at the top: a plain script should not pay for the CLI and the reporters
-  local cli, report = require("odp.core.options"), require("odp.results.report")
+  local cli = require("odp.core.options") -- lazy: start-up
+  local report = require("odp.results.report") -- lazy: start-up
+  local publish = require("odp.results.publish") -- lazy: start-up
   local options = spec.options or {}
   -- a flow script runs on the boards of a lab with --boards (docs/many-boards.md)
-  local boards = spec.flow and require("odp.run.boards")
+  local boards = spec.flow and require("odp.run.boards") -- lazy: start-up
   if boards then options = boards.script_options(options, boards.requested(argv)) end
   local opts, rest = cli.parse(argv, options, cli.global_options)
   if opts.help then
@@ -33,9 +35,9 @@ function M.run_declared(spec, argv, path)
     errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]), 2)
   end
   if boards and opts.boards then return boards.main(spec, opts, rest) end
-  local records = require("odp.run").declared(spec, opts, rest, path)
+  local records = require("odp.run").declared(spec, opts, rest, path) -- lazy: start-up
   if records == nil then return 0 end
-  report.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
+  publish.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   return report.exit_code(records)
 end
 

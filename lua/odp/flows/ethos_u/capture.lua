@@ -6,6 +6,9 @@ local json = require("odp.core.json")
 local artifacts = require("odp.parse.artifacts")
 local probe_target = require("odp.target.probe")
 local M = require("odp.flows.ethos_u.plan")
+local etdump = require("odp.parse.etdump")
+local executorch = require("odp.parse.executorch")
+local stream_mod = require("odp.core.stream")
 
 local RttLog = {}
 RttLog.__index = RttLog
@@ -14,7 +17,7 @@ RttLog.__index = RttLog
 -- and counts the bytes read (rd.bytes). rd:line(timeout) -> line | nil (timeout); a stream error raises.
 function M.reader(stream, log_path)
   local self = setmetatable({ bytes = 0, log = log_path and assert(io.open(log_path, "ab")) }, RttLog)
-  self.rd = require("odp.core.stream").reader(stream, { max_line = M.MAX_LINE,
+  self.rd = stream_mod.reader(stream, { max_line = M.MAX_LINE,
     on_bytes = function(data) self.bytes = self.bytes + #data end,
     on_line = function(line) self:_log_line(line) end })
   return self
@@ -97,9 +100,8 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   rec.latency_ms = #samples > 0 and M.latency(samples) or { n = 0, source = "rtt" }
   -- the twin's times come from modelled cycles and its ETDump is canned: never to be taken for a measurement
   if p.twin then rec.latency_ms.modelled = true end
-  rec.pmu = require("odp.parse.executorch").parse(table.concat(cap.lines, "\n")).pmu
+  rec.pmu = executorch.parse(table.concat(cap.lines, "\n")).pmu
   if rec.artifacts.etdump then
-    local etdump = require("odp.parse.etdump")
     local doc, derr = etdump.read(rec.artifacts.etdump)
     if doc then
       local rows, unit = etdump.ops(doc, { time_scale = "cycles" })

@@ -6,6 +6,10 @@ local result = require("odp.results.result")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 local artifacts = require("odp.parse.artifacts")
+local tensors = require("odp.results.tensors")
+local device = require("odp.target.device")
+local host_mod = require("odp.host")
+local options = require("odp.core.options")
 
 local M = { name = "ethos_u" }
 
@@ -47,7 +51,7 @@ M.options = {
 }
 -- output.bin (the firmware's output over RTT) kept and compared like a runner's outputs (odp.results.tensors);
 -- no --inputs: the firmware's input is compiled into it with the model
-for _, opt in ipairs(require("odp.results.tensors").options) do
+for _, opt in ipairs(tensors.options) do
   if opt[1] ~= "inputs" then M.options[#M.options + 1] = opt end
 end
 
@@ -69,7 +73,7 @@ M.default_vars = {
   inferences = "TWIN_INFERENCES",
 }
 
-local function root() return require("odp.host").root end
+local function root() return host_mod.root end
 local function is_abs(p) return p:sub(1, 1) == "/" end
 local function basename(p) return (p:match("([^/]+)$")) end
 
@@ -87,7 +91,7 @@ M.shell_quote = shell_quote
 --- A size (odp.core.options's "size" type: 0x600000, 6291456, 6M) from an option, a device file or a range; nil stays nil.
 function M.parse_size(s, what)
   if s == nil then return nil end
-  local n = require("odp.core.options").size(s)
+  local n = options.size(s)
   if not n then errors.fail("EUSAGE", ("--%s: '%s' is not a size (0x600000, 6291456, 6M)"):format(what, s), 2) end
   return n
 end
@@ -96,7 +100,7 @@ local function hex(n) return ("0x%08X"):format(n) end
 
 --- Loads a device file: a path (relative to the cwd, else to the project).
 function M.load_device(path)
-  local dev = require("odp.target.device").load(path)
+  local dev = device.load(path)
   if dev.flow ~= "ethos_u" or type(dev.build) ~= "table" then
     errors.fail("EUSAGE", ("device file %s does not describe an Ethos-U board (flow = \"ethos_u\" and a build table)")
       :format(path), 2)
