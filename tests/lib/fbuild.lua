@@ -42,20 +42,12 @@ function Builder:emit_blob(s, nul)
   return pos
 end
 
-function Builder:emit_i64s(list)
-  self:pad_to(8, 4)
+-- A vector of integers of `width` bytes (4 or 8): its elements aligned to their size after the count.
+function Builder:emit_ints(list, width)
+  self:pad_to(width, width == 8 and 4 or 0)
   local pos = self.pos
   local parts = { string.pack("<I4", #list) }
-  for i, v in ipairs(list) do parts[i + 1] = string.pack("<i8", v) end
-  self:put(table.concat(parts))
-  return pos
-end
-
-function Builder:emit_i32s(list)
-  self:pad_to(4, 0)
-  local pos = self.pos
-  local parts = { string.pack("<I4", #list) }
-  for i, v in ipairs(list) do parts[i + 1] = string.pack("<i4", v) end
+  for i, v in ipairs(list) do parts[i + 1] = string.pack("<i" .. width, v) end
   self:put(table.concat(parts))
   return pos
 end
@@ -104,8 +96,8 @@ function Builder:emit(node)
     local cpos
     if kind == "str" then cpos = self:emit_blob(v, true)
     elseif kind == "bytes" then cpos = self:emit_blob(v, false)
-    elseif kind == "i64s" then cpos = self:emit_i64s(v)
-    elseif kind == "i32s" then cpos = self:emit_i32s(v)
+    elseif kind == "i64s" then cpos = self:emit_ints(v, 8)
+    elseif kind == "i32s" then cpos = self:emit_ints(v, 4)
     elseif kind == "tables" then cpos = self:emit_tables(v)
     elseif kind == "table" then cpos = self:emit(v)
     end
