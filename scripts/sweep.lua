@@ -26,6 +26,8 @@ local OWN = {
     short = "p", ["repeat"] = true, metavar = "NAME=V1,V2" },
   { "repeat", "Records per point, each a separate run of the flow (the flow's own --repeat, if it has one, is\n" ..
     "set with -p repeat=N)", 1, "posint" },
+  { "reference-runner", "With --reference host: the executor_runner that runs on this machine for each point's\n" ..
+    "reference (default: --runner, when it runs here; docs/outputs.md)", nil, "file", metavar = "FILE" },
 }
 for _, o in ipairs(boards.OPTIONS) do OWN[#OWN + 1] = o end -- --boards, --spread, --board-timeout
 
@@ -126,6 +128,21 @@ return {
       for k, v in pairs(params) do o[k] = v end
       return o
     end
+    -- --reference host: each point runs on this machine first, with the same inputs; its outputs are the
+    -- reference of that point on every board (docs/outputs.md, "Across boards")
+    local host_refs
+    if ctx.opts.reference == "host" then
+      host_refs = sweep.host_references { flow = flow, points = points, opts_for = flow_opts, args = ctx.args,
+        runner = ctx.opts.reference_runner or ctx.opts.runner, ui = ctx.ui }
+      local plain = flow_opts
+      flow_opts = function(params)
+        local o = plain(params)
+        o.reference = host_refs[sweep.key(params, points.names)]
+        return o
+      end
+    elseif ctx.opts.reference_runner then
+      errors.fail("EUSAGE", "--reference-runner is the runner of --reference host: give --reference host", 2)
+    end
     -- A declared flow script runs through odp.run on one board, opened at the first point and kept open for
     -- every other: one connection, one preflight, files staged once. Only a swept parameter that says which
     -- board or how to reach it (a transport option such as host, or device) opens another one. A script of
@@ -176,6 +193,8 @@ return {
     local all = sweep.load(ctx.opts.out)
     if not ctx.opts.quiet then
       io.stdout:write(report.summary(all), "\n")
+      local agreement = report.agreement_table(all)
+      if agreement then io.stdout:write("\n", agreement, "\n") end
       io.stdout:write(("%d record(s) this run, %d already done, %d failed; all in %s\n")
         :format(#res.records, res.skipped, res.failed, ctx.opts.out))
     end

@@ -33,6 +33,42 @@ static void push_delegate(lua_State *L, const odp_pte_delegate *d)
     }
 }
 
+/* ExecuTorch's KernelTypes union tags (schema/program.fbs), 1-based; 0: no value */
+static const char *const KINDS[] = {"none", "null", "int", "bool", "double", "tensor", "string", "int_list",
+                                    "double_list", "bool_list", "tensor_list", "optional_tensor_list"};
+/* ScalarType (runtime/core/portable_type/scalar_type.h) by number; NULL: a number odp has no name for */
+static const char *const DTYPES[] = {"uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+                                     "complex32", "complex64", "complex128", "bool", "qint8", "quint8", "qint32",
+                                     "bfloat16", "quint4x2", "quint2x4"};
+
+static void push_io(lua_State *L, const odp_pte_io *v, uint32_t n)
+{
+    lua_createtable(L, (int)n, 0);
+    for (uint32_t i = 0; i < n; i++) {
+        const odp_pte_io *io = &v[i];
+        lua_createtable(L, 0, 6);
+        set_int(L, "value", io->value_index);
+        lua_pushstring(L, io->kind < sizeof KINDS / sizeof *KINDS ? KINDS[io->kind] : "unknown");
+        lua_setfield(L, -2, "kind");
+        if (io->kind == 5) {
+            set_int(L, "scalar_type", io->scalar_type);
+            if (io->scalar_type >= 0 && (size_t)io->scalar_type < sizeof DTYPES / sizeof *DTYPES) {
+                lua_pushstring(L, DTYPES[io->scalar_type]);
+                lua_setfield(L, -2, "dtype");
+            }
+            lua_pushstring(L, io->dynamism == 0 ? "static" : io->dynamism == 1 ? "bound" : "unbound");
+            lua_setfield(L, -2, "dynamism");
+            lua_createtable(L, io->ndim, 0);
+            for (uint8_t d = 0; d < io->ndim; d++) {
+                lua_pushinteger(L, io->sizes[d]);
+                lua_rawseti(L, -2, (lua_Integer)d + 1);
+            }
+            lua_setfield(L, -2, "sizes");
+        }
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
 static void push_method(lua_State *L, const uint8_t *buf, const odp_pte_method *m)
 {
     lua_createtable(L, 0, 4);
@@ -64,6 +100,10 @@ static void push_method(lua_State *L, const uint8_t *buf, const odp_pte_method *
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "delegates");
+    push_io(L, m->inputs, m->ninputs);
+    lua_setfield(L, -2, "inputs");
+    push_io(L, m->outputs, m->noutputs);
+    lua_setfield(L, -2, "outputs");
 }
 
 /* decode(bytes) -> {identifier, version, bytes, extended_header?, segments, methods} | nil, "EPROTO: ...", "EPROTO" */

@@ -255,6 +255,13 @@ return {
       { "vela_scratch_size(bytes: string) -> integer|nil n, " .. FAIL, "the scratch size a Vela command stream asks for" },
     } },
 
+    { "odp.numcmp", "tensors as raw bytes: element-by-element agreement and deterministic inputs (src/numcmp; docs/outputs.md)", {
+      { "compare(ref: string, got: string, dtype: string, opts?: {logits?: boolean}) -> {n: integer, equal: integer, finite: integer, nonfinite: integer, nan_ref: integer, nan_got: integer, inf_ref: integer, inf_got: integer, max_abs_err: number, max_abs_at?: integer, mean_abs_err: number, rmse: number, cosine: number, snr_db: number, histogram: integer[], logits?: {k: integer, top1_ref?: integer, top1_got?: integer, topk_overlap: integer, topk_ref: integer[], topk_got: integer[]}}|nil r, " .. FAIL, "ref and got read as dtype (float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool); an unknown dtype raises; lengths that differ or are not whole elements are EPROTO" },
+      { "compare_files(ref_path: string, got_path: string, dtype: string, opts?: {logits?: boolean}) -> table|nil r, " .. FAIL, "compare on two files, mapped rather than read (outputs of hundreds of MB); not regular files or sizes that differ are EPROTO" },
+      { "generate(bytes: integer, dtype: string, seed: integer, index: integer) -> string", "input index's deterministic values for seed (SplitMix64, uniform in [-1, 1) for floats)" },
+      { "element_bytes(dtype: string) -> integer|nil n, " .. FAIL, "ENOTFOUND for a dtype odp cannot compare" },
+    }, fields = { "BINS: integer the histogram's bins" } },
+
     { "odp.scan", "the C scanner under odp.parse.executorch: `Iteration i of N: f ms` lines without a Lua string each", {
       { "iteration_list(...: string|nil) -> number[]", "an empty table with room for every \"Iteration \" in the texts" },
       { "find_iteration(text: string, pos: integer) -> integer", "the first iteration line at or after pos (#text + 1: none)" },

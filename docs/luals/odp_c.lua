@@ -802,6 +802,42 @@ function ptecore.decode(bytes) end
 ---@return odp.ECode? code
 function ptecore.vela_scratch_size(bytes) end
 
+--- tensors as raw bytes: element-by-element agreement and deterministic inputs (src/numcmp; docs/outputs.md)
+---@class odp.numcmp
+---@field BINS integer the histogram's bins
+local numcmp = {}
+--- ref and got read as dtype (float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool); an unknown dtype raises; lengths that differ or are not whole elements are EPROTO
+---@param ref string
+---@param got string
+---@param dtype string
+---@param opts? {logits?: boolean}
+---@return {n: integer, equal: integer, finite: integer, nonfinite: integer, nan_ref: integer, nan_got: integer, inf_ref: integer, inf_got: integer, max_abs_err: number, max_abs_at?: integer, mean_abs_err: number, rmse: number, cosine: number, snr_db: number, histogram: integer[], logits?: {k: integer, top1_ref?: integer, top1_got?: integer, topk_overlap: integer, topk_ref: integer[], topk_got: integer[]}}|nil r
+---@return string? err
+---@return odp.ECode? code
+function numcmp.compare(ref, got, dtype, opts) end
+--- compare on two files, mapped rather than read (outputs of hundreds of MB); not regular files or sizes that differ are EPROTO
+---@param ref_path string
+---@param got_path string
+---@param dtype string
+---@param opts? {logits?: boolean}
+---@return table|nil r
+---@return string? err
+---@return odp.ECode? code
+function numcmp.compare_files(ref_path, got_path, dtype, opts) end
+--- input index's deterministic values for seed (SplitMix64, uniform in [-1, 1) for floats)
+---@param bytes integer
+---@param dtype string
+---@param seed integer
+---@param index integer
+---@return string
+function numcmp.generate(bytes, dtype, seed, index) end
+--- ENOTFOUND for a dtype odp cannot compare
+---@param dtype string
+---@return integer|nil n
+---@return string? err
+---@return odp.ECode? code
+function numcmp.element_bytes(dtype) end
+
 --- the C scanner under odp.parse.executorch: `Iteration i of N: f ms` lines without a Lua string each
 ---@class odp.scan
 local scan = {}

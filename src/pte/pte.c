@@ -93,11 +93,68 @@ static int read_delegate(const odp_fb *b, const odp_fb_table *prog, const odp_pt
     return 0;
 }
 
+/* ExecutionPlan.inputs or .outputs (field `id`): each an index into values, resolved to its EValue's kind and,
+ * for a tensor, its dtype and shape. Bounded: ODP_PTE_MAX_IO entries, ODP_PTE_MAX_DIMS dimensions. */
+static int read_io(const odp_fb *b, const odp_fb_table *t, unsigned id, const char *what, odp_pte_io **out,
+                   uint32_t *nout, odp_err *err)
+{
+    odp_fb_vec idx, values;
+    TRY(odp_fb_vector(b, t, id, 4, &idx, err));
+    if (!idx.count)
+        return 0;
+    if (idx.count > ODP_PTE_MAX_IO)
+        return odp_fail(err, ODP_EPROTO, "corrupt .pte: %u method %s (odp reads at most %d)", idx.count, what,
+                        ODP_PTE_MAX_IO);
+    TRY(odp_fb_vector(b, t, 2, 4, &values, err));
+    if (!(*out = calloc(idx.count, sizeof **out)))
+        return odp_fail(err, ODP_EIO, "out of memory for %u method %s", idx.count, what);
+    *nout = idx.count;
+    for (uint32_t i = 0; i < idx.count; i++) {
+        odp_pte_io *io = &(*out)[i];
+        int32_t vi = (int32_t)odp_fb_rd32(b->p + idx.pos + 4 * (size_t)i);
+        if (vi < 0 || (uint32_t)vi >= values.count)
+            return odp_fail(err, ODP_EPROTO, "corrupt .pte: method %s %u is value %d of %u", what, i, vi,
+                            values.count);
+        io->value_index = (uint32_t)vi;
+        odp_fb_table ev, val;
+        int has;
+        TRY(odp_fb_vec_table(b, &values, (uint32_t)vi, &ev, err));
+        /* EValue{val: KernelTypes}: a union is two fields, its type tag (id 0) and its table (id 1) */
+        TRY(odp_fb_u8(b, &ev, 0, 0, &io->kind, err));
+        if (io->kind != 5)
+            continue;
+        TRY(odp_fb_sub(b, &ev, 1, &val, &has, err));
+        if (!has)
+            return odp_fail(err, ODP_EPROTO, "corrupt .pte: method %s %u is a tensor without its table", what, i);
+        uint8_t st, dyn;
+        odp_fb_vec sizes;
+        TRY(odp_fb_u8(b, &val, 0, 0, &st, err));
+        TRY(odp_fb_vector(b, &val, 2, 4, &sizes, err));
+        TRY(odp_fb_u8(b, &val, 8, 0, &dyn, err));
+        if (sizes.count > ODP_PTE_MAX_DIMS)
+            return odp_fail(err, ODP_EPROTO, "corrupt .pte: method %s %u has %u dimensions (odp reads at most %d)",
+                            what, i, sizes.count, ODP_PTE_MAX_DIMS);
+        io->scalar_type = (int8_t)st;
+        io->dynamism = dyn;
+        io->ndim = (uint8_t)sizes.count;
+        for (uint32_t d = 0; d < sizes.count; d++) {
+            io->sizes[d] = (int32_t)odp_fb_rd32(b->p + sizes.pos + 4 * (size_t)d);
+            if (io->sizes[d] < 0)
+                return odp_fail(err, ODP_EPROTO, "corrupt .pte: method %s %u has a negative size %d", what, i,
+                                io->sizes[d]);
+        }
+    }
+    return 0;
+}
+
 static int read_method(const odp_fb *b, const odp_fb_table *prog, const odp_pte *p, const odp_fb_table *t,
                        odp_pte_method *m, odp_err *err)
 {
     odp_fb_vec ops, dels;
     TRY(odp_fb_string(b, t, 0, &m->name, err));
+    /* ExecutionPlan{name, container_meta_type, values, inputs, outputs, chains, operators, delegates, ...} */
+    TRY(read_io(b, t, 3, "inputs", &m->inputs, &m->ninputs, err));
+    TRY(read_io(b, t, 4, "outputs", &m->outputs, &m->noutputs, err));
     TRY(odp_fb_vector(b, t, 6, 4, &ops, err));
     if (ops.count) {
         if (!(m->operators = calloc(ops.count, sizeof *m->operators)))
@@ -215,6 +272,8 @@ void odp_pte_free(odp_pte *p)
 {
     for (uint32_t i = 0; i < p->nmethods; i++) {
         free(p->methods[i].operators);
+        free(p->methods[i].inputs);
+        free(p->methods[i].outputs);
         free(p->methods[i].delegates);
     }
     free(p->methods);

@@ -30,8 +30,25 @@ typedef struct {
     odp_fb_str name, overload;
 } odp_pte_operator;
 
+/* One input or output of a method (ExecutionPlan.inputs/outputs -> values[i] -> EValue). kind is the EValue's
+ * KernelTypes tag (5 Tensor; 0 when the value is absent); for a tensor, scalar_type is ExecuTorch's ScalarType
+ * (0 BYTE=uint8, 1 CHAR=int8, 2 SHORT, 3 INT, 4 LONG, 5 HALF, 6 FLOAT, 7 DOUBLE, 11 BOOL, 15 BFLOAT16, ...),
+ * sizes its shape (the upper bound when dynamism is 1 DYNAMIC_BOUND; meaningless for 2 DYNAMIC_UNBOUND). */
+#define ODP_PTE_MAX_DIMS 16
+#define ODP_PTE_MAX_IO 4096
+typedef struct {
+    uint32_t value_index;
+    uint8_t kind;
+    int8_t scalar_type;
+    uint8_t dynamism;
+    uint8_t ndim;
+    int32_t sizes[ODP_PTE_MAX_DIMS];
+} odp_pte_io;
+
 typedef struct {
     odp_fb_str name;
+    odp_pte_io *inputs, *outputs;
+    uint32_t ninputs, noutputs;
     odp_pte_operator *operators;
     uint32_t noperators;
     odp_fb_vec non_const_buffer_sizes; /* int64 elements (index 0 is reserved by ExecuTorch) */

@@ -213,4 +213,30 @@ T.test("--help lists the adb options", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--help" }, timeout = 30 })
   for _, o in ipairs { "--adb", "--serial", "--remote%-dir", "--auth%-timeout" } do T.match(r.stdout, o) end
 end)
+-- Same inputs, outputs compared (issue 31): the real executor_runner on the emulated device (it runs programs of
+-- this machine) gets odp's random inputs, pushed hash-skipped like the model, writes its outputs there, odp
+-- pulls them and compares them with this machine's run of the same inputs.
+T.with_real_runner("--inputs random:1 --outputs over adb: inputs pushed once, outputs pulled, equal to this machine's", function(runner)
+  os.execute(("cp '%s' '%s/data/local/tmp/bin/executor_runner'"):format(runner, sbx))
+  local wrapper = dir .. "/real_runner.sh"
+  T.write(wrapper, '#!/bin/sh\nexec /data/local/tmp/bin/executor_runner "$@"\n')
+  sys.chmod(wrapper, tonumber("755", 8))
+  local h = assert(proc.run { argv = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", add,
+    "--inputs", "random:1", "--outputs", "--runs-dir", dir .. "/host-runs", "--format", "json", "--no-history" },
+    cwd = dir, timeout = 120 })
+  T.eq(h.status, 0, h.stderr)
+  local href = json.decode(h.stdout).artifacts.run_dir
+  local args = { "--runner", wrapper, "--model", add, "--inputs", "random:1", "--reference", href, "--max-abs-err", "0",
+    "--format", "json" }
+  local rec, r = json_run(args)
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stderr, "pushed input%-0%.bin")
+  T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/input-0.bin"), rec.inputs[1].sha256, "odp's input on the device")
+  local e = rec.reference.outputs[1]
+  T.eq({ e.identical, e.equal, e.n }, { true, 3, 3 })
+  T.eq(rec.outputs[1].data.sha256, sys.sha256_file(href .. "/outputs/output-0.bin"))
+  local _, r2 = json_run(args)
+  T.match(r2.stderr, "unchanged input%-0%.bin", "the same input bytes are not pushed again")
+end)
+
 T.done()

@@ -1,6 +1,6 @@
 /* libFuzzer target: odp's .pte reader (and its Vela stream parser) on arbitrary bytes.
  * sources: src/pte/pte.c src/flatbuf/flatbuf.c src/util/err.c
- * seeds: tests/fixtures/pte
+ * seeds: tests/fixtures/pte tests/fuzz/corpus/pte
  * max_len: 131072 */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +25,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (uint32_t j = 0; j < m->noperators; j++)
                 for (uint32_t k = 0; k < m->operators[j].overload.n; k++)
                     sink += (uint8_t)m->operators[j].overload.s[k];
+            for (uint32_t j = 0; j < m->ninputs; j++)
+                for (uint8_t d = 0; d < m->inputs[j].ndim; d++)
+                    sink += (uint32_t)m->inputs[j].sizes[d] + m->inputs[j].value_index;
+            for (uint32_t j = 0; j < m->noutputs; j++)
+                for (uint8_t d = 0; d < m->outputs[j].ndim; d++)
+                    sink += (uint32_t)m->outputs[j].sizes[d] + (uint8_t)m->outputs[j].scalar_type;
             for (uint32_t k = 0; k < m->non_const_buffer_sizes.count; k++)
                 sink += odp_fb_rd64(buf + m->non_const_buffer_sizes.pos + 8 * (size_t)k);
             for (uint32_t j = 0; j < m->ndelegates; j++) {

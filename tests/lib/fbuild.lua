@@ -3,11 +3,11 @@
 -- tested on what the fixtures lack (debug and allocation events, delegates, segments) and at scale.
 --   local fb = require("fbuild")
 --   local bytes = fb.finish(fb.table{ [0] = {"u32", 0}, [1] = {"tables", {...}} }, "ED00", {size_prefixed = true})
--- Field kinds: u8 bool i32 u32 i64 u64 f32 f64 (scalars), str, bytes, table, tables, i64s (vectors).
+-- Field kinds: u8 bool i32 u32 i64 u64 f32 f64 (scalars), str, bytes, table, tables, i32s, i64s (vectors).
 local M = {}
 
 local SIZE = { u8 = 1, bool = 1, i32 = 4, u32 = 4, f32 = 4, i64 = 8, u64 = 8, f64 = 8,
-  str = 4, bytes = 4, table = 4, tables = 4, i64s = 4 }
+  str = 4, bytes = 4, table = 4, tables = 4, i32s = 4, i64s = 4 }
 local FMT = { u8 = "<I1", bool = "<I1", i32 = "<i4", u32 = "<I4", f32 = "<f", i64 = "<i8", u64 = "<I8", f64 = "<d" }
 
 function M.table(fields) return { kind = "table", fields = fields } end
@@ -42,11 +42,12 @@ function Builder:emit_blob(s, nul)
   return pos
 end
 
-function Builder:emit_i64s(list)
-  self:pad_to(8, 4)
+-- A vector of integers of `width` bytes (4 or 8): its elements aligned to their size after the count.
+function Builder:emit_ints(list, width)
+  self:pad_to(width, width == 8 and 4 or 0)
   local pos = self.pos
   local parts = { string.pack("<I4", #list) }
-  for i, v in ipairs(list) do parts[i + 1] = string.pack("<i8", v) end
+  for i, v in ipairs(list) do parts[i + 1] = string.pack("<i" .. width, v) end
   self:put(table.concat(parts))
   return pos
 end
@@ -95,7 +96,8 @@ function Builder:emit(node)
     local cpos
     if kind == "str" then cpos = self:emit_blob(v, true)
     elseif kind == "bytes" then cpos = self:emit_blob(v, false)
-    elseif kind == "i64s" then cpos = self:emit_i64s(v)
+    elseif kind == "i64s" then cpos = self:emit_ints(v, 8)
+    elseif kind == "i32s" then cpos = self:emit_ints(v, 4)
     elseif kind == "tables" then cpos = self:emit_tables(v)
     elseif kind == "table" then cpos = self:emit(v)
     end
@@ -131,6 +133,36 @@ function M.finish(root, ident, opts)
   local out = table.concat(b.chunks)
   if opts.size_prefixed then out = string.pack("<I4", #out) .. out end
   return out
+end
+
+--- A .pte whose one method ("forward") has the given inputs and outputs, and nothing to run: the method
+-- signature's layout (ExecutionPlan.values/inputs/outputs, EValue's union, Tensor's scalar_type, sizes and
+-- shape_dynamism) for the reader's tests. spec = {inputs = {io...}, outputs = {io...}}, an io = {scalar_type=,
+-- sizes=, dynamism=} (a tensor), {kind = N} (another KernelTypes tag, no table) or {value = i} (an index as is).
+function M.pte(spec)
+  local values, function_io = {}, {}
+  for _, which in ipairs({ "inputs", "outputs" }) do
+    local idx = {}
+    for i, io in ipairs(spec[which] or {}) do
+      if io.value then
+        idx[i] = io.value
+      else
+        local ev
+        if io.kind then
+          ev = M.table { [0] = { "u8", io.kind } }
+        else
+          ev = M.table { [0] = { "u8", 5 }, [1] = { "table", M.table { [0] = { "u8", io.scalar_type or 6 },
+            [2] = { "i32s", io.sizes or {} }, [8] = { "u8", io.dynamism or 0 } } } }
+        end
+        values[#values + 1] = ev
+        idx[i] = #values - 1
+      end
+    end
+    function_io[which] = idx
+  end
+  local plan = M.table { [0] = { "str", "forward" }, [2] = { "tables", values },
+    [3] = { "i32s", function_io.inputs }, [4] = { "i32s", function_io.outputs } }
+  return M.finish(M.table { [0] = { "u32", 0 }, [1] = { "tables", { plan } } }, "ET12")
 end
 
 --- ETDump helpers: events as plain tables, like odp.parse.etdump.read returns them.

@@ -118,3 +118,54 @@ T.test("corrupt Vela streams: reported on the delegate, not a crash", function()
 end)
 
 T.done()
+
+-- The method signature: the real runner is the oracle for the fixtures (it takes exactly 12 input bytes for
+-- add_arduino.pte, "input size (8) and tensor size (12) mismatch!", and prints `tensor(sizes=[3], ...)`); the
+-- MNIST model's input is the 28x28 image its Arm example feeds, its output 10 logits.
+T.test("signature: add_arduino float32 [3] -> float32 [3]; mnist [1,1,28,28] -> [1,10]", function()
+  local s = assert(pte.signature(assert(pte.read(dir .. "add_arduino.pte"))))
+  T.eq(s.method, "forward")
+  T.eq(#s.inputs, 1)
+  T.eq(s.inputs[1], { index = 0, value = 1, kind = "tensor", dtype = "float32", scalar_type = 6, sizes = { 3 },
+    dynamism = "static", elem_bytes = 4, numel = 3, bytes = 12 })
+  T.eq(s.outputs[1].bytes, 12)
+  T.eq(s.outputs[1].value, 2)
+  s = assert(pte.signature(assert(pte.read(dir .. "mnist_ethos_u55.pte")), "forward"))
+  T.eq(s.inputs[1].sizes, { 1, 1, 28, 28 })
+  T.eq(s.inputs[1].bytes, 28 * 28 * 4)
+  T.eq(s.outputs[1].sizes, { 1, 10 })
+  local _, err, code = pte.signature(assert(pte.read(dir .. "add_arduino.pte")), "backward")
+  T.eq(code, "ENOTFOUND")
+  T.match(err, "no method 'backward' in the program %(methods: forward%)")
+end)
+
+T.test("signature of built programs: dtypes, dynamic shapes, non-tensor values", function()
+  local bytes = fb.pte { inputs = { { scalar_type = 1, sizes = { 2, 5 } }, { scalar_type = 4, sizes = {} },
+    { scalar_type = 11, sizes = { 7 }, dynamism = 1 }, { kind = 2 } },
+    outputs = { { scalar_type = 5, sizes = { 1, 1000 } }, { scalar_type = 99, sizes = { 4 } } } }
+  local s = assert(pte.signature(assert(pte.read(bytes))))
+  T.eq(#s.inputs, 4)
+  T.eq({ s.inputs[1].dtype, s.inputs[1].bytes }, { "int8", 10 })
+  T.eq({ s.inputs[2].dtype, s.inputs[2].numel, s.inputs[2].bytes }, { "int64", 1, 8 }) -- a 0-dim tensor
+  T.eq({ s.inputs[3].dtype, s.inputs[3].dynamism, s.inputs[3].numel, s.inputs[3].bytes }, { "bool", "bound", 7, nil })
+  T.eq(s.inputs[4].kind, "int")
+  T.eq(s.inputs[4].bytes, nil)
+  T.eq({ s.outputs[1].dtype, s.outputs[1].bytes }, { "float16", 2000 })
+  T.eq({ s.outputs[2].dtype, s.outputs[2].scalar_type, s.outputs[2].bytes }, { nil, 99, nil })
+  -- huge shapes do not wrap around
+  s = assert(pte.signature(assert(pte.read(fb.pte { inputs = { { sizes = { 0x7fffffff, 0x7fffffff, 0x7fffffff } } } }))))
+  T.eq(s.inputs[1].numel, nil)
+  T.eq(s.inputs[1].bytes, nil)
+end)
+
+T.test("signature: corrupt indices, negative sizes and too many dimensions are errors", function()
+  local _, err, code = pte.read(fb.pte { inputs = { { value = 5 } } })
+  T.eq(code, "EPROTO")
+  T.match(err, "method inputs 0 is value 5 of 0")
+  _, err = pte.read(fb.pte { outputs = { { sizes = { 2, -1 } } } })
+  T.match(err, "method outputs 0 has a negative size %-1")
+  local dims = {}
+  for i = 1, 17 do dims[i] = 1 end
+  _, err = pte.read(fb.pte { inputs = { { sizes = dims } } })
+  T.match(err, "has 17 dimensions %(odp reads at most 16%)")
+end)

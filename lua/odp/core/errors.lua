@@ -10,8 +10,9 @@ Failure.__tostring = function(e) return e.message end
 
 --- Raises a structured failure.
 ---@param code string one of ETIMEDOUT EAUTH EHOSTKEY ENODEV EBUSY EPROTO ECRC ENOTFOUND EIO ECANCELED EUSAGE,
---- or of the targets' own: ECONNLOST (a board's connection dropped and did not come back, or dropped under a
---- program that may have started), ENOSPC (no space left on BOARD:DIR)
+--- EMISMATCH (outputs that disagree with --reference), or of the targets' own: ECONNLOST (a board's connection
+--- dropped and did not come back, or dropped under a program that may have started), ENOSPC (no space left on
+--- BOARD:DIR)
 ---@param message string one line, says what to do
 ---@param exit? integer process exit code (default 3; 2 for EUSAGE, 130 for ECANCELED: Ctrl-C)
 function M.fail(code, message, exit)

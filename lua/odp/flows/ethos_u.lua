@@ -14,6 +14,7 @@ local memory = require("odp.results.memory")
 local sys = require("odp.sys")
 local run = require("odp.run")
 local twin = require("odp.target.twin")
+local tensors = require("odp.results.tensors")
 local M = require("odp.flows.ethos_u.plan")
 require("odp.flows.ethos_u.validate")
 require("odp.flows.ethos_u.build")
@@ -27,6 +28,7 @@ local hex = M.hex
 function M.validate(ctx)
   ctx.plan = M.plan(ctx)
   M.check(ctx, ctx.plan)
+  ctx.io = tensors.validate(ctx.opts)
 end
 
 --- The record (odp.run calls record, then steps, then finish); a dry run prints the commands and records nothing.
@@ -59,6 +61,18 @@ function M.steps(ctx, rec)
   end
   for _, name in ipairs(M.STEPS) do
     if p.steps[name] then run.step(rec, name, function() return M[name .. "_step"](ctx, p, rec, run_dir) end) end
+  end
+  -- the firmware's output.bin is the method's output 0 (the one it streams), checked and compared as a runner's
+  if ctx.io and ctx.io.outputs and p.steps.run then
+    local io = ctx.io.sig.outputs[1]
+    if not io or io.kind ~= "tensor" then
+      rec.warnings[#rec.warnings + 1] = "--outputs: the .pte's method has no tensor output to read output.bin as"
+      return
+    end
+    local path = run_dir .. "/output.bin"
+    local err = "output 0: the firmware sent no output.bin block"
+    if sys.stat(path) then err = tensors.check_output(path, io) end
+    tensors.judge(ctx.io, rec, { { io = io, path = path, error = err } }, run_dir)
   end
 end
 

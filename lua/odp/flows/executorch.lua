@@ -9,6 +9,7 @@ local json = require("odp.core.json")
 local device = require("odp.target.device")
 local measuring = require("odp.results.measure")
 local run = require("odp.run")
+local tensors = require("odp.results.tensors")
 local device_state = require("odp.target.device_state")
 local etdump = require("odp.parse.etdump")
 local executorch = require("odp.parse.executorch")
@@ -41,6 +42,8 @@ M.options = {
   { "allow-emulated", "Measure a runner built for another machine that the board runs under emulation\n" ..
     "(qemu-user through binfmt_misc); the record says emulated (refused without it)", false, "bool" },
 }
+-- the model's inputs and outputs as files, compared with a reference (odp.results.tensors, docs/outputs.md)
+for _, opt in ipairs(tensors.options) do M.options[#M.options + 1] = opt end
 -- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.results.measure);
 -- where and with what: --cpus, --cluster, --threads, --counters (odp.target.placement). Declared here once, so
 -- `odp run` and board:profile{} (which takes these defaults) see the same options.
@@ -61,6 +64,8 @@ function M.validate(ctx)
     errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner), 2)
   end
   run.check_model(o.model) -- a .pte this runner can load: ET12 identifier, not truncated, parseable
+  -- the inputs against the method's signature, the reference against the model: exit 2 before any board
+  ctx.io = tensors.validate(o, ctx.args)
 end
 
 -- The runner's own cause in a failure's line: its first error lines (the F line, the assert that ended it,
@@ -264,7 +269,8 @@ function M.record(ctx)
   local rec = result.new { flow = M.name, device = board.device.name, target = board:target().uri,
     params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = measuring.fixed_count(o), min_time = o.min_time,
       max_time = o.max_time, min_samples = o.min_samples, target_ci = o.target_ci, sustained = o.sustained,
-      cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil } }
+      cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil,
+      inputs = ctx.io and ctx.io.inputs and ctx.io.inputs.text or nil } }
   -- both hashes cached: even a 1 KB model's sha256 cost a sixth of a host run's instructions (libcrypto's
   -- loading and digest setup, bench/README.md "Precompiled Lua")
   local hashes = o.runs_dir .. "/.sha256-cache.json"
@@ -318,6 +324,21 @@ local function stage_step(ctx, rec, t)
   local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
   if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
   if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
+  local io = ctx.io
+  if io and io.inputs then
+    local files, staged = tensors.write_inputs(io.sig, io.inputs, ctx.run_dir .. "/inputs"), {}
+    rec.inputs = json.array({})
+    for i, f in ipairs(files) do
+      rec.inputs[i] = tensors.file_entry(f, io.sig.inputs[i], ctx.run_dir)
+      staged[i] = stage(f, nil, rec.inputs[i])
+    end
+    table.move({ "--inputs", table.concat(staged, ",") }, 1, 2, #argv + 1, argv)
+  end
+  if io and io.outputs then
+    -- the runner writes output i to BASE-i.bin (executor_runner's --output_file), every process over the last
+    t.output_base = t.workdir .. "/odp-" .. basename(ctx.run_dir) .. "-out"
+    table.move({ "--output_file", t.output_base }, 1, 2, #argv + 1, argv)
+  end
   table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
   t.argv = argv
   if remote and not pushed_any then return "unchanged" end
@@ -447,6 +468,14 @@ function M.steps(ctx, rec)
   run.step(rec, "stage", function() return stage_step(ctx, rec, t) end)
   run.step(rec, "run", function() return run_step(ctx, rec, t) end)
   if t.etdump_remote then run.step(rec, "fetch", function() return fetch_step(ctx, rec, t) end) end
+  local kept
+  if t.output_base then
+    run.step(rec, "outputs", function()
+      kept = tensors.fetch_outputs(ctx.io.sig, ctx.run_dir, function(i, dst)
+        return t.target:fetch(("%s-%d.bin"):format(t.output_base, i), dst)
+      end)
+    end)
+  end
   local runs, stopper, dir = t.runs, t.stopper, ctx.run_dir
   local g = measure(ctx, rec, runs, t)
   rusage.record_counters(rec, runs)
@@ -471,6 +500,8 @@ function M.steps(ctx, rec)
     end
   end
   if t.samples then profile_step(ctx, rec, t, doc) end
+  -- the kept outputs join the printed ones (the last measured process's), then the reference's gates judge them
+  if kept then tensors.judge(ctx.io, rec, kept, ctx.run_dir) end
 end
 
 --- After the steps, whatever happened: the device state after the run (not after Ctrl-C: the user wants out).

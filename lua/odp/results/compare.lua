@@ -13,6 +13,7 @@ local stats = require("odp.core.stats")
 local sys = require("odp.sys")
 local etdump = require("odp.parse.etdump")
 
+local tensors = require("odp.results.tensors")
 local M = {}
 
 --- Samples a side needs on each side for a CI and a verdict (fewer: medians and ratio only).
@@ -191,6 +192,18 @@ function M.load(path, label, board)
   if not ops_complete and #side.ops == 0 then
     warnings[#warnings + 1] = ("%s: the operator table has no raw samples (its ETDump is gone): operators not compared"):format(label)
   end
+  -- the outputs a run kept (--outputs): the first record that has them, its files beside its result.json
+  for _, rec in ipairs(side.records) do
+    for _, o in ipairs(type(rec.outputs) == "table" and rec.outputs or {}) do
+      local d = type(o) == "table" and o.data
+      if type(d) == "table" and d.file and d.dtype and not d.error then
+        side.outputs = side.outputs or {}
+        side.outputs[#side.outputs + 1] = { index = o.index, dtype = d.dtype, sizes = d.sizes, bytes = d.bytes,
+          path = d.file:sub(1, 1) == "/" and d.file or (dir .. "/" .. d.file) }
+      end
+    end
+    if side.outputs then break end
+  end
   local first = side.records[1]
   side.model = first.model
   side.device = first.device or first.target
@@ -357,7 +370,33 @@ function M.compare(A, B, opts)
     return { path = s.path, records = #s.records, processes = #s.groups, model = s.model, device = s.device,
       target = s.target, samples = json.array(s.samples_files) }
   end
-  return { a = side_info(A), b = side_info(B), rows = rows, notes = json.array(notes) }
+  local res = { a = side_info(A), b = side_info(B), rows = rows, notes = json.array(notes) }
+  -- the outputs too, when both kept them and ran the same model: B against A, element by element
+  if A.outputs and B.outputs and ma.sha256 == mb.sha256 then
+    local in_a, entries = {}, json.array({})
+    for _, o in ipairs(A.outputs) do in_a[o.index] = o end
+    for _, o in ipairs(B.outputs) do
+      local ref = in_a[o.index]
+      if ref then
+        local e, why = tensors.compare_files(o.path, ref.path, o)
+        entries[#entries + 1] = e or { index = o.index, error = why }
+      end
+    end
+    if #entries > 0 then res.outputs = { path = A.path, kind = "run", outputs = entries } end
+    local function inputs_of(side)
+      local shas = {}
+      for _, f in ipairs(type(side.records[1].inputs) == "table" and side.records[1].inputs or {}) do
+        shas[#shas + 1] = tostring(f.sha256)
+      end
+      return table.concat(shas, ",")
+    end
+    if inputs_of(A) ~= inputs_of(B) then
+      notes[#notes + 1] = "outputs compared, but A and B had different inputs (their sha256s differ)"
+    end
+  elseif A.outputs and B.outputs then
+    notes[#notes + 1] = "outputs not compared: A and B ran different models"
+  end
+  return res
 end
 
 local function pct(v) return ("%+.1f%%"):format((v - 1) * 100) end

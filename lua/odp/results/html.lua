@@ -10,6 +10,7 @@ local plot = require("odp.results.plot")
 local report = require("odp.results.report")
 local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
+local tensors = require("odp.results.tensors")
 local device_state = require("odp.target.device_state")
 local host = require("odp.host")
 local ui = require("odp.core.ui")
@@ -768,6 +769,50 @@ end
 ---@param rec table a result record
 ---@param opts? {samples?: number[][], files?: {name: string, href: string, bytes?: integer}[], trace?: {href: string, events: integer}, source?: string}
 ---@return string page
+-- The agreement with --reference (docs/outputs.md): the metrics per output, and each compared output's
+-- error histogram (|got - ref| per decade, odp.numcmp's bins).
+local function agreement_section(rec)
+  local ref = rec.reference
+  if not ref or not ref.outputs or #ref.outputs == 0 then return "" end
+  local function g(v) return v and report.number(v) or nil end
+  local rows = {}
+  for _, e in ipairs(ref.outputs) do
+    rows[#rows + 1] = { output = e.index, n = e.n, equal = e.equal, nonfinite = e.nonfinite, error = e.error,
+      max_abs_err = e.max_abs_err or ((e.nonfinite or 0) > 0 and math.huge or nil), mean_abs_err = e.mean_abs_err,
+      rmse = e.rmse, cosine = e.cosine, snr_db = e.snr_db or (e.identical and math.huge or nil), top1 = e.top1,
+      top5 = e.top5 }
+  end
+  local function intcol(key) return { key = key, num = true, text = function(v) return ("%d"):format(v) end } end
+  local function numcol(key, title, fmt)
+    return { key = key, title = title, num = true, text = function(v) return report.number_text(v, fmt) end }
+  end
+  local body = { M.kv { { "reference", esc(ref.path or "?") .. (ref.kind == "dir" and " (files)" or " (a run)") },
+    { "failed", ref.failed and esc(("output %d: %s %s (limit %s)"):format(ref.failed.output, ref.failed.metric,
+      g(ref.failed.value) or "-inf", g(ref.failed.limit) or "?")) or nil } },
+    M.table(rows, { intcol("output"), intcol("n"), intcol("equal"), intcol("nonfinite"), numcol("max_abs_err", "max abs err", "%.4g"),
+      numcol("mean_abs_err", "mean abs err", "%.4g"), numcol("rmse", "RMSE", "%.4g"),
+      numcol("cosine", "cosine", "%.9f"), numcol("snr_db", "SNR dB", "%.2f"),
+      { key = "top1", title = "top-1", text = function(v) return v and "same" or "differs" end },
+      { key = "top5", title = "top-5", num = true, text = function(v) return ("%.0f%%"):format(v * 100) end },
+      { key = "error", title = "not compared" } }, { id = "agreement" }) }
+  for _, e in ipairs(ref.outputs) do
+    if e.histogram then
+      local pts, alt = {}, {}
+      for i, c in ipairs(e.histogram) do
+        pts[i] = { x = tensors.HISTOGRAM_BINS[i].short, y = c }
+        alt[i] = { bin = tensors.HISTOGRAM_BINS[i].name, n = c }
+      end
+      local svg = plot.svg({ { name = "", points = pts } }, { title = ("Output %d: |error| per decade"):format(e.index),
+        xlabel = "decade of |got - reference| (-3: [1e-3, 1e-2); NaN: non-finite mismatches)", ylabel = "elements",
+        width = 760, height = 320 })
+      body[#body + 1] = M.figure(("agreement-hist-%d"):format(e.index), svg,
+        ("Output %d: how far each of its %d elements is from the reference, per decade."):format(e.index, e.n or 0),
+        M.table(alt, { { key = "bin", title = "|error|" }, intcol("n") }), #pts)
+    end
+  end
+  return M.section("agreement", "Agreement with the reference", table.concat(body))
+end
+
 function M.run(rec, opts)
   opts = opts or {}
   rec = M.shape(rec)
@@ -776,6 +821,7 @@ function M.run(rec, opts)
   local title = ("%s on %s%s"):format(name, rec.board or rec.device or rec.target or "?",
     rec.emulated and (" (emulated: " .. rec.emulated .. ")") or "")
   local sections = { M.warnings(M.run_warnings(rec)), M.kv(header_rows(rec)) }
+  sections[#sections + 1] = agreement_section(rec)
   if rec.ok ~= false then
     sections[#sections + 1] = latency_section(rec, opts.samples, unit, scale)
     sections[#sections + 1] = memory_section(rec, opts.memory_rows)

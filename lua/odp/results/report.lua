@@ -1,6 +1,7 @@
 --- Reporters: result records -> text. Each format is a function (records) -> string, picked by name
 -- (sysbench's model); `odp.results.report.formats` can be extended by a user script.
 local json = require("odp.core.json")
+local pte = require("odp.parse.pte")
 local result = require("odp.results.result")
 local schema = require("odp.results.schema")
 local sys = require("odp.sys")
@@ -314,6 +315,13 @@ local function human_one(r, out)
     if o.values and (#o.values > 8 or o.elided) then vals[#vals + 1] = "..." end
     kv(i == 1 and "outputs" or "", ("[%d] sizes [%s]: %s"):format(i - 1, table.concat(o.sizes or {}, ", "),
       table.concat(vals, ", ")))
+    if o.data then kv("", "    " .. M.file_line(o.data)) end
+  end
+  for i, f in ipairs(r.inputs or {}) do
+    kv(i == 1 and "inputs" or "", ("[%d] %s"):format(i - 1, M.file_line(f)))
+  end
+  if r.reference then
+    for _, line in ipairs(M.reference_lines(r.reference)) do out[#out + 1] = line end
   end
   if r.artifacts then
     local keys = {}
@@ -474,5 +482,101 @@ function M.exit_code(records)
   end
   return code
 end
+
+-- ---------------------------------------------------------------------------------------------------------
+-- Outputs against a reference (docs/outputs.md; odp.results.tensors makes the numbers)
+
+--- One line for a kept file: "float32 [3], 12 B, outputs/output-0.bin, sha256 43b7020df19f".
+function M.file_line(f)
+  local parts = {}
+  if f.dtype then parts[#parts + 1] = f.dtype .. (f.sizes and (" " .. pte.shape(f.sizes)) or "") end
+  if f.bytes then parts[#parts + 1] = f.bytes .. " B" end
+  if f.file then parts[#parts + 1] = f.file end
+  if f.sha256 then parts[#parts + 1] = "sha256 " .. f.sha256:sub(1, 12) end
+  if f.error then parts[#parts + 1] = "ERROR: " .. f.error end
+  return table.concat(parts, ", ")
+end
+
+--- A number in fmt for a table's cell ("" for none), NaN and infinities spelt as M.number spells them.
+function M.number_text(v, fmt)
+  if type(v) ~= "number" then return "" end
+  if v ~= v or v == math.huge or v == -math.huge then return M.number(v) end
+  return fmt:format(v)
+end
+local num = M.number_text
+
+--- The human report's agreement table with a reference (a run's `reference`, or odp compare's `outputs`).
+function M.reference_lines(ref)
+  local out = { "", ("  agreement with %s (%s)"):format(ref.path or "?", ref.kind == "run" and "a run" or "files") }
+  local rows = {}
+  for _, e in ipairs(ref.outputs or {}) do
+    if e.error then
+      out[#out + 1] = ("    output %d: not compared: %s"):format(e.index, e.error)
+    else
+      rows[#rows + 1] = { output = e.index, n = e.n, equal = e.equal, nonfinite = e.nonfinite,
+        max_abs_err = e.max_abs_err or (e.nonfinite > 0 and math.huge) or nil, mean_abs_err = e.mean_abs_err,
+        rmse = e.rmse, cosine = e.cosine, snr_db = e.snr_db or (e.identical and math.huge) or nil,
+        top1 = e.top1 == nil and "" or (e.top1 and "yes" or "no"), top5 = e.top5 }
+    end
+  end
+  if #rows > 0 then
+    local function g(v) return num(v, "%.4g") end
+    local t = M.table(rows, { { key = "output", fmt = "%d" }, { key = "n", fmt = "%d" },
+      { key = "equal", fmt = "%d" }, { key = "nonfinite", fmt = "%d" },
+      { key = "max_abs_err", title = "max abs err", fmt = function(v) return g(v) end },
+      { key = "mean_abs_err", title = "mean abs err", fmt = function(v) return g(v) end },
+      { key = "rmse", fmt = function(v) return g(v) end },
+      { key = "cosine", fmt = function(v) return num(v, "%.9f") end },
+      { key = "snr_db", title = "SNR dB", fmt = function(v) return g(v) end },
+      { key = "top1", align = "l" }, { key = "top5", fmt = function(v) return v and ("%.0f%%"):format(v * 100) or "" end } })
+    for line in t:gmatch("[^\n]+") do out[#out + 1] = "    " .. line end
+  end
+  if ref.failed then
+    local f = ref.failed
+    out[#out + 1] = ("    FAILED: output %d, %s %s (limit %s)"):format(f.output, f.metric,
+      f.value ~= nil and num(f.value, "%.9g") or "-inf", num(f.limit, "%.9g"))
+  end
+  return out
+end
+
+--- Agreement per record (a sweep's, a many-board run's): board, the swept parameters, the worst output's
+-- cosine and max abs error, whether top-1 agreed on every logits output, and the gate -> text | nil when no
+-- record was compared with a reference.
+function M.agreement_table(records)
+  local rows, pkeys, seen, any = {}, {}, {}, false
+  for _, r in ipairs(records) do
+    if type(r.reference) == "table" then any = true end
+    for k in pairs(r.params or {}) do
+      if not seen[k] and k ~= "inputs" then seen[k] = true pkeys[#pkeys + 1] = k end
+    end
+  end
+  if not any then return nil end
+  table.sort(pkeys)
+  for _, r in ipairs(records) do
+    local ref = type(r.reference) == "table" and r.reference or {}
+    local row = { board = r.board or r.device, cosine = ref.cosine, max_abs_err = ref.max_abs_err }
+    for _, k in ipairs(pkeys) do row["p:" .. k] = r.params and r.params[k] end
+    local top1, nonfinite, notcmp = nil, 0, 0
+    for _, e in ipairs(ref.outputs or {}) do
+      if e.top1 ~= nil then top1 = (top1 == nil or top1) and e.top1 end
+      nonfinite = nonfinite + (e.nonfinite or 0)
+      if e.error then notcmp = notcmp + 1 end
+    end
+    row.top1 = top1 == nil and "" or (top1 and "same" or "differs")
+    row.agree = not r.reference and "no reference" or ref.failed and ("FAIL " .. ref.failed.metric .. " out " .. ref.failed.output)
+      or nonfinite > 0 and (nonfinite .. " non-finite") or notcmp > 0 and (notcmp .. " not compared")
+      or r.ok == false and ("FAIL " .. (r.error and r.error.code or "")) or "ok"
+    rows[#rows + 1] = row
+  end
+  local cols = { { key = "board" } }
+  for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
+  for _, c in ipairs({ { key = "cosine", title = "worst cosine", fmt = function(v) return num(v, "%.9f") end },
+    { key = "max_abs_err", title = "max abs err", fmt = function(v) return num(v, "%.4g") end },
+    { key = "top1", title = "top-1", align = "l" }, { key = "agree", title = "agreement", align = "l" } }) do
+    cols[#cols + 1] = c
+  end
+  return "agreement with the reference, per board and point\n" .. M.table(rows, cols)
+end
+
 
 return M

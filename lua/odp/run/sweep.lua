@@ -9,6 +9,7 @@ local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
 local sched = require("odp.run.sched")
+local run = require("odp.run")
 
 local M = {}
 
@@ -78,6 +79,40 @@ function M.key(params, names)
   for _, k in ipairs(names) do parts[#parts + 1] = k .. "=" .. canon(params[k]) end
   table.sort(parts)
   return table.concat(parts, "\0")
+end
+
+--- `--reference host` (scripts/sweep.lua): each point of an executorch sweep runs once on this machine with
+-- o.runner, the same options and inputs, its outputs kept; that run's directory is the point's reference on
+-- every board. o = {flow (the declared script), points, opts_for(params) -> the flow's options, args, runner,
+-- ui}. -> {[M.key(params)] = run_dir}. A reference run that fails fails the sweep (exit 1): nothing could be
+-- compared with it.
+function M.host_references(o)
+  if o.flow.flow ~= "executorch" then
+    errors.fail("EUSAGE", "--reference host compares runners' outputs: sweep an executorch flow script", 2)
+  end
+  if not o.runner then
+    errors.fail("EUSAGE", "--reference host needs the runner for this machine: --reference-runner FILE", 2)
+  end
+  local board = run.open_board({ name = "host", transport = "host", flow = "executorch" }, { ui = o.ui })
+  local refs = {}
+  local ok, err = pcall(function()
+    for _, params in ipairs(o.points) do
+      local po = o.opts_for(params)
+      po.runner, po.reference, po.outputs = o.runner, nil, true
+      po.max_abs_err, po.min_cosine, po.min_snr = nil, nil, nil
+      local rec = run.point(board, "executorch", po, o.args)
+      local key = M.key(params, o.points.names)
+      if not rec.ok then
+        errors.fail(rec.error and rec.error.code or "EFAIL", ("--reference host: the reference run on this machine " ..
+          "failed (%s): %s"):format(key:gsub("%z", " "), rec.error and rec.error.message or "?"), 1)
+      end
+      refs[key] = rec.artifacts.run_dir
+      if o.ui then o.ui:info("reference (this machine, %s): %s", key:gsub("%z", " "), rec.artifacts.run_dir) end
+    end
+  end)
+  run.close(board)
+  if not ok then error(err, 0) end
+  return refs
 end
 
 --- Reads a sweep's JSONL file -> list of records (a torn last line, from a kill mid-write, is ignored)

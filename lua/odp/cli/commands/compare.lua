@@ -10,6 +10,7 @@ local M = { summary = "Compare two results (files, JSONL, runs/<id>/): B/A with 
 
 M.usage = "odp compare A B [--noise PCT] [--fail-if-slower PCT] [--force] [--by board] [--svg FILE] [--html FILE] [--format human|json]"
 M.description = "Is B faster than A? A and B: a result file, a JSONL of records or a runs/<id>/ directory.\n" ..
+  "When both kept their outputs (--outputs), B's are compared with A's too (docs/outputs.md).\n" ..
   "Exit 1 with --fail-if-slower when B is slower beyond it; 2 for inputs that cannot be compared."
 
 M.options = {
@@ -45,6 +46,11 @@ local function human(res)
       { key = "ratio", title = "B/A", align = "r" }, { key = "change", align = "r" },
       { key = "ci", title = "95% CI of change", align = "r" }, { key = "p", title = "p", align = "r" },
       { key = "verdict" } }) }
+  if res.outputs then
+    for _, line in ipairs(report.reference_lines(res.outputs)) do
+      out[#out + 1] = (line:gsub("^  ", ""))
+    end
+  end
   for _, n in ipairs(res.notes) do out[#out + 1] = "note: " .. n end
   return table.concat(out, "\n") .. "\n"
 end

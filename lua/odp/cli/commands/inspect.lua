@@ -15,6 +15,13 @@ M.options = {
   { "time-scale", "ETDump: unit of the ticks", "ns", "choice", choices = { "ns", "us", "ms", "s", "cycles" } },
   { "clock-hz", "ETDump in cycles: CPU clock to convert cycles to ms", nil, "number", metavar = "HZ" },
   { "all", "ETDump: also show OPERATOR_CALL rows (kernel + framework overhead) in the human table", false, "bool" },
+  { "debug-buffer", "ETDump: the debug buffer its debug events' tensors point into (their intermediate outputs)",
+    nil, "file", metavar = "FILE" },
+  { "reference", "ETDump: compare its intermediate outputs op by op with this ETDump of the same model",
+    nil, "file", metavar = "ETDUMP" },
+  { "reference-debug-buffer", "The reference ETDump's debug buffer", nil, "file", metavar = "FILE" },
+  { "min-cosine", "With --reference: name the first operator whose output's cosine is below X; exit 1 if any",
+    nil, "number", metavar = "X" },
 }
 
 M.usage = "odp inspect FILE|RUN [options]"
@@ -83,6 +90,50 @@ local function etdump_human(path, doc, rows, unit, blocks, summary, opts)
   end
   if opts.trace then out[#out + 1] = "trace: " .. opts.trace .. " (open in ui.perfetto.dev)" end
   return table.concat(out, "\n") .. "\n"
+end
+
+-- --reference: the intermediate outputs op by op (odp.results.intermediates; docs/outputs.md, "Op by op")
+local function intermediates(path, opts)
+  local etdump = require("odp.parse.etdump") -- lazy: start-up
+  local im = require("odp.results.intermediates") -- lazy: start-up
+  local function side(p, buf)
+    local doc, err, code = etdump.read(p)
+    if not doc then errors.fail(code, ("%s: %s"):format(p, errors.text(err)), 1) end
+    local list = im.collect(doc, buf and assert(sys.read_file(buf)))
+    if #list == 0 then
+      errors.fail("EUSAGE", ("%s has no debug events with tensors: no intermediate outputs to compare (the runner " ..
+        "must log them: ExecuTorch's ETDumpGen with a debug buffer)"):format(p), 2)
+    end
+    return list
+  end
+  local res = im.compare(side(opts.reference, opts.reference_debug_buffer), side(path, opts.debug_buffer),
+    { min_cosine = opts.min_cosine })
+  local function human()
+    local shape = require("odp.parse.pte").shape -- lazy: start-up
+    local rows = {}
+    for i, r in ipairs(res.rows) do
+      rows[i] = { n = i, name = r.name, iid = r.instruction_id, shape = r.dtype and (r.dtype .. " " ..
+        shape(r.sizes)) or "", cosine = r.cosine, max_abs_err = r.max_abs_err or
+        (r.nonfinite and r.nonfinite > 0 and math.huge) or nil, snr_db = r.snr_db, note = r.error or
+        (r == res.first_below and "<- first below" or "") }
+    end
+    local function g(fmt) return function(v) return report.number_text(v, fmt) end end
+    local out = { ("intermediate outputs of %s against %s: %d compared of %d"):format(path, opts.reference,
+      res.compared, #res.rows), report.table(rows, { { key = "n", title = "#", fmt = "%d" }, { key = "name" },
+      { key = "iid", title = "instruction", fmt = "%d" }, { key = "shape" },
+      { key = "cosine", fmt = g("%.9f") }, { key = "max_abs_err", title = "max abs err", fmt = g("%.4g") },
+      { key = "snr_db", title = "SNR dB", fmt = g("%.2f") }, { key = "note", align = "l" } }) }
+    local f = res.first_below
+    if f then
+      out[#out + 1] = ("first below --min-cosine %s: %s (instruction %s): cosine %.9f%s"):format(report.number(opts.min_cosine),
+        f.name, tostring(f.instruction_id), f.cosine, f.nonfinite > 0 and (", %d non-finite"):format(f.nonfinite) or "")
+    elseif opts.min_cosine then
+      out[#out + 1] = ("every compared output at or above --min-cosine %s"):format(report.number(opts.min_cosine))
+    end
+    return table.concat(out, "\n") .. "\n"
+  end
+  for _, r in ipairs(res.rows) do r.sizes = r.sizes and json.array(r.sizes) end
+  return res, human
 end
 
 local function pte_info(path)
@@ -217,7 +268,19 @@ function M.main(args)
   end
   local fmt = opts.format or (opts.out and (opts.out:match("%.(csv)$") or opts.out:match("%.(json)$"))) or "human"
   local human, data
-  if kind == "etdump" then
+  for _, o in ipairs({ "debug_buffer", "reference_debug_buffer", "min_cosine" }) do
+    if opts[o] ~= nil and not (kind == "etdump" and (opts.reference or o == "debug_buffer")) then
+      errors.fail("EUSAGE", ("--%s: for an ETDump compared with --reference ETDUMP"):format(o:gsub("_", "-")), 2)
+    end
+  end
+  local below
+  if kind == "etdump" and opts.reference then
+    local res
+    res, human = intermediates(path, opts)
+    data = { kind = "intermediates", reference = opts.reference, min_cosine = opts.min_cosine,
+      compared = res.compared, rows = json.array(res.rows), first_below = res.first_below }
+    below = res.first_below ~= nil
+  elseif kind == "etdump" then
     if opts.time_scale ~= "cycles" and opts.clock_hz then
       errors.fail("EUSAGE", "--clock-hz needs --time-scale cycles", 2)
     end
@@ -254,7 +317,7 @@ function M.main(args)
   else
     io.stdout:write(render(fmt))
   end
-  return 0
+  return below and 1 or 0
 end
 
 return M

@@ -6,6 +6,7 @@ local result = require("odp.results.result")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
 local artifacts = require("odp.parse.artifacts")
+local tensors = require("odp.results.tensors")
 local device = require("odp.target.device")
 local host_mod = require("odp.host")
 local options = require("odp.core.options")
@@ -48,6 +49,11 @@ M.options = {
   { "keep-twin", "Twin only: leave QEMU running at the end (for a later --only run)", false, "bool" },
   { "runs-dir", "Where each run leaves build.log, rtt.log, artifacts and result.json", "runs", "string", metavar = "DIR" },
 }
+-- output.bin (the firmware's output over RTT) kept and compared like a runner's outputs (odp.results.tensors);
+-- no --inputs: the firmware's input is compiled into it with the model
+for _, opt in ipairs(tensors.options) do
+  if opt[1] ~= "inputs" then M.options[#M.options + 1] = opt end
+end
 
 -- Commands when the device file has none (devices/alif_e8.lua spells the same ones out).
 M.default_commands = {
