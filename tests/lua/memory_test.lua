@@ -265,8 +265,8 @@ T.with_real_runner("odp run on the host: the record's memory, memory.csv, the ph
   T.eq(rec.memory.peak_kb, rec.peak_rss_kb)
   T.eq(rec.memory.owners.weights_mapped, false, "the portable runner reads the .pte into memory (FileDataLoader)")
   T.ok(rec.memory.owners.file_kb > 0 and rec.memory.owners.heap_other_kb >= 0, "owners")
-  T.ok(rec.artifacts.memory:match("/memory%.csv$"), "the timeline is an artifact")
-  T.match(T.read(rec.artifacts.memory), "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,")
+  T.eq(rec.artifacts.memory.file, "memory.csv", "the timeline is an artifact of the run directory")
+  T.match(T.read(rec.artifacts.run_dir .. "/memory.csv"), "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,")
   -- the terminal table
   r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", runner, "--model",
     T.root() .. "/tests/fixtures/pte/mlp.pte", "-n", "3", "--runs-dir", dir, "--no-history" }, timeout = 120 })
@@ -387,8 +387,8 @@ T.test("ssh: the resident helper watches the phases on the board, the timeline i
     T.eq(table.concat(names, "+"), "load+method+first+steady+teardown")
     T.eq(rec.memory.peak_phase, "first")
     T.eq(rec.peak_rss_kb, rec.memory.peak_kb)
-    T.match(T.read(rec.artifacts.memory), "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,")
-    T.ok(rec.artifacts.memory:find(rec.artifacts.run_dir, 1, true) == 1, "the timeline is in the run directory")
+    T.eq(rec.artifacts.memory.file, "memory.csv", "the timeline is in the run directory")
+    T.match(T.read(rec.artifacts.run_dir .. "/memory.csv"), "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,")
   end)
   srv:stop()
   if not ok then error(err, 0) end

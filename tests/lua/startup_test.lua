@@ -42,7 +42,7 @@ T.test("a plain script starts with only odp's start-up modules loaded", function
     'table.sort(t) io.write(table.concat(t, " "))')
   local r = proc.run { odp, "run", dir .. "/s.lua", timeout = 30 }
   T.eq(r.status, 0, r.stderr)
-  T.eq(r.stdout, "odp.cli.commands.run odp.cli.main odp.core.coroutines odp.core.errors odp.host odp.sys odp.wait")
+  T.eq(r.stdout, "odp.cli.commands.run odp.cli.main odp.core.coroutines odp.core.errors odp.core.search odp.host odp.sys odp.wait")
 end)
 
 T.test("a script that uses none of them maps none of them", function()

@@ -45,9 +45,9 @@ M.describe = describe
 -- runner's arguments names another). A bad model or method is exit 2.
 function M.signature(model, method)
   local p, err = pte.read(model)
-  if not p then usage("model %s: %s", model, (tostring(err):gsub("^E%u+: ", ""))) end
+  if not p then usage("model %s: %s", model, errors.text(err)) end
   local sig, serr = pte.signature(p, method)
-  if not sig then usage("model %s: %s", model, (serr:gsub("^E%u+: ", ""))) end
+  if not sig then usage("model %s: %s", model, errors.text(serr)) end
   return sig
 end
 
@@ -340,7 +340,7 @@ local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge en
 -- nonfinite > 0, snr_db when the outputs are identical (identical = true) or the reference is all zeros.
 function M.compare_files(got_path, ref_path, io)
   local r, err = numcmp.compare_files(ref_path, got_path, io.dtype, { logits = M.is_logits(io) })
-  if not r then return nil, (tostring(err):gsub("^E%u+: ", "")) end
+  if not r then return nil, errors.text(err) end
   local e = { index = io.index, dtype = io.dtype, n = r.n, equal = r.equal, finite = r.finite,
     nonfinite = r.nonfinite, nan = { ref = r.nan_ref, got = r.nan_got }, inf = { ref = r.inf_ref, got = r.inf_got },
     max_abs_at = r.max_abs_at, mean_abs_err = r.mean_abs_err, rmse = r.rmse, cosine = r.cosine,
