@@ -76,6 +76,11 @@ function M.start(opts)
   end)()
   local self = setmetatable({ dir = dir, user = M.ensure_user(opts.user or "odptest"),
     host = opts.listen or "127.0.0.1" }, Server)
+  -- whatever the test does, the suite's end stops the server and removes its directory (private keys in it)
+  require("t").at_done(function()
+    self:stop()
+    if not opts.dir then os.execute("rm -rf " .. q(dir)) end
+  end)
   -- sshd reads authorized_keys as the user: the dir must be readable by it.
   sh("mkdir -p -m0755 /run/sshd && chmod 755 " .. q(dir))
   self.host_keys = {}

@@ -178,7 +178,13 @@ function T.write(path, data)
   f:close()
 end
 
+--- fn runs at T.done, before the temporary directories go: a rig a test started (an sshd, say) is stopped
+--- even when the test that started it failed before stopping it. Last registered, first run.
+local at_done = {}
+function T.at_done(fn) at_done[#at_done + 1] = fn end
+
 function T.done()
+  for i = #at_done, 1, -1 do pcall(at_done[i]) end
   if not os.getenv("ODP_KEEP_TMP") then
     for _, d in ipairs(tmpdirs) do os.execute("rm -rf '" .. d .. "'") end
   end

@@ -91,4 +91,18 @@ end)
 for _, name in ipairs { "silent", "unplanned", "short", "misnumbered", "stderr", "rig", "crashed", "child", "missing" } do
   os.remove(log_path(name)); os.remove(log_path(name) .. ".stderr")
 end
+T.test("a suite that starts an sshd and never stops it leaves no listener and no key directory", function()
+  local suite = dir .. "/leaky_test.lua"
+  T.write(suite, 'local T = require("t")\nlocal srv = require("sshd").start()\n' ..
+    'print("# " .. srv.pid .. " " .. srv.dir)\nT.test("starts", function() T.ok(srv:alive()) end)\nT.done()\n')
+  local r = proc.run { os.getenv("ODP") or (root .. "/build/odp"), "run", suite, timeout = 60 }
+  T.eq(r.status, 0, r.stderr)
+  local pid, sdir = r.stdout:match("# (%d+) (%S+)")
+  T.ok(pid and sdir:match("^/tmp/odp%-sshd%."), r.stdout)
+  -- gone, or a zombie not yet reaped (odp, a child subreaper, may have inherited it): not running
+  local stat = require("odp.sys").read_file("/proc/" .. pid .. "/stat")
+  T.ok(not stat or stat:match("^%d+ %b() Z"), "sshd " .. pid .. " is stopped: " .. tostring(stat))
+  T.eq(require("odp.sys").stat(sdir), nil, sdir .. " is removed")
+end)
+
 T.done()
