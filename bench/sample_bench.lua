@@ -20,7 +20,8 @@ local fb = require("fbuild")
 local ROUNDS = tonumber(arg[1]) or 8
 local build = os.getenv("ODP_BUILD_DIR") or "build"
 local helper = sys.realpath(build .. "/odp-rusage-x86_64")
-local runner = sys.realpath(os.getenv("ODP_REAL_RUNNER") or "../shared/peers/executorch/executor_runner") or "executor_runner"
+-- the real runner (bench/run.sh sets ODP_REAL_RUNNER, as tests/run.sh does)
+local runner = sys.realpath(os.getenv("ODP_REAL_RUNNER") or "") or error("set ODP_REAL_RUNNER to a real executor_runner")
 local mlp = sys.realpath("tests/fixtures/pte/mlp.pte")
 local tmp = os.tmpname()
 os.remove(tmp)

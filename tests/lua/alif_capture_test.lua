@@ -62,8 +62,10 @@ local function plan(inferences)
   return E.plan(ctx)
 end
 
-local function capture(output, inferences, rundir, timeout)
+-- as_board: the same output read as a real board's (no twin): its ETDump is then the model's own
+local function capture(output, inferences, rundir, timeout, as_board)
   local p = plan(inferences)
+  if as_board then p.twin = nil end
   sys.mkdir_p(rundir)
   local rec = { artifacts = { rtt_log = rundir .. "/rtt.log" }, warnings = {} }
   local o = { timeout = timeout or 10, settle = 0.2 }
@@ -83,6 +85,14 @@ T.test("the runner's output: 5 latency samples, PMU counters, etdump.bin byte-id
   T.eq(#rec.pmu.counters, 7, "seven U85 counters")
   require("rttlog").check(rec) -- every latency and PMU value is the one the firmware printed
   T.ok(T.read(rec.artifacts.etdump) == fixture_etdump, "etdump.bin byte-identical to the fixture")
+  -- the twin's ETDump is canned (another CNN's): kept, never shown as this model's operators
+  T.eq(rec.ops, nil, "no op table from the twin's canned ETDump")
+  T.ok(rec.latency_ms.modelled, "the twin's times are modelled")
+  T.match(table.concat(rec.warnings, "\n"), "ETDump is canned, not this model's")
+  -- the same output from a board: its ETDump is the model's, in cycles
+  rec, ok, err = capture(good, 5, dir .. "/run-ok-board", nil, true)
+  T.ok(ok, "measure: " .. tostring(err and err.message or err))
+  T.eq(rec.latency_ms.modelled, nil)
   T.eq(rec.ops_unit, "cycles")
   T.ok(#rec.ops > 0, "op table")
   T.eq(rec.ops_summary.unit, "cycles", "the time split in cycles: " .. json.encode(rec.ops_summary))
