@@ -30,6 +30,13 @@ local function derived_device(name, body)
   return T.derived_device(twin, dir .. "/" .. name .. ".lua", name, body)
 end
 
+-- a file the record names in its run directory ({file, sha256, bytes}), checked against its sha256
+local function art(rec, name)
+  local a = rec.artifacts[name]
+  if a == nil then return nil end
+  return assert(require("odp.results.result").artifact(rec, name, rec.artifacts.run_dir))
+end
+
 T.test("dry-run prints the vendor guide's commands without tools, sources or board", function()
   local r = odp_run({ "--model", mnist, "--mlek", "/nonexistent/mlek", "--setools", "/nonexistent/se",
     "--flasher-dir", "/nonexistent/fl", "--dry-run" }, { PATH = "/nonexistent" })
@@ -155,7 +162,7 @@ T.test("build: configures, builds mram.bin + ext_flash.bin, logs to runs/<id>/bu
   T.eq(rec.build.reason, "new build directory")
   T.eq(rec.images.ext_flash.sha256, rec.model.sha256, "ext_flash.bin is the model (twin)")
   T.ok(rec.images.mram.bytes > 1000)
-  local log = T.read(rec.artifacts.build_log)
+  local log = T.read(art(rec, "build_log"))
   T.ok(log:find("$ cmake -S", 1, true) and log:find("$ make -C", 1, true), "both commands logged")
   T.ok(sys.stat(bdir .. "/odp-build-inputs.txt"), "input record in the build dir")
 end)
@@ -166,7 +173,7 @@ T.test("stale-build guard: unchanged inputs build incrementally; a changed flag 
   T.eq(rec.build.rebuilt, false)
   T.eq(rec.build.reason, "up to date")
   T.ok(sys.stat(bdir .. "/sentinel"), "not wiped")
-  T.ok(not T.read(rec.artifacts.build_log):find("$ cmake", 1, true), "not reconfigured")
+  T.ok(not T.read(art(rec, "build_log")):find("$ cmake", 1, true), "not reconfigured")
   local rec2 = build({ "--activation-buf-sz", "0x00200000" })
   T.eq(rec2.ok, true)
   T.eq(rec2.build.rebuilt, true)
@@ -235,7 +242,7 @@ T.test("build failure: exit 1, ok=false, the last 30 lines of build.log shown, t
   T.match(rec.error.message, "build failed")
   T.match(r.stderr, "last 30 lines of .*build%.log")
   T.match(r.stderr, "TWIN_INFERENCES must be a decimal number")
-  T.ok(T.read(rec.artifacts.build_log):find("TWIN_INFERENCES must be a decimal number", 1, true), "log kept")
+  T.ok(T.read(art(rec, "build_log")):find("TWIN_INFERENCES must be a decimal number", 1, true), "log kept")
   T.match(rec.build.log_tail, "TWIN_INFERENCES")
   T.eq(rec.steps[1].status, "failed", "the failed step is recorded")
 end)

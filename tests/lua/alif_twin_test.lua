@@ -37,6 +37,13 @@ local function no_qemu_left(rec)
   T.ok(st and not sys.stat(st .. "/pid"), "the twin was stopped (no pid file in " .. tostring(st) .. ")")
 end
 
+-- a file the record names in its run directory ({file, sha256, bytes}), checked against its sha256
+local function art(rec, name)
+  local a = rec.artifacts[name]
+  if a == nil then return nil end
+  return assert(require("odp.results.result").artifact(rec, name, rec.artifacts.run_dir))
+end
+
 T.test("the main job's default: --model and --inferences only, the whole flow on the twin", function()
   local rec, r = odp_run({ "--device", twin, "--model", mnist, "--inferences", "5", "--out", dir .. "/r.json" })
   T.eq(r.status, 0, "exit; stderr:\n" .. r.stderr)
@@ -50,7 +57,7 @@ T.test("the main job's default: --model and --inferences only, the whole flow on
   T.eq(names, { "build:ran", "flash:ran", "run:ran" })
   T.ok(rec.flash.received.crc32 == rec.flash.received.expected_crc32, "flasher CRC32 checked")
   T.eq(rec.flash.received.bytes >= rec.model.bytes, true)
-  T.ok(T.read(rec.artifacts.etdump) == fixture_etdump, "etdump.bin byte-identical to the fixture")
+  T.ok(T.read(art(rec, "etdump")) == fixture_etdump, "etdump.bin byte-identical to the fixture")
   -- the headline never says "measured" of modelled times (issue 28: "OK ethos_u on qemu: measured" above
   -- "MODELLED, not measured"); cycle counts are whole numbers
   local human = require("odp.results.report").formats.human { rec }
@@ -67,7 +74,7 @@ T.test("the main job's default: --model and --inferences only, the whole flow on
   -- a bare-metal board: the device file's facts and the run's memory mode, the rest listed missing
   T.eq({ rec.device_state.board, rec.device_state.memory_mode }, { "twin_m55", "Dedicated_Sram" })
   T.eq(rec.device_state.missing, { "npu", "cpu_hz", "npu_hz" }, "the twin's device file names no NPU or clocks")
-  T.match(T.read(rec.artifacts.rtt_log), "Z Inference: [%d.]+ ms")
+  T.match(T.read(art(rec, "rtt_log")), "Z Inference: [%d.]+ ms")
   no_qemu_left(rec)
 end)
 
@@ -81,7 +88,7 @@ T.test("the jlink backend through the test libjlinkarm.so (real dlopen path), en
   T.eq(r.status, 0, r.stderr)
   T.eq(rec.latency_ms.n, 3)
   T.eq(rec.target, "jlink")
-  T.ok(T.read(rec.artifacts.etdump) == fixture_etdump)
+  T.ok(T.read(art(rec, "etdump")) == fixture_etdump)
 end)
 
 T.test("the flasher never answers: ETIMEDOUT exit 3 with the hint, record ok=false, logs kept", function()
@@ -92,7 +99,7 @@ T.test("the flasher never answers: ETIMEDOUT exit 3 with the hint, record ok=fal
   T.eq(rec.ok, false)
   T.eq(rec.error.code, "ETIMEDOUT")
   T.match(rec.error.message, "check the flasher image")
-  T.ok(sys.stat(rec.artifacts.flasher_rtt_log), "raw flasher RTT log kept")
+  T.ok(sys.stat(art(rec, "flasher_rtt_log")), "raw flasher RTT log kept")
   no_qemu_left(rec)
 end)
 
@@ -131,7 +138,7 @@ T.test("truncated and corrupt base64: exit 1, ok=false, raw RTT log kept", funct
     T.eq(r.status, 1, fault)
     T.eq(rec.ok, false)
     T.match(rec.error.message, fault == "truncated_base64" and "truncated" or "corrupt base64")
-    T.ok(sys.stat(rec.artifacts.rtt_log), "raw log kept")
+    T.ok(sys.stat(art(rec, "rtt_log")), "raw log kept")
   end
 end)
 

@@ -118,6 +118,21 @@ T.test("a point far over its stopping rule's time is flagged; stop.seconds is it
   T.eq(long.stop.overrun_seconds, nil)
 end)
 
+T.test("a file of the run dir a step named by its plain path is saved with its sha256 (oracle: sha256sum)", function()
+  local b = run.open_board("devices/host.lua", { ui = quiet })
+  local rec = run.point(b, toy_flow(function(ctx, r)
+    T.write(ctx.run_dir .. "/build.log", "a log a step kept")
+    r.artifacts.build_log = ctx.run_dir .. "/build.log"  -- the Ethos-U flow's steps name their logs so
+    r.artifacts.elsewhere = tmp .. "/not-this-run.txt"   -- not in the run dir: left as it is
+  end), {})
+  run.close(b)
+  local dir = rec.artifacts.run_dir
+  local sum = assert(io.popen("sha256sum " .. dir .. "/build.log")):read("*l"):match("^%x+")
+  local saved = assert(json.decode(T.read(dir .. "/result.json")))
+  T.eq(saved.artifacts.build_log, { file = "build.log", sha256 = sum, bytes = 17 })
+  T.eq(saved.artifacts.elsewhere, tmp .. "/not-this-run.txt")
+end)
+
 T.test("the one .pte check: exit 2 with the file's name, from odp.run and from every flow", function()
   T.write(tmp .. "/bad.pte", ("x"):rep(64))
   local e = failure(function() run.check_model(tmp .. "/bad.pte") end)

@@ -193,6 +193,20 @@ function M.flag_overrun(rec, wall)
   end
 end
 
+-- Every file of the run directory the record still names by a plain path (a step that kept a log or a
+-- firmware's artifact without run.artifact: the Ethos-U flow's build, flash and RTT files) is named as
+-- run.artifact names it, with its sha256: a record never points at a file it cannot check.
+local function name_files(ctx, rec)
+  local names = {}
+  for name, v in pairs(rec.artifacts) do
+    if name ~= "run_dir" and type(v) == "string" and v:sub(1, #ctx.run_dir + 1) == ctx.run_dir .. "/" and sys.stat(v) then
+      names[#names + 1] = name
+    end
+  end
+  table.sort(names)
+  for _, name in ipairs(names) do M.artifact(ctx, rec, name, rec.artifacts[name]) end
+end
+
 local function execute(ctx)
   local flow, board = M.flow(ctx.flow), ctx.board
   ctx.flow = flow
@@ -217,6 +231,7 @@ local function execute(ctx)
     result.fail(rec, err.code, err.message, err.exit)
   end
   for _, w in ipairs(ctx.ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
+  name_files(ctx, rec)
   local saved, serr, scode = history.save(rec, dir, ctx.opts) -- the record file, then the history its options name
   if not ok and not errors.is_failure(err) then error(err, 0) end -- a bug: its traceback, the record kept
   errors.check(saved, serr, scode)
