@@ -4,7 +4,8 @@
 -- history of the test's own, after these placeholders are mapped (the mapping the docs' readers make too):
 --   m.pte                         -> tests/fixtures/pte/add_arduino.pte
 --   ./executor_runner, executor_runner (the host runner)  -> $ODP_REAL_RUNNER (the real x86_64 runner)
---   runs/<id>/, runs/<id-A>/, runs/<id-B>/, A, B  -> run directories the examples before made
+--   runs/<id>/                    -> the run the example before made (the latest run directory)
+--   runs/<id-A>/, runs/<id-B>/, A, B  -> the first two run directories the examples before made
 --   result.json                   -> the first of those runs' record file
 --   sweep.jsonl, s.jsonl          -> a host sweep made here first (odp run scripts/sweep.lua --flow scripts/host.lua)
 --   a series id (odp history 12)  -> the first series of this history
@@ -83,7 +84,9 @@ local BOARD_SCRIPTS = { ["scripts/rpi5.lua"] = true, ["scripts/graviton4.lua"] =
   ["scripts/alif_e8.lua"] = true }
 local function needs_board(w)
   for i, a in ipairs(w) do
-    if a == "--boards" or a:match("^%-%-boards=") or BOARD_SCRIPTS[a] or (a == "--flow" and BOARD_SCRIPTS[w[i + 1]]) then
+    -- (board.etdump, board.bin: files a board wrote, which the user has and this test does not)
+    if a == "--boards" or a:match("^%-%-boards=") or BOARD_SCRIPTS[a] or (a == "--flow" and BOARD_SCRIPTS[w[i + 1]])
+      or a:match("^board%.") then
       return true
     end
   end
@@ -125,7 +128,8 @@ local function map(w, runner)
     elseif a == "m.pte" then out[#out + 1] = model
     elseif (a == "./executor_runner" or a == "executor_runner") and runner then out[#out + 1] = runner
     elseif ids[a] and (a:find("^runs/") or w[2] == "compare" or w[2] == "report") then
-      out[#out + 1] = assert(state.runs[ids[a]], "no run made before " .. a)
+      local k = a == "runs/<id>/" and #state.runs or ids[a]
+      out[#out + 1] = assert(state.runs[k], "no run made before " .. a)
     elseif a == "result.json" then out[#out + 1] = assert(state.runs[1], "no run made before " .. a) .. "result.json"
     elseif w[2] == "history" and i == 3 and a:match("^%d+$") then out[#out + 1] = tostring(state.series)
     else out[#out + 1] = (a:gsub("^%[(.-)%]$", "%1")) end
@@ -146,9 +150,16 @@ T.test("examples that need a board or a lab parse as written (--help added): exi
       table.remove(argv, 1)
       -- the board's own files (its runner, a key) exist on the user's machine: empty ones stand in (only parsed)
       for i = 1, #argv - 1 do
-        if (argv[i] == "--runner" or argv[i] == "--identity") and not sys.stat(argv[i + 1]) then
-          local stand_in = work .. "/" .. argv[i + 1]:match("[^/]+$")
-          T.write(stand_in, "")
+        local file_opt = { ["--runner"] = true, ["--identity"] = true, ["--reference-runner"] = true,
+          ["--debug-buffer"] = true, ["--reference-debug-buffer"] = true, ["--reference"] = true }
+        if file_opt[argv[i]] and not sys.stat(argv[i + 1]) and argv[i + 1] ~= "host" then
+          local name = argv[i + 1]:match("([^/]+)/?$"):gsub("[<>]", "_")
+          local stand_in = work .. "/" .. name
+          if argv[i + 1]:match("/$") then -- a run directory: an empty one stands in
+            assert(sys.mkdir_p(stand_in))
+          else
+            T.write(stand_in, "")
+          end
           argv[i + 1] = stand_in
         end
       end
