@@ -286,7 +286,9 @@ local function flow_runs()
   local function one(n)
     local r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", phases_prog, "--model",
       T.root() .. "/tests/fixtures/pte/add_arduino.pte", "-n", tostring(n), "--runs-dir", dir, "--no-history", "--format",
-      "json" }, timeout = 300 })
+      -- 100 ms between its lines (not 20): on a loaded machine the helper then still reads each phase's line
+      -- apart, so no phase is merged into the one before (steady must stand alone to be compared)
+      "json", "--", "--gap", "100" }, timeout = 300 })
     T.eq(r.status, 0, r.stderr)
     local rec = json.decode(r.stdout)
     return rec, rec.artifacts.run_dir
