@@ -167,7 +167,8 @@ T.with_real_runner("--sample over adb: the pushed helper samples the real runner
   T.ok(cp and cp.samples.in_execute > 100, "samples in execute")
   T.ok(cp.attributed >= 0.95, ("attributed %.3f"):format(cp.attributed))
   T.match(table.concat(rec.warnings, "\n"), "set security%.perf_harden to 0 on the device")
-  T.ok(sys.stat(rec.artifacts.cpu_profile_folded), "cpu_profile.folded in the run directory")
+  T.eq(rec.artifacts.cpu_profile_folded.file, "cpu_profile.folded", "cpu_profile.folded in the run directory")
+  T.ok(sys.stat(rec.artifacts.run_dir .. "/cpu_profile.folded"), "and there")
 end)
 
 T.test("no device at that address: exit 3, one line naming the address once", function()
