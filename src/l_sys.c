@@ -226,14 +226,15 @@ static int l_rename(lua_State *L)
     return 1;
 }
 
-/* stat(path) -> {type="file"|"dir"|"link"|"other", size, mode, mtime, executable} | nil, err, code */
+/* stat(path) -> {type="file"|"dir"|"other", size, mode, mtime, executable, readable, dev, ino} | nil, err, code.
+ * dev and ino name the file itself, whatever path reaches it (a symlink, a hard link, a bind mount). */
 static int l_stat(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     struct stat st;
     if (stat(path, &st))
         return push_errno(L, path);
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 8);
     lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir" : "other");
     lua_setfield(L, -2, "type");
     lua_pushinteger(L, st.st_size);
@@ -246,6 +247,10 @@ static int l_stat(lua_State *L)
     lua_setfield(L, -2, "executable");
     lua_pushboolean(L, access(path, R_OK) == 0);
     lua_setfield(L, -2, "readable");
+    lua_pushinteger(L, (lua_Integer)st.st_dev);
+    lua_setfield(L, -2, "dev");
+    lua_pushinteger(L, (lua_Integer)st.st_ino);
+    lua_setfield(L, -2, "ino");
     return 1;
 }
 

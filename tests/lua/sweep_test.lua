@@ -86,7 +86,7 @@ T.test("scripts/sweep.lua: killed with SIGKILL in the middle loses no finished p
   local args = { "-p", "size=1,2,3,4,5,6", "-p", "mode=fast,slow", "--out", out, "-q" }
   local killed = odp_sweep { "-p", "size=1,2,3,4,5,6", "-p", "mode=fast,slow", "--out", out, "-q", "--die-at", "5" }
   T.eq(killed.signal_name, "KILL", "the sweep died by SIGKILL")
-  T.match(T.read(out .. ".lock"), "^%d+\n$", "the killed sweep left its lock file (its flock died with it)")
+  T.match(T.read(sweep.lock_path(out)), "^%d+\n$", "the killed sweep left its lock file (its flock died with it)")
   local recs = lines(out)
   T.eq(#recs, 4, "the four finished points are in the file")
   T.eq(recs[4].params, { size = 2, mode = "slow" })
@@ -113,15 +113,16 @@ T.test("a second sweep on the same --out refuses with one line naming the first'
     .. ">/dev/null 2>&1 & echo $!"):format(odp, root, toy, out), timeout = 10 })
   local pid = first.stdout:match("%d+")
   local deadline = require("odp.sys").now() + 20
-  while not (io.open(out .. ".lock") and T.read(out .. ".lock"):match("%d")) and require("odp.sys").now() < deadline do
+  local lock = function() return sweep.lock_path(out) and io.open(sweep.lock_path(out)) and T.read(sweep.lock_path(out)) end
+  while not (lock() or ""):match("%d") and require("odp.sys").now() < deadline do
     require("odp.sys").sleep(0.05)
   end
   local r = odp_sweep { "-p", "size=1,2", "--out", out, "-q" }
   T.eq(r.status, 2, r.stderr)
   T.eq(select(2, r.stderr:gsub("\n", "")), 1, "one line: " .. r.stderr)
   T.match(r.stderr, "being written by another sweep %(pid " .. pid .. "%)")
-  while io.open(out .. ".lock") and require("odp.sys").now() < deadline do require("odp.sys").sleep(0.05) end
-  T.eq(io.open(out .. ".lock"), nil, "the first sweep removed its lock when done")
+  while lock() and require("odp.sys").now() < deadline do require("odp.sys").sleep(0.05) end
+  T.eq(lock(), nil, "the first sweep removed its lock when done")
   T.eq(#lines(out), 2, "no point interleaved or lost")
 end)
 

@@ -136,20 +136,28 @@ local function check_opts(opts, allowed)
   end
 end
 
+--- The lock file of the sweep writing out: keyed on the file itself (its device and inode), so every path that
+--- reaches it (a symlink, a hard link, another spelling, a bind mount) is the same writer; in $XDG_RUNTIME_DIR
+--- (else /tmp), as `odp-sweep-DEV-INO.lock`. nil while out does not exist (a sweep creates it first).
+function M.lock_path(out)
+  local st = sys.stat(out)
+  if not st then return nil end
+  local dir = os.getenv("XDG_RUNTIME_DIR")
+  return ("%s/odp-sweep-%d-%d.lock"):format(dir and dir ~= "" and dir or "/tmp", st.dev, st.ino)
+end
+
 -- Takes --out for this sweep: its lock (a second sweep on the same file fails with EBUSY, exit 2, naming
 -- the pid; a dead one's lock is free), the count of successful records per point key (per board and point
 -- key when by_board), and a torn last line mended. Returns the lock and the counts (out nil: none).
 local function open_out(out, names, by_board)
   if not out then return nil, {} end
-  -- keyed on the file itself, not on how --out spells it: a symlink (or another path) to the same file is
-  -- the same writer
-  local dir, base = out:match("^(.*)/([^/]*)$")
-  local real = sys.realpath(out) or (sys.realpath(dir or ".") or dir or ".") .. "/" .. (base or out)
-  local lock, lerr, lcode, holder = sys.lock(real .. ".lock")
+  errors.check(sys.append_sync(out, "")) -- the file exists from the start: its lock is keyed on it
+  local lock, lerr, lcode, holder = sys.lock(M.lock_path(out))
   if not lock then
     if lcode == "EBUSY" then
+      local real = sys.realpath(out)
       errors.fail("EBUSY", ("%s is being written by another sweep (pid %d)%s: wait for it to finish, "
-        .. "or give this one another --out"):format(out, holder, real ~= out and (" as " .. real) or ""), 2)
+        .. "or give this one another --out"):format(out, holder, real and real ~= out and (" as " .. real) or ""), 2)
     end
     errors.check(lock, lerr, lcode) -- the lock file's path and why, once, exit 3
   end
