@@ -9,4 +9,5 @@ return require("odp.flows.executorch").script {
     "push runner and model (skipped when unchanged), run, read logcat (or stderr), pull the ETDump, report.",
   target = "adb",
   device = "devices/vivo_x300_pro.lua",
+  preflight = true, -- ELF machine (vs the device's uname -m), glibc and free space checked before any upload
 }

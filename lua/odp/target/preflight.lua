@@ -1,4 +1,5 @@
---- Preflight: checks that need the board, made before anything is uploaded or run. Each failure is one line
+--- Preflight: checks that need the board, made before anything is uploaded or run, on every kind of board
+-- that runs a Linux program (this host, SSH, adb). Each failure is one line
 -- and exit code 3 (errors.fail). check(target, {runner=, model=, data=, device=, remote_dir=, need_bytes=})
 -- -> facts. odp.run makes them once per board (board:preflight) for scripts declared with preflight = true.
 --   * free space in the remote dir for runner, model, odp's helper (+ margin for the ETDump), first: before
@@ -109,9 +110,9 @@ function M.check(target, opts)
   local facts = {}
   local device = opts.device or {}
   local script = false
-  if opts.runner and target.kind == "host" then
-    -- this machine runs a script in place through its #! interpreter (a wrapper around the runner): nothing
-    -- of another machine to check
+  if opts.runner then
+    -- a script runs through its #! interpreter, the board's own (a wrapper around the runner, e.g. one that
+    -- moves its log into logcat): nothing of another machine to check
     local f = io.open(opts.runner, "rb")
     script = f and f:read(2) == "#!"
     if f then f:close() end
