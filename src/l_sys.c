@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -254,6 +255,18 @@ static int l_stat(lua_State *L)
     return 1;
 }
 
+/* free_bytes(path) -> bytes this user may still write on path's file system (statvfs: f_bavail * f_frsize)
+ * | nil, err, code */
+static int l_free_bytes(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    struct statvfs vfs;
+    if (statvfs(path, &vfs))
+        return push_errno(L, path);
+    lua_pushinteger(L, (lua_Integer)vfs.f_bavail * (lua_Integer)vfs.f_frsize);
+    return 1;
+}
+
 static int l_chmod(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
@@ -426,7 +439,7 @@ int luaopen_odp_sys(lua_State *L)
         {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
         {"isatty", l_isatty}, {"term_width", l_term_width}, {"read_secret", l_read_secret},
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
-        {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"realpath", l_realpath}, {"readdir", l_readdir},
+        {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"free_bytes", l_free_bytes}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
         {"cancel_clear", l_cancel_clear}, {"cancel_request", l_cancel_request}, {"terminating", l_terminating},
         {"lock", l_lock}, {NULL, NULL}};

@@ -180,6 +180,12 @@ function sys.chmod(path, mode) end
 ---@return string? err
 ---@return odp.ECode? code
 function sys.stat(path) end
+--- what this user may still write on path's file system (statvfs: f_bavail * f_frsize)
+---@param path string
+---@return integer|nil bytes
+---@return string? err
+---@return odp.ECode? code
+function sys.free_bytes(path) end
 --- realpath(3)
 ---@param path string
 ---@return string|nil path

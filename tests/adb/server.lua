@@ -147,6 +147,37 @@ T.with_real_runner("x300pro flow through the server with the real executor_runne
   T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/executor_runner"), sys.sha256_file(runner), "runner pushed")
 end)
 
+T.with_real_runner("the runner's ELF machine against the device's: the aarch64 runner refused on the x86_64 device (exit 3, " ..
+  "naming both), measured with --allow-emulated and recorded as emulated", function(runner64)
+  -- the kernel would run it through qemu-user (binfmt_misc, flag F: usable in the emulator's chroot)
+  local reg = assert(proc.run { "sh", root .. "/tests/lib/aarch64_user.sh", "binfmt", timeout = 60 })
+  T.eq(reg.status, 0, "binfmt_misc registration (the rig): " .. reg.stderr)
+  local name = runner64:match("[^/]+$")
+  local args = { "--runner", runner64, "--model", add, "-n", "2", "--adb", "server", "--serial", serial,
+    "--format", "json" }
+  local r = odp_run(args)
+  T.eq(r.status, 3, r.stderr)
+  T.match(r.stderr, "runner [^\n]*" .. name:gsub("%p", "%%%0") .. " is built for aarch64, adb://" .. serial:gsub("%p", "%%%0")
+    .. " is x86_64; it would run under qemu%-user emulation %(binfmt_misc qemu%-aarch64: [^)]+%); pass " ..
+    "%-%-allow%-emulated")
+  T.ok(one_line_error(r))
+  T.eq(sys.stat(sbx .. "/data/local/tmp/odp/" .. name), nil, "refused before anything was uploaded")
+  table.insert(args, "--allow-emulated")
+  r = odp_run(args)
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq({ rec.ok, rec.emulated }, { true, "qemu-user" })
+  T.eq(rec.outputs[1].values, { 2, 2, 2 })
+end, "aarch64")
+
+T.with_real_runner("the x86_64 runner on the x86_64 device passes the machine check, not emulated", function(runner)
+  local r = odp_run { "--runner", runner, "--model", add, "-n", "2", "--adb", "server", "--serial", serial,
+    "--format", "json" }
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq({ rec.ok, rec.emulated }, { true, nil })
+end)
+
 T.test("odp devices lists the server's devices and says a run goes through the server", function()
   local r = assert(proc.run { argv = { odp, "devices", "--json" }, timeout = 60 })
   T.eq(r.status, 0, r.stderr)
@@ -291,16 +322,18 @@ T.test("Ctrl-C through the server: exit 130, the command killed on the device, t
   T.eq(state_of(serial), "device", "the server still serves the device")
 end)
 
-T.test("the server killed mid-run: one error, exit 3, nothing left running", function()
+T.test("the server killed mid-run: waited for --reconnect-timeout, then one error naming it, exit 3, nothing left running", function()
   -- kill the server once the runner runs on the device (the test runner program hangs until killed)
   local marker = "odp/fake_runne[r].*fake_mode=hang_tree" -- [r]: the pattern must not match the shell running pgrep
   sh(("(for i in $(seq 400); do pgrep -f '%s' >/dev/null && break; sleep 0.05; done; " ..
     "sleep 0.3; pkill -f 'adb -L tcp:%d fork-serve[r]') >/dev/null 2>&1 &"):format(marker, server_port))
-  local r = odp_run({ "--runner", fake, "--model", add, "--timeout", "60", "--", "--fake_mode=hang_tree" }, nil, 90)
+  local r = odp_run({ "--runner", fake, "--model", add, "--timeout", "60", "--reconnect-timeout", "2", "--",
+    "--fake_mode=hang_tree" }, nil, 90)
   T.eq(r.status, 3, "exit 3; stderr: " .. r.stderr)
   T.ok(r.wall_s < 45, "no hang")
+  T.match(r.stderr, "waiting up to 2 s for it to come back")
   local errors = 0
-  for _ in (r.stdout .. r.stderr):gmatch("error%s+[^\n]*went away") do errors = errors + 1 end
+  for _ in (r.stdout .. r.stderr):gmatch("error%s+[^\n]*adb server at [^\n]* is gone") do errors = errors + 1 end
   T.eq(errors, 1, "one error line: " .. r.stdout .. r.stderr)
   local left = true
   for _ = 1, 100 do

@@ -2,6 +2,9 @@
 -- named for what happened. Real faults on a real OpenSSH sshd on 127.0.0.1 (tests/lib/sshd.lua): its session
 -- processes killed or stopped, the server down and restarted on the same port and host keys, a tmpfs that
 -- fills, a slow link (tests/c/slow_relay.c as the ProxyCommand) and odp killed in the middle of an upload.
+-- And on adb boards (tests/lib/adbemu.lua: the project's adb device emulator, directly over TCP and behind
+-- Debian's adb server): the device crashed and started again on the same port, gone from the adb server
+-- (`adb disconnect`) and back, a connection dropped in the middle of an upload, a tmpfs that fills.
 -- Each case checks the records (none lost or run twice), the cause printed, what is left on the board and how
 -- long it took. A CI suite: each case is bounded to seconds; the long random soak is bench/soak.sh.
 local T = require("t")
@@ -10,6 +13,8 @@ local json = require("odp.core.json")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local run = require("odp.run")
+local sweep = require("odp.run.sweep")
+local adbemu = require("adbemu")
 
 local root = T.root()
 local odp = os.getenv("ODP") or (root .. "/build/odp")
@@ -34,12 +39,18 @@ local function records(path)
   return out
 end
 
--- Starts argv in the background, its output in dir/out and dir/err; -> {pid, dir}; dir/rc when it ends.
-local function background(argv, dir)
+-- Starts argv in the background (env: variables set, false: unset), its output in dir/out and dir/err;
+-- -> {pid, dir}; dir/rc when it ends.
+local function background(argv, dir, env)
   local words = {}
   for i, a in ipairs(argv) do words[i] = q(a) end
-  sh(("( %s >%s/out 2>%s/err & echo $! >%s/pid; wait $!; echo $? >%s/rc.tmp; mv %s/rc.tmp %s/rc ) " ..
-    ">/dev/null 2>&1 &"):format(table.concat(words, " "), q(dir), q(dir), q(dir), q(dir), q(dir), q(dir)))
+  local vars = {}
+  for k, v in pairs(env or {}) do
+    if v then vars[#vars + 1] = q(k .. "=" .. v) else table.insert(vars, 1, "-u " .. q(k)) end
+  end
+  sh(("( env %s %s >%s/out 2>%s/err & echo $! >%s/pid; wait $!; echo $? >%s/rc.tmp; mv %s/rc.tmp %s/rc ) " ..
+    ">/dev/null 2>&1 &"):format(table.concat(vars, " "), table.concat(words, " "), q(dir), q(dir), q(dir), q(dir),
+    q(dir), q(dir)))
   return { pid = wait_until("the background odp's pid", 10, function() return (read(dir .. "/pid") or ""):match("%d+") end),
     dir = dir }
 end
@@ -266,6 +277,226 @@ T.with_real_runner("a full disk: the upload says \"no space left on BOARD:DIR\",
   end)
 end)
 
+------------------------------------------------------------------------------------------------ adb boards
+
+local ADB_DIR = "/data/local/tmp/odp" -- the adb boards' remote dir (scripts/x300pro.lua's default)
+
+-- The partial uploads (*.odp-part-*) in the emulated device's remote dir and its .odp/.
+local function adb_parts(dev)
+  return sh(("ls -a %s %s/.odp 2>/dev/null | grep -F .odp-part- || true"):format(q(dev.root .. ADB_DIR),
+    q(dev.root .. ADB_DIR))):match("%S") ~= nil
+end
+
+local function adb_sweep_argv(runner, dir, extra)
+  local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/x300pro.lua", "--runner", runner,
+    "--model", add, "--runs-dir", dir .. "/runs" }
+  table.move(extra, 1, #extra, #argv + 1, argv)
+  return argv
+end
+
+-- Every point of a sweep once, only those the outage caught running failed (ECONNLOST, not run again) and at
+-- most one per outage; -> how many failed.
+local function once_each(recs, n, outages, err)
+  T.eq(#recs, n, "every point has its record: " .. err)
+  local seen, failed = {}, 0
+  for _, r in ipairs(recs) do
+    local k = r.params.num_executions
+    T.eq(seen[k], nil, "point " .. k .. " once"); seen[k] = true
+    if r.ok == false then
+      failed = failed + 1
+      T.eq(r.error.code, "ECONNLOST"); T.match(r.error.message, "not run again")
+    end
+  end
+  T.ok(failed <= outages, failed .. " points failed: at most the one in flight at each outage")
+  return failed
+end
+
+-- The direct connection (--adb tcp:) of a board without an adb server: no server is asked.
+local NO_SERVER = { ANDROID_ADB_SERVER_PORT = "1", ADB_SERVER_SOCKET = false, ANDROID_SERIAL = false }
+
+T.with_real_runner("adb: the device crashes mid-sweep twice and comes back on the same port: waited for each time", function(runner)
+  local dev = adbemu.start()
+  local dir = T.tmpdir()
+  local out, n = dir .. "/s.jsonl", 10
+  local argv = adb_sweep_argv(runner, dir, { "--adb", "tcp:" .. dev.serial, "--reconnect-timeout", "30",
+    "-p", slow_points(n), "--out", out })
+  local t0 = sys.now()
+  local job = background(argv, dir, NO_SERVER)
+  for _, after in ipairs { 3, 7 } do
+    wait_until(after .. " records", 60, function() return #records(out) >= after end)
+    dev:crash()
+    sys.sleep(3)
+    dev:restart()
+  end
+  local rc = exit_status(job, 120)
+  local took = sys.now() - t0
+  local err = read(dir .. "/err")
+  local failed = once_each(records(out), n, 2, err)
+  T.eq(rc, failed > 0 and 1 or 0, err)
+  T.eq(count(err, "dropped %("), 2, "one line per outage when the device drops: " .. err)
+  T.match(err, "waiting up to 30 s", "--reconnect-timeout reaches the adb board")
+  T.eq(count(err, "is back after"), 2, "one line per outage when it is back: " .. err)
+  T.ok(took < 90, ("took %.0f s"):format(took))
+  T.eq(adb_parts(dev), false, "no partial upload left on the device")
+  T.eq(dev:violations(), "", "no protocol violation by odp")
+end)
+
+T.with_real_runner("adb server: the device leaves the server (adb disconnect) and later crashes: waited for both", function(runner)
+  local dev = adbemu.start()
+  local srv = adbemu.server()
+  srv:connect(dev)
+  local dir = T.tmpdir()
+  local out, n = dir .. "/s.jsonl", 10
+  local argv = adb_sweep_argv(runner, dir, { "--adb", "server", "--serial", dev.serial, "--reconnect-timeout", "30",
+    "-p", slow_points(n), "--out", out })
+  local t0 = sys.now()
+  local job = background(argv, dir, srv.env)
+  wait_until("3 records", 60, function() return #records(out) >= 3 end)
+  srv:disconnect(dev)
+  sys.sleep(3)
+  srv:connect(dev)
+  wait_until("7 records", 60, function() return #records(out) >= 7 end)
+  dev:crash()
+  sys.sleep(3)
+  dev:restart() -- the server finds it again by itself (its reconnect of a device it held over TCP)
+  local rc = exit_status(job, 120)
+  local took = sys.now() - t0
+  local err = read(dir .. "/err")
+  local failed = once_each(records(out), n, 2, err)
+  T.eq(rc, failed > 0 and 1 or 0, err)
+  T.match(err, "dropped %(the adb server: device '" .. dev.serial:gsub("%p", "%%%0") .. "' not found%)")
+  T.match(err, "dropped %(the adb server: device offline%)")
+  T.eq(count(err, "is back after"), 2, "one line per outage when it is back: " .. err)
+  T.ok(took < 90, ("took %.0f s"):format(took))
+  T.eq(adb_parts(dev), false, "no partial upload left on the device")
+  T.eq(srv:state(dev.serial), "device", "the server still holds the device")
+end)
+
+T.with_real_runner("adb server: a device that stays away fails its remaining points at once with the real cause", function(runner)
+  local dev = adbemu.start()
+  local srv = adbemu.server()
+  srv:connect(dev)
+  local dir = T.tmpdir()
+  local out = dir .. "/s.jsonl"
+  local argv = adb_sweep_argv(runner, dir, { "--adb", "server", "--serial", dev.serial, "--reconnect-timeout", "3",
+    "-p", slow_points(8), "--out", out })
+  local job = background(argv, dir, srv.env)
+  wait_until("2 records", 60, function() return #records(out) >= 2 end)
+  srv:disconnect(dev)
+  local t0 = sys.now()
+  local rc = exit_status(job, 60)
+  local took = sys.now() - t0
+  local recs = records(out)
+  T.eq(#recs, 8, "every point has its record")
+  T.eq(rc, 1)
+  local failed = 0
+  for _, r in ipairs(recs) do
+    if r.ok == false then
+      failed = failed + 1
+      T.eq(r.error.code, "ECONNLOST")
+      T.ok(r.error.message:find("not back after 3 s", 1, true) or r.error.message:find("not run again", 1, true),
+        r.error.message)
+      T.match(r.error.message, "not found")
+    end
+  end
+  T.ok(failed >= 5, failed .. " failed")
+  T.ok(took < 15, ("one wait of --reconnect-timeout, not one per point: %.1f s"):format(took))
+end)
+
+T.with_real_runner("adb: a connection dropped in the middle of the runner's upload: waited for, the upload made again, no part left", function(runner)
+  -- the emulator drops the TCP connection once a pushed file reaches 1 MB (the first push only)
+  local dev = adbemu.start { args = { "--drop-push", "1000000" } }
+  local b = run.open_board("devices/vivo_x300_pro.lua", { adb = "tcp:" .. dev.serial, reconnect_timeout = 20,
+    ui = require("odp.core.ui").new { quiet = true } })
+  local t0 = sys.now()
+  local r = b:push(runner, ADB_DIR .. "/executor_runner")
+  T.eq(r.skipped, false)
+  T.ok(sys.now() - t0 < 20, ("took %.1f s"):format(sys.now() - t0))
+  T.eq(sys.sha256_file(dev.root .. ADB_DIR .. "/executor_runner"), sys.sha256_file(runner), "the whole runner there")
+  T.eq(adb_parts(dev), false, "no partial upload left on the device")
+  b:close()
+end)
+
+-- A tmpfs of size at the emulated device's remote dir, the device started on it (its mount namespace copies the
+-- mounts there when it starts); the tmpfs unmounted after fn(dev), also when it fails.
+local function with_adb_tmpfs(size, fn)
+  local sbx = T.tmpdir()
+  local dir = sbx .. ADB_DIR
+  sh(("mkdir -p %s && mount -t tmpfs -o size=%s odp-faults %s"):format(q(dir), size, q(dir)))
+  local ok, e = pcall(function()
+    local dev = adbemu.start { root = sbx }
+    local okf, ef = pcall(fn, dev)
+    dev:stop()
+    if not okf then error(ef, 0) end
+  end)
+  sh("umount " .. q(dir))
+  if not ok then error(e, 0) end
+end
+
+T.with_real_runner("adb: a full disk: the upload says \"no space left on BOARD:DIR\", the ETDump lost is named, nothing left", function(runner)
+  local dir = T.tmpdir()
+  local function board(dev)
+    return run.open_board("devices/vivo_x300_pro.lua", { adb = "tcp:" .. dev.serial,
+      ui = require("odp.core.ui").new { quiet = true } })
+  end
+  with_adb_tmpfs("4m", function(dev)
+    local b = board(dev)
+    local e = T.failure(function() b:push(runner, ADB_DIR .. "/executor_runner") end)
+    T.eq(e.code, "ENOSPC")
+    T.match(e.message, "^no space left on adb://" .. dev.serial:gsub("%p", "%%%0") .. ":" ..
+      ADB_DIR:gsub("%p", "%%%0") .. " %(uploading executor_runner")
+    T.eq(adb_parts(dev), false, "the partial upload removed")
+    b:close()
+  end)
+  with_adb_tmpfs("100m", function(dev)
+    local b = board(dev)
+    local o = { runner = runner, model = add, n = 2, runs_dir = dir .. "/runs", etdump = dir .. "/p.etdump" }
+    local r1 = run.point(b, "executorch", o)
+    T.eq(r1.ok, true, r1.error and r1.error.message); T.ok(r1.ops and #r1.ops > 0, "ops from the ETDump")
+    -- fill what is left, then run again: the runner's ETDump finds no room
+    sh(("dd if=/dev/zero of=%s/fill bs=1M 2>/dev/null; true"):format(q(dev.root .. ADB_DIR)))
+    local r2 = run.point(b, "executorch", o)
+    T.eq(r2.ok, true, "the measurement itself is fine")
+    T.eq(r2.ops, nil, "no op table from a lost ETDump")
+    local said = table.concat(r2.warnings, "\n")
+    T.match(said, "ETDump lost: no space left on adb://" .. dev.serial:gsub("%p", "%%%0") .. ":" ..
+      ADB_DIR:gsub("%p", "%%%0"))
+    T.eq(said:find("ED00", 1, true), nil, "not blamed on the format: " .. said)
+    T.eq(adb_parts(dev), false, "no partial upload left on the device")
+    b:close()
+  end)
+end)
+
+-- A full disk on this machine: b's pull of its remote file (3 MB) into a full 1 MB tmpfs fails naming it in odp's
+-- words, and leaves no partial file here.
+local function pull_into_full_disk(b, remote, uri)
+  local here = T.tmpdir()
+  sh(("mount -t tmpfs -o size=1m odp-faults %s && dd if=/dev/zero of=%s/fill bs=64k 2>/dev/null; true"):format(q(here),
+    q(here)))
+  local ok, e = pcall(T.failure, function() b:pull(remote, here .. "/big") end)
+  local left = sys.readdir(here)
+  sh("umount " .. q(here))
+  if not ok then error(e, 0) end
+  T.eq(e.code, "ENOSPC")
+  T.match(e.message, "^no space left on local://[^:]+:" .. here:gsub("%p", "%%%0") .. " %(pulling big from " ..
+    uri:gsub("%p", "%%%0") .. ": %d+ bytes free, 3000000 needed%)$")
+  T.eq(left, { "fill" }, "no partial file left here")
+end
+
+T.test("a pull that fills this machine's disk says \"no space left on local://HOST:DIR\" (SSH and adb boards)", function()
+  local remote = srv.remote_dir .. "/pull"
+  sh(("mkdir -p %s && head -c 3000000 /dev/urandom >%s/big && chmod -R a+rX %s"):format(q(remote), q(remote), q(remote)))
+  local b = run.open_board("devices/rpi5.lua", board_opts { remote_dir = remote })
+  pull_into_full_disk(b, remote .. "/big", b:target().uri)
+  b:close()
+  local dev = adbemu.start()
+  sh(("mkdir -p %s && head -c 3000000 /dev/urandom >%s/big"):format(q(dev.root .. ADB_DIR), q(dev.root .. ADB_DIR)))
+  b = run.open_board("devices/vivo_x300_pro.lua", { adb = "tcp:" .. dev.serial,
+    ui = require("odp.core.ui").new { quiet = true } })
+  pull_into_full_disk(b, ADB_DIR .. "/big", "adb://" .. dev.serial)
+  b:close()
+end)
+
 ------------------------------------------------------------------------------------------------ debris
 
 T.with_real_runner("odp killed (SIGKILL) or interrupted (SIGINT) during a slow upload: the resume removes the part", function(runner)
@@ -306,19 +537,35 @@ end)
 
 ------------------------------------------------------------------------------------------------ one writer
 
-T.test("a second sweep writing the same file through a symlinked --out is refused", function()
+-- A sweep writing out through alias (a symlink or a hard link to it) while another writes out: refused at once.
+local function second_writer_refused(alias, shown)
   local dir = T.tmpdir()
-  local out, link = dir .. "/real.jsonl", dir .. "/link.jsonl"
-  sh(("ln -s real.jsonl %s && : > %s"):format(q(link), q(out)))
+  local out, other = dir .. "/real.jsonl", dir .. "/other.jsonl"
+  sh(("cd %s && " .. alias):format(q(dir)))
   local job = background({ odp, "run", root .. "/scripts/sweep.lua", "--flow", toy, "-p", "size=1,2", "--delay", "1.5",
     "--out", out, "-q" }, dir)
-  wait_until("the first sweep's lock", 20, function() return (read(out .. ".lock") or ""):match("%d") end)
-  local r = proc.run { odp, "run", root .. "/scripts/sweep.lua", "--flow", toy, "-p", "size=1,2", "--out", link, "-q",
+  wait_until("the first sweep's lock", 20, function()
+    local lock = sweep.lock_path(out)
+    return lock and (read(lock) or ""):match("%d")
+  end)
+  local t0 = sys.now()
+  local r = proc.run { odp, "run", root .. "/scripts/sweep.lua", "--flow", toy, "-p", "size=1,2", "--out", other, "-q",
     timeout = 30 }
   T.eq(r.status, 2, r.stderr)
-  T.match(r.stderr, "link%.jsonl is being written by another sweep %(pid " .. job.pid .. "%) as .*real%.jsonl")
+  T.ok(sys.now() - t0 < 5, "at once")
+  T.match(r.stderr, "other%.jsonl is being written by another sweep %(pid " .. job.pid .. "%)" .. shown)
   T.eq(exit_status(job, 30), 0)
   T.eq(#records(out), 2, "every point written once")
+  T.eq(sys.stat(sweep.lock_path(out) or "/nonexistent"), nil, "the lock went with the sweep")
+end
+
+T.test("a second sweep writing the same file through a symlinked --out is refused", function()
+  second_writer_refused("ln -s real.jsonl other.jsonl && : > real.jsonl", " as .*real%.jsonl")
+end)
+
+T.test("a second sweep writing the same file through a hard link is refused (the lock is the file's device+inode)",
+  function()
+  second_writer_refused(": > real.jsonl && ln real.jsonl other.jsonl", ":")
 end)
 
 srv:stop()

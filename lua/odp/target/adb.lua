@@ -69,7 +69,7 @@ function M.new(opts)
     errors.fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
   end
   local self = setmetatable({
-    kind = "adb", ui = opts.ui,
+    kind = "adb", ui = opts.ui, opts = opts, drops = 0,
     transport = opts.adb or "auto",
     serial = opts.serial or (os.getenv("ANDROID_SERIAL") ~= "" and os.getenv("ANDROID_SERIAL") or nil),
     remote_dir = opts.remote_dir or "/data/local/tmp/odp",
@@ -100,11 +100,11 @@ function M.new(opts)
   return self
 end
 
--- An operation that lost a direct connection marks the target; the next one waits for the device to come
--- back (adbd restarts on root:, usb:, reboot, a cable wiggle: docs/sources.md §3), with backoff until
--- --reconnect-timeout (odp.target.shell.reconnect), on every outage; a device that stays away is given up:
--- every later operation fails at once with ECONNLOST and the cause. Through the adb server each operation has
--- its own socket.
+-- An operation that lost the device marks the target (drop): a direct connection broken, or, through the adb
+-- server, the device no longer listed or offline there, or the server gone (ENODEV). The next operation waits
+-- for the device to come back (adbd restarts on root:, usb:, reboot, a cable wiggle: docs/sources.md §3), with
+-- backoff until --reconnect-timeout (odp.target.shell.reconnect), on every outage; a device that stays away
+-- is given up: every later operation fails at once with ECONNLOST and the cause.
 function Target:device()
   if self.dev then return self.dev end
   if self.gone then return nil, self.gone, "ECONNLOST" end
@@ -122,7 +122,13 @@ end
 local function drop(self, why)
   if self.cache.helper_client then self.cache.helper_client:close() end
   if self.dev then self.dev:close() self.dev = nil end
-  self.dropped = why or "the connection was left unusable"
+  why = why or "the connection was left unusable"
+  self.dropped, self.last_drop, self.drops = self.dropped or why, why, self.drops + 1
+end
+
+-- Whether a call that failed with code lost the device (see Target:device).
+local function lost(dev, code)
+  return dev:broken() or (code == "ENODEV" and dev:info().transport == "server")
 end
 
 -- dev[method](dev, ...) on the connected device; hold: take one of the server's connections for the call.
@@ -132,11 +138,35 @@ local function call_on(self, hold, method, ...)
   local r, e, c
   if hold then r, e, c = held(self, dev[method], dev, ...) else r, e, c = dev[method](dev, ...) end
   -- a failed call, or one cut short by Ctrl-C, can leave the transport unusable: reconnect next time
-  if dev:broken() then drop(self, e) elseif r ~= nil then self.last_ok, self.last_ok_at = method, sys.now() end
+  if dev:broken() or (r == nil and lost(dev, c)) then drop(self, e)
+  elseif r ~= nil then self.last_ok, self.last_ok_at = method, sys.now() end
   return r, e, c
 end
 
 local function call(self, method, ...) return call_on(self, true, method, ...) end
+
+-- Runs fn() (a request on the device: what names it) with the connection's health in mind, as
+-- odp.target.ssh's Target:request: on a device given up, ECONNLOST at once; when the device was lost under it,
+-- waits for it to come back (Target:device) and runs fn once more if replay (nothing on the device can have
+-- started), else fails with ECONNLOST saying it is not run again. Ctrl-C is never waited through.
+local function request(self, what, replay, fn)
+  for try = 1, 2 do
+    if self.gone then return nil, self.gone, "ECONNLOST" end
+    local drops, h = self.drops, self.cache.helper_client
+    local r, err, code = fn()
+    if r == nil and code ~= "ECANCELED" and h and h.dead and self.drops == drops then
+      -- the helper ended: killed on the device, or its channel went with the device (through the adb server its
+      -- end can come before the server stops listing the device): ask the device
+      call(self, "stat", "/")
+    end
+    if r ~= nil or code == "ECANCELED" or self.drops == drops then return r, err, code end
+    if not self.dev then -- not already back through a request inside fn
+      local dev, derr, dcode = self:device()
+      if not dev then return nil, derr, dcode end
+    end
+    if not replay or try == 2 then return nil, shell.not_run_again(self, what, self.last_drop), "ECONNLOST" end
+  end
+end
 
 -- A resident channel holding one of the adb server's connections: it goes back when the channel closes.
 local HeldChannel = {}
@@ -167,8 +197,9 @@ function Target:open_channel(cmd)
     return nil, ("EBUSY: all but one of the %d connections to the adb server are in use (--adb-connections)")
       :format(conns.n), "EBUSY"
   end
-  local ch, err, code = call_on(self, false, "open_channel", cmd, { timeout = 30 })
-  if not ch and not self.dev then ch, err, code = call_on(self, false, "open_channel", cmd, { timeout = 30 }) end
+  local ch, err, code = request(self, "opening a channel", true, function()
+    return call_on(self, false, "open_channel", cmd, { timeout = 30 })
+  end)
   if not conns then return ch, err, code end
   if not ch then
     conns:release()
@@ -193,7 +224,7 @@ function Target:exec_command(cmd, timeout)
   return r.stdout
 end
 
-function Target:libc_version() return nil end -- bionic: no glibc version to check
+Target.libc_version = shell.libc_version -- Android's bionic: none; an emulator or a glibc chroot: its own
 
 --- Free bytes where path is (or its nearest existing parent): the helper when it runs, else `df` (the
 -- preflight asks before the helper is pushed). -> bytes | nil, err, code
@@ -214,8 +245,13 @@ function Target:push(src, dst, opts)
   local tmp = dst .. ".odp-part-" .. sys.getpid() -- odp's one partial name (docs/signals.md)
   local popts = { mode = opts.mode, on_progress = opts.on_progress, timeout = opts.timeout }
   local ok, perr, pcode = call(self, "push", src, tmp, popts)
-  if not ok and not self.dev then -- the transport dropped: reconnect once and start over
-    ok, perr, pcode = call(self, "push", src, tmp, popts)
+  if not ok and self.dev then
+    -- best effort while the connection is up: the partial file has a name nobody mistakes for done, and the
+    -- next odp removes what is left (odp.target.shell.space). Ctrl-C is lifted meanwhile and raised again.
+    local canceled = pcode == "ECANCELED"
+    if canceled then sys.cancel_clear() end
+    call(self, "shell", "rm -f " .. q(tmp), { timeout = canceled and 3 or 10 })
+    if canceled then sys.cancel_request() end
   end
   if not ok and pcode == "EIO" and self.dev then
     perr, pcode = shell.space_cause(self, dst:match("^(.*)/[^/]*$") or ".", st.size, "uploading " ..
@@ -232,7 +268,7 @@ function Target:pull(src, dst, opts)
   opts = opts or {}
   local popts = { on_progress = opts.on_progress, timeout = opts.timeout }
   local ok, err, code = call(self, "pull", src, dst, popts)
-  if not ok and not self.dev then ok, err, code = call(self, "pull", src, dst, popts) end
+  if not ok and self.dev then err, code = shell.pull_space_cause(self, src, dst, err, code) end
   if not ok then return nil, err, code end
   return true
 end
@@ -259,8 +295,9 @@ local function exec_measured(self, argv, opts, method, prefix)
     if herr then return nil, herr, hcode end
     if h then
       local r, err, code = shell.helper_exec(h, argv, opts)
-      -- a run cut short (Ctrl-C) can leave a direct connection unusable: drop it now, so adbd ends what ran
-      if self.dev and self.dev:broken() then drop(self) end
+      -- a run cut short (Ctrl-C) or the device lost leave a direct connection unusable: drop it now, so adbd
+      -- ends what ran
+      if self.dev and self.dev:broken() then drop(self, err) end
       return r, err, code
     end
   end
@@ -302,6 +339,19 @@ end
 
 --- The device-state snapshot's text through the helper (odp.target.device_state), nil without one.
 Target.state_text = shell.state_text
+
+-- Every request on the device goes through request(): what it is called in the line that says the device
+-- dropped, and whether it is run again once the device is back (all but exec: a program may have started).
+for name, replay in pairs { run = true, exec_command = true, mkdir = true, sha256 = true, libc_version = true,
+  free_bytes = true, push = true, pull = true, state_text = true, exec = false } do
+  local f = Target[name]
+  Target[name] = function(self, first, ...)
+    local rest = table.pack(...)
+    return request(self, shell.request_name(name, first), replay, function()
+      return f(self, first, table.unpack(rest, 1, rest.n))
+    end)
+  end
+end
 
 function Target:close()
   drop(self)

@@ -152,11 +152,7 @@ end
 --- Free bytes in the file system holding path (or its nearest existing parent). -> bytes | nil, err, code
 function Host:free_bytes(path)
   while not sys.stat(path) and path:match("./") do path = path:match("^(.*)/[^/]*$") end
-  local r, err, code = proc.run { argv = { "df", "-Pk", path }, timeout = 10 }
-  if not r then return nil, err, code end
-  local kb = r.ok and r.stdout:match("\n%S+%s+%d+%s+%d+%s+(%d+)")
-  if not kb then return nil, ("EIO: df -Pk %s: %s"):format(path, r.stderr:match("[^\n]*")), "EIO" end
-  return tonumber(kb) * 1024
+  return sys.free_bytes(path)
 end
 --- The device-state snapshot's text, read in-process (src/helper/state.c, the board helper's own code): no
 --- shell and no forks (odp.target.device_state.gather).

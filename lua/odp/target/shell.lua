@@ -102,6 +102,22 @@ function M.arch(target)
   return target.cache.arch
 end
 
+--- glibc version of the board ("2.36"), nil when it has none (musl, Android's bionic), nil, err, code when it
+--- could not be asked (a failed query is no answer: it is not cached). Asked, never assumed from the transport:
+--- an adb device can be a Linux with glibc (an emulator, a glibc chroot), and a runner built against glibc
+--- starts only where there is one. A method: Target.libc_version = shell.libc_version.
+---@param target odp.target.shell.Target
+---@return string?, string?, string?
+function M.libc_version(target)
+  if target.cache.libc == nil then
+    local out, err, code = target:run("getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1; true")
+    if not out then return nil, err, code end
+    target.cache.libc = out:match("glibc%s+([%d%.]+)") or out:match("GLIBC[^\n]-([%d]+%.[%d]+)%s*\n?$")
+      or out:match("GNU libc[^\n]-([%d]+%.[%d]+)") or false
+  end
+  return target.cache.libc or nil
+end
+
 --- How long a transport waits for a board whose connection dropped (--reconnect-timeout's default, seconds).
 M.RECONNECT_TIMEOUT = 60
 
@@ -151,6 +167,20 @@ function M.reconnect(target, why, connect_once)
   end
 end
 
+--- What a request on the board is called in the lines that say it dropped: "running PROGRAM" for exec, the
+--- method and its first argument (a path, a command) for the others.
+function M.request_name(method, first)
+  if method == "exec" then return "running " .. tostring(type(first) == "table" and first[1] or first) end
+  return type(first) == "string" and ("%s %s"):format(method, first) or method
+end
+
+--- The failure of a request (what) the connection dropped under (why) that is not run again once the board is
+--- back: a program may have started, and a half-run is not re-run silently.
+function M.not_run_again(target, what, why)
+  return ("ECONNLOST: %s dropped during %s (%s); it is back, and %s is not run again: it may have started")
+    :format(target.uri, what, errors.text(why), what)
+end
+
 --- The --reconnect-timeout option entry every remote transport has.
 M.RECONNECT_OPTION = { "reconnect-timeout", "Seconds to wait for a board whose connection dropped to come back " ..
   "(retried with backoff, on every outage; 0: fail at once)", M.RECONNECT_TIMEOUT, "number", metavar = "S" }
@@ -188,6 +218,22 @@ function M.space_cause(target, dir, need, doing, err, code)
   if free and free < need then
     return ("ENOSPC: no space left on %s:%s (%s: %d bytes free, %d needed)"):format(target.uri, dir, doing, free,
       need), "ENOSPC"
+  end
+  return err, code
+end
+
+--- The cause of a failed pull of the board's src into dst on this machine: when dst's file system here has less
+--- free than src's size, "ENOSPC: no space left on local://HOST:DIR (pulling NAME from URI: ...)", else err,
+--- code as they were (the transports name a full disk here only by the system's words, as EIO).
+function M.pull_space_cause(target, src, dst, err, code)
+  if code ~= "EIO" then return err, code end
+  local dir = dst:match("^(.*)/[^/]*$") or "."
+  local free = sys.free_bytes(dir)
+  local out = free and target:run("wc -c < " .. q(src))
+  local size = out and math.tointeger(tonumber(out:match("%d+")))
+  if size and free < size then
+    return ("ENOSPC: no space left on local://%s:%s (pulling %s from %s: %d bytes free, %d needed)")
+      :format(sys.hostname(), dir, src:match("[^/]*$"), target.uri, free, size), "ENOSPC"
   end
   return err, code
 end

@@ -278,10 +278,7 @@ function Target:request(what, replay, fn)
       local ok, rerr, rcode = self:reconnect(why)
       if not ok then return nil, rerr, rcode end
     end
-    if not replay or try == 2 then
-      return nil, ("ECONNLOST: %s dropped during %s (%s); it is back, and %s is not run again: it may have " ..
-        "started"):format(self.uri, what, errors.text(why), what), "ECONNLOST"
-    end
+    if not replay or try == 2 then return nil, shell.not_run_again(self, what, why), "ECONNLOST" end
   end
 end
 
@@ -307,17 +304,7 @@ function Target:exec_command(cmd, timeout)
   return r.stdout
 end
 
---- glibc version of the board ("2.36"), nil when it has none (musl, Android), nil, err, code when it could not
--- be asked (a failed query is no answer: it is not cached).
-function Target:libc_version()
-  if self.cache.libc == nil then
-    local out, err, code = self:run("getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1; true")
-    if not out then return nil, err, code end
-    self.cache.libc = out:match("glibc%s+([%d%.]+)") or out:match("GLIBC[^\n]-([%d]+%.[%d]+)%s*\n?$")
-      or out:match("GNU libc[^\n]-([%d]+%.[%d]+)") or false
-  end
-  return self.cache.libc or nil
-end
+Target.libc_version = shell.libc_version
 
 --- Free bytes in the file system holding path (or its nearest existing parent): through the helper when it
 -- already runs, else `df` (the preflight asks before anything, the helper too, is uploaded).
@@ -352,6 +339,7 @@ end
 function Target:pull(src, dst, opts)
   opts = opts or {}
   local n, err, code = self.session:get(src, dst, { on_progress = opts.on_progress, timeout = opts.timeout })
+  if not n and not self.session:lost() then err, code = shell.pull_space_cause(self, src, dst, err, code) end
   if not n then return nil, err, code end
   return true
 end
@@ -399,9 +387,9 @@ for name, replay in pairs { run = true, exec_command = true, mkdir = true, sha25
   local f = Target[name]
   Target[name] = function(self, first, ...)
     local rest = table.pack(...)
-    local what = name == "exec" and ("running " .. tostring(type(first) == "table" and first[1] or first))
-      or type(first) == "string" and ("%s %s"):format(name, first) or name
-    return self:request(what, replay, function() return f(self, first, table.unpack(rest, 1, rest.n)) end)
+    return self:request(shell.request_name(name, first), replay, function()
+      return f(self, first, table.unpack(rest, 1, rest.n))
+    end)
   end
 end
 
