@@ -133,6 +133,25 @@ end)
 
 ------------------------------------------------------------------------------------------------ outages
 
+-- Every point of a sweep once, only those the outage caught running failed (ECONNLOST, not run again) and at
+-- most one per outage; -> how many failed.
+local function once_each(recs, n, outages, err)
+  T.eq(#recs, n, "every point has its record: " .. err)
+  local seen, failed = {}, 0
+  for _, r in ipairs(recs) do
+    local k = r.params.num_executions
+    T.eq(seen[k], nil, "point " .. k .. " once"); seen[k] = true
+    if r.ok == false then
+      failed = failed + 1
+      -- only a program the drop caught running fails, and it says so
+      T.eq(r.error.code, "ECONNLOST"); T.match(r.error.message, "not run again")
+    end
+  end
+  T.ok(failed <= outages, failed .. " points failed: at most the one in flight at each outage")
+  return failed
+end
+
+
 T.with_real_runner("sshd down mid-sweep twice (a reboot): waited for each time; every point once; the cause printed", function(runner)
   local dir = T.tmpdir()
   local out, remote = dir .. "/s.jsonl", srv.remote_dir .. "/outage"
@@ -151,19 +170,7 @@ T.with_real_runner("sshd down mid-sweep twice (a reboot): waited for each time; 
   local rc = exit_status(job, 120)
   local took = sys.now() - t0
   local err = read(dir .. "/err")
-  local recs = records(out)
-  T.eq(#recs, n, "every point has its record: " .. err)
-  local seen, failed = {}, 0
-  for _, r in ipairs(recs) do
-    local k = r.params.num_executions
-    T.eq(seen[k], nil, "point " .. k .. " once"); seen[k] = true
-    if r.ok == false then
-      failed = failed + 1
-      -- only a program the drop caught running fails, and it says so
-      T.eq(r.error.code, "ECONNLOST"); T.match(r.error.message, "not run again")
-    end
-  end
-  T.ok(failed <= 2, failed .. " points failed: at most the one in flight at each outage")
+  local failed = once_each(records(out), n, 2, err)
   T.eq(rc, failed > 0 and 1 or 0, err)
   T.eq(count(err, "dropped %("), 2, "one line per outage when the board drops: " .. err)
   T.eq(count(err, "is back after"), 2, "one line per outage when it is back: " .. err)
@@ -176,18 +183,16 @@ T.with_real_runner("sshd down mid-sweep twice (a reboot): waited for each time; 
   T.eq(parts(remote), false, "no partial upload left on the board")
 end)
 
-T.with_real_runner("a board that stays away: its remaining points fail at once with the real cause", function(runner)
-  local dir = T.tmpdir()
-  local out = dir .. "/s.jsonl"
-  local argv = sweep_argv(runner, dir, { "--remote-dir", srv.remote_dir .. "/away", "--reconnect-timeout", "3",
-    "-p", slow_points(8), "--out", out })
-  local job = background(argv, dir)
+-- A sweep of 8 points (argv, env) whose board goes away after 2 records (leave()) and stays away: every point has
+-- its record, the remaining ones fail at once with ECONNLOST and the cause (cause: a pattern every failure
+-- matches), after one wait of --reconnect-timeout 3 (argv has it), not one per point.
+local function stays_away(argv, env, out, dir, leave, cause)
+  local job = background(argv, dir, env)
   wait_until("2 records", 60, function() return #records(out) >= 2 end)
-  srv:crash()
+  leave()
   local t0 = sys.now()
   local rc = exit_status(job, 60)
   local took = sys.now() - t0
-  srv:restart()
   local recs = records(out)
   T.eq(#recs, 8, "every point has its record")
   T.eq(rc, 1)
@@ -198,11 +203,22 @@ T.with_real_runner("a board that stays away: its remaining points fail at once w
       T.eq(r.error.code, "ECONNLOST")
       T.ok(r.error.message:find("not back after 3 s", 1, true) or r.error.message:find("not run again", 1, true),
         r.error.message)
-      T.eq(r.error.message:find("closed odp.ssh.Session", 1, true), nil)
+      T.match(r.error.message, cause)
     end
   end
   T.ok(failed >= 5, failed .. " failed")
   T.ok(took < 15, ("one wait of --reconnect-timeout, not one per point: %.1f s"):format(took))
+end
+
+T.with_real_runner("a board that stays away: its remaining points fail at once with the real cause", function(runner)
+  local dir = T.tmpdir()
+  local out = dir .. "/s.jsonl"
+  local argv = sweep_argv(runner, dir, { "--remote-dir", srv.remote_dir .. "/away", "--reconnect-timeout", "3",
+    "-p", slow_points(8), "--out", out })
+  -- the cause, never a closed session's Lua error
+  local ok, e = pcall(stays_away, argv, nil, out, dir, function() srv:crash() end, "^[^\n]*refused")
+  srv:restart()
+  if not ok then error(e, 0) end
 end)
 
 T.with_real_runner("an SSH session stopped (SIGSTOP) mid-point: keepalives find it, the board is reconnected", function(runner)
@@ -281,10 +297,10 @@ end)
 
 local ADB_DIR = "/data/local/tmp/odp" -- the adb boards' remote dir (scripts/x300pro.lua's default)
 
--- The partial uploads (*.odp-part-*) in the emulated device's remote dir and its .odp/.
-local function adb_parts(dev)
-  return sh(("ls -a %s %s/.odp 2>/dev/null | grep -F .odp-part- || true"):format(q(dev.root .. ADB_DIR),
-    q(dev.root .. ADB_DIR))):match("%S") ~= nil
+-- Whether the emulated device's remote dir (or its .odp/) holds partial uploads (of the file called name, when
+-- given).
+local function adb_parts(dev, name)
+  return parts(dev.root .. ADB_DIR, name)
 end
 
 local function adb_sweep_argv(runner, dir, extra)
@@ -292,23 +308,6 @@ local function adb_sweep_argv(runner, dir, extra)
     "--model", add, "--runs-dir", dir .. "/runs" }
   table.move(extra, 1, #extra, #argv + 1, argv)
   return argv
-end
-
--- Every point of a sweep once, only those the outage caught running failed (ECONNLOST, not run again) and at
--- most one per outage; -> how many failed.
-local function once_each(recs, n, outages, err)
-  T.eq(#recs, n, "every point has its record: " .. err)
-  local seen, failed = {}, 0
-  for _, r in ipairs(recs) do
-    local k = r.params.num_executions
-    T.eq(seen[k], nil, "point " .. k .. " once"); seen[k] = true
-    if r.ok == false then
-      failed = failed + 1
-      T.eq(r.error.code, "ECONNLOST"); T.match(r.error.message, "not run again")
-    end
-  end
-  T.ok(failed <= outages, failed .. " points failed: at most the one in flight at each outage")
-  return failed
 end
 
 -- The direct connection (--adb tcp:) of a board without an adb server: no server is asked.
@@ -364,8 +363,10 @@ T.with_real_runner("adb server: the device leaves the server (adb disconnect) an
   local err = read(dir .. "/err")
   local failed = once_each(records(out), n, 2, err)
   T.eq(rc, failed > 0 and 1 or 0, err)
+  -- the first outage: the server no longer lists it; the second: it lists it offline, or not at all, until its
+  -- own reconnect finds the device again
   T.match(err, "dropped %(the adb server: device '" .. dev.serial:gsub("%p", "%%%0") .. "' not found%)")
-  T.match(err, "dropped %(the adb server: device offline%)")
+  T.eq(count(err, "dropped %(the adb server: device "), 2, "one line per outage when the device drops: " .. err)
   T.eq(count(err, "is back after"), 2, "one line per outage when it is back: " .. err)
   T.ok(took < 90, ("took %.0f s"):format(took))
   T.eq(adb_parts(dev), false, "no partial upload left on the device")
@@ -380,27 +381,7 @@ T.with_real_runner("adb server: a device that stays away fails its remaining poi
   local out = dir .. "/s.jsonl"
   local argv = adb_sweep_argv(runner, dir, { "--adb", "server", "--serial", dev.serial, "--reconnect-timeout", "3",
     "-p", slow_points(8), "--out", out })
-  local job = background(argv, dir, srv.env)
-  wait_until("2 records", 60, function() return #records(out) >= 2 end)
-  srv:disconnect(dev)
-  local t0 = sys.now()
-  local rc = exit_status(job, 60)
-  local took = sys.now() - t0
-  local recs = records(out)
-  T.eq(#recs, 8, "every point has its record")
-  T.eq(rc, 1)
-  local failed = 0
-  for _, r in ipairs(recs) do
-    if r.ok == false then
-      failed = failed + 1
-      T.eq(r.error.code, "ECONNLOST")
-      T.ok(r.error.message:find("not back after 3 s", 1, true) or r.error.message:find("not run again", 1, true),
-        r.error.message)
-      T.match(r.error.message, "not found")
-    end
-  end
-  T.ok(failed >= 5, failed .. " failed")
-  T.ok(took < 15, ("one wait of --reconnect-timeout, not one per point: %.1f s"):format(took))
+  stays_away(argv, srv.env, out, dir, function() srv:disconnect(dev) end, "the adb server: device '[^']+' not found")
 end)
 
 T.with_real_runner("adb: a connection dropped in the middle of the runner's upload: waited for, the upload made again, no part left", function(runner)
@@ -532,6 +513,56 @@ T.with_real_runner("odp killed (SIGKILL) or interrupted (SIGINT) during a slow u
     for _, rec in ipairs(records(out)) do if rec.ok then ok = ok + 1 end end
     T.eq(ok, 2, "both points")
     T.eq(parts(remote), false, "nothing partial left on the board")
+  end
+end)
+
+-- A slow link to an emulated device: socat on a port of 127.0.0.1 relays each connection through
+-- tests/c/slow_relay, at most rate bytes/s towards the device; -> "tcp:127.0.0.1:PORT" for --adb. The listener
+-- is stopped at the suite's end.
+local function slow_adb_link(dev, rate)
+  for attempt = 1, 5 do
+    local port = 20000 + (math.floor(sys.now() * 1000) * 7 + attempt * 131) % 30000
+    local pid = sh(("socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork %s >/dev/null 2>&1 & echo $!"):format(port,
+      q(("EXEC:%s %d 127.0.0.1 %d"):format(build .. "/tests/slow_relay", rate, dev.port)))):match("%d+")
+    T.at_done(function() sh("kill " .. pid .. " 2>/dev/null; true") end)
+    if sshd.wait_for(function()
+      return sh(("ss -ltn 2>/dev/null | grep -F '127.0.0.1:%d ' || true"):format(port)):match("%S") ~= nil
+    end, 5) then
+      return "tcp:127.0.0.1:" .. port
+    end
+  end
+  error("socat: no free port for the slow link")
+end
+
+T.with_real_runner("adb: odp killed (SIGKILL) or interrupted (SIGINT) during a slow upload: the part removed at once, or by the resume", function(runner)
+  local dev = adbemu.start()
+  local link = slow_adb_link(dev, 2000000) -- 2 MB/s: the 7.5 MB runner takes seconds to upload
+  for _, signal in ipairs { "KILL", "INT" } do
+    local dir = T.tmpdir()
+    local out = dir .. "/s.jsonl"
+    local argv = adb_sweep_argv(runner, dir, { "--adb", link, "-p", "num_executions=1,2", "--out", out })
+    local job = background(argv, dir, NO_SERVER)
+    wait_until("the runner's upload under way", 60, function() return adb_parts(dev, "executor_runner") end)
+    local t0 = sys.now()
+    sh("kill -" .. signal .. " " .. job.pid)
+    local rc = exit_status(job, 30)
+    T.ok(sys.now() - t0 < 10, ("stopped in %.1f s"):format(sys.now() - t0))
+    T.eq(rc, signal == "KILL" and 137 or 130)
+    -- Ctrl-C: odp removes its own part as it stops; SIGKILL leaves it for the next odp
+    T.eq(adb_parts(dev, "executor_runner"), signal == "KILL", "the part after SIG" .. signal)
+    for _, r in ipairs(records(out)) do
+      T.eq({ r.ok, r.error.code }, { false, "ECANCELED" }, "an interrupted point is saved as interrupted: " ..
+        r.error.message)
+    end
+    argv.timeout, argv.env = 120, NO_SERVER
+    local r = proc.run(argv)
+    T.eq(r.status, 0, r.stderr)
+    if signal == "KILL" then T.match(r.stderr, "removed 1 partial upload%(s%) an earlier odp left") end
+    local ok = 0
+    for _, rec in ipairs(records(out)) do if rec.ok then ok = ok + 1 end end
+    T.eq(ok, 2, "both points")
+    T.eq(adb_parts(dev), false, "nothing partial left on the device")
+    sh("rm -f " .. q(dev.root .. ADB_DIR .. "/executor_runner")) -- the next round uploads it again
   end
 end)
 

@@ -201,10 +201,10 @@ local function start_emulator()
   return sbx, (sys.read_file(pf) or ""):match("%d+"), pid
 end
 
-T.test("adb: exec, push, Ctrl-C during a long exec, then the device closed: one line, the prompt stays", function()
+T.test("adb: exec, push, Ctrl-C during a long exec, then the device closed: waited for, one error, the prompt stays", function()
   local sbx, port, pid = start_emulator()
   T.ok(port, "the emulator listens")
-  start(("devices/vivo_x300_pro.lua --adb tcp:127.0.0.1:%s"):format(port))
+  start(("devices/vivo_x300_pro.lua --adb tcp:127.0.0.1:%s --reconnect-timeout 2"):format(port))
   line('board:exec("echo adb-$((3*3))").stdout')
   wait_for('"adb%-9\\n"', 20)
   T.write(tmp .. "/g", "to the phone")
@@ -223,7 +223,8 @@ T.test("adb: exec, push, Ctrl-C during a long exec, then the device closed: one 
   wait_for('"again\\n"', 20)
   proc.run { "kill", pid }
   line('board:exec("true")')
-  wait_for("\nEIO: [^\n]*\nodp> ", 30)
+  -- the device is waited for --reconnect-timeout, then given up with the cause
+  wait_for("\nECONNLOST: [^\n]*not back after 2 s[^\n]*\nodp> ", 30)
   line("6*7")
   wait_for("\n42\n")
   stop()

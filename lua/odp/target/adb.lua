@@ -51,9 +51,9 @@ local function held(self, fn, ...)
   return self.conns:with(fn, ...)
 end
 
-local function connect(self)
+local function connect(self, timeout)
   local dev, err, code = held(self, adb.connect, { transport = self.transport, serial = self.serial,
-    timeout = self.timeout, auth_timeout = self.auth_timeout, on_auth_prompt = self.on_auth_prompt })
+    timeout = timeout or self.timeout, auth_timeout = self.auth_timeout, on_auth_prompt = self.on_auth_prompt })
   if not dev then return nil, err, code end
   if dev:info().transport ~= "server" then self.conns = nil end -- auto found no server: direct
   self.dev = dev
@@ -110,11 +110,12 @@ function Target:device()
   if self.gone then return nil, self.gone, "ECONNLOST" end
   if not self.dropped then return connect(self) end
   local ok, err, code = shell.reconnect(self, self.dropped, function() return connect(self) end)
-  self.dropped = nil
   if not ok then
-    self.gone = err
+    -- Ctrl-C while waiting ends this wait, not the board: the next operation waits again
+    if code ~= "ECANCELED" then self.gone, self.dropped = err, nil end
     return nil, err, code
   end
+  self.dropped = nil
   return self.dev
 end
 
@@ -148,7 +149,7 @@ local function call(self, method, ...) return call_on(self, true, method, ...) e
 -- Runs fn() (a request on the device: what names it) with the connection's health in mind, as
 -- odp.target.ssh's Target:request: on a device given up, ECONNLOST at once; when the device was lost under it,
 -- waits for it to come back (Target:device) and runs fn once more if replay (nothing on the device can have
--- started), else fails with ECONNLOST saying it is not run again. Ctrl-C is never waited through.
+-- started), else fails with ECONNLOST saying it is not run again. A failure under Ctrl-C is not waited for.
 local function request(self, what, replay, fn)
   for try = 1, 2 do
     if self.gone then return nil, self.gone, "ECONNLOST" end
@@ -159,7 +160,8 @@ local function request(self, what, replay, fn)
       -- end can come before the server stops listing the device): ask the device
       call(self, "stat", "/")
     end
-    if r ~= nil or code == "ECANCELED" or self.drops == drops then return r, err, code end
+    -- a call Ctrl-C cut short may leave a direct connection unusable: that is no outage to wait for now
+    if r ~= nil or code == "ECANCELED" or self.drops == drops or sys.cancel_requested() then return r, err, code end
     if not self.dev then -- not already back through a request inside fn
       local dev, derr, dcode = self:device()
       if not dev then return nil, derr, dcode end
@@ -245,12 +247,14 @@ function Target:push(src, dst, opts)
   local tmp = dst .. ".odp-part-" .. sys.getpid() -- odp's one partial name (docs/signals.md)
   local popts = { mode = opts.mode, on_progress = opts.on_progress, timeout = opts.timeout }
   local ok, perr, pcode = call(self, "push", src, tmp, popts)
-  if not ok and self.dev then
-    -- best effort while the connection is up: the partial file has a name nobody mistakes for done, and the
-    -- next odp removes what is left (odp.target.shell.space). Ctrl-C is lifted meanwhile and raised again.
+  if not ok then
+    -- best effort while the device is there: the partial file has a name nobody mistakes for done, and the
+    -- next odp removes what is left (odp.target.shell.space). Ctrl-C is lifted meanwhile and raised again; a
+    -- direct connection it cut short is made once more for it.
     local canceled = pcode == "ECANCELED"
     if canceled then sys.cancel_clear() end
-    call(self, "shell", "rm -f " .. q(tmp), { timeout = canceled and 3 or 10 })
+    if canceled and not self.dev and not self.gone and connect(self, 3) then self.dropped = nil end
+    if self.dev then call(self, "shell", "rm -f " .. q(tmp), { timeout = canceled and 3 or 10 }) end
     if canceled then sys.cancel_request() end
   end
   if not ok and pcode == "EIO" and self.dev then
