@@ -37,6 +37,9 @@ M.options = {
   { "sample", "Sample the runner's CPU (HZ per second, default 4000) and join the samples with its ETDump:\n" ..
     "each op's hottest functions, cpu_profile.folded (docs/cpu-profile.md)", nil, "posint", implicit = 4000,
     metavar = "HZ" },
+  { "sample-overhead", "With --sample: also run K runner processes without the sampler, interleaved with K " ..
+    "sampled ones,\nand record the sampler's cost (cpu_profile.overhead; docs/cpu-profile.md)", nil, "posint",
+    implicit = 5, metavar = "K" },
   { "symbols", "An unstripped copy of the runner, used for --sample's names when its build-id is the runner's",
     nil, "file" },
   { "allow-emulated", "Measure a runner built for another machine that the board runs under emulation\n" ..
@@ -55,13 +58,16 @@ local function basename(p) return (p:match("([^/]+)$")) end
 
 function M.validate(ctx)
   local o = ctx.opts
-  if o.warmup < 0 then errors.fail("EUSAGE", "--warmup must be >= 0", 2) end
-  if o.timeout <= 0 then errors.fail("EUSAGE", "--timeout must be > 0", 2) end
+  if o.warmup < 0 then errors.fail("EUSAGE", "--warmup must be >= 0") end
+  if o.timeout <= 0 then errors.fail("EUSAGE", "--timeout must be > 0") end
   measuring.validate(o)
+  if o.sample_overhead and not o.sample then
+    errors.fail("EUSAGE", "--sample-overhead measures --sample's cost: give --sample[=HZ] too")
+  end
   local st = sys.stat(o.runner)
-  if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner), 2) end
+  if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner)) end
   if device.kind(ctx.target_kind).runs_in_place and not st.executable then
-    errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner), 2)
+    errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner))
   end
   run.check_model(o.model) -- a .pte this runner can load: ET12 identifier, not truncated, parseable
   -- the inputs against the method's signature, the reference against the model: exit 2 before any board
@@ -133,16 +139,16 @@ local function failure_message(ctx, r, parsed)
     return head .. ": " .. why .. (note and (" (" .. note .. ")") or "")
   end
   if r.timed_out then
-    return "ETIMEDOUT", "runner did not finish before the timeout; killed with its process group"
+    return "ERUNNER", "runner did not finish before the timeout; killed with its process group"
   elseif r.canceled then
     return "ECANCELED", "interrupted; runner killed"
   elseif r.signal then
-    return "EIO", with_why(("runner killed by SIG%s"):format(r.signal_name or r.signal))
+    return "ERUNNER", with_why(("runner killed by SIG%s"):format(r.signal_name or r.signal))
   elseif r.status ~= 0 then
     if r.stderr:find("unknown command line flag 'etdump_path'", 1, true) then
-      return "EIO", "this runner was built without the event tracer: it has no --etdump_path; drop --etdump"
+      return "ERUNNER", "this runner was built without the event tracer: it has no --etdump_path; drop --etdump"
     end
-    return "EIO", with_why(("runner exited with status %d"):format(r.status))
+    return "ERUNNER", with_why(("runner exited with status %d"):format(r.status))
   end
 end
 
@@ -184,10 +190,10 @@ local function run_once(ctx, t, argv, label, files, sampled)
       end
     end
   end
-  if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
+  if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err)) end
   -- the sampler could not start (the kernel refused it): nothing ran; the helper's one line says why
   local refused = r.status == 125 and r.stderr:match("odp%-rusage: (sampling[^\n]*)")
-  if refused then errors.fail("ENOTSUP", refused, 3) end
+  if refused then errors.fail("ENOTSUP", refused) end
   local parse = executorch
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
@@ -345,23 +351,60 @@ local function stage_step(ctx, rec, t)
 end
 
 -- Android's shell user may sample only with security.perf_harden off: odp turns it off the way simpleperf's
--- app_profiler.py does, and says so (a refusal later names kernel.perf_event_paranoid).
+-- app_profiler.py does, and says what it found and did, in the warnings (a refusal later names
+-- kernel.perf_event_paranoid) and in cpu_profile.perf_harden. -> that text, or nil off Android.
 local function allow_sampling(ctx, rec, target)
   if ctx.target_kind ~= "adb" then return end
   local v = target:run("getprop security.perf_harden", 10)
-  if v and v:match("^%s*1%s*$") then
+  local now = v and v:match("^%s*(%S*)%s*$")
+  local did
+  if now == "1" then
     local ok, err = target:run("setprop security.perf_harden 0", 10)
-    rec.warnings[#rec.warnings + 1] = ok and
-      "--sample: set security.perf_harden to 0 on the device (as simpleperf's app_profiler.py does) so that " ..
-      "its shell user may sample; a reboot sets it back" or
-      ("--sample: could not set security.perf_harden to 0: %s"):format(err)
+    did = ok and "was 1: set to 0 (as simpleperf's app_profiler.py does) so that the shell user may sample; a " ..
+      "reboot sets it back" or ("was 1: could not set it to 0: %s"):format(err)
+  elseif now == "" then
+    did = "not set on this device: left alone (the kernel's kernel.perf_event_paranoid decides)"
+  elseif now then
+    did = ("was %s already: left alone"):format(now)
+  else
+    did = "could not be read (getprop failed): left alone"
   end
+  rec.warnings[#rec.warnings + 1] = "--sample: security.perf_harden " .. did
+  return did
+end
+
+-- --sample-overhead=K: K runner processes without the sampler and K with it, in ABBA order (unsampled first in odd
+-- pairs, sampled first in even ones, so a drift of the board over the pairs weighs on both sides alike), before
+-- the measured processes (whose ETDump and samples are the ones kept). Each is the measured command, with the
+-- same helper, memory watch and ETDump: only the sampler differs. Their logs stay in the run directory
+-- (overhead-<i>-<un>sampled.stderr). -> the record's cpu_profile.overhead.
+local function overhead_runs(ctx, rec, t)
+  local o, ui, groups = ctx.opts, ctx.ui, { [false] = {}, [true] = {} }
+  for i = 1, o.sample_overhead do
+    for _, sampled in ipairs(i % 2 == 1 and { false, true } or { true, false }) do
+      local name = ("overhead-%d-%s"):format(i, sampled and "sampled" or "unsampled")
+      local label = ("sampling overhead %d/%d, %s"):format(i, o.sample_overhead, sampled and "sampled" or "unsampled")
+      if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
+      local r, parsed = run_once(ctx, t, t.argv, label, ctx.run_dir .. "/" .. name, sampled)
+      for _, ext in ipairs { "stdout", "stderr" } do
+        run.artifact(ctx, rec, name:gsub("-", "_") .. "_" .. ext, name .. "." .. ext)
+      end
+      -- its memory timeline was the cost both sides paid alike, not a result: not kept beside the run's
+      if r.memory_csv and device.kind(ctx.target_kind).runs_in_place then os.remove(r.memory_csv) end
+      local code, msg = failure_message(ctx, r, parsed)
+      if code then errors.fail(code, label .. ": " .. msg) end
+      local g = measuring.log_groups({ { r = r, parsed = parsed } }, o.num_executions)
+      local list = groups[sampled]
+      list[#list + 1] = g and g.groups[1] or {}
+    end
+  end
+  return require("odp.results.cpu_profile").overhead(groups[false], groups[true]) -- lazy: start-up
 end
 
 -- The run step: the device state before, placement, the warmup and measured runner processes (t.runs).
 local function run_step(ctx, rec, t)
   local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
-  if o.sample then allow_sampling(ctx, rec, target) end
+  if o.sample then t.perf_harden = allow_sampling(ctx, rec, target) end
   t.state = device_state.before(rec, target)
   placement.apply(ctx, t, rec, argv)
 
@@ -370,9 +413,10 @@ local function run_step(ctx, rec, t)
     local code, msg = failure_message(ctx, r, parsed)
     if code then
       rec.status, rec.signal = r.status, r.signal
-      errors.fail(code, "warmup: " .. msg, code == "ECANCELED" and 130 or 1)
+      errors.fail(code, "warmup: " .. msg)
     end
   end
+  if o.sample_overhead then t.overhead = overhead_runs(ctx, rec, t) end
   local runs = {}
   local cooler = measuring.cooler(o, target, ui)
   local stopper = measuring.stopper(o)
@@ -393,7 +437,7 @@ local function run_step(ctx, rec, t)
     if code then
       runs[#runs + 1] = { r = r, parsed = parsed }
       if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }, t) end
-      errors.fail(code, msg, code == "ECANCELED" and 130 or 1)
+      errors.fail(code, msg)
     end
     runs[#runs + 1] = { r = r, parsed = parsed }
     if o.num_executions > 0 and not parsed.total_ms and #parsed.messages > 0 then
@@ -453,6 +497,8 @@ local function profile_step(ctx, rec, t, doc)
     return
   end
   rec.cpu_profile = p.record
+  p.record.overhead = t.overhead or prof.overhead_not_measured()
+  p.record.perf_harden = t.perf_harden
   for _, w in ipairs(p.warnings) do rec.warnings[#rec.warnings + 1] = w end
   local folded = ctx.run_dir .. "/cpu_profile.folded"
   errors.check(prof.write_folded(folded, p.folded))
@@ -548,7 +594,7 @@ end
 M.board_verbs = {
   profile = function(board, opts)
     for _, k in ipairs({ "runner", "model" }) do
-      if not opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k), 2) end
+      if not opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k)) end
     end
     return run.point(board, nil, opts, opts.args)
   end,
