@@ -44,10 +44,10 @@ function M.build()
   return built
 end
 
--- pid and every process below it (the emulator runs each command in a process group of its own).
-local function tree(pid)
-  return (sh(("desc() { local c; for c in $(pgrep -P \"$1\"); do desc \"$c\"; echo \"$c\"; done; }; desc %d; echo %d")
-    :format(pid, pid)):gsub("\n", " "))
+-- Every process below pid (the emulator runs each command in a process group of its own).
+local function below(pid)
+  return (sh(("desc() { local c; for c in $(pgrep -P \"$1\"); do desc \"$c\"; echo \"$c\"; done; }; desc %d")
+    :format(pid)):gsub("\n", " "))
 end
 
 local Emu = {}
@@ -72,10 +72,12 @@ function Emu:launch()
   self.serial = "127.0.0.1:" .. self.port
 end
 
---- The device goes away as in a reboot or a pulled cable: the emulator and every command it runs, SIGKILL.
+--- The device goes away as in a reboot or a pulled cable: the emulator (its connections first, as the device's
+--- link goes before its programs are seen to end), then every command it ran, SIGKILL.
 function Emu:crash()
   if not self:alive() then return end
-  sh("kill -KILL " .. tree(self.pid) .. " 2>/dev/null; true")
+  local rest = below(self.pid)
+  sh(("kill -KILL %d; kill -KILL %s 2>/dev/null; true"):format(self.pid, rest))
   wait_for("the adb emulator gone", 10, function() return not self:alive() end)
   self.pid = nil
 end

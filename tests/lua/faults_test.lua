@@ -144,11 +144,32 @@ local function once_each(recs, n, outages, err)
     if r.ok == false then
       failed = failed + 1
       -- only a program the drop caught running fails, and it says so
-      T.eq(r.error.code, "ECONNLOST"); T.match(r.error.message, "not run again")
+      T.eq(r.error.code, "ECONNLOST", r.error.message); T.match(r.error.message, "not run again")
     end
   end
   T.ok(failed <= outages, failed .. " points failed: at most the one in flight at each outage")
   return failed
+end
+
+-- Runs the sweep argv (env: its environment) of n points in the background with an outage (outage(i)) after each
+-- count of records in afters; checks every point's record (once_each), one line per outage when the board
+-- drops and one when it is back, and the time. -> its stderr, how many points failed
+local function through_outages(argv, env, dir, out, n, afters, outage)
+  local t0 = sys.now()
+  local job = background(argv, dir, env)
+  for i, after in ipairs(afters) do
+    wait_until(after .. " records", 60, function() return #records(out) >= after end)
+    outage(i)
+  end
+  local rc = exit_status(job, 120)
+  local took = sys.now() - t0
+  local err = read(dir .. "/err")
+  local failed = once_each(records(out), n, #afters, err)
+  T.eq(rc, failed > 0 and 1 or 0, err)
+  T.eq(count(err, "dropped %("), #afters, "one line per outage when the board drops: " .. err)
+  T.eq(count(err, "is back after"), #afters, "one line per outage when it is back: " .. err)
+  T.ok(took < 90, ("took %.0f s"):format(took))
+  return err, failed
 end
 
 
@@ -157,24 +178,13 @@ T.with_real_runner("sshd down mid-sweep twice (a reboot): waited for each time; 
   local out, remote = dir .. "/s.jsonl", srv.remote_dir .. "/outage"
   local n = 14
   local argv = sweep_argv(runner, dir, { "--remote-dir", remote, "-p", slow_points(n), "--out", out })
-  local t0 = sys.now()
-  local job = background(argv, dir)
-  for _, after in ipairs { 3, 8 } do
-    wait_until(after .. " records", 60, function() return #records(out) >= after end)
+  local _, failed = through_outages(argv, nil, dir, out, n, { 3, 8 }, function()
     srv:crash()
     sys.sleep(5)
     local r0 = sys.now()
     srv:restart()
     T.ok(sys.now() - r0 < 3, ("sshd restarted in %.1f s"):format(sys.now() - r0))
-  end
-  local rc = exit_status(job, 120)
-  local took = sys.now() - t0
-  local err = read(dir .. "/err")
-  local failed = once_each(records(out), n, 2, err)
-  T.eq(rc, failed > 0 and 1 or 0, err)
-  T.eq(count(err, "dropped %("), 2, "one line per outage when the board drops: " .. err)
-  T.eq(count(err, "is back after"), 2, "one line per outage when it is back: " .. err)
-  T.ok(took < 90, ("took %.0f s"):format(took))
+  end)
   -- resume runs only what failed
   argv.timeout = 120
   local again = proc.run(argv)
@@ -319,23 +329,12 @@ T.with_real_runner("adb: the device crashes mid-sweep twice and comes back on th
   local out, n = dir .. "/s.jsonl", 10
   local argv = adb_sweep_argv(runner, dir, { "--adb", "tcp:" .. dev.serial, "--reconnect-timeout", "30",
     "-p", slow_points(n), "--out", out })
-  local t0 = sys.now()
-  local job = background(argv, dir, NO_SERVER)
-  for _, after in ipairs { 3, 7 } do
-    wait_until(after .. " records", 60, function() return #records(out) >= after end)
+  local err = through_outages(argv, NO_SERVER, dir, out, n, { 3, 7 }, function()
     dev:crash()
     sys.sleep(3)
     dev:restart()
-  end
-  local rc = exit_status(job, 120)
-  local took = sys.now() - t0
-  local err = read(dir .. "/err")
-  local failed = once_each(records(out), n, 2, err)
-  T.eq(rc, failed > 0 and 1 or 0, err)
-  T.eq(count(err, "dropped %("), 2, "one line per outage when the device drops: " .. err)
+  end)
   T.match(err, "waiting up to 30 s", "--reconnect-timeout reaches the adb board")
-  T.eq(count(err, "is back after"), 2, "one line per outage when it is back: " .. err)
-  T.ok(took < 90, ("took %.0f s"):format(took))
   T.eq(adb_parts(dev), false, "no partial upload left on the device")
   T.eq(dev:violations(), "", "no protocol violation by odp")
 end)
@@ -348,27 +347,16 @@ T.with_real_runner("adb server: the device leaves the server (adb disconnect) an
   local out, n = dir .. "/s.jsonl", 10
   local argv = adb_sweep_argv(runner, dir, { "--adb", "server", "--serial", dev.serial, "--reconnect-timeout", "30",
     "-p", slow_points(n), "--out", out })
-  local t0 = sys.now()
-  local job = background(argv, dir, srv.env)
-  wait_until("3 records", 60, function() return #records(out) >= 3 end)
-  srv:disconnect(dev)
-  sys.sleep(3)
-  srv:connect(dev)
-  wait_until("7 records", 60, function() return #records(out) >= 7 end)
-  dev:crash()
-  sys.sleep(3)
-  dev:restart() -- the server finds it again by itself (its reconnect of a device it held over TCP)
-  local rc = exit_status(job, 120)
-  local took = sys.now() - t0
-  local err = read(dir .. "/err")
-  local failed = once_each(records(out), n, 2, err)
-  T.eq(rc, failed > 0 and 1 or 0, err)
+  local err = through_outages(argv, srv.env, dir, out, n, { 3, 7 }, function(i)
+    if i == 1 then srv:disconnect(dev) else dev:crash() end
+    sys.sleep(3)
+    -- the second time the server finds it again by itself (its reconnect of a device it held over TCP)
+    if i == 1 then srv:connect(dev) else dev:restart() end
+  end)
   -- the first outage: the server no longer lists it; the second: it lists it offline, or not at all, until its
   -- own reconnect finds the device again
   T.match(err, "dropped %(the adb server: device '" .. dev.serial:gsub("%p", "%%%0") .. "' not found%)")
-  T.eq(count(err, "dropped %(the adb server: device "), 2, "one line per outage when the device drops: " .. err)
-  T.eq(count(err, "is back after"), 2, "one line per outage when it is back: " .. err)
-  T.ok(took < 90, ("took %.0f s"):format(took))
+  T.eq(count(err, "dropped %(the adb server: device "), 2, "both outages named by the server: " .. err)
   T.eq(adb_parts(dev), false, "no partial upload left on the device")
   T.eq(srv:state(dev.serial), "device", "the server still holds the device")
 end)
