@@ -1,4 +1,4 @@
--- The run step's capture (odp.flows.ethos_u: capture + measure) on the twin's real firmware output: the
+-- The run step's capture (odp.flows.ethos_u.capture: capture + measure) on the twin's real firmware output: the
 -- runner image built by the flow's build step, booted in QEMU, its RTT up channel copied by the twin's
 -- rttcat helper and fed to the capture in RTT-sized chunks. Checks latency, PMU, the ETDump byte-identical
 -- to the fixture, the op table in cycles, and the failure paths: truncated / corrupt base64, fewer lines.
@@ -7,7 +7,8 @@ local T = require("t")
 local proc = require("odp.proc")
 local json = require("odp.core.json")
 local sys = require("odp.sys")
-local E = require("odp.flows.ethos_u")
+local plan_mod = require("odp.flows.ethos_u.plan")
+local E = require("odp.flows.ethos_u.capture")
 
 local root = T.root()
 local odp = os.getenv("ODP") or (root .. "/build/odp")
@@ -58,8 +59,7 @@ local function chunk_stream(data, size)
 end
 
 local function plan(inferences)
-  local ctx = { opts = { device = twin, model = mnist, inferences = inferences, dry_run = true }, ui = nil }
-  return E.plan(ctx)
+  return plan_mod.make { device = twin, model = mnist, inferences = inferences, dry_run = true }
 end
 
 -- as_board: the same output read as a real board's (no twin): its ETDump is then the model's own

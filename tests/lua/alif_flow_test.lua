@@ -125,7 +125,7 @@ T.test("missing tools are listed together before anything runs", function()
 end)
 
 T.test("sizes: hex, decimal, K/M; garbage is a usage error", function()
-  local E = require("odp.flows.ethos_u")
+  local E = require("odp.flows.ethos_u.plan")
   T.eq(E.parse_size("0x600000"), 0x600000)
   T.eq(E.parse_size("6291456"), 6291456)
   T.eq(E.parse_size("6M"), 6291456)

@@ -264,6 +264,14 @@ function ProbeBoard:_plan()
   return self._p
 end
 
+-- Before a run of the board's flow opens the probe itself (and a flash relaunches the twin): the board lets go
+-- of its own probe, RTT and plan (made again on the next probe verb).
+function ProbeBoard:_release_probe()
+  if self._rtt then self._rtt:close() self._rtt = nil end
+  if self._probe then self._probe:close() self._probe = nil end
+  self._p = nil
+end
+
 -- The twin: a running one (its state directory), else one started here from opts.image or the firmware
 -- build of the twin's project (skipped when unchanged).
 function ProbeBoard:_twin()
