@@ -123,6 +123,7 @@ M.internal_options = { "twin_lifeline", "flash_file" }
 
 --- The verbs this flow adds to its boards (odp.run.board finds them through the flow registry): profile,
 -- build and flash run through odp.run.point; plan is the probe verbs' plan (probe, RTT, lines), no run.
+-- board_verb_help: the ones a user calls (board:build{}, board:flash(file)), as board:help() lists them.
 M.board_verbs = {
   profile = function(board, opts) return on_board(board, opts, {}) end,
   build = function(board, opts) return on_board(board, opts, { only = { "build" } }) end,
@@ -141,6 +142,11 @@ M.board_verbs = {
     if not rec.ok then errors.fail(rec.error.code, rec.error.message, rec.error.exit) end
     return rec.flash.received
   end,
+}
+
+M.board_verb_help = {
+  { "flash", "flash(file) -> {bytes, crc32, expected_crc32}: the flasher image, then file over XMODEM through RTT (a run: its record in runs/)" },
+  { "build", "build{model=, ...} -> result record: the firmware build step (skipped when unchanged)" },
 }
 
 --- A script declaration: `return require("odp.flows.ethos_u").script{name=, description=, device=}`.
