@@ -23,9 +23,10 @@ T.write(dir .. "/out.bin", logits)
 local dev = T.derived_device(root .. "/devices/twin_m55.lua", dir .. "/twin_out.lua", "twin_out",
   ("d.build.cmake.TWIN_OUTPUT_PATH = %q; d.build.cmake.TWIN_INFERENCES = 2"):format(dir .. "/out.bin"))
 
-local function odp_run(args)
-  local argv = { odp, "run", script, "--runs-dir", dir .. "/runs", "--format", "json", "--no-history", "--device", dev,
-    "--model", mnist, "--inferences", "2", "--build-dir", dir .. "/build" }
+-- odp run of the twin (the device streaming out.bin, else the one given) -> its record, proc's result
+local function odp_run(args, device, build_dir)
+  local argv = { odp, "run", script, "--runs-dir", dir .. "/runs", "--format", "json", "--no-history", "--device",
+    device or dev, "--model", mnist, "--inferences", "2", "--build-dir", build_dir or (dir .. "/build") }
   table.move(args, 1, #args, #argv + 1, argv)
   local r = assert(proc.run { argv = argv, cwd = dir, timeout = 600 })
   local rec = json.decode(r.stdout)
@@ -87,15 +88,7 @@ local function twin_output(bytes)
 end
 
 local inputs_build = dir .. "/build-inputs"
-local function inputs_run(args)
-  local argv = { odp, "run", script, "--runs-dir", dir .. "/runs", "--format", "json", "--no-history", "--device",
-    root .. "/devices/twin_m55.lua", "--model", mnist, "--inferences", "2", "--build-dir", inputs_build }
-  table.move(args, 1, #args, #argv + 1, argv)
-  local r = assert(proc.run { argv = argv, cwd = dir, timeout = 600 })
-  local rec = json.decode(r.stdout)
-  if not rec then error(("not JSON; exit %s; stderr:\n%s"):format(r.status, r.stderr), 0) end
-  return rec, r
-end
+local function inputs_run(args) return odp_run(args, root .. "/devices/twin_m55.lua", inputs_build) end
 
 local random1_run
 T.test("--inputs random:1: numpy's bytes embedded, output.bin computed from them, the inputs' sha256 kept", function()

@@ -25,10 +25,10 @@ local function check_io(ctx, p)
   if o.inputs == nil then return end
   if not p.inputs_var then
     errors.fail("EUSAGE", ("--inputs: %s's firmware build embeds no inputs (its build.vars.inputs names no cmake " ..
-      "variable of its build.cmake): the firmware fills its inputs itself"):format(p.device.name), 2)
+      "variable of its build.cmake): the firmware fills its inputs itself"):format(p.device.name))
   end
   if not p.steps.build then
-    errors.fail("EUSAGE", "--inputs are compiled into the firmware: they need the build step (--steps build,flash,run)", 2)
+    errors.fail("EUSAGE", "--inputs are compiled into the firmware: they need the build step (--steps build,flash,run)")
   end
 end
 
