@@ -151,14 +151,8 @@ M.board_verb_help = {
 
 --- A script declaration: `return require("odp.flows.ethos_u").script{name=, description=, device=}`.
 function M.script(spec)
-  local opts = {}
-  for _, opt in ipairs(M.options) do
-    local copy = table.move(opt, 1, #opt, 1, {})
-    for k, v in pairs(opt) do copy[k] = v end
-    if copy[1] == "device" and spec.device then copy[3] = spec.device end
-    opts[#opts + 1] = copy
-  end
-  local decl = { name = spec.name, description = spec.description, options = opts, flow = M.name }
+  local decl = { name = spec.name, description = spec.description, options = plan.script_options(spec.device),
+    flow = M.name }
   decl.run = function(ctx) return run.once(ctx, decl) end
   return decl
 end

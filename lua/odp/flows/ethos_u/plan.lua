@@ -69,7 +69,30 @@ M.options = {
 }
 -- --inputs (embedded into the firmware by the build, where the device's build takes them: build.vars.inputs),
 -- --outputs and --reference (output.bin, the firmware's output over RTT, kept and compared like a runner's)
-for _, opt in ipairs(tensors.options) do M.options[#M.options + 1] = opt end
+-- An option entry with field i set to v (the entries are shared: never changed in place).
+local function with(opt, i, v)
+  local copy = {}
+  for k, x in pairs(opt) do copy[k] = x end
+  copy[i] = v
+  return copy
+end
+
+for _, opt in ipairs(tensors.options) do
+  if opt[1] == "inputs" then
+    opt = with(opt, 2, "The model's inputs: FILE[,FILE...] of raw bytes, one per input, or random[:SEED] (from\n" ..
+      "the .pte's signature); the build embeds them into the firmware (docs/alif_e8.md, \"Inputs\")")
+  end
+  M.options[#M.options + 1] = opt
+end
+
+--- The options of a script for `device` (its --device default; nil: devices/alif_e8.lua).
+function M.script_options(device)
+  local out = {}
+  for i, opt in ipairs(M.options) do
+    out[i] = (opt[1] == "device" and device) and with(opt, 3, device) or opt
+  end
+  return out
+end
 
 -- Commands when the device file has none (devices/alif_e8.lua spells the same ones out).
 M.default_commands = {
