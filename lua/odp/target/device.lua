@@ -152,7 +152,7 @@ end
 --- Checks a device table; raises EUSAGE (exit 2) naming where, the key and the expected type.
 function M.check(dev, where)
   if type(dev) ~= "table" then
-    errors.fail("EUSAGE", ("device file %s: must return a table, got %s"):format(where, type(dev)), 2)
+    errors.fail("EUSAGE", ("device file %s: must return a table, got %s"):format(where, type(dev)))
   end
   return M.check_schema(dev, M.schema, "device file", where)
 end
@@ -167,17 +167,17 @@ function M.resolve(path) return search.find(path) end
 function M.load_data(path, what)
   local p = M.resolve(path)
   local f, err = io.open(p, "rb")
-  if not f then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, (err:gsub("^[^:]*: ", ""))), 2) end
+  if not f then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, (err:gsub("^[^:]*: ", "")))) end
   local src = f:read("a")
   f:close()
   local chunk, lerr = load(src, "=" .. path, "t", {})
-  if not chunk then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, lerr), 2) end
+  if not chunk then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, lerr)) end
   local ok, v = pcall(chunk)
   if not ok then
-    errors.fail("EUSAGE", ("%s %s: data only, no code: %s"):format(what, path, tostring(v)), 2)
+    errors.fail("EUSAGE", ("%s %s: data only, no code: %s"):format(what, path, tostring(v)))
   end
   if type(v) ~= "table" then
-    errors.fail("EUSAGE", ("%s %s: must return a table, got %s"):format(what, path, type(v)), 2)
+    errors.fail("EUSAGE", ("%s %s: must return a table, got %s"):format(what, path, type(v)))
   end
   return v, p
 end
@@ -188,9 +188,9 @@ function M.check_schema(v, schema, what, where)
   local path, want, got, near = check(v, schema, "")
   if near then -- a misspelt key: what was meant, not the whole list
     errors.fail("EUSAGE", ("%s %s: unknown key %s; did you mean %s?"):format(what, where, path,
-      (path:gsub("[^.]*$", "") .. near)), 2)
+      (path:gsub("[^.]*$", "") .. near)))
   elseif path then
-    errors.fail("EUSAGE", ("%s %s: key %s: expected %s, got %s"):format(what, where, path, want, got), 2)
+    errors.fail("EUSAGE", ("%s %s: key %s: expected %s, got %s"):format(what, where, path, want, got))
   end
   return v
 end

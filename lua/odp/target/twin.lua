@@ -33,7 +33,7 @@ function M.launch(tw, image, state, lifeline)
   argv[#argv + 1], argv[#argv + 2] = image, state
   local r = proc.run { argv = argv, timeout = 60, lifeline = lifeline and 3 or nil }
   if not r or not r.ok then
-    errors.fail("ENODEV", ("cannot start the twin: %s"):format(r and (r.stderr:match("[^\n]+") or "") or "?"), 3)
+    errors.fail("ENODEV", ("cannot start the twin: %s"):format(r and (r.stderr:match("[^\n]+") or "") or "?"))
   end
 end
 
