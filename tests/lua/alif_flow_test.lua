@@ -238,7 +238,7 @@ T.test("build failure: exit 1, ok=false, the last 30 lines of build.log shown, t
   T.eq(r.status, 1)
   local rec = json_of(r)
   T.eq(rec.ok, false)
-  T.eq(rec.error.exit, 1)
+  T.eq({ rec.error.code, rec.error.exit }, { "EBUILD", 1 })
   T.match(rec.error.message, "build failed")
   T.match(r.stderr, "last 30 lines of .*build%.log")
   T.match(r.stderr, "TWIN_INFERENCES must be a decimal number")

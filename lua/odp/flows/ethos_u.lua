@@ -110,7 +110,7 @@ local function on_board(board, opts, extra)
   end
   local o = options.merge(extra, opts)
   if not o.model and not o.flash_file then
-    errors.fail("EUSAGE", "board:profile{model = FILE.pte, ...}: model is required", 2)
+    errors.fail("EUSAGE", "board:profile{model = FILE.pte, ...}: model is required")
   end
   -- the flow opens the probe itself (and a flash relaunches the twin): the board lets go of its own
   board:_release_probe()
@@ -136,10 +136,10 @@ M.board_verbs = {
   -- its record is in the run directory either way)
   flash = function(board, file, opts)
     if not sys.stat(file or "") then
-      errors.fail("EUSAGE", ("board:flash(file): %s does not exist"):format(tostring(file)), 2)
+      errors.fail("EUSAGE", ("board:flash(file): %s does not exist"):format(tostring(file)))
     end
     local rec = on_board(board, opts, { only = { "flash" }, flash_file = file })
-    if not rec.ok then errors.fail(rec.error.code, rec.error.message, rec.error.exit) end
+    if not rec.ok then errors.fail(rec.error.code, rec.error.message) end
     return rec.flash.received
   end,
 }

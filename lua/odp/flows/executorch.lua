@@ -62,7 +62,7 @@ function M.validate(ctx)
   if o.timeout <= 0 then errors.fail("EUSAGE", "--timeout must be > 0") end
   measuring.validate(o)
   if o.sample_overhead and not o.sample then
-    errors.fail("EUSAGE", "--sample-overhead measures --sample's cost: give --sample[=HZ] too", 2)
+    errors.fail("EUSAGE", "--sample-overhead measures --sample's cost: give --sample[=HZ] too")
   end
   local st = sys.stat(o.runner)
   if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner)) end
@@ -392,7 +392,7 @@ local function overhead_runs(ctx, rec, t)
       -- its memory timeline was the cost both sides paid alike, not a result: not kept beside the run's
       if r.memory_csv and device.kind(ctx.target_kind).runs_in_place then os.remove(r.memory_csv) end
       local code, msg = failure_message(ctx, r, parsed)
-      if code then errors.fail(code, label .. ": " .. msg, code == "ECANCELED" and 130 or 1) end
+      if code then errors.fail(code, label .. ": " .. msg) end
       local g = measuring.log_groups({ { r = r, parsed = parsed } }, o.num_executions)
       local list = groups[sampled]
       list[#list + 1] = g and g.groups[1] or {}

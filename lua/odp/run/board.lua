@@ -56,7 +56,7 @@ end
 
 local function enotsup(self, verb)
   errors.fail("ENOTSUP", ("%s has no %s (a %s board; board:help() lists its verbs)")
-    :format(self.device.name, verb, self.transport), 2)
+    :format(self.device.name, verb, self.transport))
 end
 
 -- A verb a flow adds to its boards (profile; the Ethos-U flow's build, flash and the plan the probe verbs
@@ -108,7 +108,7 @@ function ShellBoard:target()
     if self.device.remote_dir and not self.opts.remote_dir then o.remote_dir = self.device.remote_dir end
     o.device, o.ui = self.device, self.ui
     local t, err, code = mod.new(o)
-    -- exit 3, but 2 for a bad ssh_config (EUSAGE) and 130 for Ctrl-C (ECANCELED): errors.fail decides
+    -- the code's exit status (errors.CODES): 3, 2 for a bad ssh_config (EUSAGE), 130 for Ctrl-C (ECANCELED)
     if not t then errors.fail(code or "ENODEV", errors.text(err)) end
     self._target, self.uri = t, t.uri
   end
@@ -183,7 +183,7 @@ function ShellBoard:exec(argv, opts)
     opts = o
   end
   local r, err, code = self:target():exec(argv, opts)
-  if not r then errors.fail(code or "EIO", errors.text(err), 3) end
+  if not r then errors.fail(code or "EIO", errors.text(err)) end
   if echo then setmetatable(r, { __tostring = M.exec_status }) end
   return r
 end
@@ -294,7 +294,7 @@ function ProbeBoard:_twin()
     local image = self.opts.image
     if not image then
       local rec = flow_verb(self, "build", {}) -- the flow builds the twin's firmware
-      if not rec.ok then errors.fail(rec.error.code, "twin firmware build: " .. rec.error.message, rec.error.exit) end
+      if not rec.ok then errors.fail(rec.error.code, "twin firmware build: " .. rec.error.message) end
       image = rec.images.mram.path
     end
     -- a board that is not kept takes its twin with it when odp ends, however it ends (launch.sh -l)

@@ -73,8 +73,8 @@ local function failed(ui, rec, log, r, what)
   local tail = host.tail_lines(log, 30)
   ui:info("last 30 lines of %s:\n%s", log, tail)
   rec.build.log_tail = tail
-  errors.fail("EIO", ("build failed%s (%s); the last 30 lines are above, all of it in %s"):format(what,
-    r.timed_out and "timed out" or ("exit " .. tostring(r.status)), log), 1)
+  errors.fail("EBUILD", ("build failed%s (%s); the last 30 lines are above, all of it in %s"):format(what,
+    r.timed_out and "timed out" or ("exit " .. tostring(r.status)), log))
 end
 
 --- The build step: the inputs embedded (--inputs), the stale-build guard (inputs hashed into the build
@@ -102,7 +102,7 @@ function M.step(ctx, p, rec, run_dir)
     local entries = sys.readdir(p.build_dir) or {}
     if not has_cache and #entries > 0 then
       errors.fail("EUSAGE", ("build directory %s exists but is neither empty nor a cmake build: refusing to wipe it " ..
-        "(pass --build-dir)"):format(p.build_dir), 2)
+        "(pass --build-dir)"):format(p.build_dir))
     end
     reconfigure, reason = true, has_cache and "a build odp did not configure (no input record): wiped" or "empty build directory"
   elseif old:match("^sha256 (%x+)") ~= hash then
@@ -137,7 +137,10 @@ function M.step(ctx, p, rec, run_dir)
   rec.build.wall_s = sys.now() - t0
   if not r.ok then failed(ui, rec, log, r, "") end
   for _, out in ipairs({ p.mram, p.ext_flash }) do
-    if not sys.stat(out) then errors.fail("ENOTFOUND", ("the build succeeded but %s is missing"):format(out), 1) end
+    if not sys.stat(out) then
+      errors.fail("EUSAGE", ("the build succeeded but %s is missing: %s's build.outputs name a file its build does " ..
+        "not make"):format(out, p.device.name))
+    end
   end
   rec.images = { mram = result.file_info(p.mram), ext_flash = result.file_info(p.ext_flash) }
   ui:info("build: done in %.1f s", rec.build.wall_s)

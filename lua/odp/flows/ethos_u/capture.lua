@@ -84,14 +84,14 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   -- failures after the measurements are in the record
   if #cap.decoded.errors > 0 then
     local e = cap.decoded.errors[1]
-    errors.fail("EPROTO", ("run: artifact %s (%s block): %s; raw RTT log in %s"):format(e.name, e.form, e.message, rlog), 1)
+    errors.fail("ERUNNER", ("run: artifact %s (%s block): %s; raw RTT log in %s"):format(e.name, e.form, e.message, rlog))
   end
   if #samples < p.inferences then
     local silent = #samples == 0 and cap.bytes == 0
-    errors.fail(silent and "ETIMEDOUT" or "EPROTO",
+    errors.fail(silent and "ETIMEDOUT" or "ERUNNER",
       ("run: %d of %d Inference: lines within %.0f s (%d RTT bytes)%s; raw RTT log in %s")
         :format(#samples, p.inferences, opts.timeout, cap.bytes,
-          silent and ": the firmware printed nothing (no SWD reset? RTT in cached RAM?)" or "", rlog), silent and 3 or 1)
+          silent and ": the firmware printed nothing (no SWD reset? RTT in cached RAM?)" or "", rlog))
   end
 end
 

@@ -15,9 +15,9 @@ local function basename(p) return (p:match("([^/]+)$")) end
 
 local function copy_file(src, dst)
   local data = sys.read_file(src)
-  if not data then errors.fail("ENOTFOUND", ("cannot read %s"):format(src), 3) end
+  if not data then errors.fail("ENOTFOUND", ("cannot read %s"):format(src)) end
   local ok, err = sys.write_file(dst, data)
-  if not ok then errors.fail("EIO", ("cannot write %s: %s"):format(dst, tostring(err)), 3) end
+  if not ok then errors.fail("EIO", ("cannot write %s: %s"):format(dst, tostring(err))) end
 end
 
 -- The twin's QEMU ends with odp (its lifeline, docs/signals.md) unless it is to outlive this run: --keep-twin,
@@ -39,7 +39,7 @@ local function setools_cmd(ctx, p, c, log)
   local r = host.run_logged(c, log, ctx.opts.flash_timeout)
   if not r.ok then
     errors.fail("EIO", ("flash: %s failed (%s); output in %s:\n%s"):format(basename(c.argv[1]),
-      r.timed_out and "timed out" or ("exit " .. tostring(r.status)), log, host.tail_lines(log, 10)), 3)
+      r.timed_out and "timed out" or ("exit " .. tostring(r.status)), log, host.tail_lines(log, 10)))
   end
 end
 
@@ -55,14 +55,14 @@ local function xmodem_file(ctx, p, rec, rtt, rlog, file)
     if line and line:find(p.lines.flasher_start, 1, true) then started = true break end
     if line and line:find(p.lines.flasher_fail) then
       rd:close()
-      errors.fail("EPROTO", ("flash: the flasher failed before the transfer: %s"):format(line), 3)
+      errors.fail("EPROTO", ("flash: the flasher failed before the transfer: %s"):format(line))
     end
   end
   if not started then
     rd:close()
     errors.fail("ETIMEDOUT", ("flash: the flasher never said '%s' nor sent 'C' within %.0f s: check the flasher " ..
       "image (--flasher) and the RTT ranges (--rtt-ranges); raw RTT log in %s"):format(p.lines.flasher_start,
-      o.flash_timeout, rlog), 3)
+      o.flash_timeout, rlog))
   end
   rd:give_back()
   local size = sys.stat(file).size
@@ -92,16 +92,16 @@ local function xmodem_file(ctx, p, rec, rtt, rlog, file)
   if not r then
     errors.fail(code == "ETIMEDOUT" and "ETIMEDOUT" or "EPROTO", ("flash: XMODEM transfer of %s aborted: %s%s; raw RTT " ..
       "log in %s"):format(basename(file), errors.text(err),
-      fail_line and (" (flasher: " .. fail_line .. ")") or "", rlog), 3)
+      fail_line and (" (flasher: " .. fail_line .. ")") or "", rlog))
   end
-  if fail_line then errors.fail("EPROTO", ("flash: the flasher reported '%s' after the transfer"):format(fail_line), 3) end
+  if fail_line then errors.fail("EPROTO", ("flash: the flasher reported '%s' after the transfer"):format(fail_line)) end
   if not ok_n then
     errors.fail("EPROTO", ("flash: the flasher never confirmed the transfer ('%s'); raw RTT log in %s")
-      :format(p.lines.flasher_ok, rlog), 3)
+      :format(p.lines.flasher_ok, rlog))
   end
   local n = tonumber(ok_n)
   if n < size or n >= size + 1024 then
-    errors.fail("EPROTO", ("flash: the flasher received %d bytes for a %d-byte file"):format(n, size), 3)
+    errors.fail("EPROTO", ("flash: the flasher received %d bytes for a %d-byte file"):format(n, size))
   end
   local data = sys.read_file(file) .. ("\26"):rep(n - size)
   local want = ("%08x"):format(sys.crc32(data)) -- zlib's, as the flasher prints it
@@ -109,7 +109,7 @@ local function xmodem_file(ctx, p, rec, rtt, rlog, file)
   if crc then
     if crc:lower() ~= want then
       errors.fail("ECRC", ("flash: the flasher's CRC32 %s differs from %s's %s (with padding to %d bytes)")
-        :format(crc:lower(), basename(file), want, n), 3)
+        :format(crc:lower(), basename(file), want, n))
     end
     ui:info("flash: %s received, %d bytes, CRC32 %s ok", basename(file), n, want)
   else
@@ -130,7 +130,7 @@ function M.file(ctx, p, rec, run_dir, file)
     local dst = run_dir .. "/setools"
     assert(sys.mkdir_p(dst .. "/build/images"))
     local r = proc.run { argv = { "cp", "-R", p.setools_bin .. "/build/config", dst .. "/build/" }, timeout = 30 }
-    if not r or not r.ok then errors.fail("EIO", "cannot copy the SETOOLS configs to " .. dst, 3) end
+    if not r or not r.ok then errors.fail("EIO", "cannot copy the SETOOLS configs to " .. dst) end
   end
   local sdir = p.gen_toc_flasher.cwd
   for _, c in ipairs({ p.gen_toc_flasher, p.write_mram_flasher, p.gen_toc_app, p.write_mram_app }) do
@@ -140,7 +140,7 @@ function M.file(ctx, p, rec, run_dir, file)
   sdir = p.gen_toc_flasher.cwd or "."
   -- (1) the flasher
   if not p.flasher or not sys.stat(p.flasher) then
-    errors.fail("ENOTFOUND", ("flash: the flasher image %s does not exist (--flasher)"):format(p.flasher or "?"), 3)
+    errors.fail("ENOTFOUND", ("flash: the flasher image %s does not exist (--flasher)"):format(p.flasher or "?"))
   end
   copy_file(p.flasher, sdir .. "/" .. p.flasher_image)
   setools_cmd(ctx, p, p.gen_toc_flasher, log)

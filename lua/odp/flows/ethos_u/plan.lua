@@ -127,7 +127,7 @@ end
 function M.parse_size(s, what)
   if s == nil then return nil end
   local n = options.size(s)
-  if not n then errors.fail("EUSAGE", ("--%s: '%s' is not a size (0x600000, 6291456, 6M)"):format(what, s), 2) end
+  if not n then errors.fail("EUSAGE", ("--%s: '%s' is not a size (0x600000, 6291456, 6M)"):format(what, s)) end
   return n
 end
 
@@ -140,7 +140,7 @@ function M.load_device(path)
   local dev = device.load(path)
   if dev.flow ~= "ethos_u" or type(dev.build) ~= "table" then
     errors.fail("EUSAGE", ("device file %s does not describe an Ethos-U board (flow = \"ethos_u\" and a build table)")
-      :format(path), 2)
+      :format(path))
   end
   return dev
 end
@@ -154,7 +154,7 @@ local function fill_with(s, vars, where, lenient)
     local v = vars[k]
     if v == nil and lenient then return "<" .. k .. ">" end
     if v == nil then
-      errors.fail("EUSAGE", ("%s needs %s (no value for <%s>)"):format(where, OPTION_OF[k] or ("<" .. k .. ">"), k), 2)
+      errors.fail("EUSAGE", ("%s needs %s (no value for <%s>)"):format(where, OPTION_OF[k] or ("<" .. k .. ">"), k))
     end
     return tostring(v)
   end))
@@ -177,7 +177,7 @@ local function parse_ranges(s)
   for item in s:gmatch("[^,]+") do
     local a, n = item:match("^%s*(%w+):(%w+)%s*$")
     local start, size = a and M.parse_size(a, "rtt-ranges"), n and M.parse_size(n, "rtt-ranges")
-    if not start or not size then errors.fail("EUSAGE", "--rtt-ranges: expected START:SIZE[,START:SIZE]", 2) end
+    if not start or not size then errors.fail("EUSAGE", "--rtt-ranges: expected START:SIZE[,START:SIZE]") end
     out[#out + 1] = { start, size }
   end
   return out
@@ -204,7 +204,7 @@ function M.make(o)
     local known = false
     for _, k in ipairs(M.STEPS) do if k == s then known = true end end
     if s == "validate" or s == "report" then known = true end
-    if not known then errors.fail("EUSAGE", ("unknown step '%s' (steps: build, flash, run)"):format(s), 2) end
+    if not known then errors.fail("EUSAGE", ("unknown step '%s' (steps: build, flash, run)"):format(s)) end
     want[s] = true
   end
   -- the build's commands need every value only when the build runs (a flash of a file alone has no model)
@@ -265,7 +265,7 @@ function M.make(o)
   local mode_info = modes[p.memory_mode]
   if next(modes) and not mode_info then
     errors.fail("EUSAGE", ("memory mode %s is not supported by %s (%s)"):format(p.memory_mode, dev.name,
-      table.concat((function() local t = {} for k in pairs(modes) do t[#t + 1] = k end table.sort(t) return t end)(), ", ")), 2)
+      table.concat((function() local t = {} for k in pairs(modes) do t[#t + 1] = k end table.sort(t) return t end)(), ", ")))
   end
   p.dropped = {}
   for _, name in ipairs(mode_info and mode_info.drop or {}) do

@@ -61,10 +61,10 @@ function M.check(ctx, p)
   elseif p.scratch_size and p.activation_buf_sz and p.scratch_size > p.activation_buf_sz then
     errors.fail("EUSAGE", ("the model's Vela scratch_size is %d bytes (%s) but --activation-buf-sz is %d bytes " ..
       "(%s): raise --activation-buf-sz to at least %s"):format(p.scratch_size, hex(p.scratch_size),
-      p.activation_buf_sz, hex(p.activation_buf_sz), hex(p.scratch_size)), 2)
+      p.activation_buf_sz, hex(p.activation_buf_sz), hex(p.scratch_size)))
   end
   if p.steps.build then
-    if not p.activation_buf_sz then errors.fail("EUSAGE", "--activation-buf-sz is required (the device file has no default)", 2) end
+    if not p.activation_buf_sz then errors.fail("EUSAGE", "--activation-buf-sz is required (the device file has no default)") end
     ui:info("memory mode %s (it must be the mode the .pte was compiled for with Vela, or the device faults)%s",
       p.memory_mode, #p.dropped > 0 and ("; dropped " .. table.concat(p.dropped, ", ")) or "")
   end
@@ -73,7 +73,8 @@ function M.check(ctx, p)
   M.check_tools(o, p)
 end
 
---- The tools and files of the steps asked for, listed together when missing (ENOTFOUND, exit 2).
+--- The tools and files of the steps asked for, listed together when missing (EUSAGE: what this machine was
+-- given to run them with).
 function M.check_tools(o, p)
   local missing = {}
   local function need(prog, why)
@@ -110,7 +111,7 @@ function M.check_tools(o, p)
     if p.twin and p.steps.flash then need("qemu-system-arm", "twin") end
   end
   if #missing > 0 then
-    errors.fail("ENOTFOUND", "missing: " .. table.concat(missing, "; "), 2)
+    errors.fail("EUSAGE", "missing: " .. table.concat(missing, "; "))
   end
 end
 
