@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "rusage.h"
+#include "spawn.h"
 
 #define CHILD_CHECK_EVERY 16 /* samples between looks for the program's children (a small file each) */
 #define MODEL_CHECK_EVERY 256 /* samples between counts of the model's mapped bytes (all of smaps: ~0.1 ms) */

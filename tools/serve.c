@@ -3,9 +3,10 @@
  * odp. Every length is checked; an unknown or malformed request gets an error answer; a frame odp could not
  * have sent (bad magic, over 1 MiB) ends the helper, since the stream can no longer be trusted. When stdin
  * closes the helper kills what it runs and exits: nothing it started outlives odp's channel. */
-#include "rusage.h"
+#include "odp-rusage.h"
 #include "memwatch.h"
 #include "sample.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
