@@ -26,8 +26,8 @@
  * exit-signal stay true. Exit 127 when the program cannot be started, 125 on usage errors.
  * --memory CSV [--mark EVENT=GLOB]... [--memory-file MODEL]: memory by phase (tools/memwatch.c, docs/memory.md):
  * the program's output comes through odp-rusage, each line matching a mark is a phase boundary (VmHWM read,
- * then reset), /proc/PID/statm is sampled at 1 kHz into CSV; ODP-MEMORY-MARK and ODP-MEMORY lines precede
- * ODP-RUSAGE in the report. */
+ * then reset), /proc/PID/statm is sampled at 1 kHz into CSV (64 MiB at most: a longer timeline is cut,
+ * timeline=cut); ODP-MEMORY-MARK and ODP-MEMORY lines precede ODP-RUSAGE in the report. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -182,7 +182,10 @@ int rusage_exec(int argc, char **argv)
     }
     if (memory) {
         close(po[1]), close(pe[1]);
-        if (!ch.stage && memwatch_start(&mw, ch.pid, ch.t0, memory, memory_file))
+        FILE *timeline = ch.stage ? NULL : fopen(memory, "we");
+        if (timeline)
+            memwatch_start(&mw, ch.pid, ch.t0, timeline, MEMWATCH_TIMELINE_MAX, memory_file);
+        else if (!ch.stage)
             fprintf(stderr, "odp-rusage: cannot write %s: %s\n", memory, strerror(errno));
     }
     child = ch.pid;
