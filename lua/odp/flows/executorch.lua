@@ -321,8 +321,10 @@ local function stage_step(ctx, rec, t)
   local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
   if o.memory then
     -- each measured process's timeline goes into the run dir (written there on this machine; from a board it
-    -- comes back on the helper's channel with the run's answer), the record's becomes memory.csv (memory_step)
-    t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model, prefix = ctx.run_dir .. "/" }
+    -- comes back on the helper's channel with the run's answer), the record's becomes memory.csv (memory_step);
+    -- absolute: this machine's helper opens it in the runner's working directory
+    t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model,
+      prefix = sys.realpath(ctx.run_dir) .. "/" }
   end
   local data = o.data and stage(o.data)
   -- --sample needs the ETDump to place its samples: one is asked for, kept in the run dir when --etdump is not given
