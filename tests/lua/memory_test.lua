@@ -267,9 +267,16 @@ T.with_real_runner("odp run on the host: the record's memory, memory.csv, the ph
   T.ok(rec.memory.owners.file_kb > 0 and rec.memory.owners.heap_other_kb >= 0, "owners")
   T.eq(rec.artifacts.memory.file, "memory.csv", "the timeline is an artifact of the run directory")
   T.match(T.read(rec.artifacts.run_dir .. "/memory.csv"), "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,")
-  -- the terminal table
+  -- the terminal table, with a relative --runs-dir (the helper opens the timeline in the runner's directory)
   r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", runner, "--model",
-    T.root() .. "/tests/fixtures/pte/mlp.pte", "-n", "3", "--runs-dir", dir, "--no-history" }, timeout = 120 })
+    T.root() .. "/tests/fixtures/pte/mlp.pte", "-n", "3", "--runs-dir", "runs", "--no-history" }, cwd = dir,
+    timeout = 120 })
+  local made = {}
+  for _, name in ipairs(require("odp.sys").readdir(dir .. "/runs")) do
+    if name:sub(1, 1) ~= "." then made[#made + 1] = name end -- the runs dir's hash cache aside
+  end
+  T.eq(#made, 1)
+  T.ok(require("odp.sys").stat(dir .. "/runs/" .. made[1] .. "/memory.csv"), "the timeline, in the run dir")
   T.match(r.stdout, "memory by phase %(%* the peak%)\n%s+phase%s+peak kB%s+how%s+from ms%s+to ms\n%s+load%s")
   T.match(r.stdout, "at the largest sample: planned 16512 kB · weights %d+ kB %(copied%)")
   -- --no-memory: the peak alone, from ru_maxrss
