@@ -397,6 +397,12 @@ T.test("ssh: the resident helper watches the phases on the board, the timeline c
     T.match(text, "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,%-?%d+,%d+\n")
     T.eq(text:sub(-1), "\n", "whole lines only")
     T.ok(r.memory.samples > select(2, text:gsub("\n", "")) - 1, "samples beyond the bound were taken, not sent")
+    -- a timeline that cannot be written here: the run and its phases stand, the timeline is failed and says why
+    r = assert(t:exec({ phases_prog, "2" }, { timeout = 120, memory = { csv = "/nonexistent/dir/m.csv", marks = MARKS } }))
+    T.eq(r.status, 0, r.stderr)
+    T.eq(r.memory.timeline, "failed")
+    T.match(r.timeline_error, "^EIO: the memory timeline /nonexistent/dir/m.csv: .*No such file or directory")
+    T.ok(#r.memory.marks > 0, "the phases' readings are still there")
     t:close()
     -- the flow over SSH: the record's memory, its timeline fetched into the run directory
     local tmp = T.tmpdir()
