@@ -129,9 +129,10 @@ T.test("memory by phase on the guest (odp-rusage aarch64, the resident helper): 
   local memparse = require("odp.parse.memory")
   local where = assert(t:stage(build .. "/tests/mem_phases-aarch64", { mode = tonumber("755", 8) }))
   local r = assert(t:exec({ where, "4" }, { timeout = 180,
-    memory = { csv = "/tmp/odp/mem.csv", marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS) } }))
+    memory = { csv = T.tmpdir() .. "/mem.csv", marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS) } }))
   T.eq(r.status, 0, r.stderr)
   T.ok(r.memory, "the helper's memory report")
+  T.eq(r.memory.timeline, "ok", "the timeline came back on the helper's channel")
   T.eq(r.memory.clear_refs, "ok")
   local phases = memparse.phases(r.memory, r.rusage.maxrss_kb, r.wall_s * 1000)
   local b = assert(tonumber(r.stdout:match("baseline_kb=(%d+)")))

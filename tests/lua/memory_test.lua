@@ -267,9 +267,16 @@ T.with_real_runner("odp run on the host: the record's memory, memory.csv, the ph
   T.ok(rec.memory.owners.file_kb > 0 and rec.memory.owners.heap_other_kb >= 0, "owners")
   T.eq(rec.artifacts.memory.file, "memory.csv", "the timeline is an artifact of the run directory")
   T.match(T.read(rec.artifacts.run_dir .. "/memory.csv"), "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,")
-  -- the terminal table
+  -- the terminal table, with a relative --runs-dir (the helper opens the timeline in the runner's directory)
   r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", runner, "--model",
-    T.root() .. "/tests/fixtures/pte/mlp.pte", "-n", "3", "--runs-dir", dir, "--no-history" }, timeout = 120 })
+    T.root() .. "/tests/fixtures/pte/mlp.pte", "-n", "3", "--runs-dir", "runs", "--no-history" }, cwd = dir,
+    timeout = 120 })
+  local made = {}
+  for _, name in ipairs(require("odp.sys").readdir(dir .. "/runs")) do
+    if name:sub(1, 1) ~= "." then made[#made + 1] = name end -- the runs dir's hash cache aside
+  end
+  T.eq(#made, 1)
+  T.ok(require("odp.sys").stat(dir .. "/runs/" .. made[1] .. "/memory.csv"), "the timeline, in the run dir")
   T.match(r.stdout, "memory by phase %(%* the peak%)\n%s+phase%s+peak kB%s+how%s+from ms%s+to ms\n%s+load%s")
   T.match(r.stdout, "at the largest sample: planned 16512 kB · weights %d+ kB %(copied%)")
   -- --no-memory: the peak alone, from ru_maxrss
@@ -357,23 +364,45 @@ T.test("history: each phase's peak is a series; a 10% growth of one phase is fla
   db:close()
 end)
 
-T.test("ssh: the resident helper watches the phases on the board, the timeline is fetched", function()
+T.test("ssh: the resident helper watches the phases on the board, the timeline comes back on its channel", function()
   local sshd = require("sshd")
   local srv = sshd.start()
   local ok, err = pcall(function()
     local t = assert(require("odp.target.ssh").new { host = srv.user .. "@127.0.0.1", port = srv.port,
       identity = srv.identity, known_hosts = srv.known_hosts, remote_dir = srv.remote_dir .. "/mem" })
-    local csv = srv.remote_dir .. "/mem/memory.csv"
-    local r = assert(t:exec({ phases_prog, "4" }, { timeout = 120, memory = { csv = csv, marks = MARKS } }))
+    -- the timeline's path is on this machine: the helper sends it back in its 'T' frames, no file on the board
+    local here = T.tmpdir() .. "/memory.csv"
+    local r = assert(t:exec({ phases_prog, "4" }, { timeout = 120, memory = { csv = here, marks = MARKS } }))
     T.eq(r.status, 0, r.stderr)
     T.ok(r.memory, "the helper's memory report")
+    T.eq(r.memory.timeline, "ok")
     local phases = memparse.phases(r.memory, r.rusage.maxrss_kb, r.wall_s * 1000)
     local b, p = baseline(r), by_name(phases)
     near_mib(p.first.peak_kb, b + 48 * MIB, "first")
     near_mib(p.steady.peak_kb, b + 20 * MIB, "steady")
-    local here = T.tmpdir() .. "/memory.csv"
-    assert(t:fetch(csv, here))
-    T.eq(r.memory.samples, select(2, T.read(here):gsub("\n", "")) - 1)
+    local text = T.read(here)
+    T.eq(r.memory.samples, select(2, text:gsub("\n", "")) - 1, "every sample the helper counted is a line")
+    T.match(text, "^t_ms,rss_kb,anon_kb,file_kb\n")
+    T.eq(sshd.sh("find " .. srv.remote_dir .. "/mem -name '*.csv'"), "", "no timeline file on the board")
+    -- the timeline's peak agrees with the helper's own count of its samples' largest (sampled_max_kb)
+    T.eq(memory.timeline_peak(here).rss_kb, r.memory.sampled_max_kb)
+    -- a bound odp asks for: the helper keeps whole lines within it and says the timeline was cut
+    local cut = T.tmpdir() .. "/cut.csv"
+    r = assert(t:exec({ phases_prog, "4" }, { timeout = 120, memory = { csv = cut, marks = MARKS,
+      timeline_max = 300 } }))
+    T.eq(r.status, 0, r.stderr)
+    T.eq(r.memory.timeline, "cut")
+    text = T.read(cut)
+    T.ok(#text <= 300 and #text > 28, ("%d bytes of timeline for a bound of 300"):format(#text))
+    T.match(text, "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,%-?%d+,%d+\n")
+    T.eq(text:sub(-1), "\n", "whole lines only")
+    T.ok(r.memory.samples > select(2, text:gsub("\n", "")) - 1, "samples beyond the bound were taken, not sent")
+    -- a timeline that cannot be written here: the run and its phases stand, the timeline is failed and says why
+    r = assert(t:exec({ phases_prog, "2" }, { timeout = 120, memory = { csv = "/nonexistent/dir/m.csv", marks = MARKS } }))
+    T.eq(r.status, 0, r.stderr)
+    T.eq(r.memory.timeline, "failed")
+    T.match(r.timeline_error, "^EIO: the memory timeline /nonexistent/dir/m.csv: .*No such file or directory")
+    T.ok(#r.memory.marks > 0, "the phases' readings are still there")
     t:close()
     -- the flow over SSH: the record's memory, its timeline fetched into the run directory
     local tmp = T.tmpdir()
