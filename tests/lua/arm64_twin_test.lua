@@ -199,6 +199,7 @@ local mlp = T.root() .. "/tests/fixtures/pte/mlp.pte"
 T.with_real_runner("--sample on the guest (the real runner, mlp.pte): the event is the one the guest's own perf " ..
   "may sample; >= 95% of execute's samples attributed, each op with >= 5% of its ETDump time within 5 points; " ..
   "a rate above the kernel's limit is sampled at the limit, said in a warning", function(runner)
+  local t0 = sys.now()
   -- what the guest's kernel allows an unprivileged user, asked of its own perf: cycles sampled in user space
   -- (the emulated PMUv3), and whether kernel samples are refused (perf_event_paranoid 2)
   local perf = pi:sh("perf record -q -e cycles:u -F 1000 -o /tmp/perf-u.data -- true >/dev/null 2>&1; echo u=$?; " ..
@@ -218,9 +219,14 @@ T.with_real_runner("--sample on the guest (the real runner, mlp.pte): the event 
   T.eq(cp.event, want_event, "the guest's perf: " .. perf)
   T.eq(cp.user_only, not perf:match("k=0\n") or nil, "kernel samples refused by the guest's perf_event_paranoid")
   T.eq(cp.rate_hz, math.min(4000, max_rate), "4 kHz, or the guest kernel's perf_event_max_sample_rate")
-  T.ok(cp.samples.in_execute > 1000, "samples in execute: " .. cp.samples.in_execute)
+  T.ok(cp.samples.in_execute > 500, "samples in execute: " .. cp.samples.in_execute)
   T.ok(cp.attributed >= 0.95, ("attributed %.3f"):format(cp.attributed))
-  local checked = require("sample_oracle").check(T, cp, rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file, "twin")
+  local oracle = require("sample_oracle")
+  local weighted, gaps = oracle.time_weighted(rec.artifacts.run_dir, rec)
+  local n = #gaps
+  print(("# the guest's samples: %.2f ms apart at the median, %.2f at p90, %.1f at most (%.2f at %d Hz, regular)")
+    :format(gaps[n // 2], gaps[n * 9 // 10], gaps[n], 1000 / cp.rate_hz, cp.rate_hz))
+  local checked = oracle.check(T, cp, rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file, "twin", weighted)
   T.eq(checked, 4, "mm, relu, add and the second mm each hold >= 5% of execute")
   -- a kernel whose sampling interrupts take long (TCG's do) lowers its perf_event_max_sample_rate, and refuses
   -- perf_event_open above it (EINVAL): odp asked for more failed there ("perf_event_open: Invalid argument")
@@ -236,10 +242,12 @@ T.with_real_runner("--sample on the guest (the real runner, mlp.pte): the event 
   T.eq(rec.cpu_profile.rate_hz, max_rate, "sampled at the guest's limit")
   T.ok(has(rec.warnings, ("cpu profile: sampled at %d Hz, not %d: the board's kernel.perf_event_max_sample_rate " ..
     "(the kernel lowers it when its sampling interrupts take too long)"):format(max_rate, ask)), json.encode(rec.warnings))
+  print(("# the sampling case took %.0f s"):format(sys.now() - t0))
 end, "aarch64")
 
 T.with_real_runner("memory by phase on the guest (the real runner, mlp.pte): the phases found, the overall peak " ..
   "is the guest's GNU time -v within 1%, the planned arena the .pte's", function(runner)
+  local t0 = sys.now()
   local r = flow(pi, "rpi5.lua", { "--runner", runner, "--model", mlp, "-n", "3", "--runs-dir", tmp .. "/memory",
     "--format", "json", "--no-history" })
   T.eq(r.status, 0, r.stderr:sub(-500))
@@ -274,12 +282,14 @@ T.with_real_runner("memory by phase on the guest (the real runner, mlp.pte): the
   for _, ph in ipairs(mem.phases) do p[ph.name] = ph end
   T.ok(p.method.peak_kb - p.load.peak_kb >= from_pte / 1024 * 0.9,
     ("method %d kB vs load %d kB: the arena is set up in the method phase"):format(p.method.peak_kb, p.load.peak_kb))
+  print(("# the memory case took %.0f s"):format(sys.now() - t0))
 end, "aarch64")
 
 local OUTPUTS_CASE = "outputs across architectures: the guest's aarch64 runner against the host's x86_64 one on " ..
   "the same random inputs agrees (--reference), and numpy agrees with odp's metrics"
 local x86, why_x86 = T.real_runner()
 if not x86 then T.skip(OUTPUTS_CASE, why_x86) else T.with_real_runner(OUTPUTS_CASE, function(runner)
+  local t0 = sys.now()
   for _, model in ipairs { pte, mlp } do
     local ref = assert(proc.run { odp, "run", T.root() .. "/scripts/host.lua", "--runner", x86, "--model", model,
       "--inputs", "random:5", "--outputs", "--runs-dir", tmp .. "/outputs", "--format", "json", "--no-history",
@@ -305,6 +315,7 @@ if not x86 then T.skip(OUTPUTS_CASE, why_x86) else T.with_real_runner(OUTPUTS_CA
     end
     require("outputs_oracle").check(T, rec.reference, host.artifacts.run_dir, rec.artifacts.run_dir)
   end
+  print(("# the outputs case took %.0f s"):format(sys.now() - t0))
 end, "aarch64") end
 
 T.with_real_runner("placement: --cpus 1 is the runner's own Cpus_allowed_list on the guest", function(runner)
