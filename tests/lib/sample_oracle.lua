@@ -33,7 +33,8 @@ end
 -- run_dir: a sampled run's directory; rec: its record. -> {["native_call_mm.out#0"] = share, ...}, gaps (ms, sorted)
 function M.time_weighted(run_dir, rec)
   local sys = require("odp.sys")
-  local st = assert(require("odp.sample").read(assert(sys.read_file(run_dir .. "/" .. rec.artifacts.cpu_profile_samples.file))))
+  local bytes = assert(sys.read_file(run_dir .. "/" .. rec.artifacts.cpu_profile_samples.file))
+  local st = assert(require("odp.sample").read(bytes))
   local doc = assert(etdump.read(run_dir .. "/" .. rec.artifacts.etdump.file))
   local iv = {}
   for _, run in ipairs(doc.run_data) do

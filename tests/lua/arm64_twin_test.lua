@@ -241,7 +241,8 @@ T.with_real_runner("--sample on the guest (the real runner, mlp.pte): the event 
   rec = assert(json.decode(r.stdout))
   T.eq(rec.cpu_profile.rate_hz, max_rate, "sampled at the guest's limit")
   T.ok(has(rec.warnings, ("cpu profile: sampled at %d Hz, not %d: the board's kernel.perf_event_max_sample_rate " ..
-    "(the kernel lowers it when its sampling interrupts take too long)"):format(max_rate, ask)), json.encode(rec.warnings))
+    "(the kernel lowers it when its sampling interrupts take too long)"):format(max_rate, ask)),
+    json.encode(rec.warnings))
   print(("# the sampling case took %.0f s"):format(sys.now() - t0))
 end, "aarch64")
 
