@@ -158,7 +158,8 @@ T.with_real_runner("--sample over adb: the pushed helper samples the real runner
   T.write(setprop, "#!/bin/sh\necho \"$@\" >> /data/local/tmp/setprop.log\necho \"$2\" > /data/local/tmp/harden\n")
   os.execute(("chmod 755 '%s' '%s'"):format(getprop, setprop))
   local mlp = root .. "/tests/fixtures/pte/mlp.pte"
-  local rec, r = json_run({ "--runner", runner, "--model", mlp, "-n", "30", "--sample", "--format", "json" })
+  local rec, r = json_run({ "--runner", runner, "--model", mlp, "-n", "30", "--sample", "--sample-overhead=3",
+    "--format", "json" })
   local set = io.open(log) and T.read(log)
   os.execute(("rm -f '%s' '%s' '%s' '%s/data/local/tmp/harden'"):format(getprop, setprop, log, sbx))
   T.eq(set, "security.perf_harden 0\n", "setprop called once, as simpleperf's tooling does")
@@ -166,9 +167,44 @@ T.with_real_runner("--sample over adb: the pushed helper samples the real runner
   local cp = rec.cpu_profile
   T.ok(cp and cp.samples.in_execute > 100, "samples in execute")
   T.ok(cp.attributed >= 0.95, ("attributed %.3f"):format(cp.attributed))
-  T.match(table.concat(rec.warnings, "\n"), "set security%.perf_harden to 0 on the device")
+  T.match(table.concat(rec.warnings, "\n"), "%-%-sample: security%.perf_harden was 1: set to 0 %(as simpleperf's")
+  T.match(cp.perf_harden, "^was 1: set to 0", "the record says what was done to security.perf_harden")
+  -- the sampler's cost on the device: 3 processes a side, each one's 30 iterations
+  T.eq({ cp.overhead.processes, cp.overhead.iterations.sampled, cp.overhead.iterations.unsampled }, { 3, 90, 90 })
+  T.ok(cp.overhead.state == "measured" or cp.overhead.state == "undecided", "overhead: " .. cp.overhead.state)
   T.eq(rec.artifacts.cpu_profile_folded.file, "cpu_profile.folded", "cpu_profile.folded in the run directory")
   T.ok(sys.stat(rec.artifacts.run_dir .. "/cpu_profile.folded"), "and there")
+end)
+
+T.test("--sample over adb, the kernel still refusing (security.perf_harden already 0): exit 3, one line naming " ..
+  "kernel.perf_event_paranoid and security.perf_harden", function()
+  -- a second emulated device whose programs get EACCES from perf_event_open (odp-rusage's ODP_RUSAGE_PERF_DENY,
+  -- inherited from the emulator: the kernels here let everyone sample their own programs, so a paranoid 3
+  -- kernel's refusal is made by the helper itself); getprop says perf_harden is 0 already
+  local emu = assert(os.getenv("ADBEMU_BIN"), "test_odp_adb.sh passes the emulator as ADBEMU_BIN")
+  local sbx2, pf = dir .. "/deny-device", dir .. "/deny-port"
+  os.execute(("mkdir -p '%s/system/bin' '%s/data/local/tmp/bin'"):format(sbx2, sbx2))
+  T.write(sbx2 .. "/system/bin/getprop", "#!/bin/sh\n[ \"$1\" = security.perf_harden ] && echo 0\nexit 0\n")
+  os.execute(("chmod 755 '%s/system/bin/getprop' && cp '%s' '%s/data/local/tmp/bin/'"):format(sbx2, fake, sbx2))
+  local sshd = require("sshd") -- its with_background: a process for the length of a function, stopped by PID
+  sshd.with_background(("env ODP_RUSAGE_PERF_DENY=1 '%s' --root '%s' --port 0 --port-file '%s'"):format(emu, sbx2, pf),
+    function()
+      T.ok(sshd.wait_for(function() return (io.open(pf) or { read = function() end }):read("a") end, 30),
+        "the second emulator is up")
+      local deny_port = T.read(pf):match("%d+")
+      local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:" ..
+        deny_port, "--runs-dir", dir .. "/deny-runs", "--runner", fake, "--model", add, "-n", "2", "--sample",
+        "--format", "json" }, cwd = dir, timeout = 120 })
+      T.eq(r.status, 3, "exit 3; stderr: " .. r.stderr)
+      local rec = assert(json.decode(r.stdout))
+      T.eq(rec.ok, false)
+      -- the failure's one line (the terminal report's FAIL line, the record's error)
+      T.match(rec.error.message, "^sampling refused by the kernel: kernel%.perf_event_paranoid is %-?%d+ " ..
+        "%(/proc/sys/kernel/perf_event_paranoid; [^\n]*setprop security%.perf_harden 0`%)$")
+      T.match(table.concat(rec.warnings, "\n"), "%-%-sample: security%.perf_harden was 0 already: left alone")
+      T.eq(rec.error.code, "ENOTSUP")
+      T.eq(rec.cpu_profile, nil, "no profile made up")
+    end)
 end)
 
 T.test("no device at that address: exit 3, one line naming the address once", function()

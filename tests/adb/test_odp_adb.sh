@@ -60,7 +60,8 @@ rm -f "$work/port"
 "$EMU" --root "$work/flow" --port 0 --port-file "$work/port" >/dev/null 2>"$work/flow.log" &
 emu_pid=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-tap_run env HOME="$work/home-flow" ADBEMU_PORT="$(cat "$work/port")" ADBEMU_ROOT="$work/flow" "$ODP" run "$here/flow.lua"
+tap_run env HOME="$work/home-flow" ADBEMU_PORT="$(cat "$work/port")" ADBEMU_ROOT="$work/flow" ADBEMU_BIN="$EMU" \
+    "$ODP" run "$here/flow.lua"
 stop_emu
 fi
 

@@ -8,6 +8,7 @@ local sample = require("odp.sample")
 local prof = require("odp.results.cpu_profile")
 local etdump = require("odp.parse.etdump")
 local fb = require("fbuild")
+local sys = require("odp.sys")
 
 local root = T.root()
 local build = os.getenv("ODP_BUILD_DIR") or (root .. "/build")
@@ -315,6 +316,10 @@ T.with_real_runner("odp run --sample with the real runner and mlp.pte: >= 95% of
   T.ok(cp.event == "cycles" or cp.event == "cpu-clock", "event " .. tostring(cp.event))
   T.ok(cp.samples.in_execute > 500, "samples in execute: " .. cp.samples.in_execute)
   T.ok(cp.attributed >= 0.95, ("attributed %.3f"):format(cp.attributed))
+  -- no --sample-overhead: the record says the cost was not measured and what measures it, with no number
+  T.eq(cp.overhead.state, "not measured")
+  T.match(cp.overhead.need, "^%-%-sample%-overhead")
+  T.eq(cp.overhead.pct, nil, "no made-up number")
   local checked = oracle.check(T, cp, rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file)
   T.eq(checked >= 3, true, "mm, add and the second mm each hold >= 5% of execute")
   local total, roots = 0, {}
@@ -401,9 +406,129 @@ T.with_real_runner("over SSH (the loopback sshd, the resident helper pushed): th
   if not ok then error(err, 0) end
 end)
 
+-- the runner's own "Iteration i of n: X ms" lines in a log, read here without odp's parser
+local function iteration_ms(text, into)
+  for ms in text:gmatch("Iteration %d+ of %d+: ([%d.]+) ms") do into[#into + 1] = tonumber(ms) end
+  return into
+end
+-- one CSV line's cells (RFC 4180: a quoted cell may hold commas and doubled quotes)
+local function split(line)
+  local out, i = {}, 1
+  while i <= #line + 1 do
+    if line:sub(i, i) == '"' then
+      local j, cell = i + 1, {}
+      while true do
+        local q = assert(line:find('"', j, true), "an unclosed quote")
+        cell[#cell + 1] = line:sub(j, q - 1)
+        if line:sub(q + 1, q + 1) == '"' then cell[#cell + 1] = '"'; j = q + 2 else i = q + 2 break end
+      end
+      out[#out + 1] = table.concat(cell)
+    else
+      local c = line:find(",", i, true) or (#line + 1)
+      out[#out + 1] = line:sub(i, c - 1)
+      i = c + 1
+    end
+  end
+  return out
+end
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) // 2] or (xs[n // 2] + xs[n // 2 + 1]) / 2
+end
+
+T.with_real_runner("--sample-overhead=3 with the real runner and mlp.pte: the medians of the unsampled and sampled " ..
+  "processes' own iteration lines, interleaved ABBA; in the terminal, HTML and CSV reports", function(real)
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/host.lua", "--runner", real, "--model", mlp,
+    "-n", "15", "--sample", "--sample-overhead=3", "--runs-dir", tmp .. "/ovh-runs", "--format", "json",
+    "--no-history" }, timeout = 300 })
+  T.eq(r.status, 0, r.stderr:sub(-500))
+  local rec = require("odp.core.json").decode(r.stdout)
+  local ov, dir = rec.cpu_profile.overhead, rec.artifacts.run_dir
+  local got = { sampled = {}, unsampled = {} }
+  for i = 1, 3 do
+    for side in pairs(got) do
+      local a = rec.artifacts[("overhead_%d_%s_stderr"):format(i, side)]
+      T.ok(a, ("process %d %s kept"):format(i, side))
+      local before = #got[side]
+      iteration_ms(T.read(dir .. "/" .. a.file), got[side])
+      T.eq(#got[side] - before, 15, ("process %d %s printed its 15 iterations"):format(i, side))
+    end
+  end
+  print(("# overhead: %s %+.1f%% [%+.1f, %+.1f]: %.3f ms sampled, %.3f ms unsampled"):format(ov.state, ov.pct,
+    ov.ci_pct[1], ov.ci_pct[2], ov.sampled_p50_ms, ov.unsampled_p50_ms))
+  T.eq(ov.processes, 3)
+  T.eq(ov.iterations, { sampled = 45, unsampled = 45 })
+  T.near(ov.sampled_p50_ms, median(got.sampled), 1e-9, "the sampled median is the runner's own lines'")
+  T.near(ov.unsampled_p50_ms, median(got.unsampled), 1e-9, "the unsampled median is the runner's own lines'")
+  T.near(ov.ratio, ov.sampled_p50_ms / ov.unsampled_p50_ms, 1e-12)
+  T.near(ov.pct, (ov.ratio - 1) * 100, 1e-9)
+  T.ok(ov.ci_pct[1] <= ov.pct and ov.pct <= ov.ci_pct[2], "the interval holds the estimate")
+  if ov.state == "measured" then
+    T.ok(ov.ci_pct[1] > 0 or ov.ci_pct[2] < 0, "measured: the interval leaves out no difference")
+  else
+    T.eq(ov.state, "undecided")
+    T.ok(ov.ci_pct[1] <= 0 and ov.ci_pct[2] >= 0, "undecided: the interval holds no difference")
+    T.match(ov.need, "%-%-sample%-overhead=6")
+  end
+  -- the sampler ran on the sampled processes only: their stderr passed through it, the unsampled ones' did not
+  -- (each process's first iteration line is in both; the order is ABBA: the record's artifacts say nothing of
+  -- order, the files' modification times do)
+  local function mtime(i, side) return sys.stat(dir .. ("/overhead-%d-%s.stderr"):format(i, side)).mtime end
+  T.ok(mtime(1, "unsampled") <= mtime(1, "sampled") and mtime(2, "sampled") <= mtime(2, "unsampled")
+    and mtime(3, "unsampled") <= mtime(3, "sampled"), "ABBA: unsampled first in odd pairs, sampled first in even")
+  T.ok(mtime(3, "sampled") <= sys.stat(dir .. "/runner.stderr").mtime, "the measured process last: its samples kept")
+  T.eq(sys.stat(dir .. "/overhead-1-sampled.memory.csv"), nil, "the overhead processes' timelines not left behind")
+  -- the views: terminal, HTML, CSV
+  local line = require("odp.results.cpu_profile").overhead_line(ov)
+  local term = assert(proc.run { argv = { odp, "inspect", dir }, timeout = 60 })
+  T.ok(term.stdout:find(line, 1, true), "odp inspect RUN shows: " .. line)
+  local page = tmp .. "/ovh.html"
+  T.eq(assert(proc.run { argv = { odp, "report", dir, "--out", page }, timeout = 120 }).status, 0)
+  T.ok(T.read(page):find("sampling overhead: " .. ("%+.1f%%"):format(ov.pct), 1, true), "the HTML page shows it")
+  -- what `odp run --format csv` prints for this record
+  local head, row = require("odp.results.report").formats.csv({ rec }):match("^([^\n]*)\n([^\n]*)")
+  local col
+  for i, name in ipairs(split(head, ",")) do if name == "cpu_profile.overhead.sampled_p50_ms" then col = i end end
+  T.ok(col, "the CSV has cpu_profile.overhead.sampled_p50_ms")
+  T.near(tonumber(split(row, ",")[col]), ov.sampled_p50_ms, 1e-6)
+end)
+
+T.test("cpu_profile.overhead's verdict: too few processes, no difference at that n, a clear one", function()
+  -- 3 processes a side, 20 iterations each; the sampled side 10% slower with 1% noise: measured, +10%
+  local function side(base, k, seed)
+    local groups = {}
+    for p = 1, k do
+      groups[p] = {}
+      for i = 1, 20 do groups[p][i] = base * (1 + 0.01 * math.sin(seed * 7 + p * 13 + i)) end
+    end
+    return groups
+  end
+  local ov = prof.overhead(side(8, 3, 1), side(8.8, 3, 2))
+  T.eq(ov.state, "measured")
+  T.near(ov.pct, 10, 1.0)
+  T.ok(ov.ci_pct[1] > 5 and ov.ci_pct[2] < 15, ("interval %.1f..%.1f"):format(ov.ci_pct[1], ov.ci_pct[2]))
+  -- the same distribution both sides: undecided, and what would decide
+  ov = prof.overhead(side(8, 4, 1), side(8, 4, 1))
+  T.eq(ov.state, "undecided")
+  T.match(ov.why, "holds no difference at 4 processes a side")
+  T.match(ov.need, "%-%-sample%-overhead=8")
+  -- a clear difference but 2 processes a side: undecided all the same
+  ov = prof.overhead(side(8, 2, 1), side(8.8, 2, 2))
+  T.eq(ov.state, "undecided")
+  T.match(ov.why, "2 process%(es%) a side")
+  -- no iteration lines: not measured, no number
+  ov = prof.overhead({ {}, {}, {} }, { {}, {}, {} })
+  T.eq(ov.state, "not measured")
+  T.eq(ov.pct, nil)
+  T.match(prof.overhead_line(ov), "^sampling overhead: not measured %(")
+end)
+
 T.test("--sample is given its rate with '=': a bare number after it is refused, a misspelling is exit 2", function()
   for _, case in ipairs { { { "--sample", "1000" }, "takes its value after '='" }, { { "--sampel" }, "unknown option" },
-    { { "--sample=0" }, "positive" } } do
+    { { "--sample=0" }, "positive" }, { { "--sample", "--sample-overhed=3" }, "did you mean %-%-sample%-overhead" },
+    { { "--sample", "--sample-overhead", "3" }, "takes its value after '='" },
+    { { "--sample-overhead=3" }, "give %-%-sample%[=HZ%] too" } } do
     local argv = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", mlp, "--no-history" }
     table.move(case[1], 1, #case[1], #argv + 1, argv)
     local r = assert(proc.run { argv = argv, timeout = 60 })

@@ -106,14 +106,18 @@ function M.closest(name, known)
   for k, v in pairs(known) do list[#list + 1] = type(k) == "string" and k or v end
   table.sort(list)
   local want = tostring(name):gsub("-", "_"):lower()
-  local best, best_d
+  local best, best_d, best_raw
   for _, k in ipairs(list) do
     local have = k:gsub("-", "_"):lower()
-    local d = distance(want, have)
+    local raw = distance(want, have)
+    local d = raw
     if #have >= 4 and #want >= 4 and (want:find(have, 1, true) or have:find(want, 1, true)) then
       d = math.min(d, 1)
     end
-    if d <= math.max(1, math.min(3, #want // 3)) and (not best_d or d < best_d) then best, best_d = k, d end
+    -- a tie goes to the fewer edits: sample_overhed is sample_overhead misspelt, not sample with more
+    if d <= math.max(1, math.min(3, #want // 3)) and (not best_d or d < best_d or (d == best_d and raw < best_raw)) then
+      best, best_d, best_raw = k, d, raw
+    end
   end
   return best
 end

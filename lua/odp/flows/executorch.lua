@@ -37,6 +37,9 @@ M.options = {
   { "sample", "Sample the runner's CPU (HZ per second, default 4000) and join the samples with its ETDump:\n" ..
     "each op's hottest functions, cpu_profile.folded (docs/cpu-profile.md)", nil, "posint", implicit = 4000,
     metavar = "HZ" },
+  { "sample-overhead", "With --sample: also run K runner processes without the sampler, interleaved with K " ..
+    "sampled ones,\nand record the sampler's cost (cpu_profile.overhead; docs/cpu-profile.md)", nil, "posint",
+    implicit = 5, metavar = "K" },
   { "symbols", "An unstripped copy of the runner, used for --sample's names when its build-id is the runner's",
     nil, "file" },
   { "allow-emulated", "Measure a runner built for another machine that the board runs under emulation\n" ..
@@ -58,6 +61,9 @@ function M.validate(ctx)
   if o.warmup < 0 then errors.fail("EUSAGE", "--warmup must be >= 0", 2) end
   if o.timeout <= 0 then errors.fail("EUSAGE", "--timeout must be > 0", 2) end
   measuring.validate(o)
+  if o.sample_overhead and not o.sample then
+    errors.fail("EUSAGE", "--sample-overhead measures --sample's cost: give --sample[=HZ] too", 2)
+  end
   local st = sys.stat(o.runner)
   if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner), 2) end
   if device.kind(ctx.target_kind).runs_in_place and not st.executable then
@@ -345,23 +351,60 @@ local function stage_step(ctx, rec, t)
 end
 
 -- Android's shell user may sample only with security.perf_harden off: odp turns it off the way simpleperf's
--- app_profiler.py does, and says so (a refusal later names kernel.perf_event_paranoid).
+-- app_profiler.py does, and says what it found and did, in the warnings (a refusal later names
+-- kernel.perf_event_paranoid) and in cpu_profile.perf_harden. -> that text, or nil off Android.
 local function allow_sampling(ctx, rec, target)
   if ctx.target_kind ~= "adb" then return end
   local v = target:run("getprop security.perf_harden", 10)
-  if v and v:match("^%s*1%s*$") then
+  local now = v and v:match("^%s*(%S*)%s*$")
+  local did
+  if now == "1" then
     local ok, err = target:run("setprop security.perf_harden 0", 10)
-    rec.warnings[#rec.warnings + 1] = ok and
-      "--sample: set security.perf_harden to 0 on the device (as simpleperf's app_profiler.py does) so that " ..
-      "its shell user may sample; a reboot sets it back" or
-      ("--sample: could not set security.perf_harden to 0: %s"):format(err)
+    did = ok and "was 1: set to 0 (as simpleperf's app_profiler.py does) so that the shell user may sample; a " ..
+      "reboot sets it back" or ("was 1: could not set it to 0: %s"):format(err)
+  elseif now == "" then
+    did = "not set on this device: left alone (the kernel's kernel.perf_event_paranoid decides)"
+  elseif now then
+    did = ("was %s already: left alone"):format(now)
+  else
+    did = "could not be read (getprop failed): left alone"
   end
+  rec.warnings[#rec.warnings + 1] = "--sample: security.perf_harden " .. did
+  return did
+end
+
+-- --sample-overhead=K: K runner processes without the sampler and K with it, in ABBA order (unsampled first in odd
+-- pairs, sampled first in even ones, so a drift of the board over the pairs weighs on both sides alike), before
+-- the measured processes (whose ETDump and samples are the ones kept). Each is the measured command, with the
+-- same helper, memory watch and ETDump: only the sampler differs. Their logs stay in the run directory
+-- (overhead-<i>-<un>sampled.stderr). -> the record's cpu_profile.overhead.
+local function overhead_runs(ctx, rec, t)
+  local o, ui, groups = ctx.opts, ctx.ui, { [false] = {}, [true] = {} }
+  for i = 1, o.sample_overhead do
+    for _, sampled in ipairs(i % 2 == 1 and { false, true } or { true, false }) do
+      local name = ("overhead-%d-%s"):format(i, sampled and "sampled" or "unsampled")
+      local label = ("sampling overhead %d/%d, %s"):format(i, o.sample_overhead, sampled and "sampled" or "unsampled")
+      if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
+      local r, parsed = run_once(ctx, t, t.argv, label, ctx.run_dir .. "/" .. name, sampled)
+      for _, ext in ipairs { "stdout", "stderr" } do
+        run.artifact(ctx, rec, name:gsub("-", "_") .. "_" .. ext, name .. "." .. ext)
+      end
+      -- its memory timeline was the cost both sides paid alike, not a result: not kept beside the run's
+      if r.memory_csv and device.kind(ctx.target_kind).runs_in_place then os.remove(r.memory_csv) end
+      local code, msg = failure_message(ctx, r, parsed)
+      if code then errors.fail(code, label .. ": " .. msg, code == "ECANCELED" and 130 or 1) end
+      local g = measuring.log_groups({ { r = r, parsed = parsed } }, o.num_executions)
+      local list = groups[sampled]
+      list[#list + 1] = g and g.groups[1] or {}
+    end
+  end
+  return require("odp.results.cpu_profile").overhead(groups[false], groups[true]) -- lazy: start-up
 end
 
 -- The run step: the device state before, placement, the warmup and measured runner processes (t.runs).
 local function run_step(ctx, rec, t)
   local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
-  if o.sample then allow_sampling(ctx, rec, target) end
+  if o.sample then t.perf_harden = allow_sampling(ctx, rec, target) end
   t.state = device_state.before(rec, target)
   placement.apply(ctx, t, rec, argv)
 
@@ -373,6 +416,7 @@ local function run_step(ctx, rec, t)
       errors.fail(code, "warmup: " .. msg, code == "ECANCELED" and 130 or 1)
     end
   end
+  if o.sample_overhead then t.overhead = overhead_runs(ctx, rec, t) end
   local runs = {}
   local cooler = measuring.cooler(o, target, ui)
   local stopper = measuring.stopper(o)
@@ -453,6 +497,8 @@ local function profile_step(ctx, rec, t, doc)
     return
   end
   rec.cpu_profile = p.record
+  p.record.overhead = t.overhead or prof.overhead_not_measured()
+  p.record.perf_harden = t.perf_harden
   for _, w in ipairs(p.warnings) do rec.warnings[#rec.warnings + 1] = w end
   if p.record.rate_hz and p.record.rate_hz < o.sample then
     rec.warnings[#rec.warnings + 1] = ("cpu profile: sampled at %d Hz, not %d: the board's " ..

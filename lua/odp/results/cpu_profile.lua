@@ -15,6 +15,7 @@ local sample = require("odp.sample")
 local elf = require("odp.elf")
 local sys = require("odp.sys")
 local etdump = require("odp.parse.etdump")
+local stats = require("odp.core.stats")
 
 local M = {}
 
@@ -286,6 +287,7 @@ function M.human_lines(cp)
   out[#out + 1] = ("%s at %d Hz: %d samples (%d while preempted), %d in execute, %.1f%% of them in an op; %d lost%s"):format(
     cp.event or "?", cp.rate_hz or 0, s.total or 0, s.preempted or 0, s.in_execute or 0, (cp.attributed or 0) * 100,
     s.lost or 0, cp.user_only and "; user space only (kernel.perf_event_paranoid)" or "")
+  out[#out + 1] = M.overhead_line(cp.overhead)
   for _, op in ipairs(cp.ops or {}) do
     local tops = {}
     for _, t in ipairs(op.top or {}) do
@@ -296,6 +298,71 @@ function M.human_lines(cp)
       #tops > 0 and table.concat(tops, ", ") or "-")
   end
   return out
+end
+
+-- The sampler's cost (--sample-overhead[=K], docs/cpu-profile.md "Overhead"): K runner processes without the
+-- sampler interleaved with K sampled ones on the same board, compared by their per-iteration medians.
+M.OVERHEAD_DEFAULT = 5      -- processes a side when --sample-overhead is given bare
+M.OVERHEAD_MIN_DECIDE = 3   -- fewer processes a side cannot tell the sampler from how much processes differ anyway
+
+--- What the record says when the overhead was not measured: never a number, and the option that measures it.
+---@param why string?
+function M.overhead_not_measured(why)
+  return { state = "not measured", why = why or "--sample alone does not measure its own cost",
+    need = "--sample-overhead[=K] measures it: K unsampled runner processes interleaved with K sampled ones" }
+end
+
+--- The record's cpu_profile.overhead from the per-iteration latencies (ms) of the unsampled and the sampled
+--- processes, one list a process: the medians of all iterations a side, their ratio with its 95% interval
+--- (a bootstrap over processes, then iterations: odp.core.stats.bootstrap_ratio_groups), and the verdict:
+--- "measured" when the interval leaves out 1 (the sampler's cost, or a gain, shown at this n), else
+--- "undecided" with why and what would decide.
+---@param unsampled number[][]
+---@param sampled number[][]
+function M.overhead(unsampled, sampled)
+  local function flat(groups)
+    local all = {}
+    for _, g in ipairs(groups) do table.move(g, 1, #g, #all + 1, all) end
+    return all
+  end
+  local u, s = flat(unsampled), flat(sampled)
+  if #u == 0 or #s == 0 then
+    return M.overhead_not_measured("the runner printed no per-iteration times (a build without " ..
+      "EXECUTORCH_ENABLE_LOGGING?): nothing to compare")
+  end
+  local ratio, lo, hi = stats.bootstrap_ratio_groups(unsampled, sampled)
+  if not ratio then return M.overhead_not_measured("an unsampled median of 0 ms: no ratio") end
+  local k = math.min(#unsampled, #sampled)
+  local ov = { processes = k, iterations = { unsampled = #u, sampled = #s },
+    unsampled_p50_ms = stats.percentile(u, 50), sampled_p50_ms = stats.percentile(s, 50),
+    ratio = ratio, pct = (ratio - 1) * 100, ci_pct = { (lo - 1) * 100, (hi - 1) * 100 } }
+  if k < M.OVERHEAD_MIN_DECIDE then
+    ov.state = "undecided"
+    ov.why = ("%d process(es) a side cannot tell the sampler's cost from how much runner processes differ"):format(k)
+    ov.need = ("--sample-overhead=%d or more"):format(M.OVERHEAD_MIN_DECIDE)
+  elseif lo <= 1 and hi >= 1 then
+    ov.state = "undecided"
+    ov.why = ("the 95%% interval of the difference, %+.1f%% to %+.1f%%, holds no difference at %d processes a side")
+      :format(ov.ci_pct[1], ov.ci_pct[2], k)
+    ov.need = ("more processes a side (--sample-overhead=%d) or more iterations each (-n)"):format(2 * k)
+  else
+    ov.state = "measured"
+  end
+  return ov
+end
+
+--- One line on the overhead, for the terminal, odp inspect and the HTML page.
+function M.overhead_line(ov)
+  if type(ov) ~= "table" then return "sampling overhead: not in this record" end
+  if ov.state == "not measured" then
+    return ("sampling overhead: not measured (%s; %s)"):format(ov.why or "?", ov.need or "?")
+  end
+  local ci = ov.ci_pct or {}
+  local head = ("sampling overhead: %+.1f%% (95%% interval %+.1f%% to %+.1f%%): median %.3f ms sampled, %.3f ms " ..
+    "without, %d processes a side, interleaved"):format(ov.pct or 0, ci[1] or 0, ci[2] or 0, ov.sampled_p50_ms or 0,
+    ov.unsampled_p50_ms or 0, ov.processes or 0)
+  if ov.state == "undecided" then head = head .. ("; undecided: %s; %s"):format(ov.why or "?", ov.need or "?") end
+  return head
 end
 
 -- A flame graph's tree from folded lines: {name, value, children = {name -> node}, order = {names}}.

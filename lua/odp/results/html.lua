@@ -698,7 +698,8 @@ local function cpu_section(rec, folded)
   local intro = ("<p>%s sampled at %s Hz: %s samples (%s while the runner waited for a CPU), %s inside " ..
     "Method::execute, %.1f%% of those in an op's ETDump interval; %s lost.</p>\n"):format(esc(cp.event or "?"),
     tostring(cp.rate_hz or "?"), tostring(s.total or 0), tostring(s.preempted or 0), tostring(s.in_execute or 0),
-    (cp.attributed or 0) * 100, tostring(s.lost or 0))
+    (cp.attributed or 0) * 100, tostring(s.lost or 0)) ..
+    ('<p class="overhead">%s</p>\n'):format(esc(prof.overhead_line(cp.overhead)))
   local pct = function(v) return v and ("%.1f%%"):format(v * 100) or "-" end
   local t = M.table(rows, { { key = "name", title = "op" }, { key = "samples", num = true, text = tostring },
     { key = "share", title = "share of samples", num = true, text = pct },

@@ -277,6 +277,21 @@ M.FIELDS = {
   { "cpu_profile.execute_top[].symbol", "string" },
   { "cpu_profile.execute_top[].samples", "integer" },
   { "cpu_profile.execute_top[].share", "number" },
+  -- the sampler's cost (--sample-overhead[=K]): K unsampled runner processes interleaved with K sampled ones
+  { "cpu_profile.overhead", "object" },
+  { "cpu_profile.overhead.state", "string" },   -- "measured" | "undecided" | "not measured"
+  { "cpu_profile.overhead.why", "string" },     -- why undecided or not measured
+  { "cpu_profile.overhead.need", "string" },    -- what would decide (or measure) it
+  { "cpu_profile.overhead.processes", "integer" }, -- runner processes a side
+  { "cpu_profile.overhead.iterations", "object" },
+  { "cpu_profile.overhead.iterations.unsampled", "integer" },
+  { "cpu_profile.overhead.iterations.sampled", "integer" },
+  { "cpu_profile.overhead.unsampled_p50_ms", "number", unit = "ms" },
+  { "cpu_profile.overhead.sampled_p50_ms", "number", unit = "ms" },
+  { "cpu_profile.overhead.ratio", "number" },   -- sampled / unsampled median
+  { "cpu_profile.overhead.pct", "number", unit = "%" }, -- (ratio - 1) x 100: + is slower sampled
+  { "cpu_profile.overhead.ci_pct", "list", of = "number" }, -- its 95% interval [lo, hi], in %
+  { "cpu_profile.perf_harden", "string" },      -- over adb: what odp did to security.perf_harden (docs/cpu-profile.md)
   { "device_state", "table" },             -- odp.target.device_state reads it (board, CPUs, thermal, OS)
   { "steps", "list", of = "object" },
   { "steps[].name", "string" },
