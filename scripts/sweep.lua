@@ -47,11 +47,11 @@ end
 local flow
 if flow_path then
   local chunk, err = loadfile(require("odp.core.search").find(flow_path))
-  if not chunk then errors.fail("EUSAGE", "--flow: " .. err, 2) end -- Lua's message names the file
+  if not chunk then errors.fail("EUSAGE", "--flow: " .. err) end -- Lua's message names the file
   flow = chunk()
   if type(flow) ~= "table" or type(flow.run) ~= "function" then
     errors.fail("EUSAGE", ("--flow %s is not a declared script (it must return {options, validate, run})")
-      :format(flow_path), 2)
+      :format(flow_path))
   end
 end
 
@@ -78,9 +78,9 @@ end
 local function typed(name, v)
   local t = flow_types[name]
   if (t == "int" or t == "posint") and math.type(v) ~= "integer" then
-    errors.fail("EUSAGE", ("-p %s: '%s' is not an integer"):format(name, tostring(v)), 2)
+    errors.fail("EUSAGE", ("-p %s: '%s' is not an integer"):format(name, tostring(v)))
   elseif t == "number" and type(v) ~= "number" then
-    errors.fail("EUSAGE", ("-p %s: '%s' is not a number"):format(name, tostring(v)), 2)
+    errors.fail("EUSAGE", ("-p %s: '%s' is not a number"):format(name, tostring(v)))
   elseif (t == "string" or t == "file" or t == "choice") and type(v) ~= "string" then
     return tostring(v)
   end
@@ -96,12 +96,12 @@ return {
   options = options,
   passes_args = flow and flow.passes_args,
   validate = function(ctx)
-    if not ctx.opts.out then errors.fail("EUSAGE", "--out FILE.jsonl is required: records are appended there", 2) end
-    if not ctx.opts.param or #ctx.opts.param == 0 then errors.fail("EUSAGE", "give at least one -p NAME=V1,V2", 2) end
+    if not ctx.opts.out then errors.fail("EUSAGE", "--out FILE.jsonl is required: records are appended there") end
+    if not ctx.opts.param or #ctx.opts.param == 0 then errors.fail("EUSAGE", "give at least one -p NAME=V1,V2") end
   end,
   run = function(ctx)
     local ok, points = pcall(sweep.points, ctx.opts.param)
-    if not ok then errors.fail("EUSAGE", tostring(points):gsub("^.-:%d+: ", ""), 2) end
+    if not ok then errors.fail("EUSAGE", (tostring(points):gsub("^.-:%d+: ", ""))) end
     -- a swept name must be one the flow consumes: a typo (or a runner flag) would change nothing
     if flow.options then
       local known = {}
@@ -141,7 +141,7 @@ return {
         return o
       end
     elseif ctx.opts.reference_runner then
-      errors.fail("EUSAGE", "--reference-runner is the runner of --reference host: give --reference host", 2)
+      errors.fail("EUSAGE", "--reference-runner is the runner of --reference host: give --reference host")
     end
     -- A declared flow script runs through odp.run on one board, opened at the first point and kept open for
     -- every other: one connection, one preflight, files staged once. Only a swept parameter that says which
@@ -179,7 +179,7 @@ return {
       -- many boards at once: the lab's boards, each with its own transport options (docs/many-boards.md)
       if not flow.flow then
         errors.fail("EUSAGE", ("--boards runs declared flow scripts (scripts/rpi5.lua, ...); %s runs itself")
-          :format(flow_path), 2)
+          :format(flow_path))
       end
       ok, res = pcall(boards.run_flow, { spec = flow, boards = ctx.opts.boards, spread = ctx.opts.spread,
         timeout = ctx.opts.board_timeout, cli = ctx.opts, opts_for = flow_opts, args = ctx.args, points = points,
@@ -201,7 +201,7 @@ return {
     errors.check(publish.deliver(all, ctx.opts)) -- --report lava|junit, $GITHUB_STEP_SUMMARY
     if res.failed > 0 then
       errors.fail("EFAIL", ("%s (their records in %s say why)"):format(res.boards and boards.summary(res) or
-        ("%d of %d point runs failed"):format(res.failed, #res.records), ctx.opts.out), 1)
+        ("%d of %d point runs failed"):format(res.failed, #res.records), ctx.opts.out))
     end
     return nil
   end,

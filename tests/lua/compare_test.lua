@@ -27,7 +27,7 @@ local function run_dir(base, name, ms, opts)
   assert(measure.write_samples(dir .. "/samples.csv", groups))
   local rec = result.new { flow = "executorch", device = opts.device or "host", target = opts.target or "local://x" }
   rec.ok = opts.ok ~= false
-  if not rec.ok then result.fail(rec, "EIO", "runner exited with status 1") end
+  if not rec.ok then result.fail(rec, "ERUNNER", "runner exited with status 1") end
   rec.model = { path = opts.model or "m.pte", sha256 = opts.sha or "aa11", bytes = 10 }
   rec.latency_ms = measure.latency({ groups = groups, source = "log", per_iteration = true }, {})
   rec.peak_rss_kb = opts.rss or 4000
@@ -242,7 +242,7 @@ end)
 T.test("bad input: a failed record, no samples, a cut JSONL line, not a record, a missing file", function()
   local F = run_dir(base, "f", 10.0, { ok = false })
   local r = compare { A, F }
-  T.eq(r.status, 2); T.match(r.stderr, "B: .- holds only failed runs %(record 1 %(EIO: runner exited with status 1%)%): nothing was measured")
+  T.eq(r.status, 2); T.match(r.stderr, "B: .- holds only failed runs %(record 1 %(ERUNNER: runner exited with status 1%)%): nothing was measured")
   -- a record whose samples.csv is gone
   local G = run_dir(base, "g", 10.0)
   os.remove(G .. "/samples.csv")

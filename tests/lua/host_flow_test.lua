@@ -167,13 +167,14 @@ T.test("runner SIGSEGV", function()
   T.match(assert(json.decode(r.stdout)).error.message, "SIGSEGV")
 end)
 
-T.test("runner hang: killed at --timeout with its children, ETIMEDOUT record", function()
+T.test("runner hang: killed at --timeout with its children, ERUNNER record, exit 1", function()
   local t0 = sys.now()
   local r = failed_run({ "--runner", fake, "--model", add, "--timeout", "0.5", "--format", "json" },
     { ODP_FAKE_MODE = "hang_tree" }, 1)
   T.ok(sys.now() - t0 < 10, "returned promptly")
   local rec = assert(json.decode(r.stdout))
-  T.eq(rec.error.code, "ETIMEDOUT")
+  T.eq({ rec.error.code, rec.error.exit }, { "ERUNNER", 1 })
+  T.match(rec.error.message, "runner did not finish before the timeout")
   T.eq(assert(proc.run { "pgrep", "-f", "fake_runner.*" .. add:gsub("%p", "%%%0") }).stdout, "", "nothing left running")
 end)
 

@@ -7,6 +7,7 @@
 -- above: `-- lazy: start-up`, `-- lazy: run-time name` or `-- lazy: optional` (grep "lazy:" lists them all).
 local T = require("t")
 local sys = require("odp.sys")
+local lualex = require("lualex")
 
 local ORDER = { "core", "parse", "target", "results", "run", "flows", "cli" }
 local RANK = {}
@@ -47,63 +48,12 @@ local function layer_of(name, cmods)
   if cmods[first] and not name:find("%.", 5) then return "C" end
 end
 
--- Every require in src, read by a small Lua lexer (strings, long strings and comments are skipped, blocks
--- counted): {line, name, computed, in_function, reason}. The forms: require("x"), require "x",
+-- Every require in src, read by tests/lib/lualex.lua (strings, long strings and comments are skipped; blocks
+-- counted here): {line, name, computed, in_function, reason}. The forms: require("x"), require "x",
 -- pcall(require, "x"), require("x." .. name) (computed: name is its literal prefix) and require(var) (computed,
 -- name ""). reason: the text after "-- lazy:" on the require's line or the line above.
 local function requires(src)
-  local toks, comments, i, line, n = {}, {}, 1, 1, #src
-  local function long_bracket(at) -- [[...]] / [==[...]==] starting at `at` -> the index after it, or nil
-    local eq = src:match("^%[(=*)%[", at)
-    if not eq then return nil end
-    local _, e = src:find("]" .. eq .. "]", at, true)
-    return (e or n) + 1
-  end
-  while i <= n do
-    local c = src:sub(i, i)
-    if c == "\n" then line = line + 1 i = i + 1
-    elseif c:match("%s") then i = i + 1
-    elseif src:sub(i, i + 1) == "--" then
-      local stop = long_bracket(i + 2)
-      if stop then
-        local text = src:sub(i, stop - 1)
-        comments[line] = (comments[line] or "") .. text
-        local _, nl = text:gsub("\n", "")
-        line, i = line + nl, stop
-      else
-        local e = src:find("\n", i, true) or n + 1
-        comments[line] = (comments[line] or "") .. src:sub(i, e - 1)
-        i = e
-      end
-    elseif c == '"' or c == "'" then
-      local j, buf = i + 1, {}
-      while j <= n do
-        local d = src:sub(j, j)
-        if d == "\\" then buf[#buf + 1] = src:sub(j, j + 1) j = j + 2
-        elseif d == c then break
-        else buf[#buf + 1] = d j = j + 1 end
-      end
-      toks[#toks + 1] = { t = "str", v = table.concat(buf), line = line }
-      i = j + 1
-    elseif c == "[" and long_bracket(i) then
-      local stop = long_bracket(i)
-      local _, nl = src:sub(i, stop - 1):gsub("\n", "")
-      toks[#toks + 1] = { t = "str", v = "", line = line }
-      line, i = line + nl, stop
-    elseif c:match("[%a_]") then
-      local w = src:match("^[%w_]+", i)
-      toks[#toks + 1] = { t = "id", v = w, line = line }
-      i = i + #w
-    elseif c:match("%d") then
-      local w = src:match("^[%w_%.]+", i)
-      toks[#toks + 1] = { t = "num", v = w, line = line }
-      i = i + #w
-    else
-      local op = src:match("^%.%.%.?", i) or src:match("^[=~<>]=", i) or src:match("^::", i) or c
-      toks[#toks + 1] = { t = "op", v = op, line = line }
-      i = i + #op
-    end
-  end
+  local toks, comments = lualex.lex(src)
   local out, stack, pending_do = {}, {}, 0
   local function in_function()
     for _, b in ipairs(stack) do if b == "function" then return true end end

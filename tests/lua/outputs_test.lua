@@ -214,7 +214,7 @@ T.with_real_runner("a runner that writes no output file, or one of the wrong siz
   local rec, r = odp_run({ "--runner", perturb, "--model", add, "--outputs" },
     { ODP_REAL_RUNNER = runner, PERTURB = "delete" })
   T.eq(r.status, 1)
-  T.eq(rec.error.code, "EPROTO")
+  T.eq(rec.error.code, "ERUNNER")
   T.eq(rec.error.message, "output 0: the runner wrote no file")
   T.ok(rec.latency_ms.n == 1, "the latency is still measured")
   rec, r = odp_run({ "--runner", perturb, "--model", add, "--outputs" },

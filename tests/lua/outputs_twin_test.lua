@@ -62,13 +62,13 @@ T.test("--reference: the same bytes agree; a perturbed reference fails --min-cos
   T.eq({ e.top1, e.top5, e.topk.ref, e.topk.got }, { want.top1, want.top5, want.topk_ref, want.topk_got })
 end)
 
-T.test("--outputs on firmware that streams no output.bin: exit 1, EPROTO naming it, the latency kept", function()
+T.test("--outputs on firmware that streams no output.bin: exit 1, ERUNNER naming it, the latency kept", function()
   local argv = { odp, "run", script, "--runs-dir", dir .. "/runs", "--format", "json", "--no-history", "--device",
     root .. "/devices/twin_m55.lua", "--model", mnist, "--inferences", "2", "--build-dir", dir .. "/build-plain", "--outputs" }
   local r = assert(proc.run { argv = argv, cwd = dir, timeout = 600 })
   local rec = assert(json.decode(r.stdout), r.stderr)
   T.eq(r.status, 1, r.stderr)
-  T.eq({ rec.ok, rec.error.code, rec.error.message }, { false, "EPROTO", "output 0: the firmware sent no output.bin block" })
+  T.eq({ rec.ok, rec.error.code, rec.error.message }, { false, "ERUNNER", "output 0: the firmware sent no output.bin block" })
   T.eq(rec.latency_ms.n, 2)
 end)
 

@@ -83,7 +83,7 @@ T.test("odp plot: linear axis, no group, no error bars for a plain field; errors
   T.eq({ png_size(dir .. "/r.png") }, { 500, 300 })
   r = proc.run { odp, "plot", dir .. "/r.jsonl", "--x", "n", "--y", "latency_ms.p50", "--out", dir .. "/x.svg",
     timeout = 30 }
-  T.eq(r.status, 1)
+  T.eq(r.status, 2, "the axes named are not in the file: usage")
   T.match(r.stderr, "no record")
 end)
 

@@ -224,7 +224,7 @@ T.test("a model without ET12 is the one model check's (exit 2, before the board)
   T.write(tmp .. "/bad.pte", "\0\0\0\0ET11xxxxxxxx")
   local ok, e = pcall(require("odp.run").check_model, tmp .. "/bad.pte")
   T.eq(ok, false); T.ok(errors.is_failure(e), tostring(e))
-  T.eq({ e.code, e.exit }, { "EPROTO", 2 }); T.match(e.message, "'ET11'")
+  T.eq({ e.code, e.exit }, { "EUSAGE", 2 }); T.match(e.message, "'ET11'")
   -- preflight leaves the model to it: a bad model passes preflight (only its size counts)
   T.eq(preflight.check(t, { runner = "/bin/true", model = tmp .. "/bad.pte" }).arch, t:arch())
   e = preflight_failure { runner = "/bin/true", model = model, need_bytes = 1 << 60 }

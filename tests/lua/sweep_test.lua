@@ -53,7 +53,7 @@ T.test("run: appends a record per point and repeat, resumes by parameters, retri
   T.eq(#recs, 6)
   T.eq(recs[1].params, { size = 1 })
   T.eq(recs[2].sweep, { point = 1, rep = 2, of = 3 })
-  T.eq(recs[5].error, { code = "EIO", message = "boom" })
+  T.eq(recs[5].error, { code = "EIO", message = "boom", exit = 3 }, "the exit status is the code's")
   calls = 0
   local progress = {}
   res = sweep.run { points = pts, ["repeat"] = 2, out = out, run_point = run_point,

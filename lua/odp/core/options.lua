@@ -78,7 +78,7 @@ function M.optional(o)
   return copy
 end
 
-local function usage(msg) errors.fail("EUSAGE", msg, 2) end
+local function usage(msg) errors.fail("EUSAGE", msg) end
 
 -- Edit distance between a and b (optimal string alignment: a swap of two neighbours is one edit, as typos go).
 local function distance(a, b)

@@ -31,6 +31,13 @@ end
 --- A run's own output on stdout (a dry run's commands): a flow emits it here, the user's terminal shows it.
 function UI:output(line) io.stdout:write(line, "\n") end
 
+--- Asks for a secret on the terminal (a key's passphrase): the prompt on stderr, the answer read without echo.
+function UI:ask_secret(prompt)
+  if self.bar_shown then io.stderr:write("\r\27[K") self.bar_shown = false end
+  io.stderr:write(prompt)
+  return sys.read_secret()
+end
+
 function UI:info(fmt, ...) if not self.quiet then out(self, (self.prefix or "") .. fmt:format(...)) end end
 function UI:debug(fmt, ...) if self.verbose then out(self, (self.prefix or "") .. fmt:format(...)) end end
 

@@ -58,16 +58,16 @@ local function basename(p) return (p:match("([^/]+)$")) end
 
 function M.validate(ctx)
   local o = ctx.opts
-  if o.warmup < 0 then errors.fail("EUSAGE", "--warmup must be >= 0", 2) end
-  if o.timeout <= 0 then errors.fail("EUSAGE", "--timeout must be > 0", 2) end
+  if o.warmup < 0 then errors.fail("EUSAGE", "--warmup must be >= 0") end
+  if o.timeout <= 0 then errors.fail("EUSAGE", "--timeout must be > 0") end
   measuring.validate(o)
   if o.sample_overhead and not o.sample then
-    errors.fail("EUSAGE", "--sample-overhead measures --sample's cost: give --sample[=HZ] too", 2)
+    errors.fail("EUSAGE", "--sample-overhead measures --sample's cost: give --sample[=HZ] too")
   end
   local st = sys.stat(o.runner)
-  if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner), 2) end
+  if st.type ~= "file" then errors.fail("EUSAGE", ("runner %s is not a file"):format(o.runner)) end
   if device.kind(ctx.target_kind).runs_in_place and not st.executable then
-    errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner), 2)
+    errors.fail("EUSAGE", ("runner %s is not executable (chmod +x %s)"):format(o.runner, o.runner))
   end
   run.check_model(o.model) -- a .pte this runner can load: ET12 identifier, not truncated, parseable
   -- the inputs against the method's signature, the reference against the model: exit 2 before any board
@@ -139,16 +139,16 @@ local function failure_message(ctx, r, parsed)
     return head .. ": " .. why .. (note and (" (" .. note .. ")") or "")
   end
   if r.timed_out then
-    return "ETIMEDOUT", "runner did not finish before the timeout; killed with its process group"
+    return "ERUNNER", "runner did not finish before the timeout; killed with its process group"
   elseif r.canceled then
     return "ECANCELED", "interrupted; runner killed"
   elseif r.signal then
-    return "EIO", with_why(("runner killed by SIG%s"):format(r.signal_name or r.signal))
+    return "ERUNNER", with_why(("runner killed by SIG%s"):format(r.signal_name or r.signal))
   elseif r.status ~= 0 then
     if r.stderr:find("unknown command line flag 'etdump_path'", 1, true) then
-      return "EIO", "this runner was built without the event tracer: it has no --etdump_path; drop --etdump"
+      return "ERUNNER", "this runner was built without the event tracer: it has no --etdump_path; drop --etdump"
     end
-    return "EIO", with_why(("runner exited with status %d"):format(r.status))
+    return "ERUNNER", with_why(("runner exited with status %d"):format(r.status))
   end
 end
 
@@ -190,10 +190,10 @@ local function run_once(ctx, t, argv, label, files, sampled)
       end
     end
   end
-  if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err), 3) end
+  if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err)) end
   -- the sampler could not start (the kernel refused it): nothing ran; the helper's one line says why
   local refused = r.status == 125 and r.stderr:match("odp%-rusage: (sampling[^\n]*)")
-  if refused then errors.fail("ENOTSUP", refused, 3) end
+  if refused then errors.fail("ENOTSUP", refused) end
   local parse = executorch
   local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   return r, parsed
@@ -392,7 +392,7 @@ local function overhead_runs(ctx, rec, t)
       -- its memory timeline was the cost both sides paid alike, not a result: not kept beside the run's
       if r.memory_csv and device.kind(ctx.target_kind).runs_in_place then os.remove(r.memory_csv) end
       local code, msg = failure_message(ctx, r, parsed)
-      if code then errors.fail(code, label .. ": " .. msg, code == "ECANCELED" and 130 or 1) end
+      if code then errors.fail(code, label .. ": " .. msg) end
       local g = measuring.log_groups({ { r = r, parsed = parsed } }, o.num_executions)
       local list = groups[sampled]
       list[#list + 1] = g and g.groups[1] or {}
@@ -413,7 +413,7 @@ local function run_step(ctx, rec, t)
     local code, msg = failure_message(ctx, r, parsed)
     if code then
       rec.status, rec.signal = r.status, r.signal
-      errors.fail(code, "warmup: " .. msg, code == "ECANCELED" and 130 or 1)
+      errors.fail(code, "warmup: " .. msg)
     end
   end
   if o.sample_overhead then t.overhead = overhead_runs(ctx, rec, t) end
@@ -437,7 +437,7 @@ local function run_step(ctx, rec, t)
     if code then
       runs[#runs + 1] = { r = r, parsed = parsed }
       if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }, t) end
-      errors.fail(code, msg, code == "ECANCELED" and 130 or 1)
+      errors.fail(code, msg)
     end
     runs[#runs + 1] = { r = r, parsed = parsed }
     if o.num_executions > 0 and not parsed.total_ms and #parsed.messages > 0 then
@@ -599,7 +599,7 @@ end
 M.board_verbs = {
   profile = function(board, opts)
     for _, k in ipairs({ "runner", "model" }) do
-      if not opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k), 2) end
+      if not opts[k] then errors.fail("EUSAGE", ("board:profile{%s = FILE, ...}: %s is required"):format(k, k)) end
     end
     return run.point(board, nil, opts, opts.args)
   end,

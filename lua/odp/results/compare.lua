@@ -23,7 +23,7 @@ M.ALPHA = 0.05
 --- Default noise threshold (a fraction, `--noise` 2%): changes whose CI reaches inside 1 ± NOISE are "same".
 M.NOISE = 0.02
 
-local function bad(msg) errors.fail("EUSAGE", msg, 2) end
+local function bad(msg) errors.fail("EUSAGE", msg) end
 
 local function dirname(p) return p:match("^(.*)/[^/]*$") or "." end
 

@@ -33,7 +33,7 @@ M.options = {
 --- The default cap of a --target-ci run without --max-time, in seconds.
 M.DEFAULT_MAX_TIME = 120
 
-local function usage(msg) errors.fail("EUSAGE", msg, 2) end
+local function usage(msg) errors.fail("EUSAGE", msg) end
 
 --- Checks the options (usage errors exit 2). opts: the parsed options (keys with underscores).
 function M.validate(o)

@@ -1,5 +1,6 @@
 --- Reporters: result records -> text. Each format is a function (records) -> string, picked by name
 -- (sysbench's model); `odp.results.report.formats` can be extended by a user script.
+local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local pte = require("odp.parse.pte")
 local result = require("odp.results.result")
@@ -474,11 +475,12 @@ function M.labels(r)
   return { board = r.board or r.device or "board", model = (model:gsub("%.pte$", "")), point = table.concat(parts, ".") }
 end
 
---- 0 when every record is ok; otherwise the largest exit code the failures ask for (1 by default).
+--- 0 when every record is ok; otherwise the largest exit status of their failures (error.exit, the status of
+-- their codes: odp.core.errors.exit_status; 1 for a failed record that says nothing).
 function M.exit_code(records)
   local code = 0
   for _, r in ipairs(records) do
-    if not r.ok then code = math.max(code, (r.error and r.error.exit) or 1) end
+    if not r.ok then code = math.max(code, r.error and (r.error.exit or errors.exit_status(r.error.code)) or 1) end
   end
   return code
 end

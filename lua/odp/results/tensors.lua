@@ -33,7 +33,7 @@ M.options = {
     metavar = "DB" },
 }
 
-local function usage(fmt, ...) errors.fail("EUSAGE", fmt:format(...), 2) end
+local function usage(fmt, ...) errors.fail("EUSAGE", fmt:format(...)) end
 
 local function describe(io)
   if io.kind ~= "tensor" then return io.kind end
@@ -197,7 +197,8 @@ end
 
 --- The kept outputs into the record (rec.outputs[i].data = {file, sha256, bytes, dtype, sizes, error?}, joined
 -- to what the runner printed by index), compared with io.ref when there is one (rec.reference), then judged:
--- a missing or wrong output file fails the run (EPROTO, exit 1), then a gate (EMISMATCH, exit 1).
+-- a missing or wrong output file fails the run (ERUNNER: the runner did not write what it owes), then a gate
+-- (EMISMATCH); both exit 1.
 function M.judge(io, rec, kept, run_dir)
   rec.outputs = rec.outputs or json.array({})
   local by_index = {}
@@ -252,11 +253,11 @@ function M.judge(io, rec, kept, run_dir)
       local g = M.gate(entries, io.gates)
       if g then
         rec.reference.failed = { output = g.output, metric = g.metric, value = g.value, limit = g.limit }
-        errors.fail("EMISMATCH", "outputs disagree with the reference: " .. g.message, 1)
+        errors.fail("EMISMATCH", "outputs disagree with the reference: " .. g.message)
       end
     end
   end
-  if bad then errors.fail("EPROTO", bad, 1) end
+  if bad then errors.fail("ERUNNER", bad) end
 end
 
 ------------------------------------------------------------------------------------------------ reference

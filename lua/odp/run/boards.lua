@@ -63,7 +63,7 @@ function Boards:each(fn, opts)
     local t = s.tasks[i]
     out[name] = t.ok and t.values[1] or failure(t)
   end
-  if s.interrupted then errors.fail("ECANCELED", "interrupted", 130) end
+  if s.interrupted then errors.fail("ECANCELED", "interrupted") end
   return setmetatable(out, { __index = { _names = ordered(self) }, __tostring = M.show })
 end
 
@@ -143,7 +143,7 @@ function M.run_flow(o)
       for _, e in ipairs(entries) do
         if not lab.transport_options(e.dev)[k] then
           errors.fail("EUSAGE", ("--%s applies to every board of --boards, and board %s "
-            .. "(%s) takes no --%s"):format(k:gsub("_", "-"), e.name, e.dev.transport, k:gsub("_", "-")), 2)
+            .. "(%s) takes no --%s"):format(k:gsub("_", "-"), e.name, e.dev.transport, k:gsub("_", "-")))
         end
       end
     end

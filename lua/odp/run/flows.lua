@@ -13,7 +13,7 @@ function M.get(name)
   for _, known in ipairs(device.FLOWS) do
     if known == name then return require("odp.flows." .. name) end -- lazy: run-time name
   end
-  errors.fail("EUSAGE", ("no flow '%s' (flows: %s)"):format(tostring(name), table.concat(device.FLOWS, ", ")), 2)
+  errors.fail("EUSAGE", ("no flow '%s' (flows: %s)"):format(tostring(name), table.concat(device.FLOWS, ", ")))
 end
 
 return M

@@ -36,8 +36,7 @@ M.flow = flows.get
 function M.check_model(path)
   local info, err, code = pte.read(path)
   if not info then
-    errors.fail(code == "ENOTFOUND" and code or "EPROTO", ("model %s: %s"):format(path,
-      errors.text(err)), 2)
+    errors.fail("EUSAGE", ("model %s: %s"):format(path, errors.text(err)))
   end
   return info
 end

@@ -88,10 +88,10 @@ end
 -- compared with it.
 function M.host_references(o)
   if o.flow.flow ~= "executorch" then
-    errors.fail("EUSAGE", "--reference host compares runners' outputs: sweep an executorch flow script", 2)
+    errors.fail("EUSAGE", "--reference host compares runners' outputs: sweep an executorch flow script")
   end
   if not o.runner then
-    errors.fail("EUSAGE", "--reference host needs the runner for this machine: --reference-runner FILE", 2)
+    errors.fail("EUSAGE", "--reference host needs the runner for this machine: --reference-runner FILE")
   end
   local board = run.open_board({ name = "host", transport = "host", flow = "executorch" }, { ui = o.ui })
   local refs = {}
@@ -104,7 +104,7 @@ function M.host_references(o)
       local key = M.key(params, o.points.names)
       if not rec.ok then
         errors.fail(rec.error and rec.error.code or "EFAIL", ("--reference host: the reference run on this machine " ..
-          "failed (%s): %s"):format(key:gsub("%z", " "), rec.error and rec.error.message or "?"), 1)
+          "failed (%s): %s"):format(key:gsub("%z", " "), rec.error and rec.error.message or "?"))
       end
       refs[key] = rec.artifacts.run_dir
       if o.ui then o.ui:info("reference (this machine, %s): %s", key:gsub("%z", " "), rec.artifacts.run_dir) end
@@ -148,8 +148,8 @@ local function open_out(out, names, by_board)
   local lock, lerr, lcode, holder = sys.lock(real .. ".lock")
   if not lock then
     if lcode == "EBUSY" then
-      errors.fail("EBUSY", ("%s is being written by another sweep (pid %d)%s: wait for it to finish, "
-        .. "or give this one another --out"):format(out, holder, real ~= out and (" as " .. real) or ""), 2)
+      errors.fail("EUSAGE", ("%s is being written by another sweep (pid %d)%s: wait for it to finish, "
+        .. "or give this one another --out"):format(out, holder, real ~= out and (" as " .. real) or ""))
     end
     errors.check(lock, lerr, lcode) -- the lock file's path and why, once, exit 3
   end
@@ -189,10 +189,10 @@ end
 
 -- A failed record for a point whose run raised e.
 local function failed_record(e)
+  local code = type(e) == "table" and e.code or "EFAIL"
   return { schema = result.SCHEMA, ok = false,
-    error = { code = type(e) == "table" and e.code or "EFAIL",
-      message = type(e) == "table" and (e.message or tostring(e)) or tostring(e),
-      exit = type(e) == "table" and e.exit or nil } }
+    error = { code = code, message = type(e) == "table" and (e.message or tostring(e)) or tostring(e),
+      exit = type(e) == "table" and e.exit or errors.exit_status(code) } }
 end
 
 --- Runs every point `repeat` times. opts:
@@ -260,7 +260,7 @@ function M.run(opts)
     if sys.cancel_requested() or sys.terminating() then
       if bar then bar:finish(("interrupted after %d of %d"):format(n, total)) end
       errors.fail("ECANCELED", ("sweep interrupted after %d of %d point runs; the same command resumes it")
-        :format(n, total), 130)
+        :format(n, total))
     end
   end
   if bar then bar:finish(("%d run, %d skipped, %d failed"):format(total, skipped, failed)) end
@@ -269,11 +269,12 @@ end
 
 -- Many boards -------------------------------------------------------------------------------------------------
 
--- Why a board is out after a point: an infrastructure failure (exit 3: unreachable, disconnected, preflight
--- refused, ...) ends its share of the sweep; a measurement that failed (exit 1) does not.
+-- Why a board is out after a point: an infrastructure failure (exit 3: unreachable, disconnected, timed out,
+-- preflight refused, ...) or a usage one (2) ends its share of the sweep; a measurement that failed (exit 1:
+-- the runner crashed or hung, its outputs disagree) does not.
 local function out_reason(rec)
   local e = rec.ok == false and rec.error
-  if e and (e.exit == 3 or e.exit == 2 or e.code == "ETIMEDOUT") then
+  if e and (e.exit == 3 or e.exit == 2) then
     return ("%s: %s"):format(e.code, errors.text(e.message))
   end
 end
@@ -384,7 +385,7 @@ function M.run_boards(opts)
       in_flight = in_flight + 1
       local rec
       if st.out then
-        rec = failed_record { code = "ENODEV", exit = 3,
+        rec = failed_record { code = "ENODEV",
           message = ("board %s is out (%s); point not run"):format(entry.name, st.out) }
       else
         show(entry.name, (M.key(item.params, names):gsub("%z", " ")))
@@ -396,7 +397,7 @@ function M.run_boards(opts)
           break
         end
         if task.timed_out then
-          rec = failed_record { code = "ETIMEDOUT", exit = 3,
+          rec = failed_record { code = "ETIMEDOUT",
             message = ("board %s: the point took longer than %g s"):format(entry.name, opts.timeout) }
         elseif not pok and not failure(r) then
           error(r, 0) -- a bug in run_point: the sweep stops with its traceback (the records written stay)
@@ -433,14 +434,14 @@ function M.run_boards(opts)
   local ok, err = pcall(s.run, s)
   if lines then lines:finish() end
   if not ok then error(err, 0) end
-  if s.interrupted then errors.fail("ECANCELED", "interrupted; every board's remote processes were stopped", 130) end
+  if s.interrupted then errors.fail("ECANCELED", "interrupted; every board's remote processes were stopped") end
   for _, t in ipairs(s.tasks) do
     if not t.ok then error(t.traceback or t.error, 0) end -- a bug in odp or in run_point, not a board's failure
   end
   -- the pool: a point retried after its board went out, when no board was left to take it
   for _, item in ipairs(shared or {}) do
     local by = next(item.tried)
-    write({ name = by }, item, failed_record { code = "ENODEV", exit = 3,
+    write({ name = by }, item, failed_record { code = "ENODEV",
       message = ("board %s is out (%s) and no other board was left to retry the point"):format(by, status[by].out) })
   end
   return { records = records, skipped = skipped, failed = failed, total = total, boards = status }

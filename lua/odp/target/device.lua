@@ -152,32 +152,29 @@ end
 --- Checks a device table; raises EUSAGE (exit 2) naming where, the key and the expected type.
 function M.check(dev, where)
   if type(dev) ~= "table" then
-    errors.fail("EUSAGE", ("device file %s: must return a table, got %s"):format(where, type(dev)), 2)
+    errors.fail("EUSAGE", ("device file %s: must return a table, got %s"):format(where, type(dev)))
   end
   return M.check_schema(dev, M.schema, "device file", where)
 end
 
 local function root() return host_mod.root end
 
---- Where a device path names a file: odp.core.search (as given, else in ODP_PATH, else in odp's own tree).
-function M.resolve(path) return search.find(path) end
-
 --- Loads a data file (a device file, a lab file): a chunk run with no globals at all, which must return a
 -- table. `what` names the kind in errors ("device file"). Returns the table and the path it was read from.
 function M.load_data(path, what)
-  local p = M.resolve(path)
+  local p = search.find(path)
   local f, err = io.open(p, "rb")
-  if not f then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, (err:gsub("^[^:]*: ", ""))), 2) end
+  if not f then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, (err:gsub("^[^:]*: ", "")))) end
   local src = f:read("a")
   f:close()
   local chunk, lerr = load(src, "=" .. path, "t", {})
-  if not chunk then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, lerr), 2) end
+  if not chunk then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, lerr)) end
   local ok, v = pcall(chunk)
   if not ok then
-    errors.fail("EUSAGE", ("%s %s: data only, no code: %s"):format(what, path, tostring(v)), 2)
+    errors.fail("EUSAGE", ("%s %s: data only, no code: %s"):format(what, path, tostring(v)))
   end
   if type(v) ~= "table" then
-    errors.fail("EUSAGE", ("%s %s: must return a table, got %s"):format(what, path, type(v)), 2)
+    errors.fail("EUSAGE", ("%s %s: must return a table, got %s"):format(what, path, type(v)))
   end
   return v, p
 end
@@ -188,9 +185,9 @@ function M.check_schema(v, schema, what, where)
   local path, want, got, near = check(v, schema, "")
   if near then -- a misspelt key: what was meant, not the whole list
     errors.fail("EUSAGE", ("%s %s: unknown key %s; did you mean %s?"):format(what, where, path,
-      (path:gsub("[^.]*$", "") .. near)), 2)
+      (path:gsub("[^.]*$", "") .. near)))
   elseif path then
-    errors.fail("EUSAGE", ("%s %s: key %s: expected %s, got %s"):format(what, where, path, want, got), 2)
+    errors.fail("EUSAGE", ("%s %s: key %s: expected %s, got %s"):format(what, where, path, want, got))
   end
   return v
 end

@@ -57,22 +57,22 @@ end
 function M.check(lab, where, lab_dir)
   device.check_schema(lab, { fields = { boards = { list = { map = { one_of = { "string", "number", "boolean",
     "table" } } }, required = true }, warnings = { list = str } } }, "lab file", where)
-  if #lab.boards == 0 then errors.fail("EUSAGE", ("lab file %s: no boards"):format(where), 2) end
+  if #lab.boards == 0 then errors.fail("EUSAGE", ("lab file %s: no boards"):format(where)) end
   local seen = {}
   for i, b in ipairs(lab.boards) do
     local at = ("%s: boards[%d]%s"):format(where, i, type(b.name) == "string" and (" (" .. b.name .. ")") or "")
     local common = {}
     for k, v in pairs(b) do if M.COMMON[k] then common[k] = v end end
     device.check_schema(common, { fields = M.COMMON }, "lab file", at)
-    if seen[b.name] then errors.fail("EUSAGE", ("lab file %s: board name '%s' used twice"):format(at, b.name), 2) end
+    if seen[b.name] then errors.fail("EUSAGE", ("lab file %s: board name '%s' used twice"):format(at, b.name)) end
     seen[b.name] = true
     if not b.name:match("^[%w][%w_.%-]*$") then
-      errors.fail("EUSAGE", ("lab file %s: name '%s': letters, digits, '.', '_' and '-' only"):format(at, b.name), 2)
+      errors.fail("EUSAGE", ("lab file %s: name '%s': letters, digits, '.', '_' and '-' only"):format(at, b.name))
     end
     b.device = device_path(b.device, lab_dir)
     local ok, dev = pcall(device.load, b.device)
     if not ok then
-      errors.fail("EUSAGE", ("lab file %s: %s"):format(at, errors.is_failure(dev) and dev.message or tostring(dev)), 2)
+      errors.fail("EUSAGE", ("lab file %s: %s"):format(at, errors.is_failure(dev) and dev.message or tostring(dev)))
     end
     local allowed = M.transport_options(dev)
     local keys = {}
@@ -90,7 +90,7 @@ function M.check(lab, where, lab_dir)
           table.sort(list)
           errors.fail("EUSAGE", ("lab file %s: key %s is not an option of %s boards (%s)"):format(at, k,
             dev.transport, near and ("did you mean " .. near .. "?") or #list > 0 and table.concat(list, ", ")
-            or "they take none"), 2)
+            or "they take none"))
         end
         device.check_schema({ [k] = b[k] }, { fields = { [k] = OPTION_VALUE } }, "lab file", at)
       end
@@ -101,7 +101,7 @@ function M.check(lab, where, lab_dir)
       local place = ("%s:%s:%s"):format(b.host, tostring(b.port or ""), b.remote_dir or dev.remote_dir or "")
       if seen[place] then
         errors.fail("EUSAGE", ("lab file %s: boards %s and %s share host and remote_dir: give each its own remote_dir")
-          :format(where, seen[place], b.name), 2)
+          :format(where, seen[place], b.name))
       end
       seen[place] = b.name
     end
@@ -123,12 +123,12 @@ function M.select(boards, selector, where)
       end
     end
     if #out == 0 then
-      errors.fail("EUSAGE", ("%s: no board is named or tagged '%s'"):format(where, names[1]), 2)
+      errors.fail("EUSAGE", ("%s: no board is named or tagged '%s'"):format(where, names[1]))
     end
     return out
   end
   for _, n in ipairs(names) do
-    if not by_name[n] then errors.fail("EUSAGE", ("%s: no board named '%s'"):format(where, n), 2) end
+    if not by_name[n] then errors.fail("EUSAGE", ("%s: no board named '%s'"):format(where, n)) end
     out[#out + 1] = by_name[n]
   end
   return out
@@ -139,7 +139,7 @@ local function provider(name)
   local ok, mod = pcall(require, "odp.target." .. name) -- lazy: run-time name
   if not ok then
     if tostring(mod):find("module 'odp.target." .. name .. "' not found", 1, true) then
-      errors.fail("ENOTSUP", ("--boards: this odp has no %s provider (lua/odp/target/%s.lua)"):format(name, name), 2)
+      errors.fail("EUSAGE", ("--boards: this odp has no %s provider (lua/odp/target/%s.lua)"):format(name, name))
     end
     error(mod, 0)
   end
@@ -147,8 +147,7 @@ local function provider(name)
 end
 
 local function from_provider(where, lab, err, code)
-  if not lab then errors.fail(code or "ENOTFOUND", ("--boards %s: %s"):format(where,
-    errors.text(err)), code == "EUSAGE" and 2 or 3) end
+  if not lab then errors.fail(code or "ENOTFOUND", ("--boards %s: %s"):format(where, errors.text(err))) end
   return lab
 end
 
@@ -156,7 +155,7 @@ end
 -- env: the environment for `lava` (default: the process's, read through os.getenv of LAVA_* names);
 -- default_device: the device file of a labgrid target that names none (the script being run names one).
 function M.load(spec, env, default_device)
-  if type(spec) ~= "string" or spec == "" then errors.fail("EUSAGE", "--boards needs a lab file, lava or labgrid:FILE", 2) end
+  if type(spec) ~= "string" or spec == "" then errors.fail("EUSAGE", "--boards needs a lab file, lava or labgrid:FILE") end
   local lab, where, selector, dir
   if spec == "lava" or spec:match("^lava:") then
     selector = spec:match("^lava:(.*)$")

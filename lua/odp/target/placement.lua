@@ -20,23 +20,23 @@ M.options = {
 --- The CPUs an option set selects on a device (snapshot from odp.target.device_state.gather):
 -- -> cpus (ids) | nil (no placement asked), warning?; a usage mistake raises an EUSAGE failure (exit 2).
 function M.select(opts, snap)
-  if opts.cpus and opts.cluster then errors.fail("EUSAGE", "--cpus and --cluster: give one of them", 2) end
+  if opts.cpus and opts.cluster then errors.fail("EUSAGE", "--cpus and --cluster: give one of them") end
   if not opts.cpus and not opts.cluster then return nil end
   -- the online list, else the processors /proc/cpuinfo lists (it shows online ones only)
   local online = snap and (snap.online or snap.cpuinfo_cpus)
   if not online then
     errors.fail("ENODEV", "CPU placement: the device's online CPUs cannot be read (/sys/devices/system/cpu/online, " ..
-      "/proc/cpuinfo)", 3)
+      "/proc/cpuinfo)")
   end
   if opts.cpus then
     local cpus, why = ds.cpulist(opts.cpus)
-    if not cpus or #cpus == 0 then errors.fail("EUSAGE", ("--cpus %s: %s"):format(opts.cpus, why or "no CPU"), 2) end
+    if not cpus or #cpus == 0 then errors.fail("EUSAGE", ("--cpus %s: %s"):format(opts.cpus, why or "no CPU")) end
     local on, off = {}, {}
     for _, c in ipairs(online) do on[c] = true end
     for _, c in ipairs(cpus) do if not on[c] then off[#off + 1] = c end end
     if #off > 0 then
       errors.fail("EUSAGE", ("--cpus %s: CPU%s %s %s not online on this device (online: %s)"):format(opts.cpus,
-        #off > 1 and "s" or "", ds.cpulist_format(off), #off > 1 and "are" or "is", ds.cpulist_format(online)), 2)
+        #off > 1 and "s" or "", ds.cpulist_format(off), #off > 1 and "are" or "is", ds.cpulist_format(online)))
     end
     return cpus
   end
@@ -52,7 +52,7 @@ function M.select(opts, snap)
   local have = {}
   for i, g in ipairs(clusters) do have[i] = ("%s (%s)"):format(g.name, ds.cpulist_format(g.cpus)) end
   errors.fail("EUSAGE", ("--cluster %s: this device has no %s cluster: %s"):format(opts.cluster, opts.cluster,
-    table.concat(have, ", ")), 2)
+    table.concat(have, ", ")))
 end
 
 --- Does this runner take --cpu_threads? Asked from its own --help on the target (gflags lists every flag).
@@ -76,7 +76,7 @@ function M.apply(ctx, t, rec, argv)
   if o.threads then
     if not runner_has_threads_flag(t.target, argv[1], t.workdir) then
       errors.fail("EUSAGE", ("--threads %d: this runner has no --cpu_threads flag (its --help does not list it); " ..
-        "drop --threads, or use a runner built with a threadpool (XNNPACK / optimized kernels)"):format(o.threads), 2)
+        "drop --threads, or use a runner built with a threadpool (XNNPACK / optimized kernels)"):format(o.threads))
     end
     table.move({ "--cpu_threads", tostring(o.threads) }, 1, 2, #argv + 1, argv)
     rec.params.threads = o.threads

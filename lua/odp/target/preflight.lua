@@ -28,7 +28,6 @@ local ARCH = { aarch64 = "aarch64", arm64 = "aarch64", armv8l = "arm", armv7l = 
 
 function M.normalize_arch(a) return a and (ARCH[a] or a) end
 
-local function fail(code, msg) errors.fail(code, msg, 3) end
 
 -- binfmt_misc entries are device output: the listing is bounded, as is each magic and mask.
 local MAX_BINFMT = 64 * 1024
@@ -101,7 +100,7 @@ local function mb(n) return ("%.1f MB"):format(n / 1e6) end
 local KEEP = { ECONNLOST = true, ECANCELED = true, ETIMEDOUT = true }
 local function unanswered(what, target, err, code)
   errors.fail(KEEP[code] and code or "EIO", ("cannot tell %s of %s: %s"):format(what, target.uri,
-    errors.text(err or "no answer")), code == "ECANCELED" and 130 or 3)
+    errors.text(err or "no answer")))
 end
 
 function M.check(target, opts)
@@ -120,7 +119,7 @@ function M.check(target, opts)
   if opts.runner and not script then
     local err
     e, err = elf.read(opts.runner)
-    if not e then fail("EPROTO", ("runner %s is not a Linux program: %s"):format(opts.runner, err)) end
+    if not e then errors.fail("EPROTO", ("runner %s is not a Linux program: %s"):format(opts.runner, err)) end
     facts.runner = e
   end
   -- Space first, before anything (the helper included) is uploaded; what an earlier odp left half-uploaded
@@ -143,7 +142,7 @@ function M.check(target, opts)
   end
   local function check_space()
     if space_needed and facts.free_bytes and facts.free_bytes < space_needed then
-      fail("ENOSPC", ("only %s free in %s on %s; runner, model, odp's helper and ETDump need about %s: pick " ..
+      errors.fail("ENOSPC", ("only %s free in %s on %s; runner, model, odp's helper and ETDump need about %s: pick " ..
         "another --remote-dir"):format(mb(facts.free_bytes), dir, target.uri, mb(space_needed)))
     end
   end
@@ -164,11 +163,11 @@ function M.check(target, opts)
       if eerr then unanswered("how it would run a " .. e.machine .. " program (binfmt_misc)", target, eerr, ecode) end
       local here = target.kind == "host" and "this host" or target.uri
       if not entry then
-        fail("ENODEV", ("runner %s is built for %s but %s is %s (uname -m): use the runner built for this board%s")
+        errors.fail("ENODEV", ("runner %s is built for %s but %s is %s (uname -m): use the runner built for this board%s")
           :format(opts.runner, e.machine, here, arch, device.runner and (" (" .. device.runner .. ")") or ""))
       elseif not opts.allow_emulated then
         -- it would run, slower and bigger than natively: numbers a user would take for the board's own
-        fail("ENODEV", ("runner %s is built for %s, %s is %s; it would run under %s emulation (binfmt_misc %s: %s); "
+        errors.fail("ENODEV", ("runner %s is built for %s, %s is %s; it would run under %s emulation (binfmt_misc %s: %s); "
           .. "pass --allow-emulated to measure it anyway"):format(opts.runner, e.machine, here, arch, kind,
           entry.name, entry.interpreter))
       end
@@ -181,11 +180,11 @@ function M.check(target, opts)
       if lerr then unanswered("the glibc version", target, lerr, lcode) end
       facts.libc = libc
       if not libc then
-        fail("ENODEV", ("runner %s needs glibc %s but %s has no glibc (musl or Android?): use a static runner " ..
+        errors.fail("ENODEV", ("runner %s needs glibc %s but %s has no glibc (musl or Android?): use a static runner " ..
           "or one built for that system"):format(opts.runner, e.glibc_required, target.uri))
       end
       if elf.version_cmp(e.glibc_required, libc) > 0 then
-        fail("ENODEV", ("runner %s needs GLIBC_%s but %s has glibc %s, so it would not start: %s")
+        errors.fail("ENODEV", ("runner %s needs GLIBC_%s but %s has glibc %s, so it would not start: %s")
           :format(opts.runner, e.glibc_required, target.uri, libc, device.glibc_advice or
             "run it on a newer OS image, or use a runner built against an older glibc"))
       end

@@ -22,7 +22,7 @@ local function twin_file(p, name)
   local v = sys.read_file(p.twin_state .. "/" .. name)
   if not v then
     errors.fail("ENODEV", ("no twin running in %s (no %s file): run the flash step first, or pass --twin-state")
-      :format(p.twin_state, name), 3)
+      :format(p.twin_state, name))
   end
   return (v:gsub("%s+$", ""))
 end
@@ -47,7 +47,7 @@ function M.open(p, which, opts)
   end
   local probe, err, code = probe_mod.open(args)
   if not probe then
-    errors.fail(code or "ENODEV", ("probe (%s): %s"):format(p.probe_backend, errors.text(err)), 3)
+    errors.fail(code or "ENODEV", ("probe (%s): %s"):format(p.probe_backend, errors.text(err)))
   end
   return probe
 end
@@ -73,7 +73,7 @@ function M.attach(probe, p, ranges, timeout, what)
     errors.fail(code == "ETIMEDOUT" and "ETIMEDOUT" or (code or "ENOTFOUND"),
       ("%s: no RTT control block within %.0f s after the SWD reset (searched %s): the image did not boot, " ..
        "or its RTT block is elsewhere (--rtt-address / --rtt-ranges) [%s]"):format(what, timeout,
-       p.rtt_address and hex(p.rtt_address) or table.concat(desc, ","), errors.text(err)), 3)
+       p.rtt_address and hex(p.rtt_address) or table.concat(desc, ","), errors.text(err)))
   end
   return rtt
 end

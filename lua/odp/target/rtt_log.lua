@@ -30,7 +30,7 @@ end
 
 function RttLog:line(timeout)
   local line, err, code = self.rd:line(timeout)
-  if err then errors.check(nil, err, code, "RTT read", 3) end
+  if err then errors.check(nil, err, code, "RTT read") end
   return line
 end
 

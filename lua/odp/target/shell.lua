@@ -4,6 +4,7 @@
 -- `uname -m` pushed into <remote_dir>/.odp/ (hash-skipped), else a `time -v` the board has, and the
 -- merging of either report into the exec result.
 local errors = require("odp.core.errors")
+local ui = require("odp.core.ui")
 local sys = require("odp.sys")
 local gnutime = require("odp.parse.gnutime")
 local memparse = require("odp.parse.memory")
@@ -319,12 +320,13 @@ function M.helper_path(target)
   return target.remote_dir .. "/.odp/odp-rusage"
 end
 
--- Says once per target, on its ui (else stderr), why it runs one command per exec.
+-- Says once per target, on its ui (else a ui of its own), why it runs one command per exec.
 local function say_fallback(target, why)
   if target.cache.fallback_said then return end
   target.cache.fallback_said = true
   local msg = ("odp's helper cannot run on %s (%s): one command per exec from here on"):format(target.uri, why)
-  if target.ui then target.ui:warn("%s", msg) else io.stderr:write("odp: warning: ", msg, "\n") end
+  local shown = target.ui or ui.new()
+  shown:warn("%s", msg)
 end
 
 local ABSENT = "ODP-NO-HELPER"

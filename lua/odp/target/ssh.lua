@@ -4,6 +4,7 @@
 -- once per board into <remote_dir>/.odp/ (hash-skipped too), else from GNU `time -v` when the board has it.
 local ssh = require("odp.ssh")
 local errors = require("odp.core.errors")
+local core_ui = require("odp.core.ui")
 local lock = require("odp.core.lock")
 local shell = require("odp.target.shell")
 local ssh_config = require("odp.target.ssh_config")
@@ -108,14 +109,14 @@ function M.key_encrypted(path)
   return raw:sub(20, 19 + n) ~= "none"
 end
 
--- An encrypted key without ODP_SSH_PASSPHRASE: on a terminal, ask for the passphrase without echo (it stays in
--- memory: never in argv, the environment of children or a log).
-local function ask_passphrase(conn)
+-- An encrypted key without ODP_SSH_PASSPHRASE: on a terminal, ask for the passphrase without echo through the
+-- ui (it stays in memory: never in argv, the environment of children or a log).
+local function ask_passphrase(conn, asker)
   if os.getenv("ODP_SSH_PASSPHRASE") or not sys.isatty("stdin") then return end
   for _, k in ipairs(conn.identity and { conn.identity } or conn.keys or {}) do
     if M.key_encrypted(k) then
-      io.stderr:write(("Enter passphrase for key %s (%s@%s): "):format(k, conn.user, conn.host))
-      conn.passphrase = sys.read_secret()
+      conn.passphrase = (asker or core_ui.new()):ask_secret(("Enter passphrase for key %s (%s@%s): "):format(k,
+        conn.user, conn.host))
       return
     end
   end
@@ -143,7 +144,7 @@ local function connect_options(st, opts, timeout)
   elseif st.identity_agent and st.identity_agent ~= "SSH_AUTH_SOCK" then
     conn.agent = st.identity_agent
   end
-  ask_passphrase(conn)
+  ask_passphrase(conn, opts.ui)
   return conn
 end
 

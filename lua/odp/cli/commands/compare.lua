@@ -72,13 +72,13 @@ end
 -- --fail-if-slower gates every board (exit 1 naming the slower ones).
 function M.by_board(rest, opts)
   if opts.svg or opts.html then
-    errors.fail("EUSAGE", "--svg and --html draw one comparison: leave out --by board, or compare one board's files", 2)
+    errors.fail("EUSAGE", "--svg and --html draw one comparison: leave out --by board, or compare one board's files")
   end
   local in_b, boards = {}, {}
   for _, b in ipairs(compare.boards(rest[2])) do in_b[b] = true end
   for _, b in ipairs(compare.boards(rest[1])) do if in_b[b] then boards[#boards + 1] = b end end
   if #boards == 0 then
-    errors.fail("EUSAGE", "--by board: A and B have no measured board in common (records carry `board` with --boards)", 2)
+    errors.fail("EUSAGE", "--by board: A and B have no measured board in common (records carry `board` with --boards)")
   end
   local doc, texts, slower, comparisons = { boards = {} }, {}, {}, {}
   for _, board in ipairs(boards) do
@@ -111,14 +111,14 @@ function M.main(args)
   local opts, rest = cli.parse_command(M, args)
   if not opts then return 0 end
   if #rest ~= 2 then
-    errors.fail("EUSAGE", ("compare takes two results, A and B, got %d (odp compare --help)"):format(#rest), 2)
+    errors.fail("EUSAGE", ("compare takes two results, A and B, got %d (odp compare --help)"):format(#rest))
   end
   compare.check_thresholds(opts)
   if opts.format == "csv" or opts.format == "jsonl" then
-    errors.fail("EUSAGE", "odp compare writes --format human or json", 2)
+    errors.fail("EUSAGE", "odp compare writes --format human or json")
   end
   for _, spec in ipairs(opts.report or {}) do
-    if spec.name ~= "junit" then errors.fail("EUSAGE", "odp compare reports --report junit FILE only", 2) end
+    if spec.name ~= "junit" then errors.fail("EUSAGE", "odp compare reports --report junit FILE only") end
   end
   if opts.by == "board" then return M.by_board(rest, opts) end
   local A = compare.load(rest[1], "A")

@@ -199,7 +199,7 @@ function M.check_boards(spec, timeout)
       r.hint = type(e) == "table" and e.message and ((e.code and (e.code .. ": ") or "") .. e.message) or tostring(e)
     end
   end
-  if s.interrupted then errors.fail("ECANCELED", "interrupted", 130) end
+  if s.interrupted then errors.fail("ECANCELED", "interrupted") end
   return rows
 end
 

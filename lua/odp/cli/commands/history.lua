@@ -116,10 +116,10 @@ end
 
 local function find_series(db, word)
   local id = math.tointeger(tonumber(word))
-  if not id then errors.fail("EUSAGE", ("SERIES is a series id from `odp history`, got '%s'"):format(word), 2) end
+  if not id then errors.fail("EUSAGE", ("SERIES is a series id from `odp history`, got '%s'"):format(word)) end
   local s, err, code = db:get_series(id)
   if s == nil then errors.check(s, err, code) end
-  if not s then errors.fail("ENOTFOUND", ("no series %d in %s (`odp history` lists them)"):format(id, db.url), 2) end
+  if not s then errors.fail("EUSAGE", ("no series %d in %s (`odp history` lists them)"):format(id, db.url)) end
   return s
 end
 
@@ -286,7 +286,7 @@ local function regressions(db, opts)
 end
 
 local function import(db, opts, paths)
-  if #paths == 0 then errors.fail("EUSAGE", "odp history import takes runs/ directories, result.json or .jsonl files", 2) end
+  if #paths == 0 then errors.fail("EUSAGE", "odp history import takes runs/ directories, result.json or .jsonl files") end
   local res = db:import(paths)
   for _, w in ipairs(res.warnings) do io.stderr:write("odp: warning: ", w, "\n") end
   for _, f in ipairs(res.failed) do io.stderr:write("odp: ", f, "\n") end
@@ -301,21 +301,21 @@ function M.main(args)
   local opts, rest = cli.parse_command(M, args)
   if not opts then return 0 end
   if not (opts.min_effect > 0 and opts.min_effect < 100) then
-    errors.fail("EUSAGE", ("--min-effect must be a percentage between 0 and 100, got %s"):format(opts.min_effect), 2)
+    errors.fail("EUSAGE", ("--min-effect must be a percentage between 0 and 100, got %s"):format(opts.min_effect))
   end
-  if opts.since and not history.since(opts.since) then errors.fail("EUSAGE", "--since: " .. select(2, history.since(opts.since)), 2) end
-  if opts.fail and not opts.regressions then errors.fail("EUSAGE", "--fail goes with --regressions", 2) end
-  if opts.fail_undecided and not opts.regressions then errors.fail("EUSAGE", "--fail-undecided goes with --regressions", 2) end
+  if opts.since and not history.since(opts.since) then errors.fail("EUSAGE", "--since: " .. select(2, history.since(opts.since))) end
+  if opts.fail and not opts.regressions then errors.fail("EUSAGE", "--fail goes with --regressions") end
+  if opts.fail_undecided and not opts.regressions then errors.fail("EUSAGE", "--fail-undecided goes with --regressions") end
   local url = history.url(opts)
-  if not url then errors.fail("EUSAGE", "no history: --no-history or ODP_HISTORY=off says none; give --history URL", 2) end
+  if not url then errors.fail("EUSAGE", "no history: --no-history or ODP_HISTORY=off says none; give --history URL") end
   if rest[1] ~= "import" and not url:match("^postgres") and not url:match("^%a+=") and not sys.stat((url:gsub("^sqlite:", ""))) then
-    errors.fail("ENOTFOUND", ("no history at %s yet: runs are added as they finish, or `odp history import runs/`"):format(url), 2)
+    errors.fail("EUSAGE", ("no history at %s yet: runs are added as they finish, or `odp history import runs/`"):format(url))
   end
   local db = errors.check(history.open(url))
   if rest[1] == "import" then return import(db, opts, table.move(rest, 2, #rest, 1, {})) end
-  if #rest > 1 then errors.fail("EUSAGE", ("unexpected argument '%s' (odp history --help)"):format(rest[2]), 2) end
+  if #rest > 1 then errors.fail("EUSAGE", ("unexpected argument '%s' (odp history --help)"):format(rest[2])) end
   if opts.regressions then
-    if rest[1] then errors.fail("EUSAGE", "--regressions looks at every series: give no SERIES (filter with --model, --board)", 2) end
+    if rest[1] then errors.fail("EUSAGE", "--regressions looks at every series: give no SERIES (filter with --model, --board)") end
     return regressions(db, opts)
   end
   if rest[1] then return show(db, opts, rest[1]) end

@@ -46,17 +46,17 @@ local function run_etdump(path)
   if not record_file then return path end
   local rec = result.decode(sys.read_file(record_file) or "")
   if type(rec) ~= "table" or rec.schema == nil then
-    errors.fail("ENOTFOUND", ("%s is not a run: no odp record in %s"):format(path, record_file), 2)
+    errors.fail("EUSAGE", ("%s is not a run: no odp record in %s"):format(path, record_file))
   end
   local etd, why = result.artifact(rec, "etdump", record_file:match("^(.*)/[^/]*$") or ".")
-  if not etd then errors.fail("ENOTFOUND", ("run %s: %s (run it with --etdump to keep one)"):format(path, why), 2) end
+  if not etd then errors.fail("EUSAGE", ("run %s: %s (run it with --etdump to keep one)"):format(path, why)) end
   return etd
 end
 
 local function etdump_doc(path, opts)
   local etdump = require("odp.parse.etdump") -- lazy: start-up
-  local doc, err, code = etdump.read(path)
-  if not doc then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
+  local doc, err = etdump.read(path)
+  if not doc then errors.fail("EUSAGE", ("%s: %s"):format(path, errors.text(err))) end
   local eopts = { time_scale = opts.time_scale, clock_hz = opts.clock_hz }
   local rows, unit = etdump.ops(doc, eopts)
   local blocks = {}
@@ -97,12 +97,12 @@ local function intermediates(path, opts)
   local etdump = require("odp.parse.etdump") -- lazy: start-up
   local im = require("odp.results.intermediates") -- lazy: start-up
   local function side(p, buf)
-    local doc, err, code = etdump.read(p)
-    if not doc then errors.fail(code, ("%s: %s"):format(p, errors.text(err)), 1) end
+    local doc, err = etdump.read(p)
+    if not doc then errors.fail("EUSAGE", ("%s: %s"):format(p, errors.text(err))) end
     local list = im.collect(doc, buf and assert(sys.read_file(buf)))
     if #list == 0 then
       errors.fail("EUSAGE", ("%s has no debug events with tensors: no intermediate outputs to compare (the runner " ..
-        "must log them: ExecuTorch's ETDumpGen with a debug buffer)"):format(p), 2)
+        "must log them: ExecuTorch's ETDumpGen with a debug buffer)"):format(p))
     end
     return list
   end
@@ -138,8 +138,8 @@ end
 
 local function pte_info(path)
   local pte = require("odp.parse.pte") -- lazy: start-up
-  local p, err, code = pte.read(path)
-  if not p then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
+  local p, err = pte.read(path)
+  if not p then errors.fail("EUSAGE", ("%s: %s"):format(path, errors.text(err))) end
   local methods, delegates = {}, {}
   for i, m in ipairs(p.methods) do
     methods[i] = { name = m.name, operators = json.array(m.operators),
@@ -181,8 +181,8 @@ local function pte_human(path, info)
 end
 
 local function elf_info(path)
-  local e, err, code = require("odp.elf").read(path) -- lazy: start-up
-  if not e then errors.fail(code, ("%s: %s"):format(path, errors.text(err)), 2) end
+  local e, err = require("odp.elf").read(path) -- lazy: start-up
+  if not e then errors.fail("EUSAGE", ("%s: %s"):format(path, errors.text(err))) end
   local info = { kind = "elf" }
   for k, v in pairs(e) do info[k] = v end
   return info
@@ -221,15 +221,15 @@ local OP_COLS = { "block", "name", "n", "p10", "p50", "p90", "avg", "min", "max"
 --- odp inspect RUN: the record's cpu_profile, as the run's table shows it, or as JSON.
 function M.run_dir(dir, opts)
   local text = sys.read_file(dir .. "/result.json")
-  if not text then errors.fail("ENOTFOUND", ("%s has no result.json: not a run directory"):format(dir), 2) end
+  if not text then errors.fail("EUSAGE", ("%s has no result.json: not a run directory"):format(dir)) end
   local rec = json.decode(text)
-  if type(rec) ~= "table" then errors.fail("EPROTO", ("%s/result.json is not a record"):format(dir), 1) end
+  if type(rec) ~= "table" then errors.fail("EUSAGE", ("%s/result.json is not a record"):format(dir)) end
   local cp = rec.cpu_profile
   if not cp then
-    errors.fail("ENOTFOUND", ("%s has no CPU profile: it was run without --sample (odp run ... --sample)"):format(dir), 1)
+    errors.fail("EUSAGE", ("%s has no CPU profile: it was run without --sample (odp run ... --sample)"):format(dir))
   end
   local fmt = opts.format or "human"
-  if fmt == "csv" then errors.fail("EUSAGE", "--format csv: a run's CPU profile has no rows in CSV; json or human", 2) end
+  if fmt == "csv" then errors.fail("EUSAGE", "--format csv: a run's CPU profile has no rows in CSV; json or human") end
   local body
   if fmt == "human" then
     local lines = require("odp.results.cpu_profile").human_lines(cp) -- lazy: start-up
@@ -249,7 +249,7 @@ function M.main(args)
   local opts, rest = cli.parse_command(M, args)
   if not opts then return 0 end
   if #rest ~= 1 then
-    errors.fail("EUSAGE", ("inspect takes one file, got %d (odp inspect --help)"):format(#rest), 2)
+    errors.fail("EUSAGE", ("inspect takes one file, got %d (odp inspect --help)"):format(#rest))
   end
   local path = rest[1]
   local st = sys.stat(path)
@@ -259,18 +259,18 @@ function M.main(args)
   end
   path = run_etdump(path)
   local f = io.open(path, "rb")
-  if not f then errors.fail("ENOTFOUND", ("cannot read '%s'"):format(path), 2) end
+  if not f then errors.fail("EUSAGE", ("cannot read '%s'"):format(path)) end
   local head = f:read(16) or ""
   f:close()
   local kind = kind_of(head)
   if not kind then
-    errors.fail("EPROTO", ("%s is not an ETDump (ED00), a .pte (ET12) or an ELF file"):format(path), 2)
+    errors.fail("EUSAGE", ("%s is not an ETDump (ED00), a .pte (ET12) or an ELF file"):format(path))
   end
   local fmt = opts.format or (opts.out and (opts.out:match("%.(csv)$") or opts.out:match("%.(json)$"))) or "human"
   local human, data
   for _, o in ipairs({ "debug_buffer", "reference_debug_buffer", "min_cosine" }) do
     if opts[o] ~= nil and not (kind == "etdump" and (opts.reference or o == "debug_buffer")) then
-      errors.fail("EUSAGE", ("--%s: for an ETDump compared with --reference ETDUMP"):format(o:gsub("_", "-")), 2)
+      errors.fail("EUSAGE", ("--%s: for an ETDump compared with --reference ETDUMP"):format(o:gsub("_", "-")))
     end
   end
   local below
@@ -282,7 +282,7 @@ function M.main(args)
     below = res.first_below ~= nil
   elseif kind == "etdump" then
     if opts.time_scale ~= "cycles" and opts.clock_hz then
-      errors.fail("EUSAGE", "--clock-hz needs --time-scale cycles", 2)
+      errors.fail("EUSAGE", "--clock-hz needs --time-scale cycles")
     end
     local doc, rows, unit, blocks, summary = etdump_doc(path, opts)
     human = function() return etdump_human(path, doc, rows, unit, blocks, summary, opts) end
@@ -303,7 +303,7 @@ function M.main(args)
   local function render(f)
     if f == "human" then return human() end
     if f == "csv" then
-      if not data.csv then errors.fail("EUSAGE", "--format csv: only ETDumps and .pte files have rows", 2) end
+      if not data.csv then errors.fail("EUSAGE", "--format csv: only ETDumps and .pte files have rows") end
       return data.csv()
     end
     local copy = {}

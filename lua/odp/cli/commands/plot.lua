@@ -41,7 +41,7 @@ local function axes(path, records, opts)
     x = table.remove(free, 1)
     if not x then
       errors.fail("EUSAGE", ("%s: no parameter differs across its records; name the x axis with --x PARAM")
-        :format(path), 2)
+        :format(path))
     end
   end
   if not group then
@@ -54,7 +54,7 @@ local function axes(path, records, opts)
   end
   if #free > 0 then
     errors.fail("EUSAGE", ("%s: the records also differ in %s; plot one slice, or pick the axes with --x and --group")
-      :format(path, table.concat(free, ", ")), 2)
+      :format(path, table.concat(free, ", ")))
   end
   return x, group
 end
@@ -63,24 +63,24 @@ function M.main(args)
   local opts, rest = cli.parse_command(M, args)
   if not opts then return 0 end
   if #rest ~= 1 then
-    errors.fail("EUSAGE", ("plot takes one sweep file, got %d (odp plot --help)"):format(#rest), 2)
+    errors.fail("EUSAGE", ("plot takes one sweep file, got %d (odp plot --help)"):format(#rest))
   end
   local path = rest[1]
   local f = io.open(path, "rb")
-  if not f then errors.fail("ENOTFOUND", ("cannot read '%s'"):format(path), 2) end
+  if not f then errors.fail("EUSAGE", ("cannot read '%s'"):format(path)) end
   f:close()
   local records = sweep.load(path)
   local x, group = axes(path, records, opts)
   local ys = {}
   for y in opts.y:gmatch("[^,%s]+") do ys[#ys + 1] = y end
-  if #ys == 0 then errors.fail("EUSAGE", "--y names no field", 2) end
+  if #ys == 0 then errors.fail("EUSAGE", "--y names no field") end
   local panels, npoints, nseries = {}, 0, 0
   for _, y in ipairs(ys) do
     local series, skipped = plot.series(records, x, y, group, not opts.no_error_bars)
     local n = 0
     for _, s in ipairs(series) do n = n + #s.points end
     if n == 0 then
-      errors.fail("ENOTFOUND", ("no record in %s has both %s and a number at %s"):format(path, x, y), 1)
+      errors.fail("EUSAGE", ("no record in %s has both %s and a number at %s"):format(path, x, y))
     end
     npoints, nseries = npoints + n, math.max(nseries, #series)
     local unit = y:match("_ms%.") and " (ms)" or y:match("_kb$") and " (kB)" or ""

@@ -30,7 +30,7 @@ M.options = {
   { "no-trace", "Run: write no Chrome trace beside the page", false, "bool" },
 }
 
-local function usage(msg) errors.fail("EUSAGE", msg, 2) end
+local function usage(msg) errors.fail("EUSAGE", msg) end
 
 local function dirname(p) return p:match("^(.*)/[^/]*$") or "." end
 

@@ -33,7 +33,7 @@ function M.run_declared(spec, argv, path)
     return 0
   end
   if #rest > 0 and not spec.passes_args then
-    errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]), 2)
+    errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]))
   end
   if boards and opts.boards then return boards.main(spec, opts, rest) end
   local records = require("odp.run").declared(spec, opts, rest, path) -- lazy: start-up
@@ -54,9 +54,9 @@ function M.main(args)
   if not chunk then
     if not io.open(file, "r") then
       errors.fail("EUSAGE", ("cannot read script '%s' (looked in the current directory, %s)"):format(path,
-        table.concat(search.dirs(), ", ")), 2)
+        table.concat(search.dirs(), ", ")))
     end
-    errors.fail("EUSAGE", err, 2)
+    errors.fail("EUSAGE", err)
   end
   local argv = table.move(args, 2, #args, 1, {})
   local argt = table.move(argv, 1, #argv, 1, { [0] = path })

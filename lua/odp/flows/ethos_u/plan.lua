@@ -77,13 +77,9 @@ local function root() return host_mod.root end
 local function is_abs(p) return p:sub(1, 1) == "/" end
 local function basename(p) return (p:match("([^/]+)$")) end
 
--- A path from a device file: absolute, or relative to the project (tests/twin/...), else to the cwd.
-local function project_path(p)
-  if is_abs(p) then return p end
-  local r = root() .. "/" .. p
-  if sys.stat(r) then return r end
-  return p
-end
+-- A path from a device file (build.source_dir, a toolchain file, setools.dir): found as every path odp is given
+-- (odp.core.search: absolute; else the current directory, ODP_PATH, odp's own tree such as tests/twin/...).
+local project_path = require("odp.core.search").find
 
 local shell_quote = require("odp.target.shell").quote
 M.shell_quote = shell_quote
