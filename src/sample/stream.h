@@ -19,7 +19,8 @@ struct odp_sample_file_header {
     char magic[8];
     uint32_t header_size; /* sizeof this struct: a later helper may append fields */
     uint32_t event;       /* ODP_SAMPLE_EVENT_* */
-    uint32_t freq_hz;     /* the requested rate (the kernel adjusts the period to approach it) */
+    uint32_t freq_hz;     /* the rate asked of the kernel (it adjusts the period to approach it): the requested
+                           * one, or kernel.perf_event_max_sample_rate where that is lower */
     uint32_t clockid;     /* 1: CLOCK_MONOTONIC, the samples' and the line records' clock */
     uint64_t sample_type; /* ODP_SAMPLE_TYPE */
     uint32_t ncpus;       /* events opened (one per CPU) */

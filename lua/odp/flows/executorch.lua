@@ -511,6 +511,11 @@ local function profile_step(ctx, rec, t, doc)
   p.record.overhead = t.overhead or prof.overhead_not_measured()
   p.record.perf_harden = t.perf_harden
   for _, w in ipairs(p.warnings) do rec.warnings[#rec.warnings + 1] = w end
+  if p.record.rate_hz and p.record.rate_hz < o.sample then
+    rec.warnings[#rec.warnings + 1] = ("cpu profile: sampled at %d Hz, not %d: the board's " ..
+      "kernel.perf_event_max_sample_rate (the kernel lowers it when its sampling interrupts take too long)")
+      :format(p.record.rate_hz, o.sample)
+  end
   local folded = ctx.run_dir .. "/cpu_profile.folded"
   errors.check(prof.write_folded(folded, p.folded))
   run.artifact(ctx, rec, "cpu_profile_folded", folded)
