@@ -1,4 +1,4 @@
-/* odp-rusage's sampler: see tools/sample.h; the stream it writes is docs/sample-stream.md. */
+/* odp-rusage's sampler: see tools/sample.h; the stream it writes is docs/cpu-profile.md, "The sample stream". */
 #define _GNU_SOURCE
 #include "sample.h"
 

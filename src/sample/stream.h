@@ -1,5 +1,5 @@
 /* The sample stream odp-rusage --sample writes (tools/sample.c) and odp reads (src/sample/sample.c); the
- * layout is docs/sample-stream.md. Shared by both, so it needs nothing but <stdint.h>. Little-endian (every
+ * layout is docs/cpu-profile.md, "The sample stream". Shared by both, so it needs nothing but <stdint.h>. Little-endian (every
  * board odp drives: x86_64, aarch64). */
 #ifndef ODP_SAMPLE_STREAM_H
 #define ODP_SAMPLE_STREAM_H
