@@ -32,8 +32,9 @@ local function usage()
   return table.concat(lines, "\n")
 end
 
---- Presents an error raised anywhere below: a structured failure is one line; anything else is a script
--- or odp bug, shown with its traceback. Returns the exit code.
+--- Presents an error raised anywhere below: a structured failure is one line, and the exit code its code's
+-- status (odp.core.errors.CODES; the failure carries it as err.exit); anything else is a script or odp bug,
+-- shown with its traceback. Returns the exit code.
 function M.present(err)
   if errors.is_failure(err) then
     io.stderr:write("odp: ", err.message, "\n")

@@ -1,4 +1,5 @@
---- The one search path for the files a user names by a relative path (a script, a device file, a lab file):
+--- The one search path for the files a user names by a relative path (a script, a device file, a lab file, the
+-- paths inside a device file: a build's source_dir, a twin's launch script), in odp's one precedence:
 -- as given (relative to the current directory), else in each `ODP_PATH` directory (`:`-separated), else in
 -- odp's own tree: the source tree when odp runs from it, PREFIX/share/odp when installed. So `odp run
 -- scripts/host.lua` and `--device devices/rpi5.lua` work from any directory, and a directory of one's own

@@ -210,10 +210,20 @@ local function memory_step(ctx, rec, last)
       "RSS alone"
     return
   end
-  -- this process's timeline becomes the run's memory.csv (on this machine a rename, from a board a pull)
+  -- this process's timeline, already in the run dir (written here, or brought back on the helper's channel),
+  -- becomes the run's memory.csv
   local here = ctx.run_dir .. "/memory.csv"
-  local got, err = t.target:fetch(last.r.memory_csv, here)
-  if not got then rec.warnings[#rec.warnings + 1] = "memory: the timeline could not be fetched: " .. tostring(err) end
+  local status = last.r.memory.timeline
+  if status == "ok" then
+    local moved, err = sys.rename(last.r.memory_csv, here)
+    if not moved then rec.warnings[#rec.warnings + 1] = "memory: the timeline is missing: " .. tostring(err) end
+  elseif status == "cut" then
+    rec.warnings[#rec.warnings + 1] = ("memory: the timeline reached its bound (64 MiB, about 30 minutes at " ..
+      "1 kHz) and was cut: %s holds its first part, the record has none"):format(basename(last.r.memory_csv))
+  else
+    rec.warnings[#rec.warnings + 1] = "memory: no timeline: " .. (last.r.timeline_error or
+      ("the helper could not keep it (timeline=%s)"):format(tostring(status)))
+  end
   local mem = memory.record(last.r, here, pte.read(ctx.opts.model), last.parsed.method)
   if mem.timeline then run.artifact(ctx, rec, "memory", here) end
   for _, w in ipairs(memory.warnings(mem, last.r.log and "logcat")) do
@@ -316,10 +326,11 @@ local function stage_step(ctx, rec, t)
   end
   local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
   if o.memory then
-    -- each measured process's timeline is written where it runs (the run dir on this machine; the remote dir,
-    -- named after the run), the record's brought into the run dir as memory.csv after (memory_step)
+    -- each measured process's timeline goes into the run dir (written there on this machine; from a board it
+    -- comes back on the helper's channel with the run's answer), the record's becomes memory.csv (memory_step);
+    -- absolute: this machine's helper opens it in the runner's working directory
     t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model,
-      prefix = board:target().kind == "host" and (t.workdir .. "/") or (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. "-") }
+      prefix = sys.realpath(ctx.run_dir) .. "/" }
   end
   local data = o.data and stage(o.data)
   -- --sample needs the ETDump to place its samples: one is asked for, kept in the run dir when --etdump is not given
@@ -500,6 +511,11 @@ local function profile_step(ctx, rec, t, doc)
   p.record.overhead = t.overhead or prof.overhead_not_measured()
   p.record.perf_harden = t.perf_harden
   for _, w in ipairs(p.warnings) do rec.warnings[#rec.warnings + 1] = w end
+  if p.record.rate_hz and p.record.rate_hz < o.sample then
+    rec.warnings[#rec.warnings + 1] = ("cpu profile: sampled at %d Hz, not %d: the board's " ..
+      "kernel.perf_event_max_sample_rate (the kernel lowers it when its sampling interrupts take too long)")
+      :format(p.record.rate_hz, o.sample)
+  end
   local folded = ctx.run_dir .. "/cpu_profile.folded"
   errors.check(prof.write_folded(folded, p.folded))
   run.artifact(ctx, rec, "cpu_profile_folded", folded)

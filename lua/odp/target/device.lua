@@ -159,13 +159,10 @@ end
 
 local function root() return host_mod.root end
 
---- Where a device path names a file: odp.core.search (as given, else in ODP_PATH, else in odp's own tree).
-function M.resolve(path) return search.find(path) end
-
 --- Loads a data file (a device file, a lab file): a chunk run with no globals at all, which must return a
 -- table. `what` names the kind in errors ("device file"). Returns the table and the path it was read from.
 function M.load_data(path, what)
-  local p = M.resolve(path)
+  local p = search.find(path)
   local f, err = io.open(p, "rb")
   if not f then errors.fail("EUSAGE", ("%s %s: %s"):format(what, path, (err:gsub("^[^:]*: ", "")))) end
   local src = f:read("a")

@@ -451,7 +451,8 @@ end
 
 --- Runs argv through the board's helper (M.helper): the exec result of Target:exec, rusage and counters
 --- applied (unless opts.rusage == false). opts as Target:exec (cwd, env, timeout, capture_limit, on_stdout,
---- on_stderr, helper_args: {"--cpus", LIST}, counters). nil, err, code when the helper or its channel failed.
+--- on_stderr, helper_args: {"--cpus", LIST}, counters, memory: {csv = the timeline's path on THIS machine, marks,
+--- model}: it comes back on the helper's channel). nil, err, code when the helper or its channel failed.
 function M.helper_exec(client, argv, opts)
   local cpus, hz, out
   local args = opts.helper_args or {}
@@ -465,7 +466,10 @@ function M.helper_exec(client, argv, opts)
     capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
   if not r then return nil, report, code end
   if opts.rusage == false then return r end
-  return M.apply_rusage(r, "odp-rusage", report ~= "" and report or nil)
+  M.apply_rusage(r, "odp-rusage", report ~= "" and report or nil)
+  -- the helper sent its timeline whole, but it could not be written here: not the run's timeline
+  if r.timeline_error and r.memory then r.memory.timeline = "failed" end
+  return r
 end
 
 --- Target:run(cmd) through the helper when it runs (`sh -c cmd`, no new session), else target:exec_command.
@@ -502,8 +506,9 @@ function M.helper_flags(helper_args, counters)
   return args
 end
 
---- The helper's flags for memory by phase (docs/memory.md): memory = {csv = path of the timeline where the helper
---- runs, marks = {"EVENT=GLOB", ...}, model = the model file as the program sees it (its mapped bytes)}, or nil.
+--- The one-shot helper's flags for memory by phase (docs/memory.md): memory = {csv = path of the timeline (the
+--- helper runs here: the host target), marks = {"EVENT=GLOB", ...}, model = the model file as the program sees it
+--- (its mapped bytes)}, or nil.
 ---@param memory {csv: string, marks: string[], model: string?}?
 ---@return string[]
 function M.memory_flags(memory)

@@ -2,17 +2,14 @@
 -- state_env): launch.sh starts it into a state directory that holds its pid, stop.sh stops it. The board
 -- (odp.run.board) and the Ethos-U flow (its --keep-twin) both start and stop it through here.
 local errors = require("odp.core.errors")
-local host = require("odp.host")
 local proc = require("odp.proc")
+local search = require("odp.core.search")
 local sys = require("odp.sys")
 
 local M = {}
 
--- A script of the twin table: absolute, else the project's (tests/twin/launch.sh).
-local function script(p)
-  if p:sub(1, 1) == "/" then return p end
-  return host.root .. "/" .. p
-end
+-- A script of the twin table (tests/twin/launch.sh): found as every path odp is given (odp.core.search).
+local script = search.find
 
 --- The state directory a twin is told to use: opts.twin_state, else $ODP_TWIN_STATE (the twin's state_env).
 function M.state_dir(tw, opts)

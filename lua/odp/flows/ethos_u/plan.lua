@@ -115,13 +115,9 @@ M.default_vars = {
 local function root() return host_mod.root end
 local function is_abs(p) return p:sub(1, 1) == "/" end
 
--- A path from a device file: absolute, or relative to the project (tests/twin/...), else to the cwd.
-local function project_path(p)
-  if is_abs(p) then return p end
-  local r = root() .. "/" .. p
-  if sys.stat(r) then return r end
-  return p
-end
+-- A path from a device file (build.source_dir, a toolchain file, setools.dir): found as every path odp is given
+-- (odp.core.search: absolute; else the current directory, ODP_PATH, odp's own tree such as tests/twin/...).
+local project_path = require("odp.core.search").find
 
 --- A size (odp.core.options's "size" type: 0x600000, 6291456, 6M) from an option, a device file or a range; nil stays nil.
 function M.parse_size(s, what)
