@@ -80,7 +80,7 @@ T.test("a runner that aborts: a failed record, exit 1, the model stays on the de
   local rec, r = json_run({ "--runner", fake, "--model", add, "-n", "2", "--format", "json", "--", "--fake_mode=abort" })
   T.eq(r.status, 1)
   T.eq(rec.ok, false)
-  T.ok(rec.error and rec.error.code == "EIO", "error code EIO")
+  T.ok(rec.error and rec.error.code == "ERUNNER", "error code ERUNNER (the runner failed, not the transport)")
   T.ok(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte"), "nothing deleted")
 end)
 

@@ -333,10 +333,13 @@ local function stage_step(ctx, rec, t)
       prefix = sys.realpath(ctx.run_dir) .. "/" }
   end
   local data = o.data and stage(o.data)
-  -- --sample needs the ETDump to place its samples: one is asked for, kept in the run dir when --etdump is not given
-  -- --sample needs the ETDump to place its samples: one is asked for without --etdump too (the run dir keeps it)
-  t.etdump_remote = (o.etdump or o.sample) and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
-  t.sample_remote = o.sample and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".samples")
+  -- What the runner writes on the board for this run alone is named by it (shell.board_file_prefix: removed once
+  -- fetched, by an odp that dies first at the next free-space check). --sample needs the ETDump to place its
+  -- samples: one is asked for without --etdump too (the run dir keeps it).
+  local prefix = t.workdir .. "/" .. shell.board_file_prefix(basename(ctx.run_dir))
+  t.etdump_remote = (o.etdump or o.sample) and (prefix .. ".etdump")
+  t.sample_remote = o.sample and (prefix .. ".samples")
+  t.board_files = { t.etdump_remote, t.sample_remote }
   t.runner_remote = runner
   local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
   if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
@@ -353,7 +356,10 @@ local function stage_step(ctx, rec, t)
   end
   if io and io.outputs then
     -- the runner writes output i to BASE-i.bin (executor_runner's --output_file), every process over the last
-    t.output_base = t.workdir .. "/odp-" .. basename(ctx.run_dir) .. "-out"
+    t.output_base = prefix .. ".out"
+    for _, out in ipairs(io.sig.outputs) do
+      if out.kind == "tensor" then t.board_files[#t.board_files + 1] = ("%s-%d.bin"):format(t.output_base, out.index) end
+    end
     table.move({ "--output_file", t.output_base }, 1, 2, #argv + 1, argv)
   end
   table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
@@ -569,9 +575,18 @@ end
 --- After the steps, whatever happened: the device state after the run (not after Ctrl-C: the user wants out).
 function M.finish(ctx, rec, err)
   local t = ctx.state_of
-  if t and t.state and not (type(err) == "table" and err.code == "ECANCELED") then
-    device_state.after(rec, t.state, t.target, { cpus_used = t.cpus_used })
+  if not t or (type(err) == "table" and err.code == "ECANCELED") then return end
+  -- the run's own files on the board (its copies are in the run dir by now, or lost with the failure that
+  -- stopped it): left there, one set a run would fill the board's remote_dir over a lab's weeks
+  local files = {}
+  for _, f in pairs(t.board_files or {}) do files[#files + 1] = f end
+  if #files > 0 then
+    local ok, rerr = t.target:remove(files)
+    if not ok then
+      rec.warnings[#rec.warnings + 1] = ("this run's files are left on the board: %s"):format(errors.text(rerr))
+    end
   end
+  if t.state then device_state.after(rec, t.state, t.target, { cpus_used = t.cpus_used }) end
 end
 
 --- A script declaration for a target kind: `return require("odp.flows.executorch").script{...}`. odp.run

@@ -236,8 +236,8 @@ function ShellBoard:preflight(files)
       data = files.data, device = self.device, remote_dir = t.remote_dir, allow_emulated = files.allow_emulated })
     local removed = self._preflight[key].removed_partials
     if removed then
-      self.ui:info("removed %d partial upload(s) an earlier odp left on %s: %s", #removed, t.uri,
-        table.concat(removed, " "))
+      self.ui:info("removed %d file(s) an earlier odp left on %s (partial uploads, unfetched run files): %s",
+        #removed, t.uri, table.concat(removed, " "))
     end
   end
   return self._preflight[key]

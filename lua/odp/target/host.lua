@@ -186,6 +186,14 @@ function Host:fetch(path, dst)
   return sys.rename(path, dst)
 end
 function Host:sha256(path) return (sys.sha256_file(path)) end
+--- Removes files of a run's (absent ones are no error). -> true | nil, err, code
+function Host:remove(paths)
+  for _, p in ipairs(paths) do
+    local ok, err = os.remove(p)
+    if not ok and sys.stat(p) then return nil, "EIO: " .. err, "EIO" end
+  end
+  return true
+end
 
 function Host:arch() return (sys.read_file("/proc/sys/kernel/arch") or ""):match("%S+") or first_line({ "uname", "-m" }) end
 function Host:libc_version()
