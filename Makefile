@@ -55,7 +55,8 @@ UNITTESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/*_test.c
 PEERS     := $(filter-out $(UNITTESTS),$(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/*.c)))
 TESTPROGS := $(UNITTESTS) $(PEERS)
 
-# odp-rusage: a tiny static helper pushed to boards (tools/odp-rusage.c); never linked into odp.
+# odp-rusage: a tiny static helper pushed to boards (tools/odp-rusage.c: main; the one-shot mode tools/exec.c and
+# the resident helper tools/serve.c over the spawn core tools/spawn.c); never linked into odp.
 # aarch64 is built with Debian's gcc-aarch64-linux-gnu (vendor/packages.txt [build]: `make deps`); a build
 # without it says so, since Pi and Graviton runs then fall back to one exec per command.
 HELPER_CC     ?= cc
@@ -73,7 +74,7 @@ ifeq ($(AARCH64_FOUND),)
 endif
 
 # the frame codec and the device-state gatherer are odp's own (src/helper/), compiled into both
-HELPER_SRCS   := tools/odp-rusage.c tools/serve.c tools/memwatch.c tools/sample.c src/util/sha256.c src/helper/frame.c src/helper/state.c src/util/buf.c
+HELPER_SRCS   := tools/odp-rusage.c tools/exec.c tools/serve.c tools/spawn.c tools/memwatch.c tools/sample.c src/util/sha256.c src/helper/frame.c src/helper/state.c src/util/buf.c
 $(BUILD)/odp-rusage-x86_64: $(HELPER_SRCS) $(wildcard tools/*.h src/helper/*.h) src/util/sha256.h src/sample/stream.h
 	@mkdir -p $(dir $@)
 	$(HELPER_CC) $(HELPER_CFLAGS) -o $@ $(HELPER_SRCS)

@@ -8,23 +8,7 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-ODP=${ODP:-$top/build/odp}
-out=${ODP_BUILD_DIR:-$top/build}/tests
-RUNNER=${ODP_REAL_RUNNER:-$(cd "$top/.." && pwd)/shared/peers/executorch/executor_runner}
-[ -x "$RUNNER" ] || { echo "skipped: set ODP_REAL_RUNNER to a real executor_runner"; exit 0; }
-command -v adb >/dev/null || { echo "skipped: Debian's adb is missing"; exit 0; }
-make -s -C "$top/tests/adbemu" OUT="$out" >/dev/null || exit 1
-ROUNDS=${ROUNDS:-5}
-POINTS=${POINTS:-10}
-MODEL=$top/tests/fixtures/pte/add_arduino.pte
-. "$top/bench/adbemu_env.sh"
-serial=127.0.0.1:$port
-adb start-server >/dev/null 2>&1
-adb connect "$serial" >/dev/null
-timeout 10 adb -s "$serial" wait-for-device
-points=$(seq -s, 1 "$POINTS")
-now() { date +%s.%N; }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+. "$top/bench/adb_sweep_env.sh"
 for r in $(seq "$ROUNDS"); do
     t0=$(now)
     "$ODP" run "$top/scripts/sweep.lua" --flow "$top/scripts/x300pro.lua" --adb server --serial "$serial" \

@@ -47,7 +47,10 @@ return {
       executorch_inference_runner_ACTIVATION_BUF_SZ = "0x00600000",
       ETHOS_U_NPU_MEMORY_MODE = "Dedicated_Sram",
       TWIN_ETDUMP_PATH = "tests/fixtures/etdump/docs_tutorial.etdp",
+      TWIN_INPUTS_PATH = "",             -- --inputs: the build's odp-inputs.bin (empty: none)
     },
+    -- option -> cmake name beyond the MLEK ones: --inputs, embedded by the firmware (tests/twin/README.md "Inputs")
+    vars = { inputs = "TWIN_INPUTS_PATH" },
     defaults = { memory_mode = "Dedicated_Sram", activation_buf_sz = 0x00600000, tmp_mem_size = 0x00040000 },
     outputs = {
       mram = "bin/sectors/executorch_inference_runner/mram.bin",        -- ELF of the runner

@@ -12,9 +12,10 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "rusage.h"
+#include "spawn.h"
 
 #define CHILD_CHECK_EVERY 16 /* samples between looks for the program's children (a small file each) */
 #define MODEL_CHECK_EVERY 256 /* samples between counts of the model's mapped bytes (all of smaps: ~0.1 ms) */
@@ -36,7 +37,22 @@ int memwatch_add_mark(struct memwatch *m, const char *spec)
 
 static char model_real[PATH_MAX];
 
-int memwatch_start(struct memwatch *m, pid_t pid, double t0, const char *csv_path, const char *model_path)
+/* One line of the timeline, if it still fits in its bound. */
+static void timeline_line(struct memwatch *m, const char *line, int len)
+{
+    if (!m->timeline || m->timeline_cut || len <= 0)
+        return;
+    if (m->timeline_bytes + (size_t)len > m->timeline_max) {
+        m->timeline_cut = 1;
+        return;
+    }
+    m->timeline_bytes += (size_t)len;
+    if (fwrite(line, 1, (size_t)len, m->timeline) != (size_t)len && !m->timeline_errno)
+        m->timeline_errno = errno ? errno : EIO;
+}
+
+void memwatch_start(struct memwatch *m, pid_t pid, double t0, FILE *timeline, size_t timeline_max,
+                    const char *model_path)
 {
     m->pid = pid;
     m->t0 = t0;
@@ -48,19 +64,13 @@ int memwatch_start(struct memwatch *m, pid_t pid, double t0, const char *csv_pat
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
     m->statm_fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (csv_path) {
-        m->csv = fopen(csv_path, "we");
-        if (!m->csv) {
-            int e = errno;
-            if (m->statm_fd >= 0)
-                close(m->statm_fd);
-            errno = e;
-            return -1;
-        }
-        fprintf(m->csv, "t_ms,rss_kb,anon_kb,file_kb\n");
-    }
+    m->timeline = timeline;
+    m->timeline_max = timeline ? timeline_max : 0;
+    m->timeline_bytes = 0;
+    m->timeline_cut = m->timeline_errno = 0;
+    static const char header[] = "t_ms,rss_kb,anon_kb,file_kb\n";
+    timeline_line(m, header, (int)sizeof header - 1);
     m->on = 1;
-    return 0;
 }
 
 /* Reads a small /proc file whole; its length, or -1. */
@@ -106,9 +116,10 @@ static void sample(struct memwatch *m, double t)
     if (rss > m->max_kb)
         m->max_kb = rss;
     m->samples++;
-    if (m->csv && fprintf(m->csv, "%.3f,%ld,%ld,%ld\n", (t - m->t0) * 1000, rss, rss - file, file) < 0 &&
-        !m->csv_errno)
-        m->csv_errno = errno ? errno : EIO;
+    char line[96]; /* a time and three longs: 85 bytes at most */
+    int len = snprintf(line, sizeof line, "%.3f,%ld,%ld,%ld\n", (t - m->t0) * 1000, rss, rss - file, file);
+    if (len < (int)sizeof line)
+        timeline_line(m, line, len);
 }
 
 /* The program's children now (/proc/PID/task/PID/children): counted once each. */
@@ -161,6 +172,21 @@ static long model_resident_kb(struct memwatch *m)
     return kb;
 }
 
+/* ODP_RUSAGE_RESET_STALL=EVENT:MS holds the helper MS ms between EVENT's VmHWM read and its reset, as a board too
+ * busy to run it would: only for odp's tests, where the program's exit cannot otherwise be made to fall between
+ * the two. */
+static void reset_stall(const char *event)
+{
+    const char *v = getenv("ODP_RUSAGE_RESET_STALL");
+    const char *colon = v ? strchr(v, ':') : NULL;
+    if (!colon || (size_t)(colon - v) != strlen(event) || strncmp(v, event, (size_t)(colon - v)))
+        return;
+    long ms = atol(colon + 1);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    if (ms > 0 && ms <= 10000)
+        while (nanosleep(&ts, &ts)) {}
+}
+
 /* A boundary: read (and reset) now, or, with read 0, only noted (its line came with a later boundary's in the
  * same read: the program had passed both before the helper saw either, so one reading covers both). */
 static void boundary(struct memwatch *m, const char *event, double t, int read)
@@ -184,13 +210,23 @@ static void boundary(struct memwatch *m, const char *event, double t, int read)
     }
     /* opened for each write: a program that made itself undumpable (or a setuid one) is refused here, as the
      * kernel decides for this user now, not when the program was still the helper's fork */
+    reset_stall(event);
     snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)m->pid);
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     b->reset = fd >= 0 && write(fd, "5", 1) == 1;
-    if (!b->reset)
-        m->reset_errno = errno ? errno : EIO;
+    int reset_errno = errno ? errno : EIO;
     if (fd >= 0)
         close(fd);
+    if (!b->reset) {
+        /* a program that began to exit since its VmHWM was read has no memory map any more, and the kernel gives
+         * the /proc files of such a task to root (fs/proc/base.c, task_dump_owner): the write is refused though
+         * nothing forbids it. That is the program's end, not a refusal (its reading above stands). */
+        snprintf(path, sizeof path, "/proc/%d/status", (int)m->pid);
+        if (read_small(path, buf, sizeof buf) > 0 && field_kb(buf, "VmHWM") >= 0)
+            m->reset_errno = reset_errno;
+        else
+            m->ended = 1;
+    }
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)m->pid);
     if (read_small(path, buf, sizeof buf) > 0) {
         b->rss_kb = field_kb(buf, "Rss");
@@ -290,11 +326,12 @@ void memwatch_report(struct memwatch *m, FILE *f)
                 b->event, b->t_ms, b->hwm_kb, b->reset, b->sampled_max_kb, b->rss_kb, b->anon_kb, b->file_kb,
                 b->shmem_kb, b->pte_kb, b->read_us, b->hwm_kb < 0 ? " late=" : "", b->hwm_kb < 0 ? b->late : "");
     }
-    if (m->csv) {
-        if (fclose(m->csv) && !m->csv_errno)
-            m->csv_errno = errno ? errno : EIO;
-        m->csv = NULL;
+    if (m->timeline) {
+        if (fclose(m->timeline) && !m->timeline_errno)
+            m->timeline_errno = errno ? errno : EIO;
+        m->timeline = NULL;
     }
+    const char *timeline = m->timeline_errno ? "failed" : m->timeline_cut ? "cut" : m->timeline_max ? "ok" : "none";
     /* the last segment (after the last boundary, to the exit): what the samples saw; its exact peak is the
      * program's ru_maxrss, which counts from the last reset */
     fprintf(f,
@@ -302,7 +339,7 @@ void memwatch_report(struct memwatch *m, FILE *f)
             "clear_refs=%s children=%d timeline=%s model_kb=%ld\n",
             m->samples, m->sample_s * 1000, m->max_kb, m->seg_max_kb, m->dropped,
             m->reset_errno == 0 ? "ok" : m->reset_errno == EACCES || m->reset_errno == EPERM ? "denied" : "failed",
-            m->children, m->csv_errno ? "failed" : "ok", m->model_path ? m->model_max_kb : -1L);
+            m->children, timeline, m->model_path ? m->model_max_kb : -1L);
     if (m->statm_fd >= 0)
         close(m->statm_fd);
     m->statm_fd = -1;

@@ -3,8 +3,9 @@
  * a line matching a mark (EVENT=GLOB, fnmatch(3) globs the caller gives: odp's Lua knows the runner's lines,
  * this file does not) is a phase boundary: the program's VmHWM is read from /proc/PID/status, then "5" is
  * written to /proc/PID/clear_refs so the next read is the next phase's peak alone. Between boundaries
- * /proc/PID/statm is sampled every sample_ms into a CSV timeline (t_ms, rss, anon, file+shmem). Its report is
- * ODP-MEMORY-MARK lines (one per boundary) and one ODP-MEMORY line, written with the ODP-RUSAGE report. */
+ * /proc/PID/statm is sampled every sample_ms into a CSV timeline (t_ms, rss, anon, file+shmem) written to a
+ * stream the caller gives (exec mode: a file; the resident helper: its 'T' frames), whole lines, bounded. Its
+ * report is ODP-MEMORY-MARK lines (one per boundary) and one ODP-MEMORY line, written with the ODP-RUSAGE report. */
 #ifndef ODP_TOOLS_MEMWATCH_H
 #define ODP_TOOLS_MEMWATCH_H
 
@@ -19,6 +20,7 @@
 #define MEMWATCH_REPORTED 64   /* boundaries reported; more are still read and reset, and counted */
 #define MEMWATCH_LINE 512      /* a line is matched on its first 511 bytes (ExecuTorch cuts its own at 255) */
 #define MEMWATCH_EVENT 32      /* an event name's bytes */
+#define MEMWATCH_TIMELINE_MAX ((size_t)64 << 20) /* timeline bytes at most (~30 min at 1 kHz); the rest is cut */
 
 struct memwatch_mark {
     char event[MEMWATCH_EVENT];
@@ -46,8 +48,10 @@ struct memwatch {
     struct memwatch_mark marks[MEMWATCH_MARKS];
     int nmarks;
     const char *model_path;      /* NULL: no mapping count */
-    FILE *csv;
-    int csv_errno;               /* the timeline could not be written: why */
+    FILE *timeline;              /* NULL: none (timeline=none) */
+    int timeline_errno;          /* the timeline could not be written: why (timeline=failed) */
+    size_t timeline_bytes, timeline_max;
+    int timeline_cut;            /* a line would have passed timeline_max: it and the rest are left out */
     int statm_fd;
     long page_kb;
     char line[2][MEMWATCH_LINE]; /* the line being assembled per stream (0 stdout, 1 stderr) */
@@ -65,9 +69,11 @@ struct memwatch {
 
 /* Parses "EVENT=GLOB" into m's marks (the string must outlive m). 0, or -1 for a malformed or one too many. */
 int memwatch_add_mark(struct memwatch *m, const char *spec);
-/* Starts watching pid (its start at t0) with m's marks; csv_path (NULL: no timeline) is created now. 0, or -1
- * with errno when the timeline cannot be created (nothing watched). */
-int memwatch_start(struct memwatch *m, pid_t pid, double t0, const char *csv_path, const char *model_path);
+/* Starts watching pid (its start at t0) with m's marks. timeline (NULL: none) gets the CSV timeline, header
+ * first, whole lines up to timeline_max bytes in all (a line that would pass it and every later one are left
+ * out: timeline=cut); memwatch_report closes it. model_path: the model file whose mapped bytes are counted. */
+void memwatch_start(struct memwatch *m, pid_t pid, double t0, FILE *timeline, size_t timeline_max,
+                    const char *model_path);
 /* Output of the program on stream 0 (stdout) or 1 (stderr), as it arrived: boundaries are read at once. */
 void memwatch_output(struct memwatch *m, int stream, const char *p, size_t n);
 /* The program was reaped: its PID may be another's from now on, so /proc/PID is not read again. */
@@ -76,7 +82,8 @@ void memwatch_gone(struct memwatch *m);
 int memwatch_timeout_ms(const struct memwatch *m);
 /* Takes the samples that are due. */
 void memwatch_tick(struct memwatch *m);
-/* The program was reaped: the report lines (nothing when not watching); closes the timeline. */
+/* The program was reaped: the report lines (nothing when not watching); closes the timeline (flushed first,
+ * so what it holds is written before the report). */
 void memwatch_report(struct memwatch *m, FILE *f);
 
 /* Exec mode: relays the program's stdout (out_fd) and stderr (err_fd) to ours while watching, until it is

@@ -1,4 +1,4 @@
-/* odp-rusage's sampler: see tools/sample.h; the stream it writes is docs/sample-stream.md. */
+/* odp-rusage's sampler: see tools/sample.h; the stream it writes is docs/cpu-profile.md, "The sample stream". */
 #define _GNU_SOURCE
 #include "sample.h"
 
@@ -426,6 +426,12 @@ int sampler_attach(struct sampler *s, pid_t pid, char *why, size_t whylen)
     long psz = getpagesize();
     while (mlock_kb > 0 && s->pages > 1 && (s->pages + 1) * psz * ncpu > mlock_kb * 1024)
         s->pages /= 2;
+    /* a rate above kernel.perf_event_max_sample_rate is refused (EINVAL), and the kernel lowers that limit
+     * itself when its sampling interrupts take too long (under emulation: to ~2 kHz after a run at 4 kHz):
+     * sample at the limit then, as perf record does; the header carries the rate used, odp says so */
+    long max_rate = read_long("/proc/sys/kernel/perf_event_max_sample_rate");
+    if (max_rate > 0 && s->hz > (unsigned long)max_rate)
+        s->hz = (unsigned)max_rate;
     int err = 0, first = 1, map_err = 0;
     for (int cpu = 0; cpu < ncpu; cpu++) {
         long fd;

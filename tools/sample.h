@@ -1,9 +1,9 @@
 /* odp-rusage's sampler (tools/sample.c): a CPU sampling profile of the measured program, written as a sample
- * stream (docs/sample-stream.md) that odp parses (src/sample/). One perf_event_open event per online CPU on the
+ * stream (docs/cpu-profile.md, "The sample stream") that odp parses (src/sample/). One perf_event_open event per online CPU on the
  * program (inherit: every thread and child it makes), cycles where the PMU has them, else cpu-clock; a
  * bounded ring buffer per CPU drained by a thread of the helper; the program's stderr passes through the
  * helper so that the ExecuTorch log lines' own timestamps can be placed on CLOCK_MONOTONIC (the clock of the
- * samples). Kept out of odp-rusage.c and serve.c: those only call these four functions. */
+ * samples). Kept out of the spawn and the modes (spawn.c, exec.c, serve.c): those only call these functions. */
 #ifndef ODP_TOOLS_SAMPLE_H
 #define ODP_TOOLS_SAMPLE_H
 

@@ -3,9 +3,10 @@
  * odp. Every length is checked; an unknown or malformed request gets an error answer; a frame odp could not
  * have sent (bad magic, over 1 MiB) ends the helper, since the stream can no longer be trusted. When stdin
  * closes the helper kills what it runs and exits: nothing it started outlives odp's channel. */
-#include "rusage.h"
+#include "odp-rusage.h"
 #include "memwatch.h"
 #include "sample.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -214,7 +215,31 @@ static pid_t watchdog(pid_t group, int keep_a, int keep_b)
         pause();
 }
 
-static struct memwatch watch; /* the run's memory by phase, when asked (memory=...) */
+static struct memwatch watch; /* the run's memory by phase, when asked (memory=BYTES) */
+
+/* The run's timeline goes back to odp as 'T' frames, on the channel it already reads: no file on the board, no
+ * transfer of its own. memwatch writes whole lines, bounded; stdio hands them here a buffer at a time. */
+static char timeline_buf[CHUNK];
+
+static ssize_t timeline_frames_write(void *cookie, const char *p, size_t n)
+{
+    (void)cookie;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < CHUNK ? n - done : CHUNK;
+        answer_bytes('T', p + done, k);
+        done += k;
+    }
+    return (ssize_t)n;
+}
+
+static FILE *timeline_frames(void)
+{
+    cookie_io_functions_t io = {.write = timeline_frames_write};
+    FILE *f = fopencookie(NULL, "w", io);
+    if (f)
+        setvbuf(f, timeline_buf, _IOFBF, sizeof timeline_buf);
+    return f;
+}
 
 /* Output of the run's pipe fd as frames of type t (its lines marking the memory phases first); 0 at its end. */
 static int relay(int fd, uint8_t t)
@@ -230,9 +255,11 @@ static int relay(int fd, uint8_t t)
     return 1;
 }
 
-/* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL", "sample=HZ,FILE"), "--", argv.
- * Answers: 'O'/'E' output frames as it goes, then 'D' {status, report[, signal name]}: the ODP-COUNTERS/ODP-RUSAGE lines of
- * exec mode (status: what exec mode would exit with when the program never ran, 127 or 125, else its own).
+/* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL", "memory=BYTES",
+ * "mark=EVENT=GLOB", "memory_file=MODEL", "sample=HZ,FILE"), "--", argv. Answers: 'O'/'E' output frames and,
+ * with memory=BYTES, 'T' timeline frames (at most BYTES in all, MEMWATCH_TIMELINE_MAX at most) as it goes, then
+ * 'D' {status, report[, signal name]}: the ODP-MEMORY/ODP-COUNTERS/ODP-RUSAGE lines of exec mode (status: what
+ * exec mode would exit with when the program never ran, 127 or 125, else its own).
  * While it runs, stdin may carry 'Z' {signal}: sent to the program's process group. */
 static void serve_run(const odp_frame *f)
 {
@@ -246,7 +273,8 @@ static void serve_run(const odp_frame *f)
     int nsets = 0, nunsets = 0, argc = 0, dashes = -1;
     struct rusage_spawn sp = {.fd_in = -1, .fd_out = -1, .fd_err = -1};
     cpu_set_t cpus;
-    const char *memory = NULL, *memory_file = NULL;
+    const char *memory_file = NULL;
+    size_t memory = 0; /* memory=BYTES: the timeline's bound; 0: no memory by phase */
     memset(&watch, 0, sizeof watch);
     for (int k = 0; k < n; k++) {
         char *a = fl[k];
@@ -269,9 +297,16 @@ static void serve_run(const odp_frame *f)
             sp.cpus = &cpus;
         } else if (!strncmp(a, "counters=", 9) && rusage_level(a + 9) >= 0)
             sp.level = rusage_level(a + 9);
-        else if (!strncmp(a, "memory=", 7))
-            memory = a + 7;
-        else if (!strncmp(a, "memory_file=", 12))
+        else if (!strncmp(a, "memory=", 7)) {
+            char *end;
+            errno = 0;
+            unsigned long long bytes = strtoull(a + 7, &end, 10);
+            if (a[7] < '0' || a[7] > '9' || *end || errno || !bytes) {
+                fail("EUSAGE", "memory=%.100s: the timeline's bound in bytes (1 or more)", a + 7);
+                goto out;
+            }
+            memory = bytes < MEMWATCH_TIMELINE_MAX ? (size_t)bytes : MEMWATCH_TIMELINE_MAX;
+        } else if (!strncmp(a, "memory_file=", 12))
             memory_file = a + 12;
         else if (!strncmp(a, "mark=", 5)) {
             if (memwatch_add_mark(&watch, a + 5)) {
@@ -337,9 +372,12 @@ static void serve_run(const odp_frame *f)
         answer('D', ch.stage == RUSAGE_STAGE_EXEC ? "127" : "125", "");
         goto out;
     }
-    if (memory && memwatch_start(&watch, ch.pid, ch.t0, memory, memory_file)) {
-        char msg[512];
-        int len = snprintf(msg, sizeof msg, "odp-rusage: cannot write %s: %s\n", memory, strerror(errno));
+    FILE *timeline = memory ? timeline_frames() : NULL;
+    if (timeline)
+        memwatch_start(&watch, ch.pid, ch.t0, timeline, memory, memory_file);
+    else if (memory) {
+        char msg[256];
+        int len = snprintf(msg, sizeof msg, "odp-rusage: cannot keep the memory timeline: %s\n", strerror(errno));
         answer_bytes('E', msg, (size_t)len < sizeof msg ? (size_t)len : sizeof msg - 1);
     }
     pid_t dog = watchdog(ch.pid, po[0], pe[0]);

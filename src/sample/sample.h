@@ -1,4 +1,4 @@
-/* The sample stream of odp-rusage --sample (layout: stream.h, docs/sample-stream.md): read, then joined with
+/* The sample stream of odp-rusage --sample (layout: stream.h, docs/cpu-profile.md, "The sample stream"): read, then joined with
  * ETDump's op intervals and folded into call stacks per op. The stream comes from a board: untrusted. Every
  * record's size is checked against the buffer and its own fields, every count is capped, and a stream cut
  * short (no trailer, a record cut in two) reads as far as it is whole and says it is not complete. */

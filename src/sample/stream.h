@@ -1,5 +1,5 @@
 /* The sample stream odp-rusage --sample writes (tools/sample.c) and odp reads (src/sample/sample.c); the
- * layout is docs/sample-stream.md. Shared by both, so it needs nothing but <stdint.h>. Little-endian (every
+ * layout is docs/cpu-profile.md, "The sample stream". Shared by both, so it needs nothing but <stdint.h>. Little-endian (every
  * board odp drives: x86_64, aarch64). */
 #ifndef ODP_SAMPLE_STREAM_H
 #define ODP_SAMPLE_STREAM_H
@@ -19,7 +19,8 @@ struct odp_sample_file_header {
     char magic[8];
     uint32_t header_size; /* sizeof this struct: a later helper may append fields */
     uint32_t event;       /* ODP_SAMPLE_EVENT_* */
-    uint32_t freq_hz;     /* the requested rate (the kernel adjusts the period to approach it) */
+    uint32_t freq_hz;     /* the rate asked of the kernel (it adjusts the period to approach it): the requested
+                           * one, or kernel.perf_event_max_sample_rate where that is lower */
     uint32_t clockid;     /* 1: CLOCK_MONOTONIC, the samples' and the line records' clock */
     uint64_t sample_type; /* ODP_SAMPLE_TYPE */
     uint32_t ncpus;       /* events opened (one per CPU) */

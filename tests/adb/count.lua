@@ -26,15 +26,16 @@ local function profile(points, remote, memory)
   local o0, c0, s0 = counts()
   local b <close> = board.open("devices/vivo_x300_pro.lua", { adb = "tcp:127.0.0.1:" .. port,
     remote_dir = remote, ui = quiet })
+  local rec
   for i = 1, points do
-    local rec = b:profile { runner = fake, model = add, n = i, runs_dir = dir .. "/runs", memory = memory or false }
+    rec = b:profile { runner = fake, model = add, n = i, runs_dir = dir .. "/runs", memory = memory or false }
     T.eq(rec.ok, true, rec.error and rec.error.message)
     T.ok(rec.device_state and rec.device_state.before, "device state through the helper")
     T.ok(rec.peak_rss_kb and rec.peak_rss_kb > 0, "rusage through the helper")
   end
   b:close()
   local o1, c1, s1 = counts()
-  return o1 - o0, c1 - c0, s1 - s0
+  return o1 - o0, c1 - c0, s1 - s0, rec
 end
 
 T.test("adb: as many services opened for 10 profiles of a board as for 3, on one connection", function()
@@ -48,13 +49,27 @@ T.test("adb: as many services opened for 10 profiles of a board as for 3, on one
   T.ok(o <= 2, ("%d services for 10 points on a device that has the helper"):format(o))
 end)
 
--- Memory by phase (on by default) brings each point's timeline back over services of its own (the sync pull of
--- memory.csv and what goes with it): 4 services a point today, a known cost not yet folded into the helper's one
--- round trip (--no-memory has none). Held to that here, so it can only shrink.
-T.test("adb: memory by phase costs at most 4 services per point (its timeline's pull), --no-memory none", function()
+-- Memory by phase (on by default) costs nothing more: each point's timeline comes back in the run's answer on
+-- the helper's channel ('T' frames), so a point WITH memory is the same one round trip, and no sync: service pulls
+-- anything (the --no-memory counts above are the bound).
+T.test("adb: memory by phase costs no service of its own: as many for 10 points as for 3, one shell stream", function()
+  local before = #T.read(log)
   local o3 = profile(3, "/data/local/tmp/m3", true)
+  local fresh_syncs = select(2, T.read(log):sub(before + 1):gsub("OPEN sync:", ""))
+  T.ok(fresh_syncs > 0, "the log names sync: services (the pushes to a fresh device): their count below can fail")
   local o10 = profile(10, "/data/local/tmp/m10", true)
-  T.ok(o10 - o3 <= 4 * 7, ("services: %d for 3 points, %d for 10"):format(o3, o10))
+  T.eq(o10, o3, ("services with memory by phase: %d for 3 points, %d for 10"):format(o3, o10))
+  local opened = #T.read(log)
+  local o, _, shells, rec = profile(10, "/data/local/tmp/m10", true)
+  local syncs = select(2, T.read(log):sub(opened + 1):gsub("OPEN sync:", ""))
+  T.eq(shells, 1, "one shell service: the helper's")
+  T.eq(syncs, 0, "no sync: service (pull) for the timelines")
+  T.ok(o <= 2, ("%d services for 10 points with memory on a device that has the helper"):format(o))
+  -- each point's timeline did come back: the record's memory.csv, every sample the helper counted a line
+  T.eq(rec.memory.timeline, "memory.csv")
+  local text = T.read(rec.artifacts.run_dir .. "/memory.csv")
+  T.match(text, "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,")
+  T.eq(select(2, text:gsub("\n", "")) - 1, rec.memory.samples, "every sample the helper took is a line")
 end)
 
 T.done()

@@ -2,7 +2,9 @@
  * reading the board helper's answers (src/l_helper.c) and the helper reading odp's requests (tools/serve.c).
  * Arbitrary bytes, fed in pieces whose sizes come from the input itself. Checks: a frame's fields exactly fill
  * its payload; re-encoding a decoded frame gives back its bytes; once malformed, the decoder stays so; memory
- * held never exceeds one frame plus the last piece.
+ * held never exceeds one frame plus the last piece. Seeds: a hello, requests (a run with memory by phase:
+ * memory=BYTES, marks), answers (output, a run's memory timeline in 'T' frames as a real helper sent it, its
+ * end), an error.
  * sources: src/helper/frame.c src/util/buf.c
  * seeds: tests/fuzz/corpus/helper_frame
  * max_len: 70000 */

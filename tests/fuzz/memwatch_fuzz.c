@@ -2,7 +2,9 @@
  * arbitrary bytes as stdout and stderr in pieces whose sizes come from the input, against executor_runner's
  * marks (the globs of lua/odp/parse/memory.lua). Checks: every boundary line is counted once (reported or
  * dropped) whatever the pieces, counted again here by splitting the same bytes into lines; the report is lines
- * of bounded length. The watched process is the fuzzer itself (its /proc is real; its mark is reset).
+ * of bounded length; the timeline (a sample after every piece, into a bound from the input) holds whole lines
+ * within its bound, and the report says it was cut exactly when samples were left out. The watched process is
+ * the fuzzer itself (its /proc is real; its mark is reset).
  * sources: tools/memwatch.c
  * seeds: tests/fuzz/corpus/memwatch
  * max_len: 8192 */
@@ -42,8 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t k = 0; k < sizeof MARKS / sizeof MARKS[0]; k++)
         if (memwatch_add_mark(&m, MARKS[k]))
             abort();
-    if (memwatch_start(&m, getpid(), now(), NULL, NULL))
+    char *tl = NULL;
+    size_t tl_len = 0, bound = size > 1 ? (size_t)data[1] * 8 : 0;
+    FILE *timeline = open_memstream(&tl, &tl_len);
+    if (!timeline)
         abort();
+    memwatch_start(&m, getpid(), now(), timeline, bound, NULL);
     /* stream 1 (stderr) gets all of it in pieces; the expected count splits the same bytes into lines, each
      * cut at MEMWATCH_LINE - 1 bytes as memwatch keeps them */
     int expected = 0;
@@ -66,14 +72,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n = size - pos;
         memwatch_output(&m, 1, (const char *)data + pos, n);
         pos += n;
+        m.next_sample = 0; /* a sample now, whatever the clock says */
+        memwatch_tick(&m);
     }
     if (m.nb + m.dropped != expected)
         abort();
     char *rep = NULL;
     size_t rlen = 0;
     FILE *f = open_memstream(&rep, &rlen);
-    memwatch_report(&m, f);
+    long samples = m.samples;
+    memwatch_report(&m, f); /* closes the timeline: tl and tl_len are final */
     fclose(f);
+    size_t lines = 0;
+    for (size_t i = 0; i < tl_len; i++)
+        lines += tl[i] == '\n';
+    if (tl_len > bound || (tl_len && tl[tl_len - 1] != '\n'))
+        abort(); /* within its bound, whole lines */
+    int cut = lines < (size_t)samples + 1; /* the header and one line a sample, unless some were left out */
+    if (!!strstr(rep, "timeline=cut") != cut || (!cut && !strstr(rep, "timeline=ok")))
+        abort();
+    free(tl);
     for (char *p = rep, *nl; p && *p; p = nl + 1) {
         nl = strchr(p, '\n');
         if (!nl || nl - p > 400)

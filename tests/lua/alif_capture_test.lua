@@ -1,4 +1,4 @@
--- The run step's capture (odp.flows.ethos_u: capture + measure) on the twin's real firmware output: the
+-- The run step's capture (odp.flows.ethos_u.capture: capture + measure) on the twin's real firmware output: the
 -- runner image built by the flow's build step, booted in QEMU, its RTT up channel copied by the twin's
 -- rttcat helper and fed to the capture in RTT-sized chunks. Checks latency, PMU, the ETDump byte-identical
 -- to the fixture, the op table in cycles, and the failure paths: truncated / corrupt base64, fewer lines.
@@ -7,7 +7,8 @@ local T = require("t")
 local proc = require("odp.proc")
 local json = require("odp.core.json")
 local sys = require("odp.sys")
-local E = require("odp.flows.ethos_u")
+local plan_mod = require("odp.flows.ethos_u.plan")
+local E = require("odp.flows.ethos_u.capture")
 
 local root = T.root()
 local odp = os.getenv("ODP") or (root .. "/build/odp")
@@ -58,8 +59,7 @@ local function chunk_stream(data, size)
 end
 
 local function plan(inferences)
-  local ctx = { opts = { device = twin, model = mnist, inferences = inferences, dry_run = true }, ui = nil }
-  return E.plan(ctx)
+  return plan_mod.make { device = twin, model = mnist, inferences = inferences, dry_run = true }
 end
 
 -- as_board: the same output read as a real board's (no twin): its ETDump is then the model's own
@@ -101,10 +101,10 @@ T.test("the runner's output: 5 latency samples, PMU counters, etdump.bin byte-id
   T.match(log, "Inference: [%d.]+ ms")
 end)
 
-T.test("fewer Inference: lines than asked: EPROTO exit 1, the samples that came kept in the record", function()
+T.test("fewer Inference: lines than asked: ERUNNER exit 1, the samples that came kept in the record", function()
   local rec, ok, err = capture(good, 8, dir .. "/run-few")
   T.eq(ok, false)
-  T.eq(err.code, "EPROTO")
+  T.eq(err.code, "ERUNNER")
   T.eq(err.exit, 1)
   T.match(err.message, "5 of 8 Inference: lines")
   T.eq(rec.latency_ms.n, 5)
@@ -124,7 +124,7 @@ T.test("truncated base64 from the firmware: an error naming the block, exit 1, l
   local out = boot_and_read(build("cap_trunc", { TWIN_INFERENCES = 5, TWIN_FAULT = "truncated_base64" }))
   local rec, ok, err = capture(out, 5, dir .. "/run-trunc")
   T.eq(ok, false)
-  T.eq(err.exit, 1)
+  T.eq({ err.code, err.exit }, { "ERUNNER", 1 })
   T.match(err.message, "run_this block.*truncated")
   T.eq(rec.latency_ms.n, 5)
   T.ok(not rec.artifacts.etdump, "no etdump.bin from a truncated block")
@@ -134,7 +134,7 @@ T.test("corrupt base64 from the firmware: an error naming etdump.bin, exit 1", f
   local out = boot_and_read(build("cap_corrupt", { TWIN_INFERENCES = 5, TWIN_FAULT = "corrupt_base64" }))
   local rec, ok, err = capture(out, 5, dir .. "/run-corrupt")
   T.eq(ok, false)
-  T.eq(err.exit, 1)
+  T.eq({ err.code, err.exit }, { "ERUNNER", 1 })
   T.match(err.message, "artifact etdump%.bin .*corrupt base64")
   T.ok(not rec.artifacts.etdump)
 end)

@@ -34,6 +34,7 @@ T.test("host board: exec (argv or string), push/pull hash-skipped, info, help, E
   T.ok(info.cpus and info.cpus >= 1, "cpus")
   local help = tostring(b:help())
   T.match(help, "exec"); T.eq(help:find("read32", 1, true), nil, "no probe verbs on a host board")
+  T.eq(help:find("flash", 1, true), nil, "no Ethos-U flow verbs on a host board")
   local e = failure(function() b:read32(0x60000000) end)
   T.eq(e.code, "ENOTSUP"); T.match(e.message, "host has no read32")
 end)
@@ -125,9 +126,20 @@ T.test("twin board: attach, read32 of the RTT ID, reset, tail, flash with the tw
   T.eq(e2.code, "ENOTSUP")
   local f = tmp .. "/payload.bin"
   T.write(f, ("odp-board-flash "):rep(300))
+  T.match(tostring(b:help()), "\n  flash +flash%(file%)", "the flow's verbs in the twin board's help")
+  local before = {}
+  for _, n in ipairs(sys.readdir(tmp .. "/runs") or {}) do before[n] = true end
   local got = b:flash(f)
   T.eq(got.crc32, got.expected_crc32)
   T.eq(got.crc32, ("%08x"):format(sys.crc32(T.read(f) .. ("\26"):rep(got.bytes - #T.read(f)))))
+  -- the flash is a run (odp.run.point): its own run directory under runs_dir with its record and flash.log
+  local new = {}
+  for _, n in ipairs(sys.readdir(tmp .. "/runs") or {}) do
+    if not before[n] and sys.stat(tmp .. "/runs/" .. n .. "/result.json") then new[#new + 1] = n end
+  end
+  T.eq(#new, 1, "one new run directory")
+  local rec = require("odp.core.json").decode(T.read(tmp .. "/runs/" .. new[1] .. "/result.json"))
+  T.eq({ rec.ok, rec.params.steps, rec.flash.received.crc32, rec.artifacts.flash_log.file }, { true, "flash", got.crc32, "flash.log" })
   b:close()
   T.eq(sys.stat(twin_state .. "/pid"), nil, "close stopped the twin")
 end)

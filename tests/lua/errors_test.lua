@@ -99,18 +99,13 @@ end)
 -- Library code reports, the CLI presents (docs/architecture.md): no errors.fail/check chooses an exit status
 -- (a third argument to fail, a fifth to check), and target/ and flows/ write nothing themselves (print,
 -- io.write, io.stdout/io.stderr, io.read): what the user sees goes through the odp.core.ui handed down.
--- PENDING, TRANSITIONAL: the Ethos-U flow and odp.run.board are converted on their own branch; they still pass
--- an exit status to errors.fail (its transitional_exit). Their conversion deletes them from this list, and the
--- last one out deletes transitional_exit from odp.core.errors.
-local PENDING = { ["lua/odp/flows/ethos_u.lua"] = true, ["lua/odp/run/board.lua"] = true }
-local function pending(rel) return PENDING[rel] or rel:match("^lua/odp/flows/ethos_u/") end
 
 T.test("no exit status chosen below the CLI, and nothing printed in target/ and flows/", function()
   local root = T.root()
   local bad = {}
   local p = io.popen("cd " .. root .. " && find lua/odp scripts -name '*.lua' | sort")
   for rel in p:lines() do
-    if rel ~= "lua/odp/core/errors.lua" and not pending(rel) then
+    if rel ~= "lua/odp/core/errors.lua" then
       local toks = lualex.lex(T.read(root .. "/" .. rel))
       for _, c in ipairs(lualex.calls(toks, "errors.fail")) do
         if c.args > 2 then bad[#bad + 1] = ("%s:%d: errors.fail with an exit status"):format(rel, c.line) end

@@ -92,26 +92,60 @@ local function replay(bytes)
   }
 end
 
+local RUSAGE_LINE = "ODP-RUSAGE status=0 signal=0 core=0 maxrss_kb=4592 utime_s=0.01 stime_s=0.0 wall_s=0.02 " ..
+  "minflt=1 majflt=0 nvcsw=1 nivcsw=0\n"
+
 T.test("odp's client on 3000 mutated helper conversations: an answer or one error, never a raise", function()
-  local good = codec.encode("H", { "odp-helper", tostring(codec.PROTO), "x86_64" }) ..
-    codec.encode("O", { "I 00:00:00.000 executorch: Model loaded\n" }) .. codec.encode("E", { "err\n" }) ..
-    codec.encode("D", { "0", "ODP-RUSAGE status=0 signal=0 core=0 maxrss_kb=4592 utime_s=0.01 stime_s=0.0 " ..
-      "wall_s=0.02 minflt=1 majflt=0 nvcsw=1 nivcsw=0\n", "TERM" }) ..
+  local hello = codec.encode("H", { "odp-helper", tostring(codec.PROTO), "x86_64" })
+  local good = hello .. codec.encode("O", { "I 00:00:00.000 executorch: Model loaded\n" }) ..
+    codec.encode("E", { "err\n" }) .. codec.encode("D", { "0", RUSAGE_LINE, "TERM" }) ..
     codec.encode("A", { "2022980df2c53cc5c31a63f1b5d8a45fe0e373ae9f8792bfc07fe358e6424bbb" })
+  -- a run with memory by phase: its timeline in 'T' frames among the output, at most 120 bytes asked for
+  local memory_run = hello .. codec.encode("T", { "t_ms,rss_kb,anon_kb,file_kb\n1.000,316,44,272\n" }) ..
+    codec.encode("O", { "out\n" }) .. codec.encode("T", { "2.000,1316,104,1212\n" }) ..
+    codec.encode("D", { "0", "ODP-MEMORY samples=2 sample_ms=1.000 sampled_max_kb=1316 timeline=ok\n" .. RUSAGE_LINE }) ..
+    codec.encode("A", {})
+  local dir = T.tmpdir()
   local rng = T.lcg(17)
   for i = 1, 3000 do
-    local bytes = mutate(good, rng, 4)
+    local memory = i % 2 == 0 and { csv = dir .. "/m.csv", marks = {}, timeline_max = 120 }
+    local bytes = mutate(memory and memory_run or good, rng, 4)
+    os.remove(dir .. "/m.csv")
     local ok, err = pcall(function()
       local h, herr = helper.open(replay(bytes), { uri = "fuzz", timeout = 1 })
       if not h then return T.ok(type(herr) == "string" and not herr:find("\n"), herr) end
-      local r, report = h:run({ "x" }, { timeout = 1 })
+      local r, report = h:run({ "x" }, { timeout = 1, memory = memory })
       T.ok(r or (type(report) == "string" and not report:find("\n")), report)
       if r then require("odp.target.shell").apply_rusage(r, "odp-rusage", report) end
+      local kept = memory and sys.read_file(dir .. "/m.csv")
+      T.ok(not kept or (r and #kept <= 120), "a timeline only from a whole answer, within the bound asked")
       local hex, xerr = h:sha256("/x")
       T.ok(hex == nil or hex:match("^%x+$"), xerr)
     end)
     if not ok then error(("mutation %d raised: %s"):format(i, err), 0) end
   end
+  T.eq(sys.readdir(dir), {}, "no partial timeline left behind")
+end)
+
+T.test("a timeline beyond the bound asked, or for a run without memory: EPROTO, nothing kept", function()
+  local hello = codec.encode("H", { "odp-helper", tostring(codec.PROTO), "x86_64" })
+  local done = codec.encode("D", { "0", RUSAGE_LINE })
+  local dir = T.tmpdir()
+  local h = assert(helper.open(replay(hello .. codec.encode("T", { ("1.000,1,1,0\n"):rep(10) }) ..
+    codec.encode("T", { ("1.000,1,1,0\n"):rep(10) }) .. done), { uri = "fuzz", timeout = 1 }))
+  local r, err, code = h:run({ "x" }, { timeout = 1, memory = { csv = dir .. "/m.csv", timeline_max = 200 } })
+  T.eq(r, nil); T.eq(code, "EPROTO"); T.match(err, "more of the memory timeline than the 200 bytes asked")
+  T.ok(h.dead, "the stream is lost: the helper is started again for the next request")
+  T.eq(sys.readdir(dir), {}, "neither the timeline nor a partial file")
+  h = assert(helper.open(replay(hello .. codec.encode("T", { "t_ms\n" }) .. done), { uri = "fuzz", timeout = 1 }))
+  r, err, code = h:run({ "x" }, { timeout = 1 })
+  T.eq(r, nil); T.eq(code, "EPROTO"); T.match(err, "a memory timeline .* for a run without memory by phase")
+  -- the bound odp asks of the helper is its own at most
+  local asked
+  h = assert(helper.open(replay(hello .. done), { uri = "fuzz", timeout = 1 }))
+  h.send = function(self, t, fields) asked = fields return true end
+  assert(h:run({ "x" }, { timeout = 1, memory = { csv = dir .. "/m.csv", timeline_max = 1 << 40 } }))
+  T.eq(asked[1], "memory=" .. helper.TIMELINE_MAX)
 end)
 
 T.test("the helper on 400 mutated request streams: well-formed answers, an exit of 0 or 2, never a crash", function()
@@ -123,6 +157,7 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
   T.write(dir .. "/f", "some bytes\n")
   local good = codec.encode("X", { dir .. "/f" }) .. codec.encode("F", { dir .. "/x/y" }) ..
     codec.encode("G", { dir .. "/f", "50000" }) .. codec.encode("S", { "", "online cpufreq/scaling_cur_freq", "ro.a|ro.b" }) ..
+    codec.encode("R", { "memory=300", "mark=a=*x*", "--", "sh", "-c", "echo x; echo y" }) ..
     codec.encode("R", { "counters=basic", "--", "true" }) .. codec.encode("R", { "--", "/nonexistent/prog" }) ..
     codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
   local rng = T.lcg(23)
@@ -213,6 +248,7 @@ T.test("counts (sshd's DEBUG1 log): a sweep is one connection; 10 points open as
   local function sweep(points, remote)
     runs = runs + 1
     local c0, n0 = srv:count("Accepted publickey for "), srv:count("server_input_channel_open: ctype session")
+    local s0 = srv:count("Starting session: subsystem 'sftp'")
     local r = proc.run { argv = { odp, "run", T.root() .. "/scripts/sweep.lua", "--flow", T.root() .. "/scripts/rpi5.lua",
       "--host", srv.user .. "@127.0.0.1", "--port", tostring(srv.port), "--identity", srv.identity,
       "--known-hosts", srv.known_hosts, "--remote-dir", remote, "--runner", fake, "--model", model,
@@ -220,21 +256,25 @@ T.test("counts (sshd's DEBUG1 log): a sweep is one connection; 10 points open as
       "--runs-dir", tmp .. "/runs", "-q" }, timeout = 300 }
     T.eq(r.status, 0, r.stderr)
     sys.sleep(0.3) -- sshd logs a moment after the client has gone
-    return srv:count("Accepted publickey for ") - c0, srv:count("server_input_channel_open: ctype session") - n0
+    return srv:count("Accepted publickey for ") - c0, srv:count("server_input_channel_open: ctype session") - n0,
+      srv:count("Starting session: subsystem 'sftp'") - s0
   end
   local ten = "1,2,3,4,5,6,7,8,9,10"
   -- first on a board without the helper (it is pushed), then on one that has it
-  local c3, n3 = sweep("1,2,3", srv.remote_dir .. "/c3")
+  local c3, n3, fresh_sftp = sweep("1,2,3", srv.remote_dir .. "/c3")
+  T.ok(fresh_sftp > 0, "the log names SFTP sessions (the pushes to a fresh board): their count below can fail")
   local c10, n10 = sweep(ten, srv.remote_dir .. "/c10")
   T.eq(c3, 1, "one connection for 3 points"); T.eq(c10, 1, "one connection for 10 points")
   T.eq(n10, n3, "a fresh board: channels do not grow with points")
   local c3b, n3b = sweep("1,2,3", srv.remote_dir .. "/c3")
-  local c10b, n10b = sweep(ten, srv.remote_dir .. "/c10")
+  local c10b, n10b, sweeps_sftp = sweep(ten, srv.remote_dir .. "/c10")
   T.eq({ c3b, c10b }, { 1, 1 })
   T.eq(n10b, n3b, "a board with the helper: channels do not grow with points")
-  -- the helper's own, the shell's before it runs, and SFTP's, which brings each point's memory timeline back (one
-  -- SFTP session for the whole sweep: --no-memory makes it 2)
-  T.ok(n10b <= 3, ("%d channels for 10 points on a board that has the helper (its own, the shell's and SFTP's)"):format(n10b))
+  -- the helper's own and the shell's before it runs: memory by phase (on by default) brings each point's
+  -- timeline back in the run's answer on the helper's channel, so a point costs one round trip with it too
+  T.ok(n10b <= 2, ("%d channels for 10 points with memory by phase on a board that has the helper (its own and " ..
+    "the shell's)"):format(n10b))
+  T.eq(sweeps_sftp, 0, "no SFTP session: nothing is brought back apart from the helper's answers")
 end)
 
 T.test("helper killed mid-run: that run fails with one line, the next starts a new helper", function()
@@ -313,7 +353,7 @@ T.test("a helper of another protocol on the board is refused and odp's own is pu
   local t = assert(target_ssh.new(opts { remote_dir = dir, ui = ui }))
   local r = assert(t:exec({ "echo", "ok" }))
   T.eq(r.stdout, "ok\n")
-  T.match(table.concat(said, "\n"), "speaks protocol 99; odp speaks 2; pushing odp's own")
+  T.match(table.concat(said, "\n"), "speaks protocol 99; odp speaks " .. codec.PROTO .. "; pushing odp's own")
   T.eq(sys.sha256_file(dir .. "/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-" .. t.cache.helper_client.arch))
   t:close()
 end)

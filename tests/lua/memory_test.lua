@@ -116,7 +116,7 @@ end)
 
 -- The helper as another user (nobody), the runner undumpable: its /proc files are root's, the kernel refuses
 -- the clear_refs write (a real refusal, as for a setuid runner), while status and statm stay readable.
-local function as_nobody(dir, extra)
+local function as_nobody(dir, extra, env)
   proc.run { "chmod", "777", dir }
   local csv, report = dir .. "/memory.csv", dir .. "/report"
   local argv = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", helper, "-o", report,
@@ -124,7 +124,7 @@ local function as_nobody(dir, extra)
   for _, m in ipairs(MARKS) do table.move({ "--mark", m }, 1, 2, #argv + 1, argv) end
   table.move({ "--", phases_prog }, 1, 2, #argv + 1, argv)
   table.move(extra, 1, #extra, #argv + 1, argv)
-  local r = assert(proc.run { argv = argv, timeout = 120 })
+  local r = assert(proc.run { argv = argv, timeout = 120, env = env })
   local text = T.read(report)
   local ru = require("odp.target.rusage").parse(text)
   r.memory, r.rusage, r.wall_s = memparse.report(text), ru.rusage, ru.wall_s
@@ -152,6 +152,26 @@ T.test("a clear_refs the kernel refuses: peaks that rose stay exact, the others 
   near_mib(peak, b + 48 * MIB, "overall"); T.eq(exact, true)
   local mem = memory.record(r, nil, nil, nil)
   T.match(table.concat(memory.warnings(mem), "\n"), "could not be reset %(/proc/PID/clear_refs denied%)")
+end)
+
+T.test("a runner that exits between a boundary's VmHWM read and its reset: the run's end, not a refused clear_refs",
+  function()
+  -- a task that began to exit has no memory map, and the kernel gives its /proc files to root: as another user
+  -- than root (the arm64 twin's pi), the helper's write was refused and the whole run said clear_refs=denied.
+  -- The helper is held 600 ms before the last boundary's reset; the runner exits 200 ms after that line
+  local r = as_nobody(T.tmpdir(), { "--gap", "200", "2" }, { ODP_RUSAGE_RESET_STALL = "executed:600" })
+  T.eq(r.status, 0, r.stderr)
+  T.eq(r.memory.clear_refs, "ok")
+  local marks = r.memory.marks
+  T.eq({ marks[#marks].event, marks[#marks].reset }, { "executed", false }, "the last reset came too late")
+  local phases = memparse.phases(r.memory, r.rusage.maxrss_kb, r.wall_s * 1000)
+  local p = by_name(phases)
+  -- (the teardown had no reset of its own: ru_maxrss also holds steady's peak, so teardown's is not exact)
+  for _, name in ipairs { "load", "method", "first", "steady" } do T.eq(p[name].exact, true, name) end
+  local peak, exact = memparse.overall(phases)
+  near_mib(peak, baseline(r) + 48 * MIB, "overall"); T.eq(exact, true)
+  local mem = memory.record(r, nil, nil, nil)
+  T.eq(table.concat(memory.warnings(mem), "\n"):find("clear_refs", 1, true), nil, "no refusal claimed")
 end)
 
 T.test("a runner that forks: its child is seen, not counted, and said so", function()
@@ -267,9 +287,16 @@ T.with_real_runner("odp run on the host: the record's memory, memory.csv, the ph
   T.ok(rec.memory.owners.file_kb > 0 and rec.memory.owners.heap_other_kb >= 0, "owners")
   T.eq(rec.artifacts.memory.file, "memory.csv", "the timeline is an artifact of the run directory")
   T.match(T.read(rec.artifacts.run_dir .. "/memory.csv"), "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,")
-  -- the terminal table
+  -- the terminal table, with a relative --runs-dir (the helper opens the timeline in the runner's directory)
   r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", runner, "--model",
-    T.root() .. "/tests/fixtures/pte/mlp.pte", "-n", "3", "--runs-dir", dir, "--no-history" }, timeout = 120 })
+    T.root() .. "/tests/fixtures/pte/mlp.pte", "-n", "3", "--runs-dir", "runs", "--no-history" }, cwd = dir,
+    timeout = 120 })
+  local made = {}
+  for _, name in ipairs(require("odp.sys").readdir(dir .. "/runs")) do
+    if name:sub(1, 1) ~= "." then made[#made + 1] = name end -- the runs dir's hash cache aside
+  end
+  T.eq(#made, 1)
+  T.ok(require("odp.sys").stat(dir .. "/runs/" .. made[1] .. "/memory.csv"), "the timeline, in the run dir")
   T.match(r.stdout, "memory by phase %(%* the peak%)\n%s+phase%s+peak kB%s+how%s+from ms%s+to ms\n%s+load%s")
   T.match(r.stdout, "at the largest sample: planned 16512 kB · weights %d+ kB %(copied%)")
   -- --no-memory: the peak alone, from ru_maxrss
@@ -357,23 +384,45 @@ T.test("history: each phase's peak is a series; a 10% growth of one phase is fla
   db:close()
 end)
 
-T.test("ssh: the resident helper watches the phases on the board, the timeline is fetched", function()
+T.test("ssh: the resident helper watches the phases on the board, the timeline comes back on its channel", function()
   local sshd = require("sshd")
   local srv = sshd.start()
   local ok, err = pcall(function()
     local t = assert(require("odp.target.ssh").new { host = srv.user .. "@127.0.0.1", port = srv.port,
       identity = srv.identity, known_hosts = srv.known_hosts, remote_dir = srv.remote_dir .. "/mem" })
-    local csv = srv.remote_dir .. "/mem/memory.csv"
-    local r = assert(t:exec({ phases_prog, "4" }, { timeout = 120, memory = { csv = csv, marks = MARKS } }))
+    -- the timeline's path is on this machine: the helper sends it back in its 'T' frames, no file on the board
+    local here = T.tmpdir() .. "/memory.csv"
+    local r = assert(t:exec({ phases_prog, "4" }, { timeout = 120, memory = { csv = here, marks = MARKS } }))
     T.eq(r.status, 0, r.stderr)
     T.ok(r.memory, "the helper's memory report")
+    T.eq(r.memory.timeline, "ok")
     local phases = memparse.phases(r.memory, r.rusage.maxrss_kb, r.wall_s * 1000)
     local b, p = baseline(r), by_name(phases)
     near_mib(p.first.peak_kb, b + 48 * MIB, "first")
     near_mib(p.steady.peak_kb, b + 20 * MIB, "steady")
-    local here = T.tmpdir() .. "/memory.csv"
-    assert(t:fetch(csv, here))
-    T.eq(r.memory.samples, select(2, T.read(here):gsub("\n", "")) - 1)
+    local text = T.read(here)
+    T.eq(r.memory.samples, select(2, text:gsub("\n", "")) - 1, "every sample the helper counted is a line")
+    T.match(text, "^t_ms,rss_kb,anon_kb,file_kb\n")
+    T.eq(sshd.sh("find " .. srv.remote_dir .. "/mem -name '*.csv'"), "", "no timeline file on the board")
+    -- the timeline's peak agrees with the helper's own count of its samples' largest (sampled_max_kb)
+    T.eq(memory.timeline_peak(here).rss_kb, r.memory.sampled_max_kb)
+    -- a bound odp asks for: the helper keeps whole lines within it and says the timeline was cut
+    local cut = T.tmpdir() .. "/cut.csv"
+    r = assert(t:exec({ phases_prog, "4" }, { timeout = 120, memory = { csv = cut, marks = MARKS,
+      timeline_max = 300 } }))
+    T.eq(r.status, 0, r.stderr)
+    T.eq(r.memory.timeline, "cut")
+    text = T.read(cut)
+    T.ok(#text <= 300 and #text > 28, ("%d bytes of timeline for a bound of 300"):format(#text))
+    T.match(text, "^t_ms,rss_kb,anon_kb,file_kb\n[%d.]+,%d+,%-?%d+,%d+\n")
+    T.eq(text:sub(-1), "\n", "whole lines only")
+    T.ok(r.memory.samples > select(2, text:gsub("\n", "")) - 1, "samples beyond the bound were taken, not sent")
+    -- a timeline that cannot be written here: the run and its phases stand, the timeline is failed and says why
+    r = assert(t:exec({ phases_prog, "2" }, { timeout = 120, memory = { csv = "/nonexistent/dir/m.csv", marks = MARKS } }))
+    T.eq(r.status, 0, r.stderr)
+    T.eq(r.memory.timeline, "failed")
+    T.match(r.timeline_error, "^EIO: the memory timeline /nonexistent/dir/m.csv: .*No such file or directory")
+    T.ok(#r.memory.marks > 0, "the phases' readings are still there")
     t:close()
     -- the flow over SSH: the record's memory, its timeline fetched into the run directory
     local tmp = T.tmpdir()

@@ -52,18 +52,7 @@ for _, model in ipairs(models) do
       T.eq(r2.status, 0, r2.stderr)
       T.eq(rec.inputs[1].sha256, ref.inputs[1].sha256, "the same input bytes on both")
       T.ok(rec.runner.sha256 ~= ref.runner.sha256, "two different runners")
-      for i, e in ipairs(rec.reference.outputs) do
-        local f = ("/outputs/output-%d.bin"):format(e.index)
-        local pr = assert(proc.run { "/usr/bin/python3", root .. "/tests/lib/numcmp_oracle.py", "compare",
-          run_dir(ref) .. f, run_dir(rec) .. f, e.dtype, timeout = 60 })
-        local want = assert(json.decode(pr.stdout), pr.stderr)
-        T.eq({ e.n, e.equal, e.nonfinite }, { want.n, want.equal, want.nonfinite }, ("output %d"):format(i - 1))
-        T.eq(e.histogram, want.histogram)
-        T.near(e.cosine, want.cosine, 1e-12)
-        T.near(e.mean_abs_err, want.mean_abs_err, 1e-12)
-        T.near(e.rmse, want.rmse, 1e-12)
-        if want.max_abs_err ~= "inf" then T.near(e.max_abs_err, want.max_abs_err, 1e-12) end
-      end
+      require("outputs_oracle").check(T, rec.reference, run_dir(ref), run_dir(rec))
     end
   end)
 end

@@ -300,22 +300,7 @@ end)
 local odp = os.getenv("ODP") or (build .. "/odp")
 local mlp = root .. "/tests/fixtures/pte/mlp.pte"
 
--- each op's share of Method::execute's time, straight from the ETDump's events
-local function etdump_shares(path)
-  local doc = assert(etdump.read(path))
-  local per, exec = {}, 0
-  for _, run in ipairs(doc.run_data) do
-    for _, e in ipairs(run.events) do
-      if e.kind == "profile" and e.name == "Method::execute" then exec = exec + (e.end_time - e.start_time)
-      elseif e.kind == "profile" and e.name:match("^native_call_") then
-        local k = e.name .. "#" .. e.instruction_id
-        per[k] = (per[k] or 0) + (e.end_time - e.start_time)
-      end
-    end
-  end
-  for k, v in pairs(per) do per[k] = v / exec end
-  return per
-end
+local oracle = require("sample_oracle")
 
 T.with_real_runner("odp run --sample with the real runner and mlp.pte: >= 95% of execute's samples attributed, " ..
   "every op with >= 5% of execute's time within 5 points of its time share; cpu_profile.folded adds up", function(real)
@@ -335,18 +320,7 @@ T.with_real_runner("odp run --sample with the real runner and mlp.pte: >= 95% of
   T.eq(cp.overhead.state, "not measured")
   T.match(cp.overhead.need, "^%-%-sample%-overhead")
   T.eq(cp.overhead.pct, nil, "no made-up number")
-  local want = etdump_shares(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file)
-  local checked = 0
-  for _, op in ipairs(cp.ops) do
-    local w = want[op.name .. "#" .. op.instruction_id]
-    T.ok(w, "op " .. op.name .. " in the ETDump")
-    if w >= 0.05 then
-      checked = checked + 1
-      print(("# %s #%d: samples %.3f, ETDump time %.3f, hottest %s"):format(op.name, op.instruction_id, op.share, w,
-        op.top[1] and op.top[1].symbol or "-"))
-      T.ok(math.abs(op.share - w) <= 0.05, ("%s #%d: %.3f vs %.3f"):format(op.name, op.instruction_id, op.share, w))
-    end
-  end
+  local checked = oracle.check(T, cp, rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file)
   T.eq(checked >= 3, true, "mm, add and the second mm each hold >= 5% of execute")
   local total, roots = 0, {}
   for line in T.read(rec.artifacts.run_dir .. "/" .. rec.artifacts.cpu_profile_folded.file):gmatch("[^\n]+") do
@@ -422,11 +396,7 @@ T.with_real_runner("over SSH (the loopback sshd, the resident helper pushed): th
     T.ok(cp and cp.rate_hz == 2000, "cpu_profile at 2000 Hz")
     print(("# over SSH: %s, %d samples, attributed %.3f"):format(cp.event, cp.samples.total, cp.attributed))
     T.ok(cp.attributed >= 0.95, ("attributed %.3f"):format(cp.attributed))
-    local want = etdump_shares(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file)
-    for _, op in ipairs(cp.ops) do
-      local w = want[op.name .. "#" .. op.instruction_id]
-      if w >= 0.05 then T.ok(math.abs(op.share - w) <= 0.05, ("%s: %.3f vs %.3f"):format(op.name, op.share, w)) end
-    end
+    oracle.check(T, cp, rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file, "over SSH")
     -- the runner staged on the board is named through the local copy: its functions, not unknown frames
     local hottest
     for _, t in ipairs(cp.ops[1].top) do if t.symbol ~= prof.PREEMPTED then hottest = t.symbol break end end

@@ -45,11 +45,8 @@ Failure.__tostring = function(e) return e.message end
 --- Raises a structured failure: {code, message, exit}, its exit the code's (M.exit_status).
 ---@param code string one of M.CODES
 ---@param message string one line, says what to do
----@param transitional_exit? integer TRANSITIONAL, for the files tests/lua/errors_test.lua's PENDING lists only
---- (the Ethos-U flow and odp.run.board, converted separately): their exit status until they give the right
---- code. Goes with that list.
-function M.fail(code, message, transitional_exit)
-  error(setmetatable({ code = code, message = message, exit = transitional_exit or M.exit_status(code) }, Failure), 0)
+function M.fail(code, message)
+  error(setmetatable({ code = code, message = message, exit = M.exit_status(code) }, Failure), 0)
 end
 
 --- A C module's error message without its "ECODE: " prefix: what goes into a sentence of one's own. The one

@@ -210,10 +210,20 @@ local function memory_step(ctx, rec, last)
       "RSS alone"
     return
   end
-  -- this process's timeline becomes the run's memory.csv (on this machine a rename, from a board a pull)
+  -- this process's timeline, already in the run dir (written here, or brought back on the helper's channel),
+  -- becomes the run's memory.csv
   local here = ctx.run_dir .. "/memory.csv"
-  local got, err = t.target:fetch(last.r.memory_csv, here)
-  if not got then rec.warnings[#rec.warnings + 1] = "memory: the timeline could not be fetched: " .. tostring(err) end
+  local status = last.r.memory.timeline
+  if status == "ok" then
+    local moved, err = sys.rename(last.r.memory_csv, here)
+    if not moved then rec.warnings[#rec.warnings + 1] = "memory: the timeline is missing: " .. tostring(err) end
+  elseif status == "cut" then
+    rec.warnings[#rec.warnings + 1] = ("memory: the timeline reached its bound (64 MiB, about 30 minutes at " ..
+      "1 kHz) and was cut: %s holds its first part, the record has none"):format(basename(last.r.memory_csv))
+  else
+    rec.warnings[#rec.warnings + 1] = "memory: no timeline: " .. (last.r.timeline_error or
+      ("the helper could not keep it (timeline=%s)"):format(tostring(status)))
+  end
   local mem = memory.record(last.r, here, pte.read(ctx.opts.model), last.parsed.method)
   if mem.timeline then run.artifact(ctx, rec, "memory", here) end
   for _, w in ipairs(memory.warnings(mem, last.r.log and "logcat")) do
@@ -316,16 +326,20 @@ local function stage_step(ctx, rec, t)
   end
   local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
   if o.memory then
-    -- each measured process's timeline is written where it runs (the run dir on this machine; the remote dir,
-    -- named after the run), the record's brought into the run dir as memory.csv after (memory_step)
+    -- each measured process's timeline goes into the run dir (written there on this machine; from a board it
+    -- comes back on the helper's channel with the run's answer), the record's becomes memory.csv (memory_step);
+    -- absolute: this machine's helper opens it in the runner's working directory
     t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model,
-      prefix = board:target().kind == "host" and (t.workdir .. "/") or (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. "-") }
+      prefix = sys.realpath(ctx.run_dir) .. "/" }
   end
   local data = o.data and stage(o.data)
-  -- --sample needs the ETDump to place its samples: one is asked for, kept in the run dir when --etdump is not given
-  -- --sample needs the ETDump to place its samples: one is asked for without --etdump too (the run dir keeps it)
-  t.etdump_remote = (o.etdump or o.sample) and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".etdump")
-  t.sample_remote = o.sample and (t.workdir .. "/odp-" .. basename(ctx.run_dir) .. ".samples")
+  -- What the runner writes on the board for this run alone is named by it (shell.board_file_prefix: removed once
+  -- fetched, by an odp that dies first at the next free-space check). --sample needs the ETDump to place its
+  -- samples: one is asked for without --etdump too (the run dir keeps it).
+  local prefix = t.workdir .. "/" .. shell.board_file_prefix(basename(ctx.run_dir))
+  t.etdump_remote = (o.etdump or o.sample) and (prefix .. ".etdump")
+  t.sample_remote = o.sample and (prefix .. ".samples")
+  t.board_files = { t.etdump_remote, t.sample_remote }
   t.runner_remote = runner
   local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
   if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
@@ -342,7 +356,10 @@ local function stage_step(ctx, rec, t)
   end
   if io and io.outputs then
     -- the runner writes output i to BASE-i.bin (executor_runner's --output_file), every process over the last
-    t.output_base = t.workdir .. "/odp-" .. basename(ctx.run_dir) .. "-out"
+    t.output_base = prefix .. ".out"
+    for _, out in ipairs(io.sig.outputs) do
+      if out.kind == "tensor" then t.board_files[#t.board_files + 1] = ("%s-%d.bin"):format(t.output_base, out.index) end
+    end
     table.move({ "--output_file", t.output_base }, 1, 2, #argv + 1, argv)
   end
   table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
@@ -500,6 +517,11 @@ local function profile_step(ctx, rec, t, doc)
   p.record.overhead = t.overhead or prof.overhead_not_measured()
   p.record.perf_harden = t.perf_harden
   for _, w in ipairs(p.warnings) do rec.warnings[#rec.warnings + 1] = w end
+  if p.record.rate_hz and p.record.rate_hz < o.sample then
+    rec.warnings[#rec.warnings + 1] = ("cpu profile: sampled at %d Hz, not %d: the board's " ..
+      "kernel.perf_event_max_sample_rate (the kernel lowers it when its sampling interrupts take too long)")
+      :format(p.record.rate_hz, o.sample)
+  end
   local folded = ctx.run_dir .. "/cpu_profile.folded"
   errors.check(prof.write_folded(folded, p.folded))
   run.artifact(ctx, rec, "cpu_profile_folded", folded)
@@ -553,9 +575,18 @@ end
 --- After the steps, whatever happened: the device state after the run (not after Ctrl-C: the user wants out).
 function M.finish(ctx, rec, err)
   local t = ctx.state_of
-  if t and t.state and not (type(err) == "table" and err.code == "ECANCELED") then
-    device_state.after(rec, t.state, t.target, { cpus_used = t.cpus_used })
+  if not t or (type(err) == "table" and err.code == "ECANCELED") then return end
+  -- the run's own files on the board (its copies are in the run dir by now, or lost with the failure that
+  -- stopped it): left there, one set a run would fill the board's remote_dir over a lab's weeks
+  local files = {}
+  for _, f in pairs(t.board_files or {}) do files[#files + 1] = f end
+  if #files > 0 then
+    local ok, rerr = t.target:remove(files)
+    if not ok then
+      rec.warnings[#rec.warnings + 1] = ("this run's files are left on the board: %s"):format(errors.text(rerr))
+    end
   end
+  if t.state then device_state.after(rec, t.state, t.target, { cpus_used = t.cpus_used }) end
 end
 
 --- A script declaration for a target kind: `return require("odp.flows.executorch").script{...}`. odp.run

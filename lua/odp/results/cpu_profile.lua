@@ -1,12 +1,12 @@
 --- A CPU sampling profile joined with ETDump: which op (or delegate call) each sample of `Method::execute` fell
 -- in, and which functions inside it took the time. The samples come from odp-rusage --sample (a sample stream,
--- docs/sample-stream.md, read in C: odp.sample); the join and the folding into call stacks are C too (the
+-- docs/cpu-profile.md, "The sample stream", read in C: odp.sample); the join and the folding into call stacks are C too (the
 -- join must take 1,000,000 samples against a 100,000-event ETDump in well under a second: bench/README.md).
 --   local prof = require("odp.results.cpu_profile")
 --   local p = prof.profile(stream_bytes, etdump_doc, {runner = "./executor_runner", runner_remote = "/data/x/executor_runner"})
 --   -- p.record: the record's cpu_profile; p.folded: Brendan Gregg's folded lines (op as the root frame)
 --
--- The clocks (docs/sample-stream.md, "Clocks"): the samples are CLOCK_MONOTONIC ns (perf's use_clockid);
+-- The clocks (docs/cpu-profile.md, "The clocks"): the samples are CLOCK_MONOTONIC ns (perf's use_clockid);
 -- ExecuTorch's posix PAL counts ns of the same clock since its et_pal_init, an origin it never writes down.
 -- Its log lines carry that count ("I 00:00:01.234567 ..."), and the helper timestamps each line as it reads it:
 -- a line is read after it was written, so read time - logged time >= the origin, and the smallest difference

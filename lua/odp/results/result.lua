@@ -96,11 +96,10 @@ function M.latency(samples, source, total_ms)
   return s
 end
 
---- Marks the record failed; error.exit is the code's status (odp.core.errors.exit_status) unless the failure
--- carries its own (errors.fail's transitional_exit, until the last of its users gives a code instead).
-function M.fail(record, code, message, exit)
+--- Marks the record failed; error.exit is the code's status (odp.core.errors.exit_status).
+function M.fail(record, code, message)
   record.ok = false
-  record.error = { code = code, message = message, exit = exit or errors.exit_status(code) }
+  record.error = { code = code, message = message, exit = errors.exit_status(code) }
   return record
 end
 

@@ -5,7 +5,8 @@
 -- (odp.probe, odp.rtt: lua/odp/target/probe.lua) and, on the twin, the QEMU it started. It connects on first
 -- use, so opening one never blocks; a verb the transport does not have fails with ENOTSUP. It is opened once
 -- and reused by every run on it (odp.run): the connection, the preflight facts and the files staged on it.
--- Runs (profile, build, flash) are the board's flow's verbs (its board_verbs, through odp.run.flows).
+-- Runs (profile, and the verbs a flow adds: the Ethos-U flow's build and flash) are the board's flow's verbs (its
+-- board_verbs, through odp.run.flows); a run goes through odp.run.point there.
 local errors = require("odp.core.errors")
 local device = require("odp.target.device")
 local flows = require("odp.run.flows")
@@ -27,7 +28,8 @@ local ProbeBoard = {}
 M.KINDS = { host = "shell", ssh = "shell", adb = "shell", probe = "probe" }
 local CLASS = { shell = ShellBoard, probe = ProbeBoard }
 
--- verb -> {the kind of board that has it (all, shell, probe), one line of help}; the order is board:help()'s
+-- The board's own verbs -> {the kind of board that has it (all, shell, probe), one line of help}; the order is
+-- board:help()'s, then the verbs the board's flow adds (its board_verb_help).
 M.VERBS = {
   { "info", "all", "what the board is: transport, uri, arch, OS, CPU (probe: backend, RTT block)" },
   { "exec", "shell", "exec(argv_or_string, {timeout=, cwd=, env=}) -> {status, stdout, stderr, wall_s, rusage}" },
@@ -44,8 +46,6 @@ M.VERBS = {
   { "write32", "probe", "write32(addr, v)" },
   { "rtt", "probe", "rtt() -> the attached odp.rtt.Rtt (rtt:channel(i) is a stream)" },
   { "tail", "probe", "tail(ch=0, {timeout=}): prints RTT lines as they come, until Ctrl-C (or timeout) -> lines" },
-  { "flash", "probe", "flash(file) -> {bytes, crc32}: the flasher image, then file over XMODEM through RTT" },
-  { "build", "probe", "build{model=, ...} -> result record: the firmware build step (skipped when unchanged)" },
   { "close", "all", "close(): disconnects (the twin's QEMU is stopped unless keep=true)" },
   { "help", "all", "help(): this list" },
 }
@@ -56,7 +56,7 @@ end
 
 local function enotsup(self, verb)
   errors.fail("ENOTSUP", ("%s has no %s (a %s board; board:help() lists its verbs)")
-    :format(self.device.name, verb, self.transport), 2)
+    :format(self.device.name, verb, self.transport))
 end
 
 -- A verb a flow adds to its boards (profile; the Ethos-U flow's build, flash and the plan the probe verbs
@@ -65,6 +65,11 @@ local function flow_verb(self, verb, ...)
   local f = (flows.get(self.device.flow).board_verbs or {})[verb]
   if not f then enotsup(self, verb) end
   return f(self, ...)
+end
+
+-- The verbs the board's flow adds ({name, help}: its board_verb_help), callable as board:name(...).
+local function flow_verb_help(self)
+  return self.device.flow and flows.get(self.device.flow).board_verb_help or {}
 end
 
 local open_boards = setmetatable({}, { __mode = "k" })
@@ -79,6 +84,10 @@ function M.open(dev, opts)
   local kind = M.KINDS[dev.transport]
   local self = setmetatable({ device = dev, transport = dev.transport, kind = kind, opts = opts, name = opts.board,
     ui = opts.ui or ui.new {}, keep = opts.keep, _staged = {}, _preflight = {} }, CLASS[kind])
+  for _, v in ipairs(flow_verb_help(self)) do
+    local verb = v[1]
+    self[verb] = function(b, ...) return flow_verb(b, verb, ...) end
+  end
   open_boards[self] = true
   return self
 end
@@ -99,7 +108,7 @@ function ShellBoard:target()
     if self.device.remote_dir and not self.opts.remote_dir then o.remote_dir = self.device.remote_dir end
     o.device, o.ui = self.device, self.ui
     local t, err, code = mod.new(o)
-    -- exit 3, but 2 for a bad ssh_config (EUSAGE) and 130 for Ctrl-C (ECANCELED): errors.fail decides
+    -- the code's exit status (errors.CODES): 3, 2 for a bad ssh_config (EUSAGE), 130 for Ctrl-C (ECANCELED)
     if not t then errors.fail(code or "ENODEV", errors.text(err)) end
     self._target, self.uri = t, t.uri
   end
@@ -113,6 +122,7 @@ function Board:help()
   for _, v in ipairs(M.VERBS) do
     if applies(self, v[2]) then lines[#lines + 1] = ("  %-8s %s"):format(v[1], v[3]) end
   end
+  for _, v in ipairs(flow_verb_help(self)) do lines[#lines + 1] = ("  %-8s %s"):format(v[1], v[2]) end
   local s = table.concat(lines, "\n")
   return setmetatable({}, { __tostring = function() return s end, __name = "help", text = s })
 end
@@ -121,6 +131,7 @@ end
 function Board:verbs()
   local out = {}
   for _, v in ipairs(M.VERBS) do if applies(self, v[2]) then out[#out + 1] = v[1] end end
+  for _, v in ipairs(flow_verb_help(self)) do out[#out + 1] = v[1] end
   return out
 end
 
@@ -172,7 +183,7 @@ function ShellBoard:exec(argv, opts)
     opts = o
   end
   local r, err, code = self:target():exec(argv, opts)
-  if not r then errors.fail(code or "EIO", errors.text(err), 3) end
+  if not r then errors.fail(code or "EIO", errors.text(err)) end
   if echo then setmetatable(r, { __tostring = M.exec_status }) end
   return r
 end
@@ -225,8 +236,8 @@ function ShellBoard:preflight(files)
       data = files.data, device = self.device, remote_dir = t.remote_dir, allow_emulated = files.allow_emulated })
     local removed = self._preflight[key].removed_partials
     if removed then
-      self.ui:info("removed %d partial upload(s) an earlier odp left on %s: %s", #removed, t.uri,
-        table.concat(removed, " "))
+      self.ui:info("removed %d file(s) an earlier odp left on %s (partial uploads, unfetched run files): %s",
+        #removed, t.uri, table.concat(removed, " "))
     end
   end
   return self._preflight[key]
@@ -264,6 +275,14 @@ function ProbeBoard:_plan()
   return self._p
 end
 
+-- Before a run of the board's flow opens the probe itself (and a flash relaunches the twin): the board lets go
+-- of its own probe, RTT and plan (made again on the next probe verb).
+function ProbeBoard:_release_probe()
+  if self._rtt then self._rtt:close() self._rtt = nil end
+  if self._probe then self._probe:close() self._probe = nil end
+  self._p = nil
+end
+
 -- The twin: a running one (its state directory), else one started here from opts.image or the firmware
 -- build of the twin's project (skipped when unchanged).
 function ProbeBoard:_twin()
@@ -274,8 +293,8 @@ function ProbeBoard:_twin()
     state = state or ((os.getenv("TMPDIR") or "/tmp") .. "/odp-board-" .. sys.getpid() .. "-" .. self.device.name)
     local image = self.opts.image
     if not image then
-      local rec = self:build {}
-      if not rec.ok then errors.fail(rec.error.code, "twin firmware build: " .. rec.error.message, rec.error.exit) end
+      local rec = flow_verb(self, "build", {}) -- the flow builds the twin's firmware
+      if not rec.ok then errors.fail(rec.error.code, "twin firmware build: " .. rec.error.message) end
       image = rec.images.mram.path
     end
     -- a board that is not kept takes its twin with it when odp ends, however it ends (launch.sh -l)
@@ -368,8 +387,6 @@ probe_verb("tail", function(self, ch, opts)
   return n
 end)
 
-probe_verb("build", function(self, opts) return flow_verb(self, "build", opts) end)
-probe_verb("flash", function(self, file, opts) return flow_verb(self, "flash", file, opts) end)
 
 -- Each kind: its own verbs, then every board's; a verb only the other kind has (and its accessor: target,
 -- probe) fails with ENOTSUP naming this board.

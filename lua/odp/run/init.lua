@@ -227,7 +227,7 @@ local function execute(ctx)
   if ok then
     rec.ok = true
   elseif errors.is_failure(err) then
-    result.fail(rec, err.code, err.message, err.exit)
+    result.fail(rec, err.code, err.message)
   end
   for _, w in ipairs(ctx.ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
   name_files(ctx, rec)

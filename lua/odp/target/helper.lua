@@ -18,6 +18,7 @@ M.HELLO_TIMEOUT = 15
 local REQUEST_TIMEOUT = 60
 local STOP_GRACE = 5          -- after TERM: the helper sends KILL at 2 s; its answer must come by then
 M.CAPTURE_MAX = 64 << 20      -- bytes of a run's stdout (and of its stderr) kept; the rest is counted, not kept
+M.TIMELINE_MAX = 64 << 20     -- bytes of a run's memory timeline asked for (the helper's own bound too)
 
 local Client = {}
 Client.__index = Client
@@ -204,13 +205,57 @@ local function sink(r, which, limit, cb)
   end, function() return table.concat(parts) end
 end
 
+--- Where a run's memory timeline goes as its 'T' frames arrive: path (on this machine) under a partial name,
+-- renamed when the run's answer is whole. The helper was asked for at most max bytes: more is a broken helper.
+-- -> sink with add(bytes) -> nil | why more is refused, finish() -> nil | why path could not be written (it
+-- is then absent), abandon() (the run was lost: nothing is left).
+function M.timeline_sink(path, max)
+  local part = path and (path .. ".odp-part-" .. sys.getpid())
+  local sink = { max = max, bytes = 0 }
+  local f, err
+  function sink:add(data)
+    self.bytes = self.bytes + #data
+    if self.bytes > max then return ("sent more of the memory timeline than the %d bytes asked"):format(max) end
+    if not part or err then return nil end
+    if not f then
+      f, err = io.open(part, "wb")
+      if not f then return nil end
+    end
+    local ok, werr = f:write(data)
+    if not ok then err = werr end
+  end
+  function sink:abandon()
+    if f then f:close() end
+    f = nil
+    if part then os.remove(part) end
+  end
+  function sink:finish()
+    if not part then return nil end
+    if f then
+      local ok, cerr = f:close()
+      f = nil
+      if not ok then err = err or cerr end
+    elseif not err and self.bytes == 0 then
+      return nil -- the helper kept none (it says why in its report: timeline=failed|none)
+    end
+    if not err then
+      local ok, rerr = sys.rename(part, path)
+      if not ok then err = rerr end
+    end
+    if err then os.remove(part) return ("EIO: the memory timeline %s: %s"):format(path, tostring(err)) end
+  end
+  return sink
+end
+
 --- Runs argv on the board through the helper, measured like `odp-rusage [--cpus] [--counters] [--memory]
 -- [--sample] -- argv`. opts: cwd, env ({K = V | false}), timeout, cpus ("0-3"), counters ("basic"|"all"), memory
--- ({csv, marks, model}: memory by phase, docs/memory.md), sample ("HZ,FILE": the sample stream written to FILE on
--- the board, tools/sample.h), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result shape before the
--- report is applied: {ok, status, stdout, stderr,
--- wall_s, timed_out, canceled, stdout_dropped?, stderr_dropped?}, report (the ODP-RUSAGE lines, "" when the
--- program never ran) | nil, err, code (the helper or the channel failed: the client is dead).
+-- ({csv, marks, model, timeline_max}: memory by phase, docs/memory.md; the timeline comes back in the helper's
+-- 'T' frames, at most timeline_max bytes (default and most M.TIMELINE_MAX), into csv, a file on THIS machine,
+-- which appears only whole), sample ("HZ,FILE": the sample stream written to FILE on the board,
+-- tools/sample.h), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result shape before the report is
+-- applied: {ok, status, stdout, stderr, wall_s, timed_out, canceled, stdout_dropped?, stderr_dropped?,
+-- timeline_error? (csv could not be written here: why)}, report (the ODP-RUSAGE lines, "" when the program
+-- never ran) | nil, err, code (the helper or the channel failed: the client is dead).
 function Client:run(argv, opts)
   opts = opts or {}
   local fields = {}
@@ -224,8 +269,10 @@ function Client:run(argv, opts)
   end
   if opts.cpus then fields[#fields + 1] = "cpus=" .. opts.cpus end
   if opts.counters and opts.counters ~= "none" then fields[#fields + 1] = "counters=" .. opts.counters end
+  local timeline
   if opts.memory then
-    fields[#fields + 1] = "memory=" .. opts.memory.csv
+    timeline = M.timeline_sink(opts.memory.csv, math.min(opts.memory.timeline_max or M.TIMELINE_MAX, M.TIMELINE_MAX))
+    fields[#fields + 1] = "memory=" .. timeline.max
     for _, m in ipairs(opts.memory.marks or {}) do fields[#fields + 1] = "mark=" .. m end
     if opts.memory.model then fields[#fields + 1] = "memory_file=" .. opts.memory.model end
   end
@@ -236,6 +283,10 @@ function Client:run(argv, opts)
   local ok, err, code = self:send("R", fields)
   if not ok then return nil, err, code end
   local r = { timed_out = false, canceled = false }
+  local function lost(...)
+    if timeline then timeline:abandon() end
+    return ...
+  end
   local limit = math.min(opts.capture_limit and opts.capture_limit > 0 and opts.capture_limit or M.CAPTURE_MAX,
     M.CAPTURE_MAX)
   local put_out, got_out = sink(r, "stdout", limit, opts.on_stdout)
@@ -248,7 +299,15 @@ function Client:run(argv, opts)
       put_out(f[1] or "")
     elseif t == "E" then
       put_err(f[1] or "")
+    elseif t == "T" then
+      if not timeline then
+        return self:lose(("EPROTO: a memory timeline from the helper on %s for a run without memory by phase"):format(
+          self.uri), "EPROTO")
+      end
+      local terr = timeline:add(f[1] or "")
+      if terr then return lost(self:lose(("EPROTO: the helper on %s %s"):format(self.uri, terr), "EPROTO")) end
     elseif t == "D" then
+      if timeline then r.timeline_error = timeline:finish() end
       r.status = math.tointeger(tonumber(f[1] or "")) or 255
       r.stdout, r.stderr, r.wall_s = got_out(), got_err(), sys.now() - t0
       r.ok = r.status == 0 and not r.timed_out and not r.canceled
@@ -256,8 +315,8 @@ function Client:run(argv, opts)
       if r.canceled then sys.cancel_request() end -- lifted to stop the program; odp still ends with 130
       return r, f[2] or ""
     elseif t then
-      return self:lose(("EPROTO: unexpected frame '%s' from the helper on %s during a run"):format(
-        t:byte() < 32 and "?" or t, self.uri), "EPROTO")
+      return lost(self:lose(("EPROTO: unexpected frame '%s' from the helper on %s during a run"):format(
+        t:byte() < 32 and "?" or t, self.uri), "EPROTO"))
     elseif (fcode == "ETIMEDOUT" or fcode == "ECANCELED") and not stopping then
       -- stop the program's whole group on the board (TERM, the helper KILLs 2 s later), then take its answer
       if fcode == "ECANCELED" then r.canceled = true sys.cancel_clear() else r.timed_out = true end
@@ -265,7 +324,7 @@ function Client:run(argv, opts)
       local sent, serr, scode = self:send("Z", { tostring(TERM) })
       if not sent then
         if r.canceled then sys.cancel_request() end
-        return nil, serr, scode
+        return lost(nil, serr, scode)
       end
     else
       if stopping and self.dead == nil then
@@ -273,7 +332,7 @@ function Client:run(argv, opts)
         self:lose(("ETIMEDOUT: the helper on %s did not end the program after TERM and KILL"):format(self.uri))
       end
       if r.canceled then sys.cancel_request() end
-      return nil, f, fcode
+      return lost(nil, f, fcode)
     end
   end
 end

@@ -1,5 +1,6 @@
 --- The host target: this machine. Same interface as the ssh and adb targets (docs/SCRIPTING.md,
 -- "Targets"), so the executorch flow is written once.
+local errors = require("odp.core.errors")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local helper_core = require("odp.helper")
@@ -18,6 +19,48 @@ function M.which(prog)
     if st and st.type == "file" and st.executable then return dir .. "/" .. prog end
   end
 end
+
+--- Runs a command {name, argv, cwd?, env?, lifeline?} on this machine, its command line and output appended to
+-- the log at log_path (what a user would paste, then what it printed, then "# exit N"), each output line given
+-- to on_line. -> proc.run's result (r.ok, r.status, r.timed_out); a command that could not start raises EIO.
+-- The Ethos-U flow's build and SETOOLS commands run so.
+function M.run_logged(c, log_path, timeout, on_line)
+  local logf = assert(io.open(log_path, "a"))
+  logf:write("$ ", shell.command_line(c), "\n")
+  logf:flush()
+  local pending = ""
+  local function feed(chunk)
+    logf:write(chunk)
+    pending = pending .. chunk
+    while true do
+      local line, rest = pending:match("^([^\n]*)\n(.*)$")
+      if not line then break end
+      pending = rest
+      if on_line then on_line(line) end
+    end
+    if #pending > 65536 then pending = pending:sub(-4096) end
+  end
+  local r, err = proc.run { argv = c.argv, cwd = c.cwd, env = c.env, timeout = timeout, lifeline = c.lifeline,
+    on_stdout = feed, on_stderr = feed, capture_limit = 1 }
+  logf:write(("\n# exit %s%s\n"):format(r and tostring(r.status) or "?", r and r.timed_out and " (timed out)" or ""))
+  logf:close()
+  if not r then errors.fail("EIO", ("%s: %s"):format(c.name, errors.text(err))) end
+  return r
+end
+
+--- The last n lines of a log file ("" when it cannot be read): what a failure shows of run_logged's log.
+function M.tail_lines(path, n)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local all = {}
+  for line in f:lines() do
+    all[#all + 1] = line
+    if #all > n * 4 then table.move(all, #all - n + 1, #all, 1) for i = n + 1, #all do all[i] = nil end end
+  end
+  f:close()
+  return table.concat(all, "\n", math.max(1, #all - n + 1), #all)
+end
+
 local Host = {}
 Host.__index = Host
 
@@ -143,6 +186,14 @@ function Host:fetch(path, dst)
   return sys.rename(path, dst)
 end
 function Host:sha256(path) return (sys.sha256_file(path)) end
+--- Removes files of a run's (absent ones are no error). -> true | nil, err, code
+function Host:remove(paths)
+  for _, p in ipairs(paths) do
+    local ok, err = os.remove(p)
+    if not ok and sys.stat(p) then return nil, "EIO: " .. err, "EIO" end
+  end
+  return true
+end
 
 function Host:arch() return (sys.read_file("/proc/sys/kernel/arch") or ""):match("%S+") or first_line({ "uname", "-m" }) end
 function Host:libc_version()

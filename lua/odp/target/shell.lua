@@ -186,8 +186,23 @@ end
 M.RECONNECT_OPTION = { "reconnect-timeout", "Seconds to wait for a board whose connection dropped to come back " ..
   "(retried with backoff, on every outage; 0: fail at once)", M.RECONNECT_TIMEOUT, "number", metavar = "S" }
 
---- The name an upload is written under until it is complete: `NAME.odp-part-PID` (docs/signals.md).
-M.PARTIAL_PATTERN = "%.odp%-part%-"
+--- The name of what a runner writes on the board for one run (its ETDump, samples, outputs): `RUN.odp-run-PID`
+--- and a suffix, RUN the run directory's name, PID this odp's. The flow removes them once fetched; the free-space
+--- check removes those of an odp no longer running (M.space), as it does half-uploaded files.
+---@param run string the run directory's name
+---@return string
+function M.board_file_prefix(run) return ("%s.odp-run-%d"):format(run, sys.getpid()) end
+
+--- Removes files on the board (rm -f: one command, through the resident helper when it runs). A method:
+--- Target.remove = shell.remove. -> true | nil, err, code
+---@param paths string[]
+function M.remove(target, paths)
+  local words = {}
+  for i, p in ipairs(paths) do words[i] = q(p) end
+  local ok, err, code = target:run("rm -f -- " .. table.concat(words, " "))
+  if not ok then return nil, err, code end
+  return true
+end
 
 -- The shell text printing `df` of path's file system (path or its nearest existing parent).
 local function df_text(path)
@@ -240,19 +255,21 @@ function M.pull_space_cause(target, src, dst, err, code)
 end
 
 --- The free space of dir on the board, asked before anything (the helper too) is uploaded, in one exec, after
---- removing what an earlier odp left there (and in its .odp/) half-uploaded: `NAME.odp-part-PID` (odp killed,
---- the connection lost), which does not count against it. A part whose PID is an odp still running on this
---- machine is left alone (another run uploading to the same dir). -> free bytes (false: the board's `df`
---- gave no answer, e.g. busybox without a mount table: ask target:free_bytes once the helper runs), the paths
---- removed | nil, err, code (the board could not be asked). A method: Target.space = shell.space.
+--- removing what an earlier odp left there (and in its .odp/): half-uploaded files, `NAME.odp-part-PID` (odp
+--- killed, the connection lost), and a run's own files it never fetched, `RUN.odp-run-PID.*`
+--- (M.board_file_prefix), which do not count against it. A file whose PID is an odp still running on this
+--- machine is left alone (another run using the same dir). -> free bytes (false: the board's `df` gave no
+--- answer, e.g. busybox without a mount table: ask target:free_bytes once the helper runs), the paths removed |
+--- nil, err, code (the board could not be asked). A method: Target.space = shell.space.
 function M.space(target, dir)
-  local out, err, code = target:exec_command(("for d in %s %s/.odp; do for f in \"$d\"/*.odp-part-*; do " ..
-    "[ -f \"$f\" ] && echo \"part $(wc -c <\"$f\") $f\"; done; done; %s || true"):format(q(dir), q(dir), df_text(dir)))
+  local out, err, code = target:exec_command(("for d in %s %s/.odp; do for f in \"$d\"/*.odp-part-* " ..
+    "\"$d\"/*.odp-run-*; do [ -f \"$f\" ] && echo \"part $(wc -c <\"$f\") $f\"; done; done; %s || true")
+    :format(q(dir), q(dir), df_text(dir)))
   if not out then return nil, err, code end
   local free = df_parse(target, out) or false
   local removed, words = {}, {}
   for bytes, f in out:gmatch("part%s+(%d+)%s+([^\n]+)") do
-    local pid = f:match("%.odp%-part%-(%d+)$")
+    local pid = f:match("%.odp%-part%-(%d+)$") or f:match("%.odp%-run%-(%d+)%.[^/]*$")
     if not (pid and sys.stat("/proc/" .. pid)) then
       removed[#removed + 1], words[#words + 1] = f, q(f)
       if free then free = free + tonumber(bytes) end
@@ -497,7 +514,8 @@ end
 
 --- Runs argv through the board's helper (M.helper): the exec result of Target:exec, rusage and counters
 --- applied (unless opts.rusage == false). opts as Target:exec (cwd, env, timeout, capture_limit, on_stdout,
---- on_stderr, helper_args: {"--cpus", LIST}, counters). nil, err, code when the helper or its channel failed.
+--- on_stderr, helper_args: {"--cpus", LIST}, counters, memory: {csv = the timeline's path on THIS machine, marks,
+--- model}: it comes back on the helper's channel). nil, err, code when the helper or its channel failed.
 function M.helper_exec(client, argv, opts)
   local cpus, hz, out
   local args = opts.helper_args or {}
@@ -511,7 +529,10 @@ function M.helper_exec(client, argv, opts)
     capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
   if not r then return nil, report, code end
   if opts.rusage == false then return r end
-  return M.apply_rusage(r, "odp-rusage", report ~= "" and report or nil)
+  M.apply_rusage(r, "odp-rusage", report ~= "" and report or nil)
+  -- the helper sent its timeline whole, but it could not be written here: not the run's timeline
+  if r.timeline_error and r.memory then r.memory.timeline = "failed" end
+  return r
 end
 
 --- Target:run(cmd) through the helper when it runs (`sh -c cmd`, no new session), else target:exec_command.
@@ -548,8 +569,9 @@ function M.helper_flags(helper_args, counters)
   return args
 end
 
---- The helper's flags for memory by phase (docs/memory.md): memory = {csv = path of the timeline where the helper
---- runs, marks = {"EVENT=GLOB", ...}, model = the model file as the program sees it (its mapped bytes)}, or nil.
+--- The one-shot helper's flags for memory by phase (docs/memory.md): memory = {csv = path of the timeline (the
+--- helper runs here: the host target), marks = {"EVENT=GLOB", ...}, model = the model file as the program sees it
+--- (its mapped bytes)}, or nil.
 ---@param memory {csv: string, marks: string[], model: string?}?
 ---@return string[]
 function M.memory_flags(memory)

@@ -41,6 +41,7 @@ local Target = {}
 Target.__index = Target
 Target.arch, Target.mkdir, Target.sha256 = shell.arch, shell.mkdir, shell.sha256 -- on Target:run
 Target.workdir, Target.stage, Target.fetch = shell.workdir, shell.stage, shell.fetch -- files go to remote_dir
+Target.remove = shell.remove
 
 local q = shell.quote
 M.quote = q

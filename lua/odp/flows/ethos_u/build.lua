@@ -1,21 +1,41 @@
---- The Ethos-U flow, part 3: the firmware build (cmake + make) with its stale-build guard.
+--- The Ethos-U flow, part 3: the firmware build (cmake + make) with its stale-build guard, and the inputs
+-- (--inputs) it embeds. Takes the plan (odp.flows.ethos_u.plan).
 local errors = require("odp.core.errors")
+local json = require("odp.core.json")
 local result = require("odp.results.result")
+local tensors = require("odp.results.tensors")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
-local shell = require("odp.target.shell")
-local M = require("odp.flows.ethos_u.plan")
-local fill_argv, read_file = M.fill_argv, M.read_file
+local host = require("odp.target.host")
 
------------------------------------------------------------------------------------------------- build
+local M = {}
 
--- The inputs the build depends on, as sorted "key=value" lines (hashed by the stale-build guard).
-function M.build_inputs(ctx, p)
+local STAMP = "odp-build-inputs.txt"
+
+--- The inputs' files for this run (--inputs: the given ones, or random ones written into run_dir/inputs) and
+-- their bytes concatenated in the method's input order (what the firmware embeds) -> files, bytes; nil
+-- without --inputs. validate checked them against the .pte's signature.
+function M.input_files(p, run_dir)
+  local io = p.io
+  if not (io and io.inputs) then return nil end
+  local files = tensors.write_inputs(io.sig, io.inputs, run_dir .. "/inputs")
+  local parts = {}
+  for i, f in ipairs(files) do
+    parts[i] = sys.read_file(f)
+    if not parts[i] then errors.fail("ENOTFOUND", ("--inputs: cannot read %s"):format(f)) end
+  end
+  return files, table.concat(parts)
+end
+
+--- The inputs the build depends on, as sorted "key=value" lines (hashed by the stale-build guard).
+-- inputs_bytes: the --inputs the firmware embeds (their sha256 is an input: other bytes rebuild it).
+function M.build_inputs(p, inputs_bytes)
   local lines = {}
   local function add(k, v) lines[#lines + 1] = k .. "=" .. tostring(v) end
   add("device", p.device.name)
   add("source_dir", p.source_dir)
   add("model.sha256", (sys.sha256_file(p.model)))
+  if inputs_bytes then add("inputs.sha256", sys.sha256(inputs_bytes)) end
   for _, d in ipairs(p.cmake_defs) do
     local k, v = d:match("^%-D([^=]+)=(.*)$")
     add("cmake." .. (k or d), v or "")
@@ -24,21 +44,17 @@ function M.build_inputs(ctx, p)
   if p.vars.toolchain_file and sys.stat(p.vars.toolchain_file) then
     add("toolchain.sha256", (sys.sha256_file(p.vars.toolchain_file)))
   end
-  for i, argv in ipairs(p.device.build.state or {}) do
-    local filled = fill_argv(argv, p.vars, "device build.state", {})
-    local r = proc.run { argv = filled, timeout = 60, capture_limit = 64 * 1024 * 1024 }
+  for i, c in ipairs(p.state) do
+    local r = proc.run { argv = c.argv, timeout = 60, capture_limit = 64 * 1024 * 1024 }
     local text = r and (("%s\nstatus %s\n"):format(r.stdout, tostring(r.status))) or "not run"
-    add(("state.%d"):format(i), table.concat(filled, " ") .. " -> sha256:" .. sys.sha256(text))
+    add(("state.%d"):format(i), table.concat(c.argv, " ") .. " -> sha256:" .. sys.sha256(text))
   end
   return table.concat(lines, "\n") .. "\n"
 end
 
-local STAMP = "odp-build-inputs.txt"
-
-
 local function rm_rf(dir)
   local r = proc.run { argv = { "rm", "-rf", "--", dir }, timeout = 120 }
-  if not r or not r.ok then errors.fail("EIO", ("could not remove %s"):format(dir), 3) end
+  if not r or not r.ok then errors.fail("EIO", ("could not remove %s"):format(dir)) end
 end
 
 -- What changed between two input texts, for the log line.
@@ -52,51 +68,31 @@ local function diff_keys(old, new)
   return changed
 end
 
--- Runs one command, its output appended to the build log and fed to on_line; returns the proc result.
-function M.run_logged(c, log_path, timeout, on_line)
-  local logf = assert(io.open(log_path, "a"))
-  logf:write("$ ", shell.command_line(c), "\n")
-  logf:flush()
-  local pending = ""
-  local function feed(chunk)
-    logf:write(chunk)
-    pending = pending .. chunk
-    while true do
-      local line, rest = pending:match("^([^\n]*)\n(.*)$")
-      if not line then break end
-      pending = rest
-      if on_line then on_line(line) end
-    end
-    if #pending > 65536 then pending = pending:sub(-4096) end
-  end
-  local r, err = proc.run { argv = c.argv, cwd = c.cwd, env = c.env, timeout = timeout, lifeline = c.lifeline,
-    on_stdout = feed, on_stderr = feed, capture_limit = 1 }
-  logf:write(("\n# exit %s%s\n"):format(r and tostring(r.status) or "?", r and r.timed_out and " (timed out)" or ""))
-  logf:close()
-  if not r then errors.fail("EIO", ("%s: %s"):format(c.name, err), 3) end
-  return r
+-- A failed configure or make: the log's last 30 lines shown and kept in the record, then the failure.
+local function failed(ui, rec, log, r, what)
+  local tail = host.tail_lines(log, 30)
+  ui:info("last 30 lines of %s:\n%s", log, tail)
+  rec.build.log_tail = tail
+  errors.fail("EBUILD", ("build failed%s (%s); the last 30 lines are above, all of it in %s"):format(what,
+    r.timed_out and "timed out" or ("exit " .. tostring(r.status)), log))
 end
 
-function M.tail_lines(path, n)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local all = {}
-  for line in f:lines() do
-    all[#all + 1] = line
-    if #all > n * 4 then table.move(all, #all - n + 1, #all, 1) for i = n + 1, #all do all[i] = nil end end
-  end
-  f:close()
-  return table.concat(all, "\n", math.max(1, #all - n + 1), #all)
-end
-
-function M.build_step(ctx, p, rec, run_dir)
+--- The build step: the inputs embedded (--inputs), the stale-build guard (inputs hashed into the build
+-- directory: changed -> wiped and reconfigured), make; rec.build, rec.images, rec.inputs. Returns "unchanged"
+-- when an incremental build changed no image (the step is then recorded as skipped).
+function M.step(ctx, p, rec, run_dir)
   local ui, o = ctx.ui, ctx.opts
   local log = run_dir .. "/build.log"
   rec.artifacts.build_log = log
-  local inputs = M.build_inputs(ctx, p)
+  local files, inputs_bytes = M.input_files(p, run_dir)
+  if files then
+    rec.inputs = json.array({})
+    for i, f in ipairs(files) do rec.inputs[i] = tensors.file_entry(f, p.io.sig.inputs[i], run_dir) end
+  end
+  local inputs = M.build_inputs(p, inputs_bytes)
   local hash = sys.sha256(inputs)
   local stamp_path = p.build_dir .. "/" .. STAMP
-  local old = read_file(stamp_path)
+  local old = sys.read_file(stamp_path)
   local st = sys.stat(p.build_dir)
   local reconfigure, reason = false, nil
   if not st then
@@ -106,7 +102,7 @@ function M.build_step(ctx, p, rec, run_dir)
     local entries = sys.readdir(p.build_dir) or {}
     if not has_cache and #entries > 0 then
       errors.fail("EUSAGE", ("build directory %s exists but is neither empty nor a cmake build: refusing to wipe it " ..
-        "(pass --build-dir)"):format(p.build_dir), 2)
+        "(pass --build-dir)"):format(p.build_dir))
     end
     reconfigure, reason = true, has_cache and "a build odp did not configure (no input record): wiped" or "empty build directory"
   elseif old:match("^sha256 (%x+)") ~= hash then
@@ -119,39 +115,35 @@ function M.build_step(ctx, p, rec, run_dir)
   if reconfigure then
     ui:info("build: %s -> wiping %s and reconfiguring", reason, p.build_dir)
     if st then rm_rf(p.build_dir) end
-    assert(sys.mkdir_p(p.build_dir))
-    local r = M.run_logged(p.configure, log, o.build_timeout)
-    if not r.ok then
-      local tail = M.tail_lines(log, 30)
-      ui:info("last 30 lines of %s:\n%s", log, tail)
-      rec.build.log_tail = tail
-      errors.fail("EIO", ("build failed at configure (%s); the last 30 lines are above, all of it in %s"):format(r.timed_out and "timed out" or
-        ("exit " .. tostring(r.status)), log), 1)
-    end
-    assert(sys.write_file(stamp_path, "sha256 " .. hash .. "\n" .. inputs))
+    errors.check(sys.mkdir_p(p.build_dir))
   else
     ui:info("build: inputs unchanged (%s): incremental", hash:sub(1, 12))
   end
+  -- the embedded inputs: written only when their bytes differ (an unchanged file relinks nothing)
+  if inputs_bytes and sys.read_file(p.inputs_blob) ~= inputs_bytes then
+    errors.check(sys.write_file(p.inputs_blob, inputs_bytes))
+  end
+  if reconfigure then
+    local r = host.run_logged(p.configure, log, o.build_timeout)
+    if not r.ok then failed(ui, rec, log, r, " at configure") end
+    errors.check(sys.write_file(stamp_path, "sha256 " .. hash .. "\n" .. inputs))
+  end
   local bar = ui:progress("build", 100)
-  local r = M.run_logged(p.build, log, o.build_timeout, function(line)
+  local r = host.run_logged(p.build, log, o.build_timeout, function(line)
     local pct = line:match("^%[%s*(%d+)%%%]")
     if pct then bar:update(tonumber(pct), line:match("%]%s*(.-)%s*$"):sub(1, 40)) end
   end)
   bar:finish()
   rec.build.wall_s = sys.now() - t0
-  if not r.ok then
-    local tail = M.tail_lines(log, 30)
-    ui:info("last 30 lines of %s:\n%s", log, tail)
-    rec.build.log_tail = tail
-    errors.fail("EIO", ("build failed (%s); the last 30 lines are above, all of it in %s"):format(r.timed_out and
-      "timed out" or ("exit " .. tostring(r.status)), log), 1)
-  end
+  if not r.ok then failed(ui, rec, log, r, "") end
   for _, out in ipairs({ p.mram, p.ext_flash }) do
-    if not sys.stat(out) then errors.fail("ENOTFOUND", ("the build succeeded but %s is missing"):format(out), 1) end
+    if not sys.stat(out) then
+      errors.fail("EUSAGE", ("the build succeeded but %s is missing: %s's build.outputs name a file its build does " ..
+        "not make"):format(out, p.device.name))
+    end
   end
   rec.images = { mram = result.file_info(p.mram), ext_flash = result.file_info(p.ext_flash) }
   ui:info("build: done in %.1f s", rec.build.wall_s)
-  -- the step runner records an incremental build that changed no image as skipped
   if before and before == M.images_sha256(p) then return "unchanged" end
 end
 

@@ -1,22 +1,22 @@
---- The Ethos-U flow, part 5: the run step: RTT capture (Inference: lines, base64 artifacts) and the measurements.
+--- The Ethos-U flow, part 5: the run step: RTT capture (Inference: lines, base64 artifacts) and the
+-- measurements. Takes the plan (odp.flows.ethos_u.plan); capture reads any stream.
 local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
 local json = require("odp.core.json")
 local artifacts = require("odp.parse.artifacts")
 local probe_target = require("odp.target.probe")
-local M = require("odp.flows.ethos_u.plan")
 local etdump = require("odp.parse.etdump")
 local executorch = require("odp.parse.executorch")
 local rtt_log = require("odp.target.rtt_log")
 
------------------------------------------------------------------------------------------------- run
+local M = {}
 
 --- Reads RTT lines from `stream` (anything with read(n, {timeout=}) and unread) until p.inferences
 -- `Inference:` lines and opts.settle seconds of quiet, the device's done line, or opts.timeout. Decodes artifact
 -- blocks on the way. Returns {samples, lines, decoded = {artifacts, errors}, bytes}.
 function M.capture(stream, p, opts, log_path, ui)
-  local rd = rtt_log.reader(stream, log_path, M.MAX_LINE)
+  local rd = rtt_log.reader(stream, log_path, p.max_line)
   local lines, samples = {}, {}
   local dec = artifacts.decoder { forms = p.device.artifact_forms }
   local deadline = sys.now() + opts.timeout
@@ -56,7 +56,7 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   for _, a in ipairs(cap.decoded.artifacts) do
     local name = artifacts.safe_name(a.name)
     local path = run_dir .. "/" .. name
-    assert(sys.write_file(path, a.data))
+    errors.check(sys.write_file(path, a.data))
     rec.artifacts[(name:gsub("%.bin$", ""):gsub("[^%w_]", "_"))] = path
     if ui then ui:info("run: %s (%d bytes)", path, a.bytes) end
   end
@@ -84,18 +84,20 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   -- failures after the measurements are in the record
   if #cap.decoded.errors > 0 then
     local e = cap.decoded.errors[1]
-    errors.fail("EPROTO", ("run: artifact %s (%s block): %s; raw RTT log in %s"):format(e.name, e.form, e.message, rlog), 1)
+    errors.fail("ERUNNER", ("run: artifact %s (%s block): %s; raw RTT log in %s"):format(e.name, e.form, e.message, rlog))
   end
   if #samples < p.inferences then
     local silent = #samples == 0 and cap.bytes == 0
-    errors.fail(silent and "ETIMEDOUT" or "EPROTO",
+    errors.fail(silent and "ETIMEDOUT" or "ERUNNER",
       ("run: %d of %d Inference: lines within %.0f s (%d RTT bytes)%s; raw RTT log in %s")
         :format(#samples, p.inferences, opts.timeout, cap.bytes,
-          silent and ": the firmware printed nothing (no SWD reset? RTT in cached RAM?)" or "", rlog), silent and 3 or 1)
+          silent and ": the firmware printed nothing (no SWD reset? RTT in cached RAM?)" or "", rlog))
   end
 end
 
-function M.run_step(ctx, p, rec, run_dir)
+--- The run step: SWD reset (unless --no-reset on a board this run did not flash), RTT attached, the capture,
+-- the measurements into rec.
+function M.step(ctx, p, rec, run_dir)
   local o = ctx.opts
   local rlog = run_dir .. "/rtt.log"
   rec.artifacts.rtt_log = rlog

@@ -1,23 +1,23 @@
---- The Ethos-U flow, part 4: the flash step (SETOOLS + XMODEM over RTT; the probe: odp.target.probe).
+--- The Ethos-U flow, part 4: the flash step (SETOOLS + XMODEM over RTT; the probe: odp.target.probe). Takes
+-- the plan (odp.flows.ethos_u.plan); its SETOOLS commands run through odp.target.host.run_logged.
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
+local host = require("odp.target.host")
 local probe_target = require("odp.target.probe")
 local rtt_log = require("odp.target.rtt_log")
 local xmodem = require("odp.xmodem")
-local M = require("odp.flows.ethos_u.plan")
-local basename, read_file = M.basename, M.read_file
-local function tail_lines(...) return M.tail_lines(...) end -- odp.flows.ethos_u.build
-local function run_logged(...) return M.run_logged(...) end -- odp.flows.ethos_u.build
 
------------------------------------------------------------------------------------------------- flash
+local M = {}
+
+local function basename(p) return (p:match("([^/]+)$")) end
 
 
 local function copy_file(src, dst)
-  local data = read_file(src)
-  if not data then errors.fail("ENOTFOUND", ("cannot read %s"):format(src), 3) end
+  local data = sys.read_file(src)
+  if not data then errors.fail("ENOTFOUND", ("cannot read %s"):format(src)) end
   local ok, err = sys.write_file(dst, data)
-  if not ok then errors.fail("EIO", ("cannot write %s: %s"):format(dst, tostring(err)), 3) end
+  if not ok then errors.fail("EIO", ("cannot write %s: %s"):format(dst, tostring(err))) end
 end
 
 -- The twin's QEMU ends with odp (its lifeline, docs/signals.md) unless it is to outlive this run: --keep-twin,
@@ -36,18 +36,18 @@ local function setools_cmd(ctx, p, c, log)
   end
   c = { name = c.name, argv = c.argv, cwd = c.cwd, env = env, lifeline = lifeline }
   ctx.ui:info("flash: %s", table.concat(c.argv, " "):gsub("^%S*/", ""))
-  local r = run_logged(c, log, ctx.opts.flash_timeout)
+  local r = host.run_logged(c, log, ctx.opts.flash_timeout)
   if not r.ok then
     errors.fail("EIO", ("flash: %s failed (%s); output in %s:\n%s"):format(basename(c.argv[1]),
-      r.timed_out and "timed out" or ("exit " .. tostring(r.status)), log, tail_lines(log, 10)), 3)
+      r.timed_out and "timed out" or ("exit " .. tostring(r.status)), log, host.tail_lines(log, 10)))
   end
 end
 
--- Sends ext_flash.bin to the flasher over RTT and checks its answer.
-local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
+-- Sends file to the flasher over RTT and checks its answer.
+local function xmodem_file(ctx, p, rec, rtt, rlog, file)
   local o, ui = ctx.opts, ctx.ui
   local ch = rtt:channel(p.rtt_channel)
-  local rd = rtt_log.reader(ch, rlog, M.MAX_LINE)
+  local rd = rtt_log.reader(ch, rlog, p.max_line)
   local deadline = sys.now() + o.flash_timeout
   local started = false
   while sys.now() < deadline do
@@ -55,20 +55,20 @@ local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
     if line and line:find(p.lines.flasher_start, 1, true) then started = true break end
     if line and line:find(p.lines.flasher_fail) then
       rd:close()
-      errors.fail("EPROTO", ("flash: the flasher failed before the transfer: %s"):format(line), 3)
+      errors.fail("EPROTO", ("flash: the flasher failed before the transfer: %s"):format(line))
     end
   end
   if not started then
     rd:close()
     errors.fail("ETIMEDOUT", ("flash: the flasher never said '%s' nor sent 'C' within %.0f s: check the flasher " ..
       "image (--flasher) and the RTT ranges (--rtt-ranges); raw RTT log in %s"):format(p.lines.flasher_start,
-      o.flash_timeout, rlog), 3)
+      o.flash_timeout, rlog))
   end
   rd:give_back()
-  local size = sys.stat(p.ext_flash).size
-  local bar = ui:progress("xmodem " .. basename(p.ext_flash), size, "bytes")
+  local size = sys.stat(file).size
+  local bar = ui:progress("xmodem " .. basename(file), size, "bytes")
   local t0 = sys.now()
-  local r, err, code = xmodem.send(ch, p.ext_flash, { mode = p.xmodem_mode, timeout = o.flash_timeout,
+  local r, err, code = xmodem.send(ch, file, { mode = p.xmodem_mode, timeout = o.flash_timeout,
     on_progress = function(pr) bar:update(pr.bytes) end }) -- xmodem passes {bytes=, total=, ...}
   bar:finish()
   rec.flash.xmodem = r and { bytes = r.bytes, blocks = r.blocks, retries = r.retries, wall_s = sys.now() - t0 } or nil
@@ -91,39 +91,38 @@ local function xmodem_ext_flash(ctx, p, rec, rtt, rlog)
   rd:close()
   if not r then
     errors.fail(code == "ETIMEDOUT" and "ETIMEDOUT" or "EPROTO", ("flash: XMODEM transfer of %s aborted: %s%s; raw RTT " ..
-      "log in %s"):format(basename(p.ext_flash), errors.text(err),
-      fail_line and (" (flasher: " .. fail_line .. ")") or "", rlog), 3)
+      "log in %s"):format(basename(file), errors.text(err),
+      fail_line and (" (flasher: " .. fail_line .. ")") or "", rlog))
   end
-  if fail_line then errors.fail("EPROTO", ("flash: the flasher reported '%s' after the transfer"):format(fail_line), 3) end
+  if fail_line then errors.fail("EPROTO", ("flash: the flasher reported '%s' after the transfer"):format(fail_line)) end
   if not ok_n then
     errors.fail("EPROTO", ("flash: the flasher never confirmed the transfer ('%s'); raw RTT log in %s")
-      :format(p.lines.flasher_ok, rlog), 3)
+      :format(p.lines.flasher_ok, rlog))
   end
   local n = tonumber(ok_n)
   if n < size or n >= size + 1024 then
-    errors.fail("EPROTO", ("flash: the flasher received %d bytes for a %d-byte file"):format(n, size), 3)
+    errors.fail("EPROTO", ("flash: the flasher received %d bytes for a %d-byte file"):format(n, size))
   end
-  local data = read_file(p.ext_flash) .. ("\26"):rep(n - size)
+  local data = sys.read_file(file) .. ("\26"):rep(n - size)
   local want = ("%08x"):format(sys.crc32(data)) -- zlib's, as the flasher prints it
   rec.flash.received = { bytes = n, crc32 = crc and crc:lower(), expected_crc32 = want }
   if crc then
     if crc:lower() ~= want then
       errors.fail("ECRC", ("flash: the flasher's CRC32 %s differs from %s's %s (with padding to %d bytes)")
-        :format(crc:lower(), basename(p.ext_flash), want, n), 3)
+        :format(crc:lower(), basename(file), want, n))
     end
-    ui:info("flash: %s received, %d bytes, CRC32 %s ok", basename(p.ext_flash), n, want)
+    ui:info("flash: %s received, %d bytes, CRC32 %s ok", basename(file), n, want)
   else
     ui:warn("the flasher printed no CRC32: only the byte count (%d) was checked", n)
   end
 end
 
---- Flashes the flasher image, then sends `file` (p.ext_flash by default) to it over XMODEM through RTT and
--- checks its answer (rec.flash.received = {bytes, crc32, expected_crc32}). board:flash(file) is this alone.
--- Returns the SETOOLS directory the commands ran in.
-function M.flash_file(ctx, p, rec, run_dir, file)
+--- Flashes the flasher image, then sends `file` to it over XMODEM through RTT and checks its answer
+-- (rec.flash.received = {bytes, crc32, expected_crc32}). board:flash(file) is this alone (--flash-file).
+-- Returns the SETOOLS directory the commands ran in and the flash log.
+function M.file(ctx, p, rec, run_dir, file)
   local o = ctx.opts
   local log = run_dir .. "/flash.log"
-  if file then p.ext_flash = file end
   rec.flash = rec.flash or {}
   rec.artifacts.flash_log = log
   -- SETOOLS directory: the stand-ins run from a scratch copy of their configs
@@ -131,7 +130,7 @@ function M.flash_file(ctx, p, rec, run_dir, file)
     local dst = run_dir .. "/setools"
     assert(sys.mkdir_p(dst .. "/build/images"))
     local r = proc.run { argv = { "cp", "-R", p.setools_bin .. "/build/config", dst .. "/build/" }, timeout = 30 }
-    if not r or not r.ok then errors.fail("EIO", "cannot copy the SETOOLS configs to " .. dst, 3) end
+    if not r or not r.ok then errors.fail("EIO", "cannot copy the SETOOLS configs to " .. dst) end
   end
   local sdir = p.gen_toc_flasher.cwd
   for _, c in ipairs({ p.gen_toc_flasher, p.write_mram_flasher, p.gen_toc_app, p.write_mram_app }) do
@@ -141,7 +140,7 @@ function M.flash_file(ctx, p, rec, run_dir, file)
   sdir = p.gen_toc_flasher.cwd or "."
   -- (1) the flasher
   if not p.flasher or not sys.stat(p.flasher) then
-    errors.fail("ENOTFOUND", ("flash: the flasher image %s does not exist (--flasher)"):format(p.flasher or "?"), 3)
+    errors.fail("ENOTFOUND", ("flash: the flasher image %s does not exist (--flasher)"):format(p.flasher or "?"))
   end
   copy_file(p.flasher, sdir .. "/" .. p.flasher_image)
   setools_cmd(ctx, p, p.gen_toc_flasher, log)
@@ -151,7 +150,7 @@ function M.flash_file(ctx, p, rec, run_dir, file)
   local ok, err = pcall(function()
     probe_target.fresh_reset(probe, p, p.flasher_ranges, ctx.ui)
     local rtt = probe_target.attach(probe, p, p.flasher_ranges, math.min(o.flash_timeout, 30), "flash (flasher)")
-    local ok2, e2 = pcall(xmodem_ext_flash, ctx, p, rec, rtt, run_dir .. "/flasher_rtt.log")
+    local ok2, e2 = pcall(xmodem_file, ctx, p, rec, rtt, run_dir .. "/flasher_rtt.log", file)
     rtt:close()
     if not ok2 then error(e2, 0) end
   end)
@@ -161,8 +160,15 @@ function M.flash_file(ctx, p, rec, run_dir, file)
   return sdir, log
 end
 
-function M.flash_step(ctx, p, rec, run_dir)
-  local sdir, log = M.flash_file(ctx, p, rec, run_dir)
+--- The flash step: the flasher image, ext_flash.bin over XMODEM (M.file), then the firmware (mram.bin) through
+-- SETOOLS; the SWD reset that boots it is the run step's first act. With opts.flash_file (board:flash(file)):
+-- that file in place of ext_flash.bin, and no firmware.
+function M.step(ctx, p, rec, run_dir)
+  if ctx.opts.flash_file then
+    M.file(ctx, p, rec, run_dir, ctx.opts.flash_file)
+    return
+  end
+  local sdir, log = M.file(ctx, p, rec, run_dir, p.ext_flash)
   -- (3) the firmware
   copy_file(p.mram, sdir .. "/" .. p.app_image)
   setools_cmd(ctx, p, p.gen_toc_app, log)

@@ -1,11 +1,29 @@
---- The Ethos-U flow, part 1: options, the device's data and the plan (options + device -> every command, path
--- and size the steps use). The flow's parts (plan, validate, build, flash, capture; lua/odp/flows/ethos_u.lua
--- runs them as steps) share one table: this module's, which the others extend.
+--- The Ethos-U flow, part 1: its options and the plan: options + the device file -> every command, path and
+-- size the steps use. Pure apart from reading the device file and stat (no tool needs to exist: the dry run
+-- uses it). validate (odp.flows.ethos_u.validate) makes the plan and completes it; build, flash and capture
+-- each take it; none of them extends this module.
+--
+-- The plan (`p`), as the steps read it:
+--   device, twin             the device table (devices/*.lua), its `twin` table (nil on a real board)
+--   steps                    {build = true, flash = true, run = true}: the steps asked for
+--   model                    the .pte's absolute path (nil for a flash of a file alone: board:flash)
+--   memory_mode, activation_buf_sz, tmp_mem_size, inferences, jobs, timeout
+--   source_dir, build_dir    the firmware's source tree and build directory
+--   vars                     the <name> placeholders' values (model, mlek, build_dir, inputs, ...)
+--   cmake_defs               {"-DNAME=value", ...}, sorted; dropped: names the memory mode removed
+--   configure, build         commands {name, argv, cwd?, env?}; build_env the build's environment
+--   state                    commands whose output the stale-build guard hashes (the device's build.state)
+--   inputs_blob              where the build writes the inputs it embeds (nil without --inputs)
+--   mram, ext_flash, flasher the build's images and the flasher image
+--   setools_bin, setools_dir, setools_copy, gen_toc_flasher, write_mram_flasher, gen_toc_app, write_mram_app,
+--   flasher_image, app_image the flash step's SETOOLS commands and where its images go (with steps.flash)
+--   probe_backend, rtt_address, rtt_ranges, flasher_ranges, rtt_channel, lines, xmodem_mode, max_line
+--                            the probe and RTT (odp.target.probe reads these), the firmware's lines
+-- validate adds: pte (odp.parse.pte's table), scratch_size, ethos_delegate, io (odp.results.tensors.validate:
+-- --inputs, --outputs, --reference). During a run: twin_state (the twin's state directory), flashed.
 local errors = require("odp.core.errors")
-local result = require("odp.results.result")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
-local artifacts = require("odp.parse.artifacts")
 local tensors = require("odp.results.tensors")
 local device = require("odp.target.device")
 local host_mod = require("odp.host")
@@ -49,10 +67,31 @@ M.options = {
   { "keep-twin", "Twin only: leave QEMU running at the end (for a later --only run)", false, "bool" },
   { "runs-dir", "Where each run leaves build.log, rtt.log, artifacts and result.json", "runs", "string", metavar = "DIR" },
 }
--- output.bin (the firmware's output over RTT) kept and compared like a runner's outputs (odp.results.tensors);
--- no --inputs: the firmware's input is compiled into it with the model
+-- --inputs (embedded into the firmware by the build, where the device's build takes them: build.vars.inputs),
+-- --outputs and --reference (output.bin, the firmware's output over RTT, kept and compared like a runner's)
+-- An option entry with field i set to v (the entries are shared: never changed in place).
+local function with(opt, i, v)
+  local copy = {}
+  for k, x in pairs(opt) do copy[k] = x end
+  copy[i] = v
+  return copy
+end
+
 for _, opt in ipairs(tensors.options) do
-  if opt[1] ~= "inputs" then M.options[#M.options + 1] = opt end
+  if opt[1] == "inputs" then
+    opt = with(opt, 2, "The model's inputs: FILE[,FILE...] of raw bytes, one per input, or random[:SEED] (from\n" ..
+      "the .pte's signature); the build embeds them into the firmware (docs/alif_e8.md, \"Inputs\")")
+  end
+  M.options[#M.options + 1] = opt
+end
+
+--- The options of a script for `device` (its --device default; nil: devices/alif_e8.lua).
+function M.script_options(device)
+  local out = {}
+  for i, opt in ipairs(M.options) do
+    out[i] = (opt[1] == "device" and device) and with(opt, 3, device) or opt
+  end
+  return out
 end
 
 -- Commands when the device file has none (devices/alif_e8.lua spells the same ones out).
@@ -75,31 +114,29 @@ M.default_vars = {
 
 local function root() return host_mod.root end
 local function is_abs(p) return p:sub(1, 1) == "/" end
-local function basename(p) return (p:match("([^/]+)$")) end
 
 -- A path from a device file (build.source_dir, a toolchain file, setools.dir): found as every path odp is given
 -- (odp.core.search: absolute; else the current directory, ODP_PATH, odp's own tree such as tests/twin/...).
 local project_path = require("odp.core.search").find
 
-local shell_quote = require("odp.target.shell").quote
-M.shell_quote = shell_quote
-
 --- A size (odp.core.options's "size" type: 0x600000, 6291456, 6M) from an option, a device file or a range; nil stays nil.
 function M.parse_size(s, what)
   if s == nil then return nil end
   local n = options.size(s)
-  if not n then errors.fail("EUSAGE", ("--%s: '%s' is not a size (0x600000, 6291456, 6M)"):format(what, s), 2) end
+  if not n then errors.fail("EUSAGE", ("--%s: '%s' is not a size (0x600000, 6291456, 6M)"):format(what, s)) end
   return n
 end
 
-local function hex(n) return ("0x%08X"):format(n) end
+--- A size or address as the device files and the firmware print it: 0x00600000.
+function M.hex(n) return ("0x%08X"):format(n) end
+local hex = M.hex
 
 --- Loads a device file: a path (relative to the cwd, else to the project).
 function M.load_device(path)
   local dev = device.load(path)
   if dev.flow ~= "ethos_u" or type(dev.build) ~= "table" then
     errors.fail("EUSAGE", ("device file %s does not describe an Ethos-U board (flow = \"ethos_u\" and a build table)")
-      :format(path), 2)
+      :format(path))
   end
   return dev
 end
@@ -108,25 +145,24 @@ end
 -- placeholder instead, so it needs neither the tools nor their directories).
 local OPTION_OF = { mlek = "--mlek", setools = "--setools", flasher = "--flasher", source_dir = "--mlek",
   build_dir = "--build-dir", activation_buf_sz = "--activation-buf-sz", tmp_mem_size = "--tmp-mem-size" }
-local lenient = false
-local function fill(s, vars, where)
+local function fill_with(s, vars, where, lenient)
   return (tostring(s):gsub("<([%w_]+)>", function(k)
     local v = vars[k]
     if v == nil and lenient then return "<" .. k .. ">" end
     if v == nil then
-      errors.fail("EUSAGE", ("%s needs %s (no value for <%s>)"):format(where, OPTION_OF[k] or ("<" .. k .. ">"), k), 2)
+      errors.fail("EUSAGE", ("%s needs %s (no value for <%s>)"):format(where, OPTION_OF[k] or ("<" .. k .. ">"), k))
     end
     return tostring(v)
   end))
 end
 
-local function fill_argv(argv, vars, where, defs)
+local function fill_argv_with(argv, vars, where, defs, lenient)
   local out = {}
   for _, a in ipairs(argv) do
     if a == "<cmake_defs>" then
       for _, d in ipairs(defs) do out[#out + 1] = d end
     else
-      out[#out + 1] = fill(a, vars, where)
+      out[#out + 1] = fill_with(a, vars, where, lenient)
     end
   end
   return out
@@ -137,7 +173,7 @@ local function parse_ranges(s)
   for item in s:gmatch("[^,]+") do
     local a, n = item:match("^%s*(%w+):(%w+)%s*$")
     local start, size = a and M.parse_size(a, "rtt-ranges"), n and M.parse_size(n, "rtt-ranges")
-    if not start or not size then errors.fail("EUSAGE", "--rtt-ranges: expected START:SIZE[,START:SIZE]", 2) end
+    if not start or not size then errors.fail("EUSAGE", "--rtt-ranges: expected START:SIZE[,START:SIZE]") end
     out[#out + 1] = { start, size }
   end
   return out
@@ -150,12 +186,12 @@ function M.default_jobs()
   return math.max(1, n // 2)
 end
 
---- Turns options + device into everything the steps need: sizes, cmake definitions, commands, paths.
--- Pure apart from reading the device file and stat: no tool needs to exist (dry-run uses it).
-function M.plan(ctx)
-  local o = ctx.opts
-  lenient = o.dry_run and true or false
-  local dev = ctx.device or M.load_device(o.device)
+--- Turns options (a run's ctx.opts) and the device into the plan (its shape: at the top of this file).
+-- A dry run leaves the <placeholders> it has no value for (it needs neither the tools nor their directories).
+function M.make(o)
+  local lenient = o.dry_run and true or false
+  local function fill(s, vars, where) return fill_with(s, vars, where, lenient) end
+  local dev = M.load_device(o.device)
   local b = dev.build
   local defaults = b.defaults or {}
   local steps = o.only or o.steps or M.STEPS
@@ -164,9 +200,11 @@ function M.plan(ctx)
     local known = false
     for _, k in ipairs(M.STEPS) do if k == s then known = true end end
     if s == "validate" or s == "report" then known = true end
-    if not known then errors.fail("EUSAGE", ("unknown step '%s' (steps: build, flash, run)"):format(s), 2) end
+    if not known then errors.fail("EUSAGE", ("unknown step '%s' (steps: build, flash, run)"):format(s)) end
     want[s] = true
   end
+  -- the build's commands need every value only when the build runs (a flash of a file alone has no model)
+  local lax_build = lenient or not want.build
   local p = {
     device = dev, steps = want, twin = dev.twin,
     memory_mode = o.memory_mode or defaults.memory_mode or "Dedicated_Sram",
@@ -174,8 +212,9 @@ function M.plan(ctx)
     tmp_mem_size = M.parse_size(o.tmp_mem_size, "tmp-mem-size") or M.parse_size(defaults.tmp_mem_size, "tmp-mem-size"),
     inferences = o.inferences,
     jobs = o.jobs or M.default_jobs(),
-    model = sys.realpath(o.model) or o.model,
+    model = o.model and (sys.realpath(o.model) or o.model),
     timeout = o.timeout,
+    max_line = M.MAX_LINE,
   }
   local vars = {
     model = p.model, memory_mode = p.memory_mode, inferences = p.inferences, jobs = p.jobs,
@@ -193,6 +232,12 @@ function M.plan(ctx)
   local bdir = o.build_dir or (b.dir and fill(b.dir, vars, where .. ": build.dir")) or ("build/ethos_u-" .. dev.name)
   p.build_dir = (is_abs(bdir) or bdir:sub(1, 1) == "<") and bdir or ((sys.realpath(".") or ".") .. "/" .. bdir)
   vars.build_dir = p.build_dir
+  -- --inputs: the build writes them, concatenated in the method's input order, into one file of the build
+  -- directory (the same path every run: a new seed changes its bytes, not the cmake command)
+  if o.inputs ~= nil then
+    p.inputs_blob = p.build_dir .. "/odp-inputs.bin"
+    vars.inputs = p.inputs_blob
+  end
   if b.toolchain_file then
     local tf = fill(b.toolchain_file, vars, where)
     if not is_abs(tf) then
@@ -208,6 +253,7 @@ function M.plan(ctx)
   local vmap = {}
   for k, v in pairs(M.default_vars) do vmap[k] = v end
   for k, v in pairs(b.vars or {}) do vmap[k] = v end
+  p.inputs_var = vmap.inputs and cache[vmap.inputs] ~= nil and vmap.inputs or nil
   for opt, name in pairs(vmap) do
     if name and cache[name] ~= nil and vars[opt] ~= nil then cache[name] = "<" .. opt .. ">" end
   end
@@ -215,7 +261,7 @@ function M.plan(ctx)
   local mode_info = modes[p.memory_mode]
   if next(modes) and not mode_info then
     errors.fail("EUSAGE", ("memory mode %s is not supported by %s (%s)"):format(p.memory_mode, dev.name,
-      table.concat((function() local t = {} for k in pairs(modes) do t[#t + 1] = k end table.sort(t) return t end)(), ", ")), 2)
+      table.concat((function() local t = {} for k in pairs(modes) do t[#t + 1] = k end table.sort(t) return t end)(), ", ")))
   end
   p.dropped = {}
   for _, name in ipairs(mode_info and mode_info.drop or {}) do
@@ -226,7 +272,7 @@ function M.plan(ctx)
   table.sort(names)
   p.cmake_defs = {}
   for _, k in ipairs(names) do
-    local v = fill(cache[k], vars, where .. ": build.cmake." .. k)
+    local v = fill_with(cache[k], vars, where .. ": build.cmake." .. k, lax_build)
     -- a relative path in a device file names a project file (devices/twin_m55.lua: tests/fixtures/...)
     if v:match("^[%w_.%-]+/") and not is_abs(v) and sys.stat(root() .. "/" .. v) then v = root() .. "/" .. v end
     p.cmake_defs[#p.cmake_defs + 1] = ("-D%s=%s"):format(k, v)
@@ -237,17 +283,21 @@ function M.plan(ctx)
   for k, v in pairs(dev.commands or {}) do cmds[k] = v end
   p.commands = cmds
   local benv = {}
-  for k, v in pairs(b.env or {}) do benv[k] = fill(v, vars, where .. " build.env") end
+  for k, v in pairs(b.env or {}) do benv[k] = fill_with(v, vars, where .. " build.env", lax_build) end
   p.build_env = benv
-  local function cmd(name, extra)
+  local function cmd(name, extra, lax)
     local c = cmds[name]
     local v = setmetatable(extra or {}, { __index = vars })
-    return { name = name, argv = fill_argv(c.argv, v, where .. " commands." .. name, p.cmake_defs),
-      cwd = c.cwd and fill(c.cwd, v, where .. " commands." .. name),
+    return { name = name, argv = fill_argv_with(c.argv, v, where .. " commands." .. name, p.cmake_defs, lenient or lax),
+      cwd = c.cwd and fill_with(c.cwd, v, where .. " commands." .. name, lenient or lax),
       env = c.env == "build" and benv or nil }
   end
-  p.configure = cmd("configure")
-  p.build = cmd("build")
+  p.configure = cmd("configure", nil, lax_build)
+  p.build = cmd("build", nil, lax_build)
+  p.state = {}
+  for i, argv in ipairs(b.state or {}) do
+    p.state[i] = { name = "state", argv = fill_argv_with(argv, vars, where .. " build.state", {}, lax_build) }
+  end
   -- build outputs
   local outs = b.outputs or {}
   p.mram = p.build_dir .. "/" .. (outs.mram or "bin/sectors/executorch_inference_runner/mram.bin")
@@ -290,20 +340,6 @@ function M.plan(ctx)
     flasher_fail = "^Failed = (%-?%d+)$" } })
   p.xmodem_mode = (dev.xmodem or {}).mode or "1k"
   return p
-end
-
-
--- Helpers the other parts use.
-M.root, M.is_abs, M.basename, M.project_path, M.hex = root, is_abs, basename, project_path, hex
-M.fill, M.fill_argv, M.parse_ranges = fill, fill_argv, parse_ranges
-
---- A file's bytes, or nil.
-function M.read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
 end
 
 return M

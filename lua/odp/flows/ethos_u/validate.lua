@@ -1,23 +1,52 @@
---- The Ethos-U flow, part 2: checks before anything touches the build tree or the board, and the dry run.
+--- The Ethos-U flow, part 2: the plan made and checked before anything touches the build tree or the board
+-- (validate.plan), and the dry run's commands (validate.describe).
 local errors = require("odp.core.errors")
-local result = require("odp.results.result")
 local sys = require("odp.sys")
 local pte = require("odp.parse.pte")
 local run = require("odp.run")
 local probe_target = require("odp.target.probe")
 local shell = require("odp.target.shell")
-local M = require("odp.flows.ethos_u.plan")
-local basename, shell_quote, hex = M.basename, M.shell_quote, M.hex
+local tensors = require("odp.results.tensors")
+local which = require("odp.target.host").which
+local plan = require("odp.flows.ethos_u.plan")
+local hex, shell_quote, cmd_line = plan.hex, shell.quote, shell.command_line
+
+local M = {}
+
+local function basename(p) return (p:match("([^/]+)$")) end
 
 ------------------------------------------------------------------------------------------------ validate
 
-local which = require("odp.target.host").which
+-- --inputs are compiled into the firmware: the build step embeds them, through the cmake variable the device's
+-- build names (build.vars.inputs); checked against the .pte's signature like every flow's (exit 2).
+local function check_io(ctx, p)
+  local o = ctx.opts
+  p.io = tensors.validate(o)
+  if o.inputs == nil then return end
+  if not p.inputs_var then
+    errors.fail("EUSAGE", ("--inputs: %s's firmware build embeds no inputs (its build.vars.inputs names no cmake " ..
+      "variable of its build.cmake): the firmware fills its inputs itself"):format(p.device.name))
+  end
+  if not p.steps.build then
+    errors.fail("EUSAGE", "--inputs are compiled into the firmware: they need the build step (--steps build,flash,run)")
+  end
+end
 
---- Checks before anything touches the build tree or the board (M.validate makes the plan, then this). Errors
--- exit 2 (usage) with one line.
--- Warnings go through ctx.ui (and into the record).
+--- Makes the plan for ctx.opts (odp.flows.ethos_u.plan) and checks it before anything touches the build tree or
+-- the board: the model, sizes, --inputs/--outputs/--reference, the tools of the steps asked for. Errors exit 2
+-- with one line; warnings go through ctx.ui (and into the record). -> the plan
+function M.plan(ctx)
+  local p = plan.make(ctx.opts)
+  M.check(ctx, p)
+  return p
+end
+
+--- The checks of M.plan on a plan already made (the model, sizes, inputs, tools); adds pte, scratch_size,
+-- ethos_delegate and io to it.
 function M.check(ctx, p)
   local o, ui = ctx.opts, ctx.ui
+  -- a flash of a file alone (board:flash) needs no model: only the flasher, the probe and the file
+  if o.flash_file then return M.check_tools(o, p) end
   -- the model: a .pte (odp.parse.pte checks the ET12 identifier), and its Ethos-U scratch must fit the activation buffer
   local info = run.check_model(o.model)
   local ethos = false
@@ -32,15 +61,21 @@ function M.check(ctx, p)
   elseif p.scratch_size and p.activation_buf_sz and p.scratch_size > p.activation_buf_sz then
     errors.fail("EUSAGE", ("the model's Vela scratch_size is %d bytes (%s) but --activation-buf-sz is %d bytes " ..
       "(%s): raise --activation-buf-sz to at least %s"):format(p.scratch_size, hex(p.scratch_size),
-      p.activation_buf_sz, hex(p.activation_buf_sz), hex(p.scratch_size)), 2)
+      p.activation_buf_sz, hex(p.activation_buf_sz), hex(p.scratch_size)))
   end
   if p.steps.build then
-    if not p.activation_buf_sz then errors.fail("EUSAGE", "--activation-buf-sz is required (the device file has no default)", 2) end
+    if not p.activation_buf_sz then errors.fail("EUSAGE", "--activation-buf-sz is required (the device file has no default)") end
     ui:info("memory mode %s (it must be the mode the .pte was compiled for with Vela, or the device faults)%s",
       p.memory_mode, #p.dropped > 0 and ("; dropped " .. table.concat(p.dropped, ", ")) or "")
   end
+  check_io(ctx, p)
   if o.dry_run then return end
-  -- tools, only for the steps asked for
+  M.check_tools(o, p)
+end
+
+--- The tools and files of the steps asked for, listed together when missing (EUSAGE: what this machine was
+-- given to run them with).
+function M.check_tools(o, p)
   local missing = {}
   local function need(prog, why)
     if not which(prog) then missing[#missing + 1] = ("%s (%s)"):format(prog, why) end
@@ -61,7 +96,9 @@ function M.check(ctx, p)
         missing[#missing + 1] = ("the flasher image %s (--flasher or --flasher-dir)"):format(p.flasher or "?")
       end
     end
-    if not p.steps.build then
+    if o.flash_file then
+      if not sys.stat(o.flash_file) then missing[#missing + 1] = o.flash_file end
+    elseif not p.steps.build then
       for _, f2 in ipairs({ p.mram, p.ext_flash }) do
         if not sys.stat(f2) then missing[#missing + 1] = ("%s (run the build step first)"):format(f2) end
       end
@@ -74,13 +111,11 @@ function M.check(ctx, p)
     if p.twin and p.steps.flash then need("qemu-system-arm", "twin") end
   end
   if #missing > 0 then
-    errors.fail("ENOTFOUND", "missing: " .. table.concat(missing, "; "), 2)
+    errors.fail("EUSAGE", "missing: " .. table.concat(missing, "; "))
   end
 end
 
 ------------------------------------------------------------------------------------------------ dry run
-
-local cmd_line = shell.command_line
 
 --- The commands and actions of the selected steps, as lines (what --dry-run prints).
 function M.describe(p)
@@ -97,6 +132,7 @@ function M.describe(p)
   end
   if p.steps.build then
     say("# build (stale-build guard: inputs hashed into %s/odp-build-inputs.txt; wiped and reconfigured on change)", p.build_dir)
+    if p.inputs_blob then say("# the inputs (--inputs), concatenated -> %s", p.inputs_blob) end
     say("%s", cmd_line(p.configure))
     say("%s", cmd_line(p.build))
     say("#   -> %s", p.mram)

@@ -1,7 +1,9 @@
-/* What odp-rusage's two modes share (tools/odp-rusage.c: measure one program; tools/serve.c: the resident
- * helper): starting a measured program and writing its report lines. */
-#ifndef ODP_TOOLS_RUSAGE_H
-#define ODP_TOOLS_RUSAGE_H
+/* The spawn core of odp-rusage (tools/spawn.c), a plain C API used by both its modes (tools/exec.c: measure
+ * one program; tools/serve.c: the resident helper), which share nothing else: starting a measured program
+ * (placement, counters, sampler attached before its exec) and writing its report lines. The caller waits
+ * (wait4) in its own loop: exec mode relays, the helper also reads its channel. */
+#ifndef ODP_TOOLS_SPAWN_H
+#define ODP_TOOLS_SPAWN_H
 
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -32,7 +34,9 @@ struct rusage_child {
     char why[320];  /* RUSAGE_STAGE_SAMPLE: why the sampler could not start */
 };
 
+/* CLOCK_MONOTONIC, seconds */
 double now(void);
+/* "0-3,6" -> set; 0, or -1 for anything else (a CPU id above CPU_SETSIZE - 1 included) */
 int rusage_parse_cpus(const char *s, cpu_set_t *set);
 /* "none" 0, "basic" 1, "all" 2, else -1 */
 int rusage_level(const char *l);
@@ -43,7 +47,5 @@ int rusage_spawn(const struct rusage_spawn *sp, struct rusage_child *ch);
 void rusage_spawn_failure(FILE *f, const struct rusage_spawn *sp, const struct rusage_child *ch);
 /* The ODP-COUNTERS (level > 0) and ODP-RUSAGE lines of an ended program (st, ru from wait4). */
 void rusage_report(FILE *f, int level, int st, const struct rusage *ru, double wall);
-/* odp-rusage --serve */
-int rusage_serve(void);
 
 #endif
