@@ -3,6 +3,7 @@
 -- (with the real runner), the QEMU twin and the adb device emulator.
 local T = require("t")
 local sshd = require("sshd")
+local adbemu = require("adbemu") -- the adb device emulator (tests/adbemu) on a TCP port
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 
@@ -187,24 +188,10 @@ T.test("twin: attach, read32 of the RTT ID, reset, tail + Ctrl-C, flash with the
   stop()
 end)
 
--- The adb device emulator (tests/adbemu, itself checked against Debian's adb) on a TCP port.
-local function start_emulator()
-  local out = (os.getenv("ODP_BUILD_DIR") or (root .. "/build")) .. "/tests"
-  assert(proc.run { argv = { "make", "-s", "-C", root .. "/tests/adbemu", "OUT=" .. out }, timeout = 120 }.ok,
-    "adbemu builds")
-  local sbx, pf = tmp .. "/adb-root", tmp .. "/adb-port"
-  sys.mkdir_p(sbx)
-  local pid = sshd.sh(("%s --root %s --port 0 --port-file %s >/dev/null 2>%s & echo $!"):format(q(out .. "/adbemu"),
-    q(sbx), q(pf), q(tmp .. "/adbemu.log"))):match("%d+")
-  local deadline = sys.now() + 10
-  while not (sys.read_file(pf) or ""):match("%d") and sys.now() < deadline do sys.sleep(0.05) end
-  return sbx, (sys.read_file(pf) or ""):match("%d+"), pid
-end
-
 T.test("adb: exec, push, Ctrl-C during a long exec, then the device closed: waited for, one error, the prompt stays", function()
-  local sbx, port, pid = start_emulator()
-  T.ok(port, "the emulator listens")
-  start(("devices/vivo_x300_pro.lua --adb tcp:127.0.0.1:%s --reconnect-timeout 2"):format(port))
+  local dev = adbemu.start()
+  local sbx = dev.root
+  start(("devices/vivo_x300_pro.lua --adb tcp:%s --reconnect-timeout 2"):format(dev.serial))
   line('board:exec("echo adb-$((3*3))").stdout')
   wait_for('"adb%-9\\n"', 20)
   T.write(tmp .. "/g", "to the phone")
@@ -221,7 +208,7 @@ T.test("adb: exec, push, Ctrl-C during a long exec, then the device closed: wait
   T.ok(prompts() > before, "back at the prompt:\n" .. screen())
   line('board:exec("echo again").stdout')
   wait_for('"again\\n"', 20)
-  proc.run { "kill", pid }
+  dev:crash()
   line('board:exec("true")')
   -- the device is waited for --reconnect-timeout, then given up with the cause
   wait_for("\nECONNLOST: [^\n]*not back after 2 s[^\n]*\nodp> ", 30)
