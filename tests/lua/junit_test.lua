@@ -155,7 +155,7 @@ T.test("$GITHUB_STEP_SUMMARY: a Markdown table appended, one row per record; ear
   local md = T.read(summary)
   T.match(md, "^earlier step\n### odp: 3 run%(s%), 1 failed\n\n| board | model | point | result | p50 | p90 | peak RSS |\n")
   T.match(md, "\n| pi%-1 | add | num_executions%-10 | ok | 20%.10 µs | 25%.00 µs | 4592 kB |\n")
-  T.match(md, "\n| pi%-2 | add | num_executions%-100 | %*%*FAIL%*%* EIO runner said <oops> & \"quit\"[^\n]* end |")
+  T.match(md, "\n| pi%-2 | add | num_executions%-100 | %*%*FAIL%*%* ERUNNER runner said <oops> & \"quit\"[^\n]* end |")
   local rows = 0
   for _ in md:gmatch("\n| pi%-") do rows = rows + 1 end
   T.eq(rows, 3)
