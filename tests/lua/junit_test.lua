@@ -32,7 +32,7 @@ local records = {
     params = { num_executions = 10 }, latency_ms = { n = 10, p50 = 0.0203 }, peak_rss_kb = 4600 },
   { schema = "odp.result/1", ok = false, board = "pi-2", device = "rpi5", model = { path = "/m/add.pte" },
     params = { num_executions = 100 },
-    error = { code = "EIO", message = "runner said <oops> & \"quit\"\1\2 \255\254 then died\n]]> end" } },
+    error = { code = "ERUNNER", message = "runner said <oops> & \"quit\"\1\2 \255\254 then died\n]]> end" } },
 }
 local script = dir .. "/records.lua"
 T.write(script, ([[
@@ -53,7 +53,7 @@ T.test("--report junit FILE: valid against the XSD; one testcase per board x poi
   T.eq(xpath(file, "count(/testsuites/testsuite)"), "2", "a suite per board and model")
   T.eq(xpath(file, "string(//testsuite[@name='pi-2.add']/@failures)"), "1")
   T.eq(xpath(file, "string(//testcase[failure]/@name)"), "num_executions-100.run")
-  T.eq(xpath(file, "string(//testcase[failure]/failure/@type)"), "EIO")
+  T.eq(xpath(file, "string(//testcase[failure]/failure/@type)"), "ERUNNER")
   T.match(xpath(file, "string(//testcase[failure]/failure/@message)"), '^runner said <oops> & "quit"%?%? %?%? then died')
   T.eq(xpath(file, "string(//testcase[@name='num_executions-10.latency_p50' and @classname='odp.pi-1.add']/system-out)"),
     "latency_p50 = 0.0201 ms")
@@ -155,7 +155,7 @@ T.test("$GITHUB_STEP_SUMMARY: a Markdown table appended, one row per record; ear
   local md = T.read(summary)
   T.match(md, "^earlier step\n### odp: 3 run%(s%), 1 failed\n\n| board | model | point | result | p50 | p90 | peak RSS |\n")
   T.match(md, "\n| pi%-1 | add | num_executions%-10 | ok | 20%.10 µs | 25%.00 µs | 4592 kB |\n")
-  T.match(md, "\n| pi%-2 | add | num_executions%-100 | %*%*FAIL%*%* EIO runner said <oops> & \"quit\"[^\n]* end |")
+  T.match(md, "\n| pi%-2 | add | num_executions%-100 | %*%*FAIL%*%* ERUNNER runner said <oops> & \"quit\"[^\n]* end |")
   local rows = 0
   for _ in md:gmatch("\n| pi%-") do rows = rows + 1 end
   T.eq(rows, 3)
