@@ -4,6 +4,8 @@ set -u
 ODP=${ODP:-build/odp}
 tmp=$(mktemp -d)
 sock="$tmp/tmux.sock"
+# however this script ends, the terminal and the REPL in it go with it
+trap 'tmux -S "$sock" kill-server 2>/dev/null; rm -rf "$tmp"' EXIT
 n=0 failed=0
 check() { # name, pattern expected on the screen
   n=$((n + 1))

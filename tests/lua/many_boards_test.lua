@@ -433,6 +433,7 @@ T.test("on a terminal: one status line per board while the sweep runs", function
   local root = T.root()
   local path = write_lab(tmp .. "/tty.lua", { board_line("pi-1", servers[1]), board_line("pi-2", servers[2]) })
   local sock = tmp .. "/tmux.sock"
+  T.at_done(function() proc.run { "tmux", "-S", sock, "kill-server", timeout = 10 } end) -- also when it fails first
   local cmd = table.concat({ sshd.quote(odp), "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua",
     "--boards", sshd.quote(path), "--runner", root .. "/build/tests/fake_runner", "--model",
     root .. "/tests/fixtures/pte/add_arduino.pte", "--runs-dir", sshd.quote(tmp .. "/runs"), "-p", "num_executions=1,2",

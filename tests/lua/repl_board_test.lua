@@ -31,6 +31,9 @@ local function line(s) send("-l", s) send("Enter") end
 local function start(args)
   sessions = sessions + 1
   sock = ("%s/tmux%d.sock"):format(tmp, sessions) -- a server per session: no race with the last one's end
+  -- a test that fails before its stop() must not leave the terminal, the REPL and its board running
+  local this = sock
+  T.at_done(function() proc.run { argv = { "tmux", "-S", this, "kill-server" }, timeout = 10 } end)
   tmux("-f", "/dev/null", "new-session", "-d", "-s", "odp", "-x", "160", "-y", "50",
     ("HOME=%s %s repl %s; echo REPL-EXITED $?; sleep 60"):format(q(tmp), q(odp), args))
   wait_for("odp> ", 20)

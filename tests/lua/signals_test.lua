@@ -184,6 +184,8 @@ end)
 local tmp = T.tmpdir()
 local sock = tmp .. "/tmux.sock"
 local function tmux(...) return assert(proc.run { argv = { "tmux", "-S", sock, ... }, timeout = 10 }) end
+-- a test that fails before its own kill-server must not leave the terminal, odp and its twin running
+T.at_done(function() proc.run { argv = { "tmux", "-S", sock, "kill-server" }, timeout = 10 } end)
 local function screen() return tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "odp").stdout end
 
 -- The twin of a state dir: its QEMU pid and its shared DDR file.

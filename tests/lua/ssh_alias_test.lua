@@ -163,6 +163,7 @@ print(t and "CONNECTED " .. t.uri or ("FAILED " .. err))]]):format(cfg, enc))
     return proc.run(argv)
   end
   local function screen() return tmux("capture-pane", "-p", "-t", "odp").stdout end
+  T.at_done(function() tmux("kill-server") end) -- also when the test fails first
   local function wait_for(text)
     for _ = 1, 100 do
       if screen():find(text, 1, true) then return true end
