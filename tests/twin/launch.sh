@@ -74,8 +74,10 @@ done
 echo "$shm" >"$state/shm"
 if [ -n "$lifeline" ]; then
 	# Only the owner holds the lifeline's write end (QEMU and this script hold at most read ends, which do
-	# not keep a pipe open), so the watcher's end-of-file means the owner is gone.
-	setsid sh -c 'cat >/dev/null; exec "$0" "$1"' "$here/stop.sh" "$state" <&"$lifeline" >/dev/null 2>&1 &
+	# not keep a pipe open), so the watcher's end-of-file means the owner is gone. It knows QEMU's pid and DDR
+	# file itself: an owner that removed the state directory first (a test's temporary dir) still stops it.
+	setsid sh -c 'cat >/dev/null; exec "$0" "$1" "$2" "$3"' "$here/stop.sh" "$state" "$(cat "$state/pid")" "$shm" \
+		<&"$lifeline" >/dev/null 2>&1 &
 fi
 echo 0x60000000 >"$state/ddr_base"
 echo 2147483648 >"$state/ddr_size"
