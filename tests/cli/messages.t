@@ -49,7 +49,7 @@ Files odp writes: the path once, no traceback, exit 3
   odp: cannot create /proc/nosuch: No such file or directory
   [3]
   $ $ODP run scripts/sweep.lua --flow tests/flows/toy.lua -p size=1 --out $TMP/nosuch/s.jsonl -q
-  odp: .*/nosuch/s%.jsonl%.lock: No such file or directory (re)
+  odp: cannot append to .*/nosuch/s%.jsonl: No such file or directory (re)
   [3]
   $ $ODP run tests/flows/toy.lua --size 1 --out /proc/nosuch/r.json -q
   odp: cannot write /proc/nosuch/r.json: No such file or directory
