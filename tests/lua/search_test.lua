@@ -20,12 +20,19 @@ for dir, who in pairs { [here] = "here", [mine] = "mine" } do
   assert(proc.run { "chmod", "+x", dir .. "/bin/launch.sh" }.ok)
 end
 -- what each resolver says, from a script run in `here` with ODP_PATH=mine; the twin's launch script started
-T.write(here .. "/resolve.lua", [[
+-- the plan's: the source_dir of twin_m55.lua's copy naming p (a dry run of its validate step)
+local twin_device = T.read(root .. "/devices/twin_m55.lua")
+T.write(here .. "/resolve.lua", ([[
 local search = require("odp.core.search")
 local plan = require("odp.flows.ethos_u.plan")
-for _, p in ipairs { "devices/host.lua", "devices/rpi5.lua", "scripts/host.lua", "nowhere.txt", "/abs/none" } do
-  print(p, search.find(p), plan.project_path(p))
+local sys = require("odp.sys")
+local twin_device = %q
+for i, p in ipairs { "devices/host.lua", "devices/rpi5.lua", "scripts/host.lua", "nowhere.txt", "/abs/none" } do
+  local file = ("dev%%d.lua"):format(i)
+  assert(sys.write_file(file, (twin_device:gsub('source_dir = "tests/twin"', ("source_dir = %%q"):format(p)))))
+  print(p, search.find(p), plan.make { device = file, dry_run = true, only = { "validate" } }.source_dir)
 end
+]]):format(twin_device) .. [[
 if arg[1] then require("odp.target.twin").launch({ launch = "bin/launch.sh" }, "image.elf", arg[1]) end
 return 0
 ]])
