@@ -279,6 +279,18 @@ T.test("--help is generated from the declared options", function()
   T.match(r.stdout, "usage: odp run .*scripts/host.lua %[options%] %[%-%- runner args%]")
   T.match(r.stdout, "%-n, %-%-num%-executions N%s+Inferences per runner process")
   T.match(r.stdout, "%-%-format human|json|jsonl|csv")
+  -- a table that lines up: every line of the options within 110 columns, a description's continuation under
+  -- its first line's column (never at the left edge)
+  local column = r.stdout:match("\n(%s+%-n, %-%-num%-executions N%s+)Inferences")
+  T.ok(column, r.stdout)
+  local options = r.stdout:match("\nOptions:\n(.*)$")
+  for line in options:gmatch("[^\n]+") do
+    T.ok(#line <= 110, "over 110 columns: " .. line)
+    T.ok(line:match("^  ") or line:match("^%u[%w ]*:$"), "not indented: " .. line)
+    if line:match("^%s+%S") and not line:match("^  %-") and not line:match("^      %-%-") then
+      T.eq(#line:match("^%s*"), #column, "a continuation under the descriptions: " .. line)
+    end
+  end
 end)
 
 T.done()

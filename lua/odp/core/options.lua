@@ -342,6 +342,22 @@ function M.describe(o)
   return { short = o.short and ("-" .. o.short) or nil, long = "--" .. o[1] .. placeholder(o), help = help }
 end
 
+-- An option's help as lines of at most width characters (a longer word stands alone; a line break in the
+-- declaration is a space): continuation lines start under the description column, not at the terminal's edge.
+local HELP_WIDTH = 110
+local function wrap(text, width)
+  local out, line = {}, ""
+  for word in text:gmatch("%S+") do
+    if line ~= "" and #line + 1 + #word > width then
+      out[#out + 1], line = line, word
+    else
+      line = line == "" and word or (line .. " " .. word)
+    end
+  end
+  out[#out + 1] = line
+  return out
+end
+
 --- The generated --help text.
 function M.help(usage_line, description, ...)
   local lines, rows, width = { "usage: " .. usage_line, "" }, {}, 0
@@ -359,11 +375,14 @@ function M.help(usage_line, description, ...)
     end
   end
   local titles = { "Options:", "Common options:" }
+  local indent = (" "):rep(width + 4)
   for gi, group in ipairs(rows) do
     if #group > 0 then
       lines[#lines + 1] = titles[math.min(gi, 2)]
       for _, r in ipairs(group) do
-        lines[#lines + 1] = ("  %-" .. width .. "s  %s"):format(r[1], r[2])
+        local text = wrap(r[2], HELP_WIDTH - #indent)
+        lines[#lines + 1] = ("  %-" .. width .. "s  %s"):format(r[1], text[1] or "")
+        for i = 2, #text do lines[#lines + 1] = indent .. text[i] end
       end
       lines[#lines + 1] = ""
     end
