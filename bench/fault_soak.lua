@@ -127,5 +127,5 @@ for c, n in pairs(causes) do print(("  failed: %d x %s"):format(n, c)) end
 print(("'dropped' lines %d, 'is back' lines %d, Lua errors %d; partial uploads left on the board: %s"):format(
   select(2, text:gsub("dropped %(", "")), select(2, text:gsub("is back after", "")),
   select(2, text:gsub("stack traceback", "")) + select(2, text:gsub("closed odp%.ssh%.Session", "")), left))
-srv:stop()
+srv:close()
 sshd.sh("rm -rf " .. q(dir))

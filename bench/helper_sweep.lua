@@ -83,6 +83,6 @@ local ok, err = pcall(function()
   local function list(xs) local t = {} for i, x in ipairs(xs) do t[i] = ("%.2f"):format(x) end return table.concat(t, " ") end
   print(("  rounds: odp fresh %s s; odp set-up %s s; loop %s s"):format(list(odp_s), list(warm_s), list(loop_s)))
 end)
-srv:stop()
+srv:close()
 sh(("rm -rf %s"):format(dir))
 if not ok then error(err, 0) end

@@ -141,6 +141,6 @@ local ok, err = pcall(function()
   if only == nil or only == "sweep" then sweep_bench() end
   if only == nil or only == "twins" then twins_bench() end
 end)
-for _, s in ipairs(servers) do s:stop() end
+for _, s in ipairs(servers) do s:close() end
 sshd.sh("rm -rf " .. sshd.quote(tmp))
 if not ok then error(err, 0) end

@@ -89,7 +89,7 @@ res.cm_jump = time(function()
   end
 end)
 sh(("ssh %s -O exit board 2>/dev/null || true"):format(jcm))
-jump:stop()
+jump:close()
 print(("through a ProxyJump hop, %d points:"):format(POINTS))
 print(("  odp (--host alias, ProxyJump)   %7.2f s"):format(res.odp_jump))
 print(("  OpenSSH loop, ControlMaster     %7.2f s   odp is %.1fx faster"):format(res.cm_jump,
@@ -121,6 +121,6 @@ print(("  put: odp %6.0f   scp %6.0f (%.2fx)   sftp %6.0f (%.2fx)"):format(rate(
 print(("  get: odp %6.0f   scp %6.0f (%.2fx)   sftp %6.0f (%.2fx)"):format(rate(tget), rate(scp_get),
   scp_get / tget, rate(sftp_get), sftp_get / tget))
 end)
-srv:stop()
+srv:close()
 sshd.sh("rm -rf " .. dir)
 if not ok then error(err, 0) end

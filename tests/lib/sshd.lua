@@ -76,11 +76,10 @@ function M.start(opts)
   end)()
   local self = setmetatable({ dir = dir, user = M.ensure_user(opts.user or "odptest"),
     host = opts.listen or "127.0.0.1" }, Server)
-  -- whatever the test does, the suite's end stops the server and removes its directory (private keys in it)
-  require("t").at_done(function()
-    self:stop()
-    if not opts.dir then os.execute("rm -rf " .. q(dir)) end
-  end)
+  self.owns_dir = not opts.dir
+  -- whatever the test does, the suite's end stops the server and removes its directory (private keys in it);
+  -- a bench (no T.done) calls srv:close() itself
+  require("t").at_done(function() self:close() end)
   -- sshd reads authorized_keys as the user: the dir must be readable by it.
   sh("mkdir -p -m0755 /run/sshd && chmod 755 " .. q(dir))
   self.host_keys = {}
@@ -160,6 +159,14 @@ kill -%s $all 2>/dev/null
 i=0; while kill -0 %d 2>/dev/null && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done
 kill -KILL $all 2>/dev/null; true]], self.pid, self.pid, signal or "TERM", self.pid))
   self.pid = nil
+end
+
+--- Stops the server for good and removes the directory it made (its private keys): what a test suite's end
+-- does by itself (T.done), and what a bench, which has no T.done, calls.
+function Server:close()
+  self:stop()
+  if self.owns_dir and self.dir then os.execute("rm -rf " .. q(self.dir)) end
+  self.dir = nil
 end
 
 --- Kills the listener and every sshd session process under it at once (a dropped connection).
