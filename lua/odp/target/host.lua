@@ -121,9 +121,11 @@ function Host:exec(argv, opts)
   table.move(mem, 1, #mem, #helper_argv + 1, helper_argv)
   helper_argv[#helper_argv + 1] = "--"
   spec.argv = table.move(argv, 1, #argv, #helper_argv + 1, helper_argv)
-  local r, err, code = proc.run(spec)
+  -- the report file goes whatever happens to the run (a Ctrl-C raises through proc.run)
+  local ran, r, err, code = pcall(proc.run, spec)
   local text = sys.read_file(report)
   os.remove(report)
+  if not ran then error(r, 0) end
   if not r then return nil, err, code end
   -- the helper could not exec the command: the same error proc.run gives for a program it cannot start
   local why = r.status == 127 and (text or "") == "" and r.stderr:match("odp%-rusage: cannot run [^\n]-: ([^\n]*)")
