@@ -137,7 +137,9 @@ T.test("IdentityAgent names the agent's socket (OpenSSH's ssh-agent); IdentityAg
         "  IdentityAgent %s\n  UserKnownHostsFile %s\n"):format(srv.user, srv.port, tmp, agent, srv.known_hosts))
       return path
     end
-    local t = assert(target_ssh.new { host = "board", ssh_config = agent_config("config_agent", sock) })
+    -- the board is this machine: its remote dir (where t:run brings the helper up) is the server's, not /tmp/odp
+    local t = assert(target_ssh.new { host = "board", ssh_config = agent_config("config_agent", sock),
+      remote_dir = srv.remote_dir .. "/agent" })
     T.eq(t:run("echo agent"), "agent\n")
     t:close()
     local _, e, code = target_ssh.new { host = "board", ssh_config = agent_config("config_noagent", "none") }
