@@ -1,10 +1,13 @@
 --- The ExecuTorch flow: run `executor_runner` on a target (host, ssh, adb), read latency, peak memory,
 -- planned buffers and outputs from what it prints and from rusage, pull the ETDump, report.
 -- Written once against the target interface (lua/odp/target/*.lua).
+-- The parts live in lua/odp/flows/executorch/: stage (files onto the board, the runner's argv), runs (the run
+-- step: warmups, sampling overhead, measured processes), failure (why a runner process failed, in one line),
+-- measure (what they printed -> the record), fetch (the ETDump and samples; the CPU profile). This module holds
+-- the options, the record, the steps in their order, and the script declaration.
 local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
-local shell = require("odp.target.shell")
 local json = require("odp.core.json")
 local device = require("odp.target.device")
 local measuring = require("odp.results.measure")
@@ -12,13 +15,12 @@ local run = require("odp.run")
 local tensors = require("odp.results.tensors")
 local device_state = require("odp.target.device_state")
 local etdump = require("odp.parse.etdump")
-local executorch = require("odp.parse.executorch")
-local placement = require("odp.target.placement")
 local rusage = require("odp.target.rusage")
-local stats = require("odp.core.stats")
-local pte = require("odp.parse.pte")
-local memory = require("odp.results.memory")
-local memparse = require("odp.parse.memory")
+local shell = require("odp.target.shell")
+local stage = require("odp.flows.executorch.stage")
+local runs_part = require("odp.flows.executorch.runs")
+local measure = require("odp.flows.executorch.measure")
+local fetch = require("odp.flows.executorch.fetch")
 
 local M = { name = "executorch" }
 
@@ -54,7 +56,6 @@ for _, list in ipairs({ measuring.options, require("odp.target.placement").optio
   for _, opt in ipairs(list) do M.options[#M.options + 1] = opt end
 end
 
-local function basename(p) return (p:match("([^/]+)$")) end
 
 function M.validate(ctx)
   local o = ctx.opts
@@ -72,211 +73,6 @@ function M.validate(ctx)
   run.check_model(o.model) -- a .pte this runner can load: ET12 identifier, not truncated, parseable
   -- the inputs against the method's signature, the reference against the model: exit 2 before any board
   ctx.io = tensors.validate(o, ctx.args)
-end
-
--- The runner's own cause in a failure's line: its first error lines (the F line, the assert that ended it,
--- last), each bounded, so the line stays one line.
-local MAX_CAUSES, MAX_CAUSE = 2, 160
-
-local function cut(text, n) return #text > n and (text:sub(1, n - 3) .. "...") or text end
-
--- What odp knows that explains a runner's failure, from its lines and the model's .pte; nil when nothing.
-local function explain(ctx, parsed)
-  local o = ctx.opts
-  local texts = {}
-  for _, e in ipairs(parsed.errors or {}) do texts[#texts + 1] = e.text end
-  local all = table.concat(texts, "\n")
-  local info = pte.read(o.model) -- checked before the run (validate): read again only here
-  local backends = {}
-  for _, d in ipairs(info and pte.delegates(info) or {}) do
-    if not backends[d.backend] then backends[#backends + 1], backends[d.backend] = d.backend, true end
-  end
-  local backend = all:match("Backend (%S+) is not registered")
-  if backend and backends[backend] then
-    return ("the model delegates to %s, which this runner does not register: use a runner built with that backend")
-      :format(backend)
-  elseif backend then
-    return ("this runner does not register the backend %s"):format(backend)
-  end
-  if all:find("external_data_map is null", 1, true) and not o.data then
-    local ptd = o.model:gsub("%.pte$", "") .. ".ptd"
-    return ("the model keeps its weights in an external data file: pass --data %s"):format(sys.stat(ptd) and ptd
-      or "FILE.ptd")
-  end
-  local missing = parsed.missing_operators or {}
-  if #missing > 0 then
-    return ("this runner has no kernel for %s%s: use a runner built with %s"):format(
-      table.concat(missing, ", ", 1, math.min(#missing, 3)), #missing > 3 and (" and %d more"):format(#missing - 3) or "",
-      #missing > 1 and "them" or "it")
-  end
-  for _, e in ipairs(parsed.errors or {}) do
-    if e.status_name == "NotFound" and #backends > 0 then
-      return ("the model delegates to %s: is it registered in this runner?"):format(table.concat(backends, ", "))
-    end
-  end
-end
-
--- One line that says why a runner process failed, from its exit, its own error lines and odp's explanation.
-local function failure_message(ctx, r, parsed)
-  local causes, final = {}, nil
-  for _, e in ipairs(parsed.errors or {}) do
-    local text = e.text:gsub("%.$", "") .. (e.status_name and (" [" .. e.status_name .. "]") or "")
-    if e.level == "F" then final = text break end
-    if #causes < MAX_CAUSES then causes[#causes + 1] = cut(text, MAX_CAUSE) end
-  end
-  if final then causes[#causes + 1] = cut(final, MAX_CAUSE) end
-  if #causes == 0 then
-    -- no ExecuTorch error line: the first line of its own that is no info log line (the dynamic loader's
-    -- "version `GLIBC_2.38' not found", the shell's "Exec format error", ...)
-    for line in (r.stderr or ""):gmatch("[^\r\n]+") do
-      if not line:match("^[DIW] %d%d:%d%d:") and line:match("%S") then causes[1] = cut(line, MAX_CAUSE) break end
-    end
-  end
-  local why = #causes > 0 and table.concat(causes, "; ") or nil
-  local function with_why(head)
-    if not why then return head end
-    local note = explain(ctx, parsed)
-    return head .. ": " .. why .. (note and (" (" .. note .. ")") or "")
-  end
-  if r.timed_out then
-    return "ERUNNER", "runner did not finish before the timeout; killed with its process group"
-  elseif r.canceled then
-    return "ECANCELED", "interrupted; runner killed"
-  elseif r.signal then
-    return "ERUNNER", with_why(("runner killed by SIG%s"):format(r.signal_name or r.signal))
-  elseif r.status ~= 0 then
-    if r.stderr:find("unknown command line flag 'etdump_path'", 1, true) then
-      return "ERUNNER", "this runner was built without the event tracer: it has no --etdump_path; drop --etdump"
-    end
-    return "ERUNNER", with_why(("runner exited with status %d"):format(r.status))
-  end
-end
-
--- Runs one runner process; returns the exec result and the parsed log. sampled: with --sample, this process is
--- sampled (the measured ones are; warmups are not).
-local function run_once(ctx, t, argv, label, files, sampled)
-  local ui = ctx.ui
-  ui:debug("%s: %s", label, table.concat(argv, " "))
-  -- the logs stream to the run dir as they come (plain writes: the record, written last, is the fsync'd atomic
-  -- file), so a runner that floods its output is whole on disk while the target keeps a bounded part in memory
-  local sink = {}
-  for _, ext in ipairs(files and { "stdout", "stderr" } or {}) do
-    local f = io.open(files .. "." .. ext, "wb")
-    sink[ext] = f and function(data) f:write(data) end
-    sink[ext .. "_file"] = f
-  end
-  -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
-  -- memory by phase for the measured processes (files: their logs' prefix), each its own timeline
-  local watch = t.memory and files and { csv = t.memory.prefix .. basename(files) .. ".memory.csv",
-    marks = t.memory.marks, model = t.memory.model }
-  local helper_args = t.helper_args
-  if sampled and t.sample_remote then
-    helper_args = table.move(t.helper_args or {}, 1, #(t.helper_args or {}), 1, {})
-    table.move({ "--sample", tostring(ctx.opts.sample), "--sample-out", t.sample_remote }, 1, 4, #helper_args + 1,
-      helper_args)
-  end
-  local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
-    helper_args = helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
-    on_stderr = sink.stderr })
-  if r and watch then r.memory_csv = watch.csv end
-  for _, ext in ipairs({ "stdout", "stderr" }) do
-    local f = sink[ext .. "_file"]
-    if f then
-      f:close()
-      -- all of it was kept: the file gets the text as the target returns it (a measuring report taken out)
-      if r and not r[ext .. "_dropped"] then
-        f = io.open(files .. "." .. ext, "wb")
-        if f then f:write(r[ext]) f:close() end
-      end
-    end
-  end
-  if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err)) end
-  -- the sampler could not start (the kernel refused it): nothing ran; the helper's one line says why
-  local refused = r.status == 125 and r.stderr:match("odp%-rusage: (sampling[^\n]*)")
-  if refused then errors.fail("ENOTSUP", refused) end
-  local parse = executorch
-  local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
-  return r, parsed
-end
-
--- The record's memory (odp.results.memory) from the last measured process: its phases, its timeline brought
--- into the run directory as memory.csv, the owners against the .pte's planned buffers.
-local function memory_step(ctx, rec, last)
-  local t = ctx.state_of
-  if not t.memory then return end
-  if not last.r.memory then
-    rec.warnings[#rec.warnings + 1] = "memory: no memory by phase: the runner was not watched by odp's helper " ..
-      "(none for this board, or it could not write its timeline: its reason is on the runner's stderr); the peak " ..
-      "RSS alone"
-    return
-  end
-  -- this process's timeline, already in the run dir (written here, or brought back on the helper's channel),
-  -- becomes the run's memory.csv
-  local here = ctx.run_dir .. "/memory.csv"
-  local status = last.r.memory.timeline
-  if status == "ok" then
-    local moved, err = sys.rename(last.r.memory_csv, here)
-    if not moved then rec.warnings[#rec.warnings + 1] = "memory: the timeline is missing: " .. tostring(err) end
-  elseif status == "cut" then
-    rec.warnings[#rec.warnings + 1] = ("memory: the timeline reached its bound (64 MiB, about 30 minutes at " ..
-      "1 kHz) and was cut: %s holds its first part, the record has none"):format(basename(last.r.memory_csv))
-  else
-    rec.warnings[#rec.warnings + 1] = "memory: no timeline: " .. (last.r.timeline_error or
-      ("the helper could not keep it (timeline=%s)"):format(tostring(status)))
-  end
-  local mem = memory.record(last.r, here, pte.read(ctx.opts.model), last.parsed.method)
-  if mem.timeline then run.artifact(ctx, rec, "memory", here) end
-  for _, w in ipairs(memory.warnings(mem, last.r.log and "logcat")) do
-    rec.warnings[#rec.warnings + 1] = w
-  end
-  rec.memory = mem
-end
-
---- Turns what the runs printed into the record's measurements; the samples go to runs/<id>/samples.csv.
---- Returns the per-process groups of samples (odp.results.measure), or nil.
-local function measure(ctx, rec, runs, t)
-  local n = ctx.opts.num_executions
-  local g = measuring.log_groups(runs, n)
-  if g and g.warning then rec.warnings[#rec.warnings + 1] = g.warning end
-  if not g and t.etdump then
-    local doc = etdump.read(t.etdump)
-    local samples = doc and etdump.latency(doc) or {}
-    -- the ETDump is the last process's: one group
-    if #samples > 0 then g = { groups = { samples }, source = "etdump", per_iteration = false } end
-  end
-  if not g and n > 0 then
-    g = { groups = {}, source = "wall", per_iteration = false }
-    for i, x in ipairs(runs) do g.groups[i] = { x.r.wall_s * 1000 / n } end
-    rec.warnings[#rec.warnings + 1] = "the runner printed no timing lines (a Release build without " ..
-      "EXECUTORCH_ENABLE_LOGGING?): latency is the wall time of the whole process divided by " ..
-      "--num-executions, model load included"
-  end
-  if g and #measuring.flatten(g.groups) > 0 then
-    rec.latency_ms = measuring.latency(g, rec.warnings)
-    if g.source == "log" and not g.per_iteration then rec.latency_ms.n = n * #runs end
-    local path = ctx.run_dir .. "/samples.csv"
-    errors.check(measuring.write_samples(path, g.groups))
-    run.artifact(ctx, rec, "samples", path)
-  else
-    rec.latency_ms = { n = 0, source = g and g.source }
-  end
-  local last = runs[#runs].parsed
-  local loads = {}
-  for _, x in ipairs(runs) do
-    if x.parsed.load_ms then loads[#loads + 1] = x.parsed.load_ms end
-    -- with memory by phase, ru_maxrss counts only from the last reset of the high-water mark (docs/memory.md):
-    -- the process's peak is the largest phase peak
-    local mem = x.r.memory and memory.record(x.r)
-    local rss = mem and mem.peak_kb or (x.r.rusage and x.r.rusage.maxrss_kb)
-    if rss and rss > 0 then rec.peak_rss_kb = math.max(rec.peak_rss_kb or 0, rss) end
-  end
-  memory_step(ctx, rec, runs[#runs])
-  if #loads > 0 then rec.load_ms = stats.summary(loads).p50 end
-  rec.planned_buffers = json.array(last.planned_buffers or {})
-  rec.outputs = json.array(last.outputs or {})
-  rec.threads = last.threads
-  rec.method = last.method
-  return g
 end
 
 --- The record, with what is known before anything runs (odp.run calls record, then steps, then finish).
@@ -309,233 +105,15 @@ function M.preflight_files(ctx)
     allow_emulated = ctx.opts.allow_emulated }
 end
 
--- The stage step: where the files are is the target's business (the host runs them in place; a remote target
--- pushes them into its remote dir, hash-skipped; the board remembers what it staged). -> the runner's argv,
--- and "unchanged" when a remote board had every file already.
-local function stage_step(ctx, rec, t)
-  local o, ui, board = ctx.opts, ctx.ui, ctx.board
-  t.workdir = board:workdir(ctx.run_dir)
-  local pushed_any, remote = false, false
-  local function stage(path, mode, info)
-    local where, pushed = board:stage(path, { mode = mode, ui = ui, sha256 = info and info.sha256 })
-    if where ~= sys.realpath(path) then
-      remote, pushed_any = true, pushed_any or pushed
-      ui:info("%s %s", pushed and "pushed" or "unchanged", basename(path))
-    end
-    return where
-  end
-  local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
-  if o.memory then
-    -- each measured process's timeline goes into the run dir (written there on this machine; from a board it
-    -- comes back on the helper's channel with the run's answer), the record's becomes memory.csv (memory_step);
-    -- absolute: this machine's helper opens it in the runner's working directory
-    t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model,
-      prefix = sys.realpath(ctx.run_dir) .. "/" }
-  end
-  local data = o.data and stage(o.data)
-  -- What the runner writes on the board for this run alone is named by it (shell.board_file_prefix: removed once
-  -- fetched, by an odp that dies first at the next free-space check). --sample needs the ETDump to place its
-  -- samples: one is asked for without --etdump too (the run dir keeps it).
-  local prefix = t.workdir .. "/" .. shell.board_file_prefix(basename(ctx.run_dir))
-  t.etdump_remote = (o.etdump or o.sample) and (prefix .. ".etdump")
-  t.sample_remote = o.sample and (prefix .. ".samples")
-  t.board_files = { t.etdump_remote, t.sample_remote }
-  t.runner_remote = runner
-  local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
-  if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
-  if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
-  local io = ctx.io
-  if io and io.inputs then
-    local files, staged = tensors.write_inputs(io.sig, io.inputs, ctx.run_dir .. "/inputs"), {}
-    rec.inputs = json.array({})
-    for i, f in ipairs(files) do
-      rec.inputs[i] = tensors.file_entry(f, io.sig.inputs[i], ctx.run_dir)
-      staged[i] = stage(f, nil, rec.inputs[i])
-    end
-    table.move({ "--inputs", table.concat(staged, ",") }, 1, 2, #argv + 1, argv)
-  end
-  if io and io.outputs then
-    -- the runner writes output i to BASE-i.bin (executor_runner's --output_file), every process over the last
-    t.output_base = prefix .. ".out"
-    for _, out in ipairs(io.sig.outputs) do
-      if out.kind == "tensor" then t.board_files[#t.board_files + 1] = ("%s-%d.bin"):format(t.output_base, out.index) end
-    end
-    table.move({ "--output_file", t.output_base }, 1, 2, #argv + 1, argv)
-  end
-  table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
-  t.argv = argv
-  if remote and not pushed_any then return "unchanged" end
-end
-
--- Android's shell user may sample only with security.perf_harden off: odp turns it off the way simpleperf's
--- app_profiler.py does, and says what it found and did, in the warnings (a refusal later names
--- kernel.perf_event_paranoid) and in cpu_profile.perf_harden. -> that text, or nil off Android.
-local function allow_sampling(ctx, rec, target)
-  if ctx.target_kind ~= "adb" then return end
-  local v = target:run("getprop security.perf_harden", 10)
-  local now = v and v:match("^%s*(%S*)%s*$")
-  local did
-  if now == "1" then
-    local ok, err = target:run("setprop security.perf_harden 0", 10)
-    did = ok and "was 1: set to 0 (as simpleperf's app_profiler.py does) so that the shell user may sample; a " ..
-      "reboot sets it back" or ("was 1: could not set it to 0: %s"):format(err)
-  elseif now == "" then
-    did = "not set on this device: left alone (the kernel's kernel.perf_event_paranoid decides)"
-  elseif now then
-    did = ("was %s already: left alone"):format(now)
-  else
-    did = "could not be read (getprop failed): left alone"
-  end
-  rec.warnings[#rec.warnings + 1] = "--sample: security.perf_harden " .. did
-  return did
-end
-
--- --sample-overhead=K: K runner processes without the sampler and K with it, in ABBA order (unsampled first in odd
--- pairs, sampled first in even ones, so a drift of the board over the pairs weighs on both sides alike), before
--- the measured processes (whose ETDump and samples are the ones kept). Each is the measured command, with the
--- same helper, memory watch and ETDump: only the sampler differs. Their logs stay in the run directory
--- (overhead-<i>-<un>sampled.stderr). -> the record's cpu_profile.overhead.
-local function overhead_runs(ctx, rec, t)
-  local o, ui, groups = ctx.opts, ctx.ui, { [false] = {}, [true] = {} }
-  for i = 1, o.sample_overhead do
-    for _, sampled in ipairs(i % 2 == 1 and { false, true } or { true, false }) do
-      local name = ("overhead-%d-%s"):format(i, sampled and "sampled" or "unsampled")
-      local label = ("sampling overhead %d/%d, %s"):format(i, o.sample_overhead, sampled and "sampled" or "unsampled")
-      if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
-      local r, parsed = run_once(ctx, t, t.argv, label, ctx.run_dir .. "/" .. name, sampled)
-      for _, ext in ipairs { "stdout", "stderr" } do
-        run.artifact(ctx, rec, name:gsub("-", "_") .. "_" .. ext, name .. "." .. ext)
-      end
-      -- its memory timeline was the cost both sides paid alike, not a result: not kept beside the run's
-      if r.memory_csv and device.kind(ctx.target_kind).runs_in_place then os.remove(r.memory_csv) end
-      local code, msg = failure_message(ctx, r, parsed)
-      if code then errors.fail(code, label .. ": " .. msg) end
-      local g = measuring.log_groups({ { r = r, parsed = parsed } }, o.num_executions)
-      local list = groups[sampled]
-      list[#list + 1] = g and g.groups[1] or {}
-    end
-  end
-  return require("odp.results.cpu_profile").overhead(groups[false], groups[true]) -- lazy: start-up
-end
-
--- The run step: the device state before, placement, the warmup and measured runner processes (t.runs).
-local function run_step(ctx, rec, t)
-  local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
-  if o.sample then t.perf_harden = allow_sampling(ctx, rec, target) end
-  t.state = device_state.before(rec, target)
-  placement.apply(ctx, t, rec, argv)
-
-  for i = 1, o.warmup do
-    local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
-    local code, msg = failure_message(ctx, r, parsed)
-    if code then
-      rec.status, rec.signal = r.status, r.signal
-      errors.fail(code, "warmup: " .. msg)
-    end
-  end
-  if o.sample_overhead then t.overhead = overhead_runs(ctx, rec, t) end
-  local runs = {}
-  local cooler = measuring.cooler(o, target, ui)
-  local stopper = measuring.stopper(o)
-  local count = stopper:count()
-  local samples = {} -- every iteration so far, for the stopping rule
-  repeat
-    local i = #runs + 1
-    local label = count == 1 and "run" or count and ("run %d/%d"):format(i, count) or ("run %d"):format(i)
-    if not ui.quiet then ui:info("%s: %s x%d", label, basename(o.model), o.num_executions) end
-    if cooler then cooler:before(i) end
-    stopper:begin()
-    local logs = count == 1 and "runner" or ("run" .. i)
-    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. logs, true)
-    for _, ext in ipairs { "stdout", "stderr" } do run.artifact(ctx, rec, logs .. "_" .. ext, logs .. "." .. ext) end
-    if cooler then cooler:after(i) end
-    rec.status, rec.signal = r.status, r.signal
-    local code, msg = failure_message(ctx, r, parsed)
-    if code then
-      runs[#runs + 1] = { r = r, parsed = parsed }
-      if #runs > 1 then measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }, t) end
-      errors.fail(code, msg)
-    end
-    runs[#runs + 1] = { r = r, parsed = parsed }
-    if o.num_executions > 0 and not parsed.total_ms and #parsed.messages > 0 then
-      rec.warnings[#rec.warnings + 1] = ("%s: the runner exited 0 but never said 'Model executed successfully'"):format(label)
-    end
-    local g = measuring.log_groups({ runs[#runs] }, o.num_executions)
-    if g then table.move(g.groups[1], 1, #g.groups[1], #samples + 1, samples) end
-  until stopper:done(#runs, samples)
-  rec.stop = stopper.stop
-  if stopper.warning then rec.warnings[#rec.warnings + 1] = stopper.warning end
-  if cooler then
-    rec.thermal = cooler.log
-    for _, w in ipairs(cooler.warnings) do rec.warnings[#rec.warnings + 1] = w end
-  end
-  t.runs, t.stopper = runs, stopper
-end
-
--- The fetch step: the ETDump the runner wrote on the board, brought here.
-local function fetch_step(ctx, rec, t)
-  local o = ctx.opts
-  -- The run's own copy, in its run directory (named in the record with its sha256): a later run writing the
-  -- same --etdump cannot change what this record shows; --etdump gets a copy of it. Judged by this run's file
-  -- only: an older file at --etdump must not pass for a new one.
-  local own = ctx.run_dir .. "/etdump.etdp"
-  local got, perr, pcode = t.target:fetch(t.etdump_remote, own)
-  -- no file on the board is the runner's doing (warned about below); anything else is a transfer failure
-  if not got and pcode ~= "ENOTFOUND" then errors.check(got, perr, pcode) end
-  local size = got and (sys.stat(own) or {}).size
-  if got and size == 0 then
-    -- a full disk lets the runner create the file and write nothing (it does not fail for it)
-    local dir = t.etdump_remote:match("^(.*)/[^/]*$")
-    local why = shell.space_cause(t.target, dir, 1024 * 1024, "the runner's ETDump",
-      "the runner wrote an empty file")
-    rec.warnings[#rec.warnings + 1] = ("ETDump lost: %s"):format(errors.text(why))
-  elseif got then
-    t.etdump = run.artifact(ctx, rec, "etdump", own)
-    if o.etdump and o.etdump ~= own then errors.check(sys.write_file(o.etdump, errors.check(sys.read_file(own)))) end
-  else
-    rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
-  end
-  if t.sample_remote then
-    local path = ctx.run_dir .. "/cpu_profile.samples"
-    errors.check(t.target:fetch(t.sample_remote, path))
-    t.samples = run.artifact(ctx, rec, "cpu_profile_samples", path)
-  end
-end
-
--- The last measured process's samples joined with its ETDump: rec.cpu_profile, cpu_profile.folded.
-local function profile_step(ctx, rec, t, doc)
-  local prof = require("odp.results.cpu_profile") -- lazy: start-up
-  local o = ctx.opts
-  local bytes = errors.check(sys.read_file(t.samples))
-  local p, err, code = prof.profile(bytes, doc, { runner = o.runner, runner_remote = t.runner_remote,
-    symbols = o.symbols, local_modules = device.kind(ctx.target_kind).runs_in_place })
-  if not p then
-    rec.warnings[#rec.warnings + 1] = "cpu profile: " .. err
-    return
-  end
-  rec.cpu_profile = p.record
-  p.record.overhead = t.overhead or prof.overhead_not_measured()
-  p.record.perf_harden = t.perf_harden
-  for _, w in ipairs(p.warnings) do rec.warnings[#rec.warnings + 1] = w end
-  if p.record.rate_hz and p.record.rate_hz < o.sample then
-    rec.warnings[#rec.warnings + 1] = ("cpu profile: sampled at %d Hz, not %d: the board's " ..
-      "kernel.perf_event_max_sample_rate (the kernel lowers it when its sampling interrupts take too long)")
-      :format(p.record.rate_hz, o.sample)
-  end
-  local folded = ctx.run_dir .. "/cpu_profile.folded"
-  errors.check(prof.write_folded(folded, p.folded))
-  run.artifact(ctx, rec, "cpu_profile_folded", folded)
-end
-
 --- The steps, each traced in rec.steps: stage, run, fetch (with --etdump); then the measurements. Raises a
 -- structured failure; odp.run turns it into the failed record.
 function M.steps(ctx, rec)
   local o = ctx.opts
   local t = { target = ctx.board:target() }
   ctx.state_of = t
-  run.step(rec, "stage", function() return stage_step(ctx, rec, t) end)
-  run.step(rec, "run", function() return run_step(ctx, rec, t) end)
-  if t.etdump_remote then run.step(rec, "fetch", function() return fetch_step(ctx, rec, t) end) end
+  run.step(rec, "stage", function() return stage.step(ctx, rec, t) end)
+  run.step(rec, "run", function() return runs_part.step(ctx, rec, t) end)
+  if t.etdump_remote then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
   local kept
   if t.output_base then
     run.step(rec, "outputs", function()
@@ -545,7 +123,7 @@ function M.steps(ctx, rec)
     end)
   end
   local runs, stopper, dir = t.runs, t.stopper, ctx.run_dir
-  local g = measure(ctx, rec, runs, t)
+  local g = measure.measure(ctx, rec, runs, t)
   rusage.record_counters(rec, runs)
   if o.sustained and g and #g.groups == #stopper.starts then
     rec.sustained = measuring.per_minute(g.groups, stopper.starts)
@@ -567,7 +145,7 @@ function M.steps(ctx, rec)
         or ("ETDump: " .. derr)
     end
   end
-  if t.samples then profile_step(ctx, rec, t, doc) end
+  if t.samples then fetch.profile(ctx, rec, t, doc) end
   -- the kept outputs join the printed ones (the last measured process's), then the reference's gates judge them
   if kept then tensors.judge(ctx.io, rec, kept, ctx.run_dir) end
 end

@@ -1,0 +1,88 @@
+--- The ExecuTorch flow, its failures: one line that says why a runner process failed, from its exit, its own
+-- error lines and what odp knows of the model (a backend it delegates to, external weights, missing kernels).
+local pte = require("odp.parse.pte")
+local sys = require("odp.sys")
+
+local M = {}
+
+-- The runner's own cause in a failure's line: its first error lines (the F line, the assert that ended it,
+-- last), each bounded, so the line stays one line.
+local MAX_CAUSES, MAX_CAUSE = 2, 160
+
+local function cut(text, n) return #text > n and (text:sub(1, n - 3) .. "...") or text end
+
+-- What odp knows that explains a runner's failure, from its lines and the model's .pte; nil when nothing.
+local function explain(ctx, parsed)
+  local o = ctx.opts
+  local texts = {}
+  for _, e in ipairs(parsed.errors or {}) do texts[#texts + 1] = e.text end
+  local all = table.concat(texts, "\n")
+  local info = pte.read(o.model) -- checked before the run (validate): read again only here
+  local backends = {}
+  for _, d in ipairs(info and pte.delegates(info) or {}) do
+    if not backends[d.backend] then backends[#backends + 1], backends[d.backend] = d.backend, true end
+  end
+  local backend = all:match("Backend (%S+) is not registered")
+  if backend and backends[backend] then
+    return ("the model delegates to %s, which this runner does not register: use a runner built with that backend")
+      :format(backend)
+  elseif backend then
+    return ("this runner does not register the backend %s"):format(backend)
+  end
+  if all:find("external_data_map is null", 1, true) and not o.data then
+    local ptd = o.model:gsub("%.pte$", "") .. ".ptd"
+    return ("the model keeps its weights in an external data file: pass --data %s"):format(sys.stat(ptd) and ptd
+      or "FILE.ptd")
+  end
+  local missing = parsed.missing_operators or {}
+  if #missing > 0 then
+    return ("this runner has no kernel for %s%s: use a runner built with %s"):format(
+      table.concat(missing, ", ", 1, math.min(#missing, 3)), #missing > 3 and (" and %d more"):format(#missing - 3) or "",
+      #missing > 1 and "them" or "it")
+  end
+  for _, e in ipairs(parsed.errors or {}) do
+    if e.status_name == "NotFound" and #backends > 0 then
+      return ("the model delegates to %s: is it registered in this runner?"):format(table.concat(backends, ", "))
+    end
+  end
+end
+
+
+-- One line that says why a runner process failed, from its exit, its own error lines and odp's explanation.
+--- -> the error code and the line, or nothing when the process succeeded.
+function M.message(ctx, r, parsed)
+  local causes, final = {}, nil
+  for _, e in ipairs(parsed.errors or {}) do
+    local text = e.text:gsub("%.$", "") .. (e.status_name and (" [" .. e.status_name .. "]") or "")
+    if e.level == "F" then final = text break end
+    if #causes < MAX_CAUSES then causes[#causes + 1] = cut(text, MAX_CAUSE) end
+  end
+  if final then causes[#causes + 1] = cut(final, MAX_CAUSE) end
+  if #causes == 0 then
+    -- no ExecuTorch error line: the first line of its own that is no info log line (the dynamic loader's
+    -- "version `GLIBC_2.38' not found", the shell's "Exec format error", ...)
+    for line in (r.stderr or ""):gmatch("[^\r\n]+") do
+      if not line:match("^[DIW] %d%d:%d%d:") and line:match("%S") then causes[1] = cut(line, MAX_CAUSE) break end
+    end
+  end
+  local why = #causes > 0 and table.concat(causes, "; ") or nil
+  local function with_why(head)
+    if not why then return head end
+    local note = explain(ctx, parsed)
+    return head .. ": " .. why .. (note and (" (" .. note .. ")") or "")
+  end
+  if r.timed_out then
+    return "ERUNNER", "runner did not finish before the timeout; killed with its process group"
+  elseif r.canceled then
+    return "ECANCELED", "interrupted; runner killed"
+  elseif r.signal then
+    return "ERUNNER", with_why(("runner killed by SIG%s"):format(r.signal_name or r.signal))
+  elseif r.status ~= 0 then
+    if r.stderr:find("unknown command line flag 'etdump_path'", 1, true) then
+      return "ERUNNER", "this runner was built without the event tracer: it has no --etdump_path; drop --etdump"
+    end
+    return "ERUNNER", with_why(("runner exited with status %d"):format(r.status))
+  end
+end
+
+return M

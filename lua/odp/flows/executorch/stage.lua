@@ -1,0 +1,71 @@
+--- The ExecuTorch flow, its stage step: the runner, the model, its data and inputs where the runner will read
+-- them, and the runner's argv.
+local json = require("odp.core.json")
+local sys = require("odp.sys")
+local memparse = require("odp.parse.memory")
+local shell = require("odp.target.shell")
+local tensors = require("odp.results.tensors")
+
+local M = {}
+
+local function basename(p) return (p:match("([^/]+)$")) end
+
+-- The stage step: where the files are is the target's business (the host runs them in place; a remote target
+-- pushes them into its remote dir, hash-skipped; the board remembers what it staged). -> the runner's argv,
+-- and "unchanged" when a remote board had every file already.
+function M.step(ctx, rec, t)
+  local o, ui, board = ctx.opts, ctx.ui, ctx.board
+  t.workdir = board:workdir(ctx.run_dir)
+  local pushed_any, remote = false, false
+  local function stage(path, mode, info)
+    local where, pushed = board:stage(path, { mode = mode, ui = ui, sha256 = info and info.sha256 })
+    if where ~= sys.realpath(path) then
+      remote, pushed_any = true, pushed_any or pushed
+      ui:info("%s %s", pushed and "pushed" or "unchanged", basename(path))
+    end
+    return where
+  end
+  local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
+  if o.memory then
+    -- each measured process's timeline goes into the run dir (written there on this machine; from a board it
+    -- comes back on the helper's channel with the run's answer), the record's becomes memory.csv (memory_step);
+    -- absolute: this machine's helper opens it in the runner's working directory
+    t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model,
+      prefix = sys.realpath(ctx.run_dir) .. "/" }
+  end
+  local data = o.data and stage(o.data)
+  -- What the runner writes on the board for this run alone is named by it (shell.board_file_prefix: removed once
+  -- fetched, by an odp that dies first at the next free-space check). --sample needs the ETDump to place its
+  -- samples: one is asked for without --etdump too (the run dir keeps it).
+  local prefix = t.workdir .. "/" .. shell.board_file_prefix(basename(ctx.run_dir))
+  t.etdump_remote = (o.etdump or o.sample) and (prefix .. ".etdump")
+  t.sample_remote = o.sample and (prefix .. ".samples")
+  t.board_files = { t.etdump_remote, t.sample_remote }
+  t.runner_remote = runner
+  local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
+  if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
+  if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
+  local io = ctx.io
+  if io and io.inputs then
+    local files, staged = tensors.write_inputs(io.sig, io.inputs, ctx.run_dir .. "/inputs"), {}
+    rec.inputs = json.array({})
+    for i, f in ipairs(files) do
+      rec.inputs[i] = tensors.file_entry(f, io.sig.inputs[i], ctx.run_dir)
+      staged[i] = stage(f, nil, rec.inputs[i])
+    end
+    table.move({ "--inputs", table.concat(staged, ",") }, 1, 2, #argv + 1, argv)
+  end
+  if io and io.outputs then
+    -- the runner writes output i to BASE-i.bin (executor_runner's --output_file), every process over the last
+    t.output_base = prefix .. ".out"
+    for _, out in ipairs(io.sig.outputs) do
+      if out.kind == "tensor" then t.board_files[#t.board_files + 1] = ("%s-%d.bin"):format(t.output_base, out.index) end
+    end
+    table.move({ "--output_file", t.output_base }, 1, 2, #argv + 1, argv)
+  end
+  table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
+  t.argv = argv
+  if remote and not pushed_any then return "unchanged" end
+end
+
+return M
