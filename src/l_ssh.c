@@ -321,6 +321,24 @@ static int l_uri(lua_State *L)
     return 1;
 }
 
+/* session:traffic() -> {round_trips=, bytes_up=, bytes_down=, connect_ms=}: what the connection carried so far
+ * (odp_ssh_traffic). */
+static int l_traffic(lua_State *L)
+{
+    odp_ssh_traffic t;
+    odp_ssh_traffic_get(check_session(L)->s, &t);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)t.round_trips);
+    lua_setfield(L, -2, "round_trips");
+    lua_pushinteger(L, (lua_Integer)t.bytes_up);
+    lua_setfield(L, -2, "bytes_up");
+    lua_pushinteger(L, (lua_Integer)t.bytes_down);
+    lua_setfield(L, -2, "bytes_down");
+    lua_pushnumber(L, t.connect_ms);
+    lua_setfield(L, -2, "connect_ms");
+    return 1;
+}
+
 /* session:lost() -> nil while the connection is up, else why it is gone ("closed" for a closed session). */
 static int l_lost(lua_State *L)
 {
@@ -374,7 +392,7 @@ int luaopen_odp_ssh(lua_State *L)
     static const luaL_Reg methods[] = {{"exec", l_exec},   {"put", l_put},
                                        {"get", l_get},     {"uri", l_uri},
                                        {"fingerprint", l_fingerprint}, {"open_channel", l_open_channel},
-                                       {"lost", l_lost}, {"close", session_close}, {NULL, NULL}};
+                                       {"lost", l_lost}, {"traffic", l_traffic}, {"close", session_close}, {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", session_close}, {"__close", session_close},
                                     {"__tostring", session_tostring}, {NULL, NULL}};
     odp_newclass(L, SESSION, methods, meta);

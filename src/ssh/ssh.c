@@ -58,6 +58,8 @@ struct odp_ssh {
     /* Why the connection is gone (the socket dropped, keepalives unanswered), "" while it is up: a session
      * never comes back, so every later call fails at once with this cause (odp_ssh_lost). */
     char lost[512];
+    odp_ssh_traffic traffic;
+    int sent_since_rx;         /* bytes went out since bytes last came in: the next ones in end a round trip */
 };
 
 struct odp_ssh_channel {
@@ -76,6 +78,33 @@ static void close_session(odp_ssh *s, odp_ssh *tunnel_via);
 const char *odp_ssh_uri(const odp_ssh *s) { return s->uri; }
 const char *odp_ssh_fingerprint(const odp_ssh *s) { return s->fingerprint; }
 const char *odp_ssh_lost(const odp_ssh *s) { return s->lost[0] ? s->lost : NULL; }
+
+void odp_ssh_traffic_get(const odp_ssh *s, odp_ssh_traffic *out) { *out = s->traffic; }
+
+/* libssh2's socket I/O, counted (odp_ssh_traffic): its own send()/recv() with the session as the abstract. */
+static LIBSSH2_SEND_FUNC(counted_send)
+{
+    odp_ssh *s = *abstract;
+    ssize_t n = send(socket, buffer, length, flags);
+    if (n > 0) {
+        s->traffic.bytes_up += (unsigned long long)n;
+        s->sent_since_rx = 1;
+    }
+    return n < 0 ? -errno : n;
+}
+
+static LIBSSH2_RECV_FUNC(counted_recv)
+{
+    odp_ssh *s = *abstract;
+    ssize_t n = recv(socket, buffer, length, flags);
+    if (n > 0) {
+        s->traffic.bytes_down += (unsigned long long)n;
+        if (s->sent_since_rx)
+            s->traffic.round_trips++;
+        s->sent_since_rx = 0;
+    }
+    return n < 0 ? -errno : n;
+}
 
 /* Marks s lost with the cause in err's message (the first cause is kept) and returns rc. */
 static int mark_lost(odp_ssh *s, odp_err *err, int rc)
@@ -620,9 +649,11 @@ static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
     s->alive_interval = o->alive_interval;
     s->alive_count_max = o->alive_count_max;
     s->last_rx = odp_now();
-    s->session = libssh2_session_init();
+    s->session = libssh2_session_init_ex(NULL, NULL, NULL, s);
     if (!s->session)
         return odp_fail(err, ODP_EIO, "libssh2_session_init failed");
+    libssh2_session_callback_set(s->session, LIBSSH2_CALLBACK_SEND, (void *)counted_send);
+    libssh2_session_callback_set(s->session, LIBSSH2_CALLBACK_RECV, (void *)counted_recv);
     libssh2_session_set_blocking(s->session, 0);
     char types[256];
     known_types(o, o->host_key_alias ? o->host_key_alias : o->host, port, types, sizeof types);
@@ -669,7 +700,9 @@ int odp_ssh_connect(const odp_ssh_opts *o, odp_ssh **out, odp_err *err)
         snprintf(s->uri, sizeof s->uri, "%s@%s", o->user, o->host);
     else
         snprintf(s->uri, sizeof s->uri, "%s@%s:%d", o->user, o->host, port);
+    double start = odp_now();
     int rc = connect_session(s, o, err);
+    s->traffic.connect_ms = (odp_now() - start) * 1e3;
     if (rc) {
         odp_ssh *via = s->via;
         s->via = NULL; /* stays the caller's */

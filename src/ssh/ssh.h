@@ -54,6 +54,17 @@ const char *odp_ssh_fingerprint(const odp_ssh *s);
  * unanswered), the message of that failure: the session is dead and its owner reconnects. */
 const char *odp_ssh_lost(const odp_ssh *s);
 
+/* What the session's own transport (its socket, ProxyCommand pipe or tunnel) carried since it connected:
+ * round_trips counts turnarounds, a read that brought bytes after odp had sent some since the last bytes came
+ * in (odp waited on the board: a request and its answer, the handshake's steps, a keepalive's reply);
+ * bytes are the encrypted bytes on the wire, both ways; connect_ms is how long connecting took (TCP or
+ * ProxyCommand, handshake, authentication). tests/c/delay_relay.c counts the same turnarounds on the wire. */
+typedef struct {
+    unsigned long long round_trips, bytes_up, bytes_down;
+    double connect_ms;
+} odp_ssh_traffic;
+void odp_ssh_traffic_get(const odp_ssh *s, odp_ssh_traffic *out);
+
 typedef struct {
     const char *command;           /* shell command line for the remote login shell */
     const char *stdin_data;        /* NULL = none (EOF at once) */

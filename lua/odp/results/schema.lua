@@ -297,6 +297,14 @@ M.FIELDS = {
   { "steps[].name", "string" },
   { "steps[].status", "string" },
   { "steps[].ms", "number", unit = "ms" },
+  -- what the run cost on the link to the board (SSH): turnarounds odp waited on (odp_ssh_traffic), the bytes on
+  -- the wire and the time to connect, counted from the end of the board's previous run (docs/helper-protocol.md)
+  { "transport", "object" },
+  { "transport.round_trips", "integer" },
+  { "transport.bytes_up", "integer", unit = "B" },
+  { "transport.bytes_down", "integer", unit = "B" },
+  { "transport.connect_ms", "number", unit = "ms" },
+  { "transport.connects", "integer" },
   { "threads", "integer" },
   { "method", "string" },
   { "sweep", "table" },                    -- {point, rep, of}

@@ -196,6 +196,19 @@ function ShellBoard:pull(src, dst, opts)
   return (errors.check(self:target():pull(src, dst, opts)))
 end
 
+--- What the link to the board carried since the last call (the target's traffic(): round trips, bytes, the
+-- time spent connecting; odp.results.schema's `transport`), so each run's record has its own share and the
+-- records of a board session add up to all of it. nil for a target with no link (the host) or not opened.
+function ShellBoard:traffic_since()
+  local t = self._target
+  if not (t and t.traffic) then return nil end
+  local now, last, d = t:traffic(), self._traffic_mark or {}, {}
+  for k, v in pairs(now) do d[k] = v - (last[k] or 0) end
+  self._traffic_mark = now
+  d.connect_ms = math.floor(d.connect_ms * 1000 + 0.5) / 1000
+  return d
+end
+
 --- Makes a local file available on the board for a run (the target's stage: in place on the host, pushed
 -- into the remote dir elsewhere, hash-skipped) -> the path on the board, pushed?. opts: mode, ui, sha256 (the
 -- local file's). The board remembers what it staged: the same bytes (sha256) staged again on this board are
@@ -251,6 +264,7 @@ function Board:close()
   if self._rtt then pcall(self._rtt.close, self._rtt) self._rtt = nil end
   if self._probe then pcall(self._probe.close, self._probe) self._probe = nil end
   if self._target then self._target:close() self._target = nil end
+  self._traffic_mark = nil -- a new target counts from zero
   self._staged, self._preflight, self._workdir = {}, {}, nil -- a new connection checks again
   if self._twin_started and not self.keep then
     twin.stop(self.device.twin, self.twin_state)

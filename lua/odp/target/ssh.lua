@@ -229,9 +229,29 @@ function M.new(opts)
   return t
 end
 
+local TRAFFIC = { "round_trips", "bytes_up", "bytes_down", "connect_ms" }
+
+--- What this board session's connections carried so far (odp.ssh session:traffic(): round trips waited on,
+-- bytes both ways, the time spent connecting), summed over reconnects; connects: how many connections.
+function Target:traffic()
+  local before = self.traffic_before or {}
+  local live = self.session and self.session ~= self.traffic_kept and self.session:traffic() or {}
+  local sum = { connects = self.connects or 1 }
+  for _, k in ipairs(TRAFFIC) do sum[k] = (before[k] or 0) + (live[k] or 0) end
+  return sum
+end
+
+-- Keeps what the session carried before it goes (Target:traffic sums the board session's connections).
+local function keep_traffic(self)
+  if self.session and self.session ~= self.traffic_kept then
+    self.traffic_before, self.traffic_kept = self:traffic(), self.session
+  end
+end
+
 -- The target given up on: every request fails at once with this cause, and the next M.new connects afresh.
 local function give_up(self, msg, code)
   self.gone, self.gone_code = msg, code -- ECONNLOST, or ECANCELED: Ctrl-C while waiting for the board
+  keep_traffic(self)
   if self.session then pcall(self.session.close, self.session) end
   self.session = nil
   if open_targets[self.key] == self then open_targets[self.key] = nil end
@@ -244,11 +264,12 @@ end
 function Target:reconnect(why)
   if self.cache.helper_client then pcall(self.cache.helper_client.close, self.cache.helper_client) end
   self.cache.helper_client = nil
+  keep_traffic(self)
   pcall(self.session.close, self.session)
   local ok, err, code = shell.reconnect(self, why, function(timeout)
     local session, cerr, ccode = connect_chain(self.settings, self.opts, { self.settings.alias:lower() },
       math.max(1, math.min(timeout, self.settings.connect_timeout or CONNECT_TIMEOUT)))
-    if session then self.session = session end
+    if session then self.session, self.connects = session, (self.connects or 1) + 1 end
     return session, cerr, ccode
   end)
   if not ok then return give_up(self, err, code) end
