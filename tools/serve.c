@@ -261,6 +261,10 @@ static int relay(int fd, uint8_t t)
  * 'D' {status, report[, signal name]}: the ODP-MEMORY/ODP-COUNTERS/ODP-RUSAGE lines of exec mode (status: what
  * exec mode would exit with when the program never ran, 127 or 125, else its own).
  * While it runs, stdin may carry 'Z' {signal}: sent to the program's process group. */
+static void gather_state(const char *const state[3], odp_buf *text);
+/* each of a run's two device states: both, the report and the status fit one frame (ODP_FRAME_MAX) */
+#define STATE_IN_RUN_MAX (ODP_FRAME_MAX / 4)
+
 static void serve_run(const odp_frame *f)
 {
     char *fl[MAX_ARGS + 16];
@@ -275,6 +279,10 @@ static void serve_run(const odp_frame *f)
     cpu_set_t cpus;
     const char *memory_file = NULL;
     size_t memory = 0; /* memory=BYTES: the timeline's bound; 0: no memory by phase */
+    /* state_root=, state_cpu=, state_props=: the device state ('S''s three fields), read just before the program
+     * starts and just after it ended, comes back in its 'D': no request of its own before and after a point */
+    const char *state[3] = {NULL, NULL, NULL};
+    odp_buf state_before = {.limit = STATE_IN_RUN_MAX}, state_after = {.limit = STATE_IN_RUN_MAX};
     memset(&watch, 0, sizeof watch);
     for (int k = 0; k < n; k++) {
         char *a = fl[k];
@@ -308,6 +316,12 @@ static void serve_run(const odp_frame *f)
             memory = bytes < MEMWATCH_TIMELINE_MAX ? (size_t)bytes : MEMWATCH_TIMELINE_MAX;
         } else if (!strncmp(a, "memory_file=", 12))
             memory_file = a + 12;
+        else if (!strncmp(a, "state_root=", 11))
+            state[0] = a + 11;
+        else if (!strncmp(a, "state_cpu=", 10))
+            state[1] = a + 10;
+        else if (!strncmp(a, "state_props=", 12))
+            state[2] = a + 12;
         else if (!strncmp(a, "mark=", 5)) {
             if (memwatch_add_mark(&watch, a + 5)) {
                 fail("EUSAGE", "mark=%.100s: EVENT=GLOB (EVENT [a-z0-9_], at most %d marks)", a + 5, MEMWATCH_MARKS);
@@ -327,8 +341,14 @@ static void serve_run(const odp_frame *f)
         fail("EPROTO", "run: no program (options, \"--\", argv)");
         goto out;
     }
+    if ((state[0] || state[1] || state[2]) && !(state[0] && state[1] && state[2])) {
+        fail("EPROTO", "run: state_root=, state_cpu= and state_props= go together");
+        goto out;
+    }
     argv[argc] = NULL;
     sp.argv = argv;
+    if (state[0])
+        gather_state(state, &state_before);
     char **env = (nsets || nunsets) ? make_env(sets, nsets, unsets, nunsets) : NULL;
     sp.envp = env;
     int po[2], pe[2], devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -473,8 +493,13 @@ static void serve_run(const odp_frame *f)
     odp_frame_add_str(&d, status);
     odp_frame_add_str(&d, rep ? rep : "");
     const char *signame = WIFSIGNALED(st) ? sigabbrev_np(WTERMSIG(st)) : NULL;
-    if (signame)
-        odp_frame_add_str(&d, signame); /* as SSH names it: "ABRT" */
+    if (signame || state[0])
+        odp_frame_add_str(&d, signame ? signame : ""); /* as SSH names it: "ABRT" */
+    if (state[0]) {
+        gather_state(state, &state_after);
+        odp_frame_add(&d, state_before.data ? state_before.data : "", state_before.len);
+        odp_frame_add(&d, state_after.data ? state_after.data : "", state_after.len);
+    }
     if (odp_frame_end(&d, at) == 0)
         send_all(d.data, d.len);
     odp_buf_free(&d);
@@ -482,6 +507,8 @@ static void serve_run(const odp_frame *f)
 out:
     if (sp.sampler)
         sampler_finish(sp.sampler); /* a request refused after its sampler was made */
+    odp_buf_free(&state_before);
+    odp_buf_free(&state_after);
     free_fields(fl, n);
 }
 
@@ -535,15 +562,21 @@ static int state_run(void *ctx, const char *const argv[], size_t max, odp_buf *o
     return 0;
 }
 
+/* The device-state text for root, cpu files and properties (at most SMALL_FILE_MAX bytes) into text. */
+static void gather_state(const char *const state[3], odp_buf *text)
+{
+    odp_state_opts o = {state[0], state[1], state[2], state_run, NULL};
+    odp_state_gather(&o, text);
+}
+
 static void serve_state(char **a, int n)
 {
     if (n != 3) {
         fail("EPROTO", "state: root, cpu files, properties");
         return;
     }
-    odp_state_opts o = {a[0], a[1], a[2], state_run, NULL};
     odp_buf text = {.limit = SMALL_FILE_MAX};
-    odp_state_gather(&o, &text);
+    gather_state((const char *const *)a, &text);
     answer_bytes('A', text.data ? text.data : "", text.len);
     odp_buf_free(&text);
 }
@@ -632,26 +665,22 @@ static int cache_use(const char *path, const char *identity, char hex[65], int r
     return found;
 }
 
-static void serve_hash(char **a, int n)
+/* The sha256 of the regular file at path into hex, remembered (cache_use): 0, 1 when there is no such regular
+ * file, or -1 with errno when it could not be read. */
+static int file_sha256(const char *path, char hex[65])
 {
-    if (n != 1) {
-        fail("EPROTO", "hash: one path");
-        return;
-    }
     struct stat st;
-    int fd = open(a[0], O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         if (fd >= 0)
             close(fd);
-        answer('A', NULL, NULL); /* no such regular file: no hash */
-        return;
+        return 1;
     }
-    char identity[160], hex[65];
+    char identity[160];
     file_identity(&st, identity, sizeof identity);
-    if (strchr(a[0], '\n') == NULL && cache_use(a[0], identity, hex, 0)) {
+    if (strchr(path, '\n') == NULL && cache_use(path, identity, hex, 0)) {
         close(fd);
-        answer('A', hex, NULL);
-        return;
+        return 0;
     }
     sha256_ctx c;
     sha256_init(&c);
@@ -663,19 +692,34 @@ static void serve_hash(char **a, int n)
     int e = errno;
     close(fd);
     if (r < 0) {
-        fail(errno_code(e), "hash %s: %s", a[0], strerror(e));
-        return;
+        errno = e;
+        return -1;
     }
     sha256_hex(&c, hex);
     /* the file may have changed while it was read: remembered only if it is still the one that was hashed */
     struct stat after;
     char identity_after[160];
-    if (strchr(a[0], '\n') == NULL && stat(a[0], &after) == 0) {
+    if (strchr(path, '\n') == NULL && stat(path, &after) == 0) {
         file_identity(&after, identity_after, sizeof identity_after);
         if (strcmp(identity, identity_after) == 0)
-            cache_use(a[0], identity, hex, 1);
+            cache_use(path, identity, hex, 1);
     }
-    answer('A', hex, NULL);
+    return 0;
+}
+
+static void serve_hash(char **a, int n)
+{
+    if (n != 1) {
+        fail("EPROTO", "hash: one path");
+        return;
+    }
+    char hex[65];
+    int rc = file_sha256(a[0], hex);
+    if (rc < 0) {
+        int e = errno;
+        fail(errno_code(e), "hash %s: %s", a[0], strerror(e));
+    } else
+        answer('A', rc == 0 ? hex : NULL, NULL); /* no such regular file: no hash */
 }
 
 static void serve_free(char **a, int n)
@@ -847,6 +891,12 @@ int rusage_serve(void)
     odp_frame_add_str(&h, "odp-helper");
     odp_frame_add_str(&h, proto);
     odp_frame_add_str(&h, u.machine);
+    /* its own file's sha256: odp uses a helper only when it is odp's own build, and need not ask (one round trip) */
+    char self[PATH_MAX], hex[65];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0)
+        self[n] = 0;
+    odp_frame_add_str(&h, n > 0 && file_sha256(self, hex) == 0 ? hex : "");
     odp_frame_end(&h, at);
     send_all(h.data, h.len);
     odp_buf_free(&h);

@@ -164,7 +164,9 @@ function M.finish(ctx, rec, err)
       rec.warnings[#rec.warnings + 1] = ("this run's files are left on the board: %s"):format(errors.text(rerr))
     end
   end
-  if t.state then device_state.after(rec, t.state, t.target, { cpus_used = t.cpus_used }) end
+  -- asked with the runner processes but none brought it back (the run failed before its answer): asked now
+  if t.state_ask and not t.state then t.state = device_state.before(rec, t.target) end
+  if t.state then device_state.after(rec, t.state, t.target, { cpus_used = t.cpus_used, after = t.state_after }) end
 end
 
 --- A script declaration for a target kind: `return require("odp.flows.executorch").script{...}`. odp.run

@@ -344,6 +344,7 @@ end
 
 --- The device-state snapshot's text through the helper (odp.target.device_state), nil without one.
 Target.state_text = shell.state_text
+Target.state_in_exec = shell.state_in_exec
 
 -- Every request on the device goes through request(): what it is called in the line that says the device
 -- dropped, and whether it is run again once the device is back (all but exec: a program may have started).

@@ -436,6 +436,19 @@ function M.summary(ds)
   return table.concat(parts, " · ")
 end
 
+--- What a runner's exec asks for to have the device state come back with its answer (a target's exec option
+-- `state`: the board's helper reads it just before the program starts and just after it ended, so a point
+-- costs no request of its own for it; docs/helper-protocol.md): {root, cpu files, properties}. opts.root as
+-- M.gather's.
+---@param opts? {root?: string}
+function M.exec_request(opts)
+  return { (opts or {}).root or os.getenv("ODP_STATE_ROOT") or "", table.concat(CPU_FILES, " "),
+    table.concat(PROPS, "|") }
+end
+
+--- A snapshot from the text an exec brought back with exec_request (r.state_text.before or .after).
+function M.from_text(text) return M.snapshot(M.parse(text)) end
+
 --- One snapshot of target (odp.target.* object with exec): {snapshot} | nil, err, code. opts.root, else
 -- $ODP_STATE_ROOT (a test hook), names a directory on the target that stands in for its / (recorded trees
 -- of real boards, commands from <root>/bin/).
@@ -445,8 +458,8 @@ function M.gather(target, opts)
   local root = opts.root or os.getenv("ODP_STATE_ROOT") or ""
   -- read in-process by the board's helper or odp itself (src/helper/state.c): no shell, no forks
   if target.state_text then
-    local text, err, code = target:state_text(root, table.concat(CPU_FILES, " "), table.concat(PROPS, "|"),
-      opts.timeout or 30)
+    local ask = M.exec_request(opts)
+    local text, err, code = target:state_text(ask[1], ask[2], ask[3], opts.timeout or 30)
     if text then return M.snapshot(M.parse(text)) end
     if err then return nil, err, code end
   end
@@ -489,9 +502,11 @@ function M.before(rec, target, opts)
 end
 
 --- For a flow: the snapshot after the measured processes, the record's device_state and its warnings.
--- opts.cpus_used as in M.record.
+-- opts.cpus_used as in M.record; opts.after: that snapshot when the last process brought it back (not asked
+-- again).
 function M.after(rec, before, target, opts)
-  local after, err = M.gather(target)
+  local after, err = opts and opts.after, nil -- the snapshot the last runner process brought back
+  if not after then after, err = M.gather(target) end
   if not after then rec.warnings[#rec.warnings + 1] = "device state after the run: " .. tostring(err) end
   local state, warnings = M.record(before, after, opts)
   rec.device_state = state

@@ -108,6 +108,7 @@ function M.open(channel, opts)
       tostring(f[2]):sub(1, 16), codec.PROTO), "EPROTO", "version"
   end
   self.arch = f[3]
+  self.self_sha256 = f[4] and f[4]:match("^%x+$") -- its own file's, as its 'X' would answer (protocol 4)
   return self
 end
 
@@ -252,9 +253,11 @@ end
 -- ({csv, marks, model, timeline_max}: memory by phase, docs/memory.md; the timeline comes back in the helper's
 -- 'T' frames, at most timeline_max bytes (default and most M.TIMELINE_MAX), into csv, a file on THIS machine,
 -- which appears only whole), sample ("HZ,FILE": the sample stream written to FILE on the board,
--- tools/sample.h), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result shape before the report is
--- applied: {ok, status, stdout, stderr, wall_s, timed_out, canceled, stdout_dropped?, stderr_dropped?,
--- timeline_error? (csv could not be written here: why)}, report (the ODP-RUSAGE lines, "" when the program
+-- tools/sample.h), state ({root, cpu_files, props}: the device state, as Client:state, read just before the
+-- program starts and just after it ended), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result shape
+-- before the report is applied: {ok, status, stdout, stderr, wall_s, timed_out, canceled, stdout_dropped?,
+-- stderr_dropped?, timeline_error? (csv could not be written here: why), state_text? ({before, after}: with
+-- state, when the program ran)}, report (the ODP-RUSAGE lines, "" when the program
 -- never ran) | nil, err, code (the helper or the channel failed: the client is dead).
 function Client:run(argv, opts)
   opts = opts or {}
@@ -277,6 +280,9 @@ function Client:run(argv, opts)
     if opts.memory.model then fields[#fields + 1] = "memory_file=" .. opts.memory.model end
   end
   if opts.sample then fields[#fields + 1] = "sample=" .. opts.sample end
+  if opts.state then
+    for i, k in ipairs { "state_root=", "state_cpu=", "state_props=" } do fields[#fields + 1] = k .. opts.state[i] end
+  end
   fields[#fields + 1] = "--"
   for _, a in ipairs(argv) do fields[#fields + 1] = tostring(a) end
   local t0 = sys.now()
@@ -312,6 +318,7 @@ function Client:run(argv, opts)
       r.stdout, r.stderr, r.wall_s = got_out(), got_err(), sys.now() - t0
       r.ok = r.status == 0 and not r.timed_out and not r.canceled
       r.signal_name = f[3] and f[3]:match("^%u[%u%d]*$")
+      if opts.state and f[5] then r.state_text = { before = f[4], after = f[5] } end
       if r.canceled then sys.cancel_request() end -- lifted to stop the program; odp still ends with 130
       return r, f[2] or ""
     elseif t then

@@ -135,6 +135,9 @@ function M.check(target, opts)
       if st then need = need + st.size end
     end
     local free, removed, code
+    -- the helper already on the board answers the free space (and the glibc version) in one round trip: no
+    -- exec of its own; none there is pushed after the space is known to be there (odp.target.shell.helper)
+    if target.open_channel then shell.helper(target, { present_only = true }) end
     if target.space then free, removed, code = target:space(dir) else free, removed, code = target:free_bytes(dir) end
     if free == nil then unanswered("the free space in " .. dir, target, removed, code) end
     if type(removed) == "table" and #removed > 0 then facts.removed_partials = removed end

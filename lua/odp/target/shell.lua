@@ -109,12 +109,19 @@ end
 --- starts only where there is one. A method: Target.libc_version = shell.libc_version.
 ---@param target odp.target.shell.Target
 ---@return string?, string?, string?
+local LIBC_QUERY = "getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1; true"
+
+-- The glibc version in what LIBC_QUERY printed, or false.
+local function libc_from(out)
+  return out:match("glibc%s+([%d%.]+)") or out:match("GLIBC[^\n]-([%d]+%.[%d]+)%s*\n?$")
+    or out:match("GNU libc[^\n]-([%d]+%.[%d]+)") or false
+end
+
 function M.libc_version(target)
   if target.cache.libc == nil then
-    local out, err, code = target:run("getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1; true")
+    local out, err, code = target:run(LIBC_QUERY)
     if not out then return nil, err, code end
-    target.cache.libc = out:match("glibc%s+([%d%.]+)") or out:match("GLIBC[^\n]-([%d]+%.[%d]+)%s*\n?$")
-      or out:match("GNU libc[^\n]-([%d]+%.[%d]+)") or false
+    target.cache.libc = libc_from(out)
   end
   return target.cache.libc or nil
 end
@@ -262,10 +269,18 @@ end
 --- answer, e.g. busybox without a mount table: ask target:free_bytes once the helper runs), the paths removed |
 --- nil, err, code (the board could not be asked). A method: Target.space = shell.space.
 function M.space(target, dir)
-  local out, err, code = target:exec_command(("for d in %s %s/.odp; do for f in \"$d\"/*.odp-part-* " ..
-    "\"$d\"/*.odp-run-*; do [ -f \"$f\" ] && echo \"part $(wc -c <\"$f\") $f\"; done; done; %s || true")
-    :format(q(dir), q(dir), df_text(dir)))
+  -- the helper, when the preflight found it on the board, answers in one round trip, and so does the glibc
+  -- version asked with it (libc_version's own query, after a line of its own): no exec of its own (a login shell)
+  local h = target.cache.helper_client
+  local run = h and not h.dead and M.run or target.exec_command
+  local out, err, code = run(target, ("for d in %s %s/.odp; do for f in \"$d\"/*.odp-part-* " ..
+    "\"$d\"/*.odp-run-*; do [ -f \"$f\" ] && echo \"part $(wc -c <\"$f\") $f\"; done; done; %s || true; " ..
+    "echo ODP-LIBC; %s"):format(q(dir), q(dir), df_text(dir), LIBC_QUERY))
   if not out then return nil, err, code end
+  local libc_out
+  out, libc_out = out:match("^(.-)ODP%-LIBC\n(.*)$")
+  if not out then return nil, ("EPROTO: the free-space query on %s printed no end"):format(target.uri), "EPROTO" end
+  if target.cache.libc == nil then target.cache.libc = libc_from(libc_out) end
   local free = df_parse(target, out) or false
   local removed, words = {}, {}
   for bytes, f in out:gmatch("part%s+(%d+)%s+([^\n]+)") do
@@ -276,7 +291,7 @@ function M.space(target, dir)
     end
   end
   if #removed > 0 then
-    local ok, rerr, rcode = target:exec_command("rm -f " .. table.concat(words, " "))
+    local ok, rerr, rcode = run(target, "rm -f " .. table.concat(words, " "))
     if not ok then return nil, rerr, rcode end
   end
   return free, removed
@@ -411,10 +426,10 @@ local function start_helper(target, path, probe)
   return client, herr, hcode, why, rest and rest:match("^%s*(%S+)")
 end
 
--- Whether a started helper is this odp's own build for its arch (the sha256 of its file, asked of itself).
+-- Whether a started helper is this odp's own build for its arch (the sha256 of its file: its hello says it).
 local function current(client, path)
   local mine = client.arch and M.local_helper(client.arch)
-  return mine ~= nil and client:sha256(path) == sys.sha256_file(mine)
+  return mine ~= nil and (client.self_sha256 or client:sha256(path)) == sys.sha256_file(mine)
 end
 
 --- The board's resident helper (odp.target.helper; docs/helper-protocol.md), started once per target session
@@ -424,18 +439,25 @@ end
 --- helper for the arch, no exec permission, a noexec remote dir), said once: the caller takes the
 --- one-exec-per-command path; nil, unsaid, for this call only when the transport has no connection to spare
 --- for a channel (EBUSY: odp.target.adb's --adb-connections). nil, err, code when not even a channel opens (the
---- connection is lost).
+--- connection is lost). opts.present_only: start the one already there, never push (the preflight's, which
+--- checks the free space first): nil when there is none or another build (the next call pushes without probing).
 ---@param target odp.target.shell.Target
 ---@return table? client
 ---@return string? err
 ---@return string? code
-function M.helper(target)
+function M.helper(target, opts)
   local c = target.cache
   if c.helper_client and not c.helper_client.dead then return c.helper_client end
   if c.helper_off or c.helper_starting or not target.open_channel then return nil end
+  if c.helper_missing and opts and opts.present_only then return nil end
   c.helper_starting = true
   local path = M.helper_path(target)
-  local client, err, code, why, arch = start_helper(target, path, true)
+  local client, err, code, why, arch
+  if c.helper_missing then -- this session's probe found none, or another build: pushed without asking again
+    why, c.helper_missing = c.helper_missing, nil
+  else
+    client, err, code, why, arch = start_helper(target, path, true)
+  end
   if why == "absent" and arch then target.cache.arch = arch end
   if why == "channel" and code == "EBUSY" then
     c.helper_starting = nil
@@ -451,6 +473,10 @@ function M.helper(target)
   if client and not current(client, path) then
     client:close()
     client, err, code, why = nil, "EPROTO: another build", "EPROTO", "build"
+  end
+  if not client and opts and opts.present_only then
+    c.helper_starting, c.helper_missing = nil, why
+    return nil
   end
   if not client then
     if why == "version" and target.ui then target.ui:info("%s; pushing odp's own", err) end
@@ -513,7 +539,8 @@ function M.rusage_method(target, time_commands)
 end
 
 --- Runs argv through the board's helper (M.helper): the exec result of Target:exec, rusage and counters
---- applied (unless opts.rusage == false). opts as Target:exec (cwd, env, timeout, capture_limit, on_stdout,
+--- applied (unless opts.rusage == false), with r.state_text when opts.state asked for the device state around
+--- it (odp.target.helper's Client:run). opts as Target:exec (cwd, env, timeout, capture_limit, on_stdout,
 --- on_stderr, helper_args: {"--cpus", LIST}, counters, memory: {csv = the timeline's path on THIS machine, marks,
 --- model}: it comes back on the helper's channel). nil, err, code when the helper or its channel failed.
 function M.helper_exec(client, argv, opts)
@@ -526,7 +553,7 @@ function M.helper_exec(client, argv, opts)
   end
   local r, report, code = client:run(argv, { cwd = opts.cwd, env = opts.env, timeout = opts.timeout, cpus = cpus,
     counters = opts.counters, memory = opts.memory, sample = hz and out and (hz .. "," .. out),
-    capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
+    capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, state = opts.state })
   if not r then return nil, report, code end
   if opts.rusage == false then return r end
   M.apply_rusage(r, "odp-rusage", report ~= "" and report or nil)
@@ -548,6 +575,12 @@ function M.run(target, cmd, timeout)
     return nil, ("EIO: `%s` on %s: %s"):format(cmd, target.uri, why), "EIO"
   end
   return r.stdout
+end
+
+--- Whether target:exec can bring the device state back with a program's answer (its `state` option: the
+-- resident helper runs; odp.target.device_state.exec_request). A method: Target.state_in_exec = shell.state_in_exec.
+function M.state_in_exec(target)
+  return M.helper(target) ~= nil
 end
 
 --- The device-state snapshot's text read by the board's helper (odp.target.device_state.gather), or nil

@@ -402,6 +402,7 @@ end
 
 --- The device-state snapshot's text through the helper (odp.target.device_state), nil without one.
 Target.state_text = shell.state_text
+Target.state_in_exec = shell.state_in_exec
 
 -- Every request on the board goes through Target:request: what it is called in the line that says the board
 -- dropped, and whether it is run again once the board is back (all but exec: a program may have started).

@@ -39,8 +39,12 @@ local function run_once(ctx, t, argv, label, files, sampled)
   end
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
     helper_args = helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
-    on_stderr = sink.stderr })
+    on_stderr = sink.stderr, state = t.state_ask })
   if r and watch then r.memory_csv = watch.csv end
+  if r and r.state_text then -- the device state came with the answer: before the first process, after the last
+    t.state = t.state or device_state.from_text(r.state_text.before)
+    t.state_after = device_state.from_text(r.state_text.after)
+  end
   for _, ext in ipairs({ "stdout", "stderr" }) do
     local f = sink[ext .. "_file"]
     if f then
@@ -116,7 +120,13 @@ end
 function M.step(ctx, rec, t)
   local o, ui, dir, target, argv = ctx.opts, ctx.ui, ctx.run_dir, t.target, t.argv
   if o.sample then t.perf_harden = allow_sampling(ctx, rec, target) end
-  t.state = device_state.before(rec, target)
+  -- the device state before and after comes back with the runner processes' answers where the board's helper
+  -- runs (a point is one request); placement needs it before the first of them
+  if not (o.cpus or o.cluster) and target.state_in_exec and target:state_in_exec() then
+    t.state_ask = device_state.exec_request()
+  else
+    t.state = device_state.before(rec, target)
+  end
   placement.apply(ctx, t, rec, argv)
 
   for i = 1, o.warmup do
