@@ -126,6 +126,7 @@ return {
       { "uri() -> string", "ssh://user@host:port" },
       { "fingerprint() -> string", "the host key's SHA256 fingerprint" },
       { "lost() -> string|nil", "nil while the connection is up; once a call saw it drop (socket closed, keepalives unanswered) the cause, and \"closed\" after close(): a session never comes back, its owner reconnects" },
+      { "traffic() -> {round_trips: integer, bytes_up: integer, bytes_down: integer, connect_ms: number}", "what the connection carried so far: round_trips the turnarounds odp waited on (bytes in after bytes out: a request and its answer, the handshake's steps), the bytes on the wire both ways, connect_ms how long connecting took (the record's transport, docs/helper-protocol.md)" },
       { "open_channel(command: string, opts?: {timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "a long-lived exec channel as a stream: its stdout read, its stdin written, its stderr in stream:stderr(); closing it sends EOF (the resident helper's channel, docs/helper-protocol.md)" },
       { "close()", "idempotent (also __close, __gc)" },
     }, class = true },

@@ -351,6 +351,9 @@ function ssh_Session:fingerprint() end
 --- nil while the connection is up; once a call saw it drop (socket closed, keepalives unanswered) the cause, and "closed" after close(): a session never comes back, its owner reconnects
 ---@return string|nil
 function ssh_Session:lost() end
+--- what the connection carried so far: round_trips the turnarounds odp waited on (bytes in after bytes out: a request and its answer, the handshake's steps), the bytes on the wire both ways, connect_ms how long connecting took (the record's transport, docs/helper-protocol.md)
+---@return {round_trips: integer, bytes_up: integer, bytes_down: integer, connect_ms: number}
+function ssh_Session:traffic() end
 --- a long-lived exec channel as a stream: its stdout read, its stdin written, its stderr in stream:stderr(); closing it sends EOF (the resident helper's channel, docs/helper-protocol.md)
 ---@param command string
 ---@param opts? {timeout?: number}
