@@ -98,7 +98,8 @@ local RUSAGE_LINE = "ODP-RUSAGE status=0 signal=0 core=0 maxrss_kb=4592 utime_s=
 T.test("odp's client on 3000 mutated helper conversations: an answer or one error, never a raise", function()
   local hello = codec.encode("H", { "odp-helper", tostring(codec.PROTO), "x86_64" })
   local good = hello .. codec.encode("O", { "I 00:00:00.000 executorch: Model loaded\n" }) ..
-    codec.encode("E", { "err\n" }) .. codec.encode("D", { "0", RUSAGE_LINE, "TERM" }) ..
+    codec.encode("E", { "err\n" }) .. codec.encode("D", { "0", RUSAGE_LINE, "TERM", "@v /proc/sys/kernel/hostname b\n",
+      "@v /proc/sys/kernel/hostname b\n@c /sys/devices/system/cpu/online\n0-3\n@e\n" }) ..
     codec.encode("A", { "2022980df2c53cc5c31a63f1b5d8a45fe0e373ae9f8792bfc07fe358e6424bbb" })
   -- a run with memory by phase: its timeline in 'T' frames among the output, at most 120 bytes asked for
   local memory_run = hello .. codec.encode("T", { "t_ms,rss_kb,anon_kb,file_kb\n1.000,316,44,272\n" }) ..
@@ -114,8 +115,12 @@ T.test("odp's client on 3000 mutated helper conversations: an answer or one erro
     local ok, err = pcall(function()
       local h, herr = helper.open(replay(bytes), { uri = "fuzz", timeout = 1 })
       if not h then return T.ok(type(herr) == "string" and not herr:find("\n"), herr) end
-      local r, report = h:run({ "x" }, { timeout = 1, memory = memory })
+      local r, report = h:run({ "x" }, { timeout = 1, memory = memory, state = { "", "online", "ro.a" } })
       T.ok(r or (type(report) == "string" and not report:find("\n")), report)
+      if r and r.state_text then -- the device state in the answer: untrusted text, read as the 'S' answer is
+        require("odp.target.device_state").from_text(r.state_text.before)
+        require("odp.target.device_state").from_text(r.state_text.after)
+      end
       if r then require("odp.target.shell").apply_rusage(r, "odp-rusage", report) end
       local kept = memory and sys.read_file(dir .. "/m.csv")
       T.ok(not kept or (r and #kept <= 120), "a timeline only from a whole answer, within the bound asked")
@@ -159,6 +164,7 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     codec.encode("G", { dir .. "/f", "50000" }) .. codec.encode("S", { "", "online cpufreq/scaling_cur_freq", "ro.a|ro.b" }) ..
     codec.encode("R", { "memory=300", "mark=a=*x*", "--", "sh", "-c", "echo x; echo y" }) ..
     codec.encode("R", { "counters=basic", "--", "true" }) .. codec.encode("R", { "--", "/nonexistent/prog" }) ..
+    codec.encode("R", { "state_root=", "state_cpu=online", "state_props=ro.a", "--", "true" }) ..
     codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
   local rng = T.lcg(23)
   for i = 1, 400 do

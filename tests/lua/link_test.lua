@@ -17,21 +17,12 @@ local DELAY_MS = 20
 local SESSION_START_MAX = 14 -- each way: a round trip is 40 ms, far above this machine's own jitter between the two ends
 
 local srv = sshd.start { log_level = "DEBUG3" }
+local HOSTNAME = sshd.sh("hostname"):match("%S+")
 
--- The relay in front of srv: -> its port, the file its counts go to. Stopped by PID at the suite's end.
-local function relay(name)
-  local counts = ("%s/%s.counts"):format(tmp, name)
-  local out = sshd.sh(("(%s/tests/delay_relay %d 127.0.0.1 %d %s >%s/%s.port 2>&1 &) ; sleep 0.2; " ..
-    "cat %s/%s.port; pgrep -n -f %s"):format(build, DELAY_MS, srv.port, sshd.quote(counts), tmp, name, tmp, name,
-    sshd.quote("delay_relay " .. DELAY_MS .. " 127.0.0.1 " .. srv.port .. " " .. counts)))
-  local port, pid = out:match("^(%d+)%s+(%d+)")
-  assert(port, "delay_relay did not start: " .. out)
-  T.at_done(function() proc.run { "kill", pid } end)
-  -- the board's host key under the relay's [host]:port name
-  local kh = ("%s/%s.known_hosts"):format(tmp, name)
-  srv:write_known_hosts("ed25519", kh)
-  T.write(kh, (T.read(kh):gsub("^%[127%.0%.0%.1%]:%d+", "[127.0.0.1]:" .. port)))
-  return tonumber(port), counts, kh
+-- The relay in front of srv (sshd.lua's Server:relay). -> its port, the file its counts go to, its known_hosts
+local function relay()
+  local r = srv:relay(DELAY_MS, tmp)
+  return r.port, r.counts, r.known_hosts
 end
 
 -- The relay's closed connections: {round_trips=, bytes_up=, bytes_down=} each, in order.
@@ -57,10 +48,10 @@ local function records(path)
   return out
 end
 
-local sweeps = 0
+local sweeps, used = 0, {} -- used: the connections each relay served so far
 -- A sweep of points (num_executions=1..points) through the relay. -> its records, the relay's count for its
 -- connection, the exec/subsystem requests sshd logged for it
-local function sweep(port, counts, kh, remote, points, runner)
+local function sweep(port, counts, kh, remote, points, runner, user)
   sweeps = sweeps + 1
   local n = {}
   for i = 1, points do n[i] = tostring(i) end
@@ -68,16 +59,17 @@ local function sweep(port, counts, kh, remote, points, runner)
     srv:count("server_input_channel_req: channel %d+ request subsystem")
   local out = ("%s/sweep%d.jsonl"):format(tmp, sweeps)
   local r = proc.run { argv = { odp, "run", T.root() .. "/scripts/sweep.lua", "--flow", T.root() .. "/scripts/rpi5.lua",
-    "--host", srv.user .. "@127.0.0.1", "--port", tostring(port), "--identity", srv.identity, "--known-hosts", kh,
+    "--host", (user or srv.user) .. "@127.0.0.1", "--port", tostring(port), "--identity", srv.identity, "--known-hosts", kh,
     "--remote-dir", remote, "--runner", runner, "--model", T.root() .. "/tests/fixtures/pte/add_arduino.pte",
     "-p", "num_executions=" .. table.concat(n, ","), "--out", out, "--runs-dir", tmp .. "/runs", "-q" },
     timeout = 600 }
   T.eq(r.status, 0, r.stderr)
-  local conns = relay_counts(counts, sweeps)
+  used[counts] = (used[counts] or 0) + 1
+  local conns = relay_counts(counts, used[counts])
   sys.sleep(0.3) -- sshd logs a moment after the client has gone
   local requests = srv:count("server_input_channel_req: channel %d+ request exec") +
     srv:count("server_input_channel_req: channel %d+ request subsystem") - before
-  return records(out), conns[sweeps], requests
+  return records(out), conns[used[counts]], requests
 end
 
 -- What the link carries after a sweep's last record: the helper's channel closing (odp sends its close and
@@ -92,6 +84,7 @@ local function check_sweep(recs, wire, what, uploads)
     T.ok(rec.transport, what .. ": the record has its transport")
     T.ok(rec.device_state and rec.device_state.before and rec.device_state.after,
       what .. ": the device state before and after came back with the run")
+    T.eq(rec.device_state.hostname, HOSTNAME, what .. ": the board's hostname in its state")
     total = total + rec.transport.round_trips
     if i > 1 then
       T.eq(rec.transport.round_trips, 1, ("%s: point %d is one round trip"):format(what, i))
@@ -118,7 +111,7 @@ local function check_sweep(recs, wire, what, uploads)
 end
 
 T.with_real_runner("round trips: odp's count of each point equals the relay's on the wire; a point is one", function(runner)
-  local port, counts, kh = relay("a")
+  local port, counts, kh = relay()
   local remote = srv.remote_dir .. "/link"
   local recs, wire, requests = sweep(port, counts, kh, remote, 10, runner)
   check_sweep(recs, wire, "a fresh board", true)
@@ -131,6 +124,28 @@ T.with_real_runner("round trips: odp's count of each point equals the relay's on
   -- the session start (connection, preflight, the helper's start, the hash checks) and the first point's run
   T.ok(start <= SESSION_START_MAX, ("session start and first point: %d round trips"):format(start))
   io.stderr:write(("session start and first point: %d round trips\n"):format(start))
+end)
+
+T.with_real_runner("a login shell that takes 0.3 s (~/.bashrc): a 10-point sweep pays it once", function(runner)
+  -- bash reads ~/.bashrc for the commands sshd runs (Debian builds it so); a pyenv or conda init there costs
+  -- ~0.45 s each: odp's one exec per board session pays it once
+  local user = sshd.ensure_user("odpslowrc")
+  local home = sshd.sh("getent passwd " .. user):match("^[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:([^:]*):")
+  sshd.sh(("usermod -s /bin/bash %s && printf 'echo x >> %s/bashrc.count\\nsleep 0.3\\n' > %s/.bashrc && " ..
+    "rm -f %s/bashrc.count && chown %s %s/.bashrc"):format(user, home, home, home, user, home))
+  local remote = srv.remote_dir .. "/slowrc"
+  sshd.sh(("mkdir -p %s && chown %s %s"):format(remote, user, remote))
+  local port, counts, kh = relay()
+  local function shells() return #(sshd.sh(("cat %s/bashrc.count 2>/dev/null || true"):format(home)):gsub("[^\n]", "")) end
+  local _, _, requests = sweep(port, counts, kh, remote, 10, runner, user)
+  local fresh = shells()
+  T.ok(fresh >= 1, "the account's ~/.bashrc ran (bash read it for sshd's commands): the counts below can fail")
+  T.eq(fresh, requests, "a fresh board: one login shell per exec request")
+  local recs
+  recs, _, requests = sweep(port, counts, kh, remote, 10, runner, user)
+  T.eq(#recs, 10)
+  T.eq(shells() - fresh, 1, "a board with the helper: the 10-point sweep ran ~/.bashrc once")
+  T.eq(requests, 1)
 end)
 
 T.done()
