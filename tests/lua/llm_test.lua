@@ -169,4 +169,30 @@ T.with_real_llm("llama_main failures: a tokenizer that does not load, a model wi
     T.match(rec.error.message, "no get_max_seq_len method")
   end)
 
+T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like the model, each process's ETDump " ..
+  "brought back, nothing left on the board", function(p)
+  local sshd = require("sshd")
+  local srv = sshd.start()
+  local rd = srv.remote_dir .. "/llm"
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--remote-dir", rd,
+    "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer, "--prompt", "Once upon a time",
+    "--max-new-tokens", "6", "-n", "2", "--runs-dir", dir .. "/ssh-runs", "--format", "json" }, cwd = dir,
+    timeout = 180 })
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.ok, true)
+  T.match(rec.target, "^ssh://")
+  T.eq(rec.llm.generated_tokens, 5)
+  T.eq(rec.latency_ms.n, 2 * 5)
+  T.eq(sys.sha256_file(rd .. "/tok.bin"), sys.sha256_file(p.tokenizer), "the tokenizer staged")
+  T.eq(rec.tokenizer.sha256, sys.sha256_file(p.tokenizer))
+  local doc = assert(etdump.read(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file))
+  T.eq(#llm.forwards(doc), rec.llm.prompt_tokens + rec.llm.generated_tokens)
+  -- the run's own files are gone from the board, and the runner's default etdump.in was never written
+  for _, f in ipairs(sys.readdir(rd) or {}) do
+    T.ok(not f:find("odp%-run") and f ~= "etdump.in", "left on the board: " .. f)
+  end
+end)
+
 T.done()
