@@ -152,6 +152,27 @@ T.with_real_llm("llama_main on the host: tokens, TTFT and every token's latency 
     T.match(h.stdout, "prefill %(pp%)")
   end)
 
+T.with_real_llm("a sweep over prompt and generation lengths: --prompt-tokens N is N tokens by the runner's own count",
+  function(p)
+    local out = dir .. "/llm-sweep.jsonl"
+    local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua",
+      "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer, "-p", "prompt_tokens=3,9",
+      "-p", "max_new_tokens=2,5", "--out", out, "--runs-dir", dir .. "/sweep-runs" }, cwd = dir, timeout = 240 })
+    T.eq(r.status, 0, r.stderr)
+    local seen = {}
+    for line in T.read(out):gmatch("[^\n]+") do
+      local rec = assert(json.decode(line))
+      T.eq(rec.ok, true)
+      T.eq(rec.llm.prompt_tokens, rec.params.prompt_tokens, "the runner counted the made prompt's tokens")
+      T.eq(rec.llm.generated_tokens, rec.params.max_new_tokens - 1)
+      T.eq(rec.latency_ms.n, rec.params.max_new_tokens - 1)
+      for _, w in ipairs(rec.warnings or {}) do T.ok(not w:find("prompt%-tokens"), w) end
+      seen[#seen + 1] = rec.params.prompt_tokens .. "/" .. rec.params.max_new_tokens
+    end
+    table.sort(seen)
+    T.eq(seen, { "3/2", "3/5", "9/2", "9/5" })
+  end)
+
 T.with_real_llm("llama_main failures: a tokenizer that does not load, a model without its metadata methods",
   function(p)
     T.write(dir .. "/bad.tok", ("\255\1"):rep(1500))

@@ -21,12 +21,14 @@ M.options = {
     "the model", nil, "file" },
   { "prompt", "With --llm: the prompt text", nil, "string", metavar = "TEXT" },
   { "prompt-file", "With --llm: a file holding the prompt (staged; --prompt_file)", nil, "file" },
+  { "prompt-tokens", "With --llm: a prompt of N tokens, the word \"the\" N times (one token each in the common " ..
+    "vocabularies;\nthe runner's own count is checked) -- what a sweep over prompt lengths takes", nil, "posint" },
   { "max-new-tokens", "With --llm: tokens to generate (--max_new_tokens)", 32, "posint" },
   { "temperature", "With --llm: sampling temperature; 0 (greedy) gives the same text every run, so runs compare",
     0, "number" },
 }
 
-local LLM_ONLY = { "tokenizer", "prompt", "prompt_file" }
+local LLM_ONLY = { "tokenizer", "prompt", "prompt_file", "prompt_tokens" }
 
 -- The phases of a generation, cut at the runner's own lines (text_llm_runner.cpp prints each when the phase is
 -- over; the prefill's line comes after the first token, which prefill produces): the helper resets the
@@ -48,9 +50,11 @@ function M.validate(o)
     return
   end
   if not o.tokenizer then errors.fail("EUSAGE", "--llm needs --tokenizer FILE (the model's tokenizer)") end
-  if (o.prompt == nil) == (o.prompt_file == nil) then
-    errors.fail("EUSAGE", "--llm needs one of --prompt TEXT or --prompt-file FILE")
+  local prompts = (o.prompt and 1 or 0) + (o.prompt_file and 1 or 0) + (o.prompt_tokens and 1 or 0)
+  if prompts ~= 1 then
+    errors.fail("EUSAGE", "--llm needs one of --prompt TEXT, --prompt-file FILE or --prompt-tokens N")
   end
+  if o.prompt_tokens then o.prompt = ("the "):rep(o.prompt_tokens):sub(1, -2) end
   if o.temperature < 0 or o.temperature ~= o.temperature then
     errors.fail("EUSAGE", ("--temperature must be >= 0, got %s"):format(tostring(o.temperature)))
   end
@@ -71,7 +75,9 @@ function M.params(o, params)
   params.llm = true
   params.max_new_tokens = o.max_new_tokens
   params.temperature = o.temperature
-  params.prompt = o.prompt
+  -- a made prompt is its length; a given one its text or file
+  params.prompt_tokens = o.prompt_tokens
+  params.prompt = not o.prompt_tokens and o.prompt or nil
   params.prompt_file = o.prompt_file
 end
 
@@ -166,6 +172,10 @@ function M.record(ctx, rec, runs)
   local out = { processes = #runs, max_new_tokens = o.max_new_tokens, temperature = o.temperature,
     prompt_tokens = last.figures and last.figures.prompt_tokens,
     generated_tokens = last.figures and last.figures.generated_tokens, ended = last.ended }
+  if o.prompt_tokens and out.prompt_tokens and out.prompt_tokens ~= o.prompt_tokens then
+    rec.warnings[#rec.warnings + 1] = ("llm: --prompt-tokens %d made a prompt of %d tokens with this tokenizer " ..
+      "(the runner's count): give the prompt itself with --prompt"):format(o.prompt_tokens, out.prompt_tokens)
+  end
   if not last.observer then rec.warnings[#rec.warnings + 1] = "llm: " .. (last.why or "no PyTorchObserver line") end
   -- generated_tokens counts the tokens after the first (stats.h): the run made generated_tokens + 1
   local made = out.generated_tokens and out.generated_tokens + 1
