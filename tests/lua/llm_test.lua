@@ -48,6 +48,19 @@ T.test("the observer line: the figures stats.h prints, from any version's keys",
   T.eq(partial.decode_tokens_per_s, nil)
 end)
 
+T.test("the observer line in both print formats (tests/fixtures/llm): the figures stats.h prints", function()
+  local new = llm.figures(assert(llm.observer(T.read(root .. "/tests/fixtures/llm/observer-cff6f4dd.txt"))))
+  T.eq(new.prompt_tokens, 15); T.eq(new.generated_tokens, 31); T.eq(new.ttft_ms, 11)
+  T.near(new.decode_tokens_per_s, 1347.83, 0.01, "the runner's own decode_token_per_sec")
+  local old = llm.figures(assert(llm.observer(T.read(root .. "/tests/fixtures/llm/observer-0e701ee.txt"))))
+  T.eq(old.prompt_tokens, 6); T.eq(old.generated_tokens, 12)
+  T.eq(old.load_ms, 840); T.eq(old.ttft_ms, 50); T.eq(old.prefill_ms, 50); T.eq(old.decode_ms, 310)
+  T.near(old.prefill_tokens_per_s, 6 / 0.050, 1e-9); T.near(old.decode_tokens_per_s, 12 / 0.310, 1e-9)
+  T.near(old.sampling_share, 7 / 360, 1e-12)
+  T.eq(llm.generated_text(T.read(root .. "/tests/fixtures/llm/observer-0e701ee.txt"), "Once upon a time"),
+    ", there was a little girl named Lily.")
+end)
+
 T.test("the observer line: garbage never raises, and says what is missing", function()
   for _, text in ipairs({ "", "no line here", "PyTorchObserver ", "PyTorchObserver {", "PyTorchObserver {]",
     'PyTorchObserver {"prompt_tokens":-5,"first_token_ms":1e400}', "PyTorchObserver {" .. ("9"):rep(200000) .. "}" }) do
