@@ -156,6 +156,13 @@ T.with_real_llm("llama_main on the host: tokens, TTFT and every token's latency 
     local gnu = tonumber(g.stderr:match("Maximum resident set size %(kbytes%): (%d+)"))
     T.ok(math.abs(rec.peak_rss_kb - gnu) <= 0.1 * gnu,
       ("peak RSS %d kB, GNU time %d kB"):format(rec.peak_rss_kb, gnu))
+    -- the report page: the generation's figures and every token's latency by position
+    local rep = assert(proc.run { argv = { odp, "report", run_dir }, cwd = dir, timeout = 60 })
+    T.eq(rep.status, 0, rep.stderr)
+    local page = T.read(run_dir .. "/report.html")
+    T.match(page, 'id="sec%-llm"')
+    T.match(page, "Latency by token position")
+    T.match(page, "decode %(tg%)")
     -- the terminal shows the names users know
     local h = odp_run({ "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
       "--prompt", "Once upon a time", "--max-new-tokens", "4" })
