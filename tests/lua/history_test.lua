@@ -455,6 +455,34 @@ end
 
 cli_tests("sqlite", tmp .. "/cli.db")
 
+T.test("--regressions: a rate (--llm's decode tokens/s) regresses when it falls, not when it rises", function()
+  local dir = T.tmpdir()
+  local url = dir .. "/rates.db"
+  local gauss = gaussian(11)
+  local db = assert(history.open(url))
+  for _, case in ipairs({ { model = "falls.pte", to = 0.94 }, { model = "rises.pte", to = 1.06 } }) do
+    for i = 1, 30 do
+      local rec, path = make_record(dir, i, { tag = case.model, model = case.model,
+        model_sha = (case.model == "falls.pte" and "f" or "d"):rep(64) })
+      rec.llm = { decode_tokens_per_s = 100 * (i <= 20 and 1 or case.to) * (1 + 0.005 * gauss()) }
+      rec.commit = ("c%02d"):format(i)
+      history.save(rec, path:match("^(.*)/"), { no_history = true })
+      assert(db:add(rec, { record_path = path }))
+    end
+  end
+  db:close()
+  local function regressions(model)
+    local r = proc.run { argv = { odp, "history", "--history", url, "--model", model, "--metric",
+      "decode_token_per_sec", "--regressions", "--format", "json" }, cwd = dir, timeout = 60 }
+    T.ok(r.ok, r.stderr)
+    return json.decode(r.stdout)
+  end
+  local fell = regressions("falls.pte")
+  T.eq(#fell, 1, "a 6% drop in tokens/s is a regression")
+  T.eq(fell[1].commit, "c21")
+  T.eq(#regressions("rises.pte"), 0, "a 6% rise is an improvement")
+end)
+
 -- issue 28: 4 runs at 10 ms then 4 at 12 ms, 200 samples each, disjoint CIs: `--regressions --fail` said "no
 -- change of 2% or more found" and exited 0 (the detector needed 6 runs before a change). Now it is a
 -- regression (exit 1); a series of 5 runs is undecided, says why, and --fail-undecided makes that exit 1.
