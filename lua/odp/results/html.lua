@@ -1010,6 +1010,7 @@ function M.comparison(res, A, B, gate)
   sections[3] = M.warnings(res.notes)
   local function fmt(r, v)
     if type(v) ~= "number" then return "-" end
+    if r.unit == "tokens/s" then return ("%.1f tokens/s"):format(v) end
     return r.unit == "kB" and ("%.0f kB"):format(v) or report.duration(v)
   end
   local metric_rows, deltas = {}, {}

@@ -115,6 +115,7 @@ M.FIELDS = {
   { "llm.ttft_ms", "number", unit = "ms", metric = "ttft_ms", label = "TTFT (runner)", format = "duration",
     group = "llm", history = true },
   { "llm.ttft_ms_ci95", "list", of = "number", unit = "ms" },
+  { "llm.ttft_ms_each", "list", of = "number", unit = "ms" },                -- each process's, in order
   { "llm.ttft_us", "integer", unit = "us", metric = "ttft_us", label = "TTFT (ETDump)", format = "integer",
     group = "llm" },
   { "llm.prefill_ms", "number", unit = "ms" },
@@ -124,6 +125,8 @@ M.FIELDS = {
   { "llm.decode_tokens_per_s", "number", unit = "tokens/s", metric = "decode_token_per_sec", better = "higher",
     label = "decode (tg)", format = "%.1f", group = "llm", history = true },
   { "llm.decode_tokens_per_s_ci95", "list", of = "number", unit = "tokens/s" },
+  { "llm.prefill_tokens_per_s_each", "list", of = "number", unit = "tokens/s" },
+  { "llm.decode_tokens_per_s_each", "list", of = "number", unit = "tokens/s" },
   { "llm.sampling_share", "number", label = "sampling share", format = "%.3f", group = "llm" },
   { "llm.token_source", "string" },                                             -- etdump
   { "llm.token_ms_by_position", "list", of = "number", unit = "ms" },          -- median over processes
