@@ -122,6 +122,7 @@ M.FIELDS = {
   { "memory.first_kb", "integer", unit = "kB", metric = "memory_first_kb", history = true },
   { "memory.steady_kb", "integer", unit = "kB", metric = "memory_steady_kb", history = true },
   { "memory.clear_refs", "string" },                    -- ok | denied | failed
+  { "memory.rss_counters", "string" },                  -- batched: the kernel's RSS counters lag (before 6.2)
   { "memory.samples", "integer" },
   { "memory.sample_ms", "number", unit = "ms" },
   { "memory.children", "integer" },
