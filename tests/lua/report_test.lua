@@ -197,20 +197,57 @@ T.with_real_runner("a run: header, latency charts with every sample, operators t
     T.eq(out.filtered.ops.shown, with_add, "rows the filter 'add' leaves")
     T.eq(out.filtered.ops.output, ("%d of %d shown"):format(with_add, ops))
     T.ok(sorts(out) >= 10, "every column of the operator table sorts")
-    -- the trace beside the page: Chrome's JSON with one complete event per profiled event of the ETDump
+    -- the trace beside the page: Chrome's JSON with one complete event per profiled event of the ETDump, and the
+    -- memory timeline's samples and phases; the link counts what a viewer draws (all but the naming metadata)
     local trace = assert(json.decode(T.read(run_dir .. "/report.trace.json")))
-    local xs = 0
-    for _, e in ipairs(trace.traceEvents) do if e.ph == "X" then xs = xs + 1 end end
+    local xs, drawn = 0, 0
+    for _, e in ipairs(trace.traceEvents) do
+      if e.ph == "X" then xs = xs + 1 end
+      if e.ph ~= "M" then drawn = drawn + 1 end
+    end
     local events = 0
     for _, op in ipairs(rec.ops) do events = events + op.n end
     T.eq(xs, events, "trace events = the op table's samples")
-    T.match(page, '<a href="report.trace.json" download="">Chrome/Perfetto trace</a> %(' .. xs .. " events%)")
+    local mem_rows = #require("odp.results.memory").timeline(run_dir .. "/memory.csv")
+    local slices = 0 -- a phase with both ends is a begin and an end event
+    for _, p in ipairs(rec.memory.phases) do if p.t_start_ms and p.t_end_ms then slices = slices + 2 end end
+    T.eq(drawn, xs + mem_rows + slices, "and the memory timeline's samples and phases")
+    T.match(page, '<a href="report.trace.json" download="">Chrome/Perfetto trace</a> %(' .. drawn .. " events%)")
     T.match(page, '<a href="samples.csv">samples.csv</a>')
     T.ok(not page:find('href="report.html"', 1, true), "the page does not list itself")
     -- numbers: the latency table's p50 is the record's, and the peak RSS
     T.match(page, ('data%%-v="%s"'):format(("%.9g"):format(rec.latency_ms.p50):gsub("%p", "%%%0")))
     T.match(page, ("%d kB"):format(rec.peak_rss_kb))
   end)
+
+T.with_real_runner("a run that failed only its output check (--max-abs-err): its page shows its latency and memory " ..
+  "as the terminal does, and the agreement that failed", function(runner)
+  local _, ref = host_run(runner, "ref", { "--inputs", "random:1", "--outputs" })
+  -- other inputs: outputs that differ from the reference's, a max abs error above 0
+  local argv = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "--runs-dir",
+    dir .. "/runs-mismatch", "--inputs", "random:2", "--reference", ref, "--max-abs-err", "0", "-n", "5",
+    "--format", "json", "--no-history" }
+  local r = run(argv)
+  T.eq(r.status, 1, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq({ rec.ok, rec.error.code }, { false, "EMISMATCH" })
+  T.ok(rec.latency_ms and rec.latency_ms.n == 5 and rec.memory, "the record has latency and memory")
+  local run_dir = rec.artifacts.run_dir
+  r = run { odp, "report", run_dir }
+  T.eq(r.status, 0, r.stderr)
+  local page = T.read(run_dir .. "/report.html")
+  for _, id in ipairs { "agreement", "latency", "memory" } do T.match(page, '<section id="sec%-' .. id .. '">') end
+  T.match(page, ('data%%-v="%s"'):format(("%.9g"):format(rec.latency_ms.p50):gsub("%p", "%%%0")))
+  T.match(page, ("%d kB"):format(rec.peak_rss_kb))
+  -- no ETDump: the trace holds the memory timeline alone, and the link counts its events
+  local trace = assert(json.decode(T.read(run_dir .. "/report.trace.json")))
+  local drawn = 0
+  for _, e in ipairs(trace.traceEvents) do if e.ph ~= "M" then drawn = drawn + 1 end end
+  T.ok(drawn > 0, "the memory timeline in the trace")
+  T.match(page, "Chrome/Perfetto trace</a> %(" .. drawn .. " events%)")
+  local out = browse(run_dir .. "/report.html", "mismatch.png")
+  T.eq(chart(out, "series").points, 5 + 1, "every iteration drawn, the process's first marked")
+end)
 
 T.with_real_runner("a page written beside the run links its files relative to itself", function(runner)
   local _, run_dir = host_run(runner, "rel", { "-n", "3" })
@@ -497,6 +534,9 @@ T.test("bad input: one line, exit 2, no page written", function()
   T.match(page, "the run failed: ETIMEDOUT: the runner did not finish in 600 s")
   T.match(page, "FAILED run")
   validate(dir .. "/failed.html")
+  -- with nothing to draw in a trace: no trace file, no link (a link to 0 events is a dead end)
+  T.ok(not sys.stat(dir .. "/failed.trace.json"), "no trace")
+  T.ok(not page:find("Chrome/Perfetto", 1, true), "no trace link")
 end)
 
 T.done()

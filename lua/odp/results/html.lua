@@ -823,15 +823,15 @@ function M.run(rec, opts)
     rec.emulated and (" (emulated: " .. rec.emulated .. ")") or "")
   local sections = { M.warnings(M.run_warnings(rec)), M.kv(header_rows(rec)) }
   sections[#sections + 1] = agreement_section(rec)
-  if rec.ok ~= false then
-    sections[#sections + 1] = latency_section(rec, opts.samples, unit, scale)
-    sections[#sections + 1] = memory_section(rec, opts.memory_rows)
-    sections[#sections + 1] = measurements_section(rec)
-    sections[#sections + 1] = split_section(rec.ops_summary)
-    sections[#sections + 1] = ops_section(rec)
-    sections[#sections + 1] = counters_section(rec)
-    sections[#sections + 1] = cpu_section(rec, opts.folded)
-  end
+  -- what the record measured, failed or not (a run that failed only its output check has all of it), as the
+  -- terminal shows it; each section is empty where the record has nothing for it
+  sections[#sections + 1] = latency_section(rec, opts.samples, unit, scale)
+  sections[#sections + 1] = memory_section(rec, opts.memory_rows)
+  sections[#sections + 1] = measurements_section(rec)
+  sections[#sections + 1] = split_section(rec.ops_summary)
+  sections[#sections + 1] = ops_section(rec)
+  sections[#sections + 1] = counters_section(rec)
+  sections[#sections + 1] = cpu_section(rec, opts.folded)
   sections[#sections + 1] = steps_section(rec)
   local links = {}
   if opts.trace then
