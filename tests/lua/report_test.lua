@@ -411,6 +411,49 @@ T.test("a history from a plain table: the trend with its CI band and the detecte
   T.match(page, "model change")
 end)
 
+T.test("chart geometry in chromium: the memory timeline's phase and peak labels inside the plot area (not left " ..
+  "of the y axis, not under the legend); 726 iterations drawn as small dots, not joined", function()
+  -- the Pi twin's record of issue 40: its first phase starts at 0 ms, its first sample at 51 ms, the peak at the end
+  local phases = { { name = "load", peak_kb = 1740, exact = false, t_start_ms = 0, t_end_ms = 306.6 },
+    { name = "method+first+steady", peak_kb = 2128, exact = false, t_start_ms = 306.6, t_end_ms = 358.2 },
+    { name = "teardown", peak_kb = 2204, exact = false, t_start_ms = 358.2, t_end_ms = 473.4 } }
+  local rows = {}
+  for i = 0, 28 do
+    local t = 51 + i * 14.6
+    rows[#rows + 1] = { t_ms = t, rss_kb = t < 306 and 1728 or 2128, anon_kb = 104, file_kb = t < 306 and 1624 or 2024 }
+  end
+  local samples = {}
+  for i = 1, 726 do samples[i] = 0.02 + ((i * 7919) % 100) / 1000 end
+  local rec = { schema = "odp.result/1", ok = true, flow = "executorch", target = "ssh://pi@127.0.0.1:2222",
+    latency_ms = { n = 726, mean = 0.07, min = 0.02, p10 = 0.03, p50 = 0.07, p90 = 0.11, p99 = 0.12, max = 0.12,
+      std = 0.03, source = "log" }, peak_rss_kb = 2204,
+    memory = { phases = phases, peak_phase = "teardown", peak_kb = 2204, exact = false, sample_ms = 1.0,
+      seen = { "program", "method", "first", "executed" }, timeline = "memory.csv" } }
+  local page = html.run(rec, { samples = { samples }, memory_rows = rows })
+  T.write(dir .. "/geometry.html", page)
+  local out = browse(dir .. "/geometry.html", "geometry.png")
+  local mem = chart(out, "memory-timeline")
+  T.eq(#mem.labels, 4, "three phase labels and the peak's")
+  for _, l in ipairs(mem.labels) do
+    T.ok(l.x >= mem.plot.left, ("%q starts at x %.1f, the y axis is at %.1f"):format(l.text, l.x, mem.plot.left))
+    T.ok(l.right <= mem.plot.right, ("%q ends at x %.1f, the plot area (and the legend beyond it) at %.1f"):format(
+      l.text, l.right, mem.plot.right))
+  end
+  -- labels of neighbouring phases do not overlap
+  for i = 2, #mem.labels do
+    for j = 1, i - 1 do
+      local a, b = mem.labels[i], mem.labels[j]
+      local apart = a.right <= b.x or b.right <= a.x or a.bottom <= b.y or b.bottom <= a.y
+      T.ok(apart, ("%q and %q overlap"):format(a.text, b.text))
+    end
+  end
+  local series = chart(out, "series")
+  T.eq(series.points, 726 + 1, "every iteration and the process's first")
+  T.eq(series.lines, 0, "726 iterations are not joined by a line")
+  -- the dots: 3 px across, no outline (as drawn); the process's first is the one larger marker
+  T.eq(series.wide_points, 1, "only the first-of-a-process marker is wider than 3.5 px")
+end)
+
 T.test("one unit per column in every view: the terminal's latency table and the page's agree; cycles are integers; the setup's warnings are the record's", function()
   local report, html = require("odp.results.report"), require("odp.results.html")
   -- the latencies of tests/cli/units.t's replay (p10 and p50 under 1 µs, p90 118 µs): the terminal chose µs from

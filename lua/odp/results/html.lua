@@ -520,7 +520,9 @@ local function latency_section(rec, groups, unit, scale)
       end
     end
     local shown = M.thin(pts)
-    local series = { { name = "iterations", marker_r = #shown > 200 and 1.5 or 3, points = shown } }
+    -- many iterations: small dots, not joined (a line through hundreds of noisy points paints a solid band)
+    local dense = #shown > 200
+    local series = { { name = "iterations", marker_r = dense and 1.5 or 3, line = not dense, points = shown } }
     if #groups > 1 or #firsts > 0 then
       series[2] = { name = "first of a process", line = false, marker_r = 4, points = M.thin(firsts) }
     end
@@ -1044,9 +1046,11 @@ end
 -- A history
 
 --- A history's page from a plain table: {series = name, unit = "ms" (default), points = {{t, p50, ci_lo,
---- ci_hi, run?, commit?}}, changes = {{t, before, after, pct?, note?}}}. t: a number or a timestamp text
+--- ci_hi, run?, commit?}}, changes = {{t, before, after, pct?, note?}}, about = {{label, text}} (what the
+--- series is: model, board, parameters...), verdict = {state, why?, need?} (odp.results.history.detect's:
+--- "undecided" is said as such, never as no change), min_effect = percent}. t: a number or a timestamp text
 --- (a category axis, in the points' order).
----@param h {series: string, unit?: string, points: {t: number|string, p50: number, ci_lo?: number, ci_hi?: number}[], changes?: {t: number|string, before?: number, after?: number, pct?: number, note?: string}[]}
+---@param h {series: string, unit?: string, points: {t: number|string, p50: number, ci_lo?: number, ci_hi?: number}[], changes?: {t: number|string, before?: number, after?: number, pct?: number, note?: string}[], about?: {[1]: string, [2]: string}[], verdict?: {state: string, why?: string, need?: string}, min_effect?: number}
 ---@return string page
 function M.history(h)
   local pts, change_pts, by_t = {}, {}, {}
@@ -1062,12 +1066,25 @@ function M.history(h)
   local series = { { name = "p50 with 95% CI", band = true, marker_r = 3, points = pts } }
   if #change_pts > 0 then series[2] = { name = "detected change", line = false, marker_r = 7, points = change_pts } end
   local sections = {}
+  local about = {}
+  for i, r in ipairs(h.about or {}) do about[i] = { r[1], esc(r[2]) } end
+  if #about > 0 then sections[#sections + 1] = M.kv(about) end
+  -- what the runs say, in the terminal's words
+  local verdict = h.verdict or {}
+  local said
+  if verdict.state == "undecided" then
+    said = ("undecided: %s; %s"):format(verdict.why or "?", verdict.need or "?")
+  elseif #change_pts == 0 then
+    said = h.min_effect and ("no change of %g%% or more found"):format(h.min_effect) or "no change found"
+  else
+    said = ("%d change(s) found, marked"):format(#change_pts)
+  end
+  sections[#sections + 1] = ('<p class="verdict">%s</p>\n'):format(esc(said))
   if #pts > 0 then
     local svg = plot.svg(series, { title = h.series, xlabel = "run", ylabel = "p50 (" .. unit .. ")", width = 1000,
       height = 420, logx = false })
     sections[#sections + 1] = M.section("trend", "Trend", M.figure("history", svg,
-      ("%d runs of %s: the p50 as a line, its 95%% CI shaded; %d detected change(s) marked."):format(#pts,
-        h.series or "?", #change_pts),
+      ("%d runs of %s: the p50 as a line, its 95%% CI shaded; %s."):format(#pts, h.series or "?", said),
       M.table(h.points, { { key = "t", title = "run" }, { key = "p50", title = "p50 " .. unit, num = true },
         { key = "ci_lo", title = "CI low", num = true }, { key = "ci_hi", title = "CI high", num = true } }),
       #pts + #change_pts))
@@ -1080,7 +1097,7 @@ function M.history(h)
       { key = "note" } }))
   end
   return M.page("History of " .. tostring(h.series or "?"), nil, sections,
-    { kind = "history", series = h.series, points = #pts, changes = #change_pts })
+    { kind = "history", series = h.series, points = #pts, changes = #change_pts, verdict = verdict.state })
 end
 
 return M
