@@ -389,6 +389,15 @@ T.test("the Ethos-U flow on the QEMU twin: PMU counters, NPU and CPU cycles, ste
   T.match(page, "Ethos%-U: NPU and CPU")
   for _, c in ipairs(rec.pmu.counters) do T.match(page, ("<td>%s</td><td class=\"n\" data%%-v=\"%d\">"):format(c.event, c.count)) end
   T.eq(count(page:match('<section id="sec%-steps">.-</section>'), "<tr>") - 1, #rec.steps, "one row per step")
+  -- memory on bare metal: no phases (no empty phase table), the planned arenas and the NPU scratch the terminal
+  -- shows, from the .pte (the Vela stream's scratch_size)
+  local o = rec.memory.owners
+  T.ok(o.scratch_kb and o.scratch_kb > 0, "the record has the NPU scratch")
+  local msec = assert(page:match('<section id="sec%-memory">.-</section>'), "a memory section")
+  T.ok(not msec:find("<thead>", 1, true), "no phase table: " .. msec)
+  T.match(msec, ("<th scope=\"row\">NPU scratch %%(the Vela stream&#39;s%%)</th><td>%d kB</td>"):format(o.scratch_kb))
+  T.match(msec, ("<th scope=\"row\">planned arenas</th><td>%d kB</td>"):format(o.planned_kb))
+  T.match(msec, "bare metal: no RSS to measure")
   local out = browse(path, "ethos_u.png")
   T.eq(out.data.record.flow, "ethos_u")
   T.ok(not sys.stat(rec.artifacts.run_dir .. "/report.trace.json"), "no trace drawn from the canned ETDump")

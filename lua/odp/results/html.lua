@@ -590,16 +590,20 @@ local function memory_section(rec, rows_of_timeline)
   local mem = rec.memory
   local body = {}
   if #rows > 0 then body[#body + 1] = M.kv(rows) end
+  if mem and mem.note then body[#body + 1] = "<p>" .. esc(mem.note) .. "</p>\n" end
   if mem and mem.phases then
     if rows_of_timeline and #rows_of_timeline > 0 then body[#body + 1] = memory_timeline(mem, rows_of_timeline) end
-    body[#body + 1] = M.table(mem.phases, { { key = "name", title = "phase" },
+    -- a bare-metal board has no phases (no processes, no RSS): no empty table
+    body[#body + 1] = #mem.phases > 0 and M.table(mem.phases, { { key = "name", title = "phase" },
       { key = "peak_kb", title = "peak kB", num = true },
       { key = "exact", title = "how", text = function(v) return v and "exact" or "sampled" end },
       { key = "t_start_ms", title = "from ms", num = true, text = function(v) return v and ("%.1f"):format(v) or "-" end },
       { key = "t_end_ms", title = "to ms", num = true, text = function(v) return v and ("%.1f"):format(v) or "exit" end } })
+      or nil
     local o = mem.owners or {}
     local owner_rows = {}
-    for _, k in ipairs { { "planned_kb", "planned arenas" }, { "weights_kb", "weights (constant data)" },
+    for _, k in ipairs { { "planned_kb", "planned arenas" }, { "scratch_kb", "NPU scratch (the Vela stream's)" },
+      { "weights_kb", "weights (constant data)" },
       { "heap_other_kb", "other heap" }, { "file_kb", "code and libraries" }, { "unexplained_kb", "unexplained" },
       { "rss_kb", "RSS at the largest sample" } } do
       if o[k[1]] then owner_rows[#owner_rows + 1] = { k[2], esc(("%d kB"):format(o[k[1]])) } end
