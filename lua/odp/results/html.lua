@@ -683,8 +683,6 @@ local function cpu_section(rec, folded)
     end
   end
   for i, op in ipairs(cp.ops or {}) do
-    local tops = {}
-    for _, t in ipairs(op.top or {}) do tops[#tops + 1] = ("%s %.0f%%"):format(t.symbol, (t.share or 0) * 100) end
     local id
     if folded and (op.samples or 0) > 0 then
       -- an op's own graph: its root frame is its name (ops of the same name share it: the folded file has no id)
@@ -698,7 +696,7 @@ local function cpu_section(rec, folded)
       end
     end
     rows[#rows + 1] = { name = op.name .. " #" .. tostring(op.instruction_id), samples = op.samples, share = op.share,
-      time_share = op.time_share, top = table.concat(tops, ", "), flame = id }
+      time_share = op.time_share, top = prof.top_text(op), flame = id }
   end
   local s = cp.samples or {}
   local intro = ("<p>%s sampled at %s Hz: %s samples (%s while the runner waited for a CPU), %s inside " ..

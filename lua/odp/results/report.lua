@@ -326,13 +326,22 @@ local function human_one(r, out)
   end
   if r.artifacts then
     local keys = {}
-    for k in pairs(r.artifacts) do keys[#keys + 1] = k end
+    -- the runner's logs of --sample-overhead's processes (two a process): one line for them all
+    local overhead_logs = 0
+    for k in pairs(r.artifacts) do
+      if k:match("^overhead_%d+_") then overhead_logs = overhead_logs + 1 else keys[#keys + 1] = k end
+    end
     table.sort(keys)
+    local dir = type(r.artifacts.run_dir) == "string" and r.artifacts.run_dir or nil
     for _, k in ipairs(keys) do
       local a = r.artifacts[k]
       -- a file of the run's own directory ({file, sha256, bytes}): shown where it is
-      if type(a) == "table" then a = type(r.artifacts.run_dir) == "string" and (r.artifacts.run_dir .. "/" .. tostring(a.file)) or a.file end
+      if type(a) == "table" then a = dir and (dir .. "/" .. tostring(a.file)) or a.file end
       kv(k, a)
+    end
+    if overhead_logs > 0 then
+      kv("overhead logs", ("%d runner logs of the --sample-overhead processes: %soverhead-*.std{out,err}"):format(
+        overhead_logs, dir and (dir .. "/") or ""))
     end
   end
   if r.pmu then
