@@ -915,20 +915,22 @@ function M.sweep(records, opts)
     end
   end
   table.sort(pkeys)
-  local rows = {}
+  local rows, reps = {}, false
   for i, r in ipairs(records) do
     local l = type(r.latency_ms) == "table" and r.latency_ms or {}
     local row = { i = i, board = r.board, ok = r.ok == false and ("FAIL " .. (r.error and r.error.code or "")) or "ok",
-      n = l.n, p10 = l.p10, p50 = l.p50, p90 = l.p90, mean = l.mean, rss = r.peak_rss_kb }
+      n = l.n, p10 = l.p10, p50 = l.p50, p90 = l.p90, mean = l.mean, rss = r.peak_rss_kb, rep = report.sweep_rep(r) }
+    if row.rep then reps = true end
     for _, k in ipairs(pkeys) do row["p:" .. k] = r.params and r.params[k] end
     rows[i] = row
   end
   local function t(v) return type(v) == "number" and report.sig4(v / scale) or "-" end
   local cols = { { key = "i", title = "#", num = true, text = tostring } }
   for _, k in ipairs(pkeys) do
-    cols[#cols + 1] = { key = "p:" .. k, title = k, num = true, sort = function(v) return tonumber(v) end,
+    cols[#cols + 1] = { key = "p:" .. k, title = report.param_title(k), num = true, sort = function(v) return tonumber(v) end,
       text = function(v) return v == nil and "-" or tostring(v) end }
   end
+  if reps then cols[#cols + 1] = { key = "rep", num = true, sort = function(v) return type(v) == "string" and tonumber(v:match("^%d+")) or nil end } end
   if nboards > 0 then cols[#cols + 1] = { key = "board" } end
   for _, c in ipairs { { key = "ok" }, { key = "n", num = true, text = function(v) return v and tostring(v) or "-" end },
     { key = "p10", title = "p10 " .. unit, num = true, text = t }, { key = "p50", title = "p50 " .. unit, num = true, text = t },

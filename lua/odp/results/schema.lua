@@ -300,7 +300,7 @@ M.FIELDS = {
   { "steps[].ms", "number", unit = "ms" },
   { "threads", "integer" },
   { "method", "string" },
-  { "sweep", "table" },                    -- {point, rep, of}
+  { "sweep", "table" },                    -- {point, rep (1..reps), reps (the sweep's --repeat), of (points)}
   { "build", "table" },                    -- Ethos-U: the firmware build
   { "images", "table" },                   -- Ethos-U: the flashed images' file_info
   { "flash", "table" },                    -- Ethos-U: the flash transfer and its check
