@@ -196,7 +196,7 @@ function M.svg(series, opts)
   -- a label at x inside the plot area: starting right of x, or ending left of it where it would pass the
   -- right edge (the legend is there), never left of the y axis
   local function inside(x, text)
-    local w = utf8.len(text) * LABEL_CHAR_W
+    local w = (utf8.len(text) or #text) * LABEL_CHAR_W
     if x + 3 + w <= ml + pw then return math.max(x + 3, ml + 3), "start" end
     return math.max(x - 3, ml + 3 + w), "end"
   end
