@@ -418,9 +418,39 @@ T.test(label .. ": odp history: list, SERIES with an SVG trend, --regressions --
   T.match(page, "History of cli%.pte")
   T.match(page, "Detected changes")
   T.match(page, "%+[56]%.%d%%")
+  -- the page names what the series is, as the terminal does: its parameters, model, board
+  T.match(page, '<th scope="row">parameters</th><td>num_executions=10</td>')
+  T.match(page, "cli%.pte %(sha256 eeeeeeeeeeee%)")
+  T.match(page, "1 change%(s%) found, marked")
   local svg = T.read(dir .. "/history-" .. id .. ".svg")
   T.match(svg, 'class="mark"')
   T.eq(select(2, svg:gsub('class="errorbar"', "")), 30, "each run's CI")
+  -- runs are counted: every x tick is a whole run
+  local xticks = svg:match('<g class="xticks".-</g>')
+  for label in xticks:gmatch("<text[^>]*>([^<]*)</text>") do T.match(label, "^%d+$", "x tick " .. label) end
+  -- three runs cannot tell: the page says undecided, with the terminal's words, not "0 changes"
+  local few = T.tmpdir()
+  local fdb = assert(history.open(few .. "/few.db"))
+  for i = 1, 3 do
+    local rec, path = make_record(few, i, { tag = "few", model = "cli.pte", model_sha = ("e"):rep(64) })
+    assert(fdb:add(rec, { record_path = path }))
+  end
+  fdb:close()
+  local fl = json.decode(assert(proc.run { argv = { odp, "history", "--history", few .. "/few.db",
+    "--metric", "latency_ms", "--format", "json" }, cwd = few, timeout = 60 }).stdout)
+  local fr = assert(proc.run { argv = { odp, "history", "--history", few .. "/few.db", tostring(fl[1].id),
+    "--html", few .. "/few.html" }, cwd = few, timeout = 60 })
+  T.ok(fr.ok, fr.stderr)
+  local said = fr.stdout:match("\n(undecided: [^\n]+)")
+  T.ok(said, "the terminal says undecided: " .. fr.stdout)
+  local fpage = T.read(few .. "/few.html")
+  T.ok(fpage:find(require("odp.results.html").escape(said), 1, true), "the page says it too: " .. said)
+  T.ok(not fpage:find("0 detected change", 1, true) and not fpage:find("no change", 1, true), "never no change")
+  svg = T.read(few .. "/history-" .. fl[1].id .. ".svg")
+  xticks = svg:match('<g class="xticks".-</g>')
+  local n = 0
+  for label in xticks:gmatch("<text[^>]*>([^<]*)</text>") do T.match(label, "^%d+$", "x tick " .. label) n = n + 1 end
+  T.ok(n >= 3, "a tick per run: " .. n)
   r = run("--regressions", "--fail")
   T.eq(r.status, 1, r.stderr)
   T.match(r.stderr, "1 regression%(s%) still standing")

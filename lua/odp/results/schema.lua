@@ -157,6 +157,7 @@ M.FIELDS = {
   { "memory.first_kb", "integer", unit = "kB", metric = "memory_first_kb", history = true },
   { "memory.steady_kb", "integer", unit = "kB", metric = "memory_steady_kb", history = true },
   { "memory.clear_refs", "string" },                    -- ok | denied | failed
+  { "memory.rss_counters", "string" },                  -- batched: the kernel's RSS counters lag (before 6.2)
   { "memory.samples", "integer" },
   { "memory.sample_ms", "number", unit = "ms" },
   { "memory.children", "integer" },
@@ -334,7 +335,7 @@ M.FIELDS = {
   { "steps[].ms", "number", unit = "ms" },
   { "threads", "integer" },
   { "method", "string" },
-  { "sweep", "table" },                    -- {point, rep, of}
+  { "sweep", "table" },                    -- {point, rep (1..reps), reps (the sweep's --repeat), of (points)}
   { "build", "table" },                    -- Ethos-U: the firmware build
   { "images", "table" },                   -- Ethos-U: the flashed images' file_info
   { "flash", "table" },                    -- Ethos-U: the flash transfer and its check

@@ -158,7 +158,12 @@ local function show(db, opts, word)
     end
     -- lazy: start-up
     errors.check(sys.write_file(opts.html, require("odp.results.html").history { series = s.name, unit = s.unit,
-      points = page_points, changes = page_changes }))
+      points = page_points, changes = page_changes, verdict = verdict, min_effect = opts.min_effect,
+      about = { { "series", tostring(s.id) }, { "metric", ("%s (%s)"):format(s.metric or "?", s.unit or "") },
+        { "model", ("%s (sha256 %s)"):format(s.model_name or "?", short(s.model_sha256)) },
+        { "runner", ("sha256 %s%s"):format(short(s.runner_sha256), s.runner_version and (" version " .. s.runner_version) or "") },
+        { "board", ("%s · %s · kernel %s"):format(s.board or "?", s.soc or "?", s.kernel or "?") },
+        { "flow", s.flow or "?" }, { "parameters", params_text(s.params) } } }))
   end
   emit(opts, rows, function()
     local out = { ("series %d: %s"):format(s.id, s.name),
