@@ -7,7 +7,8 @@
 --               `ssh ... /usr/bin/time -v ./executor_runner --num_executions N` per point
 -- Wall time = fixed + points x per-point. Fitted over the points at each delay, then over the delays: the slope of
 -- each part over the round-trip time (2 D) is its cost in round trips beyond what the runner itself takes.
--- Also odp's own counted round trips (the records' transport). Prints the table bench/README.md quotes.
+-- Also odp's own counted round trips (the records' transport). ROUNDS= (default 3) rounds per cell, medians.
+-- Prints the table bench/README.md quotes.
 local sshd = require("sshd")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
@@ -19,6 +20,8 @@ local function list(env, default)
   return out
 end
 local DELAYS, POINTS = list("DELAYS", "0,25,50"), list("POINTS", "2,10")
+local ROUNDS = tonumber(os.getenv("ROUNDS") or "3") -- each cell is the median of its rounds
+local stats = require("odp.core.stats")
 local root = require("odp.host").root
 local odp = require("odp.host").argv[0]
 local runner = os.getenv("ODP_REAL_RUNNER")
@@ -82,15 +85,19 @@ local ok, err = pcall(function()
     local relay = srv:relay(d, dir)
     for _, k in ipairs(kinds) do wall[k][d], counted[k][d] = {}, {} end
     for _, p in ipairs(POINTS) do
-      local rdir = ("%s/odp-%d-%d"):format(srv.remote_dir, d, p)
-      wall["odp fresh"][d][p], counted["odp fresh"][d][p] = odp_sweep(relay, rdir, p)
-      wall["odp again"][d][p], counted["odp again"][d][p] = odp_sweep(relay, rdir, p)
-      wall.loop[d][p] = loop_sweep(relay, ("%s/loop-%d-%d"):format(srv.remote_dir, d, p), p)
+      local got = { ["odp fresh"] = {}, ["odp again"] = {}, loop = {} }
+      for round = 1, ROUNDS do -- interleaved, so a change in the machine's load weighs on all three alike
+        local rdir = ("%s/odp-%d-%d-%d"):format(srv.remote_dir, d, p, round)
+        got["odp fresh"][round], counted["odp fresh"][d][p] = odp_sweep(relay, rdir, p)
+        got["odp again"][round], counted["odp again"][d][p] = odp_sweep(relay, rdir, p)
+        got.loop[round] = loop_sweep(relay, ("%s/loop-%d-%d-%d"):format(srv.remote_dir, d, p, round), p)
+      end
+      for _, k in ipairs(kinds) do wall[k][d][p] = stats.percentile(got[k], 50) end
     end
     relay.close()
   end
-  print(("SSH sweep over a delaying relay, real runner; one-way delays %s ms, sweeps of %s points"):format(
-    table.concat(DELAYS, "/"), table.concat(POINTS, "/")))
+  print(("SSH sweep over a delaying relay, real runner; one-way delays %s ms, sweeps of %s points, medians of " ..
+    "%d rounds"):format(table.concat(DELAYS, "/"), table.concat(POINTS, "/"), ROUNDS))
   local rtt = {}
   for i, d in ipairs(DELAYS) do rtt[i] = 2 * d / 1000 end
   local fitted = {}

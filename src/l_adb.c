@@ -230,6 +230,25 @@ static int dev_broken(lua_State *L)
     return 1;
 }
 
+/* dev:traffic() -> {round_trips=, bytes_up=, bytes_down=} of a direct connection (struct adb_traffic); nil
+ * through the adb server. */
+static int dev_traffic(lua_State *L)
+{
+    ldev *d = check_dev(L);
+    if (!d->link.traffic)
+        return lua_pushnil(L), 1;
+    struct adb_traffic t;
+    d->link.traffic(d->link.ctx, &t);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, (lua_Integer)t.round_trips);
+    lua_setfield(L, -2, "round_trips");
+    lua_pushinteger(L, (lua_Integer)t.bytes_up);
+    lua_setfield(L, -2, "bytes_up");
+    lua_pushinteger(L, (lua_Integer)t.bytes_down);
+    lua_setfield(L, -2, "bytes_down");
+    return 1;
+}
+
 static int dev_info(lua_State *L)
 {
     ldev *d = check_dev(L);
@@ -534,7 +553,7 @@ static int l_server_address(lua_State *L)
 int luaopen_odp_adb(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"shell", dev_shell}, {"push", dev_push}, {"pull", dev_pull},
-                                       {"stat", dev_stat},   {"info", dev_info}, {"broken", dev_broken},
+                                       {"stat", dev_stat},   {"info", dev_info}, {"broken", dev_broken}, {"traffic", dev_traffic},
                                        {"close", dev_close}, {"open_channel", dev_open_channel},
                                        {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", dev_close}, {"__close", dev_close}, {NULL, NULL}};

@@ -22,6 +22,8 @@ struct adb_conn {
     struct adb_banner banner;
     uint8_t *buf;   /* payload of the last message received (ADB_MAXDATA bytes) */
     uint32_t next_id;
+    struct adb_traffic traffic;
+    int sent_since_rx; /* messages went out since one last came in: the next one in ends a round trip */
 };
 
 struct stream {
@@ -44,6 +46,8 @@ static int send_msg(struct adb_conn *c, uint32_t cmd, uint32_t a0, uint32_t a1, 
         c->broken = 1;
         return -1;
     }
+    c->traffic.bytes_up += ADB_HDR_SIZE + len;
+    c->sent_since_rx = 1;
     return 0;
 }
 
@@ -72,6 +76,9 @@ static int recv_msg(struct adb_conn *c, struct adb_hdr *h, double deadline, odp_
         c->broken = 1;
         return -1;
     }
+    c->traffic.bytes_down += ADB_HDR_SIZE + (unsigned long long)h->len;
+    c->traffic.round_trips += (unsigned long long)c->sent_since_rx;
+    c->sent_since_rx = 0;
     if (h->len) {
         /* old (0x01000000) peers checksum every payload; before CNXN only a non-zero check counts */
         uint32_t sum = adb_checksum(c->buf, h->len);
@@ -337,6 +344,7 @@ static int link_open(void *ctx, const char *service, struct adb_svc *s, double d
 
 static int link_broken(void *ctx) { return adb_conn_broken(ctx); }
 static void link_close(void *ctx) { adb_conn_close(ctx); }
+static void link_traffic(void *ctx, struct adb_traffic *out) { *out = ((struct adb_conn *)ctx)->traffic; }
 
 void adb_conn_link(struct adb_conn *c, struct adb_link *l)
 {
@@ -345,5 +353,6 @@ void adb_conn_link(struct adb_conn *c, struct adb_link *l)
     l->open = link_open;
     l->broken = link_broken;
     l->close = link_close;
+    l->traffic = link_traffic;
     l->banner = c->banner;
 }

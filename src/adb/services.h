@@ -31,8 +31,17 @@ struct adb_svc {
 };
 
 /* Where services are opened: a direct connection or the adb server, with the device's banner. */
+/* What a direct connection carried (adb messages, header and payload): round_trips counts turnarounds, a
+ * message in after messages out since the last one in (odp waited on the device: a request and its answer, each
+ * WRTE's OKAY); tests/c/delay_relay counts the same on the wire. */
+struct adb_traffic {
+    unsigned long long round_trips, bytes_up, bytes_down;
+};
+
 struct adb_link {
     void *ctx;
+    /* NULL through the adb server (its link to the device is not odp's to count) */
+    void (*traffic)(void *ctx, struct adb_traffic *out);
     int (*open)(void *ctx, const char *service, struct adb_svc *s, double deadline, odp_err *e);
     /* The link is lost for good (a direct connection whose framing broke): only a new one helps. */
     int (*broken)(void *ctx);

@@ -72,4 +72,42 @@ T.test("adb: memory by phase costs no service of its own: as many for 10 points 
   T.eq(select(2, text:gsub("\n", "")) - 1, rec.memory.samples, "every sample the helper took is a line")
 end)
 
+-- Issue 38 on adb: the emulator behind tests/c/delay_relay (20 ms each way). odp counts the adb messages' turnarounds
+-- (the record's transport); the relay counts them on the wire, independently.
+T.test("adb over a link: each profile's round trips in its record; their sum is the relay's count", function()
+  local rel = require("relay").start(20, "127.0.0.1", tonumber(port), dir)
+  local function ten(remote)
+    local b <close> = board.open("devices/vivo_x300_pro.lua", { adb = "tcp:127.0.0.1:" .. rel.port,
+      remote_dir = remote, ui = quiet })
+    local recs = {}
+    for i = 1, 10 do
+      recs[i] = b:profile { runner = fake, model = add, n = i, runs_dir = dir .. "/runs", memory = false }
+      T.eq(recs[i].ok, true, recs[i].error and recs[i].error.message)
+    end
+    b:close()
+    return recs
+  end
+  ten("/data/local/tmp/l10")
+  local recs = ten("/data/local/tmp/l10") -- the helper, runner and model there
+  local wire = rel.connections(2)[2]
+  local total, per = 0, {}
+  for i, rec in ipairs(recs) do
+    T.ok(rec.transport, "the record has its transport")
+    total = total + rec.transport.round_trips
+    if i > 1 then per[#per + 1] = rec.transport.round_trips end
+  end
+  T.eq(recs[1].transport.connects, 1)
+  -- adb acknowledges every WRTE with an OKAY before the next may leave: the request's OKAY, then the answer's
+  -- output and its end in two WRTEs, the second waiting for the first's OKAY (docs/helper-protocol.md)
+  table.sort(per)
+  T.ok(per[#per] <= 2, ("adb: %d-%d round trips a point after the first"):format(per[1], per[#per]))
+  -- after the last record: the helper's stream closing (CLSE both ways), one turnaround; within one more: a
+  -- message of the device's crossing odp's on the link
+  T.ok(wire and math.abs(wire.round_trips - (total + 1)) <= 1, ("the relay counted %s round trips, the records %d")
+    :format(wire and wire.round_trips, total))
+  io.stderr:write(("adb over a link: per point %d-%d, first %d, records %d, wire %s\n"):format(per[1], per[#per],
+    recs[1].transport.round_trips, total, wire and wire.round_trips))
+  rel.close()
+end)
+
 T.done()

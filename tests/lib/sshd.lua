@@ -190,31 +190,11 @@ function Server:restart()
   error("sshd did not restart on port " .. self.port)
 end
 
---- A link with a round-trip time in front of the server: tests/c/delay_relay holding every byte delay_ms each way
--- and counting the turnarounds on the wire. Its files (port, counts, known_hosts for its port) go in dir.
--- -> relay {port, known_hosts, counts = the file it appends one line per connection to, close()}; stopped by
--- PID at the suite's end (T.done) or by close() (a bench).
+--- A link with a round-trip time in front of the server (tests/lib/relay.lua), with a known_hosts naming the
+-- server's key under the relay's [host]:port. -> relay (relay.start's) with known_hosts.
 function Server:relay(delay_ms, dir)
-  local build = os.getenv("ODP_BUILD_DIR") or (require("odp.host").root .. "/build")
-  local n = (self.relays or 0) + 1
-  self.relays = n
-  local base = ("%s/relay%d-%d"):format(dir, n, delay_ms)
-  local pid = tonumber(sh(("%s/tests/delay_relay %d %s %d %s.counts >%s.port 2>&1 & echo $!"):format(build, delay_ms,
-    self.host, self.port, q(base), q(base))):match("%d+"))
-  local relay = { counts = base .. ".counts", known_hosts = base .. ".known_hosts" }
-  function relay.close()
-    if pid then proc.run { "kill", tostring(pid) } end
-    pid = nil
-  end
-  require("t").at_done(relay.close)
-  wait_for(function()
-    local f = io.open(base .. ".port")
-    relay.port = f and tonumber(f:read("a"):match("^(%d+)\n"))
-    if f then f:close() end
-    return relay.port ~= nil
-  end, 10)
-  if not relay.port then relay.close() error("delay_relay did not start: " .. tostring(io.open(base .. ".port"):read("a"))) end
-  -- the server's key under the relay's [host]:port name
+  local relay = require("relay").start(delay_ms, self.host, self.port, dir)
+  relay.known_hosts = ("%s/relay-%d.known_hosts"):format(dir, relay.port)
   local key = sh("cat " .. q(self.host_keys.ed25519 .. ".pub")):match("^(%S+ %S+)")
   local f = assert(io.open(relay.known_hosts, "w"))
   f:write(("[%s]:%d %s\n"):format(self.host, relay.port, key))

@@ -19,27 +19,10 @@ local SESSION_START_MAX = 14 -- each way: a round trip is 40 ms, far above this 
 local srv = sshd.start { log_level = "DEBUG3" }
 local HOSTNAME = sshd.sh("hostname"):match("%S+")
 
--- The relay in front of srv (sshd.lua's Server:relay). -> its port, the file its counts go to, its known_hosts
+-- The relay in front of srv (sshd.lua's Server:relay). -> the relay, its known_hosts
 local function relay()
   local r = srv:relay(DELAY_MS, tmp)
-  return r.port, r.counts, r.known_hosts
-end
-
--- The relay's closed connections: {round_trips=, bytes_up=, bytes_down=} each, in order.
-local function relay_counts(counts, n)
-  local conns
-  sshd.wait_for(function()
-    conns = {}
-    local f = io.open(counts)
-    if not f then return false end
-    for line in f:lines() do
-      local rt, up, down = line:match("round_trips (%d+) bytes_up (%d+) bytes_down (%d+) closed")
-      if rt then conns[#conns + 1] = { round_trips = tonumber(rt), bytes_up = tonumber(up), bytes_down = tonumber(down) } end
-    end
-    f:close()
-    return #conns >= n
-  end, 10)
-  return conns
+  return r, r.known_hosts
 end
 
 local function records(path)
@@ -51,7 +34,7 @@ end
 local sweeps, used = 0, {} -- used: the connections each relay served so far
 -- A sweep of points (num_executions=1..points) through the relay. -> its records, the relay's count for its
 -- connection, the exec/subsystem requests sshd logged for it
-local function sweep(port, counts, kh, remote, points, runner, user)
+local function sweep(rel, kh, remote, points, runner, user)
   sweeps = sweeps + 1
   local n = {}
   for i = 1, points do n[i] = tostring(i) end
@@ -59,17 +42,17 @@ local function sweep(port, counts, kh, remote, points, runner, user)
     srv:count("server_input_channel_req: channel %d+ request subsystem")
   local out = ("%s/sweep%d.jsonl"):format(tmp, sweeps)
   local r = proc.run { argv = { odp, "run", T.root() .. "/scripts/sweep.lua", "--flow", T.root() .. "/scripts/rpi5.lua",
-    "--host", (user or srv.user) .. "@127.0.0.1", "--port", tostring(port), "--identity", srv.identity, "--known-hosts", kh,
+    "--host", (user or srv.user) .. "@127.0.0.1", "--port", tostring(rel.port), "--identity", srv.identity, "--known-hosts", kh,
     "--remote-dir", remote, "--runner", runner, "--model", T.root() .. "/tests/fixtures/pte/add_arduino.pte",
     "-p", "num_executions=" .. table.concat(n, ","), "--out", out, "--runs-dir", tmp .. "/runs", "-q" },
     timeout = 600 }
   T.eq(r.status, 0, r.stderr)
-  used[counts] = (used[counts] or 0) + 1
-  local conns = relay_counts(counts, used[counts])
+  used[rel] = (used[rel] or 0) + 1
+  local conns = rel.connections(used[rel])
   sys.sleep(0.3) -- sshd logs a moment after the client has gone
   local requests = srv:count("server_input_channel_req: channel %d+ request exec") +
     srv:count("server_input_channel_req: channel %d+ request subsystem") - before
-  return records(out), conns[used[counts]], requests
+  return records(out), conns[used[rel]], requests
 end
 
 -- What the link carries after a sweep's last record: the helper's channel closing (odp sends its close and
@@ -111,14 +94,14 @@ local function check_sweep(recs, wire, what, uploads)
 end
 
 T.with_real_runner("round trips: odp's count of each point equals the relay's on the wire; a point is one", function(runner)
-  local port, counts, kh = relay()
+  local rel, kh = relay()
   local remote = srv.remote_dir .. "/link"
-  local recs, wire, requests = sweep(port, counts, kh, remote, 10, runner)
+  local recs, wire, requests = sweep(rel, kh, remote, 10, runner)
   check_sweep(recs, wire, "a fresh board", true)
   -- the probe (no helper), the free-space query, SFTP (the helper, runner and model) and the helper: the uploads
   -- through the helper's own write frames would make it 2 (issue 38, not done)
   T.ok(requests <= 4, ("a fresh board: %d exec/subsystem requests in sshd's log (the helper is installed)"):format(requests))
-  recs, wire, requests = sweep(port, counts, kh, remote, 10, runner)
+  recs, wire, requests = sweep(rel, kh, remote, 10, runner)
   local start = check_sweep(recs, wire, "a board with the helper")
   T.eq(requests, 1, "a board with the helper: one exec request in sshd's log for the whole sweep")
   -- the session start (connection, preflight, the helper's start, the hash checks) and the first point's run
@@ -135,14 +118,14 @@ T.with_real_runner("a login shell that takes 0.3 s (~/.bashrc): a 10-point sweep
     "rm -f %s/bashrc.count && chown %s %s/.bashrc"):format(user, home, home, home, user, home))
   local remote = srv.remote_dir .. "/slowrc"
   sshd.sh(("mkdir -p %s && chown %s %s"):format(remote, user, remote))
-  local port, counts, kh = relay()
+  local rel, kh = relay()
   local function shells() return #(sshd.sh(("cat %s/bashrc.count 2>/dev/null || true"):format(home)):gsub("[^\n]", "")) end
-  local _, _, requests = sweep(port, counts, kh, remote, 10, runner, user)
+  local _, _, requests = sweep(rel, kh, remote, 10, runner, user)
   local fresh = shells()
   T.ok(fresh >= 1, "the account's ~/.bashrc ran (bash read it for sshd's commands): the counts below can fail")
   T.eq(fresh, requests, "a fresh board: one login shell per exec request")
   local recs
-  recs, _, requests = sweep(port, counts, kh, remote, 10, runner, user)
+  recs, _, requests = sweep(rel, kh, remote, 10, runner, user)
   T.eq(#recs, 10)
   T.eq(shells() - fresh, 1, "a board with the helper: the 10-point sweep ran ~/.bashrc once")
   T.eq(requests, 1)

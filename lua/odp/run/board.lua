@@ -198,11 +198,13 @@ end
 
 --- What the link to the board carried since the last call (the target's traffic(): round trips, bytes, the
 -- time spent connecting; odp.results.schema's `transport`), so each run's record has its own share and the
--- records of a board session add up to all of it. nil for a target with no link (the host) or not opened.
+-- records of a board session add up to all of it. nil for a target with no link (the host), one odp does not
+-- count (adb through the adb server) or not opened.
 function ShellBoard:traffic_since()
   local t = self._target
   if not (t and t.traffic) then return nil end
   local now, last, d = t:traffic(), self._traffic_mark or {}, {}
+  if not now then return nil end -- a link odp does not count (adb through the adb server)
   for k, v in pairs(now) do d[k] = v - (last[k] or 0) end
   self._traffic_mark = now
   d.connect_ms = math.floor(d.connect_ms * 1000 + 0.5) / 1000

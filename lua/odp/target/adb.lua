@@ -53,12 +53,27 @@ local function held(self, fn, ...)
 end
 
 local function connect(self, timeout)
+  local t0 = sys.now()
   local dev, err, code = held(self, adb.connect, { transport = self.transport, serial = self.serial,
     timeout = timeout or self.timeout, auth_timeout = self.auth_timeout, on_auth_prompt = self.on_auth_prompt })
   if not dev then return nil, err, code end
   if dev:info().transport ~= "server" then self.conns = nil end -- auto found no server: direct
   self.dev = dev
+  self.connects, self.connect_ms = (self.connects or 0) + 1, (self.connect_ms or 0) + (sys.now() - t0) * 1000
   return dev
+end
+
+local TRAFFIC = { "round_trips", "bytes_up", "bytes_down" }
+
+--- What this board session's direct connections carried so far (odp.adb dev:traffic(): round trips waited on,
+-- bytes both ways) with the time spent connecting, summed over reconnects; connects: how many connections. nil
+-- through the adb server (its link to the device is not odp's to count).
+function Target:traffic()
+  local live = self.dev and self.dev:traffic()
+  if not live and not self.traffic_before then return nil end
+  local sum, before = { connects = self.connects or 0, connect_ms = self.connect_ms or 0 }, self.traffic_before or {}
+  for _, k in ipairs(TRAFFIC) do sum[k] = (before[k] or 0) + ((live or {})[k] or 0) end
+  return sum
 end
 
 --- opts: adb ("auto" | "server" | "usb" | "tcp:HOST:PORT"), serial (default $ANDROID_SERIAL), remote_dir, auth_timeout, timeout, device (devices/*.lua),
@@ -123,7 +138,11 @@ end
 -- Drops the connection (its helper channel with it), why: the cause: the next operation waits for it.
 local function drop(self, why)
   if self.cache.helper_client then self.cache.helper_client:close() end
-  if self.dev then self.dev:close() self.dev = nil end
+  if self.dev then
+    self.traffic_before = self:traffic() -- kept: the connection goes
+    self.dev:close()
+    self.dev = nil
+  end
   why = why or "the connection was left unusable"
   self.dropped, self.last_drop, self.drops = self.dropped or why, why, self.drops + 1
 end
