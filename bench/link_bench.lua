@@ -44,6 +44,14 @@ end
 local function timed(fn) local t = sys.now(); fn(); return sys.now() - t end
 local runs = 0
 
+-- The relay's count of the connection a sweep just closed (each sweep is one: odp's, or the loop's ControlMaster)
+local served = {}
+local function on_wire(relay)
+  served[relay] = (served[relay] or 0) + 1
+  local c = relay.connections(served[relay])[served[relay]]
+  return c and c.round_trips
+end
+
 local function odp_sweep(relay, rdir, points)
   runs = runs + 1
   local values = {}
@@ -58,7 +66,7 @@ local function odp_sweep(relay, rdir, points)
   end)
   local rt = 0
   for line in io.lines(out) do rt = rt + json.decode(line).transport.round_trips end
-  return s, rt
+  return s, rt, on_wire(relay)
 end
 
 local function loop_sweep(relay, ldir, points)
@@ -74,23 +82,26 @@ local function loop_sweep(relay, ldir, points)
     end
   end)
   sh(("%s -O exit %s 2>/dev/null || true"):format(ssh, dest))
-  return s
+  return s, nil, on_wire(relay)
 end
 
 local ok, err = pcall(function()
   local kinds = { "odp fresh", "odp again", "loop" }
-  local wall, counted = {}, {} -- wall[kind][delay][points] (s); counted[kind][delay][points] (odp's round trips)
-  for _, k in ipairs(kinds) do wall[k], counted[k] = {}, {} end
+  -- wall[kind][delay][points] (s); counted[kind][delay][points]: odp's round trips (its records); wire[...]: the
+  -- relay's count of the sweep's connection (the last round's)
+  local wall, counted, wire = {}, {}, {}
+  for _, k in ipairs(kinds) do wall[k], counted[k], wire[k] = {}, {}, {} end
   for _, d in ipairs(DELAYS) do
     local relay = srv:relay(d, dir)
-    for _, k in ipairs(kinds) do wall[k][d], counted[k][d] = {}, {} end
+    for _, k in ipairs(kinds) do wall[k][d], counted[k][d], wire[k][d] = {}, {}, {} end
     for _, p in ipairs(POINTS) do
       local got = { ["odp fresh"] = {}, ["odp again"] = {}, loop = {} }
       for round = 1, ROUNDS do -- interleaved, so a change in the machine's load weighs on all three alike
         local rdir = ("%s/odp-%d-%d-%d"):format(srv.remote_dir, d, p, round)
-        got["odp fresh"][round], counted["odp fresh"][d][p] = odp_sweep(relay, rdir, p)
-        got["odp again"][round], counted["odp again"][d][p] = odp_sweep(relay, rdir, p)
-        got.loop[round] = loop_sweep(relay, ("%s/loop-%d-%d-%d"):format(srv.remote_dir, d, p, round), p)
+        got["odp fresh"][round], counted["odp fresh"][d][p], wire["odp fresh"][d][p] = odp_sweep(relay, rdir, p)
+        got["odp again"][round], counted["odp again"][d][p], wire["odp again"][d][p] = odp_sweep(relay, rdir, p)
+        local ls, _, lw = loop_sweep(relay, ("%s/loop-%d-%d-%d"):format(srv.remote_dir, d, p, round), p)
+        got.loop[round], wire.loop[d][p] = ls, lw
       end
       for _, k in ipairs(kinds) do wall[k][d][p] = stats.percentile(got[k], 50) end
     end
@@ -100,7 +111,6 @@ local ok, err = pcall(function()
     "%d rounds"):format(table.concat(DELAYS, "/"), table.concat(POINTS, "/"), ROUNDS))
   local rtt = {}
   for i, d in ipairs(DELAYS) do rtt[i] = 2 * d / 1000 end
-  local fitted = {}
   for _, k in ipairs(kinds) do
     local fixed, per = {}, {}
     for i, d in ipairs(DELAYS) do
@@ -110,16 +120,19 @@ local ok, err = pcall(function()
     end
     local _, fixed_rt = fit(rtt, fixed)
     local _, per_rt = fit(rtt, per)
-    fitted[k] = { fixed = fixed_rt, per = per_rt }
+    -- the same split from the relay's counts at the largest delay: not disturbed by this machine's load
+    local last, xs, ys = DELAYS[#DELAYS], {}, {}
+    for j, p in ipairs(POINTS) do xs[j], ys[j] = p, wire[k][last][p] end
+    local wfixed, wper = fit(xs, ys)
     local cells = {}
     for _, d in ipairs(DELAYS) do
       for _, p in ipairs(POINTS) do
-        cells[#cells + 1] = ("%g ms/%d pts %.2f s%s"):format(d, p, wall[k][d][p],
-          counted[k][d][p] and (" (%d rt counted)"):format(counted[k][d][p]) or "")
+        cells[#cells + 1] = ("%g ms/%d pts %.2f s, %d rt on the wire%s"):format(d, p, wall[k][d][p], wire[k][d][p],
+          counted[k][d][p] and (" (%d counted by odp)"):format(counted[k][d][p]) or "")
       end
     end
-    print(("  %-10s fitted: %5.1f round trips fixed, %4.2f per point | %s"):format(k, fixed_rt, per_rt,
-      table.concat(cells, "; ")))
+    print(("  %-10s on the wire: %5.1f round trips fixed, %4.2f per point; from wall times: %5.1f fixed, %5.2f " ..
+      "per point\n      %s"):format(k, wfixed, wper, fixed_rt, per_rt, table.concat(cells, "; ")))
   end
   local big, last = POINTS[#POINTS], DELAYS[#DELAYS]
   print(("  %d points at %g ms RTT: the loop takes %.2fx odp fresh, %.2fx odp again"):format(big, 2 * last,
