@@ -144,6 +144,7 @@ return {
       { 'stat(path: string, opts?: {timeout?: number}) -> {type: "file"|"directory"|"link"|"other", mode: integer, size: integer, mtime: integer}|nil st, ' .. FAIL, "sync STAT" },
       { 'info() -> {serial: string, transport: "server"|"usb"|string, state: string, model: string, product: string, device: string, features: table<string, boolean>, version?: integer, maxdata?: integer, server?: string, server_version?: integer}', "what the device said of itself" },
       { "broken() -> boolean", "a direct connection dropped (always false through the adb server)" },
+      { "traffic() -> {round_trips: integer, bytes_up: integer, bytes_down: integer}|nil", "what a direct connection carried so far (adb messages, header and payload): round_trips the turnarounds odp waited on (a message in after messages out: a request and its answer, each WRTE's OKAY), the bytes both ways; nil through the adb server (the record's transport, docs/helper-protocol.md)" },
       { "open_channel(command: string, opts?: {timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "a long-lived shell,v2 command as a stream (EPROTO without shell_v2); closing it closes stdin, then the service (the resident helper's channel)" },
       { "close()", "idempotent (also __close, __gc)" },
     }, class = true },

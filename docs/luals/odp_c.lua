@@ -430,6 +430,9 @@ function adb_Device:info() end
 --- a direct connection dropped (always false through the adb server)
 ---@return boolean
 function adb_Device:broken() end
+--- what a direct connection carried so far (adb messages, header and payload): round_trips the turnarounds odp waited on (a message in after messages out: a request and its answer, each WRTE's OKAY), the bytes both ways; nil through the adb server (the record's transport, docs/helper-protocol.md)
+---@return {round_trips: integer, bytes_up: integer, bytes_down: integer}|nil
+function adb_Device:traffic() end
 --- a long-lived shell,v2 command as a stream (EPROTO without shell_v2); closing it closes stdin, then the service (the resident helper's channel)
 ---@param command string
 ---@param opts? {timeout?: number}
