@@ -34,7 +34,7 @@ end
 local sweeps, used = 0, {} -- used: the connections each relay served so far
 -- A sweep of points (num_executions=1..points) through the relay. -> its records, the relay's count for its
 -- connection, the exec/subsystem requests sshd logged for it
-local function sweep(rel, kh, remote, points, runner, user)
+local function sweep(rel, kh, remote, points, runner, user, verbose)
   sweeps = sweeps + 1
   local n = {}
   for i = 1, points do n[i] = tostring(i) end
@@ -44,7 +44,7 @@ local function sweep(rel, kh, remote, points, runner, user)
   local r = proc.run { argv = { odp, "run", T.root() .. "/scripts/sweep.lua", "--flow", T.root() .. "/scripts/rpi5.lua",
     "--host", (user or srv.user) .. "@127.0.0.1", "--port", tostring(rel.port), "--identity", srv.identity, "--known-hosts", kh,
     "--remote-dir", remote, "--runner", runner, "--model", T.root() .. "/tests/fixtures/pte/add_arduino.pte",
-    "-p", "num_executions=" .. table.concat(n, ","), "--out", out, "--runs-dir", tmp .. "/runs", "-q" },
+    "-p", "num_executions=" .. table.concat(n, ","), "--out", out, "--runs-dir", tmp .. "/runs", verbose and "-v" or "-q" },
     timeout = 600 }
   T.eq(r.status, 0, r.stderr)
   used[rel] = (used[rel] or 0) + 1
@@ -52,7 +52,7 @@ local function sweep(rel, kh, remote, points, runner, user)
   sys.sleep(0.3) -- sshd logs a moment after the client has gone
   local requests = srv:count("server_input_channel_req: channel %d+ request exec") +
     srv:count("server_input_channel_req: channel %d+ request subsystem") - before
-  return records(out), conns[used[rel]], requests
+  return records(out), conns[used[rel]], requests, r.stdout .. r.stderr
 end
 
 -- What the link carries after a sweep's last record: the helper's channel closing (odp sends its close and
@@ -107,6 +107,20 @@ T.with_real_runner("round trips: odp's count of each point equals the relay's on
   -- the session start (connection, preflight, the helper's start, the hash checks) and the first point's run
   T.ok(start <= SESSION_START_MAX, ("session start and first point: %d round trips"):format(start))
   io.stderr:write(("session start and first point: %d round trips\n"):format(start))
+end)
+
+T.with_real_runner("-v prints each point's transport: the numbers its record has", function(runner)
+  local rel, kh = relay()
+  local recs, _, _, said = sweep(rel, kh, srv.remote_dir .. "/verbose", 3, runner, nil, true)
+  local lines = {}
+  for rt, up, down in said:gmatch("transport: (%d+) round trips, (%d+) B up, (%d+) B down") do
+    lines[#lines + 1] = { tonumber(rt), tonumber(up), tonumber(down) }
+  end
+  T.eq(#lines, 3, "one line a point")
+  for i, rec in ipairs(recs) do
+    T.eq(lines[i], { rec.transport.round_trips, rec.transport.bytes_up, rec.transport.bytes_down })
+  end
+  T.match(said, "connected in %d+ ms", "the first point's says how long connecting took")
 end)
 
 T.with_real_runner("a login shell that takes 0.3 s (~/.bashrc): a 10-point sweep pays it once", function(runner)
