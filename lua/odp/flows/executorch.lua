@@ -28,7 +28,7 @@ M.options = {
   { "model", "The .pte model", nil, "file", required = true },
   { "data", "A .ptd file with the model's external weights (--data_path)", nil, "file" },
   { "num-executions", "Inferences per runner process (--num_executions)", 1, "posint", short = "n" },
-  { "etdump", "Where the ETDump lands on this machine (asks the runner for one)", nil, "string", metavar = "FILE" },
+  { "etdump", "Where the ETDump lands on this machine (asks the runner for one)", nil, "outfile", metavar = "FILE" },
   { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
