@@ -2,8 +2,8 @@
 -- the real runner, is read back through the one reader with nothing left out (no "fields this odp does not
 -- know" note, no value of the wrong type). Kinds: the host flow (plain, --print_output all, --etdump), the CPU
 -- sampler with its overhead, inputs/outputs against a reference, failed runs (the runner's and the output
--- gate's), a sweep's JSONL, an SSH board (the loopback sshd) and an adb board (the device emulator). The
--- Ethos-U twin's record is tests/fixtures/records/run_ethos_u.json (schema_test.lua).
+-- gate's), a sweep's JSONL, an SSH board (the loopback sshd), an adb board (the device emulator) and the
+-- Ethos-U flow on the QEMU twin.
 local T = require("t")
 local adbemu = require("adbemu")
 local proc = require("odp.proc")
@@ -119,6 +119,12 @@ T.with_real_runner("an adb board (the device emulator, direct connection)", func
   local dev = adbemu.start { logcat = true }
   run("x300pro.lua", { "--adb", "tcp:" .. dev.serial, "--runner", runner, "--model", add, "-n", "2" })
   some(check_new("adb"), function(r) return r.target:match("^adb://") end, "over adb")
+end)
+
+T.test("the Ethos-U flow on the QEMU twin (devices/twin_m55.lua): build, flash, RTT capture", function()
+  run("alif_e8.lua", { "--device", root .. "/devices/twin_m55.lua", "--model",
+    root .. "/tests/fixtures/pte/mnist_ethos_u55.pte", "--inferences", "5" })
+  some(check_new("twin"), function(r) return r.flow == "ethos_u" and r.pmu and r.rtt end, "of the twin")
 end)
 
 T.done()
