@@ -235,7 +235,8 @@ end)
 
 T.with_real_runner("real runner: a process --timeout ends keeps the iterations it measured (said up front and after), "
   .. "each warning once", function(runner)
-  local r, rec = host { "--runner", runner, "-n", "1000000", "--target-ci", "2", "--timeout", "4" }
+  local r, rec = host { "--runner", runner, "-n", "1000000", "--target-ci", "2", "--timeout", "4", "--etdump",
+    T.tmpdir() .. "/killed.etdump" }
   T.eq(r.status, 0, r.stderr)
   T.eq({ rec.stop.rule, rec.stop.met, rec.stop.processes }, { "timeout", false, 1 })
   -- the oracle: the runner's own iteration lines in the log it left
@@ -254,6 +255,7 @@ T.with_real_runner("real runner: a process --timeout ends keeps the iterations i
   T.ok(seen[("runner process 1 was killed at --timeout 4 s after %d of its 1000000 iterations: the latency is of "
     .. "the %d iteration(s) measured (a smaller -n, or a larger --timeout, measures them all)"):format(measured,
     measured)], table.concat(rec.warnings, "\n"))
+  T.ok(seen["no ETDump was written: --timeout killed the runner before its end"], "why no ETDump")
 end)
 
 T.with_real_runner("real runner: --sustained runs back to back for MIN minutes, p50/p90 per minute, plottable", function(runner)
