@@ -62,5 +62,8 @@ Every file odp writes after measuring is checked before (a single run too): noth
   $ $ODP run scripts/host.lua --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --runs-dir $TMP/runs-out --etdump $TMP -q
   odp: cannot write .*: it is a directory (re)
   [3]
+  $ $ODP run scripts/host.lua --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --runs-dir $TMP/runs-out --report junit $TMP/nosuch/j.xml -q
+  odp: cannot write .*/nosuch/j%.xml: No such file or directory (re)
+  [3]
   $ test -e $TMP/runs-out || echo "no run directory"
   no run directory

@@ -7,8 +7,8 @@
 --   "list" (comma-separated; repeatable) | "choice" (needs choices = {...}) |
 --   "size" (bytes: 6291456, 0x600000, 6M, 256K, 1G; the value is an integer)
 -- Extra keys: short (one letter), required, choices, metavar, repeat (collect every use into a list),
--- file_after (a choice's values that take a FILE word after them: `--report junit out.xml`; each value is
--- then {name = choice, file = FILE or nil}), implicit (the value of the option given bare: `--sample` is
+-- file_after (a choice's values that take a FILE word after them, one odp writes, checked as an outfile's:
+-- `--report junit out.xml`; each value is then {name = choice, file = FILE or nil}), implicit (the value of the option given bare: `--sample` is
 -- `--sample=4000`; a value then only comes after `=`, and a bare option followed by a word that could be its
 -- value is refused rather than that word taken for something else).
 -- Parsed values land in a table keyed by the name with dashes turned into underscores.
@@ -237,7 +237,9 @@ function M.parse(argv, ...)
       local v = convert(o, raw)
       if o.file_after then
         if o.file_after[v] and argv[i + 1] == nil then usage(("--%s %s needs a FILE"):format(o[1], v)) end
-        v = { { name = v, file = o.file_after[v] and value_for(o) or nil } }
+        local file = o.file_after[v] and value_for(o) or nil
+        if file then M.check_writable(file) end -- a report odp writes at the end, like an outfile
+        v = { { name = v, file = file } }
       end
       if type(v) == "table" then
         for _, x in ipairs(v) do table.insert(opts[k], x) end
