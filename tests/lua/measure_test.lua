@@ -235,7 +235,7 @@ end)
 
 T.with_real_runner("real runner: a process --timeout ends keeps the iterations it measured (said up front and after), "
   .. "each warning once", function(runner)
-  local r, rec = host { "--runner", runner, "-n", "1000000", "--target-ci", "2", "--timeout", "4", "--etdump",
+  local r, rec = host { "--runner", runner, "-n", "10000000", "--target-ci", "2", "--timeout", "4", "--etdump",
     T.tmpdir() .. "/killed.etdump" }
   T.eq(r.status, 0, r.stderr)
   T.eq({ rec.stop.rule, rec.stop.met, rec.stop.processes }, { "timeout", false, 1 })
@@ -243,7 +243,7 @@ T.with_real_runner("real runner: a process --timeout ends keeps the iterations i
   local measured = #logged(rec.artifacts.run_dir, 1)[1]
   T.ok(measured > 0, "iterations before the timeout")
   T.eq(rec.latency_ms.n, measured, "the latency is of every iteration it printed")
-  local _, said = r.stderr:gsub("run 1: %d+ of 1000000 iterations in [%d.]+ s: a process would take about [^\n]+ at "
+  local _, said = r.stderr:gsub("run 1: %d+ of 10000000 iterations in [%d.]+ s: a process would take about [^\n]+ at "
     .. "this pace; %-%-timeout 4 s ends it after about %d+ iterations %(the latency is of those%); the stopping rule "
     .. "starts no process after %-%-max%-time 120 s\n", "")
   T.eq(said, 1, "the estimate, once, up front: " .. r.stderr)
@@ -252,7 +252,7 @@ T.with_real_runner("real runner: a process --timeout ends keeps the iterations i
     T.eq(seen[w], nil, "said once: " .. w)
     seen[w] = true
   end
-  T.ok(seen[("runner process 1 was killed at --timeout 4 s after %d of its 1000000 iterations: the latency is of "
+  T.ok(seen[("runner process 1 was killed at --timeout 4 s after %d of its 10000000 iterations: the latency is of "
     .. "the %d iteration(s) measured (a smaller -n, or a larger --timeout, measures them all)"):format(measured,
     measured)], table.concat(rec.warnings, "\n"))
   T.ok(seen["no ETDump was written: --timeout killed the runner before its end"], "why no ETDump")
