@@ -102,7 +102,7 @@ return {
 
   -- What the firmware prints over RTT.
   lines = {
-    inference = "^Inference: ([%d.]+) ms",
+    inference = "^Inference: (%S+) ms",
     flasher_start = "Starting xmodemReceive...",
     flasher_ok = "^Success, (%d+) bytes received%.$",
     flasher_crc = "^CRC32: (%x+)$",            -- not printed by Alif's flasher; checked when present

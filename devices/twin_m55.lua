@@ -70,7 +70,7 @@ return {
 
   -- What the firmware prints (tests/twin/README.md "Output").
   lines = {
-    inference = "^Inference: ([%d.]+) ms$",
+    inference = "^Inference: (%S+) ms$",
     done = "^odp%-twin done$",
     flasher_start = "Starting xmodemReceive...",
     flasher_ok = "^Success, (%d+) bytes received%.$",

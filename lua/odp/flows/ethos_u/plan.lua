@@ -17,10 +17,12 @@
 --   mram, ext_flash, flasher the build's images and the flasher image
 --   setools_bin, setools_dir, setools_copy, gen_toc_flasher, write_mram_flasher, gen_toc_app, write_mram_app,
 --   flasher_image, app_image the flash step's SETOOLS commands and where its images go (with steps.flash)
---   probe_backend, rtt_address, rtt_ranges, flasher_ranges, rtt_channel, lines, xmodem_mode, max_line
---                            the probe and RTT (odp.target.probe reads these), the firmware's lines
+--   probe_backend, rtt_address, rtt_ranges, flasher_ranges, rtt_channel, lines, xmodem_mode, max_line, max_log
+--                            the probe and RTT (odp.target.probe reads these), the firmware's lines, the
+--                            longest line and the raw RTT logs' cap (bytes)
 -- validate adds: pte (odp.parse.pte's table), scratch_size, ethos_delegate, io (odp.results.tensors.validate:
--- --inputs, --outputs, --reference). During a run: twin_state (the twin's state directory), flashed.
+-- --inputs, --outputs, --reference). During a run: twin_state (the twin's state directory), flashed, reset_at
+-- (sys.now() of the run step's reset: an Inference: value longer than the run since is refused).
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
@@ -34,6 +36,7 @@ local M = { name = "ethos_u" }
 M.STEPS = { "build", "flash", "run" } -- validate runs first and report last, whatever --steps says
 M.MEMORY_MODES = { "Dedicated_Sram", "Shared_Sram", "Sram_Only" }
 M.MAX_LINE = 128 * 1024 * 1024 -- an RTT line longer than this is cut (a base64 artifact is one line)
+M.MAX_LOG = 128 * 1024 * 1024 -- bytes of RTT lines a raw log keeps (the largest artifact's base64 fits: ~86 MiB)
 
 --- Options of every Ethos-U script (cli option entries, see odp.core.options).
 M.options = {
@@ -215,6 +218,7 @@ function M.make(o)
     model = o.model and (sys.realpath(o.model) or o.model),
     timeout = o.timeout,
     max_line = M.MAX_LINE,
+    max_log = M.MAX_LOG,
   }
   local vars = {
     model = p.model, memory_mode = p.memory_mode, inferences = p.inferences, jobs = p.jobs,
@@ -335,7 +339,7 @@ function M.make(o)
   p.flasher_ranges = o.rtt_ranges and p.rtt_ranges or rt.flasher_ranges or p.rtt_ranges
   p.rtt_channel = rt.channel or 0
   p.lines = setmetatable(dev.lines or {}, { __index = {
-    inference = "^Inference: ([%d.]+) ms", flasher_start = "Starting xmodemReceive...",
+    inference = "^Inference: (%S+) ms", flasher_start = "Starting xmodemReceive...",
     flasher_ok = "^Success, (%d+) bytes received%.$", flasher_crc = "^CRC32: (%x+)$",
     flasher_fail = "^Failed = (%-?%d+)$" } })
   p.xmodem_mode = (dev.xmodem or {}).mode or "1k"
