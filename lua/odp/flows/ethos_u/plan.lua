@@ -36,6 +36,9 @@ local M = { name = "ethos_u" }
 M.STEPS = { "build", "flash", "run" } -- validate runs first and report last, whatever --steps says
 M.MEMORY_MODES = { "Dedicated_Sram", "Shared_Sram", "Sram_Only" }
 M.MAX_LINE = 128 * 1024 * 1024 -- an RTT line longer than this is cut (a base64 artifact is one line)
+-- The largest values a firmware holds when its device file has no build.limits: an Ethos-U board is a 32-bit
+-- Cortex-M (sizes within its address space) counting inferences in a C int.
+M.LIMITS = { activation_buf_sz = 0xFFFFFFFF, tmp_mem_size = 0xFFFFFFFF, inferences = 0x7FFFFFFF }
 M.MAX_LOG = 128 * 1024 * 1024 -- bytes of RTT lines a raw log keeps (the largest artifact's base64 fits: ~86 MiB)
 
 --- Options of every Ethos-U script (cli option entries, see odp.core.options).
@@ -189,6 +192,21 @@ function M.default_jobs()
   return math.max(1, n // 2)
 end
 
+-- Sizes and counts the firmware cannot hold (a 32-bit address, an int counter) are refused before the build: a
+-- 6G activation buffer reached the firmware as 0x80000000, --inferences 2147483648 failed compiling it.
+local function check_limits(p)
+  local limits = p.device.build.limits or {}
+  for _, k in ipairs({ "activation_buf_sz", "tmp_mem_size", "inferences" }) do
+    local v, max = p[k], limits[k] or M.LIMITS[k]
+    if v and (v < 0 or v > max) then
+      local show = k == "inferences" and tostring or hex
+      errors.fail("EUSAGE", ("--%s %s is more than %s's firmware holds: at most %s (%s)"):format(k:gsub("_", "-"),
+        show(v), p.device.name, show(max), limits[k] and ("its device file's build.limits." .. k)
+        or "a 32-bit Cortex-M's sizes and int counters"))
+    end
+  end
+end
+
 --- Turns options (a run's ctx.opts) and the device into the plan (its shape: at the top of this file).
 -- A dry run leaves the <placeholders> it has no value for (it needs neither the tools nor their directories).
 function M.make(o)
@@ -220,6 +238,7 @@ function M.make(o)
     max_line = M.MAX_LINE,
     max_log = M.MAX_LOG,
   }
+  check_limits(p)
   local vars = {
     model = p.model, memory_mode = p.memory_mode, inferences = p.inferences, jobs = p.jobs,
     activation_buf_sz = p.activation_buf_sz and hex(p.activation_buf_sz),
