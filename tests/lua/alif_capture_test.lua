@@ -272,4 +272,73 @@ T.test("the board dies mid-capture (ENODEV from the stream): what came is measur
   T.eq(rec.rtt.bytes, #data)
 end)
 
+T.test("fuzz: 300 seeded crafted RTT streams through capture + measure: only named errors, every count exact", function()
+  local seed = tonumber(os.getenv("ODP_FUZZ_SEED") or "") or 4242
+  math.randomseed(seed)
+  local names = { "etdump.bin", "rtt.log", "result.json", "build.log", "flash.log", "samples.csv", "twin", "inputs",
+    "../../etdump.bin", "a\0b.bin", ".hidden", "", "output.bin", "run_dir", "rtt_log" }
+  local bad_values = { "1e38", "-1", "nan", "inf", "-inf", "1.2.3", "0x10", "1e999", "\0", "1\0", "..", "9e9999999" }
+  local function bytes(n)
+    local t = {}
+    for i = 1, n do local c = math.random(0, 255) t[i] = c == 10 and "x" or string.char(c) end
+    return table.concat(t)
+  end
+  local function digits(n)
+    local t = {}
+    for i = 1, n do t[i] = string.char(math.random(48, 57)) end
+    return table.concat(t)
+  end
+  local reserved = {}
+  for _, n in ipairs(E.RESERVED) do reserved[n] = true end
+  for case = 1, 300 do
+    local parts, valid, refused = {}, 0, 0
+    for _ = 1, math.random(1, 25) do
+      local r = math.random(9)
+      local name = names[math.random(#names)]
+      if r == 1 then valid = valid + 1 parts[#parts + 1] = ("Inference: %d.%03d ms\n"):format(math.random(0, 99), math.random(0, 999))
+      elseif r == 2 then refused = refused + 1 parts[#parts + 1] = "Inference: " .. bad_values[math.random(#bad_values)] .. " ms\n"
+      elseif r == 3 then parts[#parts + 1] = bytes(math.random(0, 300)) .. (math.random(2) == 1 and "\r\n" or "\n")
+      elseif r == 4 then parts[#parts + 1] = "[base64] buffer size: " .. digits(math.random(1, 30)) .. "\n"
+      elseif r == 5 then parts[#parts + 1] = run_this(name, bytes(math.random(0, 200)))
+      elseif r == 6 then -- a block cut short, or corrupt
+        local b = run_this(name, bytes(math.random(1, 200)))
+        parts[#parts + 1] = math.random(2) == 1 and b:sub(1, math.random(#b - 1)) .. "\n" or b:gsub("echo \"(....)", "echo \"%1!!", 1)
+      elseif r == 7 then
+        parts[#parts + 1] = ("begin %s\n%s\nend\n"):format(name, sys.base64_encode(bytes(math.random(0, 100))))
+      elseif r == 8 then parts[#parts + 1] = "[base64] buffer size: " .. math.random(0, 300) .. "\n"
+      else parts[#parts + 1] = "I [executorch:arm_perf_monitor.cpp:233 StopMeasurements()] ethosu_pmu_cntr" ..
+        digits(math.random(1, 25)) .. " : " .. digits(math.random(1, 25)) .. "\n"
+      end
+    end
+    local data = table.concat(parts) .. "\n" .. DONE
+    local rd = ("%s/fuzz/%d"):format(dir, case)
+    local what = ("seed %d case %d"):format(seed, case)
+    local p_reset = sys.now() - 1000 -- a run of 1000 s so far: no valid value is longer
+    local rec, ok, err = capture(nil, 1000000, rd, 5, math.random(2) == 1,
+      function(p) p.reset_at = p_reset end, chunk_stream(data, math.random(1, 3000)))
+    if not ok and (type(err) ~= "table" or not (err.code == "ERUNNER" or err.code == "ETIMEDOUT")) then
+      T.ok(false, what .. ": not a named error: " .. tostring(err and err.message or err))
+      return
+    end
+    if rec.latency_ms.n ~= valid or rec.rtt.refused ~= refused or rec.rtt.bytes ~= #data then
+      T.eq({ rec.latency_ms.n, rec.rtt.refused, rec.rtt.bytes }, { valid, refused, #data }, what)
+      return
+    end
+    if not T.read(rd .. "/rtt.log"):match("^%d%d%d%d%-%d%d%-%d%dT") then
+      T.ok(false, what .. ": rtt.log is not the raw log")
+      return
+    end
+    for key, path in pairs(rec.artifacts) do
+      if key ~= "rtt_log" and (path:sub(1, #rd + 1) ~= rd .. "/" or path:sub(#rd + 2):find("/")
+        or reserved[path:sub(#rd + 2):lower()] or not sys.stat(path)) then
+        T.ok(false, ("%s: artifact %s at %s"):format(what, key, path))
+        return
+      end
+    end
+  end
+  local n = 0
+  for _ in pairs(assert(sys.readdir(dir .. "/fuzz"))) do n = n + 1 end
+  T.eq(n, 300, "nothing written beside the run directories")
+end)
+
 T.done()

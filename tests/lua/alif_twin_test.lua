@@ -142,4 +142,52 @@ T.test("truncated and corrupt base64: exit 1, ok=false, raw RTT log kept", funct
   end
 end)
 
+T.test("QEMU killed mid-capture: exit 3 ENODEV, the Inference: lines before it measured and kept (issue 42)", function()
+  -- the firmware prints 20000 lines; the board dies once rtt.log holds 40 of them
+  local state, runs = dir .. "/kill-state", dir .. "/kill-runs"
+  local argv = { odp, "run", script, "--device", twin, "--model", mnist, "--inferences", "20000", "--runs-dir", runs,
+    "--build-dir", dir .. "/b-kill", "--format", "json", "--out", dir .. "/kill.json" }
+  for i, a in ipairs(argv) do argv[i] = "'" .. a .. "'" end
+  local script_sh = ([[
+%s & odp=$!
+n=0
+while [ "$n" -lt 40 ]; do
+  kill -0 $odp 2>/dev/null || exit 99
+  n=$(cat '%s'/*/rtt.log 2>/dev/null | grep -c 'Inference: ')
+  sleep 0.05
+done
+kill -KILL "$(cat '%s/pid')"
+wait $odp]]):format(table.concat(argv, " "), runs, state)
+  local r = assert(proc.run { argv = { "sh", "-c", script_sh }, cwd = dir, env = { ODP_TWIN_STATE = state },
+    timeout = 180 })
+  T.eq(r.status, 3, "exit; stderr:\n" .. r.stderr)
+  local rec = assert(json.decode(T.read(dir .. "/kill.json")))
+  T.eq({ rec.ok, rec.error.code }, { false, "ENODEV" })
+  T.match(rec.error.message, "capture ended after %d+ Inference: lines")
+  -- the oracle: the Inference: lines of rtt.log, read with a plain pattern
+  local want = require("rttlog").read(art(rec, "rtt_log")).inferences_ms
+  T.ok(#want >= 40 and #want < 20000, #want .. " Inference: lines in rtt.log")
+  T.eq(rec.latency_ms.n, #want, "every line rtt.log holds is a sample, and only those")
+  local sum = 0
+  for _, v in ipairs(want) do sum = sum + v end
+  T.near(rec.latency_ms.total, sum, 1e-9)
+  T.eq({ rec.latency_ms.min, rec.latency_ms.max }, { math.min(table.unpack(want)), math.max(table.unpack(want)) })
+  T.eq(rec.rtt.lines > #want, true, "rtt.lines counts the boot lines too")
+  T.ok(rec.rtt.bytes > 0)
+  T.match(r.stderr, "ENODEV")
+  no_qemu_left(rec)
+end)
+
+T.test("a 64 MiB ETDump (one base64 line of 89 MB) is captured within the default --timeout, byte-identical", function()
+  local etd = dir .. "/etdump-64m.bin"
+  assert(proc.run { argv = { "sh", "-c", "head -c 67108864 /dev/urandom >" .. etd }, timeout = 60 }.ok)
+  local dev = derived_device("twin_e64", ("d.build.cmake.TWIN_ETDUMP_PATH = %q"):format(etd))
+  local rec, r = odp_run({ "--device", dev, "--model", mnist, "--build-dir", dir .. "/b-e64", "--inferences", "3" },
+    nil, 300)
+  T.eq(r.status, 0, "exit; stderr:\n" .. r.stderr)
+  T.eq(rec.latency_ms.n, 3)
+  T.ok(T.read(art(rec, "etdump")) == T.read(etd), "etdump.bin byte-identical to the 64 MiB file")
+  no_qemu_left(rec)
+end)
+
 T.done()

@@ -155,11 +155,12 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   end
   -- failures after the measurements are in the record
   if cap.error then
-    if type(cap.error) == "table" and cap.error.code then
-      errors.fail(cap.error.code, ("run: %s (capture ended after %d Inference: lines, %d RTT bytes; kept in the " ..
-        "record; raw RTT log in %s)"):format(cap.error.message, #samples, cap.bytes, rlog))
+    local e = cap.error
+    if type(e) == "table" and e.code then -- the failure itself (its code, exit and any field kept), said in full
+      e.message = ("run: %s (capture ended after %d Inference: lines, %d RTT bytes; kept in the record; raw RTT " ..
+        "log in %s)"):format(e.message, #samples, cap.bytes, rlog)
     end
-    error(cap.error, 0) -- a bug: raised as it came, the record filled first
+    error(e, 0) -- (anything else is a bug: raised as it came, the record filled first)
   end
   if #cap.decoded.errors > 0 then
     local e = cap.decoded.errors[1]
