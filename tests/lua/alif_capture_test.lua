@@ -341,4 +341,16 @@ T.test("fuzz: 300 seeded crafted RTT streams through capture + measure: only nam
   T.eq(n, 300, "nothing written beside the run directories")
 end)
 
+T.test("a silent board is said every silent_every seconds while the capture waits (issue 42)", function()
+  local p = plan(5)
+  p.silent_every = 0.3
+  local said = {}
+  local ui = { info = function(_, fmt, ...) said[#said + 1] = fmt:format(...) end }
+  local cap = E.capture(chunk_stream(inference_lines(2), 997), p, { timeout = 2, settle = 0.2 }, nil, ui)
+  T.eq(#cap.samples, 2)
+  -- at least one line; never more than one per 0.3 s
+  T.ok(#said >= 1 and #said <= 2 / 0.3 + 1, #said .. " lines: " .. table.concat(said, " | "))
+  T.match(said[1] or "", "^run: 2 of 5 Inference: lines; the board has been silent for %d+ s %(%d+ s of %-%-timeout 2%)$")
+end)
+
 T.done()

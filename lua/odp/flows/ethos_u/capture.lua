@@ -35,8 +35,9 @@ function M.capture(stream, p, opts, log_path, ui)
   local rd = rtt_log.reader(stream, log_path, p.max_line, p.max_log)
   local lines, samples, refused = {}, {}, {}
   local dec = artifacts.decoder { forms = p.device.artifact_forms }
-  local deadline = sys.now() + opts.timeout
-  local last_line = sys.now()
+  local t0 = sys.now()
+  local deadline = t0 + opts.timeout
+  local last_line, said = t0, t0
   local done_pat = p.lines.done
   local ok, err = pcall(function()
     while true do
@@ -59,6 +60,10 @@ function M.capture(stream, p, opts, log_path, ui)
           end
         end
         if done_pat and line:find(done_pat) then break end
+      elseif ui and sys.now() - math.max(last_line, said) >= p.silent_every then
+        said = sys.now() -- a silent board is said every p.silent_every seconds, not only at --timeout
+        ui:info("run: %d of %d Inference: lines; the board has been silent for %.0f s (%.0f s of --timeout %.0f)",
+          #samples, p.inferences, said - last_line, said - t0, opts.timeout)
       end
     end
   end)
@@ -195,7 +200,7 @@ function M.step(ctx, p, rec, run_dir)
     rtt:close()
     if not ok2 then error(e2, 0) end
   end)
-  probe:close()
+  probe_target.close(probe)
   if not ok then error(err, 0) end
   M.measure(rec, p, cap, run_dir, o, ctx.ui)
 end

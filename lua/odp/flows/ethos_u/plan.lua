@@ -20,6 +20,7 @@
 --   probe_backend, rtt_address, rtt_ranges, flasher_ranges, rtt_channel, lines, xmodem_mode, max_line, max_log
 --                            the probe and RTT (odp.target.probe reads these), the firmware's lines, the
 --                            longest line and the raw RTT logs' cap (bytes)
+--   silent_every             seconds of a silent board (flasher, capture) between progress lines
 -- validate adds: pte (odp.parse.pte's table), scratch_size, ethos_delegate, io (odp.results.tensors.validate:
 -- --inputs, --outputs, --reference). During a run: twin_state (the twin's state directory), flashed, reset_at
 -- (sys.now() of the run step's reset: an Inference: value longer than the run since is refused).
@@ -39,6 +40,7 @@ M.MAX_LINE = 128 * 1024 * 1024 -- an RTT line longer than this is cut (a base64 
 -- The largest values a firmware holds when its device file has no build.limits: an Ethos-U board is a 32-bit
 -- Cortex-M (sizes within its address space) counting inferences in a C int.
 M.LIMITS = { activation_buf_sz = 0xFFFFFFFF, tmp_mem_size = 0xFFFFFFFF, inferences = 0x7FFFFFFF }
+M.SILENT_EVERY = 10 -- seconds of a silent board before a progress line says what is awaited
 M.MAX_LOG = 128 * 1024 * 1024 -- bytes of RTT lines a raw log keeps (the largest artifact's base64 fits: ~86 MiB)
 
 --- Options of every Ethos-U script (cli option entries, see odp.core.options).
@@ -237,6 +239,7 @@ function M.make(o)
     timeout = o.timeout,
     max_line = M.MAX_LINE,
     max_log = M.MAX_LOG,
+    silent_every = M.SILENT_EVERY,
   }
   check_limits(p)
   local vars = {
