@@ -353,4 +353,17 @@ T.test("a silent board is said every silent_every seconds while the capture wait
   T.match(said[1] or "", "^run: 2 of 5 Inference: lines; the board has been silent for %d+ s %(%d+ s of %-%-timeout 2%)$")
 end)
 
+T.test("PMU numbers past what a 64-bit count holds, or not finite: dropped and named, the rest kept", function()
+  local pre = "I [executorch:arm_perf_monitor.cpp:233 StopMeasurements()] "
+  local out = inference_lines(5) .. pre .. "Inference runtime: 99999999999999999999999 CPU cycles total (1.5 per inference)\n" ..
+    pre .. "ethosu_pmu_cycle_cntr : 1234\n" .. pre .. "ethosu_pmu_cntr0 : 99999999999999999999999\n" ..
+    pre .. "ethosu_pmu_cntr1 : 77\n" .. DONE
+  local rec, ok, err = capture(out, 5, dir .. "/pmu-absurd")
+  T.ok(ok, tostring(err and err.message or err))
+  T.eq({ rec.pmu.cpu_cycles_total, rec.pmu.cpu_cycles_per_inference, rec.pmu.npu_cycles }, { nil, 1.5, 1234 })
+  T.eq({ rec.pmu.counters[1], rec.pmu.counters[2].count }, { nil, 77 })
+  T.match(table.concat(rec.warnings, "\n"), "PMU values dropped, not whole numbers in range or not finite: " ..
+    "cpu_cycles_total, ethosu_pmu_cntr0")
+end)
+
 T.done()

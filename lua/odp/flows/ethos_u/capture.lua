@@ -72,6 +72,29 @@ function M.capture(stream, p, opts, log_path, ui)
     log_dropped = rd.dropped, log_cap = p.max_log, error = not ok and err or nil }
 end
 
+-- The PMU report's numbers are device text too: a count that is not a whole number a 64-bit integer holds (the
+-- parser reads 99999999999999999999999 as 1e23), a rate or ratio that is negative or not finite, is dropped and
+-- named. -> the names dropped
+local function plausible_pmu(pmu)
+  local dropped = {}
+  local function ok(k, v)
+    if type(v) ~= "number" then return true end
+    local whole = not (k:match("_per_inference$") or k:match("_pct$"))
+    return v == v and v >= 0 and v < math.huge and (not whole or math.type(v) == "integer")
+  end
+  for k, v in pairs(pmu) do
+    if not ok(k, v) then pmu[k] = nil dropped[#dropped + 1] = k end
+  end
+  for i, c in pairs(pmu.counters or {}) do
+    if not (ok("count", c.count) and ok("per_inference", c.per_inference)) then
+      pmu.counters[i] = nil
+      dropped[#dropped + 1] = "ethosu_pmu_cntr" .. tostring(c.index)
+    end
+  end
+  table.sort(dropped)
+  return dropped
+end
+
 --- The latency block: odp.results.result.latency (odp.core.stats' field names) over the Inference: lines.
 function M.latency(samples) return result.latency(samples, "rtt") end
 
@@ -142,6 +165,10 @@ function M.measure(rec, p, cap, run_dir, opts, ui)
   -- the twin's times come from modelled cycles and its ETDump is canned: never to be taken for a measurement
   if p.twin then rec.latency_ms.modelled = true end
   rec.pmu = executorch.parse(table.concat(cap.lines, "\n")).pmu
+  local implausible = rec.pmu and plausible_pmu(rec.pmu) or {}
+  if #implausible > 0 then
+    warn("run: PMU values dropped, not whole numbers in range or not finite: %s", table.concat(implausible, ", "))
+  end
   if rec.artifacts.etdump and p.twin then
     -- the twin's firmware sends one canned ETDump whatever model it runs (another CNN's operators, nothing
     -- delegated): kept as the file it sent, never shown as this model's operators
