@@ -147,15 +147,21 @@ end
 local UNITS = { k = 1024, m = 1024 * 1024, g = 1024 * 1024 * 1024 }
 
 --- A size in bytes: an integer, or a string 6291456, 0x600000, 6M, 256K, 1G (KiB/MiB/GiB; `_` allowed).
--- -> integer | nil when it is not one.
+-- -> integer | nil when it is not one, or not one a signed 64-bit integer holds (tonumber(s, 16) and integer
+-- products wrap silently: 0x10000000000600000 read as 0x600000).
 function M.size(v)
   if math.type(v) == "integer" then return v end
   if type(v) ~= "string" then return nil end
   local t = v:gsub("_", "")
-  if t:match("^0[xX]%x+$") then return math.tointeger(tonumber(t:sub(3), 16)) end
+  local digits = t:match("^0[xX]0*(%x*)$")
+  if digits then
+    if #digits > 15 and not (#digits == 16 and digits:match("^[0-7]")) then return nil end
+    return (#digits > 0 or #t > 2) and tonumber("0" .. digits, 16) or nil
+  end
   if t:match("^%d+$") then return math.tointeger(tonumber(t)) end
   local d, u = t:match("^(%d+)([kKmMgG])i?[bB]?$")
-  return d and math.tointeger(tonumber(d) * UNITS[u:lower()]) or nil
+  local n, unit = math.tointeger(tonumber(d or "")), UNITS[(u or ""):lower()]
+  return n and n <= math.maxinteger // unit and n * unit or nil
 end
 
 --- Whether odp could write path later (--out, --etdump: written after the measuring), found before anything
