@@ -707,14 +707,21 @@ static int file_sha256(const char *path, char hex[65])
     return 0;
 }
 
+/* Hash request: path[, mode]. With a mode (octal), a regular file there also gets it, and only when it has another
+ * one: a chmod changes the ctime, which would make the next session hash the file again (cache_use). */
 static void serve_hash(char **a, int n)
 {
-    if (n != 1) {
-        fail("EPROTO", "hash: one path");
+    char *end = NULL;
+    unsigned long mode = n == 2 ? strtoul(a[1], &end, 8) : 0;
+    if ((n != 1 && n != 2) || (n == 2 && (!a[1][0] || *end || mode > 07777))) {
+        fail("EPROTO", "hash: a path and, optionally, an octal mode");
         return;
     }
     char hex[65];
     int rc = file_sha256(a[0], hex);
+    struct stat st;
+    if (rc == 0 && n == 2 && stat(a[0], &st) == 0 && (st.st_mode & 07777) != mode && chmod(a[0], (mode_t)mode))
+        rc = -1;
     if (rc < 0) {
         int e = errno;
         fail(errno_code(e), "hash %s: %s", a[0], strerror(e));

@@ -212,6 +212,16 @@ T.test("the helper's own answers agree with independent tools (sha256sum, df, th
   assert(h:write(rdir .. "/small", "a\0b", tonumber("600", 8)))
   T.eq(T.read(rdir .. "/small"), "a\0b"); T.eq(sys.stat(rdir .. "/small").mode & tonumber("777", 8), tonumber("600", 8))
   T.eq(h:read(rdir .. "/small", 2), "a\0")
+  -- a hash with a mode: the file gets it in the same request, and keeps its ctime when it had it already (the
+  -- remembered hash stays valid for the next session)
+  local function ctime() return sshd.sh("stat -c %z " .. rdir .. "/small") end
+  local c0 = ctime()
+  sys.sleep(0.02)
+  T.eq(h:sha256(rdir .. "/small", tonumber("600", 8)), sshd.sh("sha256sum " .. rdir .. "/small"):match("^%x+"))
+  T.eq(ctime(), c0, "the same mode: no chmod, the ctime unchanged")
+  assert(h:sha256(rdir .. "/small", tonumber("750", 8)))
+  T.eq(sys.stat(rdir .. "/small").mode & tonumber("777", 8), tonumber("750", 8), "another mode: set")
+  T.eq(select(3, h:request("X", { rdir .. "/small", "9" })), "EPROTO", "a mode that is not octal")
   T.eq(select(3, h:read(rdir .. "/none", 10)), "ENOTFOUND")
   T.eq(select(3, h:request("q", {})), "EPROTO", "unknown request: an error answer")
   T.eq(select(3, h:request("X", { "a", "b" })), "EPROTO", "wrong field count")

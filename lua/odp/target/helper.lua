@@ -138,9 +138,10 @@ function Client:state(root, cpu_files, props, timeout)
   return f[1] or ""
 end
 
---- sha256 (hex) of a regular file on the board; nil when there is none.
-function Client:sha256(path)
-  local f, err, code = self:request("X", { path })
+--- sha256 (hex) of a regular file on the board; nil when there is none. mode (an integer): the file also gets
+-- that mode (when it has another) in the same request.
+function Client:sha256(path, mode)
+  local f, err, code = self:request("X", { path, mode and ("%o"):format(mode) or nil })
   if not f then return nil, err, code end
   local hex = f[1]
   if hex and not hex:match("^%x+$") then return fail("EPROTO", "the helper's sha256 of %s is not hex", path) end

@@ -309,14 +309,16 @@ function M.mkdir(target, path)
   return true
 end
 
---- sha256 of a file on the board (hex), nil when it does not exist (or is not a regular file).
+--- sha256 of a file on the board (hex), nil when it does not exist (or is not a regular file); mode (an integer):
+--- the file also gets it, in the same request.
 ---@param target odp.target.shell.Target
 ---@param path string
 ---@return string?
-function M.sha256(target, path)
+function M.sha256(target, path, mode)
   local h = M.helper(target)
-  if h then return (h:sha256(path)) end
-  local out = target:run(("[ -f %s ] && sha256sum %s || true"):format(q(path), q(path)))
+  if h then return (h:sha256(path, mode)) end
+  local chmod = mode and (" && chmod %o %s"):format(mode, q(path)) or ""
+  local out = target:run(("[ -f %s ] && sha256sum %s%s || true"):format(q(path), q(path), chmod))
   return out and out:match("^(%x+)%s") or nil
 end
 
@@ -363,8 +365,7 @@ function M.push_skip(target, src, dst, opts)
   if not st then return nil, nil, err, code end
   if opts.fresh then return nil, st end -- the caller knows dst is not there
   local here = sys.sha256_file(src)
-  if here and here == target:sha256(dst) then
-    if opts.mode then target:run(("chmod %o %s"):format(opts.mode, q(dst))) end
+  if here and here == target:sha256(dst, opts.mode) then -- the mode set in the same request
     if opts.on_progress then opts.on_progress(st.size, st.size) end
     return { bytes = st.size, skipped = true }
   end
