@@ -11,10 +11,10 @@ local json = require("odp.core.json")
 local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")
 local odp = os.getenv("ODP") or (build .. "/odp")
 local tmp = T.tmpdir()
-local DELAY_MS = 20
+local DELAY_MS = 20 -- each way: a round trip is 40 ms, far above this machine's own jitter between the two ends
 -- The round trips of a board session's start with its first point (docs/helper-protocol.md, "What a point costs
 -- on a link"): SSH's own handshake and authentication, the helper's channel, the preflight, the hash checks.
-local SESSION_START_MAX = 14 -- each way: a round trip is 40 ms, far above this machine's own jitter between the two ends
+local SESSION_START_MAX = 13
 
 local srv = sshd.start { log_level = "DEBUG3" }
 local HOSTNAME = sshd.sh("hostname"):match("%S+")
