@@ -283,6 +283,9 @@ end
 ------------------------------------------------------------------------------------------------ probe boards
 
 -- The Ethos-U flow's plan for this board (probe, RTT, lines), without the build and flash commands.
+--- A probe's link (J-Link, the twin's QEMU) has no round trips odp counts: nil (ShellBoard:traffic_since).
+function ProbeBoard:traffic_since() return nil end
+
 function ProbeBoard:_plan()
   if not self._p then
     self._p = flow_verb(self, "plan")

@@ -224,7 +224,7 @@ local function execute(ctx)
   local ok, err = xpcall(flow.steps, trace, ctx, rec)
   if flow.finish then flow.finish(ctx, rec, not ok and err or nil) end
   M.flag_overrun(rec, sys.now() - started)
-  rec.transport = board.traffic_since and board:traffic_since()
+  rec.transport = board:traffic_since()
   if rec.transport then
     local tr = rec.transport
     ctx.ui:debug("transport: %d round trips, %d B up, %d B down%s", tr.round_trips, tr.bytes_up, tr.bytes_down,
