@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
+#include <unistd.h>
 #include <editline/readline.h>
 
 #include "l_util.h"
@@ -68,6 +70,69 @@ static int l_readline(lua_State *L)
     return 1;
 }
 
+/* The REPL's input, when it is a terminal; -1 when it is not (a pipe, a file: every line of it is meant). */
+static int terminal_fd(void)
+{
+    int fd = fileno(rl_instream ? rl_instream : stdin);
+    return isatty(fd) ? fd : -1;
+}
+
+/* Is terminal input ready to be read now (through the one waiting point, with a deadline already passed)? */
+static int input_ready(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    odp_err err;
+    return odp_wait(&p, 1, odp_now(), &err) == 0 && (p.revents & (POLLIN | POLLHUP));
+}
+
+/* input_waiting() -> boolean: input already typed or pasted that readline would read at once (the rest of a
+ * paste of several lines); false when the input is not a terminal */
+static int l_input_waiting(lua_State *L)
+{
+    int fd = terminal_fd();
+    lua_pushboolean(L, fd >= 0 && input_ready(fd));
+    return 1;
+}
+
+/* discard_typeahead() -> text, eof: takes what was typed on the terminal while a statement ran, so that it is
+ * never read as input: text holds the keys (whole lines first, then a half-typed line), eof is true when a
+ * Ctrl-D began a line among them. Between two readline calls the terminal is in its own (canonical) mode, where
+ * a read of 0 bytes is exactly a Ctrl-D at the start of a line; the half-typed rest is readable only without
+ * ICANON. Nothing happens when the input is not a terminal. */
+static int l_discard_typeahead(lua_State *L)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    int eof = 0;
+    int fd = terminal_fd();
+    struct termios saved;
+    if (fd >= 0 && tcgetattr(fd, &saved) == 0) {
+        char chunk[256];
+        ssize_t n;
+        if (saved.c_lflag & ICANON) {
+            int zeros = 0; /* a terminal that hung up reads 0 for ever: two in a row end the loop */
+            while (zeros < 2 && input_ready(fd) && (n = read(fd, chunk, sizeof chunk)) >= 0) {
+                zeros = n == 0 ? zeros + 1 : 0;
+                eof |= n == 0;
+                luaL_addlstring(&b, chunk, (size_t)n);
+            }
+        }
+        struct termios now = saved;
+        now.c_lflag &= ~(tcflag_t)ICANON;
+        now.c_cc[VMIN] = 0;
+        now.c_cc[VTIME] = 0;
+        if (tcsetattr(fd, TCSANOW, &now) == 0) {
+            while ((n = read(fd, chunk, sizeof chunk)) > 0)
+                luaL_addlstring(&b, chunk, (size_t)n);
+            tcsetattr(fd, TCSANOW, &saved);
+        }
+        tcflush(fd, TCIFLUSH); /* whatever could not be read above */
+    }
+    luaL_pushresult(&b);
+    lua_pushboolean(L, eof);
+    return 2;
+}
+
 static int l_add_history(lua_State *L)
 {
     add_history(luaL_checkstring(L, 1));
@@ -104,7 +169,8 @@ int luaopen_odp_readline(lua_State *L)
     dlopen("libedit.so.2", RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     static const luaL_Reg funcs[] = {{"readline", l_readline}, {"add_history", l_add_history},
                                      {"read_history", l_read_history}, {"write_history", l_write_history},
-                                     {"set_completer", l_set_completer}, {NULL, NULL}};
+                                     {"set_completer", l_set_completer}, {"input_waiting", l_input_waiting},
+                                     {"discard_typeahead", l_discard_typeahead}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

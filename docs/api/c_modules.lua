@@ -288,6 +288,8 @@ return {
       { "read_history(path: string)", "loads a history file (a missing one is no error)" },
       { "write_history(path: string) -> boolean", "saves the history" },
       { "set_completer(f: fun(text: string, line: string): string[])", "Tab asks f for candidates" },
+      { "input_waiting() -> boolean", "terminal input is ready to be read at once (the rest of a paste); false when the input is not a terminal" },
+      { "discard_typeahead() -> string typed, boolean eof", "reads and drops what was typed on the terminal since the last line (whole lines, then a half-typed one); eof: a Ctrl-D began a line among them. The REPL calls it after each statement. A no-op (\"\", false) when the input is not a terminal" },
     } },
   },
 }

@@ -930,3 +930,10 @@ function readline.write_history(path) end
 --- Tab asks f for candidates
 ---@param f fun(text: string, line: string): string[]
 function readline.set_completer(f) end
+--- terminal input is ready to be read at once (the rest of a paste); false when the input is not a terminal
+---@return boolean
+function readline.input_waiting() end
+--- reads and drops what was typed on the terminal since the last line (whole lines, then a half-typed one); eof: a Ctrl-D began a line among them. The REPL calls it after each statement. A no-op ("", false) when the input is not a terminal
+---@return string typed
+---@return boolean eof
+function readline.discard_typeahead() end

@@ -97,6 +97,26 @@ T.test("ssh: board:exec at the prompt shows its output as it arrives, then one s
   stop()
 end)
 
+T.test("ssh: what is typed while board:exec runs never reaches the board; a Ctrl-D then leaves after the call", function()
+  start(ssh_args)
+  local typed = rdir .. "/typed-ahead"
+  line('board:exec("echo begun-$((2+3)); sleep 2")')
+  wait_for("begun%-5")
+  line(('board:exec("touch %s")'):format(typed)) -- a whole line typed blind
+  send("-l", "board:re") -- and half of the next
+  wait_for("typed while it ran, not run: \"board:exec%(")
+  T.match(screen(), 'not run: "board:exec%(\\"touch [^\n]*\\"%)\\nboard:re"%)\nodp>')
+  T.eq(sys.stat(typed), nil, "the line typed during the call did not run on the board")
+  line("6*7")
+  wait_for("\n42\n") -- the half line did not begin this one
+  line('board:exec("echo second-$((3+4)); sleep 2")')
+  wait_for("second%-7")
+  send("C-d")
+  local s = wait_for("REPL%-EXITED 0", 20)
+  T.match(s, "second%-7\n%[exit 0 in [%d.]+ s%]\n%(Ctrl%-D while it ran: leaving%)\nREPL%-EXITED 0")
+  stop()
+end)
+
 T.test("odp repl --boards: boards:exec runs on every board at once, output under each name; boards[name] is a Board", function()
   local lab = tmp .. "/lab.lua"
   local entry = '{ name = %q, device = "devices/rpi5.lua", host = "%s@127.0.0.1", port = %d, identity = %q, ' ..

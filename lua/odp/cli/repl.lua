@@ -146,7 +146,8 @@ end
 
 --- Runs the loop until end of input. env: the globals the user's lines see. Ctrl-C during a statement
 -- interrupts it (odp.sys: every wait returns ECANCELED, children are killed) and comes back here; Ctrl-C at
--- the prompt drops the line, twice in a row leaves.
+-- the prompt drops the line, twice in a row leaves. Keys typed on the terminal while a statement runs are
+-- discarded after it (a Ctrl-D among them leaves), unless input was already waiting when it began (a paste).
 function M.loop(env)
   local hist = history_path()
   rl.read_history(hist)
@@ -177,17 +178,25 @@ function M.loop(env)
         if not fn then
           io.stderr:write(err, "\n")
         else
+          -- Input already waiting now (the rest of a paste) was meant to follow this statement: it is kept.
+          -- Keys typed while the statement runs are typed blind, and a half-line of them must not reach a
+          -- board: they are discarded, and said; a Ctrl-D among them leaves after the statement.
+          local pasted = rl.input_waiting()
           -- the traceback stops at the user's line: odp's own frames below it are noise here
           local res = table.pack(xpcall(fn, message))
           local canceled = sys.cancel_requested()
           sys.cancel_clear() -- the statement is over: the next one (and the board) start afresh
+          local typed, eof = "", false
+          if not pasted then typed, eof = rl.discard_typeahead() end
           if not res[1] then
             io.stderr:write(tostring(res[2]), "\n")
           elseif res.n > 1 then
             print_values(res)
           end
           if canceled and res[1] then io.stderr:write("(interrupted)\n") end
+          if typed ~= "" then io.stderr:write(("(typed while it ran, not run: %s)\n"):format(M.show(typed))) end
           if sys.terminating() then break end
+          if eof then io.stderr:write("(Ctrl-D while it ran: leaving)\n") break end
         end
       end
     end
