@@ -306,10 +306,13 @@ static void preload(lua_State *L)
 }
 
 /* package.loaded["odp.host"]: facts about this binary for the Lua side. */
-static void push_host_info(lua_State *L, const char *root, int argc, char **argv)
+static void push_host_info(lua_State *L, const char *root, int argc, char **argv, double started)
 {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, 9);
+    /* odp.sys.now() at main()'s start: where a run's own cost begins (odp.core.timings) */
+    lua_pushnumber(L, started);
+    lua_setfield(L, -2, "started");
     lua_pushstring(L, ODP_VERSION);
     lua_setfield(L, -2, "version");
     lua_pushstring(L, root);
@@ -347,6 +350,7 @@ static int traceback(lua_State *L)
 
 int main(int argc, char **argv)
 {
+    double started = odp_now();
     signal(SIGPIPE, SIG_IGN);
     /* a J-Link's helper process (src/probe/jlink.c): odp re-executed to own one DLL; no Lua */
     if (argc > 1 && strcmp(argv[1], "--jlink-helper") == 0)
@@ -376,7 +380,7 @@ int main(int argc, char **argv)
     preload(L);
     if (*exe_dir)
         add_bytecode_searcher(L, exe_dir, root);
-    push_host_info(L, root, argc, argv);
+    push_host_info(L, root, argc, argv, started);
 
     int code = 2;
     lua_pushcfunction(L, traceback);

@@ -41,7 +41,8 @@ return {
       "on_stdout?: fun(chunk: string)", "on_stderr?: fun(chunk: string)" } },
     { "odp.host", "package.loaded['odp.host']: facts about this binary (a table, not a function)", {
       "version: string", "root: string the directory holding lua/, scripts/, devices/",
-      "lua_release: string", "built: string", "compiler?: string", "argv: string[] odp's own argv (0 = the program)" } },
+      "lua_release: string", "built: string", "compiler?: string", "argv: string[] odp's own argv (0 = the program)",
+      "started: number odp.sys.now() when odp's main() began (odp.core.timings)" } },
     { "odp.rtt.Channel", "one RTT channel as the control block describes it", {
       "index: integer", 'direction: "up"|"down"', "name?: string where it reads as text", "size: integer buffer bytes",
       "flags: integer", "buffer: integer the buffer's target address", "wr: integer write offset", "rd: integer read offset" } },

@@ -51,6 +51,7 @@
 ---@field built string
 ---@field compiler? string
 ---@field argv string[] odp's own argv (0 = the program)
+---@field started number odp.sys.now() when odp's main() began (odp.core.timings)
 
 --- one RTT channel as the control block describes it
 ---@class odp.rtt.Channel

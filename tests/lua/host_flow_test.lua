@@ -68,6 +68,51 @@ T.with_real_runner("the real runner's ETDump: ops_summary in the record and the 
   T.match(r.stdout, "time split%s+delegated 0 ms %(0%%%) · kernels [%d.]+ [^ ]*s · ")
 end)
 
+T.test("-v -v: odp's own time by part after the report; the record keeps the parts up to its write; both add up to no more than the whole", function()
+  local t0 = sys.now()
+  local r = odp_run({ "--runner", fake, "--model", add, "-n", "10", "-v", "-v", "--format", "json" },
+    { ODP_HISTORY = dir .. "/timed.db" })
+  local outside = (sys.now() - t0) * 1000
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  -- the terminal's table: every part of a host run, in order, then the whole
+  local block = r.stderr:match("odp's own time, by part[^\n]*\n(.*)$")
+  T.ok(block, "the table on stderr: " .. r.stderr)
+  local names, sum, whole, inside = {}, 0, nil, {}
+  for line in block:gmatch("[^\n]+") do
+    local name, ms = line:match("^  (%S.-)%s%s+([%d.]+)")
+    if name == "whole" then whole = tonumber(ms)
+    elseif line:find("waited for", 1, true) then inside[name] = tonumber(ms)
+    elseif name then names[#names + 1] = name; sum = sum + tonumber(ms) end
+  end
+  T.eq(names, { "start-up", "script (the flow's modules)", "options", "validate", "board", "preflight",
+    "record (model and runner hashes)", "stage", "run", "measure (parse, statistics)", "finish (device state after)",
+    "artifacts (hashes)", "record file", "history", "board (close)", "report" })
+  T.ok(whole and sum <= whole + 0.01 * #names, ("the parts (%.2f ms) add up to the whole (%s ms)"):format(sum, whole))
+  T.ok(whole <= outside, ("the whole (%s ms) is within the command's own wall time seen from outside (%.2f ms)")
+    :format(whole, outside))
+  T.ok(inside["runner processes"] > 0, "the runner processes' own time, inside the run step")
+  -- the record: the same parts up to its own write (not the record file, the history, the report), in ms
+  local parts, rsum = {}, 0
+  for i, p in ipairs(rec.timings.parts) do parts[i] = p.name; rsum = rsum + p.ms end
+  T.eq(parts, table.move(names, 1, 12, 1, {}))
+  T.ok(rsum <= rec.timings.total_ms, ("the record's parts (%.2f ms) <= its total (%.2f ms)"):format(rsum, rec.timings.total_ms))
+  T.ok(rec.timings.total_ms <= whole, "the record's total is a part of the command's")
+  local run_ms
+  for _, p in ipairs(rec.timings.parts) do if p.name == "run" then run_ms = p.ms end end
+  T.ok(rec.timings.inside["runner processes"] <= run_ms + 1, "the runner processes ran inside the run step")
+  -- -v counts its uses ("count" options); absent it is false, --no-verbose too
+  local options = require("odp.core.options")
+  local function verbose(argv) return options.parse(argv, options.global_options).verbose end
+  T.eq({ verbose({}), verbose({ "-v" }), verbose({ "-v", "--verbose", "-v" }), verbose({ "--no-verbose" }) },
+    { false, 1, 3, false })
+  T.raises(function() verbose({ "--verbose=2" }) end, "takes no value")
+  -- one -v: no table
+  r = odp_run({ "--runner", fake, "--model", add, "-n", "1", "-v" })
+  T.eq(r.status, 0, r.stderr)
+  T.ok(not r.stderr:find("odp's own time", 1, true), "one -v shows no timings")
+end)
+
 T.test("an older file at --etdump does not pass for this run's ETDump", function()
   T.write(dir .. "/stale.etdump", T.read(etd))
   local rec = json_run({ "--runner", fake, "--model", add, "--etdump", dir .. "/stale.etdump", "--format", "json" })

@@ -726,15 +726,19 @@ end
 --- run nothing: one line on stderr says so, and the record says so too (`history = {written = false, error}`,
 --- the file written again with it; `odp history import` adds it later). -> true | nil, err, code (the record
 --- file could not be written)
+--- clock (odp.core.timings): the record file's write and the history's are laps of it.
 ---@param record table
 ---@param dir string
 ---@param opts {history?: string, no_history?: boolean, commit?: string}?
-function M.save(record, dir, opts)
+---@param clock table? an odp.core.timings clock
+function M.save(record, dir, opts, clock)
   record.commit = record.commit or M.commit(opts)
   local path = dir .. "/result.json"
   local ok, err, code = sys.write_file(path, result.encode(record, { indent = true }) .. "\n")
+  if clock then clock:lap("record file") end
   if not ok then return nil, err, code end
   local added, why = M.record(record, path, opts)
+  if clock then clock:lap("history") end
   if not added then
     io.stderr:write("odp: warning: ", why, "\n")
     record.history = { written = false, error = why }
