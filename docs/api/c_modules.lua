@@ -59,7 +59,7 @@ return {
 
     { "odp.sys", "files, time, hashes, the terminal and Ctrl-C", {
       { "sha256(data: string) -> string hex", "SHA-256 of bytes, in plain C (for short texts: keys, build inputs)" },
-      { "sha256_file(path: string) -> string|nil hex, " .. FAIL, "SHA-256 of a file, streamed through libcrypto (opened on first use; ENOTFOUND when it is missing)" },
+      { "sha256_file(path: string) -> string|nil hex, " .. FAIL, "SHA-256 of a file, streamed: up to 1 MiB in plain C, larger files through libcrypto (opened on first use; ENOTFOUND when it is missing)" },
       { "crc32(data: string, crc?: integer) -> integer", "CRC-32 (zlib's, opened on first use), continuing from crc" },
       { "base64_encode(data: string) -> string", "standard alphabet, padded" },
       { "base64_decode(text: string) -> string|nil bytes, " .. FAIL, "whitespace ignored; anything else off the alphabet is EPROTO" },

@@ -87,7 +87,7 @@ local sys = {}
 ---@param data string
 ---@return string hex
 function sys.sha256(data) end
---- SHA-256 of a file, streamed through libcrypto (opened on first use; ENOTFOUND when it is missing)
+--- SHA-256 of a file, streamed: up to 1 MiB in plain C, larger files through libcrypto (opened on first use; ENOTFOUND when it is missing)
 ---@param path string
 ---@return string|nil hex
 ---@return string? err
