@@ -75,7 +75,7 @@ return {
       { "mkdir_p(path: string, mode?: integer) -> true|nil ok, " .. FAIL, "with its parents" },
       { "rename(from: string, to: string) -> true|nil ok, " .. FAIL, "rename(2)" },
       { "chmod(path: string, mode: integer) -> true|nil ok, " .. FAIL, "chmod(2)" },
-      { 'stat(path: string) -> {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, executable: boolean, readable: boolean, dev: integer, ino: integer}|nil st, ' .. FAIL, "stat(2), following links; dev and ino name the file itself, whatever path reaches it" },
+      { 'stat(path: string) -> {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, ctime: number, executable: boolean, readable: boolean, dev: integer, ino: integer}|nil st, ' .. FAIL, "stat(2), following links; dev and ino name the file itself, whatever path reaches it; ctime (seconds, as mtime) is the inode's last change, which no utime() sets" },
       { "free_bytes(path: string) -> integer|nil bytes, " .. FAIL, "what this user may still write on path's file system (statvfs: f_bavail * f_frsize)" },
       { "realpath(path: string) -> string|nil path, " .. FAIL, "realpath(3)" },
       { "readdir(path: string) -> string[]|nil names, " .. FAIL, "in directory order, without . and .." },

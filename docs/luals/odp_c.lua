@@ -175,9 +175,9 @@ function sys.rename(from, to) end
 ---@return string? err
 ---@return odp.ECode? code
 function sys.chmod(path, mode) end
---- stat(2), following links; dev and ino name the file itself, whatever path reaches it
+--- stat(2), following links; dev and ino name the file itself, whatever path reaches it; ctime (seconds, as mtime) is the inode's last change, which no utime() sets
 ---@param path string
----@return {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, executable: boolean, readable: boolean, dev: integer, ino: integer}|nil st
+---@return {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, ctime: number, executable: boolean, readable: boolean, dev: integer, ino: integer}|nil st
 ---@return string? err
 ---@return odp.ECode? code
 function sys.stat(path) end
