@@ -185,14 +185,15 @@ static int l_read_file(lua_State *L)
 
 static int l_write_file(lua_State *L)
 {
-    static const char *const allowed[] = {"mode", NULL};
+    static const char *const allowed[] = {"mode", "batch", NULL};
     const char *path = luaL_checkstring(L, 1);
     size_t n;
     const char *data = luaL_checklstring(L, 2, &n);
     odp_checkopts(L, 3, allowed);
     mode_t mode = (mode_t)odp_optinteger(L, 3, "mode", 0644);
+    int batch = odp_optboolean(L, 3, "batch", 0);
     odp_err err;
-    if (odp_write_atomic(path, data, n, mode, &err))
+    if (odp_write_atomic(path, data, n, mode, batch, &err))
         return odp_pushfail(L, &err);
     lua_pushboolean(L, 1);
     return 1;

@@ -139,10 +139,10 @@ function sys.read_secret() end
 ---@return string? err
 ---@return odp.ECode? code
 function sys.read_file(path) end
---- atomically: a temporary file, fsync, rename
+--- atomically: a temporary file, fsync, rename, fsync of the directory; batch: the data only written out and the directory not synced, made durable by the next write_file without batch in the same directory (one flush for a run's files: on ext4 and xfs a journal commit flushes the device's cache)
 ---@param path string
 ---@param data string
----@param opts? {mode?: integer}
+---@param opts? {mode?: integer, batch?: boolean}
 ---@return true|nil ok
 ---@return string? err
 ---@return odp.ECode? code

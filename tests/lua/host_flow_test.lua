@@ -113,6 +113,25 @@ T.test("-v -v: odp's own time by part after the report; the record keeps the par
   T.ok(not r.stderr:find("odp's own time", 1, true), "one -v shows no timings")
 end)
 
+T.test("a run's files are flushed once: samples.csv written out and batched, the record fsync'd with its directory", function()
+  local trace = dir .. "/fsync.trace"
+  local r = assert(proc.run { argv = { "strace", "-f", "-e", "trace=fsync,fdatasync,sync_file_range,rename", "-o", trace,
+    odp, "run", root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs", "--runner", fake, "--model", add, "-n", "10",
+    "--no-history", "--format", "json" }, cwd = dir, timeout = 60 })
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  local text = T.read(trace)
+  os.remove(trace)
+  local count = { fsync = 0, fdatasync = 0, sync_file_range = 0 }
+  for call in text:gmatch("%d+%s+([%w_]+)%(") do count[call] = (count[call] or 0) + 1 end
+  -- two flushes: the record's fsync, then its directory's, around its rename (samples.csv's data only written
+  -- out before them, its rename committed by the directory's fsync)
+  T.eq({ count.fsync, count.fdatasync, count.sync_file_range }, { 2, 0, 1 }, text)
+  T.match(text, 'sync_file_range%(.-rename%("[^"]*/samples%.csv%.tmp%.%d+", "[^"]*/samples%.csv"%)')
+  T.match(text, 'fsync%(.-rename%("[^"]*/result%.json%.tmp%.%d+", "[^"]*/result%.json"%).-fsync%(')
+  T.eq(sys.sha256_file(rec.artifacts.run_dir .. "/samples.csv"), rec.artifacts.samples.sha256, "samples.csv whole")
+end)
+
 T.test("an older file at --etdump does not pass for this run's ETDump", function()
   T.write(dir .. "/stale.etdump", T.read(etd))
   local rec = json_run({ "--runner", fake, "--model", add, "--etdump", dir .. "/stale.etdump", "--format", "json" })
