@@ -335,6 +335,14 @@ static void push_host_info(lua_State *L, const char *root, int argc, char **argv
     lua_pop(L, 1);
 }
 
+/* Lua's allocator once the process is about to end: allocates as before (finalizers may), frees nothing. */
+static void *alloc_at_exit(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    (void)ud;
+    (void)osize;
+    return nsize == 0 ? NULL : realloc(ptr, nsize);
+}
+
 static int traceback(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
@@ -405,6 +413,10 @@ int main(int argc, char **argv)
     } else {
         code = (int)luaL_optinteger(L, -1, 0);
     }
+    /* The process ends here: lua_close still runs every pending finalizer (files flushed, connections and
+     * helpers closed), but the memory it would then free object by object (~3 M instructions, a tenth of a
+     * host run) goes back to the kernel with the process. */
+    lua_setallocf(L, alloc_at_exit, NULL);
     lua_close(L);
     return code;
 }
