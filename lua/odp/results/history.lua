@@ -18,7 +18,6 @@ local result = require("odp.results.result")
 local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
-local detect = require("odp.results.detect")
 local device_state = require("odp.target.device_state")
 
 local M = {}
@@ -685,7 +684,9 @@ function Db:import(paths)
 end
 
 --- The change points of a series' points (odp.results.detect).
-function M.detect(points, opts) return detect.detect(points, opts) end
+function M.detect(points, opts)
+  return require("odp.results.detect").detect(points, opts) -- lazy: start-up (a run writes, only `odp history` reads)
+end
 
 --- Writes a just-saved record to the history its options name (M.save calls this: every run and every
 --- sweep point). A lost PostgreSQL connection is retried once on a new one; what still fails is returned
