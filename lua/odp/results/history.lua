@@ -685,7 +685,8 @@ end
 
 --- The change points of a series' points (odp.results.detect).
 function M.detect(points, opts)
-  return require("odp.results.detect").detect(points, opts) -- lazy: start-up (a run writes, only `odp history` reads)
+  -- a run only writes the history: `odp history` reads it
+  return require("odp.results.detect").detect(points, opts) -- lazy: start-up
 end
 
 --- Writes a just-saved record to the history its options name (M.save calls this: every run and every

@@ -25,7 +25,8 @@ function M.deliver(records, opts)
   end
   local summary = os.getenv("GITHUB_STEP_SUMMARY")
   if summary and summary ~= "" then
-    local markdown = require("odp.results.step_summary").markdown -- lazy: start-up (GitHub Actions only)
+    -- GitHub Actions only
+    local markdown = require("odp.results.step_summary").markdown -- lazy: start-up
     note(sys.append_sync(summary, markdown(records)))
   end
   if failed then return nil, failed, code end

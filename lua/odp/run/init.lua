@@ -130,8 +130,9 @@ local function check_keys(board, flow, spec, opts)
   for _, list in ipairs({ flow.options, spec and spec.options or {}, options.global_options }) do
     for _, o in ipairs(list) do known[(o[1]:gsub("-", "_"))] = true end
   end
-  -- lazy: start-up (`odp run SCRIPT` parsed its options against the script's declaration: no point's keys)
-  for k in pairs(require("odp.target.lab").transport_options(board.device)) do known[k] = true end
+  -- `odp run SCRIPT` parsed its options against the script's declaration and has no keys to check here
+  local lab = require("odp.target.lab") -- lazy: start-up
+  for k in pairs(lab.transport_options(board.device)) do known[k] = true end
   for k in pairs(board.opts) do known[(tostring(k):gsub("-", "_"))] = true end
   for _, k in ipairs(flow.internal_options or {}) do known[k] = true end
   local keys = {}
