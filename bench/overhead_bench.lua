@@ -45,6 +45,7 @@ local run = { runner, "--model_path", model, "--num_executions", "10" }
 local flow = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "-n", "10", "-q",
   "--runs-dir", tmp .. "/runs" }
 local quiet = table.move(flow, 1, #flow, 1, {})
+quiet[#quiet] = tmp .. "/runs-unrecorded" -- the runs whose records' timings are read below are the flow's alone
 quiet[#quiet + 1] = "--no-history"
 local gnu, mine, theirs, unrecorded = {}, {}, {}, {}
 for i = 1, N do
@@ -64,7 +65,28 @@ if before or before_bin then
   print(("  with %s: %.1f ms, ratio %.1fx; this tree / that one %.2f"):format(before or before_bin, b, b / g, o / b))
 end
 
--- where it goes
+-- where it goes, as each run's record says (record.timings: odp's own time by part, from its main() to the
+-- record's write; `-v -v` shows the record file, the history and the report after it)
+local json = require("odp.core.json")
+local by_part, order, inside, totals = {}, {}, {}, {}
+for _, name in ipairs(sys.readdir(tmp .. "/runs") or {}) do
+  local rec = json.decode(sys.read_file(tmp .. "/runs/" .. name .. "/result.json") or "")
+  if rec and rec.timings then
+    for _, p in ipairs(rec.timings.parts) do
+      if not by_part[p.name] then by_part[p.name] = {}; order[#order + 1] = p.name end
+      table.insert(by_part[p.name], p.ms)
+    end
+    totals[#totals + 1] = rec.timings.total_ms
+    inside[#inside + 1] = (rec.timings.inside or {})["runner processes"]
+  end
+end
+print(("  the records' timings, median of %d runs (record.timings, odp's main() to the record's write):"):format(#totals))
+for _, name in ipairs(order) do print(("    %-56s %6.2f ms"):format(name, stats.percentile(by_part[name], 50))) end
+print(("    %-56s %6.2f ms"):format("whole, to the record's write", stats.percentile(totals, 50)))
+if #inside > 0 then
+  print(("    %-56s %6.2f ms"):format("of which the runner processes' own wall (inside run)", stats.percentile(inside, 50)))
+end
+
 local host = require("odp.target.host").new()
 local parts = {
   { "odp start + an empty script", median(function() return wall { odp, "run", empty } end) },
@@ -72,7 +94,7 @@ local parts = {
     local t0 = sys.now(); assert(host:exec(run, { cwd = tmp })); return (sys.now() - t0) * 1000 end) },
   { "runner bare (odp.proc.run)", median(function()
     local t0 = sys.now(); assert(proc.run { argv = run, cwd = tmp }); return (sys.now() - t0) * 1000 end) },
-  { "sha256 of the runner (cached by size+mtime after a run's first)", median(function()
+  { "sha256 of the runner uncached (a run reads the cache)", median(function()
     local t0 = sys.now(); sys.sha256_file(runner); return (sys.now() - t0) * 1000 end) },
   { "one fsync'd atomic write (result.json, samples.csv)", median(function()
     local t0 = sys.now(); sys.write_file(tmp .. "/x", "x"); return (sys.now() - t0) * 1000 end) },
