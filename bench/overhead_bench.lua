@@ -88,7 +88,7 @@ for _, name in ipairs(sys.readdir(tmp .. "/runs") or {}) do
       table.insert(by_part[p.name], p.ms)
     end
     totals[#totals + 1] = rec.timings.total_ms
-    inside[#inside + 1] = (rec.timings.inside or {})["runner processes"]
+    inside[#inside + 1] = (rec.timings.inside or {}).runner_processes
   end
 end
 print(("  the records' timings, median of %d runs (record.timings, odp's main() to the record's write):"):format(#totals))

@@ -100,7 +100,7 @@ T.test("-v -v: odp's own time by part after the report; the record keeps the par
   T.ok(rec.timings.total_ms <= whole, "the record's total is a part of the command's")
   local run_ms
   for _, p in ipairs(rec.timings.parts) do if p.name == "run" then run_ms = p.ms end end
-  T.ok(rec.timings.inside["runner processes"] <= run_ms + 1, "the runner processes ran inside the run step")
+  T.ok(rec.timings.inside.runner_processes <= run_ms + 1, "the runner processes ran inside the run step")
   -- -v counts its uses ("count" options); absent it is false, --no-verbose too
   local options = require("odp.core.options")
   local function verbose(argv) return options.parse(argv, options.global_options).verbose end

@@ -54,8 +54,8 @@ function Clock:lap_parts(parts, rest)
   self.parts[#self.parts + 1] = tail
 end
 
---- Notes that `ms` of the current lap were spent in `name`, a process odp waited for (the runner processes'
---- own wall time, as odp-rusage measured it): shown beside the parts, not one of them.
+--- Notes that `ms` of the current lap were spent in `name` (a word: a record's key), processes odp waited
+--- for (runner_processes: their own wall time, as odp-rusage measured it): shown beside the parts, not one.
 ---@param name string
 ---@param ms number
 function Clock:inside(name, ms)
@@ -86,7 +86,8 @@ function Clock:lines()
   for name in pairs(self.within) do names[#names + 1] = name end
   table.sort(names)
   for _, name in ipairs(names) do
-    out[#out + 1] = ("  %-34s %8.2f  (waited for, inside the parts above)"):format(name, self.within[name])
+    out[#out + 1] = ("  %-34s %8.2f  (waited for, inside the parts above)"):format(name:gsub("_", " "),
+      self.within[name])
   end
   return out
 end
