@@ -185,14 +185,15 @@ static int l_read_file(lua_State *L)
 
 static int l_write_file(lua_State *L)
 {
-    static const char *const allowed[] = {"mode", NULL};
+    static const char *const allowed[] = {"mode", "batch", NULL};
     const char *path = luaL_checkstring(L, 1);
     size_t n;
     const char *data = luaL_checklstring(L, 2, &n);
     odp_checkopts(L, 3, allowed);
     mode_t mode = (mode_t)odp_optinteger(L, 3, "mode", 0644);
+    int batch = odp_optboolean(L, 3, "batch", 0);
     odp_err err;
-    if (odp_write_atomic(path, data, n, mode, &err))
+    if (odp_write_atomic(path, data, n, mode, batch, &err))
         return odp_pushfail(L, &err);
     lua_pushboolean(L, 1);
     return 1;
@@ -227,7 +228,7 @@ static int l_rename(lua_State *L)
     return 1;
 }
 
-/* stat(path) -> {type="file"|"dir"|"other", size, mode, mtime, executable, readable, dev, ino} | nil, err, code.
+/* stat(path) -> {type="file"|"dir"|"other", size, mode, mtime, ctime, executable, readable, dev, ino} | nil, err, code.
  * dev and ino name the file itself, whatever path reaches it (a symlink, a hard link, a bind mount). */
 static int l_stat(lua_State *L)
 {
@@ -244,6 +245,10 @@ static int l_stat(lua_State *L)
     lua_setfield(L, -2, "mode");
     lua_pushnumber(L, (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9);
     lua_setfield(L, -2, "mtime");
+    /* the inode's last change (content, mode, links, rename): set by the kernel, never by utime(), so a file
+     * given another's size and mtime still differs here (odp.results.result.file_info's sha256 cache) */
+    lua_pushnumber(L, (double)st.st_ctim.tv_sec + (double)st.st_ctim.tv_nsec * 1e-9);
+    lua_setfield(L, -2, "ctime");
     lua_pushboolean(L, access(path, X_OK) == 0);
     lua_setfield(L, -2, "executable");
     lua_pushboolean(L, access(path, R_OK) == 0);

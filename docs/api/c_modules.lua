@@ -41,7 +41,8 @@ return {
       "on_stdout?: fun(chunk: string)", "on_stderr?: fun(chunk: string)" } },
     { "odp.host", "package.loaded['odp.host']: facts about this binary (a table, not a function)", {
       "version: string", "root: string the directory holding lua/, scripts/, devices/",
-      "lua_release: string", "built: string", "compiler?: string", "argv: string[] odp's own argv (0 = the program)" } },
+      "lua_release: string", "built: string", "compiler?: string", "argv: string[] odp's own argv (0 = the program)",
+      "started: number odp.sys.now() when odp's main() began (odp.core.timings)" } },
     { "odp.rtt.Channel", "one RTT channel as the control block describes it", {
       "index: integer", 'direction: "up"|"down"', "name?: string where it reads as text", "size: integer buffer bytes",
       "flags: integer", "buffer: integer the buffer's target address", "wr: integer write offset", "rd: integer read offset" } },
@@ -58,7 +59,7 @@ return {
 
     { "odp.sys", "files, time, hashes, the terminal and Ctrl-C", {
       { "sha256(data: string) -> string hex", "SHA-256 of bytes, in plain C (for short texts: keys, build inputs)" },
-      { "sha256_file(path: string) -> string|nil hex, " .. FAIL, "SHA-256 of a file, streamed through libcrypto (opened on first use; ENOTFOUND when it is missing)" },
+      { "sha256_file(path: string) -> string|nil hex, " .. FAIL, "SHA-256 of a file, streamed: up to 1 MiB in plain C, larger files through libcrypto (opened on first use; ENOTFOUND when it is missing)" },
       { "crc32(data: string, crc?: integer) -> integer", "CRC-32 (zlib's, opened on first use), continuing from crc" },
       { "base64_encode(data: string) -> string", "standard alphabet, padded" },
       { "base64_decode(text: string) -> string|nil bytes, " .. FAIL, "whitespace ignored; anything else off the alphabet is EPROTO" },
@@ -69,12 +70,12 @@ return {
       { 'term_width(fd?: "stdin"|"stdout"|"stderr"|integer) -> integer|nil columns', "the terminal's width" },
       { "read_secret() -> string|nil line, " .. FAIL, "one line from the terminal with echo off (restored afterwards and on Ctrl-C); the caller writes the prompt" },
       { "read_file(path: string) -> string|nil bytes, " .. FAIL, "the whole file" },
-      { "write_file(path: string, data: string, opts?: {mode?: integer}) -> true|nil ok, " .. FAIL, "atomically: a temporary file, fsync, rename" },
+      { "write_file(path: string, data: string, opts?: {mode?: integer, batch?: boolean}) -> true|nil ok, " .. FAIL, "atomically: a temporary file, fsync, rename, fsync of the directory; batch: the data only written out and the directory not synced, made durable by the next write_file without batch in the same directory (one flush for a run's files: on ext4 and xfs a journal commit flushes the device's cache)" },
       { "append_sync(path: string, data: string) -> true|nil ok, " .. FAIL, "appends and fsyncs (JSONL records)" },
       { "mkdir_p(path: string, mode?: integer) -> true|nil ok, " .. FAIL, "with its parents" },
       { "rename(from: string, to: string) -> true|nil ok, " .. FAIL, "rename(2)" },
       { "chmod(path: string, mode: integer) -> true|nil ok, " .. FAIL, "chmod(2)" },
-      { 'stat(path: string) -> {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, executable: boolean, readable: boolean, dev: integer, ino: integer}|nil st, ' .. FAIL, "stat(2), following links; dev and ino name the file itself, whatever path reaches it" },
+      { 'stat(path: string) -> {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, ctime: number, executable: boolean, readable: boolean, dev: integer, ino: integer}|nil st, ' .. FAIL, "stat(2), following links; dev and ino name the file itself, whatever path reaches it; ctime (seconds, as mtime) is the inode's last change, which no utime() sets" },
       { "free_bytes(path: string) -> integer|nil bytes, " .. FAIL, "what this user may still write on path's file system (statvfs: f_bavail * f_frsize)" },
       { "realpath(path: string) -> string|nil path, " .. FAIL, "realpath(3)" },
       { "readdir(path: string) -> string[]|nil names, " .. FAIL, "in directory order, without . and .." },

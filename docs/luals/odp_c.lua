@@ -51,6 +51,7 @@
 ---@field built string
 ---@field compiler? string
 ---@field argv string[] odp's own argv (0 = the program)
+---@field started number odp.sys.now() when odp's main() began (odp.core.timings)
 
 --- one RTT channel as the control block describes it
 ---@class odp.rtt.Channel
@@ -86,7 +87,7 @@ local sys = {}
 ---@param data string
 ---@return string hex
 function sys.sha256(data) end
---- SHA-256 of a file, streamed through libcrypto (opened on first use; ENOTFOUND when it is missing)
+--- SHA-256 of a file, streamed: up to 1 MiB in plain C, larger files through libcrypto (opened on first use; ENOTFOUND when it is missing)
 ---@param path string
 ---@return string|nil hex
 ---@return string? err
@@ -138,10 +139,10 @@ function sys.read_secret() end
 ---@return string? err
 ---@return odp.ECode? code
 function sys.read_file(path) end
---- atomically: a temporary file, fsync, rename
+--- atomically: a temporary file, fsync, rename, fsync of the directory; batch: the data only written out and the directory not synced, made durable by the next write_file without batch in the same directory (one flush for a run's files: on ext4 and xfs a journal commit flushes the device's cache)
 ---@param path string
 ---@param data string
----@param opts? {mode?: integer}
+---@param opts? {mode?: integer, batch?: boolean}
 ---@return true|nil ok
 ---@return string? err
 ---@return odp.ECode? code
@@ -174,9 +175,9 @@ function sys.rename(from, to) end
 ---@return string? err
 ---@return odp.ECode? code
 function sys.chmod(path, mode) end
---- stat(2), following links; dev and ino name the file itself, whatever path reaches it
+--- stat(2), following links; dev and ino name the file itself, whatever path reaches it; ctime (seconds, as mtime) is the inode's last change, which no utime() sets
 ---@param path string
----@return {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, executable: boolean, readable: boolean, dev: integer, ino: integer}|nil st
+---@return {type: "file"|"dir"|"other", size: integer, mode: integer, mtime: number, ctime: number, executable: boolean, readable: boolean, dev: integer, ino: integer}|nil st
 ---@return string? err
 ---@return odp.ECode? code
 function sys.stat(path) end

@@ -38,7 +38,7 @@ static void fsync_dir_of(const char *path)
     }
 }
 
-int odp_write_atomic(const char *path, const void *data, size_t n, mode_t mode, odp_err *err)
+int odp_write_atomic(const char *path, const void *data, size_t n, mode_t mode, int batch, odp_err *err)
 {
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
@@ -46,7 +46,9 @@ int odp_write_atomic(const char *path, const void *data, size_t n, mode_t mode, 
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0)
         return odp_fail_errno(err, odp_code_from_errno(errno), errno, "cannot write %s", path);
-    if (write_all(fd, data, n) || fsync(fd)) {
+    if (write_all(fd, data, n) || (batch ? sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE |
+                                                       SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)
+                                         : fsync(fd))) {
         int e = errno;
         close(fd);
         unlink(tmp);
@@ -58,7 +60,8 @@ int odp_write_atomic(const char *path, const void *data, size_t n, mode_t mode, 
         unlink(tmp);
         return odp_fail_errno(err, ODP_EIO, e, "cannot rename into %s", path);
     }
-    fsync_dir_of(path);
+    if (!batch)
+        fsync_dir_of(path);
     return 0;
 }
 

@@ -7,8 +7,12 @@
 
 #include "err.h"
 
-/* Writes data to path through a temporary file in the same directory, fsync, rename, fsync the directory. */
-int odp_write_atomic(const char *path, const void *data, size_t n, mode_t mode, odp_err *err);
+/* Writes data to path through a temporary file in the same directory, fsync, rename, fsync the directory.
+ * batch: the data only written out to the device (sync_file_range: no cache flush, no journal commit) and the
+ * directory not synced; the next unbatched write in the same directory makes it durable too (its directory's
+ * fsync commits the rename, and on a journalling file system, ext4 or xfs, the commit flushes the device's
+ * cache after the data already written out): one flush for a run's files, as git's core.fsyncMethod=batch. */
+int odp_write_atomic(const char *path, const void *data, size_t n, mode_t mode, int batch, odp_err *err);
 /* Appends data (one JSONL record, say) to path and fsyncs: a finished record survives a crash. */
 int odp_append_sync(const char *path, const void *data, size_t n, odp_err *err);
 /* mkdir -p. */

@@ -1,6 +1,6 @@
 /* SHA-256 (FIPS 180-4) in plain C: the static board helper's (it links no libcrypto), and odp's for short
- * in-memory texts (src/util/hash.c: odp_sha256_hex), where opening libcrypto would cost more than the hash.
- * Checked against sha256sum by tests/lua/helper_test.lua and against libcrypto by tests/lua/json_test.lua. */
+ * in-memory texts and files up to 1 MiB (src/util/hash.c), where opening libcrypto would cost more than the
+ * hash. Checked against sha256sum and libcrypto by tests/lua/startup_test.lua and tests/lua/helper_test.lua. */
 #ifndef ODP_SHA256_H
 #define ODP_SHA256_H
 

@@ -68,6 +68,70 @@ T.with_real_runner("the real runner's ETDump: ops_summary in the record and the 
   T.match(r.stdout, "time split%s+delegated 0 ms %(0%%%) · kernels [%d.]+ [^ ]*s · ")
 end)
 
+T.test("-v -v: odp's own time by part after the report; the record keeps the parts up to its write; both add up to no more than the whole", function()
+  local t0 = sys.now()
+  local r = odp_run({ "--runner", fake, "--model", add, "-n", "10", "-v", "-v", "--format", "json" },
+    { ODP_HISTORY = dir .. "/timed.db" })
+  local outside = (sys.now() - t0) * 1000
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  -- the terminal's table: every part of a host run, in order, then the whole
+  local block = r.stderr:match("odp's own time, by part[^\n]*\n(.*)$")
+  T.ok(block, "the table on stderr: " .. r.stderr)
+  local names, sum, whole, inside = {}, 0, nil, {}
+  for line in block:gmatch("[^\n]+") do
+    local name, ms = line:match("^  (%S.-)%s%s+([%d.]+)")
+    if name == "whole" then whole = tonumber(ms)
+    elseif line:find("waited for", 1, true) then inside[name] = tonumber(ms)
+    elseif name then names[#names + 1] = name; sum = sum + tonumber(ms) end
+  end
+  T.eq(names, { "start-up", "script (the flow's modules)", "options", "validate", "board", "preflight",
+    "record (model and runner hashes)", "stage", "run", "measure (parse, statistics)", "finish (device state after)",
+    "artifacts (hashes)", "record file", "history", "board (close)", "report" })
+  T.ok(whole and sum <= whole + 0.01 * #names, ("the parts (%.2f ms) add up to the whole (%s ms)"):format(sum, whole))
+  T.ok(whole <= outside, ("the whole (%s ms) is within the command's own wall time seen from outside (%.2f ms)")
+    :format(whole, outside))
+  T.ok(inside["runner processes"] > 0, "the runner processes' own time, inside the run step")
+  -- the record: the same parts up to its own write (not the record file, the history, the report), in ms
+  local parts, rsum = {}, 0
+  for i, p in ipairs(rec.timings.parts) do parts[i] = p.name; rsum = rsum + p.ms end
+  T.eq(parts, table.move(names, 1, 12, 1, {}))
+  T.ok(rsum <= rec.timings.total_ms, ("the record's parts (%.2f ms) <= its total (%.2f ms)"):format(rsum, rec.timings.total_ms))
+  T.ok(rec.timings.total_ms <= whole, "the record's total is a part of the command's")
+  local run_ms
+  for _, p in ipairs(rec.timings.parts) do if p.name == "run" then run_ms = p.ms end end
+  T.ok(rec.timings.inside.runner_processes <= run_ms + 1, "the runner processes ran inside the run step")
+  -- -v counts its uses ("count" options); absent it is false, --no-verbose too
+  local options = require("odp.core.options")
+  local function verbose(argv) return options.parse(argv, options.global_options).verbose end
+  T.eq({ verbose({}), verbose({ "-v" }), verbose({ "-v", "--verbose", "-v" }), verbose({ "--no-verbose" }) },
+    { false, 1, 3, false })
+  T.raises(function() verbose({ "--verbose=2" }) end, "takes no value")
+  -- one -v: no table
+  r = odp_run({ "--runner", fake, "--model", add, "-n", "1", "-v" })
+  T.eq(r.status, 0, r.stderr)
+  T.ok(not r.stderr:find("odp's own time", 1, true), "one -v shows no timings")
+end)
+
+T.test("a run's files are flushed once: samples.csv written out and batched, the record fsync'd with its directory", function()
+  local trace = dir .. "/fsync.trace"
+  local r = assert(proc.run { argv = { "strace", "-f", "-e", "trace=fsync,fdatasync,sync_file_range,rename", "-o", trace,
+    odp, "run", root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs", "--runner", fake, "--model", add, "-n", "10",
+    "--no-history", "--format", "json" }, cwd = dir, timeout = 60 })
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  local text = T.read(trace)
+  os.remove(trace)
+  local count = { fsync = 0, fdatasync = 0, sync_file_range = 0 }
+  for call in text:gmatch("%d+%s+([%w_]+)%(") do count[call] = (count[call] or 0) + 1 end
+  -- two flushes: the record's fsync, then its directory's, around its rename (samples.csv's data only written
+  -- out before them, its rename committed by the directory's fsync)
+  T.eq({ count.fsync, count.fdatasync, count.sync_file_range }, { 2, 0, 1 }, text)
+  T.match(text, 'sync_file_range%(.-rename%("[^"]*/samples%.csv%.tmp%.%d+", "[^"]*/samples%.csv"%)')
+  T.match(text, 'fsync%(.-rename%("[^"]*/result%.json%.tmp%.%d+", "[^"]*/result%.json"%).-fsync%(')
+  T.eq(sys.sha256_file(rec.artifacts.run_dir .. "/samples.csv"), rec.artifacts.samples.sha256, "samples.csv whole")
+end)
+
 T.test("an older file at --etdump does not pass for this run's ETDump", function()
   T.write(dir .. "/stale.etdump", T.read(etd))
   local rec = json_run({ "--runner", fake, "--model", add, "--etdump", dir .. "/stale.etdump", "--format", "json" })

@@ -178,28 +178,62 @@ T.test(("fuzz: 3000 mutated and truncated records decode or fail with an error v
   end
 end)
 
-T.test("result.file_info: sha256 cached by real path, size and mtime; recomputed when the file changes", function()
-  local sys = require("odp.sys")
+T.test("result.file_info: sha256 cached by real path, device, inode, size, mtime and ctime; hashed again when any differs", function()
+  local sys, proc = require("odp.sys"), require("odp.proc")
   local dir = T.tmpdir()
   local f, cache = dir .. "/runner", dir .. "/cache.json"
   T.write(f, "abc")
   local want = sys.sha256_file(f)
+  -- a file changed within result.RACY_S is hashed, not remembered (a write in the same clock tick would not show)
   T.eq(result.file_info(f, cache), { path = f, sha256 = want, bytes = 3 })
-  local known = assert(json.decode(T.read(cache)))
-  T.eq(known[sys.realpath(f)].sha256, want)
-  -- a cache entry that matches size and mtime is believed (no hashing) ...
-  known[sys.realpath(f)].sha256 = "cached"
-  T.write(cache, json.encode(known))
-  T.eq(result.file_info(f, cache).sha256, "cached")
-  -- ... a changed file is hashed again
-  T.write(f, "abcd")
-  T.eq(result.file_info(f, cache).sha256, sys.sha256_file(f))
-  T.eq(result.file_info(dir .. "/none", cache), nil)
-  T.eq(result.file_info(f).sha256, sys.sha256_file(f), "no cache: always hashed")
-  -- a cache in a runs dir not made yet (a run's first record) is written all the same
-  local later = dir .. "/runs/.sha256-cache.json"
-  T.eq(result.file_info(f, later).sha256, sys.sha256_file(f))
-  T.eq(assert(json.decode(T.read(later)))[sys.realpath(f)].sha256, sys.sha256_file(f))
+  T.eq(sys.stat(cache), nil, "a file changed just now is not remembered")
+  local racy = result.RACY_S
+  result.RACY_S = -1 -- remember every file, however recent
+  local ok, err = pcall(function()
+    T.eq(result.file_info(f, cache), { path = f, sha256 = want, bytes = 3 })
+    local known = assert(json.decode(T.read(cache)))
+    local entry = known[sys.realpath(f)]
+    local st = sys.stat(f)
+    T.eq(entry, { bytes = 3, mtime = st.mtime, ctime = st.ctime, dev = st.dev, ino = st.ino, sha256 = want })
+    -- an entry that matches in every field is believed (no hashing) ...
+    local function with(field, value)
+      local e = {}
+      for k, v in pairs(entry) do e[k] = v end
+      e.sha256 = "cached"
+      if field then e[field] = value end
+      T.write(cache, json.encode({ [sys.realpath(f)] = e }))
+      return result.file_info(f, cache).sha256
+    end
+    T.eq(with(nil), "cached", "every field the same: the cached sha256")
+    -- ... and one that differs in any of them is not: another file at the path, a file changed in place
+    T.eq(with("ino", st.ino + 1), want, "another inode (a file renamed into place)")
+    T.eq(with("dev", st.dev + 1), want, "another device")
+    T.eq(with("ctime", st.ctime - 1), want, "another ctime (changed, then its mtime set back)")
+    T.eq(with("mtime", st.mtime - 1), want, "another mtime")
+    T.eq(with("bytes", 4), want, "another size")
+    -- the same for real: a file of the same size, given the old one's mtime, renamed into its place ...
+    T.eq(result.file_info(f, cache).sha256, want)
+    T.write(dir .. "/other", "xyz")
+    T.eq(proc.run { "touch", "-r", f, dir .. "/other", timeout = 10 }.status, 0)
+    T.eq(assert(os.rename(dir .. "/other", f)), true)
+    T.eq(sys.stat(f).mtime, st.mtime, "same mtime")
+    T.eq(result.file_info(f, cache).sha256, sys.sha256("xyz"), "hashed again")
+    -- ... and the file changed in place, its size and mtime kept (a clock tick later: ctime moves on)
+    sys.sleep(0.05)
+    local mtime = sys.stat(f).mtime
+    T.eq(proc.run { "sh", "-c", 'touch -r "$1" "$1.ref" && printf abc > "$1" && touch -r "$1.ref" "$1"', "sh", f,
+      timeout = 10 }.status, 0)
+    T.eq(sys.stat(f).mtime, mtime, "same mtime")
+    T.eq(result.file_info(f, cache).sha256, want, "hashed again")
+    T.eq(result.file_info(dir .. "/none", cache), nil)
+    T.eq(result.file_info(f).sha256, want, "no cache: always hashed")
+    -- a cache in a runs dir not made yet (a run's first record) is written all the same
+    local later = dir .. "/runs/.sha256-cache.json"
+    T.eq(result.file_info(f, later).sha256, want)
+    T.eq(assert(json.decode(T.read(later)))[sys.realpath(f)].sha256, want)
+  end)
+  result.RACY_S = racy
+  assert(ok, err)
 end)
 
 T.test("an installed odp finds dkjson too (make install into a temporary prefix)", function()

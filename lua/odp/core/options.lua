@@ -2,7 +2,8 @@
 -- A declaration is a list of entries:
 --   { "num-executions", "Inferences per runner process", 1, "posint", short = "n" }
 --   [1] long name   [2] help text   [3] default (nil = none)   [4] type:
---   "string" | "int" | "posint" | "number" | "bool" (a flag) | "file" (must exist and be readable) |
+--   "string" | "int" | "posint" | "number" | "bool" (a flag) | "count" (a flag given N times: N; -v -v is 2) |
+--   "file" (must exist and be readable) |
 --   "outfile" (a FILE odp writes, later: M.check_writable before anything runs, exit 3 as a failed write) |
 --   "list" (comma-separated; repeatable) | "choice" (needs choices = {...}) |
 --   "size" (bytes: 6291456, 0x600000, 6M, 256K, 1G; the value is an integer)
@@ -31,7 +32,8 @@ M.global_options = {
     nil, "choice", choices = { "lava", "junit" }, file_after = { junit = true }, ["repeat"] = true,
     metavar = "lava|junit FILE" },
   { "quiet", "Only errors on stderr; no progress", false, "bool", short = "q" },
-  { "verbose", "More detail on stderr (repeat for more)", false, "bool", short = "v" },
+  { "verbose", "More detail on stderr; twice (-v -v): also where odp's own time went, by part", false, "count",
+    short = "v" },
   { "help", "Show this help", false, "bool", short = "h" },
 }
 
@@ -70,6 +72,8 @@ M.FILES = {
 }
 
 local function key(name) return (name:gsub("-", "_")) end
+-- an option that takes no value: a bool, or a count of its uses
+local function flag(o) return o[4] == "bool" or o[4] == "count" end
 
 --- A copy of option entry o that is not required (a value another source gives: a swept -p, a lab file).
 function M.optional(o)
@@ -238,6 +242,8 @@ function M.parse(argv, ...)
     local k = key(o[1])
     if o[4] == "bool" then
       opts[k] = true
+    elseif o[4] == "count" then
+      opts[k] = (opts[k] or 0) + 1
     elseif o[4] == "list" or o["repeat"] then
       opts[k] = opts[k] or {}
       local v = convert(o, raw)
@@ -268,13 +274,13 @@ function M.parse(argv, ...)
     long = long or a:match("^%-%-(.+)$")
     if long then
       local o = by_long[long]
-      if not o and long:sub(1, 3) == "no-" and by_long[long:sub(4)] and by_long[long:sub(4)][4] == "bool" then
+      if not o and long:sub(1, 3) == "no-" and by_long[long:sub(4)] and flag(by_long[long:sub(4)]) then
         opts[key(long:sub(4))] = false
         seen[key(long:sub(4))] = true
       elseif not o then
         local near = M.closest(long, by_long)
         usage(("unknown option --%s (%ssee --help)"):format(long, near and ("did you mean --" .. near .. "? ") or ""))
-      elseif o[4] == "bool" then
+      elseif flag(o) then
         if inline then usage(("--%s takes no value"):format(long)) end
         set(o)
       elseif o.implicit ~= nil and not inline then
@@ -293,7 +299,7 @@ function M.parse(argv, ...)
         local near = #a > 2 and M.closest(a:sub(2), by_long) -- -cpu_threads: a long option with one dash?
         usage(("unknown option -%s (%ssee --help)"):format(letter, near and ("did you mean --" .. near .. "? ") or ""))
       end
-      if o[4] == "bool" then
+      if flag(o) then
         if attached ~= "" then usage(("-%s takes no value"):format(letter)) end
         set(o)
       else
@@ -351,7 +357,7 @@ function M.merge(into, from)
 end
 
 local function placeholder(o)
-  if o[4] == "bool" then return "" end
+  if flag(o) then return "" end
   if o.implicit ~= nil then return "[=" .. (o.metavar or "VALUE") .. "]" end
   if o.metavar then return " " .. o.metavar end
   if o[4] == "choice" then return " " .. table.concat(o.choices, "|") end
@@ -364,7 +370,7 @@ end
 function M.describe(o)
   local help = o[2] or ""
   if o.required then help = help .. " (required)" end
-  if o[3] ~= nil and o[4] ~= "bool" then help = help .. (" [default: %s]"):format(tostring(o[3])) end
+  if o[3] ~= nil and not flag(o) then help = help .. (" [default: %s]"):format(tostring(o[3])) end
   return { short = o.short and ("-" .. o.short) or nil, long = "--" .. o[1] .. placeholder(o), help = help }
 end
 

@@ -18,7 +18,6 @@ local result = require("odp.results.result")
 local schema = require("odp.results.schema")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
-local detect = require("odp.results.detect")
 local device_state = require("odp.target.device_state")
 
 local M = {}
@@ -685,7 +684,10 @@ function Db:import(paths)
 end
 
 --- The change points of a series' points (odp.results.detect).
-function M.detect(points, opts) return detect.detect(points, opts) end
+function M.detect(points, opts)
+  -- a run only writes the history: `odp history` reads it
+  return require("odp.results.detect").detect(points, opts) -- lazy: start-up
+end
 
 --- Writes a just-saved record to the history its options name (M.save calls this: every run and every
 --- sweep point). A lost PostgreSQL connection is retried once on a new one; what still fails is returned
@@ -726,15 +728,19 @@ end
 --- run nothing: one line on stderr says so, and the record says so too (`history = {written = false, error}`,
 --- the file written again with it; `odp history import` adds it later). -> true | nil, err, code (the record
 --- file could not be written)
+--- clock (odp.core.timings): the record file's write and the history's are laps of it.
 ---@param record table
 ---@param dir string
 ---@param opts {history?: string, no_history?: boolean, commit?: string}?
-function M.save(record, dir, opts)
+---@param clock table? an odp.core.timings clock
+function M.save(record, dir, opts, clock)
   record.commit = record.commit or M.commit(opts)
   local path = dir .. "/result.json"
   local ok, err, code = sys.write_file(path, result.encode(record, { indent = true }) .. "\n")
+  if clock then clock:lap("record file") end
   if not ok then return nil, err, code end
   local added, why = M.record(record, path, opts)
+  if clock then clock:lap("history") end
   if not added then
     io.stderr:write("odp: warning: ", why, "\n")
     record.history = { written = false, error = why }

@@ -391,13 +391,14 @@ function Cooler:after(k)
   if self.o.cool_to and not self.no_zones then self.log[k].after_c = self:temperature() end
 end
 
---- Writes groups as CSV (process, iteration, ms: one row per sample, processes and iterations from 1).
+--- Writes groups as CSV (process, iteration, ms: one row per sample, processes and iterations from 1), in a
+--- run directory: batched (odp.sys.write_file), the run's record, written after it beside it, makes it durable.
 function M.write_samples(path, groups)
   local out = { "process,iteration,ms" }
   for p, grp in ipairs(groups) do
     for i, v in ipairs(grp) do out[#out + 1] = ("%d,%d,%.17g"):format(p, i, v) end
   end
-  return sys.write_file(path, table.concat(out, "\n") .. "\n")
+  return sys.write_file(path, table.concat(out, "\n") .. "\n", { batch = true })
 end
 
 --- Where a record's samples.csv is: the file artifacts.samples names (in the record's own run directory,

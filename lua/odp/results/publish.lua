@@ -3,7 +3,6 @@
 -- report.lua (labels, metrics), so report.lua must not need them.
 local errors = require("odp.core.errors")
 local report = require("odp.results.report")
-local step_summary = require("odp.results.step_summary")
 local sys = require("odp.sys")
 
 local M = {}
@@ -26,7 +25,9 @@ function M.deliver(records, opts)
   end
   local summary = os.getenv("GITHUB_STEP_SUMMARY")
   if summary and summary ~= "" then
-    note(sys.append_sync(summary, step_summary.markdown(records)))
+    -- GitHub Actions only
+    local markdown = require("odp.results.step_summary").markdown -- lazy: start-up
+    note(sys.append_sync(summary, markdown(records)))
   end
   if failed then return nil, failed, code end
   return true

@@ -28,9 +28,16 @@ function M.new(fields)
   return r
 end
 
---- {path, sha256, bytes} of a local file, or nil. cache: a JSON file that remembers sha256s by real path,
---- size and mtime (ns), so that an unchanged runner of many MB is not hashed again on every run (hashing a
---- 7.5 MB runner was a quarter of a host run's overhead).
+--- A file changed less than this many seconds ago is hashed but not remembered: a write within the same tick
+--- of the file system's clock (1-2 s on some) would leave its mtime and ctime as they were (git's "racily
+--- clean" entries).
+M.RACY_S = 2
+
+--- {path, sha256, bytes} of a local file, or nil. cache: a JSON file that remembers sha256s as git's index
+--- does, by real path and the file's device, inode, size, mtime and ctime (ctime: no utime() sets it, so a
+--- file made to look like another by size and mtime, or put in its place, is hashed again), so that an
+--- unchanged runner of many MB is not hashed again on every run (hashing a 7.5 MB runner was a quarter of a
+--- host run's overhead).
 ---@param path string?
 ---@param cache string?
 function M.file_info(path, cache)
@@ -39,12 +46,13 @@ function M.file_info(path, cache)
   local known = cache and json.decode(sys.read_file(cache) or "") or {}
   local key = sys.realpath(path) or path
   local hit = type(known[key]) == "table" and known[key]
-  if hit and hit.bytes == st.size and hit.mtime == st.mtime and type(hit.sha256) == "string" then
+  if hit and hit.bytes == st.size and hit.mtime == st.mtime and hit.ctime == st.ctime and hit.dev == st.dev
+      and hit.ino == st.ino and type(hit.sha256) == "string" then
     return { path = path, sha256 = hit.sha256, bytes = st.size }
   end
   local sha = sys.sha256_file(path)
-  if cache and sha then
-    known[key] = { bytes = st.size, mtime = st.mtime, sha256 = sha }
+  if cache and sha and sys.time() - math.max(st.mtime, st.ctime) > M.RACY_S then
+    known[key] = { bytes = st.size, mtime = st.mtime, ctime = st.ctime, dev = st.dev, ino = st.ino, sha256 = sha }
     sys.mkdir_p(cache:match("^(.*)/[^/]*$") or ".") -- a new runs dir is made after the record starts
     sys.write_file(cache, json.encode(known) .. "\n")
   end

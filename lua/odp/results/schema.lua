@@ -346,6 +346,14 @@ M.FIELDS = {
   { "transport.bytes_down", "integer", unit = "B" },
   { "transport.connect_ms", "number", unit = "ms" },
   { "transport.connects", "integer" },
+  -- odp's own time for this run, by part (odp.core.timings; `odp run` counts from its main()): the parts up to
+  -- the record's write, in order, never overlapping; inside: processes odp waited for within them
+  { "timings", "object" },
+  { "timings.parts", "list", of = "object" },
+  { "timings.parts[].name", "string" },
+  { "timings.parts[].ms", "number", unit = "ms" },
+  { "timings.total_ms", "number", unit = "ms" },
+  { "timings.inside", "map", of = "number", unit = "ms" },
   { "threads", "integer" },
   { "method", "string" },
   { "sweep", "table" },                    -- {point, rep (1..reps), reps (the sweep's --repeat), of (points)}

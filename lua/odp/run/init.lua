@@ -20,7 +20,7 @@ local device_mod = require("odp.target.device")
 local sys = require("odp.sys")
 local pte = require("odp.parse.pte")
 local ui_mod = require("odp.core.ui")
-local lab = require("odp.target.lab")
+local timings = require("odp.core.timings")
 
 local M = {}
 
@@ -69,11 +69,12 @@ function M.close(board) board:close() end
 
 ------------------------------------------------------------------------------------------------ ctx
 
---- The ctx of one run: {opts, args, ui, flow, board, spec, script}. fields.opts are taken as given (a parsed
--- command line has every default); run.point fills defaults for tables a script wrote.
+--- The ctx of one run: {opts, args, ui, flow, board, spec, script, clock}. fields.opts are taken as given (a
+-- parsed command line has every default); run.point fills defaults for tables a script wrote. clock: where
+-- the run's own time goes (odp.core.timings; `odp run` passes odp's, started at its main()), else one from now.
 function M.context(fields)
   local ctx = { opts = fields.opts or {}, args = fields.args or {}, ui = fields.ui, flow = fields.flow,
-    board = fields.board, spec = fields.spec, script = fields.script }
+    board = fields.board, spec = fields.spec, script = fields.script, clock = fields.clock or timings.new() }
   ctx.ui = ctx.ui or (ctx.board and ctx.board.ui) or ui_mod.new {}
   return ctx
 end
@@ -129,6 +130,8 @@ local function check_keys(board, flow, spec, opts)
   for _, list in ipairs({ flow.options, spec and spec.options or {}, options.global_options }) do
     for _, o in ipairs(list) do known[(o[1]:gsub("-", "_"))] = true end
   end
+  -- `odp run SCRIPT` parsed its options against the script's declaration and has no keys to check here
+  local lab = require("odp.target.lab") -- lazy: start-up
   for k in pairs(lab.transport_options(board.device)) do known[k] = true end
   for k in pairs(board.opts) do known[(tostring(k):gsub("-", "_"))] = true end
   for _, k in ipairs(flow.internal_options or {}) do known[k] = true end
@@ -207,14 +210,16 @@ local function name_files(ctx, rec)
 end
 
 local function execute(ctx)
-  local flow, board = M.flow(ctx.flow), ctx.board
+  local flow, board, clock = M.flow(ctx.flow), ctx.board, ctx.clock
   ctx.flow = flow
   ctx.target_kind = board.transport
-  if not ctx.validated then flow.validate(ctx) end
+  if not ctx.validated then flow.validate(ctx) clock:lap("validate") end
   if ctx.spec and ctx.spec.preflight and flow.preflight_files then
     ctx.preflight = board:preflight(flow.preflight_files(ctx))
+    clock:lap("preflight")
   end
   local rec = flow.record(ctx)
+  clock:lap("record (model and runner hashes)")
   if rec == nil then return nil end
   local dir = result.run_dir(ctx.opts.runs_dir, ctx.spec and ctx.spec.name or flow.name)
   ctx.run_dir = dir
@@ -222,7 +227,11 @@ local function execute(ctx)
   rec.board = board.name
   local started = sys.now()
   local ok, err = xpcall(flow.steps, trace, ctx, rec)
-  if flow.finish then flow.finish(ctx, rec, not ok and err or nil) end
+  -- each traced step its own part; the rest of the flow's steps (reading the logs, statistics) one
+  local steps = {}
+  for i, st in ipairs(rec.steps or {}) do steps[i] = { name = st.name, ms = st.ms or 0 } end
+  clock:lap_parts(steps, "measure (parse, statistics)")
+  if flow.finish then flow.finish(ctx, rec, not ok and err or nil) clock:lap("finish (device state after)") end
   M.flag_overrun(rec, sys.now() - started)
   rec.transport = board:traffic_since()
   if rec.transport then
@@ -237,7 +246,10 @@ local function execute(ctx)
   end
   for _, w in ipairs(ctx.ui.warnings) do rec.warnings[#rec.warnings + 1] = w end
   name_files(ctx, rec)
-  local saved, serr, scode = history.save(rec, dir, ctx.opts) -- the record file, then the history its options name
+  clock:lap("artifacts (hashes)")
+  rec.timings = clock:snapshot() -- the parts before the record's write; `-v -v` shows the rest
+  -- the record file, then the history its options name
+  local saved, serr, scode = history.save(rec, dir, ctx.opts, clock)
   if not ok and not errors.is_failure(err) then error(err, 0) end -- a bug: its traceback, the record kept
   errors.check(saved, serr, scode)
   return rec
@@ -248,6 +260,7 @@ end
 -- failed record (ok = false, error = {code, message, exit}); a failed preflight raises (nothing ran).
 function M.execute(ctx)
   local board, shared = ctx.board, ctx.board.ui
+  ctx.clock = ctx.clock or timings.new() -- a ctx made without M.context
   -- this run's warnings, whatever else shares the ui; what the board's transport says meanwhile (an ssh_config
   -- warning as it connects) is this run's too
   ctx.ui = ui_mod.scope(ctx.ui)
@@ -281,22 +294,25 @@ end
 -- the script's board with the parsed options, runs once, closes it.
 function M.once(ctx, spec)
   ctx.spec = ctx.spec or spec
+  ctx.clock = ctx.clock or timings.new() -- a ctx made without M.context
   ctx.flow = M.flow(spec.flow)
   local bopts = options.merge({}, ctx.opts)
   bopts.ui = ctx.ui
   ctx.board = M.open_board(spec, bopts)
+  ctx.clock:lap("board")
   local ok, rec = pcall(M.execute, ctx)
   ctx.board:close()
+  ctx.clock:lap("board (close)")
   if not ok then error(rec, 0) end
   return rec
 end
 
 --- `odp run SCRIPT` for a declared script, after its options are parsed: ctx, validate, run. Returns the
 -- records to report (nil when the script reported itself).
-function M.declared(spec, opts, args, path)
+function M.declared(spec, opts, args, path, clock)
   local ui = ui_mod.new { quiet = opts.quiet, verbose = opts.verbose }
-  local ctx = M.context { opts = opts, args = args, script = path, ui = ui, spec = spec }
-  if spec.validate then spec.validate(ctx) end
+  local ctx = M.context { opts = opts, args = args, script = path, ui = ui, spec = spec, clock = clock }
+  if spec.validate then spec.validate(ctx) ctx.clock:lap("validate") end
   local out = spec.run(ctx)
   if out == nil then return nil end
   return out.schema and { out } or out

@@ -4,6 +4,8 @@
 -- program with every odp module at hand; its arguments are `...` and `arg`).
 local errors = require("odp.core.errors")
 local search = require("odp.core.search")
+local sys = require("odp.sys")
+local host = require("odp.host")
 
 local M = { summary = "Run a script: a device flow (scripts/*.lua), a sweep, or your own Lua",
   help_text = "usage: odp run SCRIPT [script options]\n\n" ..
@@ -16,9 +18,14 @@ local function traceback(e)
   return (debug.traceback(tostring(e), 2):gsub("\n%s*%[C%]: in function 'xpcall'.*$", ""))
 end
 
---- Runs a declared script with its argument list; returns the exit code.
-function M.run_declared(spec, argv, path)
+--- Runs a declared script with its argument list; returns the exit code. marks: {entered, loaded}, the
+--- odp.sys.now() times `odp run` began and the script was loaded: odp's own time from its main() is counted
+--- from there on (odp.core.timings), and `-v -v` prints it after the report.
+function M.run_declared(spec, argv, path, marks)
   -- loaded here, not at the top: a plain script should not pay for the CLI and the reporters
+  local clock = require("odp.core.timings").new(host.started) -- lazy: start-up
+  clock:lap("start-up", marks.entered) -- the Lua state, the CLI's modules
+  clock:lap("script (the flow's modules)", marks.loaded)
   local cli = require("odp.core.options") -- lazy: start-up
   local report = require("odp.results.report") -- lazy: start-up
   local publish = require("odp.results.publish") -- lazy: start-up
@@ -27,6 +34,7 @@ function M.run_declared(spec, argv, path)
   local boards = spec.flow and require("odp.run.boards") -- lazy: start-up
   if boards then options = boards.script_options(options, boards.requested(argv)) end
   local opts, rest = cli.parse(argv, options, cli.global_options)
+  clock:lap("options")
   if opts.help then
     print(cli.help(("odp run %s [options]%s"):format(path, spec.passes_args and " [-- runner args]" or ""),
       spec.description, options, cli.global_options))
@@ -36,13 +44,16 @@ function M.run_declared(spec, argv, path)
     errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]))
   end
   if boards and opts.boards then return boards.main(spec, opts, rest) end
-  local records = require("odp.run").declared(spec, opts, rest, path) -- lazy: start-up
+  local records = require("odp.run").declared(spec, opts, rest, path, clock) -- lazy: start-up
   if records == nil then return 0 end
   publish.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
+  clock:lap("report")
+  if (opts.verbose or 0) >= 2 then io.stderr:write(table.concat(clock:lines(), "\n"), "\n") end
   return report.exit_code(records)
 end
 
 function M.main(args)
+  local entered = sys.now()
   local path = args[1]
   if path == nil or path == "--help" or path == "-h" then
     print(M.help_text)
@@ -64,7 +75,7 @@ function M.main(args)
   local ok, spec = xpcall(chunk, traceback, table.unpack(argv))
   if not ok then error(spec, 0) end
   if type(spec) == "table" and type(spec.run) == "function" then
-    return M.run_declared(spec, argv, path)
+    return M.run_declared(spec, argv, path, { entered = entered, loaded = sys.now() })
   end
   return math.tointeger(spec) or 0
 end

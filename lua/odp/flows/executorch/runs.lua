@@ -59,6 +59,8 @@ local function run_once(ctx, t, argv, label, files, sampled, pace)
     end
   end
   if not r then errors.fail(code or "EIO", ("%s: %s"):format(label, err)) end
+  -- the process's own wall time (odp-rusage's), apart from what odp spent around it (record.timings)
+  if r.wall_s then ctx.clock:inside("runner_processes", r.wall_s * 1000) end
   -- the sampler could not start (the kernel refused it): nothing ran; the helper's one line says why
   local refused = r.status == 125 and r.stderr:match("odp%-rusage: (sampling[^\n]*)")
   if refused then errors.fail("ENOTSUP", refused) end
