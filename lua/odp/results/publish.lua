@@ -36,16 +36,21 @@ local function format_for(path)
   return path and (path:match("%.(jsonl)$") or path:match("%.(json)$") or path:match("%.(csv)$")) or nil
 end
 
+--- With opts.out, writes records to that file (atomically) in opts.format or the format its extension names
+-- (default json); without, nothing.
+function M.write_out(records, opts)
+  if not opts.out then return end
+  local f = opts.format or format_for(opts.out) or "json"
+  errors.check(sys.write_file(opts.out, report.formats[f](records)))
+end
+
 --- Writes records: to stdout in opts.format (default human); with opts.out, also to that file (atomically),
 -- in opts.format or the format its extension names (default json), while stdout gets the human table; then
 -- the lab engines' reporters (M.deliver). A reporter that fails is one line and exit 3 after the others ran.
 function M.emit(records, opts)
   opts = opts or {}
   local stdout_format = opts.out and "human" or (opts.format or "human")
-  if opts.out then
-    local f = opts.format or format_for(opts.out) or "json"
-    errors.check(sys.write_file(opts.out, report.formats[f](records)))
-  end
+  M.write_out(records, opts)
   io.stdout:write(report.formats[stdout_format](records))
   io.stdout:flush()
   errors.check(M.deliver(records, opts))
