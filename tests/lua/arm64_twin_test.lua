@@ -194,6 +194,34 @@ T.with_real_runner("scripts/rpi5.lua with the real runner: pushed, then hash-ski
   T.match(r.stdout, "EMULATED, not a board's timings")
 end, "aarch64")
 
+T.with_real_llm("--llm on the guest (the static aarch64 llama_main): its tokens and rates as the guest's own run " ..
+  "of the runner reports them, every forward in its ETDump, peak RSS against GNU time there", function(p)
+  local r = flow(pi, "rpi5.lua", { "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
+    "--prompt", "Once upon a time", "--max-new-tokens", "8", "-n", "2", "--runs-dir", tmp .. "/llm-runs",
+    "--format", "json" }, { timeout = 300 })
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.ok, true)
+  T.eq(rec.latency_ms.emulated, true, "TCG timings are labelled")
+  -- the guest's own run of the same generation: its PyTorchObserver line is the oracle for the counts
+  local out = pi:sh("cd /tmp/odp && ./llama_main-linux-aarch64 --model_path toy.pte --tokenizer_path tok.bin " ..
+    "--prompt 'Once upon a time' --temperature 0 --max_new_tokens 8 --etdump_path /tmp/g.etdump 2>/dev/null; " ..
+    "rm -f /tmp/g.etdump", 180)
+  local llm = require("odp.parse.llm")
+  local obs = assert(llm.observer(out))
+  T.eq(rec.llm.prompt_tokens, obs.prompt_tokens)
+  T.eq(rec.llm.generated_tokens, obs.generated_tokens)
+  local doc = assert(require("odp.parse.etdump").read(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file))
+  T.eq(#llm.forwards(doc), obs.prompt_tokens + obs.generated_tokens, "one forward per token")
+  T.eq(rec.latency_ms.n, 2 * obs.generated_tokens)
+  local tv = pi:sh("cd /tmp/odp && /usr/bin/time -v ./llama_main-linux-aarch64 --model_path toy.pte " ..
+    "--tokenizer_path tok.bin --prompt 'Once upon a time' --temperature 0 --max_new_tokens 8 " ..
+    "--etdump_path /tmp/g.etdump 2>&1 >/dev/null | grep 'Maximum resident'; rm -f /tmp/g.etdump", 180)
+  local oracle = tonumber(tv:match("(%d+)%s*$"))
+  T.ok(math.abs(rec.peak_rss_kb - oracle) <= math.max(oracle * 0.05, 512),
+    ("odp %d kB, GNU time -v %d kB"):format(rec.peak_rss_kb, oracle))
+end, "aarch64")
+
 -- The multi-operator MLP (tests/fixtures/pte/mlp.pte: mm -> relu -> add -> mm, ~250 ms an inference under TCG)
 local mlp = T.root() .. "/tests/fixtures/pte/mlp.pte"
 

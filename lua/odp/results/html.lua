@@ -612,6 +612,28 @@ local function memory_section(rec, rows_of_timeline)
 end
 
 -- Labelled fields of no other group (odp.results.schema): a field added there shows here.
+-- --llm (docs/llm.md): the generation's figures, and every generated token's latency by its position (the KV
+-- cache grows with it).
+local function llm_section(rec)
+  local l = rec.llm
+  if not l then return "" end
+  local o = { M.kv(labelled_rows(rec, "llm")) }
+  local pos = l.token_ms_by_position or {}
+  if #pos > 0 then
+    local series = { { name = "token latency", points = {} } }
+    for i, v in ipairs(pos) do series[1].points[i] = { x = i, y = v } end
+    local svg = plot.svg(series, { title = "Latency by token position", xlabel = "generated token (after the first)",
+      ylabel = "ms", width = 1000, height = 360 })
+    local alt = {}
+    for i, v in ipairs(pos) do alt[i] = { i = i, v = v } end
+    o[#o + 1] = M.figure("llm-tokens", svg, ("Each generated token's own latency (its forward in the ETDump), the " ..
+      "median over %d process(es), by its position after the prompt."):format(l.processes or 1),
+      M.table(alt, { { key = "i", title = "token", num = true, text = function(v) return tostring(v) end },
+        { key = "v", title = "ms", num = true } }), #pos)
+  end
+  return M.section("llm", "Text generation", table.concat(o))
+end
+
 local function measurements_section(rec)
   local rows = labelled_rows(rec, "measurements")
   if #rows == 0 then return "" end
@@ -824,6 +846,7 @@ function M.run(rec, opts)
   local sections = { M.warnings(M.run_warnings(rec)), M.kv(header_rows(rec)) }
   sections[#sections + 1] = agreement_section(rec)
   if rec.ok ~= false then
+    sections[#sections + 1] = llm_section(rec)
     sections[#sections + 1] = latency_section(rec, opts.samples, unit, scale)
     sections[#sections + 1] = memory_section(rec, opts.memory_rows)
     sections[#sections + 1] = measurements_section(rec)

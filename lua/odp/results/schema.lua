@@ -99,6 +99,36 @@ M.FIELDS = {
     group = "memory", history = true },
   { "peak_rss_kb", "integer", unit = "kB", metric = "peak_rss_kb", label = "peak RSS", format = "kB",
     group = "memory", history = true },
+  -- --llm (docs/llm.md): a text generation by ExecuTorch's LLM runner; latency_ms is then every generated
+  -- token's own latency (its forward in the ETDump). Medians over the measured processes, each one generation.
+  { "llm", "object" },
+  { "llm.processes", "integer" },
+  { "llm.max_new_tokens", "integer" },
+  { "llm.temperature", "number" },
+  { "llm.prompt_tokens", "integer", label = "prompt tokens", format = "integer", group = "llm" },
+  { "llm.generated_tokens", "integer", label = "generated", format = "integer", unit = "tokens after the first",
+    group = "llm" },
+  { "llm.ended", "string", label = "ended at", group = "llm" },               -- max | eos
+  { "llm.load_ms", "number", unit = "ms", label = "load (runner)", format = "duration", group = "llm" },
+  { "llm.ttft_ms", "number", unit = "ms", metric = "ttft_ms", label = "TTFT (runner)", format = "duration",
+    group = "llm", history = true },
+  { "llm.ttft_ms_ci95", "list", of = "number", unit = "ms" },
+  { "llm.ttft_us", "integer", unit = "us", metric = "ttft_us", label = "TTFT (ETDump)", format = "integer",
+    group = "llm" },
+  { "llm.prefill_ms", "number", unit = "ms" },
+  { "llm.decode_ms", "number", unit = "ms" },
+  { "llm.prefill_tokens_per_s", "number", unit = "tokens/s", metric = "prefill_token_per_sec",
+    label = "prefill (pp)", format = "%.1f", group = "llm", history = true },
+  { "llm.decode_tokens_per_s", "number", unit = "tokens/s", metric = "decode_token_per_sec",
+    label = "decode (tg)", format = "%.1f", group = "llm", history = true },
+  { "llm.decode_tokens_per_s_ci95", "list", of = "number", unit = "tokens/s" },
+  { "llm.sampling_share", "number", label = "sampling share", format = "%.3f", group = "llm" },
+  { "llm.token_source", "string" },                                             -- etdump
+  { "llm.token_ms_by_position", "list", of = "number", unit = "ms" },          -- median over processes
+  { "tokenizer", "object" },
+  { "tokenizer.path", "string" },
+  { "tokenizer.sha256", "string" },
+  { "tokenizer.bytes", "integer", unit = "B" },
   -- memory by phase and by owner (docs/memory.md): the last measured runner process's
   { "memory", "object" },
   { "memory.phases", "list", of = "object" },
