@@ -9,7 +9,9 @@
  *   ODP_FAKE_WAIT_US=N       then a sleep per execution, microseconds (default 0): time on "the device" that
  *                            costs this machine no CPU, for benches of many loopback boards at once
  *   ODP_FAKE_ETDUMP=FILE     copy FILE to --etdump_path (else a small placeholder ETDump is not written)
- *   ODP_FAKE_MODE=hang|hang_tree|segv|abort|garbage|silent|old
+ *   ODP_FAKE_ETDUMP_BYTES=N  write only its first N bytes (a runner that dies while writing it: *_late modes)
+ *   ODP_FAKE_MODE=hang|hang_tree|segv|abort|segv_late|abort_late|garbage|silent|old
+ *       segv_late, abort_late: crash after the runs, once the ETDump is written (or its first N bytes);
  *       hang: sleep forever; hang_tree: also leave a grandchild sleeping (process-group kill tests);
  *       silent: a Release build without logging (only the tensor on stdout); old: the older spelling
  *       without timestamps (the vendor guide's Raspberry Pi 5 example, docs/sources.md §8). */
@@ -253,11 +255,18 @@ int main(int argc, char **argv)
             log_line('E', "executor_runner.cpp", 255, "Failed to open ETDump file at %s.", etdump);
             abort();
         }
+        const char *cut = knob(argc, argv, "etdump_bytes");
+        if (cut && (size_t)atol(cut) < elen)
+            elen = (size_t)atol(cut);
         fwrite(data, 1, elen, f);
         fclose(f);
         free(data);
         log_line('I', "executor_runner.cpp", 261, "ETDump written to file '%s'.", etdump);
     }
+    if (strcmp(mode, "segv_late") == 0)
+        raise(SIGSEGV);
+    if (strcmp(mode, "abort_late") == 0)
+        abort();
     free(pte);
     return 0;
 }

@@ -124,7 +124,7 @@ function M.step(ctx, rec, t)
     local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
     local code, msg = failure.message(ctx, r, parsed)
     if code then
-      rec.status, rec.signal = r.status, r.signal
+      rec.status, rec.signal, t.failed = r.status, r.signal, r
       errors.fail(code, "warmup: " .. msg)
     end
   end
@@ -147,6 +147,7 @@ function M.step(ctx, rec, t)
     rec.status, rec.signal = r.status, r.signal
     local code, msg = failure.message(ctx, r, parsed)
     if code then
+      t.failed = r -- what a crash left is looked for after it (odp.flows.executorch: after_crash)
       runs[#runs + 1] = { r = r, parsed = parsed }
       if #runs > 1 then measure.measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }, t) end
       errors.fail(code, msg)
