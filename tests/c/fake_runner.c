@@ -6,6 +6,7 @@
  *   ODP_FAKE_REPLAY=PREFIX   write PREFIX.stdout / PREFIX.stderr verbatim, exit as PREFIX.rc says (rc=N)
  *   ODP_FAKE_TOUCH_MB=N      allocate and touch N MB (peak RSS tests)
  *   ODP_FAKE_ITER_US=N       busy work per execution, microseconds (default 200)
+ *   ODP_FAKE_FLOOD_MB=N      print N MiB of debug lines on stdout and N MiB on stderr before the executions
  *   ODP_FAKE_WAIT_US=N       then a sleep per execution, microseconds (default 0): time on "the device" that
  *                            costs this machine no CPU, for benches of many loopback boards at once
  *   ODP_FAKE_ETDUMP=FILE     copy FILE to --etdump_path (else a small placeholder ETDump is not written)
@@ -218,6 +219,17 @@ int main(int argc, char **argv)
         }
         for (;;)
             pause();
+    }
+    const char *flood = knob(argc, argv, "flood_mb");
+    if (flood) {
+        /* 64-byte lines, as a debug build's prints: neither a log line nor an output line */
+        static const char line[] = "debug: tensor arena scan 0123456789abcdef0123456789abcdef......\n";
+        long lines = atol(flood) * (1L << 20) / (long)(sizeof line - 1);
+        for (long i = 0; i < lines; i++) {
+            fputs(line, stdout);
+            fputs(line, stderr);
+        }
+        fflush(stdout);
     }
     const char *iter = knob(argc, argv, "iter_us");
     long iter_us = iter ? atol(iter) : 200;
