@@ -172,6 +172,32 @@ T.with_real_llm("llama_main on the host: tokens, TTFT and every token's latency 
     T.match(h.stdout, "prefill %(pp%)")
   end)
 
+T.with_real_llm("odp compare of two --llm runs: time to first token and the rates per process; a rate that falls " ..
+  "is slower", function(p)
+  local dirs = {}
+  for i = 1, 2 do
+    local r = odp_run({ "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt-tokens", "6", "--max-new-tokens", "6", "-n", "5", "--format", "json" })
+    T.eq(r.status, 0, r.stderr)
+    local rec = assert(json.decode(r.stdout))
+    T.eq(#rec.llm.decode_tokens_per_s_each, 5, "each process's rate")
+    dirs[i] = rec.artifacts.run_dir
+  end
+  local r = assert(proc.run { argv = { odp, "compare", dirs[1], dirs[2], "--format", "json" }, cwd = dir, timeout = 60 })
+  T.eq(r.status, 0, r.stderr)
+  local res = assert(json.decode(r.stdout))
+  local by = {}
+  for _, row in ipairs(res.rows) do by[row.metric] = row end
+  T.ok(by["time to first token"] and by["decode tokens/s (tg)"] and by["prefill tokens/s (pp)"], "the LLM rows")
+  T.eq(by["decode tokens/s (tg)"].a.n, 5)
+  -- which way is worse, on made-up rates: half the tokens/s is slower, half the TTFT faster
+  local compare = require("odp.results.compare")
+  local hi, lo = {}, {}
+  for i = 1, 8 do hi[i], lo[i] = 100 + i, 50 + i end
+  T.eq(compare.row("decode tokens/s (tg)", "tokens/s", hi, lo, { kind = "rate" }).verdict, "slower")
+  T.eq(compare.row("time to first token", "ms", hi, lo).verdict, "faster")
+end)
+
 T.with_real_llm("a sweep over prompt and generation lengths: --prompt-tokens N is N tokens by the runner's own count",
   function(p)
     local out = dir .. "/llm-sweep.jsonl"

@@ -190,6 +190,10 @@ function M.record(ctx, rec, runs)
     if k == "ttft_ms" or k == "decode_tokens_per_s" then
       out[k .. "_ci95"] = #xs >= 6 and json.array({ stats.median_ci(xs) }) or nil
     end
+    -- each process's own, for odp compare's CIs
+    if k == "ttft_ms" or k == "prefill_tokens_per_s" or k == "decode_tokens_per_s" then
+      out[k .. "_each"] = json.array(xs)
+    end
   end
   -- every token's latency by its position after the prompt (the KV cache grows): the median over processes
   local by_pos = json.array({})
