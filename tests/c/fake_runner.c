@@ -11,6 +11,8 @@
  *                            costs this machine no CPU, for benches of many loopback boards at once
  *   ODP_FAKE_ETDUMP=FILE     copy FILE to --etdump_path (else a small placeholder ETDump is not written)
  *   ODP_FAKE_ETDUMP_BYTES=N  write only its first N bytes (a runner that dies while writing it: *_late modes)
+ *   ODP_FAKE_CORE=1          raise its own core size limit to the hard limit (a crash then dumps core where
+ *                            the kernel's core_pattern says, whatever limit the session it runs in set)
  *   ODP_FAKE_MODE=hang|hang_tree|segv|abort|segv_late|abort_late|garbage|silent|old
  *       segv_late, abort_late: crash after the runs, once the ETDump is written (or its first N bytes);
  *       hang: sleep forever; hang_tree: also leave a grandchild sleeping (process-group kill tests);
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -274,6 +277,14 @@ int main(int argc, char **argv)
         fclose(f);
         free(data);
         log_line('I', "executor_runner.cpp", 261, "ETDump written to file '%s'.", etdump);
+    }
+    const char *core = knob(argc, argv, "core");
+    if (core && strcmp(core, "1") == 0) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_CORE, &rl) == 0) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_CORE, &rl);
+        }
     }
     if (strcmp(mode, "segv_late") == 0)
         raise(SIGSEGV);

@@ -139,4 +139,43 @@ else T.test(keep_core, function()
   T.ok(rec.etdump_partial, "the ETDump still read as far as it goes")
 end) end
 
+T.test("over SSH (a loopback sshd): the cut ETDump fetched and read, the core fetched with --keep-core and "
+  .. "removed from the board, nothing left there", function()
+  local srv = require("sshd").start()
+  T.at_done(function() srv:stop() end)
+  local dir = T.tmpdir()
+  local remote = srv.remote_dir .. "/crash"
+  local argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1", "--port",
+    tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--remote-dir", remote,
+    "--runner", fake, "--model", add, "-n", "10", "--etdump", dir .. "/e.etdp", "--runs-dir", dir .. "/runs",
+    "--format", "json", "-q", "--keep-core",
+    -- the fake's knobs as its flags (the environment stays here); it raises its own core limit on the board
+    "--", "--fake_mode=segv_late", "--fake_etdump=" .. etd, "--fake_etdump_bytes=" .. (full_bytes - 16), "--fake_core=1",
+    timeout = 120 }
+  local r = assert(proc.run(argv))
+  local rec = json.decode(r.stdout)
+  T.ok(rec, r.stderr)
+  T.eq(r.status, 1, r.stderr)
+  T.match(rec.error.message, "^runner killed by SIGSEGV")
+  T.eq(rec.etdump_partial.bytes, full_bytes - 16)
+  T.eq(rec.etdump_partial.runs_lost, 1)
+  T.ok(#rec.ops >= 2, "the Execute block read")
+  local run_dir = rec.artifacts.run_dir
+  if cores_in_cwd then
+    T.match(rec.core.path, "^" .. remote:gsub("%p", "%%%0") .. "/core", "in the runner's working dir on the board")
+    T.eq(rec.core.kept, run_dir .. "/core")
+    T.eq(rec.core.removed, true)
+    local core = T.read(run_dir .. "/core")
+    T.eq(#core, rec.core.bytes, "fetched whole")
+    T.eq(string.unpack("<I2", core, 17), 4, "an ELF core")
+  else
+    T.eq(rec.core.handler, pattern)
+  end
+  local p = io.popen("ls -A '" .. remote .. "' 2>&1")
+  local left = p:read("a")
+  p:close()
+  T.ok(not left:find("core") and not left:find("odp%-run"), "nothing of the run left on the board: " .. left)
+  srv:stop()
+end)
+
 T.done()
