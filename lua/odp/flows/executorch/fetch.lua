@@ -43,12 +43,17 @@ end
 -- the board either way; the board's core_pattern is named when the core went elsewhere (a handler such as
 -- systemd-coredump, or another directory). Best effort: the crash is the run's failure.
 function M.core(ctx, rec, t)
-  local r = t.target:exec({ "sh", "-c", ("cat /proc/sys/kernel/core_pattern 2>/dev/null; cd %s && " ..
+  local r, rerr = t.target:exec({ "sh", "-c", ("cat /proc/sys/kernel/core_pattern 2>/dev/null; cd %s && " ..
     "for f in $(ls -t core core.[0-9]* 2>/dev/null | head -n 1); do echo \"core $(wc -c <\"$f\") $PWD/$f\"; done; " ..
     "true"):format(shell.quote(t.workdir)) }, { timeout = 30 })
-  local out = r and r.stdout
-  local pattern = out and out:match("^([^\n]*)") or "?"
-  local bytes, path = (out or ""):match("\ncore (%d+) ([^\n]+)")
+  if not r then
+    rec.warnings[#rec.warnings + 1] = ("the runner dumped core; odp could not look for it in %s: %s"):format(
+      t.workdir, errors.text(rerr))
+    return
+  end
+  local out = r.stdout
+  local pattern = out:match("^([^\n]*)")
+  local bytes, path = out:match("\ncore (%d+) ([^\n]+)")
   if not path then
     rec.core = { handler = pattern }
     rec.warnings[#rec.warnings + 1] = ("the runner dumped core, but not into %s: the board's core_pattern is " ..

@@ -47,8 +47,8 @@ local function run_once(ctx, t, argv, label, files, sampled)
   -- odp keeps a bounded head and tail of each (KEEP_BYTES, the target a bounded head: CAPTURE_BYTES) and
   -- parses those, so a runner printing 100 MB still has its last timing lines read and odp stays small
   local sink, keep = {}, {}
-  for _, ext in ipairs(files and { "stdout", "stderr" } or {}) do
-    local f = io.open(files .. "." .. ext, "wb")
+  for _, ext in ipairs({ "stdout", "stderr" }) do
+    local f = files and io.open(files .. "." .. ext, "wb")
     local k = headtail.new { head = M.KEEP_BYTES, tail = M.KEEP_BYTES }
     keep[ext] = k
     sink[ext] = function(data)
@@ -69,7 +69,7 @@ local function run_once(ctx, t, argv, label, files, sampled)
   end
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
     helper_args = helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
-    on_stderr = sink.stderr, capture_limit = files and M.CAPTURE_BYTES or nil })
+    on_stderr = sink.stderr, capture_limit = M.CAPTURE_BYTES })
   if r and watch then r.memory_csv = watch.csv end
   for _, ext in ipairs({ "stdout", "stderr" }) do
     local f = sink[ext .. "_file"]
@@ -88,12 +88,12 @@ local function run_once(ctx, t, argv, label, files, sampled)
   if refused then errors.fail("ENOTSUP", refused) end
   -- a stream the target cut: its kept head and tail are what is read, and what was cut is said
   for _, ext in ipairs({ "stdout", "stderr" }) do
-    if r[ext .. "_dropped"] and keep[ext] then
+    if r[ext .. "_dropped"] then
       local text, cut = keep[ext]:text()
       r[ext] = text
       if cut then
         r.output_cut = r.output_cut or {}
-        r.output_cut[ext] = { bytes = cut.bytes, kept = cut.kept, file = basename(files) .. "." .. ext }
+        r.output_cut[ext] = { bytes = cut.bytes, kept = cut.kept, file = files and (basename(files) .. "." .. ext) }
       end
     end
   end
