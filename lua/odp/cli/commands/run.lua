@@ -44,6 +44,7 @@ function M.run_declared(spec, argv, path)
     if spec.flow and opts.out and errors.is_failure(records) and records.exit == 3 then
       local result = require("odp.results.result") -- lazy: start-up
       local rec = result.fail(result.new { flow = spec.flow, device = spec.name }, records.code, records.message)
+      -- the failure itself is the line odp prints; --out's own failure would only hide it
       publish.write_out({ rec }, { out = opts.out, format = opts.format })
     end
     error(records, 0)
