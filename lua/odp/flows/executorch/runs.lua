@@ -31,8 +31,8 @@ local function note_cut(rec, r, label)
     local c = r.output_cut[ext]
     if c then
       rec.warnings[#rec.warnings + 1] = ("%s: the runner printed %d bytes on %s; odp read its first and last %d " ..
-        "(%d bytes between them were not read); all of it is in %s"):format(label, c.bytes, ext, M.KEEP_BYTES,
-        c.bytes - c.kept, c.file)
+        "and its timing lines (%d bytes were not read); all of it is in %s"):format(label, c.bytes, ext,
+        M.KEEP_BYTES, c.bytes - c.kept, c.file)
     end
   end
 end
@@ -49,7 +49,7 @@ local function run_once(ctx, t, argv, label, files, sampled, pace)
   local sink, keep = {}, {}
   for _, ext in ipairs({ "stdout", "stderr" }) do
     local f = files and io.open(files .. "." .. ext, "wb")
-    local k = headtail.new { head = M.KEEP_BYTES, tail = M.KEEP_BYTES }
+    local k = headtail.new { head = M.KEEP_BYTES, tail = M.KEEP_BYTES, wanted = executorch.TIMING_LINE }
     keep[ext] = k
     sink[ext] = function(data)
       if f then f:write(data) end
