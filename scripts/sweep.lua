@@ -199,9 +199,12 @@ return {
         :format(#res.records, res.skipped, res.failed, ctx.opts.out))
     end
     errors.check(publish.deliver(all, ctx.opts)) -- --report lava|junit, $GITHUB_STEP_SUMMARY
-    if res.failed > 0 then
-      errors.fail("EFAIL", ("%s (their records in %s say why)"):format(res.boards and boards.summary(res) or
-        ("%d of %d point runs failed"):format(res.failed, #res.records), ctx.opts.out))
+    local status = report.exit_code(res.records)
+    if status ~= 0 then
+      -- the records' own code when they all failed for one reason (exit 3 for a board never reached)
+      local first = status ~= 1 and res.records[1].error
+      errors.fail(first and first.code or "EFAIL", ("%s (their records in %s say why)"):format(res.boards and
+        boards.summary(res) or ("%d of %d point runs failed"):format(res.failed, #res.records), ctx.opts.out))
     end
     return nil
   end,

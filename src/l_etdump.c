@@ -151,7 +151,21 @@ static void push_run_header(lua_State *L, const odp_etdump_run *run)
     lua_setfield(L, -2, "allocators");
 }
 
-/* decode(bytes) -> {version, size_prefixed, run_data = {...}} | nil, "EPROTO: ...", "EPROTO" */
+/* A dump cut short (its writer died): t.partial = {declared_bytes, bytes, events_lost, runs_lost}; n = the
+ * file's bytes. Nothing for a whole dump. */
+static void set_partial(lua_State *L, const odp_etdump *d, size_t n)
+{
+    if (!d->partial)
+        return;
+    lua_createtable(L, 0, 4);
+    set_int(L, "declared_bytes", d->declared_bytes);
+    set_int(L, "bytes", (lua_Integer)n);
+    set_int(L, "events_lost", d->events_lost);
+    set_int(L, "runs_lost", d->runs_lost);
+    lua_setfield(L, -2, "partial");
+}
+
+/* decode(bytes) -> {version, size_prefixed, partial?, run_data = {...}} | nil, "EPROTO: ...", "EPROTO" */
 static int l_decode(lua_State *L)
 {
     size_t n;
@@ -166,6 +180,7 @@ static int l_decode(lua_State *L)
     set_int(L, "version", d.version);
     lua_pushboolean(L, d.size_prefixed);
     lua_setfield(L, -2, "size_prefixed");
+    set_partial(L, &d, n);
     lua_createtable(L, (int)d.nruns, 0);
     for (uint32_t i = 0; i < d.nruns; i++) {
         const odp_etdump_run *run = &d.runs[i];
@@ -230,7 +245,8 @@ static int l_open(lua_State *L)
     return 1;
 }
 
-/* dump:header() -> {version, size_prefixed, run_data = {{name, bundled_input_index, allocators, nevents}}} */
+/* dump:header() -> {version, size_prefixed, partial?, run_data = {{name, bundled_input_index, allocators,
+ * nevents}}} */
 static int dump_header(lua_State *L)
 {
     ldump *u = check_dump(L);
@@ -238,6 +254,10 @@ static int dump_header(lua_State *L)
     set_int(L, "version", u->d.version);
     lua_pushboolean(L, u->d.size_prefixed);
     lua_setfield(L, -2, "size_prefixed");
+    lua_getiuservalue(L, 1, 1);
+    size_t n = lua_rawlen(L, -1);
+    lua_pop(L, 1);
+    set_partial(L, &u->d, n);
     lua_createtable(L, (int)u->d.nruns, 0);
     for (uint32_t i = 0; i < u->d.nruns; i++) {
         const odp_etdump_run *run = &u->d.runs[i];

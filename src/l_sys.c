@@ -396,15 +396,15 @@ static int l_terminating(lua_State *L)
 
 #define LOCK_MT "odp.sys.Lock"
 typedef struct {
-    int fd; /* the lock file's path is the userdata's user value: Lua owns it, nothing to allocate */
+    int fd;
 } llock;
 
-/* lock(path) -> lock | nil, "EBUSY: PATH is held by pid N", "EBUSY", pid. lock:release() (also __gc,
- * __close) removes the file; a process that dies holds nothing (flock), so its file is taken over. */
+/* lock(path) -> lock | nil, "EBUSY: PATH is held by pid N", "EBUSY", pid (0: a holder this machine does not
+ * see). An flock on the file itself; lock:release() (also __gc, __close) gives it back and leaves the file. */
 static int l_lock(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    llock *u = lua_newuserdatauv(L, sizeof *u, 1);
+    llock *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->fd = -1;
     luaL_setmetatable(L, LOCK_MT);
     odp_err err;
@@ -415,8 +415,6 @@ static int l_lock(lua_State *L)
         lua_pushinteger(L, holder);
         return n + 1;
     }
-    lua_pushvalue(L, 1);
-    lua_setiuservalue(L, -2, 1);
     u->fd = fd;
     return 1;
 }
@@ -424,11 +422,8 @@ static int l_lock(lua_State *L)
 static int lock_release(lua_State *L)
 {
     llock *u = luaL_checkudata(L, 1, LOCK_MT);
-    if (u->fd >= 0) {
-        lua_getiuservalue(L, 1, 1);
-        odp_unlock_file(lua_tostring(L, -1), u->fd);
-        lua_pop(L, 1);
-    }
+    if (u->fd >= 0)
+        odp_unlock_file(u->fd);
     u->fd = -1;
     return 0;
 }

@@ -85,7 +85,7 @@ return {
       { "cancel_clear()", "lifts it (the REPL does after each statement)" },
       { "cancel_request()", "raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md); in a task of odp.run.sched, cancel_request, cancel_clear and cancel_requested act on that task's own flag (docs/many-boards.md)" },
       { "terminating() -> integer|nil signal", "SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)" },
-      { "lock(path: string) -> odp.sys.Lock|nil lock, string? err, odp.ECode? code, integer? holder_pid", "an exclusive flock on path, created with this pid in it; EBUSY with the holder's pid" },
+      { "lock(path: string) -> odp.sys.Lock|nil lock, string? err, odp.ECode? code, integer? holder_pid", "an exclusive flock on the file at path itself (created if absent; opened for writing, so NFS excludes other clients too); EBUSY with the holder's pid, 0 when this machine does not see it" },
     } },
 
     { "odp.wait", "what the scheduler (odp.run.sched, docs/many-boards.md) needs from the one waiting point; also SENTINEL, the first value of every scheduler yield", {
@@ -96,8 +96,8 @@ return {
       { "interrupted() -> boolean", "whether Ctrl-C (or SIGHUP/SIGTERM) asked the whole process to stop" },
       { "interrupt()", "asks it again (the scheduler lifts a Ctrl-C while its tasks stop, then raises it for the code around)" },
     } },
-    { "odp.sys.Lock", "a held lock file (sys.lock)", {
-      { "release()", "removes the lock file and gives the lock back (also __close, __gc)" },
+    { "odp.sys.Lock", "a held flock on a file (sys.lock)", {
+      { "release()", "gives the lock back, the file stays (also __close, __gc)" },
     }, class = true },
 
     { "odp.streamcore", "the C half of odp.Stream (lua/odp/core/stream.lua adds expect and lines to its methods)", {},

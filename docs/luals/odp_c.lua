@@ -215,7 +215,7 @@ function sys.cancel_request() end
 --- SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)
 ---@return integer|nil signal
 function sys.terminating() end
---- an exclusive flock on path, created with this pid in it; EBUSY with the holder's pid
+--- an exclusive flock on the file at path itself (created if absent; opened for writing, so NFS excludes other clients too); EBUSY with the holder's pid, 0 when this machine does not see it
 ---@param path string
 ---@return odp.sys.Lock|nil lock
 ---@return string? err
@@ -247,10 +247,10 @@ function wait.interrupted() end
 --- asks it again (the scheduler lifts a Ctrl-C while its tasks stop, then raises it for the code around)
 function wait.interrupt() end
 
---- a held lock file (sys.lock)
+--- a held flock on a file (sys.lock)
 ---@class odp.sys.Lock
 local sys_Lock = {}
---- removes the lock file and gives the lock back (also __close, __gc)
+--- gives the lock back, the file stays (also __close, __gc)
 function sys_Lock:release() end
 
 --- the C half of odp.Stream (lua/odp/core/stream.lua adds expect and lines to its methods)

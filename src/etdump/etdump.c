@@ -8,6 +8,8 @@ typedef struct {
     odp_err *err;
     uint64_t events_left;
     uint64_t tensors_left;
+    int partial; /* the file is shorter than its size prefix: what lies past the cut is counted, not read */
+    odp_etdump *d;
 } reader;
 
 #define TRY(x)                                                                                           \
@@ -184,11 +186,26 @@ static int read_run(reader *r, const odp_fb_table *t, odp_etdump_run *run)
         if (!run->events)
             return odp_fail(r->err, ODP_EIO, "out of memory for %u events", ev.count);
         run->nevents = ev.count;
+        uint32_t kept = 0;
         for (uint32_t i = 0; i < ev.count; i++) {
             odp_fb_table et;
-            TRY(odp_fb_vec_table(&r->b, &ev, i, &et, r->err));
-            TRY(read_event(r, &et, &run->events[i]));
+            int rc = odp_fb_vec_table(&r->b, &ev, i, &et, r->err);
+            if (!rc) {
+                memset(&run->events[kept], 0, sizeof run->events[kept]);
+                rc = read_event(r, &et, &run->events[kept]);
+            }
+            if (rc && !r->partial)
+                return rc;
+            if (rc) {
+                /* past the cut: counted as lost; the events around it that lie whole before it are kept */
+                free(run->events[kept].debug_entry.tensors);
+                memset(&run->events[kept], 0, sizeof run->events[kept]);
+                r->d->events_lost++;
+                continue;
+            }
+            kept++;
         }
+        run->nevents = kept;
     }
     return 0;
 }
@@ -201,9 +218,14 @@ static int read_root(reader *r, odp_etdump *d)
         return odp_fail(r->err, ODP_EPROTO, "ETDump of %zu bytes is larger than odp accepts", b->n);
     if (b->n >= 12 && memcmp(b->p + 8, "ED00", 4) == 0) {
         uint32_t size = odp_fb_rd32(b->p);
-        if ((size_t)size > b->n - 4)
-            return odp_fail(r->err, ODP_EPROTO,
-                            "truncated ETDump: the size prefix says %u bytes, the file holds %zu", size, b->n - 4);
+        if ((size_t)size > b->n - 4) {
+            /* A runner that died while writing it: read what lies whole before the cut (every offset is
+             * checked against it), say how much is missing. */
+            d->partial = 1;
+            d->declared_bytes = size;
+            r->partial = 1;
+            size = (uint32_t)(b->n - 4);
+        }
         /* Read inside the prefixed extent: offsets are relative to byte 4. */
         r->b.p = b->p + 4;
         r->b.n = size;
@@ -216,9 +238,17 @@ static int read_root(reader *r, odp_etdump *d)
     }
     odp_fb_table t;
     odp_fb_vec rv;
-    TRY(odp_fb_table_at(&r->b, root, &t, r->err));
-    TRY(odp_fb_u32(&r->b, &t, 0, 0, &d->version, r->err));
-    TRY(odp_fb_vector(&r->b, &t, 1, 4, &rv, r->err));
+    int rc = odp_fb_table_at(&r->b, root, &t, r->err);
+    if (!rc)
+        rc = odp_fb_u32(&r->b, &t, 0, 0, &d->version, r->err);
+    if (!rc)
+        rc = odp_fb_vector(&r->b, &t, 1, 4, &rv, r->err);
+    if (rc && r->partial)
+        return odp_fail(r->err, ODP_EPROTO,
+                        "truncated ETDump: the size prefix says %u bytes, the file holds %zu, too few to read "
+                        "anything", d->declared_bytes, r->b.n);
+    if (rc)
+        return rc;
     if (rv.count) {
         d->runs = calloc(rv.count, sizeof *d->runs);
         if (!d->runs)
@@ -226,8 +256,13 @@ static int read_root(reader *r, odp_etdump *d)
         d->nruns = rv.count;
         for (uint32_t i = 0; i < rv.count; i++) {
             odp_fb_table rt;
-            TRY(odp_fb_vec_table(&r->b, &rv, i, &rt, r->err));
-            TRY(read_run(r, &rt, &d->runs[i]));
+            rc = odp_fb_vec_table(&r->b, &rv, i, &rt, r->err);
+            if (!rc)
+                rc = read_run(r, &rt, &d->runs[i]);
+            if (rc && !r->partial)
+                return rc;
+            if (rc)
+                d->runs_lost++; /* its events read so far stay; its name may be empty */
         }
     }
     return 0;
@@ -236,7 +271,7 @@ static int read_root(reader *r, odp_etdump *d)
 int odp_etdump_read(const uint8_t *buf, size_t n, odp_etdump *d, odp_err *err)
 {
     reader r = {.b = {buf, n}, .err = err, .events_left = ODP_ETDUMP_MAX_EVENTS,
-                .tensors_left = ODP_ETDUMP_MAX_TENSORS};
+                .tensors_left = ODP_ETDUMP_MAX_TENSORS, .d = d};
     memset(d, 0, sizeof *d);
     int rc = read_root(&r, d);
     if (rc)

@@ -72,9 +72,15 @@ typedef struct {
     int size_prefixed;
     odp_etdump_run *runs;
     uint32_t nruns;
+    /* A size-prefixed file cut short (its writer died): partial = 1, declared_bytes = what the prefix says;
+     * the events and runs that lay past the cut are counted here, the rest read as usual. */
+    int partial;
+    uint32_t declared_bytes;
+    uint32_t events_lost, runs_lost;
 } odp_etdump;
 
-/* Decodes buf (size-prefixed, or plain with "ED00" at bytes 4..8). On error the dump is left empty. */
+/* Decodes buf (size-prefixed, or plain with "ED00" at bytes 4..8). A size-prefixed buf shorter than its
+ * prefix is read as far as it goes (partial). On error the dump is left empty. */
 int odp_etdump_read(const uint8_t *buf, size_t n, odp_etdump *d, odp_err *err);
 void odp_etdump_free(odp_etdump *d);
 

@@ -380,6 +380,7 @@ static void stop_helper(jlink_client *j, double grace, char *status, size_t len)
     }
     if (status)
         describe_status(st, status, len);
+    odp_child_untrack(j->pid);
     j->pid = 0;
     if (j->pidfd >= 0) {
         close(j->pidfd);
@@ -564,6 +565,7 @@ static int spawn_helper(jlink_client *j, const char *const *env, odp_err *err)
         close(sv[0]);
         return odp_fail_errno(err, ODP_EIO, rc, "cannot start the J-Link helper (odp --jlink-helper)");
     }
+    odp_child_track(j->pid); /* waited for by its closer, not by odp_reap_orphans */
     j->fd = sv[0];
     fcntl(j->fd, F_SETFL, O_NONBLOCK);
     j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);

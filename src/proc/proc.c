@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -131,6 +132,73 @@ static void become_subreaper(void)
     }
 }
 
+/* The children odp waits for itself (odp_child_track); a full table makes odp_reap_orphans reap nothing. */
+#define TRACKED_MAX 1024
+static pid_t tracked[TRACKED_MAX];
+static int ntracked, tracked_overflow;
+
+void odp_child_track(pid_t pid)
+{
+    if (ntracked < TRACKED_MAX)
+        tracked[ntracked++] = pid;
+    else
+        tracked_overflow++;
+}
+
+void odp_child_untrack(pid_t pid)
+{
+    for (int i = 0; i < ntracked; i++)
+        if (tracked[i] == pid) {
+            tracked[i] = tracked[--ntracked];
+            return;
+        }
+    if (tracked_overflow > 0)
+        tracked_overflow--;
+}
+
+static int is_tracked(pid_t pid)
+{
+    for (int i = 0; i < ntracked; i++)
+        if (tracked[i] == pid)
+            return 1;
+    return 0;
+}
+
+/* Whether pid is a zombie ('Z' after the command's closing parenthesis in /proc/PID/stat). */
+static int is_zombie(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+int odp_reap_orphans(void)
+{
+    if (tracked_overflow)
+        return 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0; /* a kernel without CONFIG_PROC_CHILDREN: they are reaped when odp ends */
+    int reaped = 0;
+    long pid;
+    while (fscanf(f, "%ld", &pid) == 1)
+        if (!is_tracked((pid_t)pid) && is_zombie((pid_t)pid) && waitpid((pid_t)pid, NULL, WNOHANG) == (pid_t)pid)
+            reaped++;
+    fclose(f);
+    return reaped;
+}
+
 /* Reaps what is left of a group we killed (SIGKILL makes this prompt). */
 static void reap_group(pid_t pgid)
 {
@@ -141,9 +209,11 @@ int odp_proc_run(const odp_proc_opts *o, odp_proc_result *r, odp_err *err)
 {
     memset(r, 0, sizeof *r);
     become_subreaper();
+    odp_reap_orphans();
     r->out.limit = r->err.limit = o->capture_limit;
     int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1}, pidfd = -1;
     int rc = 0;
+    pid_t spawned = 0; /* tracked from its spawn to done, where it has been reaped */
     if (pipe2(out, O_CLOEXEC) || pipe2(errp, O_CLOEXEC) || (o->stdin_data && pipe2(in, O_CLOEXEC))) {
         rc = odp_fail_errno(err, ODP_EIO, errno, "pipe");
         goto done;
@@ -151,6 +221,8 @@ int odp_proc_run(const odp_proc_opts *o, odp_proc_result *r, odp_err *err)
     double t0 = odp_now();
     pid_t pid;
     rc = spawn(o, out, errp, in, &pid, err);
+    if (rc == 0)
+        odp_child_track(spawned = pid);
     close_fd(&out[1]);
     close_fd(&errp[1]);
     close_fd(&in[0]);
@@ -259,6 +331,9 @@ done:
     close_fd(&in[0]);
     close_fd(&in[1]);
     close_fd(&pidfd);
+    if (spawned)
+        odp_child_untrack(spawned);
+    odp_reap_orphans();
     if (rc)
         odp_proc_result_free(r);
     return rc;

@@ -52,4 +52,13 @@ int odp_proc_run(const odp_proc_opts *opts, odp_proc_result *result, odp_err *er
 void odp_spawnattr_child(posix_spawnattr_t *attr);
 void odp_proc_result_free(odp_proc_result *result);
 
+/* odp is a child subreaper (odp_proc_run): a daemon a child leaves behind (the twin's QEMU) becomes odp's
+ * child, and a zombie of odp's when it exits, unless odp reaps it. Every child odp starts and waits for itself
+ * is tracked from its spawn to its reaping, so that odp_reap_orphans reaps only the others: the exited
+ * orphans among /proc/self/task/N/children. It runs at each odp_proc_run, so none stays a zombie for longer
+ * than until the next process odp runs. Returns how many it reaped. */
+void odp_child_track(pid_t pid);
+void odp_child_untrack(pid_t pid);
+int odp_reap_orphans(void);
+
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../net/tcp.h"
+#include "../proc/proc.h"
 #include "../util/hash.h"
 #include "../util/wait.h"
 #include "known_hosts.h"
@@ -539,6 +540,7 @@ static int start_proxy(odp_ssh *s, const char *command, odp_err *err)
         close(sp[0]);
         return odp_fail_errno(err, ODP_EIO, rc, "cannot start ProxyCommand `%s`", command);
     }
+    odp_child_track(s->proxy_pid); /* waited for by stop_proxy, not by odp_reap_orphans */
     fcntl(sp[0], F_SETFL, fcntl(sp[0], F_GETFL) | O_NONBLOCK);
     s->fd = sp[0];
     return 0;
@@ -574,6 +576,7 @@ static int stop_proxy(odp_ssh *s, double natural)
         kill(-pid, SIGKILL);
         r = waitpid(pid, &status, 0);
     }
+    odp_child_untrack(pid);
     return r == pid ? status : -1;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static int write_all(int fd, const void *data, size_t n)
@@ -98,47 +99,56 @@ int odp_mkdir_p(const char *path, mode_t mode, odp_err *err)
     return 0;
 }
 
+/* The pid of this machine's process holding a flock on fd's file, from /proc/locks ("1: FLOCK ADVISORY
+ * WRITE PID MAJ:MIN:INO 0 EOF", device numbers in hex); 0 when none is seen (a holder on another NFS client,
+ * or in another PID namespace). */
+static long flock_holder(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        return 0;
+    char want[64];
+    snprintf(want, sizeof want, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino);
+    FILE *f = fopen("/proc/locks", "re");
+    if (!f)
+        return 0;
+    char line[256];
+    long holder = 0;
+    while (!holder && fgets(line, sizeof line, f)) {
+        char kind[16], rw[16], where[64];
+        long pid;
+        /* waiters are listed as "N: -> FLOCK ...": that field mismatch skips them */
+        if (sscanf(line, "%*d: %15s %*s %15s %ld %63s", kind, rw, &pid, where) == 4 && !strcmp(kind, "FLOCK") &&
+            !strcmp(where, want) && pid > 0 && pid != (long)getpid())
+            holder = pid;
+    }
+    fclose(f);
+    return holder;
+}
+
 int odp_lock_file(const char *path, long *holder, odp_err *err)
 {
     *holder = 0;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0)
-            return odp_fail_errno(err, odp_code_from_errno(errno), errno, "%s", path);
-        if (flock(fd, LOCK_EX | LOCK_NB)) {
-            int e = errno;
-            if (e == EWOULDBLOCK) {
-                char buf[32] = "";
-                ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-                if (n > 0)
-                    *holder = strtol(buf, NULL, 10);
-            }
-            close(fd);
-            if (e == EWOULDBLOCK)
-                return odp_fail(err, ODP_EBUSY, "%s is held by pid %ld", path, *holder);
-            return odp_fail_errno(err, ODP_EIO, e, "flock %s", path);
-        }
-        /* The holder before us may have removed the file between our open and our flock: then we locked
-         * a file nobody else will see; try again with the one at path. */
-        struct stat mine, there;
-        if (fstat(fd, &mine) == 0 && stat(path, &there) == 0 && mine.st_ino == there.st_ino &&
-            mine.st_dev == there.st_dev) {
-            char pid[32];
-            int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-            if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)len, 0) != len) {
-                int e = errno;
-                close(fd);
-                return odp_fail_errno(err, ODP_EIO, e, "writing %s", path);
-            }
-            return fd;
-        }
+    /* Opened for writing: over NFS, flock becomes a whole-file lock on the server, a write lock needs it. */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return odp_fail_errno(err, odp_code_from_errno(errno), errno, "cannot lock %s", path);
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        if (e == EWOULDBLOCK)
+            *holder = flock_holder(fd);
         close(fd);
+        if (e != EWOULDBLOCK)
+            return odp_fail_errno(err, odp_code_from_errno(e), e, "cannot lock %s", path);
+        if (*holder)
+            return odp_fail(err, ODP_EBUSY, "%s is held by pid %ld", path, *holder);
+        return odp_fail(err, ODP_EBUSY, "%s is held by a process this machine does not see (another NFS client?)",
+                        path);
     }
-    return odp_fail(err, ODP_EBUSY, "%s keeps changing (another process taking and removing it)", path);
+    return fd;
 }
 
-void odp_unlock_file(const char *path, int fd)
+void odp_unlock_file(int fd)
 {
-    unlink(path);
     close(fd);
 }

@@ -17,11 +17,12 @@ int odp_write_atomic(const char *path, const void *data, size_t n, mode_t mode, 
 int odp_append_sync(const char *path, const void *data, size_t n, odp_err *err);
 /* mkdir -p. */
 int odp_mkdir_p(const char *path, mode_t mode, odp_err *err);
-/* Takes the lock file path for this process: created if absent, flock'd (so a lock left by a killed process
- * is free again) and holding our pid. Returns the open descriptor (>= 0); ODP_EBUSY when another process
- * holds it (*holder = the pid written in it, 0 if unreadable), or another negative odp_code. */
+/* Takes an exclusive flock on the file at path itself (created if absent), so whoever can write the file, any
+ * user, or another NFS client, is excluded; a process that dies holds nothing, and nothing is left behind.
+ * Returns the open descriptor (>= 0); ODP_EBUSY when another process holds it (*holder = its pid when this
+ * machine sees it, else 0), or another negative odp_code. */
 int odp_lock_file(const char *path, long *holder, odp_err *err);
-/* Gives the lock back: removes the file, then closes fd. */
-void odp_unlock_file(const char *path, int fd);
+/* Gives the lock back (closes fd); the file stays. */
+void odp_unlock_file(int fd);
 
 #endif

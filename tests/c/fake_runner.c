@@ -6,10 +6,15 @@
  *   ODP_FAKE_REPLAY=PREFIX   write PREFIX.stdout / PREFIX.stderr verbatim, exit as PREFIX.rc says (rc=N)
  *   ODP_FAKE_TOUCH_MB=N      allocate and touch N MB (peak RSS tests)
  *   ODP_FAKE_ITER_US=N       busy work per execution, microseconds (default 200)
+ *   ODP_FAKE_FLOOD_MB=N      print N MiB of debug lines on stdout and N MiB on stderr before the executions
  *   ODP_FAKE_WAIT_US=N       then a sleep per execution, microseconds (default 0): time on "the device" that
  *                            costs this machine no CPU, for benches of many loopback boards at once
  *   ODP_FAKE_ETDUMP=FILE     copy FILE to --etdump_path (else a small placeholder ETDump is not written)
- *   ODP_FAKE_MODE=hang|hang_tree|segv|abort|garbage|silent|old
+ *   ODP_FAKE_ETDUMP_BYTES=N  write only its first N bytes (a runner that dies while writing it: *_late modes)
+ *   ODP_FAKE_CORE=1          raise its own core size limit to the hard limit (a crash then dumps core where
+ *                            the kernel's core_pattern says, whatever limit the session it runs in set)
+ *   ODP_FAKE_MODE=hang|hang_tree|segv|abort|segv_late|abort_late|garbage|silent|old
+ *       segv_late, abort_late: crash after the runs, once the ETDump is written (or its first N bytes);
  *       hang: sleep forever; hang_tree: also leave a grandchild sleeping (process-group kill tests);
  *       silent: a Release build without logging (only the tensor on stdout); old: the older spelling
  *       without timestamps (the vendor guide's Raspberry Pi 5 example, docs/sources.md §8). */
@@ -19,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -217,6 +223,17 @@ int main(int argc, char **argv)
         for (;;)
             pause();
     }
+    const char *flood = knob(argc, argv, "flood_mb");
+    if (flood) {
+        /* 64-byte lines, as a debug build's prints: neither a log line nor an output line */
+        static const char line[] = "debug: tensor arena scan 0123456789abcdef0123456789abcdef......\n";
+        long lines = atol(flood) * (1L << 20) / (long)(sizeof line - 1);
+        for (long i = 0; i < lines; i++) {
+            fputs(line, stdout);
+            fputs(line, stderr);
+        }
+        fflush(stdout);
+    }
     const char *iter = knob(argc, argv, "iter_us");
     long iter_us = iter ? atol(iter) : 200;
     const char *wait = knob(argc, argv, "wait_us");
@@ -253,11 +270,26 @@ int main(int argc, char **argv)
             log_line('E', "executor_runner.cpp", 255, "Failed to open ETDump file at %s.", etdump);
             abort();
         }
+        const char *cut = knob(argc, argv, "etdump_bytes");
+        if (cut && (size_t)atol(cut) < elen)
+            elen = (size_t)atol(cut);
         fwrite(data, 1, elen, f);
         fclose(f);
         free(data);
         log_line('I', "executor_runner.cpp", 261, "ETDump written to file '%s'.", etdump);
     }
+    const char *core = knob(argc, argv, "core");
+    if (core && strcmp(core, "1") == 0) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_CORE, &rl) == 0) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_CORE, &rl);
+        }
+    }
+    if (strcmp(mode, "segv_late") == 0)
+        raise(SIGSEGV);
+    if (strcmp(mode, "abort_late") == 0)
+        abort();
     free(pte);
     return 0;
 }

@@ -44,6 +44,20 @@ A board that is not there: the host and port once (no code in front)
   odp: cannot connect to 127.0.0.1 port 1: Connection refused
   [3]
 
+With --out, the same line and exit, and its failed record in the file (what a CI job collects)
+  $ $ODP run scripts/rpi5.lua --host pi@127.0.0.1 --port 1 --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --known-hosts $TMP/kh --runs-dir $TMP/runs --out $TMP/r.json
+  odp: cannot connect to 127.0.0.1 port 1: Connection refused
+  [3]
+  $ grep -c '"ok":false\|"code":"ENODEV"\|"message":"cannot connect to 127.0.0.1 port 1: Connection refused"' $TMP/r.json
+  3
+
+A sweep whose every point failed for the board's sake exits 3 like one run (one rule, docs/ci.md), each point's record kept
+  $ $ODP run scripts/sweep.lua --flow scripts/rpi5.lua --host pi@127.0.0.1 --port 1 --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --known-hosts $TMP/kh --runs-dir $TMP/runs -p num_executions=1,2 --out $TMP/s.jsonl -q
+  odp: 2 of 2 point runs failed %(their records in .*/s%.jsonl say why%) (re)
+  [3]
+  $ grep -c '"ok":false,.*"code":"ENODEV"' $TMP/s.jsonl
+  2
+
 Files odp writes: the path once, no traceback, exit 3
   $ $ODP run scripts/host.lua --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --runs-dir /proc/nosuch/runs -q
   odp: cannot create /proc/nosuch: No such file or directory

@@ -181,6 +181,20 @@ function T.read(path)
   return s
 end
 
+--- The pid holding a flock on path, as the kernel lists it in /proc/locks (an oracle independent of
+--- odp's own lookup), or nil: a test waits on it for a sweep to hold its --out.
+function T.flock_holder(path)
+  local st = require("odp.sys").stat(path)
+  if not st then return nil end
+  local major = ((st.dev >> 8) & 0xfff) | ((st.dev >> 32) & ~0xfff)
+  local minor = (st.dev & 0xff) | ((st.dev >> 12) & ~0xff)
+  local want = ("%02x:%02x:%d"):format(major, minor, st.ino)
+  for line in io.lines("/proc/locks") do
+    local pid, where = line:match("^%d+: FLOCK%s+%S+%s+WRITE%s+(%d+)%s+(%S+)")
+    if where == want then return tonumber(pid) end
+  end
+end
+
 --- Writes a device file derived from another (a user's copy with changes): `d` is the original table,
 -- body is Lua that changes it. Device files are data loaded without globals, so a copy cannot dofile.
 function T.derived_device(from, path, name, body)

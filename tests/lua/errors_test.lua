@@ -149,4 +149,21 @@ T.test("no module strips the prefix by hand: errors.text is the one place", func
   T.eq(hits, {})
 end)
 
+T.test("report.exit_code: one rule for a run, a sweep and many boards (docs/ci.md)", function()
+  local exit_code = require("odp.results.report").exit_code
+  local function failed(code) return { ok = false, error = { code = code, exit = errors.exit_status(code) } } end
+  local ok = { ok = true }
+  T.eq(exit_code {}, 0, "nothing failed")
+  T.eq(exit_code { ok, ok }, 0, "every record ok")
+  T.eq(exit_code { failed("ENODEV") }, 3, "one run that never reached its board")
+  T.eq(exit_code { failed("ERUNNER") }, 1, "one run whose runner crashed")
+  T.eq(exit_code { failed("ENODEV"), failed("ECONNLOST"), failed("ETIMEDOUT") }, 3,
+    "every point failed for the board's sake: 3, like one run")
+  T.eq(exit_code { failed("ERUNNER"), failed("ERUNNER") }, 1, "the runner crashed at every point")
+  T.eq(exit_code { ok, failed("ENODEV") }, 1, "some points measured")
+  T.eq(exit_code { failed("ERUNNER"), failed("ENODEV") }, 1, "failures of both kinds")
+  T.eq(exit_code { { ok = false } }, 1, "a failed record that says nothing")
+  T.eq(exit_code { { ok = false, error = { code = "ENOSPC" } } }, 3, "the status of its code when it has no exit")
+end)
+
 T.done()

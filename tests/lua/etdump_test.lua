@@ -138,9 +138,36 @@ T.test("not an ETDump, missing file, truncated: errors, not crashes", function()
   T.eq(code, "EPROTO")
   T.match(err, "ED00")
   local bytes = T.read(dir .. "add_n10.etdump")
-  d, err, code = etdump.read(bytes:sub(1, 1000))
+  d, err, code = etdump.read(bytes:sub(1, 16))
   T.eq(code, "EPROTO")
-  T.match(err, "truncated ETDump")
+  T.match(err, "truncated ETDump: the size prefix says 2540 bytes, the file holds 12, too few to read anything")
+end)
+
+T.test("cut short (its writer died): read as far as it goes, what lay past the cut counted", function()
+  local bytes = T.read(dir .. "add_n10.etdump")
+  local whole = assert(etdump.read(bytes))
+  T.eq(whole.partial, nil, "a whole file is not partial")
+  -- flatbuffers are built back to front: the first run (Default) and its strings lie at the end of the file
+  local d = assert(etdump.read(bytes:sub(1, #bytes - 16)))
+  T.eq(d.partial, { declared_bytes = #bytes - 4, bytes = #bytes - 16, events_lost = 0, runs_lost = 1 })
+  local rows = etdump.ops(d)
+  local want = {}
+  for _, row in ipairs(etdump.ops(whole)) do if row.block == "Execute" then want[#want + 1] = row end end
+  T.eq(rows, want, "the Execute block, whole before the cut, as in the whole file")
+  -- every cut: no crash, a partial dump or the one error; never more events than the whole file has
+  local events = 0
+  for _, run in ipairs(whole.run_data) do events = events + #run.events end
+  for n = 12, #bytes - 1 do
+    local p, perr = etdump.read(bytes:sub(1, n))
+    if p then
+      local kept = 0
+      for _, run in ipairs(p.run_data) do kept = kept + #run.events end
+      T.ok(kept + p.partial.events_lost <= events, ("cut at %d: %d kept + %d lost"):format(n, kept, p.partial.events_lost))
+      T.eq(p.partial.bytes, n)
+    else
+      T.match(perr, "truncated ETDump", "cut at " .. n)
+    end
+  end
 end)
 
 T.test("built ETDump: allocation and debug events, Value kinds, delegated events, wrap", function()

@@ -13,7 +13,6 @@ local json = require("odp.core.json")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local run = require("odp.run")
-local sweep = require("odp.run.sweep")
 local adbemu = require("adbemu")
 
 local root = T.root()
@@ -588,10 +587,7 @@ local function second_writer_refused(alias, shown)
   sh(("cd %s && " .. alias):format(q(dir)))
   local job = background({ odp, "run", root .. "/scripts/sweep.lua", "--flow", toy, "-p", "size=1,2", "--delay", "1.5",
     "--out", out, "-q" }, dir)
-  wait_until("the first sweep's lock", 20, function()
-    local lock = sweep.lock_path(out)
-    return lock and (read(lock) or ""):match("%d")
-  end)
+  wait_until("the first sweep's lock", 20, function() return T.flock_holder(out) == tonumber(job.pid) end)
   local t0 = sys.now()
   local r = proc.run { odp, "run", root .. "/scripts/sweep.lua", "--flow", toy, "-p", "size=1,2", "--out", other, "-q",
     timeout = 30 }
@@ -600,7 +596,7 @@ local function second_writer_refused(alias, shown)
   T.match(r.stderr, "other%.jsonl is being written by another sweep %(pid " .. job.pid .. "%)" .. shown)
   T.eq(exit_status(job, 30), 0)
   T.eq(#records(out), 2, "every point written once")
-  T.eq(sys.stat(sweep.lock_path(out) or "/nonexistent"), nil, "the lock went with the sweep")
+  T.eq(T.flock_holder(out), nil, "the lock went with the sweep")
 end
 
 T.test("a second sweep writing the same file through a symlinked --out is refused", function()

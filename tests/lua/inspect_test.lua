@@ -27,6 +27,17 @@ T.test("etdump, human: op table without OPERATOR_CALL, p50 of the add kernel", f
   T.match(r.stdout, "Execute%s+OPERATOR_CALL%s+10")
 end)
 
+T.test("etdump cut short: the cut said, the ops before it shown (the Default run lay past it)", function()
+  local whole = T.read(fx .. "etdump/add_n10.etdump")
+  local cut = T.tmpdir() .. "/cut.etdump"
+  T.write(cut, whole:sub(1, #whole - 16))
+  local r = inspect(cut)
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, "blocks: Execute %(10 runs%)\ncut short: " .. (#whole - 16) .. " of its " .. #whole ..
+    " bytes %(its writer died%?%); what lies whole before the cut is read, 0 event%(s%) and 1 run%(s%) past it lost\n")
+  T.match(r.stdout, "Execute%s+native_call_add%.out%s+10%s+210%.0%s+216%.0%s", "the kernel's rows as in the whole file")
+end)
+
 T.test("etdump, json: kind, version, blocks, ops with OPERATOR_CALL flagged", function()
   local r = inspect(fx .. "etdump/add_n10.etdump", "--format", "json")
   T.eq(r.status, 0, r.stderr)

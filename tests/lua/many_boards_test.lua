@@ -365,6 +365,7 @@ T.test("the commands: a sweep of the real flow on three boards, one dead; resume
   -- the same command again: the live boards' points are done; the dead board's are tried again
   r = sweep_cmd()
   T.match(r.stdout, "2 record%(s%) this run, 4 already done, 2 failed")
+  T.eq(r.status, 3, "every point of this run failed for its board's sake: exit 3, like one run")
   local plot = assert(proc.run { odp, "plot", out, "--out", tmp .. "/cli.svg" })
   T.eq(plot.status, 0)
   T.match(plot.stderr, "in 2 series, x = num_executions, group = board")

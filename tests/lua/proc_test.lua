@@ -120,4 +120,27 @@ T.test("an error in a callback stops the child and is raised after cleanup", fun
   T.ok(sys.now() - t0 < 5, "child did not run to completion")
 end)
 
+-- /proc/PID/stat's state and parent pid, or nil when there is no such process (reaped).
+local function stat_of(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  local state, ppid = s:match("%) (%a) (%d+)")
+  return state, tonumber(ppid)
+end
+
+T.test("an orphan odp adopted (a child subreaper) is reaped once it exits: no zombie past the next run", function()
+  -- sh leaves a sleep behind: orphaned when sh exits, it becomes this odp's child, as the twin's QEMU does
+  local r = proc.run { "sh", "-c", "sleep 0.3 >/dev/null 2>&1 & echo $!", timeout = 10 }
+  local pid = assert(r.stdout:match("%d+"))
+  local deadline = sys.now() + 10
+  while stat_of(pid) ~= "Z" and stat_of(pid) and sys.now() < deadline do sys.sleep(0.02) end
+  local state, ppid = stat_of(pid)
+  T.eq(state, "Z", "the orphan exited and waits for its parent")
+  T.eq(ppid, sys.getpid(), "its parent is this odp, the subreaper that adopted it")
+  T.eq(proc.run { "true", timeout = 10 }.status, 0)
+  T.eq(stat_of(pid), nil, "the next run reaped it")
+end)
+
 T.done()

@@ -166,7 +166,7 @@ T.test("a sweep interrupted by SIGHUP keeps its finished points, exits 129 and r
   T.match(read(dir .. "/err"), "interrupted after %d+ of 6")
   local kept = select(2, read(out):gsub("\n", ""))
   T.ok(kept >= 1 and kept < 6, ("some points finished, not all (%d)"):format(kept))
-  T.eq(io.open(require("odp.run.sweep").lock_path(out)), nil, "the lock went with the interrupted sweep")
+  T.eq(T.flock_holder(out), nil, "the lock went with the interrupted sweep")
   argv.timeout = 60
   local r = proc.run(argv)
   T.eq(r.status, 0, r.stderr)

@@ -80,13 +80,24 @@ T.test("run: a torn last line (killed mid-write) is ignored and the next record 
   T.eq(n, 3)
 end)
 
+-- The lock files earlier odps kept for out in /tmp or $XDG_RUNTIME_DIR (odp-sweep-DEV-INO.lock) that exist.
+local function stray_locks(out)
+  local st = require("odp.sys").stat(out)
+  local found = {}
+  for _, d in ipairs { "/tmp", os.getenv("XDG_RUNTIME_DIR") } do
+    local path = ("%s/odp-sweep-%d-%d.lock"):format(d, st.dev, st.ino)
+    if d ~= "" and require("odp.sys").stat(path) then found[#found + 1] = path end
+  end
+  return found
+end
+
 T.test("scripts/sweep.lua: killed with SIGKILL in the middle loses no finished point; the rerun skips them", function()
   local dir = T.tmpdir()
   local out = dir .. "/k.jsonl"
   local args = { "-p", "size=1,2,3,4,5,6", "-p", "mode=fast,slow", "--out", out, "-q" }
   local killed = odp_sweep { "-p", "size=1,2,3,4,5,6", "-p", "mode=fast,slow", "--out", out, "-q", "--die-at", "5" }
   T.eq(killed.signal_name, "KILL", "the sweep died by SIGKILL")
-  T.match(T.read(sweep.lock_path(out)), "^%d+\n$", "the killed sweep left its lock file (its flock died with it)")
+  T.eq(T.flock_holder(out), nil, "the killed sweep's lock died with it")
   local recs = lines(out)
   T.eq(#recs, 4, "the four finished points are in the file")
   T.eq(recs[4].params, { size = 2, mode = "slow" })
@@ -104,6 +115,7 @@ T.test("scripts/sweep.lua: killed with SIGKILL in the middle loses no finished p
   local again = odp_sweep(args)
   T.eq(again.status, 0)
   T.eq(#lines(out), 12, "a finished sweep reruns nothing")
+  T.eq(stray_locks(out), {}, "the killed sweep left no lock file")
 end)
 
 T.test("a second sweep on the same --out refuses with one line naming the first's pid; the lock goes with it", function()
@@ -113,17 +125,62 @@ T.test("a second sweep on the same --out refuses with one line naming the first'
     .. ">/dev/null 2>&1 & echo $!"):format(odp, root, toy, out), timeout = 10 })
   local pid = first.stdout:match("%d+")
   local deadline = require("odp.sys").now() + 20
-  local lock = function() return sweep.lock_path(out) and io.open(sweep.lock_path(out)) and T.read(sweep.lock_path(out)) end
-  while not (lock() or ""):match("%d") and require("odp.sys").now() < deadline do
+  while T.flock_holder(out) ~= tonumber(pid) and require("odp.sys").now() < deadline do
     require("odp.sys").sleep(0.05)
   end
   local r = odp_sweep { "-p", "size=1,2", "--out", out, "-q" }
   T.eq(r.status, 2, r.stderr)
   T.eq(select(2, r.stderr:gsub("\n", "")), 1, "one line: " .. r.stderr)
   T.match(r.stderr, "being written by another sweep %(pid " .. pid .. "%)")
-  while lock() and require("odp.sys").now() < deadline do require("odp.sys").sleep(0.05) end
-  T.eq(lock(), nil, "the first sweep removed its lock when done")
+  while T.flock_holder(out) and require("odp.sys").now() < deadline do require("odp.sys").sleep(0.05) end
+  T.eq(T.flock_holder(out), nil, "the first sweep gave its lock back when done")
   T.eq(#lines(out), 2, "no point interleaved or lost")
+end)
+
+-- Starts a sweep of 2 points 1.5 s apart writing out as user (nil: this one) in the background; returns its pid
+-- once it holds out's lock.
+local function sweep_as(user, out)
+  local as = user and ("setpriv --reuid=%s --regid=nogroup --clear-groups env HOME=/nonexistent "):format(user) or ""
+  local started = assert(proc.run { "sh", "-c", ("%s%s run %s/scripts/sweep.lua --flow %s -p size=1,2 --delay 1.5 "
+    .. "--out %s -q >/dev/null 2>&1 & echo $!"):format(as, odp, root, toy, out), cwd = out:match("^(.*)/"),
+    timeout = 10 })
+  local pid = tonumber(started.stdout:match("%d+"))
+  local deadline = require("odp.sys").now() + 20
+  while T.flock_holder(out) ~= pid and require("odp.sys").now() < deadline do require("odp.sys").sleep(0.05) end
+  T.eq(T.flock_holder(out), pid, "the sweep of " .. (user or "root") .. " holds the file")
+  return pid
+end
+
+T.test("two users on one --out exclude each other, whichever starts first; nothing is left beside it", function()
+  local dir = T.tmpdir()
+  local out = dir .. "/shared.jsonl"
+  -- a file both may write, in a directory both may enter: what a shared results dir looks like
+  T.eq(os.execute(("chmod 0777 %s && : > %s && chmod 0666 %s"):format(dir, out, out)), true)
+  for _, order in ipairs { { "nobody", nil }, { nil, "nobody" } } do
+    local first, second = order[1], order[2]
+    local pid = sweep_as(first, out)
+    local as = second and { "setpriv", "--reuid=" .. second, "--regid=nogroup", "--clear-groups", "env",
+      "HOME=/nonexistent" } or {}
+    local argv = { table.unpack(as) }
+    table.move({ odp, "run", root .. "/scripts/sweep.lua", "--flow", toy, "-p", "size=3,4", "--out", out, "-q" }, 1, 10,
+      #argv + 1, argv)
+    argv.timeout, argv.cwd = 30, dir
+    local r = proc.run(argv)
+    local who = ("%s after %s"):format(second or "root", first or "root")
+    T.eq(r.status, 2, who .. ": " .. r.stderr)
+    T.eq(select(2, r.stderr:gsub("\n", "")), 1, "one line: " .. r.stderr)
+    T.match(r.stderr, "shared%.jsonl is being written by another sweep %(pid " .. pid .. "%)", who)
+    local deadline = require("odp.sys").now() + 30
+    while T.flock_holder(out) and require("odp.sys").now() < deadline do require("odp.sys").sleep(0.05) end
+    local recs = lines(out)
+    T.eq(#recs, 2, who .. ": the first sweep's two points, the refused one's none")
+    T.eq({ recs[#recs - 1].params.size, recs[#recs].params.size }, { 1, 2 }, who)
+    T.eq(os.execute((": > %s"):format(out)), true) -- the next round starts afresh (its sweep resumes nothing)
+  end
+  local p = io.popen("ls -A " .. dir)
+  T.eq(p:read("a"), "shared.jsonl\n", "nothing beside the file")
+  p:close()
+  T.eq(stray_locks(out), {}, "no lock file in /tmp")
 end)
 
 T.test("resume keeps NaN, Infinity and null model outputs in place", function()

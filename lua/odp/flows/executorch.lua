@@ -34,6 +34,8 @@ M.options = {
   { "etdump", "Where the ETDump lands on this machine (asks the runner for one)", nil, "outfile", metavar = "FILE" },
   { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
+  { "keep-core", "A core the runner dumps when it crashes is fetched into the run dir (without: removed from " ..
+    "the board, and the record says so)", false, "bool" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
   { "memory", "Memory by phase (exact peaks of load, method, first and steady inference), a 1 kHz timeline " ..
     "(memory.csv) and what holds the bytes (docs/memory.md); --no-memory: the peak RSS alone", true, "bool" },
@@ -114,6 +116,46 @@ function M.preflight_files(ctx)
     allow_emulated = ctx.opts.allow_emulated }
 end
 
+-- The ops of the run's ETDump (t.etdump) into rec. A file cut short (its runner died writing it, or a full
+-- disk stopped it) is read as far as it goes: rec.etdump_partial says how much, a warning says why. -> the
+-- read ETDump, or nil.
+local function read_etdump(rec, t)
+  local doc, derr = etdump.read(t.etdump)
+  local why
+  if not doc or doc.partial then
+    -- a runner stopped by a full disk leaves a short file: say that, not that the format is wrong
+    why = shell.space_cause(t.target, t.etdump_remote:match("^(.*)/[^/]*$"), 1024 * 1024, "the runner's ETDump", nil)
+    if why then rec.warnings[#rec.warnings + 1] = ("ETDump lost: %s"):format(errors.text(why)) end
+  end
+  if not doc then
+    if not why then rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr end
+    return nil
+  end
+  rec.ops = json.array(etdump.ops(doc))
+  rec.ops_summary = etdump.ops_summary(doc)
+  local p = doc.partial
+  if p then
+    rec.etdump_partial = { bytes = p.bytes, expected_bytes = p.declared_bytes + 4, events_lost = p.events_lost,
+      runs_lost = p.runs_lost }
+    rec.warnings[#rec.warnings + 1] = ("ETDump cut short: %d of its %d bytes were written; its ops are what lies " ..
+      "whole before the cut (%d event(s) and %d run(s) past it lost)"):format(p.bytes, p.declared_bytes + 4,
+      p.events_lost, p.runs_lost)
+  end
+  return doc
+end
+
+-- A runner killed by a signal (t.failed) leaves what it wrote: its ETDump, fetched and read as far as it
+-- goes, and the core it dumped, named and removed (fetched with --keep-core). Both are looked for after the
+-- crash and before its failure is raised; what they find goes into the failed record.
+local function after_crash(ctx, rec, t)
+  if t.etdump_remote and not ctx.opts.llm then
+    local fetched, ferr = pcall(run.step, rec, "fetch", function() return fetch.step(ctx, rec, t) end)
+    if fetched and t.etdump then read_etdump(rec, t) end
+    if not fetched then rec.warnings[#rec.warnings + 1] = "the crashed runner's ETDump: " .. tostring(ferr) end
+  end
+  if t.failed.core_dumped then fetch.core(ctx, rec, t) end
+end
+
 --- The steps, each traced in rec.steps: stage, run, fetch (with --etdump); then the measurements. Raises a
 -- structured failure; odp.run turns it into the failed record.
 function M.steps(ctx, rec)
@@ -121,7 +163,11 @@ function M.steps(ctx, rec)
   local t = { target = ctx.board:target() }
   ctx.state_of = t
   run.step(rec, "stage", function() return stage.step(ctx, rec, t) end)
-  run.step(rec, "run", function() return runs_part.step(ctx, rec, t) end)
+  local ran, rerr = pcall(run.step, rec, "run", function() return runs_part.step(ctx, rec, t) end)
+  if not ran then
+    if t.failed and t.failed.signal then after_crash(ctx, rec, t) end
+    error(rerr, 0)
+  end
   -- --llm fetched each process's ETDump after it (odp.flows.executorch.llm): the last is the run's
   if t.etdump_remote and not o.llm then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
   local kept
@@ -141,21 +187,7 @@ function M.steps(ctx, rec)
     errors.check(measuring.write_per_minute(dir .. "/sustained.jsonl", rec.sustained))
     run.artifact(ctx, rec, "sustained", dir .. "/sustained.jsonl")
   end
-  local doc
-  if t.etdump then
-    local derr
-    doc, derr = etdump.read(t.etdump)
-    if doc then
-      rec.ops = json.array(etdump.ops(doc))
-      rec.ops_summary = etdump.ops_summary(doc)
-    else
-      -- a runner stopped by a full disk leaves a short file: say that, not that the format is wrong
-      local why = shell.space_cause(t.target, t.etdump_remote:match("^(.*)/[^/]*$"), 1024 * 1024,
-        "the runner's ETDump", nil)
-      rec.warnings[#rec.warnings + 1] = why and ("ETDump lost: %s"):format(errors.text(why))
-        or ("ETDump: " .. derr)
-    end
-  end
+  local doc = t.etdump and read_etdump(rec, t)
   if t.samples then fetch.profile(ctx, rec, t, doc) end
   -- the kept outputs join the printed ones (the last measured process's), then the reference's gates judge them
   if kept then tensors.judge(ctx.io, rec, kept, ctx.run_dir) end

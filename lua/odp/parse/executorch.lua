@@ -519,6 +519,11 @@ function M.parse(stderr_text, stdout_text, opts)
   return r
 end
 
+--- The lines the parser needs wherever they stand in a long log (per-iteration timing lines), as a Lua pattern
+-- found inside them: what odp keeps of the middle of a runner's output it cannot keep whole
+-- (odp.core.headtail's wanted).
+M.TIMING_LINE = "Iteration %d+ of %d+: "
+
 --- Name of an ExecuTorch status code (integer), or nil.
 ---@param code integer
 ---@return string?

@@ -37,17 +37,21 @@ local function format_for(path)
   return path and (path:match("%.(jsonl)$") or path:match("%.(json)$") or path:match("%.(csv)$")) or nil
 end
 
+--- With opts.out, writes records to that file (atomically) in opts.format or the format its extension names
+-- (default json); without, nothing. -> true | nil, err, code
+function M.write_out(records, opts)
+  if not opts.out then return true end
+  local f = opts.format or format_for(opts.out) or "json"
+  return sys.write_file(opts.out, report.formats[f](records))
+end
+
 --- Writes records: to stdout in opts.format (default human); with opts.out, also to that file (atomically),
 -- in opts.format or the format its extension names (default json), while stdout gets the human table; then
 -- the lab engines' reporters (M.deliver). A reporter that fails is one line and exit 3 after the others ran.
 function M.emit(records, opts)
   opts = opts or {}
   local stdout_format = opts.out and "human" or (opts.format or "human")
-  local ok, err, code = true, nil, nil
-  if opts.out then
-    local f = opts.format or format_for(opts.out) or "json"
-    ok, err, code = sys.write_file(opts.out, report.formats[f](records))
-  end
+  local ok, err, code = M.write_out(records, opts)
   -- the results are shown whatever became of --out (checked before the run; a disk can fill meanwhile), and
   -- the failure says where the records are kept
   io.stdout:write(report.formats[stdout_format](records))

@@ -502,14 +502,22 @@ function M.labels(r)
   return { board = r.board or r.device or "board", model = (model:gsub("%.pte$", "")), point = table.concat(parts, ".") }
 end
 
---- 0 when every record is ok; otherwise the largest exit status of their failures (error.exit, the status of
--- their codes: odp.core.errors.exit_status; 1 for a failed record that says nothing).
+--- The exit status of the records of one run, a sweep or many boards (the one rule; docs/ci.md): 0 when every
+-- record is ok. When none is and their failures share one exit status (error.exit, the status of their codes:
+-- odp.core.errors.exit_status; 1 for a failed record that says nothing), that status: a sweep that never
+-- reached its board exits 3 like a single run. Otherwise 1: the flow ran and some of it failed.
 function M.exit_code(records)
-  local code = 0
+  local measured, shared = false, nil
   for _, r in ipairs(records) do
-    if not r.ok then code = math.max(code, r.error and (r.error.exit or errors.exit_status(r.error.code)) or 1) end
+    if r.ok then
+      measured = true
+    else
+      local status = r.error and (r.error.exit or errors.exit_status(r.error.code)) or 1
+      shared = (shared == nil or shared == status) and status or 1
+    end
   end
-  return code
+  if shared == nil then return 0 end
+  return measured and 1 or shared
 end
 
 -- ---------------------------------------------------------------------------------------------------------

@@ -261,6 +261,31 @@ M.FIELDS = {
   -- name -> {file (relative to the run directory), sha256, bytes} (odp.run.artifact; read back, checked, with
   -- result.artifact); run_dir and the plain paths of older records are strings
   { "artifacts", "map", of = "any" },
+  -- a runner process that printed more than odp keeps (odp.flows.executorch.runs: KEEP_BYTES of its head and
+  -- tail are read): per stream, what it printed, what was read, and the run dir's file with all of it
+  { "output_cut", "object" },
+  { "output_cut.stdout", "object" },
+  { "output_cut.stdout.bytes", "integer", unit = "B" },
+  { "output_cut.stdout.kept", "integer", unit = "B" },
+  { "output_cut.stdout.file", "string" },
+  { "output_cut.stderr", "object" },
+  { "output_cut.stderr.bytes", "integer", unit = "B" },
+  { "output_cut.stderr.kept", "integer", unit = "B" },
+  { "output_cut.stderr.file", "string" },
+  -- an ETDump cut short (its runner died writing it): what was read lies whole before the cut
+  { "etdump_partial", "object" },
+  { "etdump_partial.bytes", "integer", unit = "B" },          -- the file's
+  { "etdump_partial.expected_bytes", "integer", unit = "B" }, -- what its size prefix says
+  { "etdump_partial.events_lost", "integer" },
+  { "etdump_partial.runs_lost", "integer" },
+  -- a core the runner dumped (a crash): where it was on the board, its size, kept (--keep-core: the run
+  -- dir's copy) or removed; handler: the board's core_pattern when it was not a file odp found
+  { "core", "object" },
+  { "core.path", "string" },
+  { "core.bytes", "integer", unit = "B" },
+  { "core.kept", "string" },
+  { "core.removed", "boolean" },
+  { "core.handler", "string" },
   { "ops_unit", "string" },                -- "ms" or "cycles": the unit of ops[] and ops_summary
   { "ops", "list", of = "object" },
   { "ops[].block", "string" },

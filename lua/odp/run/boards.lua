@@ -168,7 +168,8 @@ function M.run_flow(o)
 end
 
 --- `odp run SCRIPT --boards SPEC`: the script's run on every board (--spread each) or on the first free one
--- (pool), reported like one run's records; exit 1 when some board failed, the summary naming it.
+-- (pool), reported like one run's records; exit as report.exit_code says (1 when some board failed, 3 when
+-- none was reached), the summary naming them.
 function M.main(spec, opts, args)
   local ui = ui_mod.new { quiet = opts.quiet, verbose = opts.verbose }
   local res = M.run_flow { spec = spec, boards = opts.boards, spread = opts.spread, timeout = opts.board_timeout,
@@ -184,7 +185,8 @@ function M.main(spec, opts, args)
   publish.emit(res.records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   local line = M.summary(res)
   if line then io.stderr:write("odp: ", line, "\n") end
-  return res.failed > 0 and 1 or 0 -- the boards' own failures are in their records; the run as a whole measured
+  -- the one rule of a run, a sweep and many boards (docs/ci.md)
+  return require("odp.results.report").exit_code(res.records) -- lazy: start-up
 end
 
 --- The summary line of a many-board run: how many points failed, on which boards, and why each board is out.

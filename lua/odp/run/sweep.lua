@@ -136,30 +136,24 @@ local function check_opts(opts, allowed)
   end
 end
 
---- The lock file of the sweep writing out: keyed on the file itself (its device and inode), so every path that
---- reaches it (a symlink, a hard link, another spelling, a bind mount) is the same writer; in $XDG_RUNTIME_DIR
---- (else /tmp), as `odp-sweep-DEV-INO.lock`. nil while out does not exist (a sweep creates it first).
-function M.lock_path(out)
-  local st = sys.stat(out)
-  if not st then return nil end
-  local dir = os.getenv("XDG_RUNTIME_DIR")
-  return ("%s/odp-sweep-%d-%d.lock"):format(dir and dir ~= "" and dir or "/tmp", st.dev, st.ino)
-end
-
--- Takes --out for this sweep: its lock (a second sweep on the same file fails with EBUSY, exit 2, naming
--- the pid; a dead one's lock is free), the count of successful records per point key (per board and point
--- key when by_board), and a torn last line mended. Returns the lock and the counts (out nil: none).
+-- Takes --out for this sweep: its lock (a flock on the file itself, so every path and every user that
+-- reaches it, and another NFS client, is the same writer: a second sweep fails with EBUSY, exit 2, naming
+-- the pid when this machine sees it; a dead one's lock died with it), the count of successful records per
+-- point key (per board and point key when by_board), and a torn last line mended. Returns the lock and the
+-- counts (out nil: none).
 local function open_out(out, names, by_board)
   if not out then return nil, {} end
-  errors.check(sys.append_sync(out, "")) -- the file exists from the start: its lock is keyed on it
-  local lock, lerr, lcode, holder = sys.lock(M.lock_path(out))
+  errors.check(sys.append_sync(out, "")) -- created as the writer's own file (its message if it cannot be)
+  local lock, lerr, lcode, holder = sys.lock(out)
   if not lock then
     if lcode == "EBUSY" then
       local real = sys.realpath(out)
-      errors.fail("EUSAGE", ("%s is being written by another sweep (pid %d)%s: wait for it to finish, "
-        .. "or give this one another --out"):format(out, holder, real and real ~= out and (" as " .. real) or ""))
+      errors.fail("EUSAGE", ("%s is being written by another sweep (%s)%s: wait for it to finish, "
+        .. "or give this one another --out"):format(out, holder > 0 and ("pid " .. holder)
+          or "a process this machine does not see: another NFS client?",
+          real and real ~= out and (" as " .. real) or ""))
     end
-    errors.check(lock, lerr, lcode) -- the lock file's path and why, once, exit 3
+    errors.check(lock, lerr, lcode) -- the file and why, once, exit 3
   end
   local old, torn = M.load(out)
   local done_count = {}
@@ -206,8 +200,8 @@ end
 --- Runs every point `repeat` times. opts:
 --   points     list from sweep.points (required)
 --   repeat     records per point (default 1)
---   out        JSONL path (required): each record is appended and fsync'd as soon as it exists; OUT.lock is
---              held meanwhile (a second sweep on the same file fails with EBUSY, exit 2, naming the pid)
+--   out        JSONL path (required): each record is appended and fsync'd as soon as it exists; the file
+--              itself is flock'd meanwhile (a second sweep on it fails with EBUSY, exit 2, naming the pid)
 --   run_point  function(params, rep) -> record (a table; its params get the point's values merged in).
 --              A failure it raises ({code, message}: errors.fail) becomes a failed record {ok = false, error =
 --              {code, message}} and the sweep goes on; failed records do not count as done, so a rerun

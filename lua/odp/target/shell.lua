@@ -678,7 +678,7 @@ function M.apply_rusage(r, method, report)
       if not report then r.stderr = rest end
       r.rusage, r.wall_s, r.status, r.counters = rec.rusage, rec.wall_s, rec.status, rec.counters
       r.memory = memparse.report(report or "")
-      if rec.signal > 0 then r.signal = rec.signal end
+      if rec.signal > 0 then r.signal, r.core_dumped = rec.signal, rec.core end
       r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
     end
   elseif method then

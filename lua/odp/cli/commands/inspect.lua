@@ -74,6 +74,11 @@ local function etdump_human(path, doc, rows, unit, blocks, summary, opts)
   for _, b in ipairs(blocks) do parts[#parts + 1] = ("%s (%d run%s)"):format(b.name, b.runs, b.runs == 1 and "" or "s") end
   out[1] = ("ETDump %s: version %d, %d run%s; blocks: %s"):format(path, doc.version, #doc.run_data,
     #doc.run_data == 1 and "" or "s", #parts > 0 and table.concat(parts, ", ") or "none")
+  local p = doc.partial
+  if p then
+    out[#out + 1] = ("cut short: %d of its %d bytes (its writer died?); what lies whole before the cut is read, " ..
+      "%d event(s) and %d run(s) past it lost"):format(p.bytes, p.declared_bytes + 4, p.events_lost, p.runs_lost)
+  end
   local shown, hidden = {}, 0
   for _, r in ipairs(rows) do
     if opts.all or not r.framework then shown[#shown + 1] = r else hidden = hidden + 1 end

@@ -44,7 +44,19 @@ function M.run_declared(spec, argv, path, marks)
     errors.fail("EUSAGE", ("unexpected argument '%s' (see --help)"):format(rest[1]))
   end
   if boards and opts.boards then return boards.main(spec, opts, rest) end
-  local records = require("odp.run").declared(spec, opts, rest, path, clock) -- lazy: start-up
+  local ok, records = pcall(require("odp.run").declared, spec, opts, rest, path, clock) -- lazy: start-up
+  if not ok then
+    -- a flow's run that never reached its board (exit 3) still leaves its failed record in --out, where a CI
+    -- job looks for it; a usage error or Ctrl-C ran nothing to record; a script of its own (a sweep) owns
+    -- its --out
+    if spec.flow and opts.out and errors.is_failure(records) and records.exit == 3 then
+      local result = require("odp.results.result") -- lazy: start-up
+      local rec = result.fail(result.new { flow = spec.flow, device = spec.name }, records.code, records.message)
+      -- the failure itself is the line odp prints; --out's own failure would only hide it
+      publish.write_out({ rec }, { out = opts.out, format = opts.format })
+    end
+    error(records, 0)
+  end
   if records == nil then return 0 end
   publish.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   clock:lap("report")

@@ -40,6 +40,49 @@ function M.step(ctx, rec, t)
   end
 end
 
+-- The core a crashed runner dumped (its exit said so): found in its working directory (core, or core.PID,
+-- the newest), named in rec.core with its size, fetched into the run dir with --keep-core, and removed from
+-- the board either way; the board's core_pattern is named when the core went elsewhere (a handler such as
+-- systemd-coredump, or another directory). Best effort: the crash is the run's failure.
+function M.core(ctx, rec, t)
+  local r, rerr = t.target:exec({ "sh", "-c", ("cat /proc/sys/kernel/core_pattern 2>/dev/null; cd %s && " ..
+    "for f in $(ls -t core core.[0-9]* 2>/dev/null | head -n 1); do echo \"core $(wc -c <\"$f\") $PWD/$f\"; done; " ..
+    "true"):format(shell.quote(t.workdir)) }, { timeout = 30 })
+  if not r then
+    rec.warnings[#rec.warnings + 1] = ("the runner dumped core; odp could not look for it in %s: %s"):format(
+      t.workdir, errors.text(rerr))
+    return
+  end
+  local out = r.stdout
+  local pattern = out:match("^([^\n]*)")
+  local bytes, path = out:match("\ncore (%d+) ([^\n]+)")
+  if not path then
+    rec.core = { handler = pattern }
+    rec.warnings[#rec.warnings + 1] = ("the runner dumped core, but not into %s: the board's core_pattern is " ..
+      "'%s'"):format(t.workdir, pattern)
+    return
+  end
+  rec.core = { path = path, bytes = tonumber(bytes) }
+  local kept
+  if ctx.opts.keep_core then
+    local dst = ctx.run_dir .. "/core"
+    local got, err = true, nil
+    if path ~= dst then got, err = t.target:fetch(path, dst) end -- the host runs it in its run dir
+    if got then
+      run.artifact(ctx, rec, "core", dst)
+      rec.core.kept, kept = dst, dst
+    else
+      rec.warnings[#rec.warnings + 1] = ("the runner's core could not be fetched: %s"):format(errors.text(err))
+    end
+  end
+  local removed, rerr
+  if path ~= kept then removed, rerr = t.target:remove({ path }) end
+  rec.core.removed = removed == true
+  rec.warnings[#rec.warnings + 1] = ("the runner dumped core (%s, %s bytes): %s%s"):format(path, bytes,
+    kept and ("kept as " .. kept) or "not kept (--keep-core fetches it)",
+    path == kept and "" or removed and ", removed" or (", left on the board: " .. errors.text(rerr)))
+end
+
 -- The last measured process's samples joined with its ETDump: rec.cpu_profile, cpu_profile.folded.
 function M.profile(ctx, rec, t, doc)
   local prof = require("odp.results.cpu_profile") -- lazy: start-up

@@ -10,10 +10,32 @@ local run = require("odp.run")
 local failure = require("odp.flows.executorch.failure")
 local measure = require("odp.flows.executorch.measure")
 local llm = require("odp.flows.executorch.llm")
+local headtail = require("odp.core.headtail")
 
 local M = {}
 
+--- Bytes of a runner process's stdout (and of its stderr) the target keeps in memory (the rest streams to the
+--- run dir's files), and the head and the tail odp keeps of each to read: odp's memory stays bounded
+--- whatever the runner prints.
+M.CAPTURE_BYTES = 1 << 20
+M.KEEP_BYTES = 2 << 20
+
 local function basename(p) return (p:match("([^/]+)$")) end
+
+-- What a runner process printed beyond what odp keeps: rec.output_cut (the last such process's, per stream:
+-- {bytes, kept, file}) and a warning naming the file that has all of it.
+local function note_cut(rec, r, label)
+  if not r.output_cut then return end
+  rec.output_cut = r.output_cut
+  for _, ext in ipairs({ "stdout", "stderr" }) do
+    local c = r.output_cut[ext]
+    if c then
+      rec.warnings[#rec.warnings + 1] = ("%s: the runner printed %d bytes on %s; odp read its first and last %d " ..
+        "and its timing lines (%d bytes were not read); all of it is in %s"):format(label, c.bytes, ext,
+        M.KEEP_BYTES, c.bytes - c.kept, c.file)
+    end
+  end
+end
 
 -- Runs one runner process; returns the exec result and the parsed log. sampled: with --sample, this process is
 -- sampled (the measured ones are; warmups are not). pace: sees its stderr as it comes (measure.pacer).
@@ -22,10 +44,17 @@ local function run_once(ctx, t, argv, label, files, sampled, pace)
   ui:debug("%s: %s", label, table.concat(argv, " "))
   -- the logs stream to the run dir as they come (plain writes: the record, written last, is the fsync'd atomic
   -- file), so a runner that floods its output is whole on disk while the target keeps a bounded part in memory
-  local sink = {}
-  for _, ext in ipairs(files and { "stdout", "stderr" } or {}) do
-    local f = io.open(files .. "." .. ext, "wb")
-    sink[ext] = f and function(data) f:write(data) end
+  -- odp keeps a bounded head and tail of each (KEEP_BYTES, the target a bounded head: CAPTURE_BYTES) and
+  -- parses those, so a runner printing 100 MB still has its last timing lines read and odp stays small
+  local sink, keep = {}, {}
+  for _, ext in ipairs({ "stdout", "stderr" }) do
+    local f = files and io.open(files .. "." .. ext, "wb")
+    local k = headtail.new { head = M.KEEP_BYTES, tail = M.KEEP_BYTES, wanted = executorch.TIMING_LINE }
+    keep[ext] = k
+    sink[ext] = function(data)
+      if f then f:write(data) end
+      k:add(data)
+    end
     sink[ext .. "_file"] = f
   end
   -- runner_log: a target whose runner logs elsewhere (Android's logcat) returns that text as r.log
@@ -41,7 +70,7 @@ local function run_once(ctx, t, argv, label, files, sampled, pace)
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
     helper_args = helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
     on_stderr = pace and function(data) if sink.stderr then sink.stderr(data) end pace(data) end or sink.stderr,
-    state = t.state_ask })
+    state = t.state_ask, capture_limit = M.CAPTURE_BYTES })
   if r and watch then r.memory_csv = watch.csv end
   if r and r.state_text then -- the device state came with the answer: before the first process, after the last
     t.state = t.state or device_state.from_text(r.state_text.before)
@@ -64,6 +93,17 @@ local function run_once(ctx, t, argv, label, files, sampled, pace)
   -- the sampler could not start (the kernel refused it): nothing ran; the helper's one line says why
   local refused = r.status == 125 and r.stderr:match("odp%-rusage: (sampling[^\n]*)")
   if refused then errors.fail("ENOTSUP", refused) end
+  -- a stream the target cut: its kept head and tail are what is read, and what was cut is said
+  for _, ext in ipairs({ "stdout", "stderr" }) do
+    if r[ext .. "_dropped"] then
+      local text, cut = keep[ext]:text()
+      r[ext] = text
+      if cut then
+        r.output_cut = r.output_cut or {}
+        r.output_cut[ext] = { bytes = cut.bytes, kept = cut.kept, file = files and (basename(files) .. "." .. ext) }
+      end
+    end
+  end
   local parsed = executorch.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
   if ctx.opts.llm then parsed.llm = llm.process(ctx, t, r, files) end
   return r, parsed
@@ -137,7 +177,7 @@ function M.step(ctx, rec, t)
     local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
     local code, msg = failure.message(ctx, r, parsed)
     if code then
-      rec.status, rec.signal = r.status, r.signal
+      rec.status, rec.signal, t.failed = r.status, r.signal, r
       errors.fail(code, "warmup: " .. msg)
     end
   end
@@ -160,6 +200,7 @@ function M.step(ctx, rec, t)
     end) or nil
     local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. logs, true, pace)
     for _, ext in ipairs { "stdout", "stderr" } do run.artifact(ctx, rec, logs .. "_" .. ext, logs .. "." .. ext) end
+    note_cut(rec, r, label)
     if cooler then cooler:after(i) end
     rec.status, rec.signal = r.status, r.signal
     local code, msg = failure.message(ctx, r, parsed)
@@ -172,6 +213,7 @@ function M.step(ctx, rec, t)
       break
     end
     if code then
+      t.failed = r -- what a crash left is looked for after it (odp.flows.executorch: after_crash)
       runs[#runs + 1] = { r = r, parsed = parsed }
       if #runs > 1 then measure.measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }, t) end
       errors.fail(code, msg)
