@@ -39,6 +39,10 @@ function M.run_declared(spec, argv, path)
   local records = require("odp.run").declared(spec, opts, rest, path) -- lazy: start-up
   if records == nil then return 0 end
   publish.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
+  -- an interrupted run is reported (what it measured) and saved; then odp says why it stopped, in one line
+  for _, r in ipairs(records) do
+    if r.error and r.error.code == "ECANCELED" then errors.fail("ECANCELED", r.error.message) end
+  end
   return report.exit_code(records)
 end
 
