@@ -114,17 +114,19 @@ function Host:exec(argv, opts)
     if r then r.rusage.maxrss_kb = nil end
     return r, err, code
   end
-  local report = os.tmpname()
-  local helper_argv = { local_helper(), "-g", "-o", report }
+  -- the helper's report goes into a file with no name (io.tmpfile) that it opens through odp's descriptor:
+  -- whatever ends odp, a SIGKILL too, nothing is left in /tmp
+  local report, terr = io.tmpfile()
+  if not report then return nil, "EIO: a temporary file for odp-rusage's report: " .. tostring(terr), "EIO" end
+  local helper_argv = { local_helper(), "-g", "-o", sys.fd_path(report) }
   table.move(flags, 1, #flags, #helper_argv + 1, helper_argv)
   local mem = shell.memory_flags(opts.memory)
   table.move(mem, 1, #mem, #helper_argv + 1, helper_argv)
   helper_argv[#helper_argv + 1] = "--"
   spec.argv = table.move(argv, 1, #argv, #helper_argv + 1, helper_argv)
-  -- the report file goes whatever happens to the run (a Ctrl-C raises through proc.run)
   local ran, r, err, code = pcall(proc.run, spec)
-  local text = sys.read_file(report)
-  os.remove(report)
+  local text = report:seek("set", 0) and report:read("a")
+  report:close()
   if not ran then error(r, 0) end
   if not r then return nil, err, code end
   -- the helper could not exec the command: the same error proc.run gives for a program it cannot start
