@@ -73,10 +73,15 @@ function M.main(args)
   end
   local rest = table.move(args, 2, #args, 1, {})
   local done, code = xpcall(cmd.main, traceback, rest)
-  -- a signal that came where nothing waited (the last lines of a command, a step that reads no device) or
-  -- that cut an operation short and was reported as that operation's failure (a pipe's EIO): odp was asked
-  -- to stop, and it says so
-  if sys.cancel_requested() or sys.terminating() then
+  -- boards left open (a script's, the REPL's) are closed here: sessions ended, the twin's QEMU stopped. A
+  -- Ctrl-C or signal that ended the command is lifted first, or it would cancel the closing too.
+  local stopped = sys.cancel_requested() or sys.terminating()
+  sys.cancel_clear()
+  if package.loaded["odp.run.board"] then pcall(package.loaded["odp.run.board"].close_all) end
+  -- a signal that came where nothing waited (the last lines of a command, a step that reads no device, the
+  -- closing), or that cut an operation short and was reported as that operation's failure (a pipe's EIO):
+  -- odp was asked to stop, and it says so
+  if stopped or sys.cancel_requested() then
     if done then
       done, code = false, errors.failure("ECANCELED",
         ("interrupted by %s as the command ended; what it had finished is kept"):format(signame()))
@@ -84,10 +89,6 @@ function M.main(args)
       done, code = false, errors.failure("ECANCELED", "interrupted: " .. code.message)
     end
   end
-  -- boards left open (a script's, the REPL's) are closed here: sessions ended, the twin's QEMU stopped. A
-  -- Ctrl-C or signal that ended the command is lifted first, or it would cancel the closing too.
-  sys.cancel_clear()
-  if package.loaded["odp.run.board"] then pcall(package.loaded["odp.run.board"].close_all) end
   if not done then code = M.present(code) end
   -- SIGHUP/SIGTERM: whatever the command made of its interrupted run, odp ends as the signal says
   local sig = sys.terminating()
