@@ -90,7 +90,7 @@ local function xmodem_file(ctx, p, rec, rtt, rlog, file)
   end
   rd:close()
   if not r then
-    errors.fail(code == "ETIMEDOUT" and "ETIMEDOUT" or "EPROTO", ("flash: XMODEM transfer of %s aborted: %s%s; raw RTT " ..
+    errors.fail((code == "ETIMEDOUT" or code == "ECANCELED") and code or "EPROTO", ("flash: XMODEM transfer of %s aborted: %s%s; raw RTT " ..
       "log in %s"):format(basename(file), errors.text(err),
       fail_line and (" (flasher: " .. fail_line .. ")") or "", rlog))
   end
