@@ -30,8 +30,8 @@ end
 local Job = {}
 Job.__index = Job
 
---- Starts argv in the background (env: extra variables) with dir/out, dir/err and, once it ended, dir/rc.
---- -> a Job {pid, dir}.
+--- Starts argv (odp) in the background (env: extra variables) with dir/out, dir/err and, once it ended, dir/rc;
+--- returns once it catches SIGINT (or has already ended). -> a Job {pid, dir}.
 function M.start(argv, dir, env)
   local words, e = {}, {}
   for i, a in ipairs(argv) do words[i] = q(a) end
@@ -41,6 +41,13 @@ function M.start(argv, dir, env)
     q(dir), q(dir), q(dir), q(dir), q(dir), q(dir)))
   local pid = M.wait_until("the background program's pid", 10, function()
     return (sys.read_file(dir .. "/pid") or ""):match("%d+")
+  end)
+  -- a signal sent before odp catches SIGINT is lost (a background shell child ignores it, and odp inherits
+  -- that until it sets its handler): its status's SigCgt has SIGINT's bit (1 << 1) once it is there
+  M.wait_until("the background program to catch SIGINT", 10, function()
+    local st = sys.read_file("/proc/" .. pid .. "/status")
+    local caught = st and st:match("\nSigCgt:%s*%x*(%x)\n")
+    return st == nil or (caught and tonumber(caught, 16) & 2 ~= 0)
   end)
   return setmetatable({ pid = pid, dir = dir }, Job)
 end
