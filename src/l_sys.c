@@ -315,6 +315,16 @@ static int l_getpid(lua_State *L)
     return 1;
 }
 
+/* fd_path(file) -> "/proc/PID/fd/N": a path by which a child of odp opens the same open Lua file, also one with
+ * no name (io.tmpfile()): what odp hands a helper to write into leaves nothing behind when odp is killed. */
+static int l_fd_path(lua_State *L)
+{
+    luaL_Stream *s = luaL_checkudata(L, 1, LUA_FILEHANDLE);
+    luaL_argcheck(L, s->closef != NULL, 1, "attempt to use a closed file");
+    lua_pushfstring(L, "/proc/%d/fd/%d", (int)getpid(), fileno(s->f));
+    return 1;
+}
+
 static int l_hostname(lua_State *L)
 {
     char buf[256] = "";
@@ -440,7 +450,7 @@ int luaopen_odp_sys(lua_State *L)
         {"isatty", l_isatty}, {"term_width", l_term_width}, {"read_secret", l_read_secret},
         {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"free_bytes", l_free_bytes}, {"realpath", l_realpath}, {"readdir", l_readdir},
-        {"getpid", l_getpid}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
+        {"getpid", l_getpid}, {"fd_path", l_fd_path}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
         {"cancel_clear", l_cancel_clear}, {"cancel_request", l_cancel_request}, {"terminating", l_terminating},
         {"lock", l_lock}, {NULL, NULL}};
     static const char *const waiting[] = {"sleep", NULL};

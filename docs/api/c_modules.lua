@@ -80,6 +80,7 @@ return {
       { "realpath(path: string) -> string|nil path, " .. FAIL, "realpath(3)" },
       { "readdir(path: string) -> string[]|nil names, " .. FAIL, "in directory order, without . and .." },
       { "getpid() -> integer", "odp's pid" },
+      { "fd_path(file: file*) -> string", "/proc/PID/fd/N: the path by which a child opens this open file, also one without a name (io.tmpfile()); the host target's helper writes its report so" },
       { "hostname() -> string", "gethostname(2)" },
       { "cancel_requested() -> boolean", "a Ctrl-C (or SIGHUP/SIGTERM) is pending: every wait returns ECANCELED until it is lifted" },
       { "cancel_clear()", "lifts it (the REPL does after each statement)" },

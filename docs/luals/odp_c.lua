@@ -202,6 +202,10 @@ function sys.readdir(path) end
 --- odp's pid
 ---@return integer
 function sys.getpid() end
+--- /proc/PID/fd/N: the path by which a child opens this open file, also one without a name (io.tmpfile()); the host target's helper writes its report so
+---@param file file*
+---@return string
+function sys.fd_path(file) end
 --- gethostname(2)
 ---@return string
 function sys.hostname() end

@@ -294,4 +294,51 @@ T.with_real_llm("--llm over adb: llama_main on the device, tokens and every toke
     T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/tok.bin"), sys.sha256_file(p.tokenizer), "tokenizer staged")
   end)
 
+-- Ctrl-C at many moments of an adb run (issue 39: an interrupted adb exec was EIO, the connection given up): the
+-- delays are spread from odp's start to the runner's on the device, then one with the runner running. Each
+-- ends with 130, one line naming the step, a record (once there is one) that says ECANCELED, no runner left.
+T.test("SIGINT at many moments of an adb run (preflight, stage, run): exit 130, one line, ECANCELED, no runner left", function()
+  local bg = require("bgjob")
+  local name = "runner_sig_" .. sys.getpid()
+  local runner = dir .. "/" .. name
+  assert(proc.run { argv = { "cp", fake, runner }, timeout = 10 }.ok)
+  -- the runner as the device runs it (the bracket keeps pgrep's own shell, and odp's arguments, out of it)
+  local function running() return bg.sh("pgrep -f " .. bg.quote("^[/]data/local/tmp/odp/" .. name .. " ")).stdout:match("%d+") end
+  local n = 0
+  local function start()
+    n = n + 1
+    local jd = dir .. "/sig" .. n
+    assert(sys.mkdir_p(jd))
+    local job = bg.start({ odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:" .. port,
+      "--runner", runner, "--model", add, "--runs-dir", jd .. "/runs", "-q", "--", "--fake_mode=hang" }, jd)
+    job.runs = jd .. "/runs"
+    return job
+  end
+  local function check(job, what)
+    local status, err = job:status(60), job:stderr()
+    T.eq(status, 130, what .. ": exit; stderr:\n" .. err)
+    T.match(err, "^odp: ECANCELED: %a+: [^\n]*interrupted[^\n]*\n$", what .. ": one line naming the step")
+    local runs = sys.readdir(job.runs) or {}
+    if runs[1] then
+      local rec = assert(json.decode(T.read(job.runs .. "/" .. runs[1] .. "/result.json")))
+      T.eq({ rec.ok, rec.error.code, rec.error.exit }, { false, "ECANCELED", 130 }, what .. ": the record")
+    end
+    bg.wait_until(what .. ": no runner left on the device", 10, function() return not running() end)
+    return err
+  end
+  -- how long the run takes to start the runner on the device
+  local t0, job = sys.now(), start()
+  bg.wait_until("the runner on the device", 60, running)
+  local until_run = sys.now() - t0
+  job:kill("INT")
+  T.match(check(job, "runner running"), "^odp: ECANCELED: run: interrupted; runner killed\n$")
+  for i = 0, 7 do
+    local delay = until_run * i / 8
+    job = start()
+    sys.sleep(delay)
+    job:kill("INT")
+    check(job, ("after %.2f s"):format(delay))
+  end
+end)
+
 T.done()

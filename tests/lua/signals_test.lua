@@ -105,8 +105,196 @@ T.test("SIGTERM during a host run: the runner's group is killed, an ECANCELED re
   T.eq(exit_status(job), 143, read(dir .. "/err"))
   T.eq(group_left(pgid), nil, "nothing of the runner's group is left")
   local rec = one_record(dir .. "/runs")
-  T.eq(rec.ok, false); T.eq(rec.error.code, "ECANCELED")
-  T.eq(select(2, read(dir .. "/err"):gsub("\n", "")), 1, "one line on stderr: " .. read(dir .. "/err"))
+  T.eq(rec.ok, false); T.eq(rec.error.code, "ECANCELED"); T.eq(rec.error.exit, 143)
+  -- the progress line, then odp's one line: the step it cut
+  T.eq(read(dir .. "/err"), "run: add_arduino.pte x1\nodp: ECANCELED: run: interrupted; runner killed\n")
+end)
+
+------------------------------------------------------------------------------------------------ any moment
+
+-- Case directories outside /tmp: each odp below runs in a mount namespace of its own whose /tmp is an empty
+-- directory of the case, so what odp leaves in /tmp (the host helper's report, a compiler's cc*.s), whatever
+-- ends it, is there to see, and other users' files in the machine's /tmp are not.
+local cases = root .. "/tests/.tmp/signals-" .. sys.getpid()
+T.at_done(function() sh("rm -rf " .. q(cases)) end)
+local ncase = 0
+local function case_dir()
+  ncase = ncase + 1
+  local d = cases .. "/" .. ncase
+  sh("mkdir -p " .. q(d .. "/tmp"))
+  return d
+end
+local function private_tmp(d, argv)
+  local a = { "unshare", "-m", "--propagation", "private", "sh", "-c", 'mount --bind "$0" /tmp && exec "$@"',
+    d .. "/tmp" }
+  return table.move(argv, 1, #argv, #a + 1, a)
+end
+
+-- Drives `odp run ARGS`, interrupting it after K Lua instructions (a count hook), as a signal coming there would:
+-- "flag" asks every wait to stop as a Ctrl-C does (odp.wait.interrupt, what odp's signal handler calls);
+-- "raise" also cuts the Lua code where it is, as a second Ctrl-C does (odp's interrupt hook raises that
+-- failure). The hook writes MARK when it fires. "count" runs ARGS and says how many instructions it took.
+local DRIVER = [[
+local k, mark, mode = tonumber(arg[1]), arg[2], arg[3]
+local n, fired = 0, false
+debug.sethook(function()
+  n = n + 1000
+  if mode == "count" or fired or n < k then return end
+  fired = true
+  local f = assert(io.open(mark, "w")) f:write("fired\n") f:close()
+  require("odp.wait").interrupt()
+  if mode == "raise" then require("odp.core.errors").fail("ECANCELED", "interrupted again") end
+end, "", 1000)
+local code = require("odp.cli.commands.run").main(table.move(arg, 4, #arg, 1, {}))
+if mode == "count" then io.stderr:write("instructions ", n, "\n") end
+return code
+]]
+
+local function cat(...)
+  local out = {}
+  for _, list in ipairs({ ... }) do table.move(list, 1, #list, #out + 1, out) end
+  return out
+end
+
+-- What an interrupted `odp run ... -q` must leave: its exit status `want` (0 only when the signal never came,
+-- came = "never", or came after the record was saved, came = "late"), one line on stderr (odp: ECANCELED: ...) and no traceback, a record that says ECANCELED
+-- with the signal's exit (or a whole one, for a signal that came after it was saved), nothing in /tmp, no
+-- runner of the case left. came = "maybe": the signal may have come before odp had its handlers (the shell
+-- then says 128+signal, and odp nothing); "again": as a second Ctrl-C. Returns the record or nil.
+local function judge(d, st, want, runner, came)
+  local err = read(d .. "/err") or ""
+  local what = ("case %s (exit %s): %s"):format(d:match("[^/]*$"), tostring(st), err)
+  T.eq(pid_of(runner), nil, "no runner of this case left: " .. what)
+  T.eq(sh("ls -A " .. q(d .. "/tmp")).stdout, "", "nothing left in /tmp: " .. what)
+  local rec = one_record(d .. "/runs")
+  if st == 0 then
+    T.ok(came == "never" or came == "late", "exit 0 only when the signal never came, or came after the " ..
+      "record was saved (odp may be past its last look): " .. what)
+    T.eq(rec and rec.ok, true, "a whole record")
+    return rec
+  end
+  T.eq(st, want, what)
+  T.eq(err:find("traceback", 1, true), nil, "no traceback: " .. what)
+  if err == "" and came == "maybe" and not rec then return nil end -- ended before odp's handlers existed
+  T.eq(select(2, err:gsub("\n", "")), 1, "one line: " .. what)
+  T.match(err, "^odp: ECANCELED: [^\n]+\n$", what)
+  if rec and rec.ok then
+    T.match(err, "as the command ended", "a whole record only for a signal that came after it: " .. what)
+  elseif rec then
+    T.eq({ rec.error.code, rec.error.exit }, { "ECANCELED", want }, "the record: " .. what)
+    T.ok(err:find(rec.error.message, 1, true), "the line is the record's error: " .. what)
+    -- (a second Ctrl-C may cut a parser where it is: what the record then holds of the run is its own)
+    local lat = rec.latency_ms
+    T.ok(came == "again" or lat == nil or lat.n % 3 == 0, ("latency from whole processes (3 iterations each, " ..
+      "not %s): %s"):format(lat and lat.n, what))
+  end
+  return rec
+end
+
+-- The real runner under a name unique to the case (a hard link where it can), so its processes can be found.
+local function own_real_runner(d, real)
+  local path = d .. "/executor_runner_sig"
+  sh(("ln %s %s 2>/dev/null || cp %s %s"):format(q(real), q(path), q(real), q(path)))
+  return path
+end
+
+local function host_args(d, runner, repeats)
+  return { root .. "/scripts/host.lua", "--runner", runner, "--model", root .. "/tests/fixtures/pte/mlp.pte",
+    "-n", "3", "--repeat", tostring(repeats or 2), "--runs-dir", d .. "/runs", "-q" }
+end
+
+-- Whether the background job's odp still runs (not gone, no zombie): a signal sent now comes to it.
+local function running(job)
+  local st = sh("ps -o stat= -p " .. job.pid .. " || true").stdout:match("%S+")
+  return st ~= nil and not st:find("^Z")
+end
+
+T.with_real_runner("a Ctrl-C at any moment of a host run (a hook at every 1000 Lua instructions, swept over the run): exit 130, one line, an ECANCELED record, nothing left", function(real)
+  sh("mkdir -p " .. q(cases))
+  local driver = cases .. "/driver.lua"
+  T.write(driver, DRIVER)
+  local d = case_dir()
+  local r = proc.run { argv = cat({ odp, "run", driver, "0", "-", "count" }, host_args(d, own_real_runner(d, real))),
+    timeout = 120 }
+  T.eq(r.status, 0, r.stderr)
+  local total = tonumber(r.stderr:match("instructions (%d+)"))
+  T.ok(total and total > 10000, "the run's instruction count: " .. r.stderr)
+  local where = {}
+  for _, mode in ipairs({ { "flag", 10 }, { "raise", 4 } }) do
+    for i = 1, mode[2] do
+      local c = case_dir()
+      local runner = own_real_runner(c, real)
+      local k = total * i // (mode[2] + 1)
+      local job = background(private_tmp(c, cat({ odp, "run", driver, tostring(k), c .. "/mark", mode[1] },
+        host_args(c, runner))), c)
+      local came = not read(c .. "/mark") and "never" or mode[1] == "raise" and "again" or nil
+      local rec = judge(c, exit_status(job, 120), 130, runner, came)
+      if rec and not rec.ok then where[rec.error.message:match("^([^:]+):")] = true end
+    end
+  end
+  T.ok(where.run, "some interruptions cut the run step")
+  T.ok(next(where, next(where)) ~= nil, "and some others cut the run elsewhere")
+end)
+
+T.with_real_runner("SIGINT, SIGTERM, SIGHUP to odp alone across a host run (a sweep of delays): 130/143/129, one line, the record, nothing left", function(real)
+  local d = case_dir()
+  local t0 = sys.now()
+  local r = proc.run { argv = private_tmp(d, cat({ odp, "run" }, host_args(d, own_real_runner(d, real)))),
+    timeout = 120 }
+  local wall = sys.now() - t0
+  T.eq(r.status, 0, r.stderr)
+  for _, sig in ipairs({ { "INT", 130 }, { "TERM", 143 }, { "HUP", 129 } }) do
+    for i = 0, 4 do
+      local c = case_dir()
+      local runner = own_real_runner(c, real)
+      local job = background(private_tmp(c, cat({ odp, "run" }, host_args(c, runner))), c)
+      sys.sleep(wall * i / 5)
+      local came, sent = "never", nil
+      if running(job) then
+        came = i == 0 and "maybe" or nil
+        sent = tonumber(sh(("date +%%s.%%N; kill -%s %s 2>/dev/null || true"):format(sig[1], job.pid)).stdout
+          :match("^[%d.]+"))
+      end
+      local st = exit_status(job, 60)
+      -- exit 0 after a signal: only if odp had saved its record before it (then it may be past its last look)
+      local saved = st == 0 and sent and sh(("stat -c %%.9Y %s/runs/*/result.json 2>/dev/null || true"):format(q(c)))
+        .stdout:match("^[%d.]+")
+      if saved and tonumber(saved) <= sent then came = "late" end
+      judge(c, st, sig[2], runner, came)
+    end
+  end
+end)
+
+T.with_real_runner("Ctrl-C while the second runner process runs: the record keeps the latency of those that finished", function(real)
+  local d = case_dir()
+  local runner = own_real_runner(d, real)
+  local job = background(private_tmp(d, cat({ odp, "run" }, host_args(d, runner, 3))), d)
+  -- the runners' pids as they come: the second one's start is the moment
+  local first = wait_until("the first runner", 60, function() return pid_of(runner) end)
+  wait_until("the second runner", 60, function()
+    local p = pid_of(runner)
+    return p and p ~= first
+  end)
+  sh("kill -INT " .. job.pid)
+  local rec = judge(d, exit_status(job, 60), 130, runner)
+  -- each process started wrote its runN.stdout; the one the signal cut ("runner killed") is not measured
+  local started = select(2, sh("ls " .. q(rec.artifacts.run_dir)).stdout:gsub("run%d+%.stdout", ""))
+  local finished = started - (rec.error.message:find("runner killed", 1, true) and 1 or 0)
+  T.ok(finished >= 1 and finished < 3, ("one or two processes finished before the signal (%d)"):format(finished))
+  T.eq(rec.latency_ms and rec.latency_ms.n, 3 * finished, "the finished processes' iterations, measured")
+end)
+
+T.with_real_runner("the same signal twice at once (as timeout(1) sends it: to odp, then to its group) counts once: the run step is cut as by one", function(real)
+  for _, sig in ipairs({ { "INT", 130 }, { "TERM", 143 } }) do
+    local d = case_dir()
+    local runner = own_real_runner(d, real)
+    local job = background(private_tmp(d, cat({ odp, "run" }, host_args(d, runner, 3))), d)
+    wait_until("the first runner", 60, function() return pid_of(runner) end)
+    sh(("kill -%s %s; kill -%s %s"):format(sig[1], job.pid, sig[1], job.pid))
+    local rec = judge(d, exit_status(job, 60), sig[2], runner)
+    T.eq(read(d .. "/err"), "odp: ECANCELED: run: interrupted; runner killed\n", "not taken for a second one")
+    T.eq(rec and rec.error.code, "ECANCELED")
+  end
 end)
 
 local srv = sshd.start()
@@ -118,6 +306,42 @@ local function hanging_ssh_run(rd, dir)
     "--remote-dir", rd, "--runner", build .. "/tests/fake_runner", "--model", add, "--runs-dir", dir .. "/runs",
     "--", "--fake_mode=hang_tree" }, dir)
 end
+
+T.with_real_runner("a Ctrl-C at any moment of a run over SSH (the hook swept over its Lua instructions): exit 130, one line, the record, nothing left here or on the board", function(real)
+  local driver = cases .. "/driver.lua"
+  local function ssh_args(c, runner, rd)
+    -- the key and known_hosts in the case dir: odp's /tmp is the case's own
+    sh(("cp %s %s/id && cp %s %s/known_hosts && chmod 600 %s/id"):format(q(srv.identity), q(c), q(srv.known_hosts),
+      q(c), q(c)))
+    return { root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1", "--port", tostring(srv.port),
+      "--identity", c .. "/id", "--known-hosts", c .. "/known_hosts", "--remote-dir", rd, "--runner", runner,
+      "--model", root .. "/tests/fixtures/pte/mlp.pte", "-n", "3", "--repeat", "2", "--runs-dir", c .. "/runs", "-q" }
+  end
+  local d = case_dir()
+  local rd0 = srv.remote_dir .. "/sweep-0-" .. sys.getpid()
+  local r = proc.run { argv = cat({ odp, "run", driver, "0", "-", "count" }, ssh_args(d, own_real_runner(d, real), rd0)),
+    timeout = 120 }
+  T.eq(r.status, 0, r.stderr)
+  local total = tonumber(r.stderr:match("instructions (%d+)"))
+  T.ok(total and total > 10000, "the run's instruction count: " .. r.stderr)
+  for _, mode in ipairs({ { "flag", 7 }, { "raise", 3 } }) do
+    for i = 1, mode[2] do
+      local c = case_dir()
+      local rd = ("%s/sweep-%s-%d-%d"):format(srv.remote_dir, mode[1], i, sys.getpid())
+      local k = total * i // (mode[2] + 1)
+      local job = background(private_tmp(c, cat({ odp, "run", driver, tostring(k), c .. "/mark", mode[1] },
+        ssh_args(c, own_real_runner(c, real), rd))), c)
+      local came = not read(c .. "/mark") and "never" or mode[1] == "raise" and "again" or nil
+      judge(c, exit_status(job, 120), 130, rd .. "/executor_runner_sig", came)
+      -- on the board: no helper or runner of this odp's, no partial upload (it is removed as odp stops)
+      -- ([/]: the pattern must not match the shell running pgrep)
+      wait_until("the board's processes of the case to end", 10, function()
+        return sh("pgrep -f -- " .. q("[/]" .. rd:sub(2)) .. " || true").stdout == ""
+      end)
+      T.eq(sh("ls -A " .. q(rd) .. " 2>/dev/null | grep -F .odp-part- || true").stdout, "", "no partial file")
+    end
+  end
+end)
 
 for _, sig in ipairs({ { "HUP", 129 }, { "TERM", 143 } }) do
   T.test(("SIG%s during a run over SSH: the runner's process group is gone on the board, exit %d"):format(sig[1], sig[2]), function()
@@ -132,14 +356,15 @@ for _, sig in ipairs({ { "HUP", 129 }, { "TERM", 143 } }) do
     T.eq(group_left(pgid), nil, "the runner's group on the board")
     T.eq(pid_of(rd .. "/fake_runner"), nil, "no runner of this run left on the board")
     local rec = one_record(dir .. "/runs")
-    T.eq(rec.error and rec.error.code, "ECANCELED")
+    T.eq({ rec.error and rec.error.code, rec.error and rec.error.exit }, { "ECANCELED", sig[2] })
   end)
 end
 
-T.test("SIGKILL of odp mid-run, here and over SSH: the runners' groups end with it (odp-rusage's parent-death signal)", function()
-  local dir = T.tmpdir()
+T.test("SIGKILL of odp mid-run, here and over SSH: the runners' groups end with it (odp-rusage's parent-death signal), nothing of odp's is left in /tmp", function()
+  local dir = case_dir()
   local runner = own_runner(dir, "runner_kill_" .. sys.getpid())
-  local job = hanging_host_run(runner, dir)
+  local job = background(private_tmp(dir, { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model",
+    add, "--runs-dir", dir .. "/runs" }), dir, { ODP_FAKE_MODE = "hang_tree" })
   local rd = srv.remote_dir .. "/sig_KILL_" .. sys.getpid()
   local dir2 = T.tmpdir()
   local job2 = hanging_ssh_run(rd, dir2)
@@ -152,6 +377,8 @@ T.test("SIGKILL of odp mid-run, here and over SSH: the runners' groups end with 
   for i, where in ipairs({ "here", "on the board" }) do
     wait_until("the runner's group " .. where .. " to end", 10, function() return not group_left(groups[i]) end)
   end
+  -- the host helper's report file (it was /tmp/lua_*, which no one removed after a SIGKILL) has no name
+  T.eq(sh("ls -A " .. q(dir .. "/tmp")).stdout, "", "nothing left in odp's /tmp")
 end)
 
 T.test("a sweep interrupted by SIGHUP keeps its finished points, exits 129 and resumes like after Ctrl-C", function()

@@ -37,11 +37,18 @@ end
 -- shown with its traceback. Returns the exit code.
 function M.present(err)
   if errors.is_failure(err) then
-    io.stderr:write("odp: ", err.message, "\n")
+    -- an interruption says so by its code: whatever step it cut, one line a log or a wrapper can grep
+    io.stderr:write("odp: ", err.code == "ECANCELED" and "ECANCELED: " or "", err.message, "\n")
     return err.exit
   end
   io.stderr:write("odp: error: ", tostring(err), "\n")
   return 2
+end
+
+-- The signal that asked odp to stop, by name.
+local function signame()
+  local sig = sys.terminating()
+  return sig == 1 and "SIGHUP" or sig == 15 and "SIGTERM" or "SIGINT"
 end
 
 local function traceback(e)
@@ -68,8 +75,20 @@ function M.main(args)
   local done, code = xpcall(cmd.main, traceback, rest)
   -- boards left open (a script's, the REPL's) are closed here: sessions ended, the twin's QEMU stopped. A
   -- Ctrl-C or signal that ended the command is lifted first, or it would cancel the closing too.
+  local stopped = sys.cancel_requested() or sys.terminating()
   sys.cancel_clear()
   if package.loaded["odp.run.board"] then pcall(package.loaded["odp.run.board"].close_all) end
+  -- a signal that came where nothing waited (the last lines of a command, a step that reads no device, the
+  -- closing), or that cut an operation short and was reported as that operation's failure (a pipe's EIO):
+  -- odp was asked to stop, and it says so
+  if stopped or sys.cancel_requested() then
+    if done then
+      done, code = false, errors.failure("ECANCELED",
+        ("interrupted by %s as the command ended; what it had finished is kept"):format(signame()))
+    elseif errors.is_failure(code) and code.code ~= "ECANCELED" then
+      done, code = false, errors.failure("ECANCELED", "interrupted: " .. code.message)
+    end
+  end
   if not done then code = M.present(code) end
   -- SIGHUP/SIGTERM: whatever the command made of its interrupted run, odp ends as the signal says
   local sig = sys.terminating()

@@ -3,6 +3,8 @@
 -- It never chooses an exit status: the status is the code's, from M.CODES (the one table; docs/SCRIPTING.md,
 -- "Errors", shows it and tests/lua/errors_test.lua holds the two together). odp.cli.main prints the message
 -- and exits with it. Anything else that is raised is a bug or a script error and is shown with a traceback.
+local sys = require("odp.sys")
+
 local M = {}
 
 --- Every error code odp raises or records, and the exit status it gives: {code, status, what it means}.
@@ -32,9 +34,14 @@ local STATUS = {}
 for _, c in ipairs(M.CODES) do STATUS[c[1]] = c[2] end
 
 --- The exit status of an error code (M.CODES); a code odp does not declare (a record of another version) is 3.
+--- ECANCELED is the signal's own: 130 for Ctrl-C, 129 and 143 once SIGHUP or SIGTERM asked odp to end.
 ---@param code string|nil
 ---@return integer
 function M.exit_status(code)
+  if code == "ECANCELED" then
+    local sig = sys.terminating()
+    if sig then return 128 + sig end
+  end
   return STATUS[code] or 3
 end
 
@@ -42,11 +49,18 @@ local Failure = {}
 Failure.__index = Failure
 Failure.__tostring = function(e) return e.message end
 
---- Raises a structured failure: {code, message, exit}, its exit the code's (M.exit_status).
+--- A structured failure: {code, message, exit}, its exit the code's (M.exit_status); M.fail raises it.
+---@param code string one of M.CODES
+---@param message string one line, says what to do
+function M.failure(code, message)
+  return setmetatable({ code = code, message = message, exit = M.exit_status(code) }, Failure)
+end
+
+--- Raises a structured failure (M.failure).
 ---@param code string one of M.CODES
 ---@param message string one line, says what to do
 function M.fail(code, message)
-  error(setmetatable({ code = code, message = message, exit = M.exit_status(code) }, Failure), 0)
+  error(M.failure(code, message), 0)
 end
 
 --- A C module's error message without its "ECODE: " prefix: what goes into a sentence of one's own. The one

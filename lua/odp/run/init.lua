@@ -154,6 +154,16 @@ local function trace(e)
   return debug.traceback(tostring(e), 2)
 end
 
+-- An interruption names where it cut the run: "run: interrupted; runner killed". The innermost step names it
+-- (e.step); other failures pass as they are.
+local function interrupted_in(where, e)
+  if not errors.is_failure(e) or e.code ~= "ECANCELED" or e.step then return e end
+  local said = e.message:sub(1, #where + 1) == where .. ":"
+  local named = errors.failure("ECANCELED", said and e.message or (where .. ": " .. e.message))
+  named.step = where
+  return named
+end
+
 --- Runs one traced step and records it in rec.steps as {name, ms, status}: "ran", "skipped: unchanged" (fn
 -- returned "unchanged": what the step does was already done, labgrid-style) or "failed" (the error goes on).
 function M.step(rec, name, fn)
@@ -164,7 +174,7 @@ function M.step(rec, name, fn)
   entry.ms = math.floor((sys.now() - t0) * 1000 + 0.5)
   if not ok then
     entry.status = "failed"
-    error(res, 0)
+    error(interrupted_in(name, res), 0)
   end
   if res == "unchanged" then entry.status = "skipped: unchanged" end
 end
@@ -213,11 +223,14 @@ local function execute(ctx)
   local flow, board, clock = M.flow(ctx.flow), ctx.board, ctx.clock
   ctx.flow = flow
   ctx.target_kind = board.transport
+  ctx.where = "validate"
   if not ctx.validated then flow.validate(ctx) clock:lap("validate") end
   if ctx.spec and ctx.spec.preflight and flow.preflight_files then
+    ctx.where = "preflight"
     ctx.preflight = board:preflight(flow.preflight_files(ctx))
     clock:lap("preflight")
   end
+  ctx.where = "start"
   local rec = flow.record(ctx)
   clock:lap("record (model and runner hashes)")
   if rec == nil then return nil end
@@ -226,11 +239,19 @@ local function execute(ctx)
   rec.artifacts.run_dir = dir
   rec.board = board.name
   local started = sys.now()
+  ctx.where = flow.name .. " steps"
   local ok, err = xpcall(flow.steps, trace, ctx, rec)
+  -- a Ctrl-C (SIGHUP, SIGTERM) that came where the steps did not wait (measuring what they fetched): the run
+  -- was interrupted all the same, and its record says so, with all it measured
+  if ok and sys.cancel_requested() then
+    ok, err = false, errors.failure("ECANCELED", "interrupted; what the steps measured is kept")
+  end
+  if not ok then err = interrupted_in(ctx.where, err) end
   -- each traced step its own part; the rest of the flow's steps (reading the logs, statistics) one
   local steps = {}
   for i, st in ipairs(rec.steps or {}) do steps[i] = { name = st.name, ms = st.ms or 0 } end
   clock:lap_parts(steps, "measure (parse, statistics)")
+  ctx.where = "finish"
   if flow.finish then flow.finish(ctx, rec, not ok and err or nil) clock:lap("finish (device state after)") end
   M.flag_overrun(rec, sys.now() - started)
   rec.transport = board:traffic_since()
@@ -248,8 +269,16 @@ local function execute(ctx)
   name_files(ctx, rec)
   clock:lap("artifacts (hashes)")
   rec.timings = clock:snapshot() -- the parts before the record's write; `-v -v` shows the rest
-  -- the record file, then the history its options name
-  local saved, serr, scode = history.save(rec, dir, ctx.opts, clock)
+  ctx.where = "saving the record"
+  -- the record file, then the history its options name; a second Ctrl-C that cuts the saving short (it stops
+  -- the Lua code where it is) gets the record saved once more, as interrupted: a third one kills odp
+  local done, saved, serr, scode = xpcall(history.save, trace, rec, dir, ctx.opts, clock)
+  if not done then
+    if not (errors.is_failure(saved) and saved.code == "ECANCELED") then error(saved, 0) end
+    if ok or err.code ~= "ECANCELED" then ok, err = false, interrupted_in(ctx.where, saved) end
+    result.fail(rec, err.code, err.message)
+    saved, serr, scode = history.save(rec, dir, ctx.opts, clock)
+  end
   if not ok and not errors.is_failure(err) then error(err, 0) end -- a bug: its traceback, the record kept
   errors.check(saved, serr, scode)
   return rec
@@ -267,7 +296,7 @@ function M.execute(ctx)
   board.ui = ctx.ui
   local ok, rec = xpcall(execute, trace, ctx)
   board.ui = shared
-  if not ok then error(rec, 0) end
+  if not ok then error(interrupted_in(ctx.where or "start", rec), 0) end
   return rec
 end
 

@@ -239,6 +239,7 @@ function Target:exec_command(cmd, timeout)
   local r, err, code = call(self, "shell", cmd, { timeout = timeout or 30 })
   if not r then return nil, err, code end
   if r.timed_out then return nil, "ETIMEDOUT: " .. cmd, "ETIMEDOUT" end
+  if r.canceled then return nil, "ECANCELED: interrupted", "ECANCELED" end
   if r.status ~= 0 then
     local why = (r.stderr ~= "" and r.stderr or r.stdout):gsub("%s+$", "")
     return nil, ("EIO: `%s` failed on the device (status %d): %s"):format(cmd, r.status, why), "EIO"

@@ -323,8 +323,16 @@ function Client:run(argv, opts)
       if r.canceled then sys.cancel_request() end -- lifted to stop the program; odp still ends with 130
       return r, f[2] or ""
     elseif t then
-      return lost(self:lose(("EPROTO: unexpected frame '%s' from the helper on %s during a run"):format(
-        t:byte() < 32 and "?" or t, self.uri), "EPROTO"))
+      local what = ("unexpected frame '%s' from the helper on %s during a run"):format(t:byte() < 32 and "?" or t,
+        self.uri)
+      if r.canceled then
+        -- stopping after a Ctrl-C: the helper is given up (it ends with its channel), the run stays interrupted
+        self:lose("EPROTO: " .. what, "EPROTO")
+        sys.cancel_request()
+        return lost(nil, ("ECANCELED: interrupted; %s as it was stopped, %s given up"):format(what, self.uri),
+          "ECANCELED")
+      end
+      return lost(self:lose("EPROTO: " .. what, "EPROTO"))
     elseif (fcode == "ETIMEDOUT" or fcode == "ECANCELED") and not stopping then
       -- stop the program's whole group on the board (TERM, the helper KILLs 2 s later), then take its answer
       if fcode == "ECANCELED" then r.canceled = true sys.cancel_clear() else r.timed_out = true end

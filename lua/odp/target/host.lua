@@ -20,10 +20,20 @@ function M.which(prog)
   end
 end
 
+-- Removes path and what is under it, never following a link (remove(3) unlinks a link or a file, and rmdir's
+-- an empty directory): a command's temporary directory.
+local function remove_tree(path)
+  if os.remove(path) then return end
+  for _, name in ipairs(sys.readdir(path) or {}) do remove_tree(path .. "/" .. name) end
+  os.remove(path)
+end
+
 --- Runs a command {name, argv, cwd?, env?, lifeline?} on this machine, its command line and output appended to
 -- the log at log_path (what a user would paste, then what it printed, then "# exit N"), each output line given
--- to on_line. -> proc.run's result (r.ok, r.status, r.timed_out); a command that could not start raises EIO.
--- The Ethos-U flow's build and SETOOLS commands run so.
+-- to on_line. -> proc.run's result (r.ok, r.status, r.timed_out); a command that could not start raises EIO, and
+-- one that Ctrl-C, SIGTERM or SIGHUP cut short raises ECANCELED naming it (its process group is killed). Its
+-- temporary files (TMPDIR: a compiler's cc*.s) go into a directory beside the log, removed when it ends, so a
+-- command killed mid-way leaves nothing in /tmp. The Ethos-U flow's build and SETOOLS commands run so.
 function M.run_logged(c, log_path, timeout, on_line)
   local logf = assert(io.open(log_path, "a"))
   logf:write("$ ", shell.command_line(c), "\n")
@@ -40,10 +50,27 @@ function M.run_logged(c, log_path, timeout, on_line)
     end
     if #pending > 65536 then pending = pending:sub(-4096) end
   end
-  local r, err = proc.run { argv = c.argv, cwd = c.cwd, env = c.env, timeout = timeout, lifeline = c.lifeline,
-    on_stdout = feed, on_stderr = feed, capture_limit = 1 }
-  logf:write(("\n# exit %s%s\n"):format(r and tostring(r.status) or "?", r and r.timed_out and " (timed out)" or ""))
+  local tmp = ("%s.tmp-%d"):format(log_path, sys.getpid())
+  local env = { TMPDIR = tmp }
+  for k, v in pairs(c.env or {}) do env[k] = v end
+  local made, merr = sys.mkdir_p(tmp)
+  local r, err
+  if made then
+    r, err = proc.run { argv = c.argv, cwd = c.cwd, env = env, timeout = timeout, lifeline = c.lifeline,
+      on_stdout = feed, on_stderr = feed, capture_limit = 1 }
+    remove_tree(tmp)
+  else
+    err = "a directory for its temporary files: " .. tostring(merr)
+  end
+  local canceled = r and r.canceled or sys.cancel_requested()
+  local status = r and (r.signal_name and ("SIG" .. r.signal_name) or tostring(r.status)) or "?"
+  logf:write(("\n# exit %s%s\n"):format(status, canceled and " (interrupted)" or
+    r and r.timed_out and " (timed out)" or ""))
   logf:close()
+  local prog = c.argv[1]:match("[^/]*$")
+  if canceled then
+    errors.fail("ECANCELED", ("%s interrupted; it and its process group were stopped"):format(prog))
+  end
   if not r then errors.fail("EIO", ("%s: %s"):format(c.name, errors.text(err))) end
   return r
 end
@@ -114,17 +141,19 @@ function Host:exec(argv, opts)
     if r then r.rusage.maxrss_kb = nil end
     return r, err, code
   end
-  local report = os.tmpname()
-  local helper_argv = { local_helper(), "-g", "-o", report }
+  -- the helper's report goes into a file with no name (io.tmpfile) that it opens through odp's descriptor:
+  -- whatever ends odp, a SIGKILL too, nothing is left in /tmp
+  local report, terr = io.tmpfile()
+  if not report then return nil, "EIO: a temporary file for odp-rusage's report: " .. tostring(terr), "EIO" end
+  local helper_argv = { local_helper(), "-g", "-o", sys.fd_path(report) }
   table.move(flags, 1, #flags, #helper_argv + 1, helper_argv)
   local mem = shell.memory_flags(opts.memory)
   table.move(mem, 1, #mem, #helper_argv + 1, helper_argv)
   helper_argv[#helper_argv + 1] = "--"
   spec.argv = table.move(argv, 1, #argv, #helper_argv + 1, helper_argv)
-  -- the report file goes whatever happens to the run (a Ctrl-C raises through proc.run)
   local ran, r, err, code = pcall(proc.run, spec)
-  local text = sys.read_file(report)
-  os.remove(report)
+  local text = report:seek("set", 0) and report:read("a")
+  report:close()
   if not ran then error(r, 0) end
   if not r then return nil, err, code end
   -- the helper could not exec the command: the same error proc.run gives for a program it cannot start

@@ -571,6 +571,7 @@ function M.run(target, cmd, timeout)
   if not h then return target:exec_command(cmd, timeout) end
   local r, err, code = h:run({ "sh", "-c", cmd }, { timeout = timeout or 60 })
   if not r then return nil, err, code end
+  if r.canceled then return nil, "ECANCELED: interrupted", "ECANCELED" end
   if not r.ok then
     local why = r.stderr:match("[^\n]+") or (r.timed_out and "timed out") or ("status " .. r.status)
     return nil, ("EIO: `%s` on %s: %s"):format(cmd, target.uri, why), "EIO"

@@ -320,6 +320,7 @@ Target.run = shell.run
 function Target:exec_command(cmd, timeout)
   local r, err, code = self.session:exec(cmd, { timeout = timeout or SMALL_TIMEOUT })
   if not r then return nil, err, code end
+  if r.canceled then return nil, "ECANCELED: interrupted", "ECANCELED" end
   if not r.ok then
     local why = (r.stderr:match("[^\n]+") or (r.timed_out and "timed out") or ("status " .. r.status))
     return nil, ("EIO: `%s` on %s: %s"):format(cmd, self.uri, why), "EIO"

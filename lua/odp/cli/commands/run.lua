@@ -61,6 +61,10 @@ function M.run_declared(spec, argv, path, marks)
   publish.emit(records, { format = opts.format, out = opts.out, quiet = opts.quiet, report = opts.report })
   clock:lap("report")
   if (opts.verbose or 0) >= 2 then io.stderr:write(table.concat(clock:lines(), "\n"), "\n") end
+  -- an interrupted run is reported (what it measured) and saved; then odp says why it stopped, in one line
+  for _, r in ipairs(records) do
+    if r.error and r.error.code == "ECANCELED" then errors.fail("ECANCELED", r.error.message) end
+  end
   return report.exit_code(records)
 end
 

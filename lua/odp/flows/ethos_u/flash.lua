@@ -99,7 +99,9 @@ local function xmodem_file(ctx, p, rec, rtt, rlog, file)
   end
   rd:close()
   if not r then
-    errors.fail(code == "ETIMEDOUT" and "ETIMEDOUT" or "EPROTO", ("flash: XMODEM transfer of %s aborted: %s%s; raw RTT " ..
+    -- the flasher's own CAN is ECANCELED from odp.xmodem too: only the user's interrupt makes the run one
+    local interrupted = code == "ECANCELED" and sys.cancel_requested()
+    errors.fail(interrupted and "ECANCELED" or code == "ETIMEDOUT" and "ETIMEDOUT" or "EPROTO", ("flash: XMODEM transfer of %s aborted: %s%s; raw RTT " ..
       "log in %s"):format(basename(file), errors.text(err),
       fail_line and (" (flasher: " .. fail_line .. ")") or "", rlog))
   end
