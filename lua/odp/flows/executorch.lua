@@ -113,7 +113,7 @@ function M.steps(ctx, rec)
   ctx.state_of = t
   run.step(rec, "stage", function() return stage.step(ctx, rec, t) end)
   run.step(rec, "run", function() return runs_part.step(ctx, rec, t) end)
-  if t.etdump_remote then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
+  if t.fetch_etdump then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
   local kept
   if t.output_base then
     run.step(rec, "outputs", function()

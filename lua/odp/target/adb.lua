@@ -237,7 +237,7 @@ function Target:free_bytes(path)
   return shell.df_free(self, path)
 end
 
-Target.space = shell.space
+Target.space, Target.close_run_dir = shell.space, shell.close_run_dir
 
 --- -> {bytes, skipped} | nil, err, code. skipped when the device already has the same SHA-256.
 function Target:push(src, dst, opts)
