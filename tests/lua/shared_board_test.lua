@@ -208,6 +208,64 @@ T.test("an odp of another machine (its own PID namespace) spares a live run's fi
   for _, job in ipairs { a, b, c } do no_local_debris(job, job.dir .. "/s.jsonl") end
 end)
 
+------------------------------------------------------------------------------------------------ leases
+
+-- The pids a record's shared_board names (a set), checking each entry is whole.
+local function overlapped(r)
+  local pids = {}
+  for _, o in ipairs(r.shared_board or {}) do
+    T.eq(o.host, sys.hostname()); T.match(o.since, "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$")
+    T.eq(o.user, os.getenv("USER") or os.getenv("LOGNAME") or "uid0", "who")
+    pids[o.pid] = true
+  end
+  local said = table.concat(r.warnings or {}, "\n"):find("measurements may interfere", 1, true) ~= nil
+  T.eq(said, next(pids) ~= nil, "the warning exactly when shared_board is there")
+  return pids
+end
+
+T.test("two odps overlapping on one board: both records say so; --exclusive waits for the board instead", function()
+  local remote = srv.remote_dir .. "/lease"
+  -- A: six points of about 1.5 s; B comes after A's first record, with two points of about 2 s each, so A's
+  -- points that end while B runs see it
+  local adir, bdir = T.tmpdir(), T.tmpdir()
+  local aout, bout = adir .. "/s.jsonl", bdir .. "/s.jsonl"
+  local a = background(sweep_argv(runner_copy(150000), remote, "num_executions=10,11,12,13,14,15", aout,
+    adir .. "/runs"), adir)
+  wait_until("A's first record", 60, function() return #records(aout) >= 1 end)
+  local b = background(sweep_argv(runner_copy(200000), remote, "num_executions=10,11", bout, bdir .. "/runs"), bdir)
+  T.eq(exit_status(b), 0, read(bdir .. "/err"))
+  -- C, --exclusive, comes while A still runs: it waits for A, and A's records do not count it
+  wait_until("A still running", 5, function() return #records(aout) < 6 end)
+  local cdir = T.tmpdir()
+  local cout = cdir .. "/s.jsonl"
+  local c = background(sweep_argv(runner_copy(100), remote, "num_executions=3,4", cout, cdir .. "/runs",
+    { "--exclusive" }), cdir)
+  wait_until("C says it waits", 60, function() return (read(cdir .. "/err") or ""):find("waiting for", 1, true) end)
+  T.eq(exit_status(a), 0, read(adir .. "/err"))
+  T.eq(#records(cout) <= 0 or records(cout)[1].shared_board == nil, true, "C ran nothing beside A")
+  T.eq(exit_status(c), 0, read(cdir .. "/err"))
+  local arecs, brecs, crecs = records(aout), records(bout), records(cout)
+  T.eq({ #arecs, #brecs, #crecs }, { 6, 2, 2 })
+  T.eq(overlapped(arecs[1])[tonumber(b.pid)], nil, "A's first point ran before B came")
+  local a_saw_b = 0
+  for _, r in ipairs(arecs) do
+    T.eq(r.ok, true)
+    local pids = overlapped(r)
+    if pids[tonumber(b.pid)] then a_saw_b = a_saw_b + 1 end
+    T.eq(pids[tonumber(c.pid)], nil, "C waiting is not C running")
+  end
+  T.ok(a_saw_b >= 1, "A's records name B")
+  for _, r in ipairs(brecs) do T.ok(overlapped(r)[tonumber(a.pid)], "every one of B's records names A") end
+  for _, r in ipairs(crecs) do
+    T.eq(r.ok, true); T.eq(r.shared_board, nil, "C had the board to itself")
+  end
+  local cerr = read(cdir .. "/err")
+  T.eq(count(cerr, "waiting for"), 1, "one line: " .. cerr)
+  T.match(cerr, "waiting for ssh://[^\n]*%(%-%-exclusive%): another odp runs there: host [^\n]*, pid " .. a.pid)
+  no_board_debris(remote)
+  for _, job in ipairs { a, b, c } do no_local_debris(job, job.dir .. "/s.jsonl") end
+end)
+
 ------------------------------------------------------------------------------------------------ mounts
 
 T.test("a remote dir on a noexec mount: exit 3 before any upload, naming the mount and a dir that allows exec", function()

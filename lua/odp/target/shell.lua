@@ -276,6 +276,14 @@ function M.pull_space_cause(target, src, dst, err, code)
   return err, code
 end
 
+-- The shell text listing the leases under .odp/runs of remote_dir: "now SECONDS", then per odp directory
+-- "lease MTIME NAME host=H user=U pid=P since=S" (and " waiting" while it waits for the board, --exclusive).
+local function leases_text(remote_dir)
+  return ("echo \"now $(date +%%s)\"; for d in %s/.odp/runs/*/; do [ -f \"$d/lease\" ] && echo \"lease " ..
+    "$(stat -c %%Y \"$d\") $(basename \"$d\") $(head -c 256 \"$d/lease\" | head -n 1)$([ -f \"$d/waiting\" ] && " ..
+    "echo ' waiting')\"; done | head -n 256"):format(q(remote_dir))
+end
+
 -- The shell text surveying dir for M.space: the board's clock, the odp directories under .odp/runs (their
 -- mtime, their files), the staged blobs (links, atime, size), parts of the helper's own upload in .odp/, the
 -- mount table and the real path of dir (or its nearest existing parent), the candidates for another dir, then
@@ -283,13 +291,13 @@ end
 local function survey_text(dir)
   return ("echo \"now $(date +%%s)\"; if cd %s 2>/dev/null; then for d in .odp/runs/*/; do [ -d \"$d\" ] || " ..
     "continue; echo \"run $(stat -c %%Y \"$d\") ${d%%/}\"; for f in \"$d\"*; do [ -f \"$f\" ] && echo \"file " ..
-    "$(wc -c <\"$f\") $f\"; done; done | head -n 4096; for b in .odp/blobs/*; do [ -f \"$b\" ] && echo \"blob " ..
+    "$(stat -c '%%h %%s' \"$f\") $f\"; done; done | head -n 4096; %s; for b in .odp/blobs/*; do [ -f \"$b\" ] && echo \"blob " ..
     "$(stat -c '%%h %%X %%s' \"$b\") $b\"; done | head -n 4096; for f in .odp/*.odp-part-*; do [ -f \"$f\" ] && " ..
     "echo \"part $(stat -c '%%Y %%s' \"$f\") $f\"; done | head -n 256; cd - >/dev/null; fi; " ..
     "p=%s; while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done; echo \"real $(cd \"$p\" && pwd -P)\"; " ..
     "for c in \"$HOME\" /var/tmp /data/local/tmp; do [ -n \"$c\" ] && [ -d \"$c\" ] && echo \"cand $(cd \"$c\" && " ..
     "pwd -P)\"; done; head -c 65536 /proc/self/mounts | sed 's/^/mount /'; echo df; %s || true")
-    :format(q(dir), q(dir), df_text(dir))
+    :format(q(dir), leases_text("."), q(dir), df_text(dir))
 end
 
 -- The mount (its point and options) holding the real path p, from /proc/self/mounts lines ("mount DEV POINT
@@ -318,12 +326,27 @@ local function dead_owner(name, age)
   return age > M.LEASE_S
 end
 
+-- The other odps on the board from leases_text's output, those not provably dead (dead_owner), oldest first:
+-- {name, host, user, pid, since (the board's seconds), waiting}.
+local function others_of(out)
+  local now, list = tonumber(out:match("now (%d+)")) or 0, {}
+  for mtime, name, rest in out:gmatch("\nlease (%d+) (%S+) ([^\n]*)") do
+    if name ~= M.owner() and not dead_owner(name, now - tonumber(mtime)) then
+      list[#list + 1] = { name = name, host = rest:match("host=(%S+)"), user = rest:match("user=(%S+)"),
+        pid = math.tointeger(tonumber(rest:match("pid=(%d+)"))), since = tonumber(rest:match("since=(%d+)")) or 0,
+        waiting = rest:match(" waiting$") ~= nil }
+    end
+  end
+  table.sort(list, function(a, b) if a.since ~= b.since then return a.since < b.since end return a.name < b.name end)
+  return list
+end
+
 --- The board's remote dir surveyed before anything (the helper too) is uploaded, in one exec, and cleaned of
 --- what is provably dead (docs/devices.md "A shared board"): the directories of odps no longer running
 --- (M.run_dir: this machine's, boot's and PID namespace's odp whose pid is gone, or anyone's unchanged for
 --- M.LEASE_S), with their half-uploads and unfetched files; staged blobs no run links (link count 1) and nobody
 --- read for M.BLOB_UNUSED_S; half-uploads of the helper in .odp/ older than M.LEASE_S. What is removed does not
---- count against the free space. The odps still here are kept in target.cache.others (their names).
+--- count against the free space. The odps running there are kept in target.cache.others (M.others).
 --- -> free bytes (false: the board's `df` gave no answer, e.g. busybox without a mount table: ask
 --- target:free_bytes once the helper runs), the paths removed | nil, err, code: the board could not be asked,
 --- or (ENODEV) dir is on a noexec mount, where no runner could start. A method: Target.space = shell.space.
@@ -351,19 +374,17 @@ function M.space(target, dir)
       other and (", e.g. --remote-dir " .. other) or ""), "ENODEV"
   end
   local now = tonumber(head:match("^now (%d+)")) or 0
-  local removed, words, others = {}, {}, {}
+  local removed, words = {}, {}
   local dead = {}
   for mtime, rel in head:gmatch("\nrun (%d+) ([^\n]+)") do
-    local name = rel:match("[^/]+$")
-    if dead_owner(name, now - tonumber(mtime)) then
+    if dead_owner(rel:match("[^/]+$"), now - tonumber(mtime)) then
       dead[rel] = true
       words[#words + 1] = q(dir .. "/" .. rel)
-    elseif name ~= M.owner() then
-      others[#others + 1] = name
     end
   end
-  for bytes, rel in head:gmatch("\nfile (%d+) ([^\n]+)") do
-    if dead[rel:match("^(.*)/[^/]*$")] then
+  -- said and counted: what goes with a dead directory, not its lease nor its links to blobs that stay
+  for links, bytes, rel in head:gmatch("\nfile (%d+) (%d+) ([^\n]+)") do
+    if dead[rel:match("^(.*)/[^/]*$")] and links == "1" and not rel:match("/lease$") then
       removed[#removed + 1] = dir .. "/" .. rel
       if free then free = free + tonumber(bytes) end
     end
@@ -380,7 +401,7 @@ function M.space(target, dir)
       if free then free = free + tonumber(bytes) end
     end
   end
-  target.cache.others = others
+  target.cache.others = others_of(head)
   if #words > 0 then
     local ok, rerr, rcode = target:exec_command("rm -rf -- " .. table.concat(words, " "))
     if not ok then return nil, rerr, rcode end
@@ -415,12 +436,77 @@ end
 --- lease: `host=H user=U pid=P since=UNIX-TIME` (who is running here). A method: Target.workdir = shell.workdir.
 function M.workdir(target)
   local dir = M.run_dir(target)
-  local lease = ("host=%s user=%s pid=%d since=%d"):format(sys.hostname() or "?", os.getenv("USER") or
-    os.getenv("LOGNAME") or "?", sys.getpid(), os.time())
-  local _, err, code = target:run(("mkdir -p %s %s && printf '%%s\\n' %s >%s/lease"):format(q(dir),
-    q(target.remote_dir .. "/.odp/blobs"), q(lease), q(dir)))
-  if err then return nil, err, code end
+  local function word(v) return (tostring(v or "?"):gsub("[^%w%.%-_@]", "_")) end
+  -- since: the board's clock, the one every odp there compares (two machines' clocks may disagree)
+  local out, err, code = target:run(("mkdir -p %s %s && printf 'host=%s user=%s pid=%d since=%%s\\n' " ..
+    "\"$(date +%%s)\" >%s/lease && cat %s/lease"):format(q(dir), q(target.remote_dir .. "/.odp/blobs"),
+    word(sys.hostname()), word(os.getenv("USER") or os.getenv("LOGNAME") or ("uid" ..
+    ((sys.read_file("/proc/self/status") or ""):match("\nUid:%s*(%d+)") or "?"))), sys.getpid(), q(dir), q(dir)))
+  if not out then return nil, err, code end
+  target.cache.since = tonumber(out:match("since=(%d+)"))
   return dir
+end
+
+--- The other odps running on the board now (their leases: docs/devices.md "A shared board"), oldest first:
+--- {name, host, user, pid, since, waiting} each. -> list | nil, err, code
+function M.others(target)
+  local out, err, code = target:run(leases_text(target.remote_dir))
+  if not out then return nil, err, code end
+  return others_of(out)
+end
+
+--- Removes a run's files on the board (rm -f) and, in the same command, lists the other odps running there
+--- (M.others): who a run overlapped. A method: Target.finish_run = shell.finish_run. -> list | nil, err, code
+---@param paths string[]
+function M.finish_run(target, paths)
+  local words = {}
+  for i, p in ipairs(paths) do words[i] = q(p) end
+  local out, err, code = target:run((#words > 0 and ("rm -f -- %s; "):format(table.concat(words, " ")) or "") ..
+    leases_text(target.remote_dir))
+  if not out then return nil, err, code end
+  return others_of(out)
+end
+
+--- One line naming another odp on the board (an entry of M.others).
+function M.other_text(o)
+  return ("host %s, user %s, pid %s, since %s"):format(o.host or "?", o.user or "?", o.pid or "?",
+    os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(o.since or 0)))
+end
+
+--- --exclusive: waits until no odp that came to the board before this one (its lease older, or as old with a
+--- smaller name: first come, first served, so two waiting odps never wait for each other) still runs there;
+--- meanwhile this odp's lease says `waiting`, and other odps do not count it as running beside them. Once per
+--- target session; one line on ui while it waits. -> true | nil, err, code (ECANCELED: Ctrl-C)
+function M.wait_board(target, ui)
+  if target.cache.board_waited then return true end
+  local dir = M.run_dir(target)
+  local _, err, code = target:run(("touch %s/waiting"):format(q(dir)))
+  if err then return nil, err, code end
+  local said
+  while true do
+    local list, lerr, lcode = M.others(target)
+    if not list then return nil, lerr, lcode end
+    local first
+    for _, o in ipairs(list) do
+      if o.since < (target.cache.since or 0) or (o.since == target.cache.since and o.name < M.owner()) then
+        first = o
+        break
+      end
+    end
+    if not first then
+      target.cache.others = list -- who came after it: they run beside its runs
+      break
+    end
+    if not said and ui then ui:info("waiting for %s (--exclusive): another odp runs there: %s", target.uri,
+      M.other_text(first)) end
+    said = true
+    local slept, serr, scode = sys.sleep(1)
+    if not slept then return nil, serr, scode end
+  end
+  _, err, code = target:run(("rm -f %s/waiting"):format(q(dir)))
+  if err then return nil, err, code end
+  target.cache.board_waited = true
+  return true
 end
 
 --- Removes this odp's own directory on the board (M.run_dir) as its board closes: the links to the staged files

@@ -1,5 +1,6 @@
 --- The ExecuTorch flow, its stage step: the runner, the model, its data and inputs where the runner will read
 -- them, and the runner's argv.
+local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local sys = require("odp.sys")
 local memparse = require("odp.parse.memory")
@@ -31,6 +32,8 @@ end
 function M.step(ctx, rec, t)
   local o, ui, board = ctx.opts, ctx.ui, ctx.board
   t.workdir = board:workdir(ctx.run_dir)
+  -- --exclusive: the board to itself before anything of this run is staged
+  if o.exclusive and t.target.wait_board then errors.check(t.target:wait_board(ui)) end
   local pushed_any, remote = false, false
   local function stage(path, mode, info)
     local where, pushed = board:stage(path, { mode = mode, ui = ui, sha256 = info and info.sha256 })
