@@ -33,6 +33,8 @@ export ODP_PATH="$top/tests/lib${ODP_PATH:+:$ODP_PATH}"
 peers="$(cd "$top/.." && pwd)/shared/peers/executorch"
 export ODP_REAL_RUNNER="${ODP_REAL_RUNNER:-$peers/executor_runner}"
 export ODP_REAL_RUNNER_AARCH64="${ODP_REAL_RUNNER_AARCH64:-$peers/executor_runner-linux-aarch64}"
+# ExecuTorch's LLM runner and the tiny model it runs (llama_main, toy.pte, tok.bin): the --llm suites
+export ODP_REAL_LLM="${ODP_REAL_LLM:-$peers/llm}"
 logs="$top/tests/.tmp/logs"
 mkdir -p "$logs"
 # Every run is added to a history (lua/odp/results/history.lua): the suites' runs go to this file, never to

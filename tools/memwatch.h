@@ -33,7 +33,7 @@ struct memwatch_boundary {
     double read_us;              /* what reading status (and smaps_rollup) and resetting cost */
     long hwm_kb;                 /* VmHWM: the peak since the last reset (or since the start) */
     long rss_kb, anon_kb, file_kb, shmem_kb; /* smaps_rollup at the boundary (-1: unreadable) */
-    long sampled_max_kb;         /* the largest statm sample since the previous boundary */
+    long sampled_max_kb;         /* the largest sample since the previous boundary */
     long pte_kb;                 /* resident bytes of mappings of the model file (-1: not asked) */
     int reset;                   /* 1: clear_refs written after the read; 0: it could not be (reset_errno) */
     const char *late;            /* no reading (hwm_kb -1): "ended" (the program was gone), "together" (its
@@ -53,6 +53,9 @@ struct memwatch {
     size_t timeline_bytes, timeline_max;
     int timeline_cut;            /* a line would have passed timeline_max: it and the rest are left out */
     int statm_fd;
+    int batched;                 /* the kernel counts RSS per thread in batches (before Linux 6.2): statm and
+                                  * VmHWM lag, so samples walk the page tables (smaps_rollup) instead, at
+                                  * an interval that only grows (sample_s: the longest so far) */
     long page_kb;
     char line[2][MEMWATCH_LINE]; /* the line being assembled per stream (0 stdout, 1 stderr) */
     size_t len[2];

@@ -642,7 +642,14 @@ static int connect_session(odp_ssh *s, const odp_ssh_opts *o, odp_err *err)
         if (types[0] && rc == LIBSSH2_ERROR_KEX_FAILURE)
             return odp_fail(err, ODP_EHOSTKEY, "%s offers none of the host key types known for it (%s) in %s", s->uri,
                             types, o->known_hosts);
-        return ssh_fail_err(s, err, ODP_EPROTO, "SSH handshake failed");
+        /* the host and the port, always: a banner that never came is most often another server on that port */
+        char what[300];
+        snprintf(what, sizeof what, "SSH handshake with %s port %d failed%s", o->host, port,
+                 rc == LIBSSH2_ERROR_BANNER_RECV || rc == LIBSSH2_ERROR_SOCKET_DISCONNECT ||
+                         rc == LIBSSH2_ERROR_SOCKET_RECV
+                     ? " (is an SSH server listening there?)"
+                     : "");
+        return ssh_fail_err(s, err, ODP_EPROTO, what);
     }
     if ((rc = verify_host_key(s, o, port, err)))
         return rc;

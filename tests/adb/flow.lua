@@ -280,4 +280,18 @@ T.with_real_runner("--inputs random:1 --outputs over adb: inputs pushed once, ou
   T.match(r2.stderr, "unchanged input%-0%.bin", "the same input bytes are not pushed again")
 end)
 
+T.with_real_llm("--llm over adb: llama_main on the device, tokens and every token's latency, its ETDump per process",
+  function(p)
+    local rec, r = json_run({ "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt", "Once upon a time", "--max-new-tokens", "5", "-n", "2", "--format", "json" })
+    T.eq(r.status, 0, r.stderr)
+    T.eq(rec.ok, true)
+    T.match(rec.target, "^adb")
+    T.eq(rec.llm.generated_tokens, 4)
+    T.eq(rec.latency_ms.n, 2 * 4)
+    local doc = assert(require("odp.parse.etdump").read(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file))
+    T.eq(#require("odp.parse.llm").forwards(doc), rec.llm.prompt_tokens + rec.llm.generated_tokens)
+    T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/tok.bin"), sys.sha256_file(p.tokenizer), "tokenizer staged")
+  end)
+
 T.done()

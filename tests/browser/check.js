@@ -72,6 +72,21 @@ async function interact(page, out, shot, filter_text) {
       lines: f.querySelectorAll("svg path.line").length, bands: f.querySelectorAll("svg path.band").length,
       width: box.width, height: box.height, label: svg ? svg.getAttribute("aria-labelledby") : null,
       caption: (f.querySelector("figcaption") || {}).textContent || "",
+      // geometry in the SVG's own units: the plot area (the x axis' ends), where each band and mark label is
+      // drawn, and the largest drawn point (its outline included)
+      plot: (() => {
+        const ax = svg && svg.querySelector("g.axes line");
+        return ax ? { left: Number(ax.getAttribute("x1")), right: Number(ax.getAttribute("x2")) } : null;
+      })(),
+      labels: svg ? Array.from(svg.querySelectorAll("g.band text, g.mark text")).map((t) => {
+        const b = t.getBBox();
+        return { text: t.textContent, x: b.x, right: b.x + b.width, y: b.y, bottom: b.y + b.height };
+      }) : [],
+      // drawn points wider than 3.5 px, their outline included
+      wide_points: svg ? Array.from(svg.querySelectorAll("circle.point")).filter((c) => {
+        const r = c.getBoundingClientRect(), st = getComputedStyle(c);
+        return Math.max(r.width, r.height) + (st.stroke === "none" ? 0 : parseFloat(st.strokeWidth)) > 3.5;
+      }).length : 0,
     };
   }));
   // every header of every sortable table: the cells' keys (data-v, else the text) after one click, two clicks

@@ -118,6 +118,23 @@ function T.with_real_runner(name, fn, arch)
   T.test(name, function() fn(runner) end)
 end
 
+--- ExecuTorch's LLM runner for the --llm tests: $ODP_REAL_LLM, a folder with llama_main (and
+-- llama_main-linux-aarch64), toy.pte and tok.bin, which tests/run.sh defaults to the one beside the project.
+-- Runs fn as test name with that folder's paths {runner, model, tokenizer, dir}, else reports it skipped.
+-- arch "aarch64": the runner is the static aarch64 build.
+function T.with_real_llm(name, fn, arch)
+  local dir = os.getenv("ODP_REAL_LLM")
+  if not dir or dir == "" then return T.skip(name, "ODP_REAL_LLM is not set") end
+  local p = { dir = dir, runner = dir .. (arch == "aarch64" and "/llama_main-linux-aarch64" or "/llama_main"),
+    model = dir .. "/toy.pte", tokenizer = dir .. "/tok.bin" }
+  for _, f in ipairs({ p.runner, p.model, p.tokenizer }) do
+    local h = io.open(f, "rb")
+    if not h then return T.skip(name, ("no %s (ODP_REAL_LLM)"):format(f)) end
+    h:close()
+  end
+  T.test(name, function() fn(p) end)
+end
+
 --- Path of the project's top directory (tests run from anywhere).
 function T.root() return require("odp.host").root end
 

@@ -125,8 +125,16 @@ T.test("odp-rusage aarch64 on the guest: peak RSS of 4/50 MB programs is their o
   T.eq(pi:sh("sha256sum /tmp/odp/.odp/odp-rusage"):match("%x+"), sys.sha256_file(build .. "/odp-rusage-aarch64"))
 end)
 
+-- The guest's kernel is Debian 12's 6.1: before 6.2 a thread's page faults reach its process's RSS counters
+-- (statm, VmHWM, clear_refs' reset) only every 64 faults, so those lag what is resident.
+local function kernel_batches_rss()
+  local major, minor = pi:sh("uname -r"):match("^(%d+)%.(%d+)")
+  return tonumber(major) < 6 or (tonumber(major) == 6 and tonumber(minor) < 2)
+end
+
 T.test("memory by phase on the guest (odp-rusage aarch64, the resident helper): each phase's peak is known", function()
   local memparse = require("odp.parse.memory")
+  T.ok(kernel_batches_rss(), "the twin's kernel batches RSS counts: " .. pi:sh("uname -r"))
   local where = assert(t:stage(build .. "/tests/mem_phases-aarch64", { mode = tonumber("755", 8) }))
   local r = assert(t:exec({ where, "4" }, { timeout = 180,
     memory = { csv = T.tmpdir() .. "/mem.csv", marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS) } }))
@@ -134,13 +142,16 @@ T.test("memory by phase on the guest (odp-rusage aarch64, the resident helper): 
   T.ok(r.memory, "the helper's memory report")
   T.eq(r.memory.timeline, "ok", "the timeline came back on the helper's channel")
   T.eq(r.memory.clear_refs, "ok")
+  T.eq(r.memory.rss_counters, "batched", "the helper saw the kernel's batched RSS counters")
   local phases = memparse.phases(r.memory, r.rusage.maxrss_kb, r.wall_s * 1000)
   local b = assert(tonumber(r.stdout:match("baseline_kb=(%d+)")))
   local want = { load = 8, method = 32, first = 48, steady = 20, teardown = 20 }
   T.eq(#phases, 5)
   for _, p in ipairs(phases) do
-    T.ok(p.exact and math.abs(p.peak_kb - (b + want[p.name] * 1024)) <= 1024,
-      ("%s: %d kB, known %d kB (the guest's kernel)"):format(p.name, p.peak_kb, b + want[p.name] * 1024))
+    -- the largest reading, not called exact: the kernel's marks lag
+    T.ok(not p.exact and math.abs(p.peak_kb - (b + want[p.name] * 1024)) <= 1024,
+      ("%s: %d kB (%s), known %d kB (the guest's kernel)"):format(p.name, p.peak_kb, p.exact and "exact" or "sampled",
+        b + want[p.name] * 1024))
   end
 end)
 
@@ -192,6 +203,34 @@ T.with_real_runner("scripts/rpi5.lua with the real runner: pushed, then hash-ski
   says(r.stderr, "unchanged " .. RUNNER_NAME); T.match(r.stderr, "unchanged add_arduino.pte")
   T.match(r.stdout, "device%s+raspberrypi · Cortex%-A76 x%d · EMULATED")
   T.match(r.stdout, "EMULATED, not a board's timings")
+end, "aarch64")
+
+T.with_real_llm("--llm on the guest (the static aarch64 llama_main): its tokens and rates as the guest's own run " ..
+  "of the runner reports them, every forward in its ETDump, peak RSS against GNU time there", function(p)
+  local r = flow(pi, "rpi5.lua", { "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
+    "--prompt", "Once upon a time", "--max-new-tokens", "8", "-n", "2", "--runs-dir", tmp .. "/llm-runs",
+    "--format", "json" }, { timeout = 300 })
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.ok, true)
+  T.eq(rec.latency_ms.emulated, true, "TCG timings are labelled")
+  -- the guest's own run of the same generation: its PyTorchObserver line is the oracle for the counts
+  local out = pi:sh("cd /tmp/odp && ./llama_main-linux-aarch64 --model_path toy.pte --tokenizer_path tok.bin " ..
+    "--prompt 'Once upon a time' --temperature 0 --max_new_tokens 8 --etdump_path /tmp/g.etdump 2>/dev/null; " ..
+    "rm -f /tmp/g.etdump", 180)
+  local llm = require("odp.parse.llm")
+  local obs = assert(llm.observer(out))
+  T.eq(rec.llm.prompt_tokens, obs.prompt_tokens)
+  T.eq(rec.llm.generated_tokens, obs.generated_tokens)
+  local doc = assert(require("odp.parse.etdump").read(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file))
+  T.eq(#llm.forwards(doc), obs.prompt_tokens + obs.generated_tokens, "one forward per token")
+  T.eq(rec.latency_ms.n, 2 * obs.generated_tokens)
+  local tv = pi:sh("cd /tmp/odp && /usr/bin/time -v ./llama_main-linux-aarch64 --model_path toy.pte " ..
+    "--tokenizer_path tok.bin --prompt 'Once upon a time' --temperature 0 --max_new_tokens 8 " ..
+    "--etdump_path /tmp/g.etdump 2>&1 >/dev/null | grep 'Maximum resident'; rm -f /tmp/g.etdump", 180)
+  local oracle = tonumber(tv:match("(%d+)%s*$"))
+  T.ok(math.abs(rec.peak_rss_kb - oracle) <= math.max(oracle * 0.05, 512),
+    ("odp %d kB, GNU time -v %d kB"):format(rec.peak_rss_kb, oracle))
 end, "aarch64")
 
 -- The multi-operator MLP (tests/fixtures/pte/mlp.pte: mm -> relu -> add -> mm, ~250 ms an inference under TCG)
@@ -259,8 +298,9 @@ T.with_real_runner("memory by phase on the guest (the real runner, mlp.pte): the
   for i, p in ipairs(mem.phases) do names[i] = p.name end
   T.eq(mem.seen, { "program", "method", "first", "executed" }, "the runner's phase lines, as the guest printed them")
   T.eq(table.concat(names, "+"), "load+method+first+steady+teardown")
-  T.eq(mem.clear_refs, "ok", "the guest's kernel took clear_refs: exact peaks")
-  T.eq(mem.exact, true)
+  T.eq(mem.clear_refs, "ok", "the guest's kernel took clear_refs")
+  T.eq(mem.rss_counters, "batched", "the guest's 6.1 kernel lags its RSS counters: no peak is exact")
+  T.eq(mem.exact, false)
   -- the same command under the guest's GNU time (Debian's time:arm64), twice: a process's peak moves by a few
   -- pages between runs
   local gnu = 0
@@ -285,6 +325,40 @@ T.with_real_runner("memory by phase on the guest (the real runner, mlp.pte): the
   T.ok(p.method.peak_kb - p.load.peak_kb >= from_pte / 1024 * 0.9,
     ("method %d kB vs load %d kB: the arena is set up in the method phase"):format(p.method.peak_kb, p.load.peak_kb))
   print(("# the memory case took %.0f s"):format(sys.now() - t0))
+end, "aarch64")
+
+T.with_real_runner("memory on the guest's batching kernel (the real runner, add_arduino.pte: 66 page faults in " ..
+  "all): no phase reads the 4 kB of the lagging counters, none is called exact; the peak is the guest's GNU time -v",
+  function(runner)
+  T.ok(kernel_batches_rss(), "the twin's kernel batches RSS counts")
+  local r = flow(pi, "rpi5.lua", { "--runner", runner, "--model", pte, "-n", "10", "--runs-dir", tmp .. "/tiny",
+    "--format", "json", "--no-history" })
+  T.eq(r.status, 0, r.stderr:sub(-500))
+  local rec = assert(json.decode(r.stdout))
+  local mem = rec.memory
+  T.eq(mem.rss_counters, "batched")
+  T.eq(mem.exact, false)
+  local tv = pi:sh(("cd /tmp/odp && /usr/bin/time -f 'max_kb=%%M' ./%s --model_path add_arduino.pte " ..
+    "--num_executions 10 2>&1 >/dev/null | tail -1"):format(RUNNER_NAME), 120)
+  local gnu = assert(tonumber(tv:match("max_kb=(%d+)")), tv)
+  print(("# tiny runner on the twin: phases %s; GNU time -v %d kB"):format(json.encode(mem.phases), gnu))
+  T.ok(math.abs(mem.peak_kb - gnu) <= gnu * 0.05, ("odp %d kB, GNU time %d kB (+-5%%)"):format(mem.peak_kb, gnu))
+  for _, p in ipairs(mem.phases) do
+    T.eq(p.exact, false, p.name .. " is not called exact")
+    -- the runner is resident (its static text and the model) from its first line on: at least half its peak
+    T.ok(p.peak_kb >= gnu / 2 and p.peak_kb <= gnu * 1.05, ("%s: %d kB, GNU time's peak %d kB"):format(p.name,
+      p.peak_kb, gnu))
+  end
+  -- the timeline walks the page tables: every sample after the first phase line is the resident runner
+  local rows = require("odp.results.memory").timeline(rec.artifacts.run_dir .. "/memory.csv")
+  T.ok(rows and #rows > 0, "a timeline")
+  local t_load = mem.phases[1].t_end_ms
+  for _, row in ipairs(rows) do
+    if row.t_ms >= t_load then
+      T.ok(row.rss_kb >= gnu / 2, ("sample at %.1f ms: %d kB, GNU time's peak %d kB"):format(row.t_ms, row.rss_kb, gnu))
+    end
+  end
+  T.ok(table.concat(rec.warnings, "\n"):find("batches of 64", 1, true), "the warning says why not exact")
 end, "aarch64")
 
 local OUTPUTS_CASE = "outputs across architectures: the guest's aarch64 runner against the host's x86_64 one on " ..

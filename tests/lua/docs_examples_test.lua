@@ -3,6 +3,7 @@
 -- comment). Each is run in one scratch directory, in the order the docs give them, with the build's odp and a
 -- history of the test's own, after these placeholders are mapped (the mapping the docs' readers make too):
 --   m.pte                         -> tests/fixtures/pte/add_arduino.pte
+--   with --llm: m.pte, llama_main, tok.bin -> $ODP_REAL_LLM's toy.pte, llama_main, tok.bin
 --   ./executor_runner, executor_runner (the host runner)  -> $ODP_REAL_RUNNER (the real x86_64 runner)
 --   runs/<id>/                    -> the run the example before made (the latest run directory)
 --   runs/<id-A>/, runs/<id-B>/, A, B  -> the first two run directories the examples before made
@@ -121,10 +122,17 @@ local function refresh_runs()
   state.runs = dirs
 end
 
+-- --llm examples: ExecuTorch's LLM runner and its tiny model ($ODP_REAL_LLM)
+local llm_dir = os.getenv("ODP_REAL_LLM") or ""
+local LLM = { ["m.pte"] = llm_dir .. "/toy.pte", llama_main = llm_dir .. "/llama_main", ["tok.bin"] = llm_dir .. "/tok.bin" }
+
 local function map(w, runner)
   local out, ids = {}, { A = 1, B = 2, ["runs/<id-A>/"] = 1, ["runs/<id-B>/"] = 2, ["runs/<id>/"] = 1 }
+  local llm = false
+  for _, a in ipairs(w) do if a == "--llm" then llm = true end end
   for i, a in ipairs(w) do
     if a == "..." or a == "[...]" then -- left out
+    elseif llm and LLM[a] then out[#out + 1] = LLM[a]
     elseif a == "m.pte" then out[#out + 1] = model
     elseif (a == "./executor_runner" or a == "executor_runner") and runner then out[#out + 1] = runner
     elseif ids[a] and (a:find("^runs/") or w[2] == "compare" or w[2] == "report") then

@@ -418,9 +418,39 @@ T.test(label .. ": odp history: list, SERIES with an SVG trend, --regressions --
   T.match(page, "History of cli%.pte")
   T.match(page, "Detected changes")
   T.match(page, "%+[56]%.%d%%")
+  -- the page names what the series is, as the terminal does: its parameters, model, board
+  T.match(page, '<th scope="row">parameters</th><td>num_executions=10</td>')
+  T.match(page, "cli%.pte %(sha256 eeeeeeeeeeee%)")
+  T.match(page, "1 change%(s%) found, marked")
   local svg = T.read(dir .. "/history-" .. id .. ".svg")
   T.match(svg, 'class="mark"')
   T.eq(select(2, svg:gsub('class="errorbar"', "")), 30, "each run's CI")
+  -- runs are counted: every x tick is a whole run
+  local xticks = svg:match('<g class="xticks".-</g>')
+  for label in xticks:gmatch("<text[^>]*>([^<]*)</text>") do T.match(label, "^%d+$", "x tick " .. label) end
+  -- three runs cannot tell: the page says undecided, with the terminal's words, not "0 changes"
+  local few = T.tmpdir()
+  local fdb = assert(history.open(few .. "/few.db"))
+  for i = 1, 3 do
+    local rec, path = make_record(few, i, { tag = "few", model = "cli.pte", model_sha = ("e"):rep(64) })
+    assert(fdb:add(rec, { record_path = path }))
+  end
+  fdb:close()
+  local fl = json.decode(assert(proc.run { argv = { odp, "history", "--history", few .. "/few.db",
+    "--metric", "latency_ms", "--format", "json" }, cwd = few, timeout = 60 }).stdout)
+  local fr = assert(proc.run { argv = { odp, "history", "--history", few .. "/few.db", tostring(fl[1].id),
+    "--html", few .. "/few.html" }, cwd = few, timeout = 60 })
+  T.ok(fr.ok, fr.stderr)
+  local said = fr.stdout:match("\n(undecided: [^\n]+)")
+  T.ok(said, "the terminal says undecided: " .. fr.stdout)
+  local fpage = T.read(few .. "/few.html")
+  T.ok(fpage:find(require("odp.results.html").escape(said), 1, true), "the page says it too: " .. said)
+  T.ok(not fpage:find("0 detected change", 1, true) and not fpage:find("no change", 1, true), "never no change")
+  svg = T.read(few .. "/history-" .. fl[1].id .. ".svg")
+  xticks = svg:match('<g class="xticks".-</g>')
+  local n = 0
+  for label in xticks:gmatch("<text[^>]*>([^<]*)</text>") do T.match(label, "^%d+$", "x tick " .. label) n = n + 1 end
+  T.ok(n >= 3, "a tick per run: " .. n)
   r = run("--regressions", "--fail")
   T.eq(r.status, 1, r.stderr)
   T.match(r.stderr, "1 regression%(s%) still standing")
@@ -454,6 +484,34 @@ end)
 end
 
 cli_tests("sqlite", tmp .. "/cli.db")
+
+T.test("--regressions: a rate (--llm's decode tokens/s) regresses when it falls, not when it rises", function()
+  local dir = T.tmpdir()
+  local url = dir .. "/rates.db"
+  local gauss = gaussian(11)
+  local db = assert(history.open(url))
+  for _, case in ipairs({ { model = "falls.pte", to = 0.94 }, { model = "rises.pte", to = 1.06 } }) do
+    for i = 1, 30 do
+      local rec, path = make_record(dir, i, { tag = case.model, model = case.model,
+        model_sha = (case.model == "falls.pte" and "f" or "d"):rep(64) })
+      rec.llm = { decode_tokens_per_s = 100 * (i <= 20 and 1 or case.to) * (1 + 0.005 * gauss()) }
+      rec.commit = ("c%02d"):format(i)
+      history.save(rec, path:match("^(.*)/"), { no_history = true })
+      assert(db:add(rec, { record_path = path }))
+    end
+  end
+  db:close()
+  local function regressions(model)
+    local r = proc.run { argv = { odp, "history", "--history", url, "--model", model, "--metric",
+      "decode_token_per_sec", "--regressions", "--format", "json" }, cwd = dir, timeout = 60 }
+    T.ok(r.ok, r.stderr)
+    return json.decode(r.stdout)
+  end
+  local fell = regressions("falls.pte")
+  T.eq(#fell, 1, "a 6% drop in tokens/s is a regression")
+  T.eq(fell[1].commit, "c21")
+  T.eq(#regressions("rises.pte"), 0, "a 6% rise is an improvement")
+end)
 
 -- issue 28: 4 runs at 10 ms then 4 at 12 ms, 200 samples each, disjoint CIs: `--regressions --fail` said "no
 -- change of 2% or more found" and exited 0 (the detector needed 6 runs before a change). Now it is a

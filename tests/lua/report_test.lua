@@ -197,20 +197,57 @@ T.with_real_runner("a run: header, latency charts with every sample, operators t
     T.eq(out.filtered.ops.shown, with_add, "rows the filter 'add' leaves")
     T.eq(out.filtered.ops.output, ("%d of %d shown"):format(with_add, ops))
     T.ok(sorts(out) >= 10, "every column of the operator table sorts")
-    -- the trace beside the page: Chrome's JSON with one complete event per profiled event of the ETDump
+    -- the trace beside the page: Chrome's JSON with one complete event per profiled event of the ETDump, and the
+    -- memory timeline's samples and phases; the link counts what a viewer draws (all but the naming metadata)
     local trace = assert(json.decode(T.read(run_dir .. "/report.trace.json")))
-    local xs = 0
-    for _, e in ipairs(trace.traceEvents) do if e.ph == "X" then xs = xs + 1 end end
+    local xs, drawn = 0, 0
+    for _, e in ipairs(trace.traceEvents) do
+      if e.ph == "X" then xs = xs + 1 end
+      if e.ph ~= "M" then drawn = drawn + 1 end
+    end
     local events = 0
     for _, op in ipairs(rec.ops) do events = events + op.n end
     T.eq(xs, events, "trace events = the op table's samples")
-    T.match(page, '<a href="report.trace.json" download="">Chrome/Perfetto trace</a> %(' .. xs .. " events%)")
+    local mem_rows = #require("odp.results.memory").timeline(run_dir .. "/memory.csv")
+    local slices = 0 -- a phase with both ends is a begin and an end event
+    for _, p in ipairs(rec.memory.phases) do if p.t_start_ms and p.t_end_ms then slices = slices + 2 end end
+    T.eq(drawn, xs + mem_rows + slices, "and the memory timeline's samples and phases")
+    T.match(page, '<a href="report.trace.json" download="">Chrome/Perfetto trace</a> %(' .. drawn .. " events%)")
     T.match(page, '<a href="samples.csv">samples.csv</a>')
     T.ok(not page:find('href="report.html"', 1, true), "the page does not list itself")
     -- numbers: the latency table's p50 is the record's, and the peak RSS
     T.match(page, ('data%%-v="%s"'):format(("%.9g"):format(rec.latency_ms.p50):gsub("%p", "%%%0")))
     T.match(page, ("%d kB"):format(rec.peak_rss_kb))
   end)
+
+T.with_real_runner("a run that failed only its output check (--max-abs-err): its page shows its latency and memory " ..
+  "as the terminal does, and the agreement that failed", function(runner)
+  local _, ref = host_run(runner, "ref", { "--inputs", "random:1", "--outputs" })
+  -- other inputs: outputs that differ from the reference's, a max abs error above 0
+  local argv = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "--runs-dir",
+    dir .. "/runs-mismatch", "--inputs", "random:2", "--reference", ref, "--max-abs-err", "0", "-n", "5",
+    "--format", "json", "--no-history" }
+  local r = run(argv)
+  T.eq(r.status, 1, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq({ rec.ok, rec.error.code }, { false, "EMISMATCH" })
+  T.ok(rec.latency_ms and rec.latency_ms.n == 5 and rec.memory, "the record has latency and memory")
+  local run_dir = rec.artifacts.run_dir
+  r = run { odp, "report", run_dir }
+  T.eq(r.status, 0, r.stderr)
+  local page = T.read(run_dir .. "/report.html")
+  for _, id in ipairs { "agreement", "latency", "memory" } do T.match(page, '<section id="sec%-' .. id .. '">') end
+  T.match(page, ('data%%-v="%s"'):format(("%.9g"):format(rec.latency_ms.p50):gsub("%p", "%%%0")))
+  T.match(page, ("%d kB"):format(rec.peak_rss_kb))
+  -- no ETDump: the trace holds the memory timeline alone, and the link counts its events
+  local trace = assert(json.decode(T.read(run_dir .. "/report.trace.json")))
+  local drawn = 0
+  for _, e in ipairs(trace.traceEvents) do if e.ph ~= "M" then drawn = drawn + 1 end end
+  T.ok(drawn > 0, "the memory timeline in the trace")
+  T.match(page, "Chrome/Perfetto trace</a> %(" .. drawn .. " events%)")
+  local out = browse(run_dir .. "/report.html", "mismatch.png")
+  T.eq(chart(out, "series").points, 5 + 1, "every iteration drawn, the process's first marked")
+end)
 
 T.with_real_runner("a page written beside the run links its files relative to itself", function(runner)
   local _, run_dir = host_run(runner, "rel", { "-n", "3" })
@@ -352,6 +389,15 @@ T.test("the Ethos-U flow on the QEMU twin: PMU counters, NPU and CPU cycles, ste
   T.match(page, "Ethos%-U: NPU and CPU")
   for _, c in ipairs(rec.pmu.counters) do T.match(page, ("<td>%s</td><td class=\"n\" data%%-v=\"%d\">"):format(c.event, c.count)) end
   T.eq(count(page:match('<section id="sec%-steps">.-</section>'), "<tr>") - 1, #rec.steps, "one row per step")
+  -- memory on bare metal: no phases (no empty phase table), the planned arenas and the NPU scratch the terminal
+  -- shows, from the .pte (the Vela stream's scratch_size)
+  local o = rec.memory.owners
+  T.ok(o.scratch_kb and o.scratch_kb > 0, "the record has the NPU scratch")
+  local msec = assert(page:match('<section id="sec%-memory">.-</section>'), "a memory section")
+  T.ok(not msec:find("<thead>", 1, true), "no phase table: " .. msec)
+  T.match(msec, ("<th scope=\"row\">NPU scratch %%(the Vela stream&#39;s%%)</th><td>%d kB</td>"):format(o.scratch_kb))
+  T.match(msec, ("<th scope=\"row\">planned arenas</th><td>%d kB</td>"):format(o.planned_kb))
+  T.match(msec, "bare metal: no RSS to measure")
   local out = browse(path, "ethos_u.png")
   T.eq(out.data.record.flow, "ethos_u")
   T.ok(not sys.stat(rec.artifacts.run_dir .. "/report.trace.json"), "no trace drawn from the canned ETDump")
@@ -372,6 +418,49 @@ T.test("a history from a plain table: the trend with its CI band and the detecte
   local out = browse(dir .. "/h.html", "history.png")
   T.eq({ chart(out, "history").points, chart(out, "history").bands }, { 11, 1 }, "10 runs and 1 change marked")
   T.match(page, "model change")
+end)
+
+T.test("chart geometry in chromium: the memory timeline's phase and peak labels inside the plot area (not left " ..
+  "of the y axis, not under the legend); 726 iterations drawn as small dots, not joined", function()
+  -- the Pi twin's record of issue 40: its first phase starts at 0 ms, its first sample at 51 ms, the peak at the end
+  local phases = { { name = "load", peak_kb = 1740, exact = false, t_start_ms = 0, t_end_ms = 306.6 },
+    { name = "method+first+steady", peak_kb = 2128, exact = false, t_start_ms = 306.6, t_end_ms = 358.2 },
+    { name = "teardown", peak_kb = 2204, exact = false, t_start_ms = 358.2, t_end_ms = 473.4 } }
+  local rows = {}
+  for i = 0, 28 do
+    local t = 51 + i * 14.6
+    rows[#rows + 1] = { t_ms = t, rss_kb = t < 306 and 1728 or 2128, anon_kb = 104, file_kb = t < 306 and 1624 or 2024 }
+  end
+  local samples = {}
+  for i = 1, 726 do samples[i] = 0.02 + ((i * 7919) % 100) / 1000 end
+  local rec = { schema = "odp.result/1", ok = true, flow = "executorch", target = "ssh://pi@127.0.0.1:2222",
+    latency_ms = { n = 726, mean = 0.07, min = 0.02, p10 = 0.03, p50 = 0.07, p90 = 0.11, p99 = 0.12, max = 0.12,
+      std = 0.03, source = "log" }, peak_rss_kb = 2204,
+    memory = { phases = phases, peak_phase = "teardown", peak_kb = 2204, exact = false, sample_ms = 1.0,
+      seen = { "program", "method", "first", "executed" }, timeline = "memory.csv" } }
+  local page = html.run(rec, { samples = { samples }, memory_rows = rows })
+  T.write(dir .. "/geometry.html", page)
+  local out = browse(dir .. "/geometry.html", "geometry.png")
+  local mem = chart(out, "memory-timeline")
+  T.eq(#mem.labels, 4, "three phase labels and the peak's")
+  for _, l in ipairs(mem.labels) do
+    T.ok(l.x >= mem.plot.left, ("%q starts at x %.1f, the y axis is at %.1f"):format(l.text, l.x, mem.plot.left))
+    T.ok(l.right <= mem.plot.right, ("%q ends at x %.1f, the plot area (and the legend beyond it) at %.1f"):format(
+      l.text, l.right, mem.plot.right))
+  end
+  -- labels of neighbouring phases do not overlap
+  for i = 2, #mem.labels do
+    for j = 1, i - 1 do
+      local a, b = mem.labels[i], mem.labels[j]
+      local apart = a.right <= b.x or b.right <= a.x or a.bottom <= b.y or b.bottom <= a.y
+      T.ok(apart, ("%q and %q overlap"):format(a.text, b.text))
+    end
+  end
+  local series = chart(out, "series")
+  T.eq(series.points, 726 + 1, "every iteration and the process's first")
+  T.eq(series.lines, 0, "726 iterations are not joined by a line")
+  -- the dots: 3 px across, no outline (as drawn); the process's first is the one larger marker
+  T.eq(series.wide_points, 1, "only the first-of-a-process marker is wider than 3.5 px")
 end)
 
 T.test("one unit per column in every view: the terminal's latency table and the page's agree; cycles are integers; the setup's warnings are the record's", function()
@@ -497,6 +586,9 @@ T.test("bad input: one line, exit 2, no page written", function()
   T.match(page, "the run failed: ETIMEDOUT: the runner did not finish in 600 s")
   T.match(page, "FAILED run")
   validate(dir .. "/failed.html")
+  -- with nothing to draw in a trace: no trace file, no link (a link to 0 events is a dead end)
+  T.ok(not sys.stat(dir .. "/failed.trace.json"), "no trace")
+  T.ok(not page:find("Chrome/Perfetto", 1, true), "no trace link")
 end)
 
 T.done()

@@ -483,6 +483,11 @@ T.with_real_runner("--sample-overhead=3 with the real runner and mlp.pte: the me
   local line = require("odp.results.cpu_profile").overhead_line(ov)
   local term = assert(proc.run { argv = { odp, "inspect", dir }, timeout = 60 })
   T.ok(term.stdout:find(line, 1, true), "odp inspect RUN shows: " .. line)
+  -- the run's terminal report names the overhead processes' 12 logs in one line, not a line each
+  local human = require("odp.results.report").formats.human({ rec })
+  T.eq(select(2, human:gsub("\n%s+overhead_%d+_", "")), 0, "no line per overhead log")
+  T.match(human, "\n  overhead logs%s+12 runner logs of the %-%-sample%-overhead processes: " ..
+    dir:gsub("%p", "%%%0") .. "/overhead%-%*%.std{out,err}\n")
   local page = tmp .. "/ovh.html"
   T.eq(assert(proc.run { argv = { odp, "report", dir, "--out", page }, timeout = 120 }).status, 0)
   T.ok(T.read(page):find("sampling overhead: " .. ("%+.1f%%"):format(ov.pct), 1, true), "the HTML page shows it")
@@ -492,6 +497,24 @@ T.with_real_runner("--sample-overhead=3 with the real runner and mlp.pte: the me
   for i, name in ipairs(split(head, ",")) do if name == "cpu_profile.overhead.sampled_p50_ms" then col = i end end
   T.ok(col, "the CSV has cpu_profile.overhead.sampled_p50_ms")
   T.near(tonumber(split(row, ",")[col]), ov.sampled_p50_ms, 1e-6)
+end)
+
+T.test("hottest functions: those that round to 0% are left out, in the terminal and on the page alike", function()
+  local prof = require("odp.results.cpu_profile")
+  local op = { name = "native_call_mm.out", instruction_id = 0, samples = 1000, share = 0.6, time_share = 0.59,
+    top = { { symbol = "gemm", samples = 620, share = 0.62 }, { symbol = "pack", samples = 310, share = 0.31 },
+      { symbol = "memcpy", samples = 4, share = 0.004 }, { symbol = "once", samples = 1, share = 0.001 } } }
+  T.eq(prof.top_text(op), "gemm 62%, pack 31%")
+  T.eq(prof.top_text({ top = { { symbol = "x", share = 0.001 } } }), nil, "none left: nil")
+  local cp = { event = "cpu-clock", rate_hz = 4000, samples = { total = 1000, in_execute = 1000 }, attributed = 1,
+    ops = { op }, overhead = prof.overhead_not_measured() }
+  local term = table.concat(prof.human_lines(cp), "\n")
+  T.match(term, "gemm 62%%, pack 31%%\n?")
+  T.ok(not term:find("memcpy", 1, true) and not term:find("[^%d%.]0%%"), "no 0% entry in the terminal: " .. term)
+  local page = require("odp.results.html").run({ schema = "odp.result/1", ok = true, flow = "executorch",
+    cpu_profile = cp })
+  T.match(page, "<td>gemm 62%%, pack 31%%</td>")
+  T.ok(not page:find("memcpy", 1, true) and not page:find("once 0%", 1, true), "no 0% entry on the page")
 end)
 
 T.test("cpu_profile.overhead's verdict: too few processes, no difference at that n, a clear one", function()

@@ -192,6 +192,20 @@ T.test("connect timeout and refused port", function()
   _, err, code = ssh.connect { host = "127.0.0.1", port = lp, user = "x", known_hosts = tmp .. "/kh", timeout = 1 }
   T.eq(code, "ETIMEDOUT"); T.ok(sys.now() - t0 < 3, "bounded by the timeout")
   proc.run { "kill", tostring(pid) }
+  -- a listener that answers something else and closes (a web server, say): no SSH banner; the message names
+  -- the host and the port it came from
+  local wp = srv.port + 1001
+  pid = tonumber(sshd.sh(string.format("socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr SYSTEM:'echo HTTP/1.0 400' " ..
+    ">/dev/null 2>&1 & echo $!", wp)))
+  for _ = 1, 200 do
+    if proc.run { "sh", "-c", ("ss -Hltn 'sport = :%d' | grep -q ."):format(wp), timeout = 10 }.status == 0 then break end
+    sys.sleep(0.05)
+  end
+  _, err, code = ssh.connect { host = "127.0.0.1", port = wp, user = "x", known_hosts = tmp .. "/kh", timeout = 5 }
+  T.eq(code, "EIO", err)
+  T.match(err, ("^EIO: SSH handshake with 127%%.0%%.0%%.1 port %d failed %%(is an SSH server listening there%%?%%): " ..
+    ".*banner"):format(wp))
+  proc.run { "kill", tostring(pid) }
 end)
 
 s:close()

@@ -52,7 +52,7 @@ T.test("run: appends a record per point and repeat, resumes by parameters, retri
   local recs = lines(out)
   T.eq(#recs, 6)
   T.eq(recs[1].params, { size = 1 })
-  T.eq(recs[2].sweep, { point = 1, rep = 2, of = 3 })
+  T.eq(recs[2].sweep, { point = 1, rep = 2, reps = 2, of = 3 })
   T.eq(recs[5].error, { code = "EIO", message = "boom", exit = 3 }, "the exit status is the code's")
   calls = 0
   local progress = {}
@@ -222,10 +222,30 @@ T.with_real_runner("scripts/sweep.lua --repeat 3 over the host flow: 3 runner pr
     per_point[n] = (per_point[n] or 0) + 1
   end
   T.eq(per_point, { 3, 3 }, "one runner process per record")
+  local reps = {}
   for _, rec in ipairs(recs) do
     T.eq(rec.params["repeat"], 1, "the flow's own --repeat kept its default")
     T.eq(rec.latency_ms.n, rec.params.num_executions, "each record holds one process's iterations")
+    T.eq(rec.sweep.reps, 3, "the record knows the sweep's --repeat")
+    reps[#reps + 1] = ("%d/%d"):format(rec.sweep.rep, rec.sweep.reps)
   end
+  T.eq(reps, { "1/3", "2/3", "3/3", "1/3", "2/3", "3/3" })
+  -- the views: a rep column reads 1/3..3/3, and the flow's repeat (processes per record) is titled for what it is
+  local summary = require("odp.results.report").summary(recs)
+  local head = summary:match("^[^\n]+")
+  T.match(head, "processes%s+warmup%s+rep%s+ok", "the columns: " .. head)
+  T.ok(not head:find("repeat", 1, true), "no column titled repeat: " .. head)
+  local col = 0
+  for line in summary:gmatch("\n([^\n]+)") do
+    col = col + 1
+    T.match(line, "^%s*%d+%s+1%s+0%s+" .. reps[col] .. "%s+ok", "row " .. col .. ": " .. line)
+  end
+  T.eq(col, 6)
+  T.eq(proc.run { odp, "report", dir .. "/r.jsonl", "-q", cwd = dir, timeout = 60 }.status, 0)
+  local page = T.read(dir .. "/r.html")
+  T.match(page, "<button type=\"button\">processes</button>")
+  T.match(page, "<button type=\"button\">rep</button>")
+  for _, rep in ipairs { "1/3", "2/3", "3/3" } do T.match(page, ('data%%-v="%s">%s</td>'):format(rep:sub(1, 1), rep)) end
   -- The flow's own --repeat is reachable as -p repeat=N: then one record aggregates N processes.
   os.remove(count)
   r = proc.run { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua",

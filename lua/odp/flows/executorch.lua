@@ -21,6 +21,7 @@ local stage = require("odp.flows.executorch.stage")
 local runs_part = require("odp.flows.executorch.runs")
 local measure = require("odp.flows.executorch.measure")
 local fetch = require("odp.flows.executorch.fetch")
+local llm = require("odp.flows.executorch.llm")
 
 local M = { name = "executorch" }
 
@@ -54,7 +55,7 @@ for _, opt in ipairs(tensors.options) do M.options[#M.options + 1] = opt end
 -- how many measured processes: --repeat, --min-time, --max-time, --min-samples, --target-ci (odp.results.measure);
 -- where and with what: --cpus, --cluster, --threads, --counters (odp.target.placement). Declared here once, so
 -- `odp run` and board:profile{} (which takes these defaults) see the same options.
-for _, list in ipairs({ measuring.options, require("odp.target.placement").options }) do
+for _, list in ipairs({ measuring.options, require("odp.target.placement").options, llm.options }) do
   for _, opt in ipairs(list) do M.options[#M.options + 1] = opt end
 end
 
@@ -63,6 +64,7 @@ function M.validate(ctx)
   local o = ctx.opts
   if o.warmup < 0 then errors.fail("EUSAGE", "--warmup must be >= 0") end
   if o.timeout <= 0 then errors.fail("EUSAGE", "--timeout must be > 0") end
+  llm.validate(o) -- before the stopping rule's checks: with --llm, -n counts processes
   measuring.validate(o)
   if o.sample_overhead and not o.sample then
     errors.fail("EUSAGE", "--sample-overhead measures --sample's cost: give --sample[=HZ] too")
@@ -90,6 +92,10 @@ function M.record(ctx)
   local hashes = o.runs_dir .. "/.sha256-cache.json"
   rec.model = result.file_info(o.model, hashes)
   rec.runner = result.file_info(o.runner, hashes)
+  if o.llm then
+    llm.params(o, rec.params)
+    rec.tokenizer = result.file_info(o.tokenizer, hashes)
+  end
   rec.steps = json.array({})
   local emulated = ctx.preflight and ctx.preflight.emulated
   if emulated then -- --allow-emulated: measured, but not the board's own speed
@@ -115,7 +121,8 @@ function M.steps(ctx, rec)
   ctx.state_of = t
   run.step(rec, "stage", function() return stage.step(ctx, rec, t) end)
   run.step(rec, "run", function() return runs_part.step(ctx, rec, t) end)
-  if t.fetch_etdump then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
+  -- --llm fetched each process's ETDump after it (odp.flows.executorch.llm): the last is the run's
+  if t.fetch_etdump and not o.llm then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
   local kept
   if t.output_base then
     run.step(rec, "outputs", function()
@@ -126,6 +133,7 @@ function M.steps(ctx, rec)
   end
   local runs, stopper, dir = t.runs, t.stopper, ctx.run_dir
   local g = measure.measure(ctx, rec, runs, t)
+  if o.llm then t.etdump = llm.keep_etdump(ctx, rec, runs) end
   rusage.record_counters(rec, runs)
   if o.sustained and g and #g.groups == #stopper.starts then
     rec.sustained = measuring.per_minute(g.groups, stopper.starts)

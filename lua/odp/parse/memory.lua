@@ -4,7 +4,7 @@
 --   ODP-MEMORY-MARK event=program t_ms=3.8 hwm_kb=8896 reset=1 sampled_max_kb=8696 rss_kb=.. anon_kb=..
 --                   file_kb=.. shmem_kb=.. model_kb=.. read_us=.. [late=ended|together (hwm_kb=-1)]
 --   ODP-MEMORY samples=534 sample_ms=1.000 sampled_max_kb=.. tail_sampled_max_kb=.. dropped_marks=0
---              clear_refs=ok|denied|failed children=0 timeline=ok|failed model_kb=0
+--              clear_refs=ok|denied|failed children=0 timeline=ok|failed model_kb=0 rss_counters=exact|batched
 local M = {}
 
 --- executor_runner's phase boundaries (FACTS: the lines it writes to stderr, one write each, as it goes), as
@@ -32,7 +32,7 @@ local NUM = { t_ms = true, read_us = true, sample_ms = true }
 local function fields(line)
   local v = {}
   for k, val in line:gmatch("([%w_]+)=(%S+)") do
-    if k == "event" or k == "clear_refs" or k == "timeline" or k == "late" then
+    if k == "event" or k == "clear_refs" or k == "timeline" or k == "late" or k == "rss_counters" then
       if #val <= 32 and val:match("^[%w_]+$") then v[k] = val end
     elseif NUM[k] then
       local x = val:match("^%-?%d+%.?%d*$") and tonumber(val)
@@ -47,7 +47,7 @@ end
 local function kb(x) return x and x >= 0 and x or nil end
 
 --- The helper's report text -> {marks = {...}, samples, sample_ms, sampled_max_kb, tail_sampled_max_kb,
--- dropped_marks, clear_refs, children, timeline} or nil when it has no ODP-MEMORY line (not watched). The
+-- dropped_marks, clear_refs, children, timeline, rss_counters} or nil when it has no ODP-MEMORY line (not watched). The
 -- report is the board's: bounded, and a malformed line is left out.
 function M.report(text)
   if type(text) ~= "string" then return nil end
@@ -69,7 +69,7 @@ function M.report(text)
       rep = { samples = v.samples or 0, sample_ms = v.sample_ms, sampled_max_kb = kb(v.sampled_max_kb),
         tail_sampled_max_kb = kb(v.tail_sampled_max_kb), dropped_marks = v.dropped_marks or 0,
         clear_refs = v.clear_refs or "failed", children = v.children or 0, timeline = v.timeline or "failed",
-        model_kb = kb(v.model_kb) }
+        model_kb = kb(v.model_kb), rss_counters = v.rss_counters == "batched" and "batched" or "exact" }
     end
   end
   if rep then rep.marks = marks end
@@ -90,6 +90,10 @@ local AFTER = { program = "method", method = "inference", first = "steady", exec
 -- (wait4 counts a waited child's peak in it). A boundary without a reading of its own (its line was read after
 -- the program ended, or in one read with the next boundary's line: the program had passed both) makes its
 -- phase and the next one, named "first+steady" and so on.
+-- Where the board's kernel counts RSS in batches (rep.rss_counters "batched": Linux before 6.2, which adds a
+-- thread's page faults to its process's counters every 64 faults), VmHWM and ru_maxrss lag what is resident,
+-- and no phase is exact: each peak is the largest of the mark, the samples (page-table walks, then) and the
+-- resident size read at its boundary, all lower bounds of the truth.
 ---@param rep table  M.report's
 ---@param maxrss_kb integer?  the exit's ru_maxrss
 ---@param wall_ms number?  the process's wall time
@@ -97,6 +101,7 @@ function M.phases(rep, maxrss_kb, wall_ms)
   local phases, seen = {}, {}
   local t_prev, reset_prev, since_reset = 0, true, 0
   local first_seen, pending = false, {}
+  local batched = rep.rss_counters == "batched"
   for _, m in ipairs(rep.marks) do
     local name = ENDS[m.event] or (m.event == "executed" and (first_seen and "steady" or "inference")) or m.event
     if m.event == "first" then first_seen = true end
@@ -104,7 +109,10 @@ function M.phases(rep, maxrss_kb, wall_ms)
     pending[#pending + 1] = name
     if not m.late then
       local p = { name = table.concat(pending, "+"), t_start_ms = t_prev, t_end_ms = m.t_ms, ended = "line" }
-      if reset_prev or m.hwm_kb > since_reset then
+      if batched then
+        p.peak_kb = math.max(m.hwm_kb, m.sampled_max_kb or 0, m.rss_kb or 0)
+        p.exact, p.source = false, "sampled"
+      elseif reset_prev or m.hwm_kb > since_reset then
         p.peak_kb, p.exact, p.source = m.hwm_kb, true, "hwm"
       else
         -- the mark since the last reset bounds it from above
@@ -119,7 +127,9 @@ function M.phases(rep, maxrss_kb, wall_ms)
   local last = rep.marks[#rep.marks]
   pending[#pending + 1] = last and (AFTER[last.event] or "teardown") or "run"
   local p = { name = table.concat(pending, "+"), t_start_ms = t_prev, t_end_ms = wall_ms, ended = "exit" }
-  if maxrss_kb and rep.children == 0 and (reset_prev or maxrss_kb > since_reset) then
+  if batched then
+    p.peak_kb, p.exact, p.source = math.max(maxrss_kb or 0, rep.tail_sampled_max_kb or 0), false, "sampled"
+  elseif maxrss_kb and rep.children == 0 and (reset_prev or maxrss_kb > since_reset) then
     p.peak_kb, p.exact, p.source = maxrss_kb, true, "ru_maxrss"
   else
     p.peak_kb, p.exact, p.source, p.bound_kb = rep.tail_sampled_max_kb or 0, false, "sampled", maxrss_kb

@@ -14,6 +14,13 @@ local sys = require("odp.sys")
 local etdump = require("odp.parse.etdump")
 
 local tensors = require("odp.results.tensors")
+-- --llm's per-process figures, compared as rows (each process one sample): name, unit, and which way is better.
+local LLM_ROWS = {
+  { key = "ttft_ms", metric = "time to first token", unit = "ms" },
+  { key = "prefill_tokens_per_s", metric = "prefill tokens/s (pp)", unit = "tokens/s", kind = "rate" },
+  { key = "decode_tokens_per_s", metric = "decode tokens/s (tg)", unit = "tokens/s", kind = "rate" },
+}
+
 local M = {}
 
 --- Samples a side needs on each side for a CI and a verdict (fewer: medians and ratio only).
@@ -135,7 +142,7 @@ function M.load(path, label, board)
     records, label = mine, ("%s (%s)"):format(label, board)
   end
   local side = { path = path, label = label, records = {}, groups = {}, rss = {}, load = {}, warnings = warnings,
-    samples_files = {}, phases = {}, phase_order = {} }
+    samples_files = {}, phases = {}, phase_order = {}, llm = {} }
   local failed = {}
   for i, rec in ipairs(records) do
     if rec.ok == false then
@@ -171,6 +178,16 @@ function M.load(path, label, board)
       end
     end
     if rec.load_ms then side.load[#side.load + 1] = rec.load_ms end
+    -- --llm: each process's time to first token and rates (docs/llm.md)
+    for _, k in ipairs(LLM_ROWS) do
+      local each = type(rec.llm) == "table" and rec.llm[k.key .. "_each"]
+      for _, v in ipairs(type(each) == "table" and each or {}) do
+        if type(v) == "number" and v == v then
+          side.llm[k.key] = side.llm[k.key] or {}
+          table.insert(side.llm[k.key], v)
+        end
+      end
+    end
     local ops, why = op_samples(rec, dir)
     if why then warnings[#warnings + 1] = ("%s: %s: its operators are not compared"):format(label, why) end
     if ops then
@@ -286,6 +303,7 @@ function M.row(metric, unit, a, b, opts)
   r.ci95, r.p = json.array { lo, hi }, p
   local less, more = "faster", "slower"
   if opts.kind == "memory" then less, more = "smaller", "larger" end
+  if opts.kind == "rate" then less, more = "slower", "faster" end -- tokens/s: more is faster
   local noise = opts.noise or M.NOISE
   if p < M.ALPHA and hi < 1 - noise then r.verdict = less
   elseif p < M.ALPHA and lo > 1 + noise then r.verdict = more
@@ -358,6 +376,11 @@ function M.compare(A, B, opts)
   add(M.row("first iteration", "ms", fa, fb, o))
   add(M.row("model load", "ms", A.load, B.load, o))
   add(M.row("peak RSS", "kB", A.rss, B.rss, with { kind = "memory" }))
+  for _, k in ipairs(LLM_ROWS) do
+    if A.llm[k.key] and B.llm[k.key] then
+      add(M.row(k.metric, k.unit, A.llm[k.key], B.llm[k.key], with { kind = k.kind }))
+    end
+  end
   for _, name in ipairs(A.phase_order) do
     if B.phases[name] then add(M.row("memory " .. name, "kB", A.phases[name], B.phases[name], with { kind = "memory" })) end
   end

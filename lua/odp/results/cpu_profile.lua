@@ -280,6 +280,19 @@ function M.read_folded(path)
   return lines
 end
 
+--- An op's hottest functions as text, "sym 62%, other 31%": those that round to 0% left out (a function seen once
+--- among thousands of samples is noise, not a hot spot), nil when none is left. Every view lists them this way.
+function M.top_text(op)
+  local tops = {}
+  for _, t in ipairs(type(op.top) == "table" and op.top or {}) do
+    local pct = type(t.share) == "number" and ("%.0f"):format(t.share * 100) or "0"
+    if pct ~= "0" and pct ~= "-0" and pct ~= "nan" and pct ~= "-nan" then
+      tops[#tops + 1] = ("%s %s%%"):format(tostring(t.symbol), pct)
+    end
+  end
+  return #tops > 0 and table.concat(tops, ", ") or nil
+end
+
 --- The lines `odp inspect RUN` and the run's table print: the profile's counts, then each op's hottest functions.
 function M.human_lines(cp)
   local out = {}
@@ -289,13 +302,9 @@ function M.human_lines(cp)
     s.lost or 0, cp.user_only and "; user space only (kernel.perf_event_paranoid)" or "")
   out[#out + 1] = M.overhead_line(cp.overhead)
   for _, op in ipairs(cp.ops or {}) do
-    local tops = {}
-    for _, t in ipairs(op.top or {}) do
-      if t.share >= 0.005 then tops[#tops + 1] = ("%s %.0f%%"):format(t.symbol, t.share * 100) end
-    end
     out[#out + 1] = ("%-28s %5.1f%% of samples%s  %s"):format(op.name .. " #" .. tostring(op.instruction_id),
       (op.share or 0) * 100, op.time_share and (" (%4.1f%% of time)"):format(op.time_share * 100) or "",
-      #tops > 0 and table.concat(tops, ", ") or "-")
+      M.top_text(op) or "-")
   end
   return out
 end

@@ -520,7 +520,9 @@ local function latency_section(rec, groups, unit, scale)
       end
     end
     local shown = M.thin(pts)
-    local series = { { name = "iterations", marker_r = #shown > 200 and 1.5 or 3, points = shown } }
+    -- many iterations: small dots, not joined (a line through hundreds of noisy points paints a solid band)
+    local dense = #shown > 200
+    local series = { { name = "iterations", marker_r = dense and 1.5 or 3, line = not dense, points = shown } }
     if #groups > 1 or #firsts > 0 then
       series[2] = { name = "first of a process", line = false, marker_r = 4, points = M.thin(firsts) }
     end
@@ -588,16 +590,20 @@ local function memory_section(rec, rows_of_timeline)
   local mem = rec.memory
   local body = {}
   if #rows > 0 then body[#body + 1] = M.kv(rows) end
+  if mem and mem.note then body[#body + 1] = "<p>" .. esc(mem.note) .. "</p>\n" end
   if mem and mem.phases then
     if rows_of_timeline and #rows_of_timeline > 0 then body[#body + 1] = memory_timeline(mem, rows_of_timeline) end
-    body[#body + 1] = M.table(mem.phases, { { key = "name", title = "phase" },
+    -- a bare-metal board has no phases (no processes, no RSS): no empty table
+    body[#body + 1] = #mem.phases > 0 and M.table(mem.phases, { { key = "name", title = "phase" },
       { key = "peak_kb", title = "peak kB", num = true },
       { key = "exact", title = "how", text = function(v) return v and "exact" or "sampled" end },
       { key = "t_start_ms", title = "from ms", num = true, text = function(v) return v and ("%.1f"):format(v) or "-" end },
       { key = "t_end_ms", title = "to ms", num = true, text = function(v) return v and ("%.1f"):format(v) or "exit" end } })
+      or nil
     local o = mem.owners or {}
     local owner_rows = {}
-    for _, k in ipairs { { "planned_kb", "planned arenas" }, { "weights_kb", "weights (constant data)" },
+    for _, k in ipairs { { "planned_kb", "planned arenas" }, { "scratch_kb", "NPU scratch (the Vela stream's)" },
+      { "weights_kb", "weights (constant data)" },
       { "heap_other_kb", "other heap" }, { "file_kb", "code and libraries" }, { "unexplained_kb", "unexplained" },
       { "rss_kb", "RSS at the largest sample" } } do
       if o[k[1]] then owner_rows[#owner_rows + 1] = { k[2], esc(("%d kB"):format(o[k[1]])) } end
@@ -612,6 +618,28 @@ local function memory_section(rec, rows_of_timeline)
 end
 
 -- Labelled fields of no other group (odp.results.schema): a field added there shows here.
+-- --llm (docs/llm.md): the generation's figures, and every generated token's latency by its position (the KV
+-- cache grows with it).
+local function llm_section(rec)
+  local l = rec.llm
+  if not l then return "" end
+  local o = { M.kv(labelled_rows(rec, "llm")) }
+  local pos = l.token_ms_by_position or {}
+  if #pos > 0 then
+    local series = { { name = "token latency", points = {} } }
+    for i, v in ipairs(pos) do series[1].points[i] = { x = i, y = v } end
+    local svg = plot.svg(series, { title = "Latency by token position", xlabel = "generated token (after the first)",
+      ylabel = "ms", width = 1000, height = 360 })
+    local alt = {}
+    for i, v in ipairs(pos) do alt[i] = { i = i, v = v } end
+    o[#o + 1] = M.figure("llm-tokens", svg, ("Each generated token's own latency (its forward in the ETDump), the " ..
+      "median over %d process(es), by its position after the prompt."):format(l.processes or 1),
+      M.table(alt, { { key = "i", title = "token", num = true, text = function(v) return tostring(v) end },
+        { key = "v", title = "ms", num = true } }), #pos)
+  end
+  return M.section("llm", "Text generation", table.concat(o))
+end
+
 local function measurements_section(rec)
   local rows = labelled_rows(rec, "measurements")
   if #rows == 0 then return "" end
@@ -677,8 +705,6 @@ local function cpu_section(rec, folded)
     end
   end
   for i, op in ipairs(cp.ops or {}) do
-    local tops = {}
-    for _, t in ipairs(op.top or {}) do tops[#tops + 1] = ("%s %.0f%%"):format(t.symbol, (t.share or 0) * 100) end
     local id
     if folded and (op.samples or 0) > 0 then
       -- an op's own graph: its root frame is its name (ops of the same name share it: the folded file has no id)
@@ -692,7 +718,7 @@ local function cpu_section(rec, folded)
       end
     end
     rows[#rows + 1] = { name = op.name .. " #" .. tostring(op.instruction_id), samples = op.samples, share = op.share,
-      time_share = op.time_share, top = table.concat(tops, ", "), flame = id }
+      time_share = op.time_share, top = prof.top_text(op), flame = id }
   end
   local s = cp.samples or {}
   local intro = ("<p>%s sampled at %s Hz: %s samples (%s while the runner waited for a CPU), %s inside " ..
@@ -823,15 +849,16 @@ function M.run(rec, opts)
     rec.emulated and (" (emulated: " .. rec.emulated .. ")") or "")
   local sections = { M.warnings(M.run_warnings(rec)), M.kv(header_rows(rec)) }
   sections[#sections + 1] = agreement_section(rec)
-  if rec.ok ~= false then
-    sections[#sections + 1] = latency_section(rec, opts.samples, unit, scale)
-    sections[#sections + 1] = memory_section(rec, opts.memory_rows)
-    sections[#sections + 1] = measurements_section(rec)
-    sections[#sections + 1] = split_section(rec.ops_summary)
-    sections[#sections + 1] = ops_section(rec)
-    sections[#sections + 1] = counters_section(rec)
-    sections[#sections + 1] = cpu_section(rec, opts.folded)
-  end
+  -- what the record measured, failed or not (a run that failed only its output check has all of it), as the
+  -- terminal shows it; each section is empty where the record has nothing for it
+  sections[#sections + 1] = llm_section(rec)
+  sections[#sections + 1] = latency_section(rec, opts.samples, unit, scale)
+  sections[#sections + 1] = memory_section(rec, opts.memory_rows)
+  sections[#sections + 1] = measurements_section(rec)
+  sections[#sections + 1] = split_section(rec.ops_summary)
+  sections[#sections + 1] = ops_section(rec)
+  sections[#sections + 1] = counters_section(rec)
+  sections[#sections + 1] = cpu_section(rec, opts.folded)
   sections[#sections + 1] = steps_section(rec)
   local links = {}
   if opts.trace then
@@ -911,20 +938,22 @@ function M.sweep(records, opts)
     end
   end
   table.sort(pkeys)
-  local rows = {}
+  local rows, reps = {}, false
   for i, r in ipairs(records) do
     local l = type(r.latency_ms) == "table" and r.latency_ms or {}
     local row = { i = i, board = r.board, ok = r.ok == false and ("FAIL " .. (r.error and r.error.code or "")) or "ok",
-      n = l.n, p10 = l.p10, p50 = l.p50, p90 = l.p90, mean = l.mean, rss = r.peak_rss_kb }
+      n = l.n, p10 = l.p10, p50 = l.p50, p90 = l.p90, mean = l.mean, rss = r.peak_rss_kb, rep = report.sweep_rep(r) }
+    if row.rep then reps = true end
     for _, k in ipairs(pkeys) do row["p:" .. k] = r.params and r.params[k] end
     rows[i] = row
   end
   local function t(v) return type(v) == "number" and report.sig4(v / scale) or "-" end
   local cols = { { key = "i", title = "#", num = true, text = tostring } }
   for _, k in ipairs(pkeys) do
-    cols[#cols + 1] = { key = "p:" .. k, title = k, num = true, sort = function(v) return tonumber(v) end,
+    cols[#cols + 1] = { key = "p:" .. k, title = report.param_title(k), num = true, sort = function(v) return tonumber(v) end,
       text = function(v) return v == nil and "-" or tostring(v) end }
   end
+  if reps then cols[#cols + 1] = { key = "rep", num = true, sort = function(v) return type(v) == "string" and tonumber(v:match("^%d+")) or nil end } end
   if nboards > 0 then cols[#cols + 1] = { key = "board" } end
   for _, c in ipairs { { key = "ok" }, { key = "n", num = true, text = function(v) return v and tostring(v) or "-" end },
     { key = "p10", title = "p10 " .. unit, num = true, text = t }, { key = "p50", title = "p50 " .. unit, num = true, text = t },
@@ -987,6 +1016,7 @@ function M.comparison(res, A, B, gate)
   sections[3] = M.warnings(res.notes)
   local function fmt(r, v)
     if type(v) ~= "number" then return "-" end
+    if r.unit == "tokens/s" then return ("%.1f tokens/s"):format(v) end
     return r.unit == "kB" and ("%.0f kB"):format(v) or report.duration(v)
   end
   local metric_rows, deltas = {}, {}
@@ -1044,9 +1074,11 @@ end
 -- A history
 
 --- A history's page from a plain table: {series = name, unit = "ms" (default), points = {{t, p50, ci_lo,
---- ci_hi, run?, commit?}}, changes = {{t, before, after, pct?, note?}}}. t: a number or a timestamp text
+--- ci_hi, run?, commit?}}, changes = {{t, before, after, pct?, note?}}, about = {{label, text}} (what the
+--- series is: model, board, parameters...), verdict = {state, why?, need?} (odp.results.history.detect's:
+--- "undecided" is said as such, never as no change), min_effect = percent}. t: a number or a timestamp text
 --- (a category axis, in the points' order).
----@param h {series: string, unit?: string, points: {t: number|string, p50: number, ci_lo?: number, ci_hi?: number}[], changes?: {t: number|string, before?: number, after?: number, pct?: number, note?: string}[]}
+---@param h {series: string, unit?: string, points: {t: number|string, p50: number, ci_lo?: number, ci_hi?: number}[], changes?: {t: number|string, before?: number, after?: number, pct?: number, note?: string}[], about?: {[1]: string, [2]: string}[], verdict?: {state: string, why?: string, need?: string}, min_effect?: number}
 ---@return string page
 function M.history(h)
   local pts, change_pts, by_t = {}, {}, {}
@@ -1062,12 +1094,25 @@ function M.history(h)
   local series = { { name = "p50 with 95% CI", band = true, marker_r = 3, points = pts } }
   if #change_pts > 0 then series[2] = { name = "detected change", line = false, marker_r = 7, points = change_pts } end
   local sections = {}
+  local about = {}
+  for i, r in ipairs(h.about or {}) do about[i] = { r[1], esc(r[2]) } end
+  if #about > 0 then sections[#sections + 1] = M.kv(about) end
+  -- what the runs say, in the terminal's words
+  local verdict = h.verdict or {}
+  local said
+  if verdict.state == "undecided" then
+    said = ("undecided: %s; %s"):format(verdict.why or "?", verdict.need or "?")
+  elseif #change_pts == 0 then
+    said = h.min_effect and ("no change of %g%% or more found"):format(h.min_effect) or "no change found"
+  else
+    said = ("%d change(s) found, marked"):format(#change_pts)
+  end
+  sections[#sections + 1] = ('<p class="verdict">%s</p>\n'):format(esc(said))
   if #pts > 0 then
     local svg = plot.svg(series, { title = h.series, xlabel = "run", ylabel = "p50 (" .. unit .. ")", width = 1000,
       height = 420, logx = false })
     sections[#sections + 1] = M.section("trend", "Trend", M.figure("history", svg,
-      ("%d runs of %s: the p50 as a line, its 95%% CI shaded; %d detected change(s) marked."):format(#pts,
-        h.series or "?", #change_pts),
+      ("%d runs of %s: the p50 as a line, its 95%% CI shaded; %s."):format(#pts, h.series or "?", said),
       M.table(h.points, { { key = "t", title = "run" }, { key = "p50", title = "p50 " .. unit, num = true },
         { key = "ci_lo", title = "CI low", num = true }, { key = "ci_hi", title = "CI high", num = true } }),
       #pts + #change_pts))
@@ -1080,7 +1125,7 @@ function M.history(h)
       { key = "note" } }))
   end
   return M.page("History of " .. tostring(h.series or "?"), nil, sections,
-    { kind = "history", series = h.series, points = #pts, changes = #change_pts })
+    { kind = "history", series = h.series, points = #pts, changes = #change_pts, verdict = verdict.state })
 end
 
 return M

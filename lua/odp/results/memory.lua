@@ -86,7 +86,8 @@ function M.record(r, timeline, pte, method)
   local peak, exact, peak_phase = parse.overall(phases)
   local mem = { phases = json.array(phases), seen = json.array(seen), peak_kb = peak, exact = exact,
     peak_phase = peak_phase, clear_refs = rep.clear_refs, samples = rep.samples, sample_ms = rep.sample_ms,
-    children = rep.children > 0 and rep.children or nil }
+    children = rep.children > 0 and rep.children or nil,
+    rss_counters = rep.rss_counters == "batched" and "batched" or nil }
   for _, p in ipairs(phases) do
     if SERIES[p.name] then mem[p.name .. "_kb"] = p.peak_kb end
   end
@@ -156,6 +157,11 @@ function M.warnings(mem, log_elsewhere)
   if mem.clear_refs ~= "ok" then
     w[#w + 1] = ("memory: the high-water mark could not be reset (/proc/PID/clear_refs %s): a phase whose peak " ..
       "was not above the earlier ones is sampled at %s ms, not exact"):format(mem.clear_refs, mem.sample_ms or "?")
+  end
+  if mem.rss_counters == "batched" then
+    w[#w + 1] = ("memory: the board's kernel (before Linux 6.2) adds each thread's page faults to its RSS " ..
+      "counters in batches of 64, so VmHWM and statm lag what is resident: the timeline walks the page tables " ..
+      "(smaps_rollup) every %s ms and each phase's peak is the largest reading, not exact"):format(mem.sample_ms or "?")
   end
   if mem.late then
     w[#w + 1] = ("memory: the runner's line(s) for %s came too late to read at (ended: after the runner " ..

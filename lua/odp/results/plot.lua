@@ -20,8 +20,13 @@ end
 
 local function num(v) return ("%.2f"):format(v) end
 
---- "Nice" tick values covering [lo, hi] (Heckbert: steps of 1, 2 or 5 times a power of ten).
-function M.ticks(lo, hi, n)
+-- The width of a character of an 11 px label, at most (DejaVu Sans, the widest of the fonts the SVG names):
+-- where a label ends is known before a browser draws it.
+local LABEL_CHAR_W = 7
+
+--- "Nice" tick values covering [lo, hi] (Heckbert: steps of 1, 2 or 5 times a power of ten). integer: the
+--- values are counts (runs, iterations): steps of at least 1, so no tick falls between two of them.
+function M.ticks(lo, hi, n, integer)
   n = n or 6
   if hi < lo then lo, hi = hi, lo end
   if hi == lo then
@@ -37,6 +42,7 @@ function M.ticks(lo, hi, n)
     return nf * 10 ^ e
   end
   local step = nice((hi - lo) / (n - 1), true)
+  if integer then step = math.max(step, 1) end
   local first, last = math.floor(lo / step) * step, math.ceil(hi / step) * step
   local out = {}
   for i = 0, math.floor((last - first) / step + 0.5) do out[#out + 1] = first + i * step end
@@ -90,6 +96,14 @@ function M.svg(series, opts)
       if p.hi then ys[#ys + 1] = p.hi end
     end
   end
+  -- x that are all whole numbers are counts (runs, iterations): ticks between them mean nothing
+  local whole = #xs > 0
+  for _, x in ipairs(xs) do whole = whole and math.type(x) == "integer" end
+  -- shaded ranges and marked x are drawn inside the axes too (a run's first phase starts before its first sample)
+  if not categorical then
+    for _, b in ipairs(opts.bands or {}) do xs[#xs + 1] = b.x0; xs[#xs + 1] = b.x1 end
+    for _, m in ipairs(opts.marks or {}) do xs[#xs + 1] = m.x end
+  end
   local logx = opts.logx
   if logx == nil or logx == "auto" then
     logx = false
@@ -119,7 +133,7 @@ function M.svg(series, opts)
     local mn = #xs > 0 and math.min(table.unpack(xs)) or 0
     local mx = #xs > 0 and math.max(table.unpack(xs)) or 1
     local t
-    t, xstep = M.ticks(mn, mx, 7)
+    t, xstep = M.ticks(mn, mx, 7, whole)
     local lo, hi = t[1], t[#t]
     xmap = function(x) return ml + pw * (x - lo) / (hi - lo) end
     xticks = {}
@@ -179,18 +193,29 @@ function M.svg(series, opts)
     add(('<text class="ylabel" x="18" y="%s" text-anchor="middle" font-size="13" transform="rotate(-90 18 %s)">%s%s</text>')
       :format(num(mt + ph / 2), num(mt + ph / 2), esc(opts.ylabel), ystep and "" or " (log scale)"))
   end
+  -- a label at x inside the plot area: starting right of x, or ending left of it where it would pass the
+  -- right edge (the legend is there), never left of the y axis
+  local function inside(x, text)
+    local w = (utf8.len(text) or #text) * LABEL_CHAR_W
+    if x + 3 + w <= ml + pw then return math.max(x + 3, ml + 3), "start" end
+    return math.max(x - 3, ml + 3 + w), "end"
+  end
   for i, b in ipairs(not categorical and opts.bands or {}) do
-    -- alternate shades, the label at the top: phases of a run one after another
+    -- alternate shades, the label at the top, on two rows so the labels of narrow neighbours do not overlap:
+    -- phases of a run one after another
     local x0, x1 = xmap(b.x0), xmap(b.x1)
+    local tx, anchor = inside(x0, b.label or "")
     add(('<g class="band"><rect x="%s" y="%d" width="%s" height="%d" fill="%s"/>' ..
-      '<text x="%s" y="%d" font-size="11" fill="#555555">%s</text></g>'):format(num(x0), mt, num(math.max(0, x1 - x0)),
-      ph, i % 2 == 1 and "#eef3fa" or "#f7f7f7", num(x0 + 3), mt + 26, esc(b.label or "")))
+      '<text x="%s" y="%d" font-size="11" fill="#555555" text-anchor="%s">%s</text></g>'):format(num(x0), mt,
+      num(math.max(0, x1 - x0)), ph, i % 2 == 1 and "#eef3fa" or "#f7f7f7", num(tx), mt + (i % 2 == 1 and 26 or 40),
+      anchor, esc(b.label or "")))
   end
   for _, m in ipairs(not categorical and opts.marks or {}) do
     local x = num(xmap(m.x))
+    local tx, anchor = inside(xmap(m.x), m.label or "")
     add(('<g class="mark" stroke="#d62728" fill="#d62728"><line x1="%s" y1="%d" x2="%s" y2="%d" stroke-dasharray="5,4"/>' ..
-      '<text x="%s" y="%d" stroke="none" text-anchor="start" font-size="11">%s</text></g>'):format(x, mt, x, mt + ph,
-      num(xmap(m.x) + 3), mt + 12, esc(m.label or "")))
+      '<text x="%s" y="%d" stroke="none" text-anchor="%s" font-size="11">%s</text></g>'):format(x, mt, x, mt + ph,
+      num(tx), mt + 12, anchor, esc(m.label or "")))
   end
   -- series: error bars, line, points
   for si, s in ipairs(series) do
@@ -240,9 +265,12 @@ function M.svg(series, opts)
         dash and (' stroke-dasharray="%s"'):format(dash) or "", table.concat(d, "")))
     end
     if s.markers ~= false and not s.bars then
+      -- small markers are dots without an outline: the series' 1 px stroke would double their size
+      local r = s.marker_r or 4
+      local outline = r < 2 and ' stroke="none"' or ""
       for _, p in ipairs(pts) do
-        add(('<circle class="point" cx="%s" cy="%s" r="%s"><title>%sx=%s y=%s%s</title></circle>'):format(
-          num(xmap(p.x)), num(ymap(p.y)), s.marker_r or 4, (s.name or "") ~= "" and (esc(s.name) .. ": ") or "",
+        add(('<circle class="point" cx="%s" cy="%s" r="%s"%s><title>%sx=%s y=%s%s</title></circle>'):format(
+          num(xmap(p.x)), num(ymap(p.y)), r, outline, (s.name or "") ~= "" and (esc(s.name) .. ": ") or "",
           esc(tostring(p.x)), esc(("%.6g"):format(p.y)),
           s.band and p.lo and p.hi and esc((" (%.6g .. %.6g)"):format(p.lo, p.hi)) or ""))
       end

@@ -326,13 +326,22 @@ local function human_one(r, out)
   end
   if r.artifacts then
     local keys = {}
-    for k in pairs(r.artifacts) do keys[#keys + 1] = k end
+    -- the runner's logs of --sample-overhead's processes (two a process): one line for them all
+    local overhead_logs = 0
+    for k in pairs(r.artifacts) do
+      if k:match("^overhead_%d+_") then overhead_logs = overhead_logs + 1 else keys[#keys + 1] = k end
+    end
     table.sort(keys)
+    local dir = type(r.artifacts.run_dir) == "string" and r.artifacts.run_dir or nil
     for _, k in ipairs(keys) do
       local a = r.artifacts[k]
       -- a file of the run's own directory ({file, sha256, bytes}): shown where it is
-      if type(a) == "table" then a = type(r.artifacts.run_dir) == "string" and (r.artifacts.run_dir .. "/" .. tostring(a.file)) or a.file end
+      if type(a) == "table" then a = dir and (dir .. "/" .. tostring(a.file)) or a.file end
       kv(k, a)
+    end
+    if overhead_logs > 0 then
+      kv("overhead logs", ("%d runner logs of the --sample-overhead processes: %soverhead-*.std{out,err}"):format(
+        overhead_logs, dir and (dir .. "/") or ""))
     end
   end
   if r.pmu then
@@ -367,16 +376,33 @@ local function human_one(r, out)
   if r.error then kv("error", ("%s: %s"):format(r.error.code or "?", r.error.message or "?")) end
 end
 
+--- A parameter's column title in a table of records: the flow's `repeat` is its runner processes per record,
+--- told apart from a sweep's repetitions of a point (M.sweep_rep).
+function M.param_title(k)
+  return k == "repeat" and "processes" or k
+end
+
+--- Which of a sweep's repetitions of its point a record is, "2/3" (rec.sweep, written by odp.run.sweep), or nil
+--- when the sweep ran each point once.
+function M.sweep_rep(r)
+  local s = type(r.sweep) == "table" and r.sweep or nil
+  if not (s and math.type(s.rep) == "integer") then return nil end
+  if math.type(s.reps) == "integer" then return s.reps > 1 and ("%d/%d"):format(s.rep, s.reps) or nil end
+  return s.rep > 1 and tostring(s.rep) or nil -- a record of a sweep that did not say how many
+end
+
 --- A one-row-per-record summary (sweeps).
 function M.summary(records)
-  local rows, pkeys, seen, boards = {}, {}, {}, false
+  local rows, pkeys, seen, boards, reps = {}, {}, {}, false, false
   for _, r in ipairs(records) do
     for k in pairs(r.params or {}) do if not seen[k] then seen[k] = true pkeys[#pkeys + 1] = k end end
     boards = boards or r.board ~= nil
+    reps = reps or M.sweep_rep(r) ~= nil
   end
   table.sort(pkeys)
   for _, r in ipairs(records) do
-    local row = { ok = r.ok and "ok" or ("FAIL " .. ((r.error and r.error.code) or "")), board = r.board }
+    local row = { ok = r.ok and "ok" or ("FAIL " .. ((r.error and r.error.code) or "")), board = r.board,
+      rep = M.sweep_rep(r) }
     for _, k in ipairs(pkeys) do row["p:" .. k] = r.params and r.params[k] end
     local l = r.latency_ms or {}
     row.n, row.mean, row.p50, row.p90, row.max = l.n, l.mean, l.p50, l.p90, l.max
@@ -385,7 +411,8 @@ function M.summary(records)
   end
   local cols = {}
   if boards then cols[1] = { key = "board" } end -- records of --boards runs: which board each is
-  for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = k, align = "r" } end
+  for _, k in ipairs(pkeys) do cols[#cols + 1] = { key = "p:" .. k, title = M.param_title(k), align = "r" } end
+  if reps then cols[#cols + 1] = { key = "rep", align = "r" } end
   for _, c in ipairs({ { key = "ok" }, { key = "n", fmt = "%d" }, { key = "mean", time = "lat" },
     { key = "p50", time = "lat" }, { key = "p90", time = "lat" }, { key = "max", time = "lat" },
     { key = "rss", title = "peak RSS kB", fmt = "%d" } }) do cols[#cols + 1] = c end

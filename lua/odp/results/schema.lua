@@ -17,6 +17,8 @@
 --   group    the HTML section a labelled field goes in ("memory"; others: "measurements")
 --   history  true: the history keeps the value as a series (metric name `metric`, unit `unit`); for an
 --            object, {value = field, ci = field (a [lo, hi] pair), n = field, samples = true}
+--   better   "higher" for a metric whose larger value is the better one (rates, agreement): the history's
+--            regressions are then its falls (times, sizes and errors, the default, regress when they rise)
 -- Fields a view draws itself (latency table, operators, device state) have no label: their view knows them.
 local json = require("odp.core.json")
 
@@ -105,6 +107,39 @@ M.FIELDS = {
     group = "memory", history = true },
   { "peak_rss_kb", "integer", unit = "kB", metric = "peak_rss_kb", label = "peak RSS", format = "kB",
     group = "memory", history = true },
+  -- --llm (docs/llm.md): a text generation by ExecuTorch's LLM runner; latency_ms is then every generated
+  -- token's own latency (its forward in the ETDump). Medians over the measured processes, each one generation.
+  { "llm", "object" },
+  { "llm.processes", "integer" },
+  { "llm.max_new_tokens", "integer" },
+  { "llm.temperature", "number" },
+  { "llm.prompt_tokens", "integer", label = "prompt tokens", format = "integer", group = "llm" },
+  { "llm.generated_tokens", "integer", label = "generated", format = "integer", unit = "tokens after the first",
+    group = "llm" },
+  { "llm.ended", "string", label = "ended at", group = "llm" },               -- max | eos
+  { "llm.load_ms", "number", unit = "ms", label = "load (runner)", format = "duration", group = "llm" },
+  { "llm.ttft_ms", "number", unit = "ms", metric = "ttft_ms", label = "TTFT (runner)", format = "duration",
+    group = "llm", history = true },
+  { "llm.ttft_ms_ci95", "list", of = "number", unit = "ms" },
+  { "llm.ttft_ms_each", "list", of = "number", unit = "ms" },                -- each process's, in order
+  { "llm.ttft_us", "integer", unit = "us", metric = "ttft_us", label = "TTFT (ETDump)", format = "integer",
+    group = "llm" },
+  { "llm.prefill_ms", "number", unit = "ms" },
+  { "llm.decode_ms", "number", unit = "ms" },
+  { "llm.prefill_tokens_per_s", "number", unit = "tokens/s", metric = "prefill_token_per_sec", better = "higher",
+    label = "prefill (pp)", format = "%.1f", group = "llm", history = true },
+  { "llm.decode_tokens_per_s", "number", unit = "tokens/s", metric = "decode_token_per_sec", better = "higher",
+    label = "decode (tg)", format = "%.1f", group = "llm", history = true },
+  { "llm.decode_tokens_per_s_ci95", "list", of = "number", unit = "tokens/s" },
+  { "llm.prefill_tokens_per_s_each", "list", of = "number", unit = "tokens/s" },
+  { "llm.decode_tokens_per_s_each", "list", of = "number", unit = "tokens/s" },
+  { "llm.sampling_share", "number", label = "sampling share", format = "%.3f", group = "llm" },
+  { "llm.token_source", "string" },                                             -- etdump
+  { "llm.token_ms_by_position", "list", of = "number", unit = "ms" },          -- median over processes
+  { "tokenizer", "object" },
+  { "tokenizer.path", "string" },
+  { "tokenizer.sha256", "string" },
+  { "tokenizer.bytes", "integer", unit = "B" },
   -- memory by phase and by owner (docs/memory.md): the last measured runner process's
   { "memory", "object" },
   { "memory.phases", "list", of = "object" },
@@ -128,6 +163,7 @@ M.FIELDS = {
   { "memory.first_kb", "integer", unit = "kB", metric = "memory_first_kb", history = true },
   { "memory.steady_kb", "integer", unit = "kB", metric = "memory_steady_kb", history = true },
   { "memory.clear_refs", "string" },                    -- ok | denied | failed
+  { "memory.rss_counters", "string" },                  -- batched: the kernel's RSS counters lag (before 6.2)
   { "memory.samples", "integer" },
   { "memory.sample_ms", "number", unit = "ms" },
   { "memory.children", "integer" },
@@ -195,7 +231,7 @@ M.FIELDS = {
   { "reference.model_sha256", "string" },
   { "reference.gates", "map", of = "number" },
   -- the worst over the outputs compared, kept by the history so drift shows over time
-  { "reference.cosine", "number", metric = "output_cosine", history = true },
+  { "reference.cosine", "number", metric = "output_cosine", better = "higher", history = true },
   { "reference.max_abs_err", "number", metric = "output_max_abs_err", history = true },
   { "reference.outputs", "list", of = "object" },
   { "reference.outputs[].index", "integer" },
@@ -305,7 +341,7 @@ M.FIELDS = {
   { "steps[].ms", "number", unit = "ms" },
   { "threads", "integer" },
   { "method", "string" },
-  { "sweep", "table" },                    -- {point, rep, of}
+  { "sweep", "table" },                    -- {point, rep (1..reps), reps (the sweep's --repeat), of (points)}
   { "build", "table" },                    -- Ethos-U: the firmware build
   { "images", "table" },                   -- Ethos-U: the flashed images' file_info
   { "flash", "table" },                    -- Ethos-U: the flash transfer and its check
@@ -333,7 +369,7 @@ end
 -- The declaration as a tree (built once, again after M.add)
 
 local ENTRY_KEYS = { [1] = true, [2] = true, of = true, unit = true, metric = true, label = true, format = true,
-  history = true, group = true }
+  history = true, group = true, better = true }
 local TYPES = { string = true, integer = true, number = true, boolean = true, object = true, list = true,
   map = true, table = true, any = true, scalar = true }
 
@@ -579,6 +615,15 @@ function M.kept()
     end
   end
   return out
+end
+
+--- Whether a larger value of this metric is the better one (tokens/s, cosine: `better = "higher"`); every other
+--- metric (times, sizes, errors) is better smaller.
+function M.higher_is_better(metric)
+  for _, f in ipairs(M.FIELDS) do
+    if f.metric == metric then return f.better == "higher" end
+  end
+  return false
 end
 
 --- The labelled fields (what the terminal report and the HTML page show as "label  value"), in order;

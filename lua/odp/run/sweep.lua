@@ -256,7 +256,7 @@ function M.run(opts)
     end
     rec.params = rec.params or {}
     for k, v in pairs(item.params) do rec.params[k] = v end
-    rec.sweep = { point = item.index, rep = item.rep, of = #points }
+    rec.sweep = { point = item.index, rep = item.rep, reps = reps, of = #points }
     if rec.ok == false then failed = failed + 1 end
     errors.check(sys.append_sync(out, result.encode(rec) .. "\n")) -- an unwritable --out: one line, exit 3
     records[#records + 1] = rec
@@ -350,7 +350,7 @@ function M.run_boards(opts)
     if entry.lava_job_id and rec.lava_job_id == nil then rec.lava_job_id = entry.lava_job_id end
     rec.params = rec.params or {}
     for k, v in pairs(item.params) do rec.params[k] = v end
-    rec.sweep = { point = item.index, rep = item.rep, of = #points }
+    rec.sweep = { point = item.index, rep = item.rep, reps = reps, of = #points }
     local st = status[entry.name]
     st.done = st.done + 1
     if rec.ok == false then

@@ -33,7 +33,8 @@ local function pct(v) return v and ("%+.1f%%"):format((v - 1) * 100) or "-" end
 local function human(res)
   local rows = {}
   for _, r in ipairs(res.rows) do
-    local fmt = r.unit == "kB" and function(v) return v and ("%.0f"):format(v) or "-" end or report.duration
+    local fmt = r.unit == "kB" and function(v) return v and ("%.0f"):format(v) or "-" end
+      or r.unit == "tokens/s" and function(v) return v and ("%.1f/s"):format(v) or "-" end or report.duration
     rows[#rows + 1] = { metric = r.metric, a = fmt(r.a.median), b = fmt(r.b.median),
       n = ("%d/%d"):format(r.a.n, r.b.n), ratio = r.ratio and ("%.3f"):format(r.ratio) or "-", change = pct(r.ratio),
       ci = r.ci95 and ("[%s, %s]"):format(pct(r.ci95[1]), pct(r.ci95[2])) or "-",

@@ -7,6 +7,7 @@ local history = require("odp.results.history")
 local json = require("odp.core.json")
 local report = require("odp.results.report")
 local sys = require("odp.sys")
+local schema = require("odp.results.schema")
 
 local M = { summary = "Results over time: series with trends, one series' runs and changes, regressions, import" }
 
@@ -157,7 +158,12 @@ local function show(db, opts, word)
     end
     -- lazy: start-up
     errors.check(sys.write_file(opts.html, require("odp.results.html").history { series = s.name, unit = s.unit,
-      points = page_points, changes = page_changes }))
+      points = page_points, changes = page_changes, verdict = verdict, min_effect = opts.min_effect,
+      about = { { "series", tostring(s.id) }, { "metric", ("%s (%s)"):format(s.metric or "?", s.unit or "") },
+        { "model", ("%s (sha256 %s)"):format(s.model_name or "?", short(s.model_sha256)) },
+        { "runner", ("sha256 %s%s"):format(short(s.runner_sha256), s.runner_version and (" version " .. s.runner_version) or "") },
+        { "board", ("%s · %s · kernel %s"):format(s.board or "?", s.soc or "?", s.kernel or "?") },
+        { "flow", s.flow or "?" }, { "parameters", params_text(s.params) } } }))
   end
   emit(opts, rows, function()
     local out = { ("series %d: %s"):format(s.id, s.name),
@@ -214,12 +220,17 @@ function M.regressions(db, opts)
       undecided[#undecided + 1] = { series = s.id, name = s.name, params = s.params, runs = #points, why = verdict.why,
         need = verdict.need }
     end
+    -- a regression is a move the worse way: up for times and sizes, down for rates and agreement
+    local higher = schema.higher_is_better(s.metric)
+    local worse = higher and "down" or "up"
     for n, c in ipairs(changes) do
       local p = points[c.index]
-      if c.direction == "up" and (since and p.t >= since or not since and c.index >= first_new) then
+      if c.direction == worse and (since and p.t >= since or not since and c.index >= first_new) then
         local fixed
         for m = n + 1, #changes do
-          if changes[m].after <= c.before * (1 + dopts.min_effect) then fixed = points[changes[m].index] break end
+          local back = changes[m].after
+          if higher and back >= c.before * (1 - dopts.min_effect) or not higher and back <= c.before * (1 + dopts.min_effect)
+          then fixed = points[changes[m].index] break end
         end
         found[#found + 1] = { series = s.id, name = s.name, metric = s.metric, unit = s.unit, board = s.board,
           model = s.model_name, run_id = p.run_id, time = iso(p.t), change = c.effect, ci_lo = c.ci[1], ci_hi = c.ci[2],

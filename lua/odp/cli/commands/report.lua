@@ -112,10 +112,15 @@ local function write_trace(rec, record_dir, out, quiet)
     trace.add_memory(tr, rows, rec.memory.phases)
   end
   if not tr then return nil end
+  -- what a trace viewer draws: every event but the metadata that names processes and threads
+  local events = 0
+  for _, e in ipairs(tr.traceEvents) do if e.ph ~= "M" then events = events + 1 end end
+  if events == 0 then
+    if not quiet then io.stderr:write("odp: no trace: the run left nothing to draw in one\n") end
+    return nil
+  end
   local file = out:gsub("%.html?$", "") .. ".trace.json"
   errors.check(sys.write_file(file, trace.encode(tr) .. "\n"))
-  local events = 0
-  for _, e in ipairs(tr.traceEvents) do if e.ph == "X" then events = events + 1 end end
   return { href = relative(dirname(out), file), events = events, path = file }
 end
 

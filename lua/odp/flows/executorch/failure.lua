@@ -12,11 +12,28 @@ local MAX_CAUSES, MAX_CAUSE = 2, 160
 local function cut(text, n) return #text > n and (text:sub(1, n - 3) .. "...") or text end
 
 -- What odp knows that explains a runner's failure, from its lines and the model's .pte; nil when nothing.
-local function explain(ctx, parsed)
+local function explain(ctx, parsed, r)
   local o = ctx.opts
   local texts = {}
   for _, e in ipairs(parsed.errors or {}) do texts[#texts + 1] = e.text end
   local all = table.concat(texts, "\n")
+  if o.llm then
+    -- ExecuTorch's LLM runner (extension/llm/runner): it tries every tokenizer format it knows, printing each
+    -- failure as an E line, and says "Loaded ... tokenizer" once one succeeds
+    if not (r.stderr or ""):find("Loaded %S+ tokenizer") then
+      return ("the tokenizer %s did not load in any format this runner knows (HF tokenizer.json, tiktoken, " ..
+        "SentencePiece, llama2.c): is it this model's?"):format(o.tokenizer)
+    end
+    local method = all:match("Required metadata method (%S+) not found")
+    if method then
+      return ("the model has no %s method: it is not exported for ExecuTorch's LLM runner (export_llama writes " ..
+        "the metadata methods)"):format(method)
+    end
+    if r.signal_name == "KILL" or r.signal == 9 then
+      return "SIGKILL with no timeout of odp's: on a phone or a small board, the low-memory killer (see the " ..
+        "kernel log: dmesg, or logcat -b events for lmkd)"
+    end
+  end
   local info = pte.read(o.model) -- checked before the run (validate): read again only here
   local backends = {}
   for _, d in ipairs(info and pte.delegates(info) or {}) do
@@ -62,14 +79,14 @@ function M.message(ctx, r, parsed)
     -- no ExecuTorch error line: the first line of its own that is no info log line (the dynamic loader's
     -- "version `GLIBC_2.38' not found", the shell's "Exec format error", ...)
     for line in (r.stderr or ""):gmatch("[^\r\n]+") do
-      if not line:match("^[DIW] %d%d:%d%d:") and line:match("%S") then causes[1] = cut(line, MAX_CAUSE) break end
+      -- (nor the LLM runner's tokenizer library's lines: it tries every format, failing loudly, before one loads)
+      if not line:match("^[DIW] %d%d:%d%d:") and not line:match("^[DIWE] tokenizers:") and line:match("%S") then causes[1] = cut(line, MAX_CAUSE) break end
     end
   end
   local why = #causes > 0 and table.concat(causes, "; ") or nil
   local function with_why(head)
-    if not why then return head end
-    local note = explain(ctx, parsed)
-    return head .. ": " .. why .. (note and (" (" .. note .. ")") or "")
+    local note = explain(ctx, parsed, r)
+    return head .. (why and (": " .. why) or "") .. (note and (" (" .. note .. ")") or "")
   end
   if r.timed_out then
     return "ERUNNER", "runner did not finish before the timeout; killed with its process group"

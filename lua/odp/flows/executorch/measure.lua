@@ -9,6 +9,7 @@ local pte = require("odp.parse.pte")
 local measuring = require("odp.results.measure")
 local memory = require("odp.results.memory")
 local run = require("odp.run")
+local llm = require("odp.flows.executorch.llm")
 
 local M = {}
 
@@ -51,15 +52,16 @@ end
 --- Returns the per-process groups of samples (odp.results.measure), or nil.
 function M.measure(ctx, rec, runs, t)
   local n = ctx.opts.num_executions
-  local g = measuring.log_groups(runs, n)
+  -- --llm: every generated token's latency (its forward in the process's ETDump), one group per process
+  local g = ctx.opts.llm and llm.groups(runs) or measuring.log_groups(runs, n)
   if g and g.warning then rec.warnings[#rec.warnings + 1] = g.warning end
-  if not g and t.etdump then
+  if not g and t.etdump and not ctx.opts.llm then
     local doc = etdump.read(t.etdump)
     local samples = doc and etdump.latency(doc) or {}
     -- the ETDump is the last process's: one group
     if #samples > 0 then g = { groups = { samples }, source = "etdump", per_iteration = false } end
   end
-  if not g and n > 0 then
+  if not g and n > 0 and not ctx.opts.llm then
     g = { groups = {}, source = "wall", per_iteration = false }
     for i, x in ipairs(runs) do g.groups[i] = { x.r.wall_s * 1000 / n } end
     rec.warnings[#rec.warnings + 1] = "the runner printed no timing lines (a Release build without " ..
@@ -91,6 +93,7 @@ function M.measure(ctx, rec, runs, t)
   rec.outputs = json.array(last.outputs or {})
   rec.threads = last.threads
   rec.method = last.method
+  if ctx.opts.llm then llm.record(ctx, rec, runs) end
   return g
 end
 

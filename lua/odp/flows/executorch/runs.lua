@@ -9,6 +9,7 @@ local measuring = require("odp.results.measure")
 local run = require("odp.run")
 local failure = require("odp.flows.executorch.failure")
 local measure = require("odp.flows.executorch.measure")
+local llm = require("odp.flows.executorch.llm")
 
 local M = {}
 
@@ -56,8 +57,8 @@ local function run_once(ctx, t, argv, label, files, sampled)
   -- the sampler could not start (the kernel refused it): nothing ran; the helper's one line says why
   local refused = r.status == 125 and r.stderr:match("odp%-rusage: (sampling[^\n]*)")
   if refused then errors.fail("ENOTSUP", refused) end
-  local parse = executorch
-  local parsed = parse.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
+  local parsed = executorch.parse(r.log and (r.stderr .. "\n" .. r.log) or r.stderr, r.stdout)
+  if ctx.opts.llm then parsed.llm = llm.process(ctx, t, r, files) end
   return r, parsed
 end
 
@@ -151,10 +152,10 @@ function M.step(ctx, rec, t)
       errors.fail(code, msg)
     end
     runs[#runs + 1] = { r = r, parsed = parsed }
-    if o.num_executions > 0 and not parsed.total_ms and #parsed.messages > 0 then
+    if o.num_executions > 0 and not parsed.total_ms and #parsed.messages > 0 and not o.llm then
       rec.warnings[#rec.warnings + 1] = ("%s: the runner exited 0 but never said 'Model executed successfully'"):format(label)
     end
-    local g = measuring.log_groups({ runs[#runs] }, o.num_executions)
+    local g = o.llm and llm.groups({ runs[#runs] }) or measuring.log_groups({ runs[#runs] }, o.num_executions)
     if g then table.move(g.groups[1], 1, #g.groups[1], #samples + 1, samples) end
   until stopper:done(#runs, samples)
   rec.stop = stopper.stop

@@ -5,6 +5,7 @@ local json = require("odp.core.json")
 local sys = require("odp.sys")
 local memparse = require("odp.parse.memory")
 local tensors = require("odp.results.tensors")
+local llm = require("odp.flows.executorch.llm")
 
 local M = {}
 
@@ -48,7 +49,7 @@ function M.step(ctx, rec, t)
     -- each measured process's timeline goes into the run dir (written there on this machine; from a board it
     -- comes back on the helper's channel with the run's answer), the record's becomes memory.csv (memory_step);
     -- absolute: this machine's helper opens it in the runner's working directory
-    t.memory = { marks = memparse.mark_specs(memparse.EXECUTORCH_MARKS), model = model,
+    t.memory = { marks = memparse.mark_specs(o.llm and llm.MARKS or memparse.EXECUTORCH_MARKS), model = model,
       prefix = sys.realpath(ctx.run_dir) .. "/" }
   end
   local data = o.data and stage(o.data)
@@ -56,15 +57,21 @@ function M.step(ctx, rec, t)
   -- directory on the board (odp.target.shell.run_dir), removed once fetched. The runner always gets its own
   -- ETDump path when it has the flag (else it writes model.etdump into its working directory, left there); it
   -- is fetched for --etdump, and for --sample, which needs it to place its samples (the run dir keeps it).
+  -- --llm: every token's latency is in the ETDump, and llama_main writes etdump.in into its cwd without one.
   local prefix = t.workdir .. "/" .. basename(ctx.run_dir)
   t.fetch_etdump = (o.etdump or o.sample) and true
-  t.etdump_remote = (t.fetch_etdump or M.takes_etdump_path(o.runner)) and (prefix .. ".etdump") or nil
+  t.etdump_remote = (t.fetch_etdump or o.llm or M.takes_etdump_path(o.runner)) and (prefix .. ".etdump") or nil
   t.sample_remote = o.sample and (prefix .. ".samples")
   t.board_files = { t.etdump_remote, t.sample_remote }
   t.runner_remote = runner
-  local argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
-  if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
-  if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
+  local argv
+  if o.llm then
+    argv = llm.argv(o, t, runner, model, data, stage, rec)
+  else
+    argv = { runner, "--model_path", model, "--num_executions", tostring(o.num_executions) }
+    if t.etdump_remote then table.move({ "--etdump_path", t.etdump_remote }, 1, 2, #argv + 1, argv) end
+    if data then table.move({ "--data_path", data }, 1, 2, #argv + 1, argv) end
+  end
   local io = ctx.io
   if io and io.inputs then
     local files, staged = tensors.write_inputs(io.sig, io.inputs, ctx.run_dir .. "/inputs"), {}

@@ -1,0 +1,265 @@
+-- --llm: text generation with ExecuTorch's own LLM runner (llama_main) on the host target. Oracles: the runner's
+-- own PyTorchObserver line (token counts, TTFT within its 1 ms resolution), the ETDump's forward count (prompt
+-- tokens + generated tokens: this model prefills token by token), GNU time for the peak RSS.
+local T = require("t")
+local proc = require("odp.proc")
+local json = require("odp.core.json")
+local sys = require("odp.sys")
+local llm = require("odp.parse.llm")
+local etdump = require("odp.parse.etdump")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local dir = T.tmpdir()
+
+local function odp_run(args, timeout)
+  local argv = { odp, "run", root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs" }
+  table.move(args, 1, #args, #argv + 1, argv)
+  return assert(proc.run { argv = argv, cwd = dir, timeout = timeout or 120 })
+end
+
+-- The observer line of the peer's own run (its transcript, ExecuTorch at cff6f4dd: stats.h on main).
+local REAL = 'PyTorchObserver {"prefill_token_per_sec":1363.64,"decode_token_per_sec":1347.83,"prompt_tokens":15,' ..
+  '"generated_tokens":31,"model_load_start_ms":1796454710485,"model_load_end_ms":1796454710485,' ..
+  '"inference_start_ms":1796454710486,"inference_end_ms":1796454710520,"model_execution_start_ms":1796454710519,' ..
+  '"model_execution_end_ms":1796454710520,"prompt_eval_end_ms":1796454710497,"first_token_ms":1796454710497,' ..
+  '"aggregate_sampling_time_ms":0,"aggregate_model_execution_time_ms":34,"SCALING_FACTOR_UNITS_PER_SECOND":1000}'
+
+T.test("the observer line: the figures stats.h prints, from any version's keys", function()
+  local obs = assert(llm.observer("Once upon a time the tiny\n" .. REAL .. "\n"))
+  local f = llm.figures(obs)
+  T.eq(f.prompt_tokens, 15)
+  T.eq(f.generated_tokens, 31)
+  T.eq(f.ttft_ms, 11)
+  T.eq(f.load_ms, 0)
+  -- the runner's own rates (its prefill_token_per_sec and decode_token_per_sec), computed from the timestamps
+  T.near(f.prefill_tokens_per_s, 1363.64, 0.01)
+  T.near(f.decode_tokens_per_s, 1347.83, 0.01)
+  -- an older runner (no rates, no model_execution_*), a newer one (gpu_* keys): the same figures
+  local old = REAL:gsub('"prefill_token_per_sec":[%d.]+,"decode_token_per_sec":[%d.]+,', "")
+    :gsub('"model_execution_start_ms":%d+,"model_execution_end_ms":%d+,', "")
+  T.eq(llm.figures(assert(llm.observer(old))), f)
+  local new = REAL:gsub("}$", ',"gpu_total_memory_mb":0,"gpu_free_before_load_mb":0,"future_key":"x"}')
+  T.eq(llm.figures(assert(llm.observer(new))), f)
+  -- missing timestamps leave their figures absent, never wrong
+  local partial = llm.figures(assert(llm.observer('PyTorchObserver {"prompt_tokens":3,"first_token_ms":5}')))
+  T.eq(partial.prompt_tokens, 3)
+  T.eq(partial.ttft_ms, nil)
+  T.eq(partial.decode_tokens_per_s, nil)
+end)
+
+T.test("the observer line in both print formats (tests/fixtures/llm): the figures stats.h prints", function()
+  local new = llm.figures(assert(llm.observer(T.read(root .. "/tests/fixtures/llm/observer-cff6f4dd.txt"))))
+  T.eq(new.prompt_tokens, 15); T.eq(new.generated_tokens, 31); T.eq(new.ttft_ms, 11)
+  T.near(new.decode_tokens_per_s, 1347.83, 0.01, "the runner's own decode_token_per_sec")
+  local old = llm.figures(assert(llm.observer(T.read(root .. "/tests/fixtures/llm/observer-0e701ee.txt"))))
+  T.eq(old.prompt_tokens, 6); T.eq(old.generated_tokens, 12)
+  T.eq(old.load_ms, 840); T.eq(old.ttft_ms, 50); T.eq(old.prefill_ms, 50); T.eq(old.decode_ms, 310)
+  T.near(old.prefill_tokens_per_s, 6 / 0.050, 1e-9); T.near(old.decode_tokens_per_s, 12 / 0.310, 1e-9)
+  T.near(old.sampling_share, 7 / 360, 1e-12)
+  T.eq(llm.generated_text(T.read(root .. "/tests/fixtures/llm/observer-0e701ee.txt"), "Once upon a time"),
+    ", there was a little girl named Lily.")
+end)
+
+T.test("the observer line: garbage never raises, and says what is missing", function()
+  for _, text in ipairs({ "", "no line here", "PyTorchObserver ", "PyTorchObserver {", "PyTorchObserver {]",
+    'PyTorchObserver {"prompt_tokens":-5,"first_token_ms":1e400}', "PyTorchObserver {" .. ("9"):rep(200000) .. "}" }) do
+    local obs, why = llm.observer(text)
+    if obs then
+      T.eq(obs.prompt_tokens, nil, "a negative count is refused")
+    else
+      T.match(why, "PyTorchObserver")
+    end
+  end
+  local rnd = T.lcg(41)
+  for _ = 1, 300 do
+    local obs = llm.observer(T.mutate(REAL, rnd, "{}[]\":,0123456789.-eE \n\0xyz"))
+    if obs then llm.figures(obs) end
+  end
+  T.eq(llm.ended("I 00:00:00.036106 executorch:text_llm_runner.cpp:264] Max new tokens 32 reached!"), "max")
+  T.eq(llm.ended("I 00:00:00.02 executorch:text_token_generator.h:120] \nReached to the end of generation"), "eos")
+  T.eq(llm.ended("nothing"), nil)
+end)
+
+T.test("usage: LLM options need --llm, --llm needs a tokenizer and one prompt, misspelt options", function()
+  local r = odp_run({ "--runner", "/bin/true", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+    "--tokenizer", root .. "/README.md" })
+  T.eq(r.status, 2)
+  T.match(r.stderr, "%-%-tokenizer is an %-%-llm option")
+  r = odp_run({ "--llm", "--runner", "/bin/true", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+    "--prompt", "x" })
+  T.eq(r.status, 2)
+  T.match(r.stderr, "needs %-%-tokenizer")
+  r = odp_run({ "--llm", "--runner", "/bin/true", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+    "--tokenizer", root .. "/README.md" })
+  T.eq(r.status, 2)
+  T.match(r.stderr, "one of %-%-prompt")
+  r = odp_run({ "--llm", "--max-new-token", "3" })
+  T.eq(r.status, 2)
+  T.match(r.stderr, "did you mean %-%-max%-new%-tokens")
+end)
+
+T.with_real_llm("llama_main on the host: tokens, TTFT and every token's latency against the runner's own report",
+  function(p)
+    local r = odp_run({ "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt", "Once upon a time", "--max-new-tokens", "12", "-n", "3", "--format", "json" })
+    T.eq(r.status, 0, r.stderr)
+    local rec = assert(json.decode(r.stdout))
+    T.eq(rec.ok, true)
+    T.eq(rec.params.llm, true)
+    T.eq(rec.params.max_new_tokens, 12)
+    T.eq(rec.params["repeat"], 3, "-n counts processes")
+    T.eq(rec.params.num_executions, nil)
+    local l = rec.llm
+    T.eq(l.processes, 3)
+    local run_dir = rec.artifacts.run_dir
+    -- the runner's own counts, from each process's stdout
+    local ttfts = {}
+    for i = 1, 3 do
+      local obs = assert(llm.observer(T.read(("%s/run%d.stdout"):format(run_dir, i))))
+      T.eq(obs.prompt_tokens, l.prompt_tokens)
+      T.eq(obs.generated_tokens, l.generated_tokens)
+      ttfts[#ttfts + 1] = obs.first_token_ms - obs.inference_start_ms
+    end
+    T.eq(l.generated_tokens, 11, "stats.h counts the tokens after the first")
+    T.eq(l.ended, "max")
+    -- the ETDump's forwards: one per prompt token and one per generated token after the first
+    local doc = assert(etdump.read(run_dir .. "/" .. rec.artifacts.etdump.file))
+    local fw = llm.forwards(doc)
+    T.eq(#fw, l.prompt_tokens + l.generated_tokens, "forward count")
+    -- per-token latencies: the decode forwards of every process
+    T.eq(rec.latency_ms.n, 3 * l.generated_tokens)
+    T.eq(rec.latency_ms.source, "etdump")
+    T.eq(#l.token_ms_by_position, l.generated_tokens)
+    T.eq(l.token_source, "etdump")
+    -- odp's TTFT (ETDump clock, µs) is inside the runner's (whole ms, which also holds the prompt's tokenizing)
+    table.sort(ttfts)
+    T.ok(l.ttft_us > 0 and l.ttft_us <= (ttfts[#ttfts] + 1) * 1000,
+      ("ETDump TTFT %d us within the runner's %s ms"):format(l.ttft_us, table.concat(ttfts, "/")))
+    T.eq(l.ttft_ms, ttfts[2], "the median of the runner's own TTFTs")
+    -- decode rate: the runner's own formula
+    T.ok(l.decode_tokens_per_s > 0)
+    -- the generated text, without the prompt or the observer line
+    local text = T.read(run_dir .. "/generated.txt")
+    T.match(text, "^ the tiny model says hello")
+    T.ok(not text:find("PyTorchObserver", 1, true))
+    -- memory by phase, cut at the runner's own lines
+    local names = {}
+    for _, ph in ipairs(rec.memory.phases) do names[#names + 1] = ph.name end
+    T.match(table.concat(names, ","), "^load,prefill")
+    -- the runner's default etdump.in is never left behind: odp gives it a path
+    T.ok(not sys.stat(dir .. "/etdump.in"), "no etdump.in in the cwd")
+    -- peak RSS against GNU time's of the same generation
+    local g = assert(proc.run { argv = { "/usr/bin/time", "-v", p.runner, "--model_path", p.model,
+      "--tokenizer_path", p.tokenizer, "--prompt", "Once upon a time", "--temperature", "0", "--max_new_tokens", "12",
+      "--etdump_path", dir .. "/gnu.etdump" }, timeout = 60 })
+    local gnu = tonumber(g.stderr:match("Maximum resident set size %(kbytes%): (%d+)"))
+    T.ok(math.abs(rec.peak_rss_kb - gnu) <= 0.1 * gnu,
+      ("peak RSS %d kB, GNU time %d kB"):format(rec.peak_rss_kb, gnu))
+    -- the report page: the generation's figures and every token's latency by position
+    local rep = assert(proc.run { argv = { odp, "report", run_dir }, cwd = dir, timeout = 60 })
+    T.eq(rep.status, 0, rep.stderr)
+    local page = T.read(run_dir .. "/report.html")
+    T.match(page, 'id="sec%-llm"')
+    T.match(page, "Latency by token position")
+    T.match(page, "decode %(tg%)")
+    -- the terminal shows the names users know
+    local h = odp_run({ "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt", "Once upon a time", "--max-new-tokens", "4" })
+    T.eq(h.status, 0, h.stderr)
+    T.match(h.stdout, "TTFT %(runner%)")
+    T.match(h.stdout, "decode %(tg%)")
+    T.match(h.stdout, "prefill %(pp%)")
+  end)
+
+T.with_real_llm("odp compare of two --llm runs: time to first token and the rates per process; a rate that falls " ..
+  "is slower", function(p)
+  local dirs = {}
+  for i = 1, 2 do
+    local r = odp_run({ "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt-tokens", "6", "--max-new-tokens", "6", "-n", "5", "--format", "json" })
+    T.eq(r.status, 0, r.stderr)
+    local rec = assert(json.decode(r.stdout))
+    T.eq(#rec.llm.decode_tokens_per_s_each, 5, "each process's rate")
+    dirs[i] = rec.artifacts.run_dir
+  end
+  local r = assert(proc.run { argv = { odp, "compare", dirs[1], dirs[2], "--format", "json" }, cwd = dir, timeout = 60 })
+  T.eq(r.status, 0, r.stderr)
+  local res = assert(json.decode(r.stdout))
+  local by = {}
+  for _, row in ipairs(res.rows) do by[row.metric] = row end
+  T.ok(by["time to first token"] and by["decode tokens/s (tg)"] and by["prefill tokens/s (pp)"], "the LLM rows")
+  T.eq(by["decode tokens/s (tg)"].a.n, 5)
+  -- which way is worse, on made-up rates: half the tokens/s is slower, half the TTFT faster
+  local compare = require("odp.results.compare")
+  local hi, lo = {}, {}
+  for i = 1, 8 do hi[i], lo[i] = 100 + i, 50 + i end
+  T.eq(compare.row("decode tokens/s (tg)", "tokens/s", hi, lo, { kind = "rate" }).verdict, "slower")
+  T.eq(compare.row("time to first token", "ms", hi, lo).verdict, "faster")
+end)
+
+T.with_real_llm("a sweep over prompt and generation lengths: --prompt-tokens N is N tokens by the runner's own count",
+  function(p)
+    local out = dir .. "/llm-sweep.jsonl"
+    local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/host.lua",
+      "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer, "-p", "prompt_tokens=3,9",
+      "-p", "max_new_tokens=2,5", "--out", out, "--runs-dir", dir .. "/sweep-runs" }, cwd = dir, timeout = 240 })
+    T.eq(r.status, 0, r.stderr)
+    local seen = {}
+    for line in T.read(out):gmatch("[^\n]+") do
+      local rec = assert(json.decode(line))
+      T.eq(rec.ok, true)
+      T.eq(rec.llm.prompt_tokens, rec.params.prompt_tokens, "the runner counted the made prompt's tokens")
+      T.eq(rec.llm.generated_tokens, rec.params.max_new_tokens - 1)
+      T.eq(rec.latency_ms.n, rec.params.max_new_tokens - 1)
+      for _, w in ipairs(rec.warnings or {}) do T.ok(not w:find("prompt%-tokens"), w) end
+      seen[#seen + 1] = rec.params.prompt_tokens .. "/" .. rec.params.max_new_tokens
+    end
+    table.sort(seen)
+    T.eq(seen, { "3/2", "3/5", "9/2", "9/5" })
+  end)
+
+T.with_real_llm("llama_main failures: a tokenizer that does not load, a model without its metadata methods",
+  function(p)
+    T.write(dir .. "/bad.tok", ("\255\1"):rep(1500))
+    local r = odp_run({ "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", dir .. "/bad.tok",
+      "--prompt", "hi", "--max-new-tokens", "4", "--format", "json" })
+    T.ok(r.status ~= 0)
+    local rec = assert(json.decode(r.stdout))
+    T.eq(rec.ok, false)
+    T.match(rec.error.message, "the tokenizer .*bad%.tok did not load")
+    T.ok(not rec.error.message:find("\n"), "one line")
+    r = odp_run({ "--llm", "--runner", p.runner, "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+      "--tokenizer", p.tokenizer, "--prompt", "hi", "--max-new-tokens", "4", "--format", "json" })
+    rec = assert(json.decode(r.stdout))
+    T.eq(rec.ok, false)
+    T.match(rec.error.message, "no get_max_seq_len method")
+  end)
+
+T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like the model, each process's ETDump " ..
+  "brought back, nothing left on the board", function(p)
+  local sshd = require("sshd")
+  local srv = sshd.start()
+  local rd = srv.remote_dir .. "/llm"
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--remote-dir", rd,
+    "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer, "--prompt", "Once upon a time",
+    "--max-new-tokens", "6", "-n", "2", "--runs-dir", dir .. "/ssh-runs", "--format", "json" }, cwd = dir,
+    timeout = 180 })
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.eq(rec.ok, true)
+  T.match(rec.target, "^ssh://")
+  T.eq(rec.llm.generated_tokens, 5)
+  T.eq(rec.latency_ms.n, 2 * 5)
+  T.eq(sys.sha256_file(rd .. "/tok.bin"), sys.sha256_file(p.tokenizer), "the tokenizer staged")
+  T.eq(rec.tokenizer.sha256, sys.sha256_file(p.tokenizer))
+  local doc = assert(etdump.read(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file))
+  T.eq(#llm.forwards(doc), rec.llm.prompt_tokens + rec.llm.generated_tokens)
+  -- the run's own files are gone from the board, and the runner's default etdump.in was never written
+  for _, f in ipairs(sys.readdir(rd) or {}) do
+    T.ok(not f:find("odp%-run") and f ~= "etdump.in", "left on the board: " .. f)
+  end
+end)
+
+T.done()
