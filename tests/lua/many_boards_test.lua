@@ -402,7 +402,8 @@ T.test("command-line transport options reach every board of --boards (over the l
   end
   local r = odp_run { root .. "/scripts/rpi5.lua", "--boards", path, "--remote-dir", cli_dir }
   T.eq(r.status, 0, r.stderr)
-  T.ok(sys.stat(cli_dir .. "/fake_runner"), "the runner was staged in --remote-dir, not the lab file's remote_dir")
+  T.ok(sys.stat(cli_dir .. "/.odp/blobs/" .. sys.sha256_file(root .. "/build/tests/fake_runner")),
+    "the runner was staged in --remote-dir, not the lab file's remote_dir")
   -- the sweep takes them the same way
   os.remove(cli_dir .. "/fake_runner")
   r = odp_run { root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua", "--boards", path, "--remote-dir",
