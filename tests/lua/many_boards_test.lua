@@ -402,14 +402,14 @@ T.test("command-line transport options reach every board of --boards (over the l
   end
   local r = odp_run { root .. "/scripts/rpi5.lua", "--boards", path, "--remote-dir", cli_dir }
   T.eq(r.status, 0, r.stderr)
-  T.ok(sys.stat(cli_dir .. "/.odp/blobs/" .. sys.sha256_file(root .. "/build/tests/fake_runner")),
-    "the runner was staged in --remote-dir, not the lab file's remote_dir")
+  local blob = cli_dir .. "/.odp/blobs/" .. sys.sha256_file(root .. "/build/tests/fake_runner")
+  T.ok(sys.stat(blob), "the runner was staged in --remote-dir, not the lab file's remote_dir")
   -- the sweep takes them the same way
-  os.remove(cli_dir .. "/fake_runner")
+  os.remove(blob)
   r = odp_run { root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua", "--boards", path, "--remote-dir",
     cli_dir, "-p", "num_executions=1,2", "--out", tmp .. "/prec.jsonl" }
   T.eq(r.status, 0, r.stderr)
-  T.ok(sys.stat(cli_dir .. "/fake_runner"), "the sweep's boards staged in --remote-dir too")
+  T.ok(sys.stat(blob), "the sweep's boards staged in --remote-dir too")
   -- an option no board of the lab takes is refused, not dropped
   local adb_lab = write_lab(tmp .. "/adb.lua", { '  { name = "x300", device = "devices/vivo_x300_pro.lua", serial = "X" },\n' })
   r = odp_run { root .. "/scripts/rpi5.lua", "--boards", adb_lab, "--port", "2222" }
