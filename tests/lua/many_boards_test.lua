@@ -420,13 +420,13 @@ T.test("command-line transport options reach every board of --boards (over the l
   local env = tmp .. "/lg-env.yaml"
   T.write(env, ("targets:\n  main:\n    resources:\n      NetworkService: {address: 127.0.0.1, port: %d, username: %s}\n")
     :format(servers[1].port, servers[1].user))
-  os.remove(cli_dir .. "/fake_runner")
+  os.remove(blob)
   r = odp_run { root .. "/scripts/rpi5.lua", "--boards", "labgrid:" .. env, "--remote-dir", cli_dir,
     "--identity", servers[1].identity, "--known-hosts", servers[1].known_hosts, "--ssh-config", "none" }
   T.eq(r.status, 0, r.stderr)
   local rec = require("odp.core.json").decode(r.stdout)
   T.eq({ rec.ok, rec.board, rec.device }, { true, "main", "rpi5" })
-  T.ok(sys.stat(cli_dir .. "/fake_runner"), "labgrid's board staged in --remote-dir")
+  T.ok(sys.stat(blob), "labgrid's board staged in --remote-dir")
 end)
 
 T.test("on a terminal: one status line per board while the sweep runs", function()
