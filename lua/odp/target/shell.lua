@@ -291,9 +291,10 @@ end
 local function survey_text(dir)
   return ("echo \"now $(date +%%s)\"; if cd %s 2>/dev/null; then for d in .odp/runs/*/; do [ -d \"$d\" ] || " ..
     "continue; echo \"run $(stat -c %%Y \"$d\") ${d%%/}\"; for f in \"$d\"*; do [ -f \"$f\" ] && echo \"file " ..
-    "$(stat -c '%%h %%s' \"$f\") $f\"; done; done | head -n 4096; %s; for b in .odp/blobs/*; do [ -f \"$b\" ] && echo \"blob " ..
-    "$(stat -c '%%h %%X %%s' \"$b\") $b\"; done | head -n 4096; for f in .odp/*.odp-part-*; do [ -f \"$f\" ] && " ..
-    "echo \"part $(stat -c '%%Y %%s' \"$f\") $f\"; done | head -n 256; cd - >/dev/null; fi; " ..
+    "$(stat -c '%%h %%s' \"$f\") $f\"; done; done | head -n 4096; %s; for b in .odp/blobs/*; do " ..
+    "[ -f \"$b\" ] && echo \"blob $(stat -c '%%h %%X %%s' \"$b\") $b\"; done | head -n 4096; " ..
+    "for f in .odp/*.odp-part-*; do [ -f \"$f\" ] && echo \"part $(stat -c '%%Y %%s' \"$f\") $f\"; done | " ..
+    "head -n 256; cd - >/dev/null; fi; " ..
     "p=%s; while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done; echo \"real $(cd \"$p\" && pwd -P)\"; " ..
     "for c in \"$HOME\" /var/tmp /data/local/tmp; do [ -n \"$c\" ] && [ -d \"$c\" ] && echo \"cand $(cd \"$c\" && " ..
     "pwd -P)\"; done; head -c 65536 /proc/self/mounts | sed 's/^/mount /'; echo df; %s || true")
