@@ -66,6 +66,9 @@ return {
       Sram_Only = { drop = {} },
     },
     defaults = { memory_mode = "Dedicated_Sram", activation_buf_sz = 0x00600000, tmp_mem_size = 0x00040000 },
+    -- the largest values the firmware holds (checked before the build, exit 2): sizes within the M55's 32-bit
+    -- address space, the inference count in the runner's int counter
+    limits = { activation_buf_sz = 0xFFFFFFFF, tmp_mem_size = 0xFFFFFFFF, inferences = 0x7FFFFFFF },
     -- What the stale-build guard hashes besides the flags and the .pte: the executorch source revision and
     -- its patch state (docs/sources.md §8: a changed source or patch must wipe build_benchmark).
     state = {
@@ -102,7 +105,7 @@ return {
 
   -- What the firmware prints over RTT.
   lines = {
-    inference = "^Inference: ([%d.]+) ms",
+    inference = "^Inference: (%S+) ms",
     flasher_start = "Starting xmodemReceive...",
     flasher_ok = "^Success, (%d+) bytes received%.$",
     flasher_crc = "^CRC32: (%x+)$",            -- not printed by Alif's flasher; checked when present

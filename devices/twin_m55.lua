@@ -52,6 +52,9 @@ return {
     -- option -> cmake name beyond the MLEK ones: --inputs, embedded by the firmware (tests/twin/README.md "Inputs")
     vars = { inputs = "TWIN_INPUTS_PATH" },
     defaults = { memory_mode = "Dedicated_Sram", activation_buf_sz = 0x00600000, tmp_mem_size = 0x00040000 },
+    -- the largest values the firmware holds: its activation area in DDR (tests/twin/README.md), 32-bit sizes, the
+    -- runner's int counter
+    limits = { activation_buf_sz = 0x10000000, tmp_mem_size = 0xFFFFFFFF, inferences = 0x7FFFFFFF },
     outputs = {
       mram = "bin/sectors/executorch_inference_runner/mram.bin",        -- ELF of the runner
       ext_flash = "bin/sectors/executorch_inference_runner/ext_flash.bin", -- copy of the .pte
@@ -70,7 +73,7 @@ return {
 
   -- What the firmware prints (tests/twin/README.md "Output").
   lines = {
-    inference = "^Inference: ([%d.]+) ms$",
+    inference = "^Inference: (%S+) ms$",
     done = "^odp%-twin done$",
     flasher_start = "Starting xmodemReceive...",
     flasher_ok = "^Success, (%d+) bytes received%.$",

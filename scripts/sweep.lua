@@ -1,6 +1,6 @@
 -- Sweep any flow script over parameter values, one JSONL record per point (resumable):
 --   odp run scripts/sweep.lua --flow scripts/host.lua --runner ./executor_runner --model m.pte \
---       -p num_executions=1,10,100 -p cpu_threads=1,4 --repeat 3 --out sweep.jsonl
+--       -p num_executions=1,10,100 -p threads=1,4 --repeat 3 --out sweep.jsonl
 -- Every option of the flow is accepted here too (its --help is merged into this one); -p NAME=V1,V2,...
 -- overrides the flow option NAME (dashes or underscores) for each point. Re-running the same command skips
 -- the points already in the JSONL file. The sweep's own options (--flow, -p, --repeat, --out, --format) never
@@ -81,7 +81,7 @@ local function typed(name, v)
     errors.fail("EUSAGE", ("-p %s: '%s' is not an integer"):format(name, tostring(v)))
   elseif t == "number" and type(v) ~= "number" then
     errors.fail("EUSAGE", ("-p %s: '%s' is not a number"):format(name, tostring(v)))
-  elseif (t == "string" or t == "file" or t == "choice") and type(v) ~= "string" then
+  elseif (t == "string" or t == "file" or t == "outfile" or t == "choice") and type(v) ~= "string" then
     return tostring(v)
   end
   return v

@@ -49,8 +49,21 @@ Files odp writes: the path once, no traceback, exit 3
   odp: cannot create /proc/nosuch: No such file or directory
   [3]
   $ $ODP run scripts/sweep.lua --flow tests/flows/toy.lua -p size=1 --out $TMP/nosuch/s.jsonl -q
-  odp: cannot append to .*/nosuch/s%.jsonl: No such file or directory (re)
+  odp: cannot write .*/nosuch/s%.jsonl: No such file or directory (re)
   [3]
   $ $ODP run tests/flows/toy.lua --size 1 --out /proc/nosuch/r.json -q
   odp: cannot write /proc/nosuch/r.json: No such file or directory
   [3]
+
+Every file odp writes after measuring is checked before (a single run too): nothing runs, no run directory
+  $ $ODP run scripts/host.lua --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --runs-dir $TMP/runs-out --out $TMP/nosuch/r.json -q
+  odp: cannot write .*/nosuch/r%.json: No such file or directory (re)
+  [3]
+  $ $ODP run scripts/host.lua --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --runs-dir $TMP/runs-out --etdump $TMP -q
+  odp: cannot write .*: it is a directory (re)
+  [3]
+  $ $ODP run scripts/host.lua --runner /bin/true --model tests/fixtures/pte/add_arduino.pte --runs-dir $TMP/runs-out --report junit $TMP/nosuch/j.xml -q
+  odp: cannot write .*/nosuch/j%.xml: No such file or directory (re)
+  [3]
+  $ test -e $TMP/runs-out || echo "no run directory"
+  no run directory

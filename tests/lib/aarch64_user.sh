@@ -24,14 +24,22 @@ binfmt() {
 		echo "already registered: $(sed -n 's/^interpreter //p' "$dir/qemu-aarch64")"
 		return 0
 	fi
-	# Debian's qemu-user-static entry (/usr/share/binfmts/qemu-aarch64): the ELF header of an aarch64 executable
-	magic='\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
-	mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
-	if ! printf ':qemu-aarch64:M::%s:%s:%s:POCF' "$magic" "$mask" "$interp" >"$dir/register" 2>/dev/null; then
+	# registered as a booted Debian 12 registers it (systemd-binfmt from qemu-user-static's binfmt.d file: the
+	# interpreter is /usr/libexec/qemu-binfmt/aarch64-binfmt-P, a link to qemu-aarch64-static), so the suites meet
+	# the layout of a fresh machine; without that file, the same entry naming qemu-aarch64-static itself
+	line=$(grep -s '^:qemu-aarch64:' /usr/lib/binfmt.d/qemu-aarch64.conf || true)
+	case ${line##*:} in # its flags: F (the interpreter opened now) is what a chroot needs
+	*F*) ;;
+	*)
+		magic='\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
+		mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
+		line=$(printf ':qemu-aarch64:M::%s:%s:%s:POCF' "$magic" "$mask" "$interp") ;;
+	esac
+	if ! printf '%s' "$line" >"$dir/register" 2>/dev/null; then
 		# another process registered it in between
 		[ -e "$dir/qemu-aarch64" ] || { echo "cannot register qemu-aarch64 with binfmt_misc" >&2; return 1; }
 	fi
-	echo "registered: $interp"
+	echo "registered: $(sed -n 's/^interpreter //p' "$dir/qemu-aarch64")"
 }
 
 rootfs() {

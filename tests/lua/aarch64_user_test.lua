@@ -138,7 +138,7 @@ T.test("binfmt_misc entries: the kernel's own text parsed, matched against ELF h
     local entries = preflight.parse_binfmt("name qemu-aarch64\n" .. text)
     T.eq(#entries, 1)
     T.eq({ entries[1].enabled, entries[1].offset, #entries[1].magic, #entries[1].mask }, { true, 0, 20, 20 })
-    T.match(entries[1].interpreter, "qemu%-aarch64")
+    T.match(entries[1].interpreter, "^/") -- which program it is: the layouts' test below
     local tmp = T.tmpdir()
     local head = function(p) local f = assert(io.open(p, "rb")) local h = f:read(128) f:close() return h end
     T.eq(preflight.binfmt_for(entries, head(craft.aarch64(tmp))).name, "qemu-aarch64", "an aarch64 program")
@@ -154,6 +154,47 @@ T.test("binfmt_misc entries: the kernel's own text parsed, matched against ELF h
       if not ok then T.eq(err, nil, "mutated binfmt text") end
     end
   end)
+
+-- Debian's layouts of the same emulator: qemu-user-static on a booted Debian 12 registers a link
+-- (/usr/libexec/qemu-binfmt/aarch64-binfmt-P -> ../../bin/qemu-aarch64-static); a hand registration (this
+-- suite's rig without that package's binfmt.d file, qemu-user-binfmt) names the program itself. Entries as the
+-- kernel writes them, in a directory of their own, listed by the same shell odp runs on a board.
+T.test("the emulator is named for what it is, whatever the layout: the link chain resolved on the board; the "
+  .. "real machine's entry says the same", function()
+  local tmp = T.tmpdir()
+  local function entry(name, interp)
+    T.write(("%s/binfmt/%s"):format(tmp, name), ("enabled\ninterpreter %s\nflags: POCF\noffset 0\n" ..
+      "magic 7f454c460201010000000000000000000200b700\nmask ffffffffffffff00fffffffffffffffffeffffff\n"):format(interp))
+  end
+  sh(("mkdir -p %s/usr/bin %s/usr/libexec/qemu-binfmt %s/chain && cp /bin/true %s/usr/bin/qemu-aarch64-static"
+    .. " && ln -s ../../bin/qemu-aarch64-static %s/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
+    .. " && cp /bin/true %s/usr/bin/box64 && ln -s ../usr/bin/box64 %s/chain/b && ln -s b %s/chain/aarch64")
+    :format(q(tmp), q(tmp), q(tmp), q(tmp), q(tmp), q(tmp), q(tmp), q(tmp)))
+  local host = require("odp.target.host").new {}
+  local arm = craft.aarch64(tmp)
+  local cases = {
+    { tmp .. "/usr/libexec/qemu-binfmt/aarch64-binfmt-P", tmp .. "/usr/bin/qemu-aarch64-static", "qemu-user" },
+    { tmp .. "/usr/bin/qemu-aarch64-static", tmp .. "/usr/bin/qemu-aarch64-static", "qemu-user" },
+    -- flag F opened it outside the board's chroot: nothing there to resolve, QEMU's directory still says it
+    { "/nonexistent/qemu-binfmt/aarch64-binfmt-P", nil, "qemu-user" },
+    -- not QEMU: named by the program at the end of the chain, not by a link's name
+    { tmp .. "/chain/aarch64", tmp .. "/usr/bin/box64", "box64" },
+  }
+  for i, c in ipairs(cases) do
+    sh(("rm -rf %s && mkdir %s"):format(q(tmp .. "/binfmt"), q(tmp .. "/binfmt")))
+    entry("qemu-aarch64", c[1])
+    local e, kind = preflight.emulator(host, arm, tmp .. "/binfmt")
+    T.eq({ e and e.name, e and e.interpreter, e and e.resolved, kind }, { "qemu-aarch64", c[1], c[2], c[3] },
+      "layout " .. i)
+  end
+  T.eq(preflight.emulator(host, odp, tmp .. "/binfmt"), nil, "this machine's own program: no emulator")
+  -- this machine's own entry (the rig's registration, or the one the machine booted with)
+  local e, kind = preflight.emulator(host, arm)
+  T.ok(e, "the real qemu-aarch64 entry matches an aarch64 program")
+  print(("# this machine: binfmt_misc %s: %s -> %s"):format(e.name, e.interpreter, tostring(e.resolved)))
+  T.eq(kind, "qemu-user")
+  T.match(e.resolved, "/qemu%-aarch64%-static$")
+end)
 
 T.test("the same check on an ssh board: this machine over loopback sshd would run an aarch64 program emulated",
   function()

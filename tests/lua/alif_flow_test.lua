@@ -145,6 +145,40 @@ T.test("sizes: hex, decimal, K/M; garbage is a usage error", function()
   T.eq(r.status, 2); T.match(r.stderr, "activation%-buf%-sz: 'six' is not a size")
 end)
 
+T.test("sizes and counts past what the firmware holds: exit 2 with the limit, before anything is built (issue 42)", function()
+  local cli = require("odp.core.options")
+  -- no wrap: a size a signed 64-bit integer does not hold is not a size
+  for _, v in ipairs({ "0x10000000000600000", "0xFFFFFFFFFFFFFFFF", "0x8000000000000000", "8589934592G",
+    "99999999999999999999" }) do
+    T.eq(cli.size(v), nil, v)
+  end
+  T.eq({ cli.size("0x7FFFFFFFFFFFFFFF"), cli.size("0x0000000000600000"), cli.size("0x0") },
+    { math.maxinteger, 0x600000, 0 })
+  local cases = {
+    { { "--activation-buf-sz", "0x10000000000600000" }, "activation%-buf%-sz: '0x10000000000600000' is not a size" },
+    { { "--activation-buf-sz", "6G" }, "%-%-activation%-buf%-sz 0x180000000 is more than alif_e8's firmware holds: " ..
+      "at most 0xFFFFFFFF %(its device file's build.limits.activation_buf_sz%)" },
+    { { "--tmp-mem-size", "4G" }, "%-%-tmp%-mem%-size 0x100000000 is more than alif_e8's firmware holds: at most 0xFFFFFFFF" },
+    { { "--inferences", "2147483648" }, "%-%-inferences 2147483648 is more than alif_e8's firmware holds: at most 2147483647" },
+    { { "--device", twin, "--activation-buf-sz", "0x10000001" }, "twin_m55's firmware holds: at most 0x10000000" },
+  }
+  for _, c in ipairs(cases) do
+    -- no --dry-run: the limit is checked before the build (which would need --mlek here)
+    local args = { "--model", mnist, "--build-dir", dir .. "/never-built" }
+    table.move(c[1], 1, #c[1], #args + 1, args)
+    local r = odp_run(args)
+    T.eq(r.status, 2, table.concat(c[1], " ") .. ": " .. r.stderr)
+    T.match(r.stderr, c[2])
+    T.eq(select(2, r.stderr:gsub("\n", "")), 1, "one line")
+  end
+  T.ok(not sys.stat(dir .. "/never-built"), "nothing built")
+  -- at the limit: accepted (the dry run prints the cmake value the firmware gets)
+  local r = odp_run({ "--model", mnist, "--mlek", "/m", "--activation-buf-sz", "0xFFFFFFFF", "--inferences",
+    "2147483647", "--dry-run" })
+  T.eq(r.status, 0, r.stderr)
+  T.match(r.stdout, "ACTIVATION_BUF_SZ=0xFFFFFFFF")
+end)
+
 -- The build step on the twin's real cmake project.
 local bdir = dir .. "/build-twin"
 local function build(extra, env)

@@ -91,14 +91,18 @@ T.test("the jlink backend through the test libjlinkarm.so (real dlopen path), en
   T.ok(T.read(art(rec, "etdump")) == fixture_etdump)
 end)
 
-T.test("the flasher never answers: ETIMEDOUT exit 3 with the hint, record ok=false, logs kept", function()
-  local rec, r = odp_run({ "--device", twin, "--model", mnist, "--flash-timeout", "3",
+T.test("the flasher never answers: ETIMEDOUT exit 3 with the hint, a progress line while it is silent, logs kept", function()
+  local rec, r = odp_run({ "--device", twin, "--model", mnist, "--flash-timeout", "12",
     "--flasher", dir .. "/build/ethos_u-twin_m55/twin_runner.elf" })
   -- the runner image in the flasher's place: it boots, prints, and never says Starting xmodemReceive / C
   T.eq(r.status, 3)
   T.eq(rec.ok, false)
   T.eq(rec.error.code, "ETIMEDOUT")
   T.match(rec.error.message, "check the flasher image")
+  -- silent for 10 s: said once before the timeout (issue 42: a board silent after the flash said nothing)
+  local _, n = r.stderr:gsub("waiting for the flasher's 'Starting xmodemReceive%.%.%.': 1%d s of %-%-flash%-timeout 12, " ..
+    "silent since its last line %(%d+ RTT bytes%)", "")
+  T.eq(n, 1, "one progress line:\n" .. r.stderr)
   T.ok(sys.stat(art(rec, "flasher_rtt_log")), "raw flasher RTT log kept")
   no_qemu_left(rec)
 end)
@@ -140,6 +144,69 @@ T.test("truncated and corrupt base64: exit 1, ok=false, raw RTT log kept", funct
     T.match(rec.error.message, fault == "truncated_base64" and "truncated" or "corrupt base64")
     T.ok(sys.stat(art(rec, "rtt_log")), "raw log kept")
   end
+end)
+
+T.test("QEMU killed mid-capture: exit 3 ENODEV, the Inference: lines before it measured and kept (issue 42)", function()
+  -- the firmware prints 20000 lines; the board dies once rtt.log holds 40 of them
+  local state, runs = dir .. "/kill-state", dir .. "/kill-runs"
+  local argv = { odp, "run", script, "--device", twin, "--model", mnist, "--inferences", "20000", "--runs-dir", runs,
+    "--build-dir", dir .. "/b-kill", "--format", "json", "--out", dir .. "/kill.json" }
+  for i, a in ipairs(argv) do argv[i] = "'" .. a .. "'" end
+  -- meanwhile a second odp on the busy twin is told at once who holds it (it waited 10 s and said "timed out")
+  local second = { odp, "run", script, "--device", twin, "--model", mnist, "--only", "run", "--twin-state", state,
+    "--runs-dir", dir .. "/kill-runs2", "--format", "json" }
+  for i, a in ipairs(second) do second[i] = "'" .. a .. "'" end
+  local script_sh = ([[
+%s & odp=$!
+echo $odp >'%s/first.pid'
+n=0
+while [ "$n" -lt 40 ]; do
+  kill -0 $odp 2>/dev/null || exit 99
+  n=$(cat '%s'/*/rtt.log 2>/dev/null | grep -c 'Inference: ')
+  sleep 0.05
+done
+t0=$(date +%%s%%N)
+%s >'%s/second.out' 2>'%s/second.err'
+echo $? $(( ($(date +%%s%%N) - t0) / 1000000 )) >'%s/second.rc'
+kill -KILL "$(cat '%s/pid')"
+wait $odp]]):format(table.concat(argv, " "), dir, runs, table.concat(second, " "), dir, dir, dir, state)
+  local r = assert(proc.run { argv = { "sh", "-c", script_sh }, cwd = dir, env = { ODP_TWIN_STATE = state },
+    timeout = 180 })
+  T.eq(r.status, 3, "exit; stderr:\n" .. r.stderr)
+  local rec = assert(json.decode(T.read(dir .. "/kill.json")))
+  T.eq({ rec.ok, rec.error.code }, { false, "ENODEV" })
+  T.match(rec.error.message, "capture ended after %d+ Inference: lines")
+  -- the oracle: the Inference: lines of rtt.log, read with a plain pattern
+  local want = require("rttlog").read(art(rec, "rtt_log")).inferences_ms
+  T.ok(#want >= 40 and #want < 20000, #want .. " Inference: lines in rtt.log")
+  T.eq(rec.latency_ms.n, #want, "every line rtt.log holds is a sample, and only those")
+  local sum = 0
+  for _, v in ipairs(want) do sum = sum + v end
+  T.near(rec.latency_ms.total, sum, 1e-9)
+  T.eq({ rec.latency_ms.min, rec.latency_ms.max }, { math.min(table.unpack(want)), math.max(table.unpack(want)) })
+  T.eq(rec.rtt.lines > #want, true, "rtt.lines counts the boot lines too")
+  T.ok(rec.rtt.bytes > 0)
+  T.match(r.stderr, "ENODEV")
+  no_qemu_left(rec)
+  local rc, ms = T.read(dir .. "/second.rc"):match("^(%d+) (%d+)")
+  local err2 = T.read(dir .. "/second.err")
+  T.eq(tonumber(rc), 3, "the second odp: " .. err2)
+  T.match(err2, ("EBUSY: probe %%(qemu%%): the twin in %s is in use by odp pid %s since %%d+%%-%%d+%%-%%d+ [%%d:]+ %%(a run " ..
+    "or a REPL on it%%)"):format(state:gsub("%p", "%%%0"), T.read(dir .. "/first.pid"):match("%d+")))
+  T.ok(not err2:find("timed out"), "not a timeout")
+  T.ok(tonumber(ms) < 8000, ms .. " ms: at once, not after the 10 s QMP timeout")
+end)
+
+T.test("a 64 MiB ETDump (one base64 line of 89 MB) is captured within the default --timeout, byte-identical", function()
+  local etd = dir .. "/etdump-64m.bin"
+  assert(proc.run { argv = { "sh", "-c", "head -c 67108864 /dev/urandom >" .. etd }, timeout = 60 }.ok)
+  local dev = derived_device("twin_e64", ("d.build.cmake.TWIN_ETDUMP_PATH = %q"):format(etd))
+  local rec, r = odp_run({ "--device", dev, "--model", mnist, "--build-dir", dir .. "/b-e64", "--inferences", "3" },
+    nil, 300)
+  T.eq(r.status, 0, "exit; stderr:\n" .. r.stderr)
+  T.eq(rec.latency_ms.n, 3)
+  T.ok(T.read(art(rec, "etdump")) == T.read(etd), "etdump.bin byte-identical to the 64 MiB file")
+  no_qemu_left(rec)
 end)
 
 T.done()

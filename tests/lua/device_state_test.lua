@@ -121,6 +121,23 @@ T.test("throttled: a used CPU's frequency fell, Android's thermal status rose", 
   T.eq(rec.after.cpus[1].cur_khz, 1704000)
 end)
 
+T.test("heated: the hottest CPU zone warmed by HEATED_C or more during the run (a long generation), said once", function()
+  local d = copy_tree(fx .. "rpi5")
+  local before = gather(d)
+  local t0 = tonumber(T.read(d .. "/sys/class/thermal/thermal_zone0/temp")) / 1000
+  T.write(d .. "/sys/class/thermal/thermal_zone0/temp", ("%d\n"):format((t0 + ds.HEATED_C - 1) * 1000))
+  local _, w = ds.record(before, gather(d))
+  for _, x in ipairs(w) do T.ok(not x:find("heated", 1, true), "under the threshold: " .. x) end
+  T.write(d .. "/sys/class/thermal/thermal_zone0/temp", ("%d\n"):format((t0 + ds.HEATED_C + 3) * 1000))
+  local rec
+  rec, w = ds.record(before, gather(d))
+  local heated = {}
+  for _, x in ipairs(w) do if x:find("^heated") then heated[#heated + 1] = x end end
+  T.eq(#heated, 1)
+  T.match(heated[1], ("rose from %.1f to %.1f °C"):format(t0, t0 + ds.HEATED_C + 3))
+  T.match(ds.summary(rec), ("%.1f °C %%-> %.1f °C"):format(t0, t0 + ds.HEATED_C + 3))
+end)
+
 T.test("setup warnings: a governor other than performance, a 1-minute load from 0.5; none on a quiet, performance board", function()
   local function state(gov, load, cpus)
     return { cpus_online = cpus, before = { cpus = { { cpu = 0, governor = gov }, { cpu = 1, governor = gov } }, loadavg = { load, 0.1, 0.1 } } }

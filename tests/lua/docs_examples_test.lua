@@ -1,6 +1,7 @@
 -- Every runnable example in README.md and docs/*.md, run as written (issue 28: docs must not drift from what odp
--- does). The examples are the `odp ...` lines of the ```sh blocks (a line ending in `\` goes on; `# ...` is a
--- comment). Each is run in one scratch directory, in the order the docs give them, with the build's odp and a
+-- does). The examples are the `odp ...` lines of the ```sh blocks and the `$ build/odp ...` / `build/odp ...`
+-- lines of the untagged ones (a line ending in `\` goes on; `# ...` is a comment). A transcript's output (the
+-- lines after its `$ ` line) must be what odp prints, where no runner's timing makes it vary. Each is run in one scratch directory, in the order the docs give them, with the build's odp and a
 -- history of the test's own, after these placeholders are mapped (the mapping the docs' readers make too):
 --   m.pte                         -> tests/fixtures/pte/add_arduino.pte
 --   with --llm: m.pte, llama_main, tok.bin -> $ODP_REAL_LLM's toy.pte, llama_main, tok.bin
@@ -12,9 +13,10 @@
 --   a series id (odp history 12)  -> the first series of this history
 --   a trailing `...` or `[...]`  -> left out
 -- An example that needs hardware or a lab (a board's script, --boards, labgrid, LAVA, a device's REPL) cannot
--- run here: it is checked to parse as written (its --runner and --identity files, which live on the user's
--- machine, stood in for by empty files of the same name), with --help added (odp parses every option before it prints
--- help, so a misspelt or removed option is exit 2 there): exit 0, never 2. A runnable example must exit 0,
+-- run here (a board's script given the QEMU twin's device file, devices/twin_m55.lua, runs): it is checked to
+-- parse as written (its --runner and --identity files, which live on the user's machine, stood in for by empty
+-- files of the same name), with --help added (odp parses every option before it prints help, so a misspelt or
+-- removed option is exit 2 there): exit 0, never 2. A runnable example must exit 0,
 -- or 1 where it is a gate (--fail*, which may trip). Without the real runner the runnable ones are SKIPPED.
 local T = require("t")
 local proc = require("odp.proc")
@@ -25,31 +27,48 @@ local root = T.root()
 local odp = os.getenv("ODP") or (root .. "/build/odp")
 local model = root .. "/tests/fixtures/pte/add_arduino.pte"
 
---- The examples of one markdown file: {file, line, text} for each `odp ...` command of its ```sh blocks.
+-- odp's commands: a line of an untagged block starting `odp WORD` is an example only for these (a diagram's
+-- "odp    board" is not)
+local COMMANDS = { run = true, repl = true, devices = true, inspect = true, compare = true, plot = true,
+  history = true, report = true, version = true, help = true }
+
+--- The examples of one markdown file: {file, line, text, shown} for each `odp ...` command of its ```sh blocks
+--- and of its untagged blocks (`$ build/odp ...` transcripts, `build/odp ...` lines); shown: the output a
+--- transcript gives after its `$ ` line (up to the next `$ ` line or the block's end), nil when none.
 local function examples(file)
-  local out, in_sh, pending, at = {}, false, nil, nil
+  local out, kind, pending, at, last, prompted = {}, nil, nil, nil, nil, false
   local n = 0
   for line in io.lines(root .. "/" .. file) do
     n = n + 1
     local fence = line:match("^%s*```(%w*)")
     if fence then
-      in_sh = not in_sh and (fence == "sh" or fence == "bash" or fence == "console") or false
-      if not in_sh and fence ~= "" and not (fence == "sh" or fence == "bash" or fence == "console") then in_sh = false end
-    elseif in_sh then
-      local text = line:gsub("^%s*%$ ", "")
+      if kind then kind = nil
+      elseif fence == "sh" or fence == "bash" or fence == "console" then kind = "sh"
+      elseif fence == "" then kind = "plain"
+      else kind = "other" end
+      last = nil
+    elseif kind == "sh" or kind == "plain" then
+      local prompt = line:match("^%s*%$ ") ~= nil
+      local text = line:gsub("^%s*%$ ", ""):gsub("^(%s*)build/odp%s", "%1odp ")
       if pending then
         pending = pending .. " " .. text:gsub("^%s+", "")
-      elseif text:match("^%s*odp%s") then
-        pending, at = text:gsub("^%s+", ""), n
+      elseif text:match("^%s*odp%s") and (kind == "sh" or prompt or COMMANDS[text:match("^%s*odp%s+(%S+)")]) then
+        pending, at, last, prompted = text:gsub("^%s+", ""), n, nil, prompt
+      elseif prompt then
+        last = nil -- another program's transcript
+      elseif last and kind == "plain" then
+        last.shown = (last.shown and (last.shown .. "\n") or "") .. line
       end
       if pending and not pending:match("\\%s*$") then
         out[#out + 1] = { file = file, line = at, text = pending }
+        last = prompted and out[#out] or nil
         pending = nil
       elseif pending then
         pending = pending:gsub("\\%s*$", "")
       end
     end
   end
+  for _, e in ipairs(out) do e.shown = e.shown and e.shown:gsub("%s+$", "") end
   return out
 end
 
@@ -84,6 +103,10 @@ end
 local BOARD_SCRIPTS = { ["scripts/rpi5.lua"] = true, ["scripts/graviton4.lua"] = true, ["scripts/x300pro.lua"] = true,
   ["scripts/alif_e8.lua"] = true }
 local function needs_board(w)
+  -- a board script pointed at a twin (devices/twin_m55.lua: the Ethos-U flow on QEMU) runs here, as written
+  for i, a in ipairs(w) do
+    if a == "--device" and w[i + 1] == "devices/twin_m55.lua" and w[2] == "run" then return false end
+  end
   for i, a in ipairs(w) do
     -- (board.etdump, board.bin: files a board wrote, which the user has and this test does not)
     if a == "--boards" or a:match("^%-%-boards=") or BOARD_SCRIPTS[a] or (a == "--flow" and BOARD_SCRIPTS[w[i + 1]])
@@ -104,10 +127,13 @@ T.test(("the docs' examples are found: %d odp commands in ```sh blocks"):format(
 end)
 
 local work = T.tmpdir()
+-- the docs' fixture paths (tests/fixtures/..., tests/flows/toy.lua) are the checkout's, as in a transcript
+assert(proc.run { "ln", "-s", root .. "/tests", work .. "/tests", timeout = 10 }.ok)
 local env = { ODP_HISTORY = work .. "/history.db", ODP_PATH = false }
-local function odp_run(argv, timeout)
-  local a = { odp }
-  table.move(argv, 1, #argv, 2, a)
+-- merged: stderr into stdout, in the order a terminal shows them (a transcript's)
+local function odp_run(argv, timeout, merged)
+  local a = merged and { "sh", "-c", 'exec "$0" "$@" 2>&1', odp } or { odp }
+  table.move(argv, 1, #argv, #a + 1, a)
   return assert(proc.run { argv = a, cwd = work, env = env, timeout = timeout or 300 })
 end
 
@@ -186,7 +212,7 @@ T.with_real_runner("examples that run here run as written (the real runner, fixt
     "-p", "num_executions=1,10", "--out", "sweep.jsonl", "-q" })
   T.eq(r.status, 0, r.stderr)
   assert(sys.write_file(work .. "/s.jsonl", assert(sys.read_file(work .. "/sweep.jsonl"))))
-  local ran = 0
+  local ran, shown = 0, 0
   for _, e in ipairs(all) do
     local w = words(e.text)
     if not needs_board(w) then
@@ -197,13 +223,24 @@ T.with_real_runner("examples that run here run as written (the real runner, fixt
       end
       local argv = map(w, runner)
       table.remove(argv, 1)
-      r = odp_run(argv)
-      local ok = r.status == 0 or (gate(w) and r.status == 1)
+      -- what a transcript shows is what odp prints (stdout and stderr, as a terminal shows them), where no
+      -- runner's timing makes it vary (fixtures, the toy flow)
+      local compared = e.shown and not table.concat(w, " "):find("--runner", 1, true)
+      r = odp_run(argv, nil, compared)
+      -- a transcript showing odp's one-line refusal of a bad input exits 2, as it shows
+      local refusal = e.shown and e.shown:match("^odp: [^\n]*$") and r.status == 2
+      local ok = r.status == 0 or (gate(w) and r.status == 1) or refusal
       T.ok(ok, ("%s:%d: %s\nexit %d\n%s"):format(e.file, e.line, e.text, r.status, r.stderr))
+      if compared then
+        T.eq(r.stdout:gsub("%s+$", ""), e.shown, ("%s:%d: %s: the output shown"):format(e.file, e.line,
+          e.text))
+        shown = shown + 1
+      end
       ran = ran + 1
     end
   end
   T.ok(ran >= 15, ran .. " examples ran")
+  T.ok(shown >= 5, shown .. " transcripts compared")
 end)
 
 T.done()

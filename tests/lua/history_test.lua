@@ -307,6 +307,44 @@ T.with_real_runner("a host run and every sweep point land in the history, with t
   db:close()
 end)
 
+T.with_real_runner("what changes a measurement is a parameter: sampled (two rates), with its overhead, without the "
+  .. "memory watcher, with --inputs: each its own series; compare names the difference", function(runner)
+  local dir = T.tmpdir()
+  local url = dir .. "/p.db"
+  local model = root .. "/tests/fixtures/pte/mlp.pte"
+  local kinds = { {}, { "--sample" }, { "--sample=1000" }, { "--sample=1000", "--sample-overhead=2" },
+    { "--no-memory" }, { "--inputs", "random:1" } }
+  local run_dirs = {}
+  for i, extra in ipairs(kinds) do
+    local argv = { odp, "run", root .. "/scripts/host.lua", "--runner", runner, "--model", model, "-n", "5",
+      "--runs-dir", dir .. "/runs", "--history", url, "--format", "json" }
+    table.move(extra, 1, #extra, #argv + 1, argv)
+    local r = proc.run { argv = argv, cwd = dir, timeout = 300 }
+    T.eq(r.status, 0, r.stderr)
+    run_dirs[i] = assert(json.decode(r.stdout)).artifacts.run_dir
+  end
+  local db = assert(history.open(url))
+  local series = assert(db:series { metric = "latency_ms" })
+  db:close()
+  local params = {}
+  for _, s in ipairs(series) do
+    local p = json.decode(s.params)
+    params[#params + 1] = ("sample=%s sample_overhead=%s memory=%s inputs=%s"):format(tostring(p.sample),
+      tostring(p.sample_overhead), tostring(p.memory), tostring(p.inputs))
+  end
+  table.sort(params)
+  T.eq(params, {
+    "sample=1000 sample_overhead=2 memory=nil inputs=nil",
+    "sample=1000 sample_overhead=nil memory=nil inputs=nil",
+    "sample=4000 sample_overhead=nil memory=nil inputs=nil",
+    "sample=nil sample_overhead=nil memory=false inputs=nil",
+    "sample=nil sample_overhead=nil memory=nil inputs=nil",
+    "sample=nil sample_overhead=nil memory=nil inputs=random:1",
+  }, "one series per kind of run, named by its parameters")
+  local r = proc.run { argv = { odp, "compare", run_dirs[1], run_dirs[2] }, timeout = 60 }
+  T.match(r.stdout .. r.stderr, "A and B ran with different parameters: sample null vs 4000")
+end)
+
 T.test("a writer killed (SIGKILL) in the middle of many writes leaves whole runs only", function()
   local dir = T.tmpdir()
   local url = dir .. "/crash.db"

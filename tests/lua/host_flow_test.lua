@@ -151,6 +151,26 @@ T.test("missing runner, missing model, not executable, bad -n, unknown option: e
   end
 end)
 
+T.test("an --out that fails after measuring (a filesystem that filled meanwhile): the results shown all the "
+  .. "same, one line says where the record is kept, exit 3", function()
+  -- a 4 kB tmpfs: --out is writable when checked before the run, the record does not fit when written
+  local small = T.tmpdir()
+  local m = assert(proc.run { "mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", small, timeout = 30 })
+  T.eq(m.status, 0, "mounting a 4 kB tmpfs (the test runs as root): " .. m.stderr)
+  local ok, err = pcall(function()
+    local r = odp_run { "--runner", fake, "--model", add, "--out", small .. "/r.json" }
+    T.eq(r.status, 3, r.stderr)
+    T.match(r.stdout, "^OK +executorch on [^\n]+\n", "the results table")
+    T.match(r.stdout, "\n  latency %(from log%)\n")
+    local kept = r.stderr:match("\nodp: cannot write [^\n]*/r%.json: No space left on device; the record is kept in " ..
+      "(%S+/result%.json)\n$")
+    T.ok(kept, "one line: " .. r.stderr)
+    T.eq(assert(json.decode(T.read(kept))).ok, true, "the record is where the line says")
+  end)
+  proc.run { "umount", small, timeout = 30 }
+  if not ok then error(err, 0) end
+end)
+
 T.test("runner crash (SIGABRT): exit 1, the runner's own reason, a failed record on disk", function()
   local r = failed_run({ "--runner", fake, "--model", add, "--format", "json" }, { ODP_FAKE_MODE = "abort" }, 1)
   local rec = assert(json.decode(r.stdout))

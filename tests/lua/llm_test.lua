@@ -234,6 +234,15 @@ T.with_real_llm("llama_main failures: a tokenizer that does not load, a model wi
     rec = assert(json.decode(r.stdout))
     T.eq(rec.ok, false)
     T.match(rec.error.message, "no get_max_seq_len method")
+    -- killed by SIGKILL that odp did not send (a phone's low-memory killer): named, the tokenizer not blamed
+    T.write(dir .. "/killed.sh", ('#!/bin/sh\n"%s" "$@" >/dev/null 2>&1 &\nsleep 0.2\nkill -KILL $$\n'):format(p.runner))
+    assert(sys.chmod(dir .. "/killed.sh", tonumber("755", 8)))
+    r = odp_run({ "--llm", "--runner", dir .. "/killed.sh", "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt", "hi", "--max-new-tokens", "4", "--format", "json" })
+    rec = assert(json.decode(r.stdout))
+    T.eq(rec.ok, false)
+    T.match(rec.error.message, "runner killed by SIGKILL.*low%-memory killer")
+    T.ok(not rec.error.message:find("tokenizer", 1, true), rec.error.message)
   end)
 
 T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like the model, each process's ETDump " ..

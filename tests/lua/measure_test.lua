@@ -219,6 +219,45 @@ T.with_real_runner("real runner: --min-samples 35 with -n 10 takes 4 processes; 
   T.ok(rec.stop.seconds >= 0.3, "ran until the cap")
 end)
 
+T.test("a long measurement says up front what it will take: its pace, --timeout, the rule's cap", function()
+  local o = { timeout = 600, target_ci = 2 }
+  T.eq(measure.estimate(o, 100, 1000, 0.5), nil, "5 s a process: not long, nothing said")
+  T.eq(measure.estimate(o, 0, 1000, 2), nil, "no iteration yet: nothing to tell")
+  T.eq(measure.estimate(o, 200, 1000000, 2), "200 of 1000000 iterations in 2.0 s: a process would take about "
+    .. "2.8 h at this pace; --timeout 600 s ends it after about 60000 iterations (the latency is of those); the "
+    .. "stopping rule starts no process after --max-time 120 s")
+  T.eq(measure.estimate({ timeout = 600, ["repeat"] = 3 }, 100, 1000, 2), "100 of 1000 iterations in 2.0 s: a "
+    .. "process would take about 20 s at this pace; --timeout 600 s; 3 processes: about 1.0 min in all")
+  T.eq(measure.estimate({ timeout = 600, min_samples = 10 }, 100, 1000, 2), "100 of 1000 iterations in 2.0 s: a "
+    .. "process would take about 20 s at this pace; --timeout 600 s; the stopping rule has no --max-time: processes "
+    .. "go on until it is met")
+end)
+
+T.with_real_runner("real runner: a process --timeout ends keeps the iterations it measured (said up front and after), "
+  .. "each warning once", function(runner)
+  local r, rec = host { "--runner", runner, "-n", "10000000", "--target-ci", "2", "--timeout", "4", "--etdump",
+    T.tmpdir() .. "/killed.etdump" }
+  T.eq(r.status, 0, r.stderr)
+  T.eq({ rec.stop.rule, rec.stop.met, rec.stop.processes }, { "timeout", false, 1 })
+  -- the oracle: the runner's own iteration lines in the log it left
+  local measured = #logged(rec.artifacts.run_dir, 1)[1]
+  T.ok(measured > 0, "iterations before the timeout")
+  T.eq(rec.latency_ms.n, measured, "the latency is of every iteration it printed")
+  local _, said = r.stderr:gsub("run 1: %d+ of 10000000 iterations in [%d.]+ s: a process would take about [^\n]+ at "
+    .. "this pace; %-%-timeout 4 s ends it after about %d+ iterations %(the latency is of those%); the stopping rule "
+    .. "starts no process after %-%-max%-time 120 s\n", "")
+  T.eq(said, 1, "the estimate, once, up front: " .. r.stderr)
+  local seen = {}
+  for _, w in ipairs(rec.warnings) do
+    T.eq(seen[w], nil, "said once: " .. w)
+    seen[w] = true
+  end
+  T.ok(seen[("runner process 1 was killed at --timeout 4 s after %d of its 10000000 iterations: the latency is of "
+    .. "the %d iteration(s) measured (a smaller -n, or a larger --timeout, measures them all)"):format(measured,
+    measured)], table.concat(rec.warnings, "\n"))
+  T.ok(seen["no ETDump was written: --timeout killed the runner before its end"], "why no ETDump")
+end)
+
 T.with_real_runner("real runner: --sustained runs back to back for MIN minutes, p50/p90 per minute, plottable", function(runner)
   local r, rec = host { "--runner", runner, "-n", "5", "--sustained", "0.01", "--cooldown", "0.01", "--cool-to", "90" }
   T.eq(r.status, 0, r.stderr)

@@ -184,7 +184,17 @@ T.test("twin: attach, read32 of the RTT ID, reset, tail + Ctrl-C, flash with the
   line(('r = board:flash(%q); return r.bytes, r.crc32 == r.expected_crc32'):format(tmp .. "/payload.bin"))
   wait_for("\n" .. bytes .. "%s+true\n.-odp> ", 120)
   line("board:write(0x10, 'x')")
-  wait_for("EIO")
+  wait_for("EIO: twin_m55: board:write%(0x00000010, 1 bytes%): ")
+  -- a bad address is one line (was the C binding's traceback); a hung reset names the board and the operation
+  line("board:read32(-1)")
+  wait_for("\nEUSAGE: board:read32: the address must be an integer 0..0xFFFFFFFF %(a 32%-bit target%), not %-1\nodp> ")
+  local qemu = T.read(state .. "/pid"):match("%d+")
+  proc.run { argv = { "kill", "-STOP", qemu }, timeout = 5 }
+  line("board:reset()")
+  local ok, hung = pcall(wait_for, "\nETIMEDOUT: twin_m55: reset %(halting the core%): [^\n]*\nodp> ", 60)
+  proc.run { argv = { "kill", "-CONT", qemu }, timeout = 5 }
+  T.ok(ok, tostring(hung))
+  T.ok(not screen():find("stack traceback"), "no traceback:\n" .. screen())
   send("C-d")
   wait_for("REPL%-EXITED 0", 30)
   T.eq(sys.stat(state .. "/pid"), nil, "QEMU stopped when the REPL ended")

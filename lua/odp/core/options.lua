@@ -3,22 +3,24 @@
 --   { "num-executions", "Inferences per runner process", 1, "posint", short = "n" }
 --   [1] long name   [2] help text   [3] default (nil = none)   [4] type:
 --   "string" | "int" | "posint" | "number" | "bool" (a flag) | "file" (must exist and be readable) |
+--   "outfile" (a FILE odp writes, later: M.check_writable before anything runs, exit 3 as a failed write) |
 --   "list" (comma-separated; repeatable) | "choice" (needs choices = {...}) |
 --   "size" (bytes: 6291456, 0x600000, 6M, 256K, 1G; the value is an integer)
 -- Extra keys: short (one letter), required, choices, metavar, repeat (collect every use into a list),
--- file_after (a choice's values that take a FILE word after them: `--report junit out.xml`; each value is
--- then {name = choice, file = FILE or nil}), implicit (the value of the option given bare: `--sample` is
+-- file_after (a choice's values that take a FILE word after them, one odp writes, checked as an outfile's:
+-- `--report junit out.xml`; each value is then {name = choice, file = FILE or nil}), implicit (the value of the option given bare: `--sample` is
 -- `--sample=4000`; a value then only comes after `=`, and a bare option followed by a word that could be its
 -- value is refused rather than that word taken for something else).
 -- Parsed values land in a table keyed by the name with dashes turned into underscores.
 local errors = require("odp.core.errors")
+local sys = require("odp.sys")
 
 local M = {}
 
 --- Options every script gets.
 M.global_options = {
   { "format", "Output format", nil, "choice", choices = { "human", "json", "jsonl", "csv" } },
-  { "out", "Also write the result to FILE (format from --format or the file's extension)", nil, "string",
+  { "out", "Also write the result to FILE (format from --format or the file's extension)", nil, "outfile",
     metavar = "FILE" },
   { "history", "Also add each run to this history: a file (SQLite) or postgresql://... (default $ODP_HISTORY,\n" ..
     "else ~/.local/share/odp/history.db; docs/history.md)", nil, "string", metavar = "URL" },
@@ -145,15 +147,34 @@ end
 local UNITS = { k = 1024, m = 1024 * 1024, g = 1024 * 1024 * 1024 }
 
 --- A size in bytes: an integer, or a string 6291456, 0x600000, 6M, 256K, 1G (KiB/MiB/GiB; `_` allowed).
--- -> integer | nil when it is not one.
+-- -> integer | nil when it is not one, or not one a signed 64-bit integer holds (tonumber(s, 16) and integer
+-- products wrap silently: 0x10000000000600000 read as 0x600000).
 function M.size(v)
   if math.type(v) == "integer" then return v end
   if type(v) ~= "string" then return nil end
   local t = v:gsub("_", "")
-  if t:match("^0[xX]%x+$") then return math.tointeger(tonumber(t:sub(3), 16)) end
+  local digits = t:match("^0[xX]0*(%x*)$")
+  if digits then
+    if #digits > 15 and not (#digits == 16 and digits:match("^[0-7]")) then return nil end
+    return (#digits > 0 or #t > 2) and tonumber("0" .. digits, 16) or nil
+  end
   if t:match("^%d+$") then return math.tointeger(tonumber(t)) end
   local d, u = t:match("^(%d+)([kKmMgG])i?[bB]?$")
-  return d and math.tointeger(tonumber(d) * UNITS[u:lower()]) or nil
+  local n, unit = math.tointeger(tonumber(d or "")), UNITS[(u or ""):lower()]
+  return n and n <= math.maxinteger // unit and n * unit or nil
+end
+
+--- Whether odp could write path later (--out, --etdump: written after the measuring), found before anything
+--- runs: a file of the name it writes first beside it (sys.write_file writes PATH.tmp.PID, then renames) is
+--- made and removed. Raises the one line the write would have failed with (exit 3).
+function M.check_writable(path)
+  local st = sys.stat(path)
+  if st and st.type == "dir" then errors.fail("EIO", ("cannot write %s: it is a directory"):format(path)) end
+  local probe = ("%s.tmp.%d"):format(path, sys.getpid())
+  local f, err = io.open(probe, "wb")
+  if not f then errors.fail("EIO", ("cannot write %s: %s"):format(path, (err:gsub("^.-: ([^:]+)$", "%1")))) end
+  f:close()
+  os.remove(probe)
 end
 
 local function convert(opt, raw)
@@ -174,6 +195,9 @@ local function convert(opt, raw)
     local f = io.open(raw, "rb")
     if not f then usage(("--%s: cannot read '%s'"):format(name, raw)) end
     f:close()
+    return raw
+  elseif typ == "outfile" then
+    M.check_writable(raw)
     return raw
   elseif typ == "size" then
     local v = M.size(raw)
@@ -219,7 +243,9 @@ function M.parse(argv, ...)
       local v = convert(o, raw)
       if o.file_after then
         if o.file_after[v] and argv[i + 1] == nil then usage(("--%s %s needs a FILE"):format(o[1], v)) end
-        v = { { name = v, file = o.file_after[v] and value_for(o) or nil } }
+        local file = o.file_after[v] and value_for(o) or nil
+        if file then M.check_writable(file) end -- a report odp writes at the end, like an outfile
+        v = { { name = v, file = file } }
       end
       if type(v) == "table" then
         for _, x in ipairs(v) do table.insert(opts[k], x) end
@@ -331,7 +357,7 @@ local function placeholder(o)
   if o[4] == "choice" then return " " .. table.concat(o.choices, "|") end
   local t = o[4] or "string"
   return " " .. ((t == "posint" or t == "int") and "N" or t == "number" and "X" or t == "list" and "A,B,..."
-    or t == "file" and "FILE" or "VALUE")
+    or (t == "file" or t == "outfile") and "FILE" or "VALUE")
 end
 
 --- One declaration as --help and the man page show it: {short = "-n" | nil, long = "--name N", help = text}.

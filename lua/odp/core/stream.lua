@@ -74,12 +74,17 @@ Reader.__index = Reader
 --- on_bytes(chunk) sees every chunk as it is read (byte counts), on_line(line) every line handed out (logs).
 --- r:give_back() returns the bytes read past the last line to the stream (a protocol takes over from here);
 --- r:pending() is them.
+--- Linear in the bytes read: a line that spans many reads is kept as the list of its chunks and joined once,
+--- at its end (a base64 artifact is one line of up to ~90 MB: appending each chunk to a growing string made
+--- its cost quadratic); lines are cut from the current chunk by position, never by copying what follows them.
 ---@param s userdata odp.Stream (or anything with read(n, {timeout=}) and unread(bytes))
 ---@param opts? {max_line?: integer, on_bytes?: fun(chunk: string), on_line?: fun(line: string)}
 function M.reader(s, opts)
   opts = check_opts(opts, { max_line = true, on_bytes = true, on_line = true }, "reader")
-  return setmetatable({ s = s, buf = "", seen = 0, ended = false, max_line = opts.max_line or 64 * 1024,
-    on_bytes = opts.on_bytes, on_line = opts.on_line }, Reader)
+  -- parts/plen: the current line's earlier chunks (no "\n" in them) and their length; chunk/pos: the last
+  -- chunk read and where its unconsumed bytes start
+  return setmetatable({ s = s, parts = {}, plen = 0, chunk = "", pos = 1, ended = false,
+    max_line = opts.max_line or 64 * 1024, on_bytes = opts.on_bytes, on_line = opts.on_line }, Reader)
 end
 
 function Reader:_out(line)
@@ -87,21 +92,42 @@ function Reader:_out(line)
   return line
 end
 
+-- The current line so far (its parts and the chunk's rest) as one string; the reader keeps nothing of it.
+function Reader:_take()
+  local parts = self.parts
+  if self.pos <= #self.chunk then parts[#parts + 1] = self.chunk:sub(self.pos) end
+  local s = table.concat(parts)
+  self.parts, self.plen, self.chunk, self.pos = {}, 0, "", 1
+  return s
+end
+
 function Reader:line(timeout)
   local deadline = timeout and (sys.now() + timeout) or math.huge
   while not self.ended do
-    local nl = self.buf:find("\n", self.seen + 1, true) -- (a long line is not searched again from its start)
+    local chunk, pos = self.chunk, self.pos
+    local nl = chunk:find("\n", pos, true)
+    local stop = nl or (#chunk + 1) -- the current line's bytes in this chunk: pos .. stop - 1
+    -- a "\r" before the "\n" is no content; one at the chunk's end waits for the next byte to say which it is
+    local cr = stop > pos and chunk:byte(stop - 1) == 13
+    local len = stop - pos - (cr and 1 or 0)
+    if self.plen + len > self.max_line then
+      -- a runaway "line": handed out in max_line pieces rather than grown without bound
+      local take = self.max_line - self.plen
+      self.parts[#self.parts + 1] = chunk:sub(pos, pos + take - 1)
+      self.pos = pos + take
+      return self:_out(self:_join())
+    end
     if nl then
-      local line = self.buf:sub(1, nl - 1)
-      self.buf, self.seen = self.buf:sub(nl + 1), 0
-      return self:_out((line:gsub("\r$", "")))
+      self.pos = nl + 1
+      if #self.parts == 0 then return self:_out(chunk:sub(pos, nl - 1 - (cr and 1 or 0))) end
+      self.parts[#self.parts + 1] = chunk:sub(pos, nl - 1 - (cr and 1 or 0))
+      return self:_out(self:_join())
     end
-    self.seen = #self.buf
-    if #self.buf > self.max_line then -- a runaway "line": hand it out in pieces rather than grow without bound
-      local line = self.buf:sub(1, self.max_line)
-      self.buf, self.seen = self.buf:sub(self.max_line + 1), 0
-      return self:_out(line)
+    if len > 0 then -- the chunk's rest opens (or continues) a line still without its end
+      self.parts[#self.parts + 1] = (pos == 1 and not cr) and chunk or chunk:sub(pos, pos + len - 1)
+      self.plen = self.plen + len
     end
+    self.chunk, self.pos = cr and "\r" or "", 1
     local left = deadline - sys.now()
     if left <= 0 then return nil end
     local data, err, code = self.s:read(LINE_CHUNK, { timeout = left ~= math.huge and left or nil })
@@ -109,19 +135,35 @@ function Reader:line(timeout)
       if code ~= "ETIMEDOUT" then return nil, err, code end
     elseif data == "" then
       self.ended = true
-      if #self.buf > 0 then local l = self.buf; self.buf, self.seen = "", 0; return self:_out(l) end
+      if self.plen > 0 or cr then -- the stream's last line, without its "\n" (a "\r" before the end is none)
+        local line = self:_take()
+        return self:_out(cr and line:sub(1, -2) or line)
+      end
     else
       if self.on_bytes then self.on_bytes(data) end
-      self.buf = self.buf .. data
+      self.chunk = cr and ("\r" .. data) or data
     end
   end
   return nil
 end
 
-function Reader:pending() return self.buf end
+-- The parts as one line; the reader keeps none of them.
+function Reader:_join()
+  local line = table.concat(self.parts)
+  self.parts, self.plen = {}, 0
+  return line
+end
+
+function Reader:pending()
+  local t = {}
+  for i, p in ipairs(self.parts) do t[i] = p end
+  t[#t + 1] = self.chunk:sub(self.pos)
+  return table.concat(t)
+end
 
 function Reader:give_back()
-  if #self.buf > 0 then self.s:unread(self.buf); self.buf, self.seen = "", 0 end
+  local rest = self:_take()
+  if #rest > 0 then self.s:unread(rest) end
 end
 
 --- Iterates over lines (without "\n" or "\r\n") until `count` lines, the end of the stream, or `timeout`

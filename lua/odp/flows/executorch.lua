@@ -31,7 +31,7 @@ M.options = {
   { "model", "The .pte model", nil, "file", required = true },
   { "data", "A .ptd file with the model's external weights (--data_path)", nil, "file" },
   { "num-executions", "Inferences per runner process (--num_executions)", 1, "posint", short = "n" },
-  { "etdump", "Where the ETDump lands on this machine (asks the runner for one)", nil, "string", metavar = "FILE" },
+  { "etdump", "Where the ETDump lands on this machine (asks the runner for one)", nil, "outfile", metavar = "FILE" },
   { "warmup", "Extra runner processes before measuring, not counted", 0, "int" },
   { "timeout", "Seconds before a runner process is killed with everything it started", 600, "number" },
   { "runs-dir", "Where each run leaves runner logs and result.json", "runs", "string", metavar = "DIR" },
@@ -86,7 +86,10 @@ function M.record(ctx)
     params = { num_executions = o.num_executions, warmup = o.warmup, ["repeat"] = measuring.fixed_count(o), min_time = o.min_time,
       max_time = o.max_time, min_samples = o.min_samples, target_ci = o.target_ci, sustained = o.sustained,
       cooldown = o.cooldown, cool_to = o.cool_to, args = #ctx.args > 0 and table.concat(ctx.args, " ") or nil,
-      inputs = ctx.io and ctx.io.inputs and ctx.io.inputs.text or nil } }
+      inputs = ctx.io and ctx.io.inputs and ctx.io.inputs.text or nil,
+      -- what changes the numbers measured (the sampler costs ~12%): a series and a compare of their own
+      sample = o.sample, sample_overhead = o.sample_overhead } }
+  if o.memory == false then rec.params.memory = false end -- no watcher beside the runner (said only when off)
   -- both hashes cached: even a 1 KB model's sha256 cost a sixth of a host run's instructions (libcrypto's
   -- loading and digest setup, bench/README.md "Precompiled Lua")
   local hashes = o.runs_dir .. "/.sha256-cache.json"

@@ -93,6 +93,11 @@ local function flush_file(self)
   if not data then add_error(self, f.name, blk.form.name, "corrupt base64: " .. why) return end
   local expected = blk.expected
   blk.expected = nil -- one announced size per file
+  if type(expected) == "table" then
+    add_error(self, f.name, blk.form.name, ("announced size %s is out of range (0 to %d bytes): refused")
+      :format(expected.bad, self.max_bytes))
+    return
+  end
   if expected and expected ~= #data then
     add_error(self, f.name, blk.form.name, ("size mismatch: announced %d bytes, decoded %d"):format(expected, #data))
     return
@@ -120,7 +125,10 @@ function Decoder:line(line)
     for _, form in ipairs(self.forms) do
       if form.size then
         local n = line:match(form.size)
-        if n then self.sizes[form] = tonumber(n) end
+        if n then -- an announced size is device text: a whole number up to the cap, else the block is refused
+          local v = math.tointeger(tonumber(n))
+          self.sizes[form] = (v and v >= 0 and v <= self.max_bytes) and v or { bad = n:sub(1, 40) }
+        end
       end
       local s, e, cap = line:find(form.start)
       if s then

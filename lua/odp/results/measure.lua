@@ -150,6 +150,69 @@ function Stopper:done(k, samples)
   return false
 end
 
+--- A runner process ended by --timeout after measuring k iterations (its log's): they are the measurement, and
+--- the rule stops there (stop.rule "timeout", not met). Returns the warning that says so.
+---@param k integer processes measured so far, that one included
+---@param samples number[] every sample so far, its iterations included
+function Stopper:timed_out(k, samples, measured, asked, timeout_s)
+  self.stop = { rule = "timeout", met = false, processes = k, seconds = self.clock.now() - self.t0,
+    samples = #samples, target_ci = self.o.target_ci, ci_pct = self.o.target_ci and M.ci_pct(samples) or nil }
+  return ("runner process %d was killed at --timeout %g s after %d of its %d iterations: the latency is of the " ..
+    "%d iteration(s) measured (a smaller -n, or a larger --timeout, measures them all)"):format(k, timeout_s, measured,
+    asked, #samples)
+end
+
+--- What a long measurement will take, said up front: a measured process that ran elapsed_s seconds and printed
+--- k of its n iterations so far. -> one line (the estimate, from that pace, and the caps: --timeout per process,
+--- the rule's count or --max-time), or nil when the process would take under M.LONG_S.
+M.LONG_S = 10
+local function long_duration(s)
+  if s >= 3600 then return ("%.1f h"):format(s / 3600) end
+  if s >= 60 then return ("%.1f min"):format(s / 60) end
+  return ("%.0f s"):format(s)
+end
+
+function M.estimate(o, k, n, elapsed_s)
+  if k < 1 or n <= k then return nil end
+  local per_process = elapsed_s * n / k
+  if per_process < M.LONG_S then return nil end
+  local count = M.fixed_count(o)
+  local rule
+  if count then
+    rule = count > 1 and ("; %d processes: about %s in all"):format(count,
+      long_duration(math.min(per_process, o.timeout) * count)) or ""
+  elseif o.sustained then
+    rule = ("; --sustained starts processes for %g min"):format(o.sustained)
+  else
+    local cap = o.max_time or (o.target_ci and M.DEFAULT_MAX_TIME)
+    rule = cap and ("; the stopping rule starts no process after --max-time %g s"):format(cap)
+      or "; the stopping rule has no --max-time: processes go on until it is met"
+  end
+  local ends = per_process > o.timeout and ("--timeout %g s ends it after about %d iterations (the latency is of " ..
+    "those)"):format(o.timeout, math.floor(o.timeout * k / elapsed_s)) or ("--timeout %g s"):format(o.timeout)
+  return ("%d of %d iterations in %.1f s: a process would take about %s at this pace; %s%s"):format(k, n,
+    elapsed_s, long_duration(per_process), ends, rule)
+end
+
+--- A watcher of a measured process's stderr (the chunks as they come) that says M.estimate's line once, through
+--- say, when the process has run 2 s and printed an iteration (or printed 256 kB) and would take long. n: its
+--- iterations.
+function M.pacer(o, n, say)
+  local t0, text, done = sys.now(), {}, false
+  local size = 0
+  return function(data)
+    if done then return end
+    if size < 256 * 1024 then text[#text + 1] = data; size = size + #data end
+    local elapsed, full = sys.now() - t0, size >= 256 * 1024
+    if elapsed < 2 and not full then return end
+    local k = #require("odp.parse.executorch").parse(table.concat(text), "").iterations_ms -- lazy: start-up
+    if k == 0 and not full then return end -- no iteration yet (a slow load): the next chunk may tell
+    done = true
+    local line = M.estimate(o, k, n, elapsed)
+    if line then say(line) end
+  end
+end
+
 --- Per-process samples from what the runner processes printed. runs[i].parsed is the parsed log of
 --- process i (odp.parse.executorch); n the --num-executions asked. -> {groups = {{ms...} per process},
 --- source = "log", total = ms the runners reported, per_iteration = true|false, warning = string?}, or nil

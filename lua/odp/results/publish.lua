@@ -42,12 +42,25 @@ end
 function M.emit(records, opts)
   opts = opts or {}
   local stdout_format = opts.out and "human" or (opts.format or "human")
+  local ok, err, code = true, nil, nil
   if opts.out then
     local f = opts.format or format_for(opts.out) or "json"
-    errors.check(sys.write_file(opts.out, report.formats[f](records)))
+    ok, err, code = sys.write_file(opts.out, report.formats[f](records))
   end
+  -- the results are shown whatever became of --out (checked before the run; a disk can fill meanwhile), and
+  -- the failure says where the records are kept
   io.stdout:write(report.formats[stdout_format](records))
   io.stdout:flush()
+  if not ok then
+    local dirs = {}
+    for _, rec in ipairs(records) do
+      local dir = type(rec.artifacts) == "table" and rec.artifacts.run_dir
+      if type(dir) == "string" then dirs[#dirs + 1] = dir .. "/result.json" end
+    end
+    if #dirs == 0 then errors.check(ok, err, code) end
+    errors.fail(code or "EIO", ("%s; the record%s kept in %s"):format(errors.text(err), #dirs > 1 and "s are" or
+      " is", #dirs > 3 and (table.concat(dirs, ", ", 1, 3) .. ", ...") or table.concat(dirs, ", ")))
+  end
   errors.check(M.deliver(records, opts))
 end
 

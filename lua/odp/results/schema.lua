@@ -209,7 +209,12 @@ M.FIELDS = {
   { "outputs[].index", "integer" },
   { "outputs[].kind", "string" },
   { "outputs[].numel", "integer" },
-  { "outputs[].elided", "any" },
+  { "outputs[].elided", "any" },           -- the runner did not print every value
+  { "outputs[].elided_at", "integer" },    -- values printed before the runner's `...` gap
+  { "outputs[].truncated", "boolean" },    -- the print of the tensor was cut off (its shape kept)
+  { "outputs[].dtype", "string" },         -- --print_output all: float | int | char | bool
+  { "outputs[].flat", "boolean" },         -- --print_output all: values by flat index, sizes unknown
+  { "outputs[].raw", "string" },           -- a scalar output as printed
   -- --outputs, --inputs, --reference (docs/outputs.md): the files given and kept, and the agreement
   { "outputs[].data", "object" },
   { "outputs[].data.file", "string" },     -- relative to the run directory

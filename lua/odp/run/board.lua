@@ -250,7 +250,7 @@ function Board:profile(opts) return flow_verb(self, "profile", opts or {}) end
 
 function Board:close()
   if self._rtt then pcall(self._rtt.close, self._rtt) self._rtt = nil end
-  if self._probe then pcall(self._probe.close, self._probe) self._probe = nil end
+  if self._probe then pcall(probe_mod.close, self._probe) self._probe = nil end
   if self._target then
     -- its own directory on a remote board goes with it (its lease: no other odp sees it running any more)
     if self._workdir and self._target.close_run_dir then pcall(self._target.close_run_dir, self._target) end
@@ -285,7 +285,7 @@ end
 -- of its own probe, RTT and plan (made again on the next probe verb).
 function ProbeBoard:_release_probe()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  if self._probe then self._probe:close() self._probe = nil end
+  if self._probe then probe_mod.close(self._probe) self._probe = nil end
   self._p = nil
 end
 
@@ -353,20 +353,40 @@ probe_verb("reset", function(self, opts)
   return true
 end)
 
-probe_verb("halt", function(self) return (errors.check(self:probe():halt())) end)
-probe_verb("go", function(self) return (errors.check(self:probe():go())) end)
+-- A probe verb's failure names the board and the call; a bad argument typed at the prompt is one line
+-- (EUSAGE), not the C binding's traceback: the target's addresses and words are 32-bit.
+local function checked(self, call, ok, err, code)
+  return errors.check(ok, err, code, ("%s: board:%s"):format(self.device.name, call))
+end
+local function u32(verb, what, v)
+  if math.type(v) ~= "integer" or v < 0 or v > 0xFFFFFFFF then
+    errors.fail("EUSAGE", ("board:%s: the %s must be an integer 0..0xFFFFFFFF (a 32-bit target), not %s")
+      :format(verb, what, type(v) == "string" and ("%q"):format(v) or tostring(v)))
+  end
+  return v
+end
+
+probe_verb("halt", function(self) return (checked(self, "halt()", self:probe():halt())) end)
+probe_verb("go", function(self) return (checked(self, "go()", self:probe():go())) end)
 
 probe_verb("read", function(self, addr, n)
-  return (errors.check(self:probe():read(addr, n)))
+  u32("read", "address", addr)
+  if math.type(n) ~= "integer" or n < 0 or n > 64 * 1024 * 1024 then
+    errors.fail("EUSAGE", ("board:read: the byte count must be an integer 0..64 MiB, not %s"):format(tostring(n)))
+  end
+  return (checked(self, ("read(0x%08X, %d)"):format(addr, n), self:probe():read(addr, n)))
 end)
 probe_verb("write", function(self, addr, bytes)
-  return (errors.check(self:probe():write(addr, bytes)))
+  u32("write", "address", addr)
+  if type(bytes) ~= "string" then errors.fail("EUSAGE", "board:write: the data must be a string of bytes") end
+  return (checked(self, ("write(0x%08X, %d bytes)"):format(addr, #bytes), self:probe():write(addr, bytes)))
 end)
 probe_verb("read32", function(self, addr)
-  return (string.unpack("<I4", self:read(addr, 4)))
+  return (string.unpack("<I4", self:read(u32("read32", "address", addr), 4)))
 end)
 probe_verb("write32", function(self, addr, v)
-  return self:write(addr, string.pack("<I4", v))
+  u32("write32", "address", addr)
+  return self:write(addr, string.pack("<I4", u32("write32", "value", v)))
 end)
 
 probe_verb("tail", function(self, ch, opts)

@@ -59,6 +59,7 @@ M.schema = fields {
     memory_modes = map(fields { drop = list(str) }),
     defaults = fields { memory_mode = str, activation_buf_sz = { one_of = { int, str } },
       tmp_mem_size = { one_of = { int, str } } },
+    limits = fields { activation_buf_sz = int, tmp_mem_size = int, inferences = int },
     state = list(ARGV),
     env = map(str),
     outputs = fields { mram = str, ext_flash = str, flasher = str },

@@ -322,6 +322,9 @@ end
 
 local function hottest(m) return thermal.hottest_cpu(m.thermal, m.android_temperatures) end
 
+--- How far the hottest CPU may warm during a run, in °C, before the record says it heated.
+M.HEATED_C = 5
+
 --- The record's `device_state` from the snapshots before and after the measured processes (after may be nil
 -- when the second snapshot failed) and the warnings it raises: the current frequency of a CPU used fell, or
 -- Android's thermal status rose. opts.cpus_used: the CPU ids the runner was allowed on (default: online).
@@ -370,6 +373,12 @@ function M.record(before, after, opts)
     if status_rose then
       warnings[#warnings + 1] = ("throttled: Android's thermal status rose from %g to %g during the run")
         :format(before.thermal_status, after.thermal_status)
+    end
+    -- a long run (an LLM's generation) heats a phone before its clocks fall: said while it is still a warning
+    local t0, t1 = hottest(ds.before), hottest(ds.after)
+    if t0 and t1 and t1 - t0 >= M.HEATED_C then
+      warnings[#warnings + 1] = ("heated: the hottest CPU temperature rose from %.1f to %.1f °C during the run: " ..
+        "later processes may run slower (--cooldown or --cool-to wait between them)"):format(t0, t1)
     end
   end
   for _, w in ipairs(M.setup_warnings(ds)) do warnings[#warnings + 1] = w end

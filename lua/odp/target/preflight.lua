@@ -54,6 +54,7 @@ function M.parse_binfmt(text)
       local k, v = line:match("^(%a+):? (.-)%s*$")
       if line == "enabled" or line == "disabled" then cur.enabled = line == "enabled"
       elseif k == "interpreter" then cur.interpreter = v
+      elseif k == "resolved" then cur.resolved = v ~= "" and v or nil
       elseif k == "offset" then cur.offset = math.tointeger(tonumber(v))
       elseif k == "magic" or k == "mask" then cur[k] = unhex(v)
       end
@@ -78,21 +79,39 @@ function M.binfmt_for(entries, header)
   end
 end
 
--- What runs program path on the board when its machine is not the board's: the binfmt_misc entry (listed on
--- the board: one exec) and what it is called in the record ("qemu-user" for QEMU's user-mode emulators, else
--- the interpreter's name); nil when none would; nil, nil, err, code when the board could not be asked.
-local function emulator(target, path)
+--- What an entry's interpreter is called in the record: "qemu-user" for QEMU's user-mode emulators, else
+--- the name of the program the interpreter resolves to. Debian registers QEMU by links whose own names do
+--- not say it (qemu-user-static: /usr/libexec/qemu-binfmt/aarch64-binfmt-P -> qemu-aarch64-static), so the
+--- end of the link chain is read (entry.resolved, as the board resolved it); a board that cannot resolve it
+--- (the interpreter opened outside a chroot, flag F) still has QEMU's directory in the path.
+function M.emulator_kind(entry)
+  local path = entry.resolved or entry.interpreter or ""
+  local name = path:match("([^/]+)$") or path
+  if name:match("^qemu%-") or (entry.interpreter or ""):match("/qemu%-binfmt/[^/]+$") then return "qemu-user" end
+  return name
+end
+
+-- The board's binfmt_misc entries (one exec), each followed by the end of its interpreter's link chain
+-- ("resolved PATH", when the board can resolve it); dir: where they are listed (a test's fake ones).
+local function list_binfmt(target, dir)
+  return target:exec({ "sh", "-c", "cd \"$1\" 2>/dev/null || exit 0; for f in *; do case $f in register|status) ;; " ..
+    "*) echo \"name $f\"; head -c 4096 \"$f\"; echo; i=$(sed -n 's/^interpreter //p' \"$f\" | head -n 1); " ..
+    "if r=$(readlink -f \"$i\" 2>/dev/null) && [ -n \"$r\" ]; then echo \"resolved $r\"; fi ;; esac; done", "sh",
+    dir or "/proc/sys/fs/binfmt_misc" }, { timeout = 10, rusage = false })
+end
+
+--- What runs program path on the board when its machine is not the board's: the binfmt_misc entry that
+--- matches its header, and what it is (M.emulator_kind); nil when none would; nil, nil, err, code when the
+--- board could not be asked. dir: where the entries are listed (default /proc/sys/fs/binfmt_misc).
+function M.emulator(target, path, dir)
   local f = io.open(path, "rb")
   local header = f and f:read(MAX_MAGIC) or ""
   if f then f:close() end
-  local r, err, code = target:exec({ "sh", "-c", "cd /proc/sys/fs/binfmt_misc 2>/dev/null || exit 0; for f in *; do " ..
-    "case $f in register|status) ;; *) echo \"name $f\"; head -c 4096 \"$f\"; echo ;; esac; done" },
-    { timeout = 10, rusage = false })
+  local r, err, code = list_binfmt(target, dir)
   if not r then return nil, nil, err, code end
   local e = r.status == 0 and M.binfmt_for(M.parse_binfmt(r.stdout), header)
   if not e then return nil end
-  local interp = e.interpreter:match("([^/]+)$") or e.interpreter
-  return e, interp:match("^qemu%-") and "qemu-user" or interp
+  return e, M.emulator_kind(e)
 end
 
 local function mb(n) return ("%.1f MB"):format(n / 1e6) end
@@ -162,19 +181,22 @@ function M.check(target, opts)
   end
   if e then
     if e.machine ~= M.normalize_arch(arch) then
-      local entry, kind, eerr, ecode = emulator(target, opts.runner)
+      local entry, kind, eerr, ecode = M.emulator(target, opts.runner)
       if eerr then unanswered("how it would run a " .. e.machine .. " program (binfmt_misc)", target, eerr, ecode) end
       local here = target.kind == "host" and "this host" or target.uri
       if not entry then
         errors.fail("ENODEV", ("runner %s is built for %s but %s is %s (uname -m): use the runner built for this board%s")
           :format(opts.runner, e.machine, here, arch, device.runner and (" (" .. device.runner .. ")") or ""))
-      elseif not opts.allow_emulated then
+      end
+      local interp = entry.interpreter
+      if entry.resolved and entry.resolved ~= interp then interp = interp .. " -> " .. entry.resolved end
+      if not opts.allow_emulated then
         -- it would run, slower and bigger than natively: numbers a user would take for the board's own
         errors.fail("ENODEV", ("runner %s is built for %s, %s is %s; it would run under %s emulation (binfmt_misc %s: %s); "
           .. "pass --allow-emulated to measure it anyway"):format(opts.runner, e.machine, here, arch, kind,
-          entry.name, entry.interpreter))
+          entry.name, interp))
       end
-      facts.emulated, facts.emulator = kind, entry.interpreter
+      facts.emulated, facts.emulator = kind, interp
     end
     -- this machine's glibc is the one odp runs on: its loader names a missing GLIBC_ in the runner's stderr,
     -- which the failure's line quotes (a getconf per run would cost more than the rest of the preflight)

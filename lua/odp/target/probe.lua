@@ -27,9 +27,27 @@ local function twin_file(p, name)
   return (v:gsub("%s+$", ""))
 end
 
+-- The twin's probe is one QMP (or gdbstub) client at a time: a second odp connecting to a busy twin waited 10 s
+-- for a greeting that never came and said "timed out". Each odp holding a twin's probe holds an flock on a file in
+-- its state directory (released when the probe is collected or odp ends; odp.sys.lock), so a second one is told
+-- at once who holds it and since when. The same odp opening it again (flash, then run) goes on.
+local held = setmetatable({}, { __mode = "k" }) -- probe -> its lock
+local function hold_twin(p)
+  if not (p.twin and p.twin_state) then return nil end
+  local path = p.twin_state .. "/probe.lock"
+  local lock, _, _, holder = sys.lock(path)
+  if lock or holder == sys.getpid() then return lock end
+  if not holder or holder == 0 then return nil end -- (no state directory yet: the probe's own open says so)
+  local st = sys.stat(path)
+  errors.fail("EBUSY", ("probe (%s): the twin in %s is in use by odp pid %d%s (a run or a REPL on it): wait " ..
+    "for it to end, or stop it"):format(p.probe_backend, p.twin_state, holder,
+    st and os.date(" since %Y-%m-%d %H:%M:%S", math.floor(st.mtime)) or ""))
+end
+
 --- Opens the probe for the flasher ("flasher") or the application core ("app"). opts: gdb_address, jlink_lib,
--- jlink_serial, jlink_ip (a lab file's board: which J-Link).
+-- jlink_serial, jlink_ip (a lab file's board: which J-Link). A twin held by another odp: EBUSY at once, naming it.
 function M.open(p, which, opts)
+  local lock = hold_twin(p)
   local pr = p.device.probe or {}
   local args
   if p.probe_backend == "qemu" then
@@ -47,21 +65,35 @@ function M.open(p, which, opts)
   end
   local probe, err, code = probe_mod.open(args)
   if not probe then
+    if lock then lock:release() end
     errors.fail(code or "ENODEV", ("probe (%s): %s"):format(p.probe_backend, errors.text(err)))
   end
+  held[probe] = lock
   return probe
+end
+
+--- Closes a probe M.open opened, and lets go of its twin (the next odp may take it at once).
+function M.close(probe)
+  probe:close()
+  local lock = held[probe]
+  held[probe] = nil
+  if lock then lock:release() end
 end
 
 -- Where the RTT block is looked for: the plan's fixed address, else the ranges given.
 local function where(p, ranges) return p.rtt_address and { address = p.rtt_address } or { ranges = ranges } end
 
 --- SWD reset with stale-block protection: halt, clear old RTT IDs (RAM survives a reset: the next attach must
--- find only the block the restarted firmware writes), reset and run. ui: debug lines.
+-- find only the block the restarted firmware writes), reset and run. ui: debug lines. A failure names the board
+-- and the operation (a hung probe said only "ETIMEDOUT: timed out").
 function M.fresh_reset(probe, p, ranges, ui)
-  errors.check(probe:halt())
-  local n = errors.check(rtt_mod.clear_ids(probe, where(p, ranges)))
+  local function check(what, ok, err, code)
+    return errors.check(ok, err, code, ("%s: reset (%s)"):format(p.device.name, what))
+  end
+  check("halting the core", probe:halt())
+  local n = check("clearing stale RTT ids", rtt_mod.clear_ids(probe, where(p, ranges)))
   if ui then ui:debug("reset: cleared %d stale RTT id(s)", n) end
-  errors.check(probe:reset())
+  check("the SWD reset", probe:reset())
 end
 
 --- Attaches RTT (waiting up to timeout seconds for the block); what names the step in the error line.

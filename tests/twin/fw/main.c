@@ -85,7 +85,7 @@ static void finish(uint32_t state)
 extern const uint8_t twin_model[], twin_model_end[], twin_etdump[], twin_etdump_end[];
 extern const uint8_t twin_output[], twin_output_end[];
 extern const uint8_t twin_inputs[], twin_inputs_end[];
-extern uint8_t twin_activation[]; /* 0x64000000, TWIN_ACTIVATION_BUF_SZ bytes, twin.ld */
+extern uint8_t twin_activation[]; /* 0x70000000, TWIN_ACTIVATION_BUF_SZ bytes, twin.ld */
 #define activation twin_activation
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

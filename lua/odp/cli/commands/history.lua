@@ -32,8 +32,8 @@ M.options = {
   { "fail-undecided", "With --regressions: exit 1 also when a series is undecided (its runs cannot tell yet)", false, "bool" },
   { "last", "With --regressions and no --since: look at each series' last N runs", 50, "posint" },
   { "min-effect", "Smallest change reported, in percent", 2, "number", metavar = "PCT" },
-  { "svg", "With SERIES: where the trend goes [default: history-SERIES.svg]", nil, "string", metavar = "FILE" },
-  { "html", "With SERIES: also write its page (odp report's history view) to FILE", nil, "string", metavar = "FILE" },
+  { "svg", "With SERIES: where the trend goes [default: history-SERIES.svg]", nil, "outfile", metavar = "FILE" },
+  { "html", "With SERIES: also write its page (odp report's history view) to FILE", nil, "outfile", metavar = "FILE" },
 }
 
 local SPARKS = { "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█" }

@@ -11,7 +11,7 @@ local result = require("odp.results.result")
 local M = { summary = "Show what an ETDump, a .pte or an ELF holds (op table, methods, delegates, glibc)" }
 
 M.options = {
-  { "trace", "ETDump: also write a Chrome/Perfetto trace (JSON) to FILE", nil, "string", metavar = "FILE" },
+  { "trace", "ETDump: also write a Chrome/Perfetto trace (JSON) to FILE", nil, "outfile", metavar = "FILE" },
   { "time-scale", "ETDump: unit of the ticks", "ns", "choice", choices = { "ns", "us", "ms", "s", "cycles" } },
   { "clock-hz", "ETDump in cycles: CPU clock to convert cycles to ms", nil, "number", metavar = "HZ" },
   { "all", "ETDump: also show OPERATOR_CALL rows (kernel + framework overhead) in the human table", false, "bool" },

@@ -47,12 +47,21 @@ end
 local function xmodem_file(ctx, p, rec, rtt, rlog, file)
   local o, ui = ctx.opts, ctx.ui
   local ch = rtt:channel(p.rtt_channel)
-  local rd = rtt_log.reader(ch, rlog, p.max_line)
-  local deadline = sys.now() + o.flash_timeout
+  local rd = rtt_log.reader(ch, rlog, p.max_line, p.max_log)
+  local t0 = sys.now()
+  local deadline, said = t0 + o.flash_timeout, t0
   local started = false
   while sys.now() < deadline do
     local line = rd:line(math.min(1, deadline - sys.now()))
     if line and line:find(p.lines.flasher_start, 1, true) then started = true break end
+    -- a board silent after the flash is said every p.silent_every seconds, not only at --flash-timeout
+    if line then said = sys.now()
+    elseif sys.now() - said >= p.silent_every then
+      said = sys.now()
+      ui:info("flash: waiting for the flasher's '%s': %.0f s of --flash-timeout %.0f, %s", p.lines.flasher_start,
+        said - t0, o.flash_timeout, rd.bytes > 0 and ("silent since its last line (" .. rd.bytes .. " RTT bytes)")
+        or "nothing on RTT yet")
+    end
     if line and line:find(p.lines.flasher_fail) then
       rd:close()
       errors.fail("EPROTO", ("flash: the flasher failed before the transfer: %s"):format(line))
@@ -154,7 +163,7 @@ function M.file(ctx, p, rec, run_dir, file)
     rtt:close()
     if not ok2 then error(e2, 0) end
   end)
-  probe:close()
+  probe_target.close(probe)
   rec.artifacts.flasher_rtt_log = run_dir .. "/flasher_rtt.log"
   if not ok then error(err, 0) end
   return sdir, log

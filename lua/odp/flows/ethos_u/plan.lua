@@ -17,10 +17,13 @@
 --   mram, ext_flash, flasher the build's images and the flasher image
 --   setools_bin, setools_dir, setools_copy, gen_toc_flasher, write_mram_flasher, gen_toc_app, write_mram_app,
 --   flasher_image, app_image the flash step's SETOOLS commands and where its images go (with steps.flash)
---   probe_backend, rtt_address, rtt_ranges, flasher_ranges, rtt_channel, lines, xmodem_mode, max_line
---                            the probe and RTT (odp.target.probe reads these), the firmware's lines
+--   probe_backend, rtt_address, rtt_ranges, flasher_ranges, rtt_channel, lines, xmodem_mode, max_line, max_log
+--                            the probe and RTT (odp.target.probe reads these), the firmware's lines, the
+--                            longest line and the raw RTT logs' cap (bytes)
+--   silent_every             seconds of a silent board (flasher, capture) between progress lines
 -- validate adds: pte (odp.parse.pte's table), scratch_size, ethos_delegate, io (odp.results.tensors.validate:
--- --inputs, --outputs, --reference). During a run: twin_state (the twin's state directory), flashed.
+-- --inputs, --outputs, --reference). During a run: twin_state (the twin's state directory), flashed, reset_at
+-- (sys.now() of the run step's reset: an Inference: value longer than the run since is refused).
 local errors = require("odp.core.errors")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
@@ -34,6 +37,11 @@ local M = { name = "ethos_u" }
 M.STEPS = { "build", "flash", "run" } -- validate runs first and report last, whatever --steps says
 M.MEMORY_MODES = { "Dedicated_Sram", "Shared_Sram", "Sram_Only" }
 M.MAX_LINE = 128 * 1024 * 1024 -- an RTT line longer than this is cut (a base64 artifact is one line)
+-- The largest values a firmware holds when its device file has no build.limits: an Ethos-U board is a 32-bit
+-- Cortex-M (sizes within its address space) counting inferences in a C int.
+M.LIMITS = { activation_buf_sz = 0xFFFFFFFF, tmp_mem_size = 0xFFFFFFFF, inferences = 0x7FFFFFFF }
+M.SILENT_EVERY = 10 -- seconds of a silent board before a progress line says what is awaited
+M.MAX_LOG = 128 * 1024 * 1024 -- bytes of RTT lines a raw log keeps (the largest artifact's base64 fits: ~86 MiB)
 
 --- Options of every Ethos-U script (cli option entries, see odp.core.options).
 M.options = {
@@ -186,6 +194,21 @@ function M.default_jobs()
   return math.max(1, n // 2)
 end
 
+-- Sizes and counts the firmware cannot hold (a 32-bit address, an int counter) are refused before the build: a
+-- 6G activation buffer reached the firmware as 0x80000000, --inferences 2147483648 failed compiling it.
+local function check_limits(p)
+  local limits = p.device.build.limits or {}
+  for _, k in ipairs({ "activation_buf_sz", "tmp_mem_size", "inferences" }) do
+    local v, max = p[k], limits[k] or M.LIMITS[k]
+    if v and (v < 0 or v > max) then
+      local show = k == "inferences" and tostring or hex
+      errors.fail("EUSAGE", ("--%s %s is more than %s's firmware holds: at most %s (%s)"):format(k:gsub("_", "-"),
+        show(v), p.device.name, show(max), limits[k] and ("its device file's build.limits." .. k)
+        or "a 32-bit Cortex-M's sizes and int counters"))
+    end
+  end
+end
+
 --- Turns options (a run's ctx.opts) and the device into the plan (its shape: at the top of this file).
 -- A dry run leaves the <placeholders> it has no value for (it needs neither the tools nor their directories).
 function M.make(o)
@@ -215,7 +238,10 @@ function M.make(o)
     model = o.model and (sys.realpath(o.model) or o.model),
     timeout = o.timeout,
     max_line = M.MAX_LINE,
+    max_log = M.MAX_LOG,
+    silent_every = M.SILENT_EVERY,
   }
+  check_limits(p)
   local vars = {
     model = p.model, memory_mode = p.memory_mode, inferences = p.inferences, jobs = p.jobs,
     activation_buf_sz = p.activation_buf_sz and hex(p.activation_buf_sz),
@@ -335,7 +361,7 @@ function M.make(o)
   p.flasher_ranges = o.rtt_ranges and p.rtt_ranges or rt.flasher_ranges or p.rtt_ranges
   p.rtt_channel = rt.channel or 0
   p.lines = setmetatable(dev.lines or {}, { __index = {
-    inference = "^Inference: ([%d.]+) ms", flasher_start = "Starting xmodemReceive...",
+    inference = "^Inference: (%S+) ms", flasher_start = "Starting xmodemReceive...",
     flasher_ok = "^Success, (%d+) bytes received%.$", flasher_crc = "^CRC32: (%x+)$",
     flasher_fail = "^Failed = (%-?%d+)$" } })
   p.xmodem_mode = (dev.xmodem or {}).mode or "1k"

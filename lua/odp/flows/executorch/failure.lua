@@ -20,7 +20,12 @@ local function explain(ctx, parsed, r)
   if o.llm then
     -- ExecuTorch's LLM runner (extension/llm/runner): it tries every tokenizer format it knows, printing each
     -- failure as an E line, and says "Loaded ... tokenizer" once one succeeds
-    if not (r.stderr or ""):find("Loaded %S+ tokenizer") then
+    if r.signal_name == "KILL" or r.signal == 9 then
+      return "SIGKILL with no timeout of odp's: on a phone or a small board, the low-memory killer (see the " ..
+        "kernel log: dmesg, or logcat -b events for lmkd)"
+    end
+    local err = r.stderr or ""
+    if err:find("tokenizer", 1, true) and not err:find("Loaded %S+ tokenizer") then
       return ("the tokenizer %s did not load in any format this runner knows (HF tokenizer.json, tiktoken, " ..
         "SentencePiece, llama2.c): is it this model's?"):format(o.tokenizer)
     end
@@ -28,10 +33,6 @@ local function explain(ctx, parsed, r)
     if method then
       return ("the model has no %s method: it is not exported for ExecuTorch's LLM runner (export_llama writes " ..
         "the metadata methods)"):format(method)
-    end
-    if r.signal_name == "KILL" or r.signal == 9 then
-      return "SIGKILL with no timeout of odp's: on a phone or a small board, the low-memory killer (see the " ..
-        "kernel log: dmesg, or logcat -b events for lmkd)"
     end
   end
   local info = pte.read(o.model) -- checked before the run (validate): read again only here

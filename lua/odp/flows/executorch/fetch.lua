@@ -29,7 +29,9 @@ function M.step(ctx, rec, t)
     t.etdump = run.artifact(ctx, rec, "etdump", own)
     if o.etdump and o.etdump ~= own then errors.check(sys.write_file(o.etdump, errors.check(sys.read_file(own)))) end
   else
-    rec.warnings[#rec.warnings + 1] = "no ETDump was written (a runner built without the event tracer?)"
+    local killed = t.stopper and t.stopper.stop and t.stopper.stop.rule == "timeout"
+    rec.warnings[#rec.warnings + 1] = killed and "no ETDump was written: --timeout killed the runner before its end"
+      or "no ETDump was written (a runner built without the event tracer?)"
   end
   if t.sample_remote then
     local path = ctx.run_dir .. "/cpu_profile.samples"

@@ -16,8 +16,8 @@ local M = {}
 local function basename(p) return (p:match("([^/]+)$")) end
 
 -- Runs one runner process; returns the exec result and the parsed log. sampled: with --sample, this process is
--- sampled (the measured ones are; warmups are not).
-local function run_once(ctx, t, argv, label, files, sampled)
+-- sampled (the measured ones are; warmups are not). pace: sees its stderr as it comes (measure.pacer).
+local function run_once(ctx, t, argv, label, files, sampled, pace)
   local ui = ctx.ui
   ui:debug("%s: %s", label, table.concat(argv, " "))
   -- the logs stream to the run dir as they come (plain writes: the record, written last, is the fsync'd atomic
@@ -40,7 +40,7 @@ local function run_once(ctx, t, argv, label, files, sampled)
   end
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
     helper_args = helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
-    on_stderr = sink.stderr })
+    on_stderr = pace and function(data) if sink.stderr then sink.stderr(data) end pace(data) end or sink.stderr })
   if r and watch then r.memory_csv = watch.csv end
   for _, ext in ipairs({ "stdout", "stderr" }) do
     local f = sink[ext .. "_file"]
@@ -141,11 +141,23 @@ function M.step(ctx, rec, t)
     if cooler then cooler:before(i) end
     stopper:begin()
     local logs = count == 1 and "runner" or ("run" .. i)
-    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. logs, true)
+    -- the first process says up front what a long measurement will take
+    local pace = i == 1 and not ui.quiet and measuring.pacer(o, o.num_executions, function(line)
+      ui:info("%s: %s", label, line)
+    end) or nil
+    local r, parsed = run_once(ctx, t, argv, label, dir .. "/" .. logs, true, pace)
     for _, ext in ipairs { "stdout", "stderr" } do run.artifact(ctx, rec, logs .. "_" .. ext, logs .. "." .. ext) end
     if cooler then cooler:after(i) end
     rec.status, rec.signal = r.status, r.signal
     local code, msg = failure.message(ctx, r, parsed)
+    local measured = #(parsed.iterations_ms or {})
+    if r.timed_out and measured > 0 then
+      -- --timeout ended a long process: the iterations it measured are the measurement, said so
+      runs[#runs + 1] = { r = r, parsed = parsed }
+      table.move(parsed.iterations_ms, 1, measured, #samples + 1, samples)
+      rec.warnings[#rec.warnings + 1] = stopper:timed_out(#runs, samples, measured, o.num_executions, o.timeout)
+      break
+    end
     if code then
       runs[#runs + 1] = { r = r, parsed = parsed }
       if #runs > 1 then measure.measure(ctx, rec, { table.unpack(runs, 1, #runs - 1) }, t) end
