@@ -14,6 +14,8 @@ local android_runner = root .. "/tests/adb/android_runner.sh"
 local add = root .. "/tests/fixtures/pte/add_arduino.pte"
 local etd = root .. "/tests/fixtures/etdump/add_n10.etdump"
 local sbx = assert(os.getenv("ADBEMU_ROOT"))
+-- Where odp keeps a file it staged on the device: its bytes by sha256 (docs/devices.md "A shared board").
+local function staged(path) return sbx .. "/data/local/tmp/odp/.odp/blobs/" .. sys.sha256_file(path) end
 local port = assert(os.getenv("ADBEMU_PORT"))
 local dir = T.tmpdir()
 
@@ -50,18 +52,18 @@ T.test("logcat runner: pushed, run, log read from logcat, rusage, ETDump pulled"
   T.eq(rec.planned_buffers, { 32 })
   T.eq(rec.outputs[1].values, { 2, 2, 2 })
   T.eq(T.read(dir .. "/p.etdump"), T.read(etd), "ETDump pulled")
-  T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/add_arduino.pte"), sys.sha256_file(add), "model on the device")
-  local st = assert(sys.stat(sbx .. "/data/local/tmp/odp/android_runner.sh"))
+  T.eq(sys.sha256_file(staged(add)), sys.sha256_file(add), "model on the device")
+  local st = assert(sys.stat(staged(android_runner)))
   T.ok(st.executable, "runner pushed with mode 0755")
   T.eq(T.read(rec.artifacts.run_dir .. "/runner.stderr"), "", "nothing on stderr: the log went to logcat")
 end)
 
 T.test("second run: runner and model unchanged, not pushed again", function()
-  local before = assert(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte")).mtime
+  local before = assert(sys.stat(staged(add))).mtime
   local rec, r = json_run({ "--runner", android_runner, "--model", add, "-n", "3", "--format", "json" })
   T.eq(rec.ok, true)
   T.match(r.stderr, "unchanged add_arduino.pte")
-  T.eq(assert(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte")).mtime, before)
+  T.eq(assert(sys.stat(staged(add))).mtime, before)
   T.eq(rec.latency_ms.n, 3)
 end)
 
@@ -81,7 +83,7 @@ T.test("a runner that aborts: a failed record, exit 1, the model stays on the de
   T.eq(r.status, 1)
   T.eq(rec.ok, false)
   T.ok(rec.error and rec.error.code == "ERUNNER", "error code ERUNNER (the runner failed, not the transport)")
-  T.ok(sys.stat(sbx .. "/data/local/tmp/odp/add_arduino.pte"), "nothing deleted")
+  T.ok(sys.stat(staged(add)), "nothing deleted")
 end)
 
 T.test("peak RSS through odp-rusage on the device: the program's own VmHWM for 0.5/4/50/200 MB", function()
@@ -272,7 +274,8 @@ T.with_real_runner("--inputs random:1 --outputs over adb: inputs pushed once, ou
   local rec, r = json_run(args)
   T.eq(r.status, 0, r.stderr)
   T.match(r.stderr, "pushed input%-0%.bin")
-  T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/input-0.bin"), rec.inputs[1].sha256, "odp's input on the device")
+  T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/.odp/blobs/" .. rec.inputs[1].sha256), rec.inputs[1].sha256,
+    "odp's input on the device")
   local e = rec.reference.outputs[1]
   T.eq({ e.identical, e.equal, e.n }, { true, 3, 3 })
   T.eq(rec.outputs[1].data.sha256, sys.sha256_file(href .. "/outputs/output-0.bin"))
@@ -291,7 +294,7 @@ T.with_real_llm("--llm over adb: llama_main on the device, tokens and every toke
     T.eq(rec.latency_ms.n, 2 * 4)
     local doc = assert(require("odp.parse.etdump").read(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file))
     T.eq(#require("odp.parse.llm").forwards(doc), rec.llm.prompt_tokens + rec.llm.generated_tokens)
-    T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/tok.bin"), sys.sha256_file(p.tokenizer), "tokenizer staged")
+    T.eq(sys.sha256_file(staged(p.tokenizer)), sys.sha256_file(p.tokenizer), "tokenizer staged")
   end)
 
 -- Ctrl-C at many moments of an adb run (issue 39: an interrupted adb exec was EIO, the connection given up): the

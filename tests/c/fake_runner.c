@@ -17,7 +17,10 @@
  *       segv_late, abort_late: crash after the runs, once the ETDump is written (or its first N bytes);
  *       hang: sleep forever; hang_tree: also leave a grandchild sleeping (process-group kill tests);
  *       silent: a Release build without logging (only the tensor on stdout); old: the older spelling
- *       without timestamps (the vendor guide's Raspberry Pi 5 example, docs/sources.md §8). */
+ *       without timestamps (the vendor guide's Raspberry Pi 5 example, docs/sources.md §8).
+ *   A knob may also be written into the program file itself, as a line `ODP_FAKE_<NAME>=<value>` appended to
+ *   its end (an ELF runs with bytes after its sections): two copies of one name that behave differently, as
+ *   two builds of a runner do (tests/lua/shared_board_test.lua). Flags and the environment come first. */
 #include <errno.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -59,6 +62,40 @@ static void log_line(char level, const char *file, int line, const char *fmt, ..
     fflush(stderr);
 }
 
+/* The value of a line "NAME=value" among the last 4 KiB of this program's own file, or NULL. */
+static const char *trailer_knob(const char *name)
+{
+    static char tail[4097];
+    static int read_done;
+    if (!read_done) {
+        read_done = 1;
+        FILE *f = fopen("/proc/self/exe", "rb");
+        if (f) {
+            if (fseek(f, -4096L, SEEK_END) != 0)
+                rewind(f);
+            size_t n = fread(tail, 1, sizeof tail - 1, f);
+            tail[n] = 0;
+            for (size_t i = 0; i < n; i++)
+                if (tail[i] == 0)
+                    tail[i] = 1; /* the ELF's own bytes: no line can start in them by accident below */
+            fclose(f);
+        }
+    }
+    char key[80];
+    snprintf(key, sizeof key, "\n%s=", name);
+    char *at = strstr(tail, key);
+    if (!at)
+        return NULL;
+    static char value[64];
+    at += strlen(key);
+    size_t len = strcspn(at, "\n");
+    if (len >= sizeof value)
+        return NULL;
+    memcpy(value, at, len);
+    value[len] = 0;
+    return value;
+}
+
 static const char *knob(int argc, char **argv, const char *name)
 {
     char flag[64];
@@ -71,7 +108,9 @@ static const char *knob(int argc, char **argv, const char *name)
     for (char *p = env; *p; p++)
         if (*p >= 'a' && *p <= 'z')
             *p = (char)(*p - 'a' + 'A');
-    return getenv(env);
+    if (getenv(env))
+        return getenv(env);
+    return trailer_knob(env);
 }
 
 static char *slurp(const char *path, size_t *len)

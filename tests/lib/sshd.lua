@@ -68,7 +68,9 @@ end
 -- listen (address, default 127.0.0.1), netns (run sshd in that network namespace), config (extra sshd_config
 -- lines, e.g. {"PermitOpen none"}), log_level (sshd's LogLevel, default VERBOSE: one "Accepted publickey" line per
 -- connection; DEBUG1 adds one "server_input_channel_open: ctype session" line per exec channel), sftp (the sftp
--- subsystem, default /usr/lib/openssh/sftp-server; "internal-sftp" where a ChrootDirectory holds none).
+-- subsystem, default /usr/lib/openssh/sftp-server; "internal-sftp" where a ChrootDirectory holds none),
+-- mount_ns (shell text run first in a private mount namespace that sshd then runs in, e.g. a noexec tmpfs
+-- mounted on its remote dir: the mount is seen by the board alone and goes away with the server).
 function M.start(opts)
   opts = opts or {}
   local dir = opts.dir or (function()
@@ -106,8 +108,11 @@ function M.start(opts)
     local f = assert(io.open(self.config, "w")); f:write(table.concat(cfg, "\n"), "\n"); f:close()
     self.log = dir .. "/sshd.log"
     local netns = opts.netns and ("ip netns exec " .. q(opts.netns) .. " ") or ""
-    local pid = sh(string.format("%s/usr/sbin/sshd -D -e -f %s >%s 2>&1 & echo $!", netns, q(self.config),
-      q(self.log)))
+    local cmd = string.format("/usr/sbin/sshd -D -e -f %s", q(self.config))
+    if opts.mount_ns then
+      cmd = string.format("unshare -m --propagation private sh -c %s", q(opts.mount_ns .. " && exec " .. cmd))
+    end
+    local pid = sh(string.format("%s%s >%s 2>&1 & echo $!", netns, cmd, q(self.log)))
     self.pid = tonumber(pid:match("%d+"))
     local up = wait_for(function()
       local l = io.open(self.log):read("a")

@@ -21,6 +21,8 @@ print(("# the Pi 5 twin booted in %.1f s (port %d)"):format(pi.boot_s, pi.port))
 local t = assert(require("odp.target.ssh").new(pi:connect_opts()))
 assert(t:mkdir("/tmp/odp"))
 
+-- Where odp keeps a file it staged on the guest (its bytes by sha256: docs/devices.md "A shared board").
+local function staged(path) return "/tmp/odp/.odp/blobs/" .. sys.sha256_file(path) end
 local function has(list, x) for _, v in ipairs(list or {}) do if v == x then return true end end return false end
 local function says(text, what) T.ok(text:find(what, 1, true), ("%q in %q"):format(what, text)) end
 
@@ -182,7 +184,7 @@ T.with_real_runner("scripts/rpi5.lua with the real runner: pushed, then hash-ski
   local r = flow(pi, "rpi5.lua", args)
   T.eq(r.status, 0, r.stderr)
   says(r.stderr, "pushed " .. RUNNER_NAME)
-  T.eq(pi:sh("sha256sum /tmp/odp/" .. RUNNER_NAME):match("%x+"), sys.sha256_file(runner), "the guest's copy")
+  T.eq(pi:sh("sha256sum " .. staged(runner)):match("%x+"), sys.sha256_file(runner), "the guest's copy")
   local rec = assert(json.decode(r.stdout))
   T.eq(rec.ok, true); T.eq(rec.latency_ms.n, 10); T.eq(rec.outputs[1].values, { 2, 2, 2 })
   T.eq(rec.latency_ms.emulated, true, "TCG timings are labelled")
@@ -191,8 +193,8 @@ T.with_real_runner("scripts/rpi5.lua with the real runner: pushed, then hash-ski
   T.ok(rec.counters.total.cycles > 0, "cycles through the PMU")
   T.eq(rec.counters.unavailable, { instructions = "unsupported" })
   -- peak RSS against GNU time -v on the guest (Debian's time:arm64)
-  local tv = pi:sh(("cd /tmp/odp && /usr/bin/time -v ./%s --model_path add_arduino.pte --num_executions 10 " ..
-    "2>&1 >/dev/null | grep 'Maximum resident'"):format(RUNNER_NAME))
+  local tv = pi:sh(("cd /tmp/odp && /usr/bin/time -v %s --model_path %s --num_executions 10 " ..
+    "2>&1 >/dev/null | grep 'Maximum resident'"):format(staged(runner), staged(pte)))
   local oracle = tonumber(tv:match("(%d+)%s*$"))
   T.ok(math.abs(rec.peak_rss_kb - oracle) <= math.max(oracle * 0.03, 256),
     ("odp %d kB, GNU time -v %d kB"):format(rec.peak_rss_kb, oracle))
@@ -215,7 +217,8 @@ T.with_real_llm("--llm on the guest (the static aarch64 llama_main): its tokens 
   T.eq(rec.ok, true)
   T.eq(rec.latency_ms.emulated, true, "TCG timings are labelled")
   -- the guest's own run of the same generation: its PyTorchObserver line is the oracle for the counts
-  local out = pi:sh("cd /tmp/odp && ./llama_main-linux-aarch64 --model_path toy.pte --tokenizer_path tok.bin " ..
+  local out = pi:sh("cd /tmp/odp && " .. staged(p.runner) .. " --model_path " .. staged(p.model) .. " --tokenizer_path " ..
+    staged(p.tokenizer) .. " " ..
     "--prompt 'Once upon a time' --temperature 0 --max_new_tokens 8 --etdump_path /tmp/g.etdump 2>/dev/null; " ..
     "rm -f /tmp/g.etdump", 180)
   local llm = require("odp.parse.llm")
@@ -225,8 +228,8 @@ T.with_real_llm("--llm on the guest (the static aarch64 llama_main): its tokens 
   local doc = assert(require("odp.parse.etdump").read(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file))
   T.eq(#llm.forwards(doc), obs.prompt_tokens + obs.generated_tokens, "one forward per token")
   T.eq(rec.latency_ms.n, 2 * obs.generated_tokens)
-  local tv = pi:sh("cd /tmp/odp && /usr/bin/time -v ./llama_main-linux-aarch64 --model_path toy.pte " ..
-    "--tokenizer_path tok.bin --prompt 'Once upon a time' --temperature 0 --max_new_tokens 8 " ..
+  local tv = pi:sh("cd /tmp/odp && /usr/bin/time -v " .. staged(p.runner) .. " --model_path " .. staged(p.model) ..
+    " --tokenizer_path " .. staged(p.tokenizer) .. " --prompt 'Once upon a time' --temperature 0 --max_new_tokens 8 " ..
     "--etdump_path /tmp/g.etdump 2>&1 >/dev/null | grep 'Maximum resident'; rm -f /tmp/g.etdump", 180)
   local oracle = tonumber(tv:match("(%d+)%s*$"))
   T.ok(math.abs(rec.peak_rss_kb - oracle) <= math.max(oracle * 0.05, 512),
@@ -305,8 +308,8 @@ T.with_real_runner("memory by phase on the guest (the real runner, mlp.pte): the
   -- pages between runs
   local gnu = 0
   for _ = 1, 2 do
-    local tv = pi:sh(("cd /tmp/odp && /usr/bin/time -f 'max_kb=%%M' ./%s --model_path mlp.pte --num_executions 3 " ..
-      "2>&1 >/dev/null | tail -1"):format(RUNNER_NAME), 120)
+    local tv = pi:sh(("cd /tmp/odp && /usr/bin/time -f 'max_kb=%%M' %s --model_path %s --num_executions 3 " ..
+      "2>&1 >/dev/null | tail -1"):format(staged(runner), staged(mlp)), 120)
     gnu = math.max(gnu, (assert(tonumber(tv:match("max_kb=(%d+)")), tv)))
   end
   print(("# on the twin: overall peak %d kB (%s), GNU time -v %d kB"):format(mem.peak_kb, mem.peak_phase, gnu))
@@ -338,8 +341,8 @@ T.with_real_runner("memory on the guest's batching kernel (the real runner, add_
   local mem = rec.memory
   T.eq(mem.rss_counters, "batched")
   T.eq(mem.exact, false)
-  local tv = pi:sh(("cd /tmp/odp && /usr/bin/time -f 'max_kb=%%M' ./%s --model_path add_arduino.pte " ..
-    "--num_executions 10 2>&1 >/dev/null | tail -1"):format(RUNNER_NAME), 120)
+  local tv = pi:sh(("cd /tmp/odp && /usr/bin/time -f 'max_kb=%%M' %s --model_path %s " ..
+    "--num_executions 10 2>&1 >/dev/null | tail -1"):format(staged(runner), staged(pte)), 120)
   local gnu = assert(tonumber(tv:match("max_kb=(%d+)")), tv)
   print(("# tiny runner on the twin: phases %s; GNU time -v %d kB"):format(json.encode(mem.phases), gnu))
   T.ok(math.abs(mem.peak_kb - gnu) <= gnu * 0.05, ("odp %d kB, GNU time %d kB (+-5%%)"):format(mem.peak_kb, gnu))
@@ -382,7 +385,7 @@ if not x86 then T.skip(OUTPUTS_CASE, why_x86) else T.with_real_runner(OUTPUTS_CA
     for i, inp in ipairs(rec.inputs) do
       T.eq(inp.sha256, host.inputs[i].sha256, "the same input bytes on both")
       -- what the guest was given, hashed by the guest
-      T.eq(pi:sh("sha256sum /tmp/odp/" .. inp.file:match("[^/]+$")):match("%x+"), inp.sha256, "the guest's copy")
+      T.eq(pi:sh("sha256sum /tmp/odp/.odp/blobs/" .. inp.sha256):match("%x+"), inp.sha256, "the guest's copy")
     end
     T.eq(#rec.reference.outputs, #host.outputs)
     for _, e in ipairs(rec.reference.outputs) do

@@ -58,10 +58,11 @@ local function exit_status(job, timeout)
   return tonumber(wait_until("odp to exit", timeout or 60, function() return (read(job.dir .. "/rc") or ""):match("%d+") end))
 end
 
--- Whether a remote dir (or its .odp/) holds partial uploads (of the file called name, when given).
+-- Whether a remote dir (or anything under it: .odp/, an odp's own directory) holds partial uploads (of the file
+-- called name, when given).
 local function parts(dir, name)
-  return sh(("ls -a %s %s/.odp 2>/dev/null | grep -F %s || true"):format(q(dir), q(dir), q((name or "") ..
-    ".odp-part-"))):match("%S") ~= nil
+  return sh(("find %s -name %s 2>/dev/null || true"):format(q(dir), q((name or "") .. "*.odp-part-*")))
+    :match("%S") ~= nil
 end
 
 local function count(s, pattern) return select(2, s:gsub(pattern, "")) end
@@ -549,33 +550,27 @@ T.with_real_runner("adb: odp killed (SIGKILL) or interrupted (SIGINT) during a s
     for _, rec in ipairs(records(out)) do if rec.ok then ok = ok + 1 end end
     T.eq(ok, 2, "both points")
     T.eq(adb_parts(dev), false, "nothing partial left on the device")
-    sh("rm -f " .. q(dev.root .. ADB_DIR .. "/executor_runner")) -- the next round uploads it again
+    sh("rm -rf " .. q(dev.root .. ADB_DIR .. "/.odp/blobs")) -- the next round uploads it again
   end
 end)
 
-T.with_real_runner("a run's own files on the board (ETDump, samples, outputs) are removed once fetched; those of " ..
-  "an odp no longer running at the next preflight, not those of one still running", function(runner)
+T.with_real_runner("a run's own files on the board (ETDump, samples, outputs) are removed once fetched, and " ..
+  "odp's directory there when it ends (what another odp left: tests/lua/shared_board_test.lua)", function(runner)
   local dir = T.tmpdir()
   local remote = srv.remote_dir .. "/runfiles"
-  -- left by a killed odp (a PID above any pid_max: never running) and by one still running (this test's own)
-  local dead = remote .. "/old.odp-run-99999999.samples"
-  local live = ("%s/other.odp-run-%d.etdump"):format(remote, sys.getpid())
-  sh(("mkdir -p %s && printf x >%s && printf y >%s && chown -R %s %s"):format(q(remote), q(dead), q(live), srv.user,
-    q(remote)))
   local r = proc.run { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1", "--port",
     tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--runner", runner,
     "--model", add, "-n", "3", "--sample", "--inputs", "random:1", "--outputs", "--remote-dir", remote,
     "--runs-dir", dir .. "/runs", "--no-history", "--format", "json", cwd = dir, timeout = 120 }
   T.eq(r.status, 0, r.stderr)
-  T.match(r.stderr, "removed 1 file%(s%) an earlier odp left on [^\n]*old%.odp%-run%-99999999%.samples")
   local rec = assert(json.decode(r.stdout))
   -- what was removed from the board is in the run dir, whole
   T.ok(rec.artifacts.etdump and rec.artifacts.etdump.sha256, "the ETDump kept")
   T.ok(rec.cpu_profile and rec.cpu_profile.samples and rec.cpu_profile.samples.total > 0, "the samples joined")
   T.ok(rec.outputs and rec.outputs[1] and rec.outputs[1].data and rec.outputs[1].data.sha256, "the output kept")
-  local left = sh(("ls -a %s"):format(q(remote)))
-  T.eq(count(left, "%.odp%-run%-"), 1, "only the running odp's file is left: " .. left)
-  T.ok(sys.stat(live), "a running odp's file is left alone")
+  local left = sh(("cd %s && find . -mindepth 1 | sort"):format(q(remote)))
+  T.eq(left:match("%./%.odp/runs/[^\n]+"), nil, "no odp directory left: " .. left)
+  T.eq(left:match("etdump") or left:match("samples") or left:match("%.bin"), nil, "no run file left: " .. left)
 end)
 
 ------------------------------------------------------------------------------------------------ one writer

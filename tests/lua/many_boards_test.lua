@@ -403,13 +403,14 @@ T.test("command-line transport options reach every board of --boards (over the l
   end
   local r = odp_run { root .. "/scripts/rpi5.lua", "--boards", path, "--remote-dir", cli_dir }
   T.eq(r.status, 0, r.stderr)
-  T.ok(sys.stat(cli_dir .. "/fake_runner"), "the runner was staged in --remote-dir, not the lab file's remote_dir")
+  local blob = cli_dir .. "/.odp/blobs/" .. sys.sha256_file(root .. "/build/tests/fake_runner")
+  T.ok(sys.stat(blob), "the runner was staged in --remote-dir, not the lab file's remote_dir")
   -- the sweep takes them the same way
-  os.remove(cli_dir .. "/fake_runner")
+  os.remove(blob)
   r = odp_run { root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua", "--boards", path, "--remote-dir",
     cli_dir, "-p", "num_executions=1,2", "--out", tmp .. "/prec.jsonl" }
   T.eq(r.status, 0, r.stderr)
-  T.ok(sys.stat(cli_dir .. "/fake_runner"), "the sweep's boards staged in --remote-dir too")
+  T.ok(sys.stat(blob), "the sweep's boards staged in --remote-dir too")
   -- an option no board of the lab takes is refused, not dropped
   local adb_lab = write_lab(tmp .. "/adb.lua", { '  { name = "x300", device = "devices/vivo_x300_pro.lua", serial = "X" },\n' })
   r = odp_run { root .. "/scripts/rpi5.lua", "--boards", adb_lab, "--port", "2222" }
@@ -420,13 +421,13 @@ T.test("command-line transport options reach every board of --boards (over the l
   local env = tmp .. "/lg-env.yaml"
   T.write(env, ("targets:\n  main:\n    resources:\n      NetworkService: {address: 127.0.0.1, port: %d, username: %s}\n")
     :format(servers[1].port, servers[1].user))
-  os.remove(cli_dir .. "/fake_runner")
+  os.remove(blob)
   r = odp_run { root .. "/scripts/rpi5.lua", "--boards", "labgrid:" .. env, "--remote-dir", cli_dir,
     "--identity", servers[1].identity, "--known-hosts", servers[1].known_hosts, "--ssh-config", "none" }
   T.eq(r.status, 0, r.stderr)
   local rec = require("odp.core.json").decode(r.stdout)
   T.eq({ rec.ok, rec.board, rec.device }, { true, "main", "rpi5" })
-  T.ok(sys.stat(cli_dir .. "/fake_runner"), "labgrid's board staged in --remote-dir")
+  T.ok(sys.stat(blob), "labgrid's board staged in --remote-dir")
 end)
 
 T.test("on a terminal: one status line per board while the sweep runs", function()

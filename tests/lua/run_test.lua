@@ -218,7 +218,7 @@ T.test("a swept transport option (remote_dir) is another board: one connection p
   local recs = records(tmp .. "/dirs.jsonl")
   T.eq(#recs, 4)
   T.eq({ recs[1].params.remote_dir, recs[4].params.remote_dir }, { a, b })
-  for _, d in ipairs({ a, b }) do T.eq(sys.sha256_file(d .. "/fake_runner"), sys.sha256_file(fake), d) end
+  for _, d in ipairs({ a, b }) do T.eq(sys.sha256_file(d .. "/.odp/blobs/" .. sys.sha256_file(fake)), sys.sha256_file(fake), d) end
 end)
 
 T.test("run.open_board + run.point over SSH: one connection for three runs, then closed", function()
@@ -237,17 +237,20 @@ T.test("run.open_board + run.point over SSH: one connection for three runs, then
   T.eq(conns, 1)
   T.eq(stage, { "ran", "skipped: unchanged", "skipped: unchanged" }, "pushed once, then the board had the files")
   T.eq(b.ui, quiet, "the board's ui is its own again after each run")
-  T.eq(sys.sha256_file(srv.remote_dir .. "/api/fake_runner"), sys.sha256_file(fake), "the runner on the board")
+  T.eq(sys.sha256_file(srv.remote_dir .. "/api/.odp/blobs/" .. sys.sha256_file(fake)), sys.sha256_file(fake),
+    "the runner on the board")
   -- a runner rebuilt between points (other bytes, same path) is pushed again: the board keys by sha256
   local copy = tmp .. "/runner_copy"
   T.write(copy, T.read(fake))
   assert(sys.chmod(copy, tonumber("755", 8)))
+  -- the same bytes under another name: the board has them already (kept by sha256), nothing is uploaded
   local r1 = run.point(b, "executorch", { runner = copy, model = add, runs_dir = tmp .. "/runs" })
-  T.eq(r1.steps[1].status, "ran")
+  T.eq(r1.steps[1].status, "skipped: unchanged")
   T.write(copy, T.read(fake) .. "\0rebuilt")
   local r2 = run.point(b, "executorch", { runner = copy, model = add, runs_dir = tmp .. "/runs" })
   T.eq({ r2.ok, r2.steps[1].status }, { true, "ran" }, r2.error and r2.error.message)
-  T.eq(sys.sha256_file(srv.remote_dir .. "/api/runner_copy"), sys.sha256_file(copy), "the new bytes on the board")
+  T.eq(sys.sha256_file(srv.remote_dir .. "/api/.odp/blobs/" .. sys.sha256_file(copy)), sys.sha256_file(copy),
+    "the new bytes on the board")
   run.close(b)
   T.eq(b._target, nil, "closed")
 end)

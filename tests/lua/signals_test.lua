@@ -68,6 +68,10 @@ local function pid_of(path)
   return r.stdout:match("%d+")
 end
 
+-- The pattern (for pid_of) of a runner odp staged in remote dir rd: it runs from odp's own directory there
+-- (docs/devices.md "A shared board").
+local function on_board(rd, name) return rd .. "/[.]odp/runs/[^/]*/" .. name end
+
 -- What is left of a process group, zombies aside (their parent, this test's odp as the subreaper, reaps them
 -- only when it next waits), or nil.
 local function group_left(pgid)
@@ -349,12 +353,13 @@ for _, sig in ipairs({ { "HUP", 129 }, { "TERM", 143 } }) do
     local rd = srv.remote_dir .. "/sig_" .. sig[1] .. "_" .. sys.getpid()
     local job = hanging_ssh_run(rd, dir)
     -- the board is this machine: the runner runs from the remote dir
-    local rpid = wait_until("the runner to start on the board", 30, function() return pid_of(rd .. "/fake_runner") end)
+    local rpid = wait_until("the runner to start on the board", 30,
+      function() return pid_of(on_board(rd, "fake_runner")) end)
     local pgid = sh("ps -o pgid= -p " .. rpid).stdout:match("%d+")
     sh("kill -" .. sig[1] .. " " .. job.pid)
     T.eq(exit_status(job), sig[2], read(dir .. "/err"))
     T.eq(group_left(pgid), nil, "the runner's group on the board")
-    T.eq(pid_of(rd .. "/fake_runner"), nil, "no runner of this run left on the board")
+    T.eq(pid_of(on_board(rd, "fake_runner")), nil, "no runner of this run left on the board")
     local rec = one_record(dir .. "/runs")
     T.eq({ rec.error and rec.error.code, rec.error and rec.error.exit }, { "ECANCELED", sig[2] })
   end)
@@ -369,7 +374,7 @@ T.test("SIGKILL of odp mid-run, here and over SSH: the runners' groups end with 
   local dir2 = T.tmpdir()
   local job2 = hanging_ssh_run(rd, dir2)
   local groups = {}
-  for i, path in ipairs({ runner, rd .. "/fake_runner" }) do
+  for i, path in ipairs({ runner, on_board(rd, "fake_runner") }) do
     local rpid = wait_until("the runner to start", 30, function() return pid_of(path) end)
     groups[i] = sh("ps -o pgid= -p " .. rpid).stdout:match("%d+")
   end

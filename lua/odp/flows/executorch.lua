@@ -47,6 +47,8 @@ M.options = {
     implicit = 5, metavar = "K" },
   { "symbols", "An unstripped copy of the runner, used for --sample's names when its build-id is the runner's",
     nil, "file" },
+  { "exclusive", "Wait until no other odp runs on the board (its lease, docs/devices.md \"A shared board\") " ..
+    "before the first run;\nwithout it a run that overlapped another odp says so (shared_board)", false, "bool" },
   { "allow-emulated", "Measure a runner built for another machine that the board runs under emulation\n" ..
     "(qemu-user through binfmt_misc); the record says emulated (refused without it)", false, "bool" },
 }
@@ -169,7 +171,7 @@ function M.steps(ctx, rec)
     error(rerr, 0)
   end
   -- --llm fetched each process's ETDump after it (odp.flows.executorch.llm): the last is the run's
-  if t.etdump_remote and not o.llm then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
+  if t.fetch_etdump and not o.llm then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
   local kept
   if t.output_base then
     run.step(rec, "outputs", function()
@@ -193,6 +195,27 @@ function M.steps(ctx, rec)
   if kept then tensors.judge(ctx.io, rec, kept, ctx.run_dir) end
 end
 
+--- The other odps a run overlapped on its board (odp.target.shell.others: those running when it began, before,
+--- and when it ended, after; one waiting for the board with --exclusive runs nothing yet): rec.shared_board and
+--- a warning that says measurements may interfere.
+function M.overlap(rec, before, after)
+  local seen, list, texts = {}, json.array({}), {}
+  for _, group in ipairs { before, after } do
+    for _, o in ipairs(group) do
+      if not o.waiting and not seen[o.name] then
+        seen[o.name] = true
+        list[#list + 1] = { host = o.host, user = o.user, pid = o.pid,
+          since = os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(o.since)) }
+        texts[#texts + 1] = shell.other_text(o)
+      end
+    end
+  end
+  if #list == 0 then return end
+  rec.shared_board = list
+  rec.warnings[#rec.warnings + 1] = ("%s on this board during this run (%s): measurements may interfere")
+    :format(#list == 1 and "another odp ran" or (#list .. " other odps ran"), table.concat(texts, "; "))
+end
+
 --- After the steps, whatever happened: the device state after the run (not after Ctrl-C: the user wants out).
 function M.finish(ctx, rec, err)
   local t = ctx.state_of
@@ -201,7 +224,18 @@ function M.finish(ctx, rec, err)
   -- stopped it): left there, one set a run would fill the board's remote_dir over a lab's weeks
   local files = {}
   for _, f in pairs(t.board_files or {}) do files[#files + 1] = f end
-  if #files > 0 then
+  if t.target.finish_run then
+    -- in the same command: the other odps on the board now; with those there when this run began, who it
+    -- overlapped (one that came and went within the run is not seen)
+    local before = t.target.cache.others or {}
+    local after, rerr = t.target:finish_run(files)
+    if not after then
+      rec.warnings[#rec.warnings + 1] = ("this run's files are left on the board: %s"):format(errors.text(rerr))
+    else
+      t.target.cache.others = after
+      M.overlap(rec, before, after)
+    end
+  elseif #files > 0 then
     local ok, rerr = t.target:remove(files)
     if not ok then
       rec.warnings[#rec.warnings + 1] = ("this run's files are left on the board: %s"):format(errors.text(rerr))

@@ -50,6 +50,12 @@ M.FIELDS = {
   { "target", "string" },
   { "board", "string" },                 -- the lab file's name for it (--boards)
   { "emulated", "string" },              -- the emulator the runner ran under (--allow-emulated: "qemu-user")
+  -- other odps that ran on the same board during this run (their leases: docs/devices.md "A shared board")
+  { "shared_board", "list", of = "object" },
+  { "shared_board[].host", "string" },
+  { "shared_board[].user", "string" },
+  { "shared_board[].pid", "integer" },
+  { "shared_board[].since", "string" },  -- ISO 8601 UTC, the board's clock
   { "started_at", "string" },            -- ISO 8601 UTC
   { "odp_version", "string" },
   { "commit", "string" },

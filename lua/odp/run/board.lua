@@ -222,7 +222,8 @@ function ShellBoard:stage(path, opts)
   if known and opts.sha256 and known.sha256 == opts.sha256 and known.mode == opts.mode then
     return known.where, false
   end
-  local where, pushed = errors.check(self:target():stage(path, { mode = opts.mode, ui = opts.ui }))
+  local where, pushed = errors.check(self:target():stage(path, { mode = opts.mode, ui = opts.ui,
+    sha256 = opts.sha256 }))
   self._staged[key] = { where = where, sha256 = opts.sha256, mode = opts.mode }
   return where, pushed
 end
@@ -265,7 +266,12 @@ function Board:profile(opts) return flow_verb(self, "profile", opts or {}) end
 function Board:close()
   if self._rtt then pcall(self._rtt.close, self._rtt) self._rtt = nil end
   if self._probe then pcall(probe_mod.close, self._probe) self._probe = nil end
-  if self._target then self._target:close() self._target = nil end
+  if self._target then
+    -- its own directory on a remote board goes with it (its lease: no other odp sees it running any more)
+    if self._workdir and self._target.close_run_dir then pcall(self._target.close_run_dir, self._target) end
+    self._target:close()
+    self._target = nil
+  end
   self._traffic_mark = nil -- a new target counts from zero
   self._staged, self._preflight, self._workdir = {}, {}, nil -- a new connection checks again
   if self._twin_started and not self.keep then

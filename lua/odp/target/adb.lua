@@ -257,7 +257,8 @@ function Target:free_bytes(path)
   return shell.df_free(self, path)
 end
 
-Target.space = shell.space
+Target.space, Target.close_run_dir = shell.space, shell.close_run_dir
+Target.finish_run, Target.wait_board = shell.finish_run, shell.wait_board -- a shared board (docs/devices.md)
 
 --- -> {bytes, skipped} | nil, err, code. skipped when the device already has the same SHA-256.
 function Target:push(src, dst, opts)

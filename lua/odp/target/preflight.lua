@@ -2,8 +2,9 @@
 -- that runs a Linux program (this host, SSH, adb). Each failure is one line
 -- and exit code 3 (errors.fail). check(target, {runner=, model=, data=, device=, remote_dir=, need_bytes=})
 -- -> facts. odp.run makes them once per board (board:preflight) for scripts declared with preflight = true.
---   * free space in the remote dir for runner, model, odp's helper (+ margin for the ETDump), first: before
---     anything is uploaded; what an earlier odp left half-uploaded there (`*.odp-part-*`) removed before
+--   * the remote dir on a mount that allows exec, and free space in it for runner, model, odp's helper (+ margin
+--     for the ETDump), first: before anything is uploaded; what provably dead odps left there removed before
+--     (odp.target.shell.space)
 --   * the runner's ELF machine vs the board's `uname -m`; a runner of another machine the board would run
 --     under emulation (a binfmt_misc handler such as qemu-user) is refused unless allow_emulated, and then the
 --     facts say emulated = "qemu-user" (the record, and every view, say so)
@@ -158,6 +159,7 @@ function M.check(target, opts)
     -- exec of its own; none there is pushed after the space is known to be there (odp.target.shell.helper)
     if target.open_channel then shell.helper(target, { present_only = true }) end
     if target.space then free, removed, code = target:space(dir) else free, removed, code = target:free_bytes(dir) end
+    if free == nil and code == "ENODEV" then errors.fail(code, errors.text(removed)) end -- a noexec mount
     if free == nil then unanswered("the free space in " .. dir, target, removed, code) end
     if type(removed) == "table" and #removed > 0 then facts.removed_partials = removed end
     facts.free_bytes = free or nil

@@ -193,12 +193,34 @@ end
 M.RECONNECT_OPTION = { "reconnect-timeout", "Seconds to wait for a board whose connection dropped to come back " ..
   "(retried with backoff, on every outage; 0: fail at once)", M.RECONNECT_TIMEOUT, "number", metavar = "S" }
 
---- The name of what a runner writes on the board for one run (its ETDump, samples, outputs): `RUN.odp-run-PID`
---- and a suffix, RUN the run directory's name, PID this odp's. The flow removes them once fetched; the free-space
---- check removes those of an odp no longer running (M.space), as it does half-uploaded files.
----@param run string the run directory's name
+--- Who this odp is, for the files it keeps on a board: `HOST.BOOT.PIDNS.PID` (this machine's host name, the
+--- first 8 hex digits of its boot id, the inode of odp's PID namespace, odp's pid). A pid means something only
+--- on one machine, one boot and one PID namespace (a container has its own): all four are needed to tell a
+--- dead odp from one living elsewhere.
 ---@return string
-function M.board_file_prefix(run) return ("%s.odp-run-%d"):format(run, sys.getpid()) end
+function M.owner()
+  if not M._owner then
+    local boot = (sys.read_file("/proc/sys/kernel/random/boot_id") or ""):gsub("%-", ""):sub(1, 8)
+    local ns = (sys.stat("/proc/self/ns/pid") or {}).ino or 0
+    local host = (sys.hostname() or "host"):gsub("[^%w%-_]", "_")
+    M._owner = ("%s.%s.%d.%d"):format(host, boot ~= "" and boot or "0", ns, sys.getpid())
+  end
+  return M._owner
+end
+
+--- This odp's own directory on the board, where everything it writes there for its runs lives (uploads in
+--- progress, the links to the staged files the runner reads, what the runner writes):
+--- <remote_dir>/.odp/runs/<M.owner()>. It is also the board's lease: who is running here (docs/devices.md).
+function M.run_dir(target) return ("%s/.odp/runs/%s"):format(target.remote_dir, M.owner()) end
+
+--- Where a staged file's bytes are kept on the board for every odp: <remote_dir>/.odp/blobs/<sha256>.
+function M.blob_path(target, sha) return ("%s/.odp/blobs/%s"):format(target.remote_dir, sha) end
+
+-- How long an odp's directory on the board counts as alive when nothing says otherwise (another machine's odp,
+-- whose pid cannot be asked): it was last changed (a runner wrote or odp removed a file there) this long ago.
+M.LEASE_S = 24 * 3600
+-- A staged file's bytes no run links any more are removed once nobody read them for this long.
+M.BLOB_UNUSED_S = 7 * 24 * 3600
 
 --- Removes files on the board (rm -f: one command, through the resident helper when it runs). A method:
 --- Target.remove = shell.remove. -> true | nil, err, code
@@ -261,37 +283,143 @@ function M.pull_space_cause(target, src, dst, err, code)
   return err, code
 end
 
---- The free space of dir on the board, asked before anything (the helper too) is uploaded, in one exec, after
---- removing what an earlier odp left there (and in its .odp/): half-uploaded files, `NAME.odp-part-PID` (odp
---- killed, the connection lost), and a run's own files it never fetched, `RUN.odp-run-PID.*`
---- (M.board_file_prefix), which do not count against it. A file whose PID is an odp still running on this
---- machine is left alone (another run using the same dir). -> free bytes (false: the board's `df` gave no
---- answer, e.g. busybox without a mount table: ask target:free_bytes once the helper runs), the paths removed |
---- nil, err, code (the board could not be asked). A method: Target.space = shell.space.
+-- The shell text listing the leases under .odp/runs of remote_dir: "now SECONDS", then per odp directory
+-- "lease MTIME NAME host=H user=U pid=P since=S" (and " waiting" while it waits for the board, --exclusive).
+local function leases_text(remote_dir)
+  return ("echo \"now $(date +%%s)\"; for d in %s/.odp/runs/*/; do [ -f \"$d/lease\" ] && echo \"lease " ..
+    "$(stat -c %%Y \"$d\") $(basename \"$d\") $(head -c 256 \"$d/lease\" | head -n 1)$([ -f \"$d/waiting\" ] && " ..
+    "echo ' waiting')\"; done | head -n 256"):format(q(remote_dir))
+end
+
+-- The shell text surveying dir for M.space: the board's clock, the odp directories under .odp/runs (their
+-- mtime, their files), the staged blobs (links, atime, size), parts of the helper's own upload in .odp/, the
+-- mount table and the real path of dir (or its nearest existing parent), the candidates for another dir, then
+-- after a line `df` the free space. Every list is bounded: it is device output.
+local function survey_text(dir)
+  return ("echo \"now $(date +%%s)\"; if cd %s 2>/dev/null; then for d in .odp/runs/*/; do [ -d \"$d\" ] || " ..
+    "continue; echo \"run $(stat -c %%Y \"$d\") ${d%%/}\"; for f in \"$d\"*; do [ -f \"$f\" ] && echo \"file " ..
+    "$(stat -c '%%h %%s' \"$f\") $f\"; done; done | head -n 4096; %s; for b in .odp/blobs/*; do " ..
+    "[ -f \"$b\" ] && echo \"blob $(stat -c '%%h %%X %%s' \"$b\") $b\"; done | head -n 4096; " ..
+    "for f in .odp/*.odp-part-*; do [ -f \"$f\" ] && echo \"part $(stat -c '%%Y %%s' \"$f\") $f\"; done | " ..
+    "head -n 256; cd - >/dev/null; fi; " ..
+    "p=%s; while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done; echo \"real $(cd \"$p\" && pwd -P)\"; " ..
+    "for c in \"$HOME\" /var/tmp /data/local/tmp; do [ -n \"$c\" ] && [ -d \"$c\" ] && echo \"cand $(cd \"$c\" && " ..
+    "pwd -P)\"; done; head -c 65536 /proc/self/mounts | sed 's/^/mount /'; echo df; %s || true")
+    :format(q(dir), leases_text("."), q(dir), df_text(dir))
+end
+
+-- The mount (its point and options) holding the real path p, from /proc/self/mounts lines ("mount DEV POINT
+-- TYPE OPTS ..."): the longest point that is p or a parent of it, the later of two on one point.
+local function mount_of(mounts, p)
+  local best
+  for _, m in ipairs(mounts) do
+    local point = m.point
+    if (p == point or point == "/" or p:sub(1, #point + 1) == point .. "/") and (not best or #point >= #best.point) then
+      best = m
+    end
+  end
+  return best
+end
+
+local function noexec(m) return m and (("," .. m.opts .. ","):find(",noexec,", 1, true)) ~= nil end
+
+-- An odp directory on the board (M.owner's name) that is provably dead: this machine, boot and PID namespace
+-- with no such pid; or, whoever it was, unchanged for M.LEASE_S (its lease expired). Another machine's odp
+-- that still writes there is never dead.
+local function dead_owner(name, age)
+  if name == M.owner() then return false end
+  local me = { M.owner():match("^(.*)%.(%x+)%.(%d+)%.(%d+)$") }
+  local host, boot, ns, pid = name:match("^(.*)%.(%x+)%.(%d+)%.(%d+)$")
+  if host and host == me[1] and boot == me[2] and ns == me[3] then return not sys.stat("/proc/" .. pid) end
+  return age > M.LEASE_S
+end
+
+-- The other odps on the board from leases_text's output, those not provably dead (dead_owner), oldest first:
+-- {name, host, user, pid, since (the board's seconds), waiting}.
+local function others_of(out)
+  local now, list = tonumber(out:match("now (%d+)")) or 0, {}
+  for mtime, name, rest in out:gmatch("\nlease (%d+) (%S+) ([^\n]*)") do
+    if name ~= M.owner() and not dead_owner(name, now - tonumber(mtime)) then
+      list[#list + 1] = { name = name, host = rest:match("host=(%S+)"), user = rest:match("user=(%S+)"),
+        pid = math.tointeger(tonumber(rest:match("pid=(%d+)"))), since = tonumber(rest:match("since=(%d+)")) or 0,
+        waiting = rest:match(" waiting$") ~= nil }
+    end
+  end
+  table.sort(list, function(a, b) if a.since ~= b.since then return a.since < b.since end return a.name < b.name end)
+  return list
+end
+
+--- The board's remote dir surveyed before anything (the helper too) is uploaded, in one exec, and cleaned of
+--- what is provably dead (docs/devices.md "A shared board"): the directories of odps no longer running
+--- (M.run_dir: this machine's, boot's and PID namespace's odp whose pid is gone, or anyone's unchanged for
+--- M.LEASE_S), with their half-uploads and unfetched files; staged blobs no run links (link count 1) and nobody
+--- read for M.BLOB_UNUSED_S; half-uploads of the helper in .odp/ older than M.LEASE_S. What is removed does not
+--- count against the free space. The odps running there are kept in target.cache.others (M.others).
+--- -> free bytes (false: the board's `df` gave no answer, e.g. busybox without a mount table: ask
+--- target:free_bytes once the helper runs), the paths removed | nil, err, code: the board could not be asked,
+--- or (ENODEV) dir is on a noexec mount, where no runner could start. A method: Target.space = shell.space.
 function M.space(target, dir)
   -- the helper, when the preflight found it on the board, answers in one round trip, and so does the glibc
   -- version asked with it (libc_version's own query, after a line of its own): no exec of its own (a login shell)
   local h = target.cache.helper_client
   local run = h and not h.dead and M.run or target.exec_command
-  local out, err, code = run(target, ("for d in %s %s/.odp; do for f in \"$d\"/*.odp-part-* " ..
-    "\"$d\"/*.odp-run-*; do [ -f \"$f\" ] && echo \"part $(wc -c <\"$f\") $f\"; done; done; %s || true; " ..
-    "echo ODP-LIBC; %s"):format(q(dir), q(dir), df_text(dir), LIBC_QUERY))
+  local out, err, code = run(target, survey_text(dir) .. "; echo ODP-LIBC; " .. LIBC_QUERY)
   if not out then return nil, err, code end
   local libc_out
   out, libc_out = out:match("^(.-)ODP%-LIBC\n(.*)$")
   if not out then return nil, ("EPROTO: the free-space query on %s printed no end"):format(target.uri), "EPROTO" end
   if target.cache.libc == nil then target.cache.libc = libc_from(libc_out) end
-  local free = df_parse(target, out) or false
+  local head, dfout = out:match("^(.-)\ndf\n(.*)$")
+  head, dfout = head or out, dfout or ""
+  local free = df_parse(target, "\n" .. dfout) or false
+  local mounts, cands, real = {}, {}, nil
+  for point, fs, opts in head:gmatch("\nmount %S+ (%S+) (%S+) (%S+)") do
+    mounts[#mounts + 1] = { point = point:gsub("\\(%d%d%d)", function(o) return string.char(tonumber(o, 8)) end),
+      fs = fs, opts = opts }
+  end
+  for c in head:gmatch("\ncand ([^\n]+)") do cands[#cands + 1] = c end
+  real = head:match("\nreal ([^\n]+)")
+  local m = real and mount_of(mounts, real)
+  if noexec(m) then
+    local other
+    for _, c in ipairs(cands) do
+      if not noexec(mount_of(mounts, c)) then other = c .. "/odp" break end
+    end
+    return nil, ("ENODEV: %s on %s is on a noexec mount: %s at %s (%s): no runner can start there; pick a " ..
+      "--remote-dir that allows exec%s"):format(dir, target.uri, m.fs, m.point, m.opts,
+      other and (", e.g. --remote-dir " .. other) or ""), "ENODEV"
+  end
+  local now = tonumber(head:match("^now (%d+)")) or 0
   local removed, words = {}, {}
-  for bytes, f in out:gmatch("part%s+(%d+)%s+([^\n]+)") do
-    local pid = f:match("%.odp%-part%-(%d+)$") or f:match("%.odp%-run%-(%d+)%.[^/]*$")
-    if not (pid and sys.stat("/proc/" .. pid)) then
-      removed[#removed + 1], words[#words + 1] = f, q(f)
+  local dead = {}
+  for mtime, rel in head:gmatch("\nrun (%d+) ([^\n]+)") do
+    if dead_owner(rel:match("[^/]+$"), now - tonumber(mtime)) then
+      dead[rel] = true
+      words[#words + 1] = q(dir .. "/" .. rel)
+    end
+  end
+  -- said and counted: what goes with a dead directory, not its lease nor its links to blobs that stay
+  for links, bytes, rel in head:gmatch("\nfile (%d+) (%d+) ([^\n]+)") do
+    if dead[rel:match("^(.*)/[^/]*$")] and links == "1" and not rel:match("/lease$") then
+      removed[#removed + 1] = dir .. "/" .. rel
       if free then free = free + tonumber(bytes) end
     end
   end
-  if #removed > 0 then
-    local ok, rerr, rcode = run(target, "rm -f " .. table.concat(words, " "))
+  for links, atime, bytes, rel in head:gmatch("\nblob (%d+) (%d+) (%d+) ([^\n]+)") do
+    if links == "1" and now - tonumber(atime) > M.BLOB_UNUSED_S then
+      removed[#removed + 1], words[#words + 1] = dir .. "/" .. rel, q(dir .. "/" .. rel)
+      if free then free = free + tonumber(bytes) end
+    end
+  end
+  for mtime, bytes, rel in head:gmatch("\npart (%d+) (%d+) ([^\n]+)") do
+    if now - tonumber(mtime) > M.LEASE_S then
+      removed[#removed + 1], words[#words + 1] = dir .. "/" .. rel, q(dir .. "/" .. rel)
+      if free then free = free + tonumber(bytes) end
+    end
+  end
+  target.cache.others = others_of(head)
+  if #words > 0 then
+    local ok, rerr, rcode = run(target, "rm -rf -- " .. table.concat(words, " "))
     if not ok then return nil, rerr, rcode end
   end
   return free, removed
@@ -322,6 +450,124 @@ function M.sha256(target, path, mode)
   return out and out:match("^(%x+)%s") or nil
 end
 
+--- Where a flow's files go on a remote board: this odp's own directory there (M.run_dir, created), holding its
+--- lease: `host=H user=U pid=P since=UNIX-TIME` (who is running here). A method: Target.workdir = shell.workdir.
+function M.workdir(target)
+  local dir = M.run_dir(target)
+  local function word(v) return (tostring(v or "?"):gsub("[^%w%.%-_@]", "_")) end
+  -- since: the board's clock, the one every odp there compares (two machines' clocks may disagree)
+  local out, err, code = target:run(("mkdir -p %s %s && printf 'host=%s user=%s pid=%d since=%%s\\n' " ..
+    "\"$(date +%%s)\" >%s/lease && cat %s/lease"):format(q(dir), q(target.remote_dir .. "/.odp/blobs"),
+    word(sys.hostname()), word(os.getenv("USER") or os.getenv("LOGNAME") or ("uid" ..
+    ((sys.read_file("/proc/self/status") or ""):match("\nUid:%s*(%d+)") or "?"))), sys.getpid(), q(dir), q(dir)))
+  if not out then return nil, err, code end
+  target.cache.since = tonumber(out:match("since=(%d+)"))
+  return dir
+end
+
+--- The other odps running on the board now (their leases: docs/devices.md "A shared board"), oldest first:
+--- {name, host, user, pid, since, waiting} each. -> list | nil, err, code
+function M.others(target)
+  local out, err, code = target:run(leases_text(target.remote_dir))
+  if not out then return nil, err, code end
+  return others_of(out)
+end
+
+--- Removes a run's files on the board (rm -f) and, in the same command, lists the other odps running there
+--- (M.others): who a run overlapped. A method: Target.finish_run = shell.finish_run. -> list | nil, err, code
+---@param paths string[]
+function M.finish_run(target, paths)
+  local words = {}
+  for i, p in ipairs(paths) do words[i] = q(p) end
+  local out, err, code = target:run((#words > 0 and ("rm -f -- %s; "):format(table.concat(words, " ")) or "") ..
+    leases_text(target.remote_dir))
+  if not out then return nil, err, code end
+  return others_of(out)
+end
+
+--- One line naming another odp on the board (an entry of M.others).
+function M.other_text(o)
+  return ("host %s, user %s, pid %s, since %s"):format(o.host or "?", o.user or "?", o.pid or "?",
+    os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(o.since or 0)))
+end
+
+--- --exclusive: waits until no odp that came to the board before this one (its lease older, or as old with a
+--- smaller name: first come, first served, so two waiting odps never wait for each other) still runs there;
+--- meanwhile this odp's lease says `waiting`, and other odps do not count it as running beside them. Once per
+--- target session; one line on ui while it waits. -> true | nil, err, code (ECANCELED: Ctrl-C)
+function M.wait_board(target, ui)
+  if target.cache.board_waited then return true end
+  local dir = M.run_dir(target)
+  local _, err, code = target:run(("touch %s/waiting"):format(q(dir)))
+  if err then return nil, err, code end
+  local said
+  while true do
+    local list, lerr, lcode = M.others(target)
+    if not list then return nil, lerr, lcode end
+    local first
+    for _, o in ipairs(list) do
+      if o.since < (target.cache.since or 0) or (o.since == target.cache.since and o.name < M.owner()) then
+        first = o
+        break
+      end
+    end
+    if not first then
+      target.cache.others = list -- who came after it: they run beside its runs
+      break
+    end
+    if not said and ui then ui:info("waiting for %s (--exclusive): another odp runs there: %s", target.uri,
+      M.other_text(first)) end
+    said = true
+    local slept, serr, scode = sys.sleep(1)
+    if not slept then return nil, serr, scode end
+  end
+  _, err, code = target:run(("rm -f %s/waiting"):format(q(dir)))
+  if err then return nil, err, code end
+  target.cache.board_waited = true
+  return true
+end
+
+--- Removes this odp's own directory on the board (M.run_dir) as its board closes: the links to the staged files
+--- go with it (the blobs stay for the next odp), and with them the lease. -> true | nil, err, code
+function M.close_run_dir(target)
+  local _, err, code = target:run("rm -rf -- " .. q(M.run_dir(target)))
+  if err then return nil, err, code end
+  return true
+end
+
+--- Makes a local file available on the board, content-addressed: its bytes are kept once in the board's
+--- <remote_dir>/.odp/blobs/<sha256> (M.blob_path), and the run reads them through a hard link of its own,
+--- <M.run_dir>/<name>. The link is checked by its sha256, never trusted by name: a blob another odp left with
+--- other bytes is uploaded over (into this odp's directory, then linked as the blob). Two odps staging files of
+--- one name never see each other's. -> path on the board, pushed? | nil, err, code. opts: mode, ui (a progress
+--- bar), sha256 (the local file's, when known). A method: Target.stage = shell.stage.
+function M.stage(target, path, opts)
+  opts = opts or {}
+  local name = path:match("([^/]+)$")
+  local sha = opts.sha256 or sys.sha256_file(path)
+  if not sha then return nil, ("EIO: cannot read %s"):format(path), "EIO" end
+  local blob, link = M.blob_path(target, sha), M.run_dir(target) .. "/" .. name
+  -- ln fails when there is no blob yet: the push below uploads it
+  local _, err, code = target:run(("ln -f %s %s 2>/dev/null || true"):format(q(blob), q(link)))
+  if err then return nil, err, code end
+  local bar = opts.ui and opts.ui:progress("push " .. name, sys.stat(path).size, "bytes")
+  local r, perr, pcode = target:push(path, link, { mode = opts.mode,
+    on_progress = bar and function(d) bar:update(d) end })
+  if bar then bar:finish() end
+  if not r then return nil, perr, pcode end
+  if not r.skipped then
+    _, err, code = target:run(("ln -f %s %s"):format(q(link), q(blob)))
+    if err then return nil, err, code end
+  end
+  return link, not r.skipped
+end
+
+--- Brings a file the runner wrote on the board here. -> true | nil, err, code (ENOTFOUND: no such file).
+-- A method: Target.fetch = shell.fetch.
+function M.fetch(target, remote, dst)
+  return target:pull(remote, dst)
+end
+
 --- The hash-skip of a push: when the board already has src's bytes at dst (sha256), sets opts.mode on it,
 --- reports the whole size to opts.on_progress and returns the push result {bytes=, skipped=true}.
 --- Otherwise nil and the stat of src (the caller uploads), or nil, nil, err, code when src cannot be read.
@@ -333,33 +579,6 @@ end
 ---@return table? stat
 ---@return string? err
 ---@return string? code
---- Where a flow's files go on a remote board: its remote dir (created). A method: Target.workdir = shell.workdir.
-function M.workdir(target)
-  local ok, err, code = target:mkdir(target.remote_dir)
-  if not ok then return nil, err, code end
-  return target.remote_dir
-end
-
---- Makes a local file available on the board: pushed into the remote dir (hash-skipped, with a progress bar on
--- ui). -> path on the board, pushed? | nil, err, code. A method: Target.stage = shell.stage.
-function M.stage(target, path, opts)
-  opts = opts or {}
-  local name = path:match("([^/]+)$")
-  local remote = target.remote_dir .. "/" .. name
-  local bar = opts.ui and opts.ui:progress("push " .. name, sys.stat(path).size, "bytes")
-  local r, err, code = target:push(path, remote, { mode = opts.mode,
-    on_progress = bar and function(d) bar:update(d) end })
-  if bar then bar:finish() end
-  if not r then return nil, err, code end
-  return remote, not r.skipped
-end
-
---- Brings a file the runner wrote on the board here. -> true | nil, err, code (ENOTFOUND: no such file).
--- A method: Target.fetch = shell.fetch.
-function M.fetch(target, remote, dst)
-  return target:pull(remote, dst)
-end
-
 function M.push_skip(target, src, dst, opts)
   local st, err, code = sys.stat(src)
   if not st then return nil, nil, err, code end

@@ -369,7 +369,8 @@ function Target:pull(src, dst, opts)
 end
 
 M.local_helper = shell.local_helper
-Target.space = shell.space
+Target.space, Target.close_run_dir = shell.space, shell.close_run_dir
+Target.finish_run, Target.wait_board = shell.finish_run, shell.wait_board -- a shared board (docs/devices.md)
 
 --- How this board measures rusage: "odp-rusage" (helper pushed), "time" (/usr/bin/time -v) or false;
 -- and the prefix that measures a command (odp.target.shell.rusage_method).

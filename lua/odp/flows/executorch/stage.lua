@@ -1,9 +1,9 @@
 --- The ExecuTorch flow, its stage step: the runner, the model, its data and inputs where the runner will read
 -- them, and the runner's argv.
+local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local sys = require("odp.sys")
 local memparse = require("odp.parse.memory")
-local shell = require("odp.target.shell")
 local tensors = require("odp.results.tensors")
 local llm = require("odp.flows.executorch.llm")
 
@@ -11,12 +11,30 @@ local M = {}
 
 local function basename(p) return (p:match("([^/]+)$")) end
 
+local takes = {}
+
+--- Whether a runner has the --etdump_path flag (an event-tracer build: elsewhere gflags refuses the flag, and
+--- no ETDump is written), told by the flag's name among its bytes. Asked once per file, size and mtime.
+---@param runner string  the runner on this machine
+---@return boolean
+function M.takes_etdump_path(runner)
+  local st = sys.stat(runner)
+  local key = ("%s\0%s\0%s"):format(runner, st and st.size, st and st.mtime)
+  if takes[key] == nil then
+    local bytes = sys.read_file(runner)
+    takes[key] = bytes ~= nil and bytes:find("etdump_path", 1, true) ~= nil
+  end
+  return takes[key]
+end
+
 -- The stage step: where the files are is the target's business (the host runs them in place; a remote target
 -- pushes them into its remote dir, hash-skipped; the board remembers what it staged). -> the runner's argv,
 -- and "unchanged" when a remote board had every file already.
 function M.step(ctx, rec, t)
   local o, ui, board = ctx.opts, ctx.ui, ctx.board
   t.workdir = board:workdir(ctx.run_dir)
+  -- --exclusive: the board to itself before anything of this run is staged
+  if o.exclusive and t.target.wait_board then errors.check(t.target:wait_board(ui)) end
   local pushed_any, remote = false, false
   local function stage(path, mode, info)
     local where, pushed = board:stage(path, { mode = mode, ui = ui, sha256 = info and info.sha256 })
@@ -35,12 +53,14 @@ function M.step(ctx, rec, t)
       prefix = sys.realpath(ctx.run_dir) .. "/" }
   end
   local data = o.data and stage(o.data)
-  -- What the runner writes on the board for this run alone is named by it (shell.board_file_prefix: removed once
-  -- fetched, by an odp that dies first at the next free-space check). --sample needs the ETDump to place its
-  -- samples: one is asked for without --etdump too (the run dir keeps it).
-  local prefix = t.workdir .. "/" .. shell.board_file_prefix(basename(ctx.run_dir))
-  -- --llm: every token's latency is in the ETDump, and llama_main writes etdump.in into its cwd without one
-  t.etdump_remote = (o.etdump or o.sample or o.llm) and (prefix .. ".etdump") or nil
+  -- What the runner writes on the board for this run alone is named by the run directory, in this odp's own
+  -- directory on the board (odp.target.shell.run_dir), removed once fetched. The runner always gets its own
+  -- ETDump path when it has the flag (else it writes model.etdump into its working directory, left there); it
+  -- is fetched for --etdump, and for --sample, which needs it to place its samples (the run dir keeps it).
+  -- --llm: every token's latency is in the ETDump, and llama_main writes etdump.in into its cwd without one.
+  local prefix = t.workdir .. "/" .. basename(ctx.run_dir)
+  t.fetch_etdump = (o.etdump or o.sample) and true
+  t.etdump_remote = (t.fetch_etdump or o.llm or M.takes_etdump_path(o.runner)) and (prefix .. ".etdump") or nil
   t.sample_remote = o.sample and (prefix .. ".samples")
   t.board_files = { t.etdump_remote, t.sample_remote }
   t.runner_remote = runner
