@@ -176,7 +176,9 @@ function M.check(target, opts)
   if not arch then unanswered("the architecture (uname -m)", target, aerr, acode) end
   facts.arch = arch
   if space_needed and not facts.free_bytes then
-    -- the board's df could not say (busybox without a mount table): its helper, started by now, can
+    -- the board's df could not say (busybox without a mount table): its helper can (started here when the
+    -- preflight found none to ask: the probe named the architecture without it)
+    shell.helper(target) -- nil where no helper can run there: df once more, which says why
     local free, err, code = target:free_bytes(dir)
     if not free then unanswered("the free space in " .. dir, target, err, code) end
     facts.free_bytes = free
