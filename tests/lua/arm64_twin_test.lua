@@ -20,6 +20,7 @@ local pi = twin.start("rpi5")
 print(("# the Pi 5 twin booted in %.1f s (port %d)"):format(pi.boot_s, pi.port))
 local t = assert(require("odp.target.ssh").new(pi:connect_opts()))
 assert(t:mkdir("/tmp/odp"))
+assert(t:workdir()) -- this odp's own directory on the guest, where t:stage links what it stages (as a flow's board does)
 
 -- Where odp keeps a file it staged on the guest (its bytes by sha256: docs/devices.md "A shared board").
 local function staged(path) return "/tmp/odp/.odp/blobs/" .. sys.sha256_file(path) end
@@ -399,7 +400,8 @@ end, "aarch64") end
 
 T.with_real_runner("placement: --cpus 1 is the runner's own Cpus_allowed_list on the guest", function(runner)
   local r = assert(proc.run { "sh", "-c", during_run(pi, "rpi5.lua", { "--runner", runner, "--model", pte,
-    "-n", "3000", "--cpus", "1", "--runs-dir", tmp .. "/runs", "--format", "json" }, ":"), timeout = 180 })
+    -- long enough under TCG that the guest's own pidof loop, started at the same time, sees it
+    "-n", "20000", "--cpus", "1", "--runs-dir", tmp .. "/runs", "--format", "json" }, ":"), timeout = 180 })
   T.match(r.stderr, "exit=0")
   T.match(r.stderr, "Cpus_allowed_list:%s+1\n", "the running runner's own /proc/<pid>/status")
   local rec = assert(json.decode(r.stdout))

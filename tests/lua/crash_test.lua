@@ -162,7 +162,9 @@ T.test("over SSH (a loopback sshd): the cut ETDump fetched and read, the core fe
   T.ok(#rec.ops >= 2, "the Execute block read")
   local run_dir = rec.artifacts.run_dir
   if cores_in_cwd then
-    T.match(rec.core.path, "^" .. remote:gsub("%p", "%%%0") .. "/core", "in the runner's working dir on the board")
+    -- the runner's working dir on the board: this odp's own directory there (docs/devices.md "A shared board")
+    T.match(rec.core.path, "^" .. remote:gsub("%p", "%%%0") .. "/%.odp/runs/[^/]+/core$",
+      "in the runner's working dir on the board")
     T.eq(rec.core.kept, run_dir .. "/core")
     T.eq(rec.core.removed, true)
     local core = T.read(run_dir .. "/core")
@@ -171,7 +173,7 @@ T.test("over SSH (a loopback sshd): the cut ETDump fetched and read, the core fe
   else
     T.eq(rec.core.handler, pattern)
   end
-  local p = io.popen("ls -A '" .. remote .. "' 2>&1")
+  local p = io.popen("ls -AR '" .. remote .. "' 2>&1")
   local left = p:read("a")
   p:close()
   T.ok(not left:find("core") and not left:find("odp%-run"), "nothing of the run left on the board: " .. left)
