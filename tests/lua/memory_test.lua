@@ -272,7 +272,12 @@ T.test("a line read with more of the runner's output after it: the runner had go
   T.eq({ ph.load.peak_kb, ph.load.exact, ph.method.peak_kb, ph.method.exact }, { 7712, false, 20452, true })
   T.eq({ memparse.overall(memparse.phases(rep(20452), 9100, 100)) }, { 20452, true, "method" })
   ph = by_name(memparse.phases(rep(6100), 6200, 100))
-  T.eq({ ph.method.peak_kb, ph.method.exact, ph.method.source, ph.method.bound_kb }, { 6000, false, "sampled", 7712 })
+  T.eq({ ph.method.peak_kb, ph.method.exact, ph.method.source, ph.method.bound_kb }, { 6100, false, "hwm", 7712 })
+  -- and so is the exit's ru_maxrss after a late last boundary (steady read with the teardown's first line)
+  ph = memparse.phases(memparse.report("ODP-MEMORY-MARK event=executed t_ms=5 hwm_kb=25368 reset=1 after=66\n" ..
+    "ODP-MEMORY samples=9 clear_refs=ok children=0 timeline=ok tail_sampled_max_kb=25432\n"), 25368, 10)
+  T.eq({ ph[2].peak_kb, ph[2].exact, ph[2].source, ph[2].bound_kb }, { 25368, false, "ru_maxrss", 25368 })
+  T.eq({ memparse.overall(ph) }, { 25368, true, "inference" })
   -- the load's reading is the run's peak: a real high-water mark of the runner, so the overall peak is exact
   T.eq({ memparse.overall(memparse.phases(rep(6100), 6200, 100)) }, { 7712, true, "load" })
 end)
@@ -301,7 +306,7 @@ T.with_real_runner("the real runner: its phases are found, the overall peak is G
     T.eq(r.status, 0)
     T.eq(seen, { "program", "method", "first", "executed" }, "the phase lines, in order")
     local peak, exact = memparse.overall(phases)
-    T.eq(exact, true)
+    T.eq(exact, true, "the overall peak is exact: " .. require("odp.core.json").encode(phases))
     ours[i] = peak
   end
   table.sort(gnu)

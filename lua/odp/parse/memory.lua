@@ -106,7 +106,8 @@ local AFTER = { program = "method", method = "inference", first = "steady", exec
 ---@param wall_ms number?  the process's wall time
 function M.phases(rep, maxrss_kb, wall_ms)
   local phases, seen = {}, {}
-  local t_prev, reset_prev, since_reset = 0, true, 0
+  -- late_reset: the last reset was made after the runner had gone on past its boundary (inside the next phase)
+  local t_prev, reset_prev, since_reset, late_reset = 0, true, 0, false
   local first_seen, pending = false, {}
   local batched = rep.rss_counters == "batched"
   for _, m in ipairs(rep.marks) do
@@ -123,17 +124,21 @@ function M.phases(rep, maxrss_kb, wall_ms)
         p.peak_kb, p.exact, p.source, p.bound_kb, p.late = m.hwm_kb, false, "hwm", m.hwm_kb, "read"
       elseif reset_prev or m.hwm_kb > since_reset then
         p.peak_kb, p.exact, p.source = m.hwm_kb, true, "hwm"
+      elseif late_reset then
+        -- its own reading (from the reset inside it) is a peak it reached; the late reading bounds the rest
+        p.peak_kb, p.exact, p.source, p.bound_kb = m.hwm_kb, false, "hwm", math.max(m.hwm_kb, since_reset)
+        p.late = m.after and "read" or nil
       else
-        -- the mark since the last reset (and what the phase held before a late one) bounds it from above
+        -- the mark since the last reset bounds it from above
         p.peak_kb, p.exact, p.source = m.sampled_max_kb or m.hwm_kb, false, "sampled"
-        p.bound_kb, p.late = math.max(m.hwm_kb, since_reset), m.after and "read" or nil
+        p.bound_kb, p.late = m.hwm_kb, m.after and "read" or nil
       end
       p.split = m.rss_kb and { rss_kb = m.rss_kb, anon_kb = m.anon_kb, file_kb = m.file_kb, shmem_kb = m.shmem_kb }
       phases[#phases + 1] = p
       -- a reset made after the runner had gone on: the next reading starts inside the next phase, and what the
       -- next phase held before the reset is under this reading
       since_reset = m.reset and not m.after and 0 or math.max(since_reset, m.hwm_kb)
-      reset_prev, t_prev, pending = m.reset and not m.after, m.t_ms, {}
+      reset_prev, late_reset, t_prev, pending = m.reset and not m.after, m.reset and m.after or false, m.t_ms, {}
     end
   end
   local last = rep.marks[#rep.marks]
@@ -143,9 +148,10 @@ function M.phases(rep, maxrss_kb, wall_ms)
     p.peak_kb, p.exact, p.source = math.max(maxrss_kb or 0, rep.tail_sampled_max_kb or 0), false, "sampled"
   elseif maxrss_kb and rep.children == 0 and (reset_prev or maxrss_kb > since_reset) then
     p.peak_kb, p.exact, p.source = maxrss_kb, true, "ru_maxrss"
+  elseif maxrss_kb and rep.children == 0 and late_reset then
+    p.peak_kb, p.exact, p.source, p.bound_kb = maxrss_kb, false, "ru_maxrss", since_reset
   else
-    p.peak_kb, p.exact, p.source = rep.tail_sampled_max_kb or 0, false, "sampled"
-    p.bound_kb = maxrss_kb and math.max(maxrss_kb, since_reset)
+    p.peak_kb, p.exact, p.source, p.bound_kb = rep.tail_sampled_max_kb or 0, false, "sampled", maxrss_kb
   end
   phases[#phases + 1] = p
   return phases, seen
