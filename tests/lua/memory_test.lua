@@ -385,12 +385,12 @@ end)
 -- Two runs of mem_phases through the flow: N = 3 and N = 8 (steady grows 4 MiB per iteration: +20 MiB).
 local function flow_runs()
   local dir = T.tmpdir()
-  local function one(n)
+  local function one(n, gap)
     local r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", phases_prog, "--model",
       T.root() .. "/tests/fixtures/pte/add_arduino.pte", "-n", tostring(n), "--runs-dir", dir, "--no-history", "--format",
       -- 100 ms between its lines (not 20): on a loaded machine the helper then still reads each phase's line
       -- apart, so no phase is merged into the one before (steady must stand alone to be compared)
-      "json", "--", "--gap", "100" }, timeout = 300 })
+      "json", "--", "--gap", gap or "100" }, timeout = 300 })
     T.eq(r.status, 0, r.stderr)
     local rec = json.decode(r.stdout)
     return rec, rec.artifacts.run_dir
@@ -429,6 +429,17 @@ T.test("views: the HTML timeline with phase bands and the peak, the trace's memo
   T.ok(rows["memory steady"] and rows["memory first"], "memory rows: " .. r.stdout:sub(1, 300))
   T.ok(rows["memory steady"].b.median > rows["memory steady"].a.median + 19 * MIB, "steady larger in B")
   T.ok(math.abs(rows["memory first"].b.median - rows["memory first"].a.median) <= MIB, "first the same")
+end)
+
+T.test("views: a timeline longer than a chart holds (2000 points) is thinned, not a failed report", function()
+  -- 700 ms after each of mem_phases' lines: some 4 s of 1 kHz samples, as a short run on a loaded machine has
+  local dir, one = flow_runs()
+  local rec, run_dir = one(2, "700")
+  T.ok(rec.memory.samples > 2000, "samples: " .. rec.memory.samples)
+  local r = assert(proc.run { odp, "report", run_dir, "--out", dir .. "/long.html" })
+  T.eq(r.status, 0, r.stderr)
+  local svg = T.read(dir .. "/long.html"):match('id="memory%-timeline".-</svg>')
+  T.ok(svg, "the memory chart")
 end)
 
 T.test("history: each phase's peak is a series; a 10% growth of one phase is flagged", function()
