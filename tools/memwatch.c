@@ -230,13 +230,14 @@ static void reset_stall(const char *event)
 
 /* A boundary: read (and reset) now, or, with read 0, only noted (its line came with a later boundary's in the
  * same read: the program had passed both before the helper saw either, so one reading covers both). */
-static void boundary(struct memwatch *m, const char *event, double t, int read)
+static void boundary(struct memwatch *m, const char *event, double t, int read, long after)
 {
     char path[64], buf[4096];
     struct memwatch_boundary tmp, *b = m->nb < MEMWATCH_REPORTED ? &m->b[m->nb] : &tmp;
     memset(b, 0, sizeof *b);
     snprintf(b->event, sizeof b->event, "%s", event);
     b->t_ms = (t - m->t0) * 1000;
+    b->after = after;
     snprintf(path, sizeof path, "/proc/%d/status", (int)m->pid);
     b->hwm_kb = read && !m->ended && read_small(path, buf, sizeof buf) > 0 ? field_kb(buf, "VmHWM") : -1;
     b->rss_kb = b->anon_kb = b->file_kb = b->shmem_kb = b->pte_kb = b->sampled_max_kb = -1;
@@ -308,19 +309,20 @@ void memwatch_output(struct memwatch *m, int stream, const char *p, size_t n)
         return; /* lines still count once the program has ended: they say which boundaries it passed */
     double t = now();
     int pending = -1; /* the last boundary of this read: the one read; those before it in the read are noted */
+    size_t after = 0;  /* the bytes after its line in this read */
     for (size_t i = 0; i < n; i++) {
         if (p[i] == '\n') {
             int k = line_mark(m, stream);
             if (k >= 0 && pending >= 0)
-                boundary(m, m->marks[pending].event, t, 0);
+                boundary(m, m->marks[pending].event, t, 0, 0);
             if (k >= 0)
-                pending = k;
+                pending = k, after = n - i - 1;
         } else if (m->len[stream] < MEMWATCH_LINE - 1) {
             m->line[stream][m->len[stream]++] = p[i];
         }
     }
     if (pending >= 0)
-        boundary(m, m->marks[pending].event, t, 1);
+        boundary(m, m->marks[pending].event, t, 1, (long)after);
 }
 
 void memwatch_gone(struct memwatch *m) { m->ended = 1; }
@@ -370,9 +372,9 @@ void memwatch_report(struct memwatch *m, FILE *f)
         struct memwatch_boundary *b = &m->b[k];
         fprintf(f,
                 "ODP-MEMORY-MARK event=%s t_ms=%.3f hwm_kb=%ld reset=%d sampled_max_kb=%ld rss_kb=%ld anon_kb=%ld "
-                "file_kb=%ld shmem_kb=%ld model_kb=%ld read_us=%.1f%s%s\n",
+                "file_kb=%ld shmem_kb=%ld model_kb=%ld read_us=%.1f after=%ld%s%s\n",
                 b->event, b->t_ms, b->hwm_kb, b->reset, b->sampled_max_kb, b->rss_kb, b->anon_kb, b->file_kb,
-                b->shmem_kb, b->pte_kb, b->read_us, b->hwm_kb < 0 ? " late=" : "", b->hwm_kb < 0 ? b->late : "");
+                b->shmem_kb, b->pte_kb, b->read_us, b->after, b->hwm_kb < 0 ? " late=" : "", b->hwm_kb < 0 ? b->late : "");
     }
     if (m->timeline) {
         if (fclose(m->timeline) && !m->timeline_errno)

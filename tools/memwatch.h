@@ -36,6 +36,9 @@ struct memwatch_boundary {
     long sampled_max_kb;         /* the largest sample since the previous boundary */
     long pte_kb;                 /* resident bytes of mappings of the model file (-1: not asked) */
     int reset;                   /* 1: clear_refs written after the read; 0: it could not be (reset_errno) */
+    long after;                  /* bytes of the program's output that came after its line in the same read: the
+                                  * program had gone on past the boundary before the helper read it, so the
+                                  * reading holds some of the next phase */
     const char *late;            /* no reading (hwm_kb -1): "ended" (the program was gone), "together" (its
                                   * line came in one read with a later boundary's) */
 };

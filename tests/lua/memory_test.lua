@@ -246,6 +246,42 @@ T.test("a kernel that batches RSS counts (before 6.2): a lagging VmHWM (4 kB) ne
   T.eq(memory.record({ memory = rep, rusage = { maxrss_kb = 2204 }, wall_s = 0.4734 }).rss_counters, nil)
 end)
 
+T.test("a line read with more of the runner's output after it: the runner had gone on, the phase is not exact", function()
+  -- one write holds the load line and the next one (a runner the helper was too slow for); the method line
+  -- comes alone, later
+  local script = "printf 'I 0 r.cpp:1] Model file m.pte is loaded.\\nI 0 r.cpp:2] Using method forward\\n' >&2; " ..
+    "sleep 0.2; printf 'I 0 r.cpp:3] Model loaded in 1.0 ms.\\n' >&2; sleep 0.1"
+  local r, phases = watched({ "/bin/sh", "-c", script }, T.tmpdir())
+  T.eq(r.status, 0)
+  T.eq(#r.memory.marks, 2, r.stderr)
+  T.eq({ r.memory.marks[1].after, r.memory.marks[2].after }, { true, nil }, "the helper counts what came after")
+  local p = by_name(phases)
+  T.eq({ p.load.exact, p.load.late, p.load.source, p.load.bound_kb }, { false, "read", "hwm", p.load.peak_kb })
+  T.eq(p.method.late, nil)
+  local mem = memory.record(r, nil, nil, "forward")
+  T.eq(mem.late, { "program (read)" })
+  T.eq(mem.load_kb, nil, "a phase read late is no history point")
+  T.match(table.concat(memory.warnings(mem), "\n"), "program %(read%)")
+  -- the phase after it: its reading starts at a reset made inside it, so it is exact only above the late one
+  local function rep(method_hwm)
+    return memparse.report(("ODP-MEMORY-MARK event=program t_ms=5 hwm_kb=7712 reset=1 sampled_max_kb=3900 after=177\n" ..
+      "ODP-MEMORY-MARK event=method t_ms=90 hwm_kb=%d reset=1 sampled_max_kb=6000 after=0\n" ..
+      "ODP-MEMORY samples=90 clear_refs=ok children=0 timeline=ok tail_sampled_max_kb=9000\n"):format(method_hwm))
+  end
+  local ph = by_name(memparse.phases(rep(20452), 9100, 100))
+  T.eq({ ph.load.peak_kb, ph.load.exact, ph.method.peak_kb, ph.method.exact }, { 7712, false, 20452, true })
+  T.eq({ memparse.overall(memparse.phases(rep(20452), 9100, 100)) }, { 20452, true, "method" })
+  ph = by_name(memparse.phases(rep(6100), 6200, 100))
+  T.eq({ ph.method.peak_kb, ph.method.exact, ph.method.source, ph.method.bound_kb }, { 6100, false, "hwm", 7712 })
+  -- and so is the exit's ru_maxrss after a late last boundary (steady read with the teardown's first line)
+  ph = memparse.phases(memparse.report("ODP-MEMORY-MARK event=executed t_ms=5 hwm_kb=25368 reset=1 after=66\n" ..
+    "ODP-MEMORY samples=9 clear_refs=ok children=0 timeline=ok tail_sampled_max_kb=25432\n"), 25368, 10)
+  T.eq({ ph[2].peak_kb, ph[2].exact, ph[2].source, ph[2].bound_kb }, { 25368, false, "ru_maxrss", 25368 })
+  T.eq({ memparse.overall(ph) }, { 25368, true, "inference" })
+  -- the load's reading is the run's peak: a real high-water mark of the runner, so the overall peak is exact
+  T.eq({ memparse.overall(memparse.phases(rep(6100), 6200, 100)) }, { 7712, true, "load" })
+end)
+
 T.test("the helper's report is untrusted: malformed lines are left out, sizes bounded", function()
   T.eq(memparse.report("nothing"), nil)
   local rep = memparse.report("ODP-MEMORY-MARK event=x;rm t_ms=1 hwm_kb=5\nODP-MEMORY-MARK event=a t_ms=2 hwm_kb=9999999999999999\n" ..
@@ -270,7 +306,7 @@ T.with_real_runner("the real runner: its phases are found, the overall peak is G
     T.eq(r.status, 0)
     T.eq(seen, { "program", "method", "first", "executed" }, "the phase lines, in order")
     local peak, exact = memparse.overall(phases)
-    T.eq(exact, true)
+    T.eq(exact, true, "the overall peak is exact: " .. require("odp.core.json").encode(phases))
     ours[i] = peak
   end
   table.sort(gnu)
@@ -291,8 +327,20 @@ T.with_real_runner("the real runner: its phases are found, the overall peak is G
   T.eq(mem.owners.planned_kb, math.floor(from_pte / 1024 + 0.5))
   -- with a model this size the phases stand apart, and the method's peak holds the planned arena
   local p = by_name(phases)
-  T.ok(p.method and p.method.peak_kb - p.load.peak_kb >= planned / 1024 * 0.9,
-    ("method %s kB vs load %s kB: the arena is set up in the method phase"):format(p.method and p.method.peak_kb, p.load.peak_kb))
+  T.ok(p.method and p.method.peak_kb >= planned / 1024, ("method %s kB holds the %d kB arena"):format(
+    p.method and p.method.peak_kb, planned // 1024))
+  if p.load.late == "read" then
+    -- on a loaded machine the helper may read the load line only after the runner has gone on into the method
+    -- (its next lines came in the same read) and begun to set up the arena: the reading holds part of it, and
+    -- odp must say the load phase is not exact, its peak at most that reading, and name the boundary
+    T.eq({ p.load.exact, p.load.source, p.load.bound_kb }, { false, "hwm", p.load.peak_kb }, "a load read late")
+    T.ok(mem.late and table.concat(mem.late, ","):find("program (read)", 1, true), "memory.late names it")
+    T.eq(mem.load_kb, nil, "no history point from a load phase read late")
+  else
+    T.eq(p.load.exact, true)
+    T.ok(p.method.peak_kb - p.load.peak_kb >= planned / 1024 * 0.9,
+      ("method %s kB vs load %s kB: the arena is set up in the method phase"):format(p.method.peak_kb, p.load.peak_kb))
+  end
   T.eq(mem.owners.weights_mapped, nil, "the model file was not named: mapped or not is unknown")
 end)
 
@@ -337,12 +385,12 @@ end)
 -- Two runs of mem_phases through the flow: N = 3 and N = 8 (steady grows 4 MiB per iteration: +20 MiB).
 local function flow_runs()
   local dir = T.tmpdir()
-  local function one(n)
+  local function one(n, gap)
     local r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", phases_prog, "--model",
       T.root() .. "/tests/fixtures/pte/add_arduino.pte", "-n", tostring(n), "--runs-dir", dir, "--no-history", "--format",
       -- 100 ms between its lines (not 20): on a loaded machine the helper then still reads each phase's line
       -- apart, so no phase is merged into the one before (steady must stand alone to be compared)
-      "json", "--", "--gap", "100" }, timeout = 300 })
+      "json", "--", "--gap", gap or "100" }, timeout = 300 })
     T.eq(r.status, 0, r.stderr)
     local rec = json.decode(r.stdout)
     return rec, rec.artifacts.run_dir
@@ -381,6 +429,17 @@ T.test("views: the HTML timeline with phase bands and the peak, the trace's memo
   T.ok(rows["memory steady"] and rows["memory first"], "memory rows: " .. r.stdout:sub(1, 300))
   T.ok(rows["memory steady"].b.median > rows["memory steady"].a.median + 19 * MIB, "steady larger in B")
   T.ok(math.abs(rows["memory first"].b.median - rows["memory first"].a.median) <= MIB, "first the same")
+end)
+
+T.test("views: a timeline longer than a chart holds (2000 points) is thinned, not a failed report", function()
+  -- 700 ms after each of mem_phases' lines: some 4 s of 1 kHz samples, as a short run on a loaded machine has
+  local dir, one = flow_runs()
+  local rec, run_dir = one(2, "700")
+  T.ok(rec.memory.samples > 2000, "samples: " .. rec.memory.samples)
+  local r = assert(proc.run { odp, "report", run_dir, "--out", dir .. "/long.html" })
+  T.eq(r.status, 0, r.stderr)
+  local svg = T.read(dir .. "/long.html"):match('id="memory%-timeline".-</svg>')
+  T.ok(svg, "the memory chart")
 end)
 
 T.test("history: each phase's peak is a series; a 10% growth of one phase is flagged", function()

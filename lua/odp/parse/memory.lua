@@ -2,7 +2,7 @@
 -- as data: the helper matches globs and knows no runner), the helper's report lines, and the phases made of
 -- them. Pure: text and tables in, tables out.
 --   ODP-MEMORY-MARK event=program t_ms=3.8 hwm_kb=8896 reset=1 sampled_max_kb=8696 rss_kb=.. anon_kb=..
---                   file_kb=.. shmem_kb=.. model_kb=.. read_us=.. [late=ended|together (hwm_kb=-1)]
+--                   file_kb=.. shmem_kb=.. model_kb=.. read_us=.. after=.. [late=ended|together (hwm_kb=-1)]
 --   ODP-MEMORY samples=534 sample_ms=1.000 sampled_max_kb=.. tail_sampled_max_kb=.. dropped_marks=0
 --              clear_refs=ok|denied|failed children=0 timeline=ok|failed model_kb=0 rss_counters=exact|batched
 local M = {}
@@ -61,6 +61,9 @@ function M.report(text)
         marks[#marks + 1] = { event = v.event, t_ms = v.t_ms, hwm_kb = kb(v.hwm_kb),
           late = v.hwm_kb < 0 and (v.late or "ended") or nil,
           reset = v.reset == 1,
+          -- output of the runner after its line in the read that held it: it had gone on past the boundary
+          -- before the helper read it (an older helper says nothing: 0)
+          after = v.hwm_kb >= 0 and (v.after or 0) > 0 or nil,
           sampled_max_kb = kb(v.sampled_max_kb), rss_kb = kb(v.rss_kb), anon_kb = kb(v.anon_kb),
           file_kb = kb(v.file_kb), shmem_kb = kb(v.shmem_kb), model_kb = kb(v.model_kb), read_us = v.read_us }
       end
@@ -90,6 +93,10 @@ local AFTER = { program = "method", method = "inference", first = "steady", exec
 -- (wait4 counts a waited child's peak in it). A boundary without a reading of its own (its line was read after
 -- the program ended, or in one read with the next boundary's line: the program had passed both) makes its
 -- phase and the next one, named "first+steady" and so on.
+-- A boundary whose line the helper read only after the runner had gone on past it (more of its output came in
+-- the same read: m.after, a loaded machine) has a reading that holds the next phase's first bytes too: its
+-- phase is not exact (late = "read", peak_kb that reading, bound_kb the same: its peak is at most that), and
+-- the next phase's reading, from a reset made inside it, is exact only when it rose above that one.
 -- Where the board's kernel counts RSS in batches (rep.rss_counters "batched": Linux before 6.2, which adds a
 -- thread's page faults to its process's counters every 64 faults), VmHWM and ru_maxrss lag what is resident,
 -- and no phase is exact: each peak is the largest of the mark, the samples (page-table walks, then) and the
@@ -99,7 +106,8 @@ local AFTER = { program = "method", method = "inference", first = "steady", exec
 ---@param wall_ms number?  the process's wall time
 function M.phases(rep, maxrss_kb, wall_ms)
   local phases, seen = {}, {}
-  local t_prev, reset_prev, since_reset = 0, true, 0
+  -- late_reset: the last reset was made after the runner had gone on past its boundary (inside the next phase)
+  local t_prev, reset_prev, since_reset, late_reset = 0, true, 0, false
   local first_seen, pending = false, {}
   local batched = rep.rss_counters == "batched"
   for _, m in ipairs(rep.marks) do
@@ -112,16 +120,25 @@ function M.phases(rep, maxrss_kb, wall_ms)
       if batched then
         p.peak_kb = math.max(m.hwm_kb, m.sampled_max_kb or 0, m.rss_kb or 0)
         p.exact, p.source = false, "sampled"
+      elseif m.after and (reset_prev or m.hwm_kb > since_reset) then
+        p.peak_kb, p.exact, p.source, p.bound_kb, p.late = m.hwm_kb, false, "hwm", m.hwm_kb, "read"
       elseif reset_prev or m.hwm_kb > since_reset then
         p.peak_kb, p.exact, p.source = m.hwm_kb, true, "hwm"
+      elseif late_reset then
+        -- its own reading (from the reset inside it) is a peak it reached; the late reading bounds the rest
+        p.peak_kb, p.exact, p.source, p.bound_kb = m.hwm_kb, false, "hwm", math.max(m.hwm_kb, since_reset)
+        p.late = m.after and "read" or nil
       else
         -- the mark since the last reset bounds it from above
-        p.peak_kb, p.exact, p.source, p.bound_kb = m.sampled_max_kb or m.hwm_kb, false, "sampled", m.hwm_kb
+        p.peak_kb, p.exact, p.source = m.sampled_max_kb or m.hwm_kb, false, "sampled"
+        p.bound_kb, p.late = m.hwm_kb, m.after and "read" or nil
       end
       p.split = m.rss_kb and { rss_kb = m.rss_kb, anon_kb = m.anon_kb, file_kb = m.file_kb, shmem_kb = m.shmem_kb }
       phases[#phases + 1] = p
-      since_reset = m.reset and 0 or math.max(since_reset, m.hwm_kb)
-      reset_prev, t_prev, pending = m.reset, m.t_ms, {}
+      -- a reset made after the runner had gone on: the next reading starts inside the next phase, and what the
+      -- next phase held before the reset is under this reading
+      since_reset = m.reset and not m.after and 0 or math.max(since_reset, m.hwm_kb)
+      reset_prev, late_reset, t_prev, pending = m.reset and not m.after, m.reset and m.after or false, m.t_ms, {}
     end
   end
   local last = rep.marks[#rep.marks]
@@ -131,6 +148,8 @@ function M.phases(rep, maxrss_kb, wall_ms)
     p.peak_kb, p.exact, p.source = math.max(maxrss_kb or 0, rep.tail_sampled_max_kb or 0), false, "sampled"
   elseif maxrss_kb and rep.children == 0 and (reset_prev or maxrss_kb > since_reset) then
     p.peak_kb, p.exact, p.source = maxrss_kb, true, "ru_maxrss"
+  elseif maxrss_kb and rep.children == 0 and late_reset then
+    p.peak_kb, p.exact, p.source, p.bound_kb = maxrss_kb, false, "ru_maxrss", since_reset
   else
     p.peak_kb, p.exact, p.source, p.bound_kb = rep.tail_sampled_max_kb or 0, false, "sampled", maxrss_kb
   end
@@ -140,13 +159,15 @@ end
 
 --- The largest phase peak, whether it is exact, and its phase's name: exact when that phase's is and no
 -- sampled phase could have gone above it (its bound, the high-water mark it was read under, is not above).
+-- A phase whose line was read late (late = "read") has a reading that is the runner's own high-water mark,
+-- only not all of it in that phase: as the run's peak it is exact.
 function M.overall(phases)
   local best
   for _, p in ipairs(phases) do
     if not best or p.peak_kb > best.peak_kb then best = p end
   end
   if not best then return nil end
-  local exact = best.exact
+  local exact = best.exact or (best.late == "read" and best.source == "hwm")
   for _, p in ipairs(phases) do
     if not p.exact and p ~= best then exact = exact and (p.bound_kb or math.huge) <= best.peak_kb end
   end

@@ -557,12 +557,13 @@ end
 -- overall peak marked; the phase table under it.
 local function memory_timeline(mem, rows)
   local series = { { name = "RSS", points = {} }, { name = "anonymous", points = {} }, { name = "file-backed", points = {} } }
-  local thinned = M.thin(rows, M.MAX_CHART_POINTS)
-  for _, r in ipairs(thinned) do
+  for _, r in ipairs(rows) do
     series[1].points[#series[1].points + 1] = { x = r.t_ms, y = r.rss_kb }
     series[2].points[#series[2].points + 1] = { x = r.t_ms, y = r.anon_kb }
     series[3].points[#series[3].points + 1] = { x = r.t_ms, y = r.file_kb }
   end
+  -- each series thinned on its own values (a timeline row has no y: thinning the rows failed past 2000 of them)
+  for _, s in ipairs(series) do s.points = M.thin(s.points, M.MAX_CHART_POINTS) end
   local bands, marks = {}, {}
   for _, p in ipairs(mem.phases or {}) do
     if p.t_start_ms and p.t_end_ms then
@@ -576,7 +577,8 @@ local function memory_timeline(mem, rows)
     ylabel = "kB", width = 1000, height = 420, bands = bands, marks = marks })
   return M.figure("memory-timeline", svg, ("Resident memory sampled every %s ms (%d samples), phases as bands; " ..
     "the peak is read when its phase ends (marked there).%s"):format(mem.sample_ms or "?", #rows,
-    #thinned < #rows and (" %d of %d samples drawn."):format(#thinned, #rows) or ""), nil, count_points(series))
+    #series[1].points < #rows and (" %d of %d samples drawn."):format(#series[1].points, #rows) or ""), nil,
+    count_points(series))
 end
 
 local function memory_section(rec, rows_of_timeline)

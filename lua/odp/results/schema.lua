@@ -147,13 +147,14 @@ M.FIELDS = {
   { "memory.phases[].peak_kb", "integer", unit = "kB" },
   { "memory.phases[].exact", "boolean" },
   { "memory.phases[].source", "string" },               -- hwm | ru_maxrss | sampled
-  { "memory.phases[].bound_kb", "integer", unit = "kB" }, -- a sampled phase's peak is at most this
+  { "memory.phases[].bound_kb", "integer", unit = "kB" }, -- a phase's peak that is not exact is at most this
+  { "memory.phases[].late", "string" },                 -- read: its line was read after the runner had gone on past it
   { "memory.phases[].t_start_ms", "number", unit = "ms" },
   { "memory.phases[].t_end_ms", "number", unit = "ms" },
   { "memory.phases[].ended", "string" },                -- line | exit
   { "memory.phases[].split", "table" },                 -- smaps_rollup at its end: rss_kb, anon_kb, file_kb, shmem_kb
   { "memory.seen", "list", of = "string" },             -- the boundary events, in order
-  { "memory.late", "list", of = "string" },             -- boundaries whose lines came after the runner ended
+  { "memory.late", "list", of = "string" },             -- boundaries read late: EVENT (ended|together|read)
   { "memory.peak_kb", "integer", unit = "kB" },
   { "memory.exact", "boolean" },
   { "memory.peak_phase", "string" },
