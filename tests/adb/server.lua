@@ -128,7 +128,9 @@ T.test("x300pro flow through the server: push, shell v2 with exit status, logcat
   T.eq(rec.latency_ms.n, 10)
   T.eq(rec.outputs[1].values, { 2, 2, 2 })
   T.eq(T.read(dir .. "/p.etdump"), T.read(etd), "ETDump pulled")
-  T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/add_arduino.pte"), sys.sha256_file(add), "model on the device")
+  -- staged by its sha256 (docs/devices.md "A shared board")
+  T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/.odp/blobs/" .. sys.sha256_file(add)), sys.sha256_file(add),
+    "model on the device")
   T.eq(state_of(serial), "device", "the server still serves `adb devices` afterwards")
   T.match(adb_cli("-s " .. serial .. " shell echo still-here"), "still%-here")
 end)
@@ -144,7 +146,8 @@ T.with_real_runner("x300pro flow through the server with the real executor_runne
   local f = assert(io.open(dir .. "/real.etdump", "rb"))
   T.ok(#f:read("a") > 0, "the real runner's ETDump pulled through the server")
   f:close()
-  T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/executor_runner"), sys.sha256_file(runner), "runner pushed")
+  T.eq(sys.sha256_file(sbx .. "/data/local/tmp/odp/.odp/blobs/" .. sys.sha256_file(runner)), sys.sha256_file(runner),
+    "runner pushed")
 end)
 
 T.with_real_runner("the runner's ELF machine against the device's: the aarch64 runner refused on the x86_64 device (exit 3, " ..
@@ -168,7 +171,8 @@ T.with_real_runner("the runner's ELF machine against the device's: the aarch64 r
     .. " is x86_64; it would run under qemu%-user emulation %(binfmt_misc qemu%-aarch64: [^)]+%); pass " ..
     "%-%-allow%-emulated")
   T.ok(one_line_error(r))
-  T.eq(sys.stat(sbx .. "/data/local/tmp/odp/" .. name), nil, "refused before anything was uploaded")
+  T.eq(sys.stat(sbx .. "/data/local/tmp/odp/.odp/blobs/" .. sys.sha256_file(runner64)), nil,
+    "refused before anything was uploaded")
   table.insert(args, "--allow-emulated")
   r = odp_run(args)
   T.eq(r.status, 0, r.stderr)

@@ -173,7 +173,8 @@ end
 
 T.test("--report lava with lava-test-case on PATH calls the scripts; their signals reach stdout in order", function()
   local r = odp_run({ "--report", "lava", "--format", "json" }, bin .. ":/usr/bin:/bin")
-  T.eq(r.status, 3, "a board that did not answer (ETIMEDOUT): exit 3")
+  -- three measured, one board that did not answer (ETIMEDOUT): some measured, so 1 (docs/ci.md's one rule)
+  T.eq(r.status, 1, "measured records and a failed one: exit 1")
   local signals = {}
   for line in r.stdout:gmatch("[^\n]+") do if line:find("^<LAVA_SIGNAL") then signals[#signals + 1] = line end end
   local want = {}
@@ -188,7 +189,7 @@ T.test("--report lava without lava-test-case (a docker test action) prints the s
   local n = 0
   for _ in r.stdout:gmatch("<LAVA_SIGNAL_TESTCASE ") do n = n + 1 end
   T.eq(n, 13, "8 + 2 + 2 metrics of the three measured records and the failed run")
-  T.eq(r.status, 3, "ETIMEDOUT: exit 3")
+  T.eq(r.status, 1, "measured records and an ETIMEDOUT one: exit 1")
 end)
 
 T.test("a lava-test-case that fails: one line naming the case, every other call still made, exit 3", function()

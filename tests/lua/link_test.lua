@@ -61,7 +61,9 @@ local AFTER_LAST_RECORD = 1
 
 -- Checks a sweep's records against the wire. -> the first point's round trips (the session start with its run)
 local function check_sweep(recs, wire, what, uploads)
-  local total = 0
+  local total, each = 0, {}
+  for i, rec in ipairs(recs) do each[i] = rec.transport and rec.transport.round_trips or "?" end
+  print(("# %s: round trips by point %s; the relay %d"):format(what, table.concat(each, ","), wire.round_trips))
   for i, rec in ipairs(recs) do
     T.ok(rec.ok, rec.error and rec.error.message)
     T.ok(rec.transport, what .. ": the record has its transport")

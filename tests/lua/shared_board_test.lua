@@ -11,7 +11,6 @@ local sshd = require("sshd")
 local json = require("odp.core.json")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
-local sweep = require("odp.run.sweep")
 local shell = require("odp.target.shell")
 
 local root = T.root()
@@ -75,10 +74,9 @@ local function exit_status(job, timeout)
   return tonumber(wait_until("odp to exit", timeout or 120, function() return (read(job.dir .. "/rc") or ""):match("%d+") end))
 end
 
--- Nothing of odp's left in a job's $TMPDIR, nor the sweep's lock of out.
-local function no_local_debris(job, out)
+-- Nothing of odp's left in a job's $TMPDIR (the sweep's lock is an flock on its --out: no file of its own).
+local function no_local_debris(job)
   T.eq(sh(("ls -A %s/tmp"):format(q(job.dir))), "", "nothing left in odp's temporary directory")
-  T.eq(sys.stat(sweep.lock_path(out) or "/nonexistent"), nil, "the sweep's lock removed")
 end
 
 -- What is on the board under remote, one path a line, sorted (find's view, relative).
@@ -125,7 +123,7 @@ T.test("two odps on one remote dir with different runners of one name: each reco
       if i == 1 then T.ok(p50 < 2.5, ("the fast runner's numbers: p50 %.3f ms"):format(p50))
       else T.ok(p50 > 7.9, ("the slow runner's numbers: p50 %.3f ms"):format(p50)) end
     end
-    no_local_debris(job, outs[i])
+    no_local_debris(job)
   end
   local left = no_board_debris(remote)
   -- the bytes stay, once each, under their sha256 for the next odp: both runners, the model
@@ -150,7 +148,7 @@ T.test("a blob of the right name with other bytes is never trusted: checked by i
   T.match(read(dir .. "/err"), "pushed executor_runner", "uploaded, not taken by name")
   T.eq(sys.sha256_file(blob), sys.sha256_file(runner), "the blob now holds the bytes its name says")
   no_board_debris(remote)
-  no_local_debris(job, out)
+  no_local_debris(job)
 end)
 
 ------------------------------------------------------------------------------------------------ cleanup
@@ -206,7 +204,7 @@ T.test("an odp of another machine (its own PID namespace) spares a live run's fi
   T.eq(exit_status(c), 0, read(cdir .. "/err"))
   T.match(read(cdir .. "/err"), "removed 1 file%(s%) an earlier odp left on [^\n]*99999999/b%.etdump\n")
   no_board_debris(remote)
-  for _, job in ipairs { a, b, c } do no_local_debris(job, job.dir .. "/s.jsonl") end
+  for _, job in ipairs { a, b, c } do no_local_debris(job) end
 end)
 
 ------------------------------------------------------------------------------------------------ leases
@@ -264,7 +262,7 @@ T.test("two odps overlapping on one board: both records say so; --exclusive wait
   T.eq(count(cerr, "waiting for"), 1, "one line: " .. cerr)
   T.match(cerr, "waiting for ssh://[^\n]*%(%-%-exclusive%): another odp runs there: host [^\n]*, pid " .. a.pid)
   no_board_debris(remote)
-  for _, job in ipairs { a, b, c } do no_local_debris(job, job.dir .. "/s.jsonl") end
+  for _, job in ipairs { a, b, c } do no_local_debris(job) end
 end)
 
 ------------------------------------------------------------------------------------------------ mounts
