@@ -98,9 +98,10 @@ T.test("adb over a link: each profile's round trips in its record; their sum is 
   end
   T.eq(recs[1].transport.connects, 1)
   -- adb acknowledges every WRTE with an OKAY before the next may leave: the request's OKAY, then the answer's
-  -- output and its end in two WRTEs, the second waiting for the first's OKAY (docs/helper-protocol.md)
+  -- output and its end in two WRTEs, the second waiting for the first's OKAY (docs/helper-protocol.md); twice:
+  -- the run, then the end-of-run check of who else runs on the board (docs/devices.md "A shared board")
   table.sort(per)
-  T.ok(per[#per] <= 2, ("adb: %d-%d round trips a point after the first"):format(per[1], per[#per]))
+  T.ok(per[#per] <= 4, ("adb: %d-%d round trips a point after the first"):format(per[1], per[#per]))
   -- after the last record: the helper's stream closing (CLSE both ways), one turnaround; within one more: a
   -- message of the device's crossing odp's on the link
   T.ok(wire and math.abs(wire.round_trips - (total + 1)) <= 1, ("the relay counted %s round trips, the records %d")

@@ -306,7 +306,7 @@ T.test("SIGINT at many moments of an adb run (preflight, stage, run): exit 130, 
   local runner = dir .. "/" .. name
   assert(proc.run { argv = { "cp", fake, runner }, timeout = 10 }.ok)
   -- the runner as the device runs it (the bracket keeps pgrep's own shell, and odp's arguments, out of it)
-  local function running() return bg.sh("pgrep -f " .. bg.quote("^[/]data/local/tmp/odp/" .. name .. " ")).stdout:match("%d+") end
+  local function running() return bg.sh("pgrep -f " .. bg.quote("^[/]data/local/tmp/odp/[.]odp/runs/[^/]*/" .. name .. " ")).stdout:match("%d+") end
   local n = 0
   local function start()
     n = n + 1
