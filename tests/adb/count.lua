@@ -101,7 +101,8 @@ T.test("adb over a link: each profile's round trips in its record; their sum is 
   -- output and its end in two WRTEs, the second waiting for the first's OKAY (docs/helper-protocol.md); twice:
   -- the run, then the end-of-run check of who else runs on the board (docs/devices.md "A shared board")
   table.sort(per)
-  T.ok(per[#per] <= 4, ("adb: %d-%d round trips a point after the first"):format(per[1], per[#per]))
+  -- (the lease check's answer sometimes in two WRTEs: one more)
+  T.ok(per[#per] <= 5, ("adb: %d-%d round trips a point after the first"):format(per[1], per[#per]))
   -- after the last record: the helper's stream closing (CLSE both ways), one turnaround; within one more: a
   -- message of the device's crossing odp's on the link
   T.ok(wire and math.abs(wire.round_trips - (total + 1)) <= 1, ("the relay counted %s round trips, the records %d")

@@ -277,8 +277,9 @@ T.test("a remote dir on a noexec mount: exit 3 before any upload, naming the mou
     tostring(ns.port), "--identity", ns.identity, "--known-hosts", ns.known_hosts, "--runner", runner_copy(100),
     "--model", add, "--remote-dir", remote, "--runs-dir", dir .. "/runs", "--no-history", "--format", "json",
     "--out", dir .. "/r.json", cwd = dir, timeout = 60, env = { TMPDIR = dir .. "/tmp" } }
-  local board = sh(("nsenter -t %d -m ls -A %s; nsenter -t %d -m grep -c ' %s tmpfs ' /proc/mounts"):format(ns.pid,
-    q(remote), ns.pid, mnt))
+  -- every file under the remote dir (the helper's probe may have made its empty .odp directory: no file)
+  local board = sh(("nsenter -t %d -m find %s -type f; nsenter -t %d -m grep -c ' %s tmpfs ' /proc/mounts"):format(
+    ns.pid, q(remote), ns.pid, mnt))
   ns:close()
   T.eq(r.status, 3, r.stderr)
   local lines = {}
