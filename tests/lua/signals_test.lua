@@ -18,15 +18,7 @@ local function sh(cmd, timeout)
 end
 
 -- Polls for a condition (the event itself: a file, a process), up to timeout seconds.
-local function wait_until(what, timeout, f)
-  local deadline = sys.now() + timeout
-  repeat
-    local v = f()
-    if v then return v end
-    sys.sleep(0.05)
-  until sys.now() > deadline
-  error(("%s: not within %ss"):format(what, timeout), 0)
-end
+local wait_until = require("bgjob").wait_until
 
 -- A file's text, or nil while it does not exist yet.
 local function read(path) return (sys.read_file(path)) end
