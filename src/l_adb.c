@@ -239,13 +239,7 @@ static int dev_traffic(lua_State *L)
         return lua_pushnil(L), 1;
     struct adb_traffic t;
     d->link.traffic(d->link.ctx, &t);
-    lua_createtable(L, 0, 3);
-    lua_pushinteger(L, (lua_Integer)t.round_trips);
-    lua_setfield(L, -2, "round_trips");
-    lua_pushinteger(L, (lua_Integer)t.bytes_up);
-    lua_setfield(L, -2, "bytes_up");
-    lua_pushinteger(L, (lua_Integer)t.bytes_down);
-    lua_setfield(L, -2, "bytes_down");
+    odp_pushtraffic(L, t.round_trips, t.bytes_up, t.bytes_down);
     return 1;
 }
 

@@ -327,13 +327,7 @@ static int l_traffic(lua_State *L)
 {
     odp_ssh_traffic t;
     odp_ssh_traffic_get(check_session(L)->s, &t);
-    lua_createtable(L, 0, 4);
-    lua_pushinteger(L, (lua_Integer)t.round_trips);
-    lua_setfield(L, -2, "round_trips");
-    lua_pushinteger(L, (lua_Integer)t.bytes_up);
-    lua_setfield(L, -2, "bytes_up");
-    lua_pushinteger(L, (lua_Integer)t.bytes_down);
-    lua_setfield(L, -2, "bytes_down");
+    odp_pushtraffic(L, t.round_trips, t.bytes_up, t.bytes_down);
     lua_pushnumber(L, t.connect_ms);
     lua_setfield(L, -2, "connect_ms");
     return 1;

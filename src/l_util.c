@@ -326,3 +326,15 @@ void odp_waiting_methods(lua_State *L, const char *class_name, const char *const
     odp_waiting(L, -1, names);
     lua_pop(L, 2);
 }
+
+void odp_pushtraffic(lua_State *L, unsigned long long round_trips, unsigned long long bytes_up,
+                     unsigned long long bytes_down)
+{
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)round_trips);
+    lua_setfield(L, -2, "round_trips");
+    lua_pushinteger(L, (lua_Integer)bytes_up);
+    lua_setfield(L, -2, "bytes_up");
+    lua_pushinteger(L, (lua_Integer)bytes_down);
+    lua_setfield(L, -2, "bytes_down");
+}

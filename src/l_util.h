@@ -27,6 +27,10 @@ int odp_optfield(lua_State *L, int idx, const char *key);
 
 /* Creates the metatable `name` with methods in __index, plus the given metamethods (__gc/__close etc.). */
 void odp_newclass(lua_State *L, const char *name, const luaL_Reg *methods, const luaL_Reg *meta);
+/* Pushes what a link carried as the record's `transport` has it: {round_trips, bytes_up, bytes_down} (the SSH and
+ * adb bindings' traffic(); a caller adds its own fields to the table on the top). */
+void odp_pushtraffic(lua_State *L, unsigned long long round_trips, unsigned long long bytes_up,
+                     unsigned long long bytes_down);
 
 /* A Lua function called from a C core's callback. A Lua error inside it is kept, the core is asked to
  * stop (call returns -1), and odp_luacb_release re-raises the error once the core has cleaned up. */
