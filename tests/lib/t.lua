@@ -135,6 +135,15 @@ function T.with_real_llm(name, fn, arch)
   T.test(name, function() fn(p) end)
 end
 
+--- The records of a JSONL file (a sweep's --out), in order; none when the file is not there yet.
+function T.records(path)
+  local out, f = {}, io.open(path, "rb")
+  if not f then return out end
+  for line in f:lines() do out[#out + 1] = assert(require("odp.core.json").decode(line)) end
+  f:close()
+  return out
+end
+
 --- Path of the project's top directory (tests run from anywhere).
 function T.root() return require("odp.host").root end
 

@@ -32,11 +32,7 @@ end
 
 local function read(path) return (sys.read_file(path)) end
 
-local function records(path)
-  local out = {}
-  for l in (read(path) or ""):gmatch("[^\n]+") do out[#out + 1] = assert(json.decode(l)) end
-  return out
-end
+local records = T.records
 
 -- Starts argv in the background (env: variables set, false: unset), its output in dir/out and dir/err;
 -- -> {pid, dir}; dir/rc when it ends.

@@ -6,7 +6,6 @@ local T = require("t")
 local sshd = require("sshd")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
-local json = require("odp.core.json")
 
 local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")
 local odp = os.getenv("ODP") or (build .. "/odp")
@@ -26,11 +25,7 @@ local function relay()
   return r, r.known_hosts
 end
 
-local function records(path)
-  local out = {}
-  for line in io.lines(path) do out[#out + 1] = json.decode(line) end
-  return out
-end
+local records = T.records
 
 local sweeps, used = 0, {} -- used: the connections each relay served so far
 -- A sweep of points (num_executions=1..points) through the relay. -> its records, the relay's count for its

@@ -16,11 +16,7 @@ local tmp = T.tmpdir()
 local quiet = require("odp.core.ui").new { quiet = true }
 
 local failure = T.failure
-local function records(path)
-  local out = {}
-  for l in io.lines(path) do out[#out + 1] = assert(json.decode(l)) end
-  return out
-end
+local records = T.records
 
 -- A flow of the test's own, to hold odp.run to its contract whatever the real flows do.
 local function toy_flow(behaviour)

@@ -22,11 +22,7 @@ local q, sh = sshd.quote, sshd.sh
 
 local function read(path) return (sys.read_file(path)) end
 
-local function records(path)
-  local out = {}
-  for l in (read(path) or ""):gmatch("[^\n]+") do out[#out + 1] = assert(json.decode(l)) end
-  return out
-end
+local records = T.records
 
 local function count(s, pattern) return select(2, s:gsub(pattern, "")) end
 
