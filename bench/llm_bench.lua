@@ -55,6 +55,6 @@ local dt, ot = stats.percentile(d_tps, 50), stats.percentile(o_tps, 50)
 print(("llm generation, %d tokens, %d pairs (medians of the runner's own figures)"):format(TOKENS, PAIRS))
 print(("  generation ms    llama_main %8.1f   odp --llm %8.1f   odp/direct %.3f"):format(dm, om, om / dm))
 print(("  decode tokens/s  llama_main %8.1f   odp --llm %8.1f   odp/direct %.3f"):format(dt, ot, ot / dt))
-local _, lo, hi = stats.bootstrap_ratio(o_ms, d_ms)
+local _, lo, hi = stats.bootstrap_ratio(d_ms, o_ms) -- odp/direct
 if lo then print(("  generation odp/direct 95%% CI [%.3f, %.3f]"):format(lo, hi)) end
 os.execute("rm -rf '" .. tmp .. "'")
