@@ -256,14 +256,44 @@ static int relay(int fd, uint8_t t)
 }
 
 /* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL", "memory=BYTES",
- * "mark=EVENT=GLOB", "memory_file=MODEL", "sample=HZ,FILE"), "--", argv. Answers: 'O'/'E' output frames and,
- * with memory=BYTES, 'T' timeline frames (at most BYTES in all, MEMWATCH_TIMELINE_MAX at most) as it goes, then
- * 'D' {status, report[, signal name]}: the ODP-MEMORY/ODP-COUNTERS/ODP-RUSAGE lines of exec mode (status: what
- * exec mode would exit with when the program never ran, 127 or 125, else its own).
+ * "mark=EVENT=GLOB", "memory_file=MODEL", "sample=HZ,FILE", "state_*=", "rm=PATH", "leases=DIR"), "--", argv.
+ * Answers: 'O'/'E' output frames and, with memory=BYTES, 'T' timeline frames (at most BYTES in all,
+ * MEMWATCH_TIMELINE_MAX at most) as it goes, then 'D' {status, report[, signal name, state before, state
+ * after[, board]]}: the ODP-MEMORY/ODP-COUNTERS/ODP-RUSAGE lines of exec mode (status: what exec mode would exit
+ * with when the program never ran, 127 or 125, else its own); board with rm= or leases= (board_after_run).
  * While it runs, stdin may carry 'Z' {signal}: sent to the program's process group. */
 static void gather_state(const char *const state[3], odp_buf *text);
-/* each of a run's two device states: both, the report and the status fit one frame (ODP_FRAME_MAX) */
+/* each of a run's two device states, and what it says of the board after it (the files it removed, the leases):
+ * all three, the report and the status fit one frame (ODP_FRAME_MAX) */
 #define STATE_IN_RUN_MAX (ODP_FRAME_MAX / 4)
+#define BOARD_IN_RUN_MAX (ODP_FRAME_MAX / 8)
+#define RM_MAX 16
+
+/* Whether path names a file directly in dir (its run's cwd): the only files a run may have removed. */
+static int directly_in(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    const char *name = path + n + 1;
+    return n && strncmp(path, dir, n) == 0 && path[n] == '/' && *name && !strchr(name, '/') && strcmp(name, ".") &&
+           strcmp(name, "..");
+}
+
+/* After a run, what a second request used to do (docs/devices.md "A shared board"): the leases on the board
+ * (odp_leases_gather) when leases names its remote dir, then its files removed (only when the program exited:
+ * what a crash left is looked for, by odp's requests of its own) with a line "unremoved PATH: WHY" for each one
+ * that could not be (one already absent is not). */
+static void board_after_run(char *const rm[], int nrm, const char *leases, int exited, odp_buf *text)
+{
+    if (leases)
+        odp_leases_gather(leases, text);
+    for (int k = 0; k < nrm && exited; k++) {
+        if (unlink(rm[k]) == 0 || errno == ENOENT)
+            continue;
+        char line[PATH_MAX + 128];
+        int len = snprintf(line, sizeof line, "unremoved %s: %s\n", rm[k], strerror(errno));
+        odp_buf_append(text, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
+    }
+}
 
 static void serve_run(const odp_frame *f)
 {
@@ -282,6 +312,11 @@ static void serve_run(const odp_frame *f)
     /* state_root=, state_cpu=, state_props=: the device state ('S''s three fields), read just before the program
      * starts and just after it ended, comes back in its 'D': no request of its own before and after a point */
     const char *state[3] = {NULL, NULL, NULL};
+    /* rm=PATH (RM_MAX at most, each directly in cwd=) and leases=REMOTE_DIR: the end of the run's point on the
+     * board, in its 'D' (board_after_run): no request of its own after a point */
+    char *rm[RM_MAX];
+    int nrm = 0;
+    const char *leases = NULL;
     odp_buf state_before = {.limit = STATE_IN_RUN_MAX}, state_after = {.limit = STATE_IN_RUN_MAX};
     memset(&watch, 0, sizeof watch);
     for (int k = 0; k < n; k++) {
@@ -322,6 +357,14 @@ static void serve_run(const odp_frame *f)
             state[1] = a + 10;
         else if (!strncmp(a, "state_props=", 12))
             state[2] = a + 12;
+        else if (!strncmp(a, "rm=", 3)) {
+            if (nrm == RM_MAX) {
+                fail("EUSAGE", "run: more than %d rm= files", RM_MAX);
+                goto out;
+            }
+            rm[nrm++] = a + 3;
+        } else if (!strncmp(a, "leases=", 7))
+            leases = a + 7;
         else if (!strncmp(a, "mark=", 5)) {
             if (memwatch_add_mark(&watch, a + 5)) {
                 fail("EUSAGE", "mark=%.100s: EVENT=GLOB (EVENT [a-z0-9_], at most %d marks)", a + 5, MEMWATCH_MARKS);
@@ -344,6 +387,12 @@ static void serve_run(const odp_frame *f)
     if ((state[0] || state[1] || state[2]) && !(state[0] && state[1] && state[2])) {
         fail("EPROTO", "run: state_root=, state_cpu= and state_props= go together");
         goto out;
+    }
+    for (int k = 0; k < nrm; k++) {
+        if (!sp.cwd || !directly_in(rm[k], sp.cwd)) {
+            fail("EUSAGE", "rm=%.200s: not a file directly in the run's cwd=", rm[k]);
+            goto out;
+        }
     }
     argv[argc] = NULL;
     sp.argv = argv;
@@ -493,12 +542,20 @@ static void serve_run(const odp_frame *f)
     odp_frame_add_str(&d, status);
     odp_frame_add_str(&d, rep ? rep : "");
     const char *signame = WIFSIGNALED(st) ? sigabbrev_np(WTERMSIG(st)) : NULL;
-    if (signame || state[0])
+    int board = nrm || leases;
+    if (signame || state[0] || board)
         odp_frame_add_str(&d, signame ? signame : ""); /* as SSH names it: "ABRT" */
-    if (state[0]) {
+    if (state[0])
         gather_state(state, &state_after);
+    if (state[0] || board) {
         odp_frame_add(&d, state_before.data ? state_before.data : "", state_before.len);
         odp_frame_add(&d, state_after.data ? state_after.data : "", state_after.len);
+    }
+    if (board) {
+        odp_buf text = {.limit = BOARD_IN_RUN_MAX};
+        board_after_run(rm, nrm, leases, WIFEXITED(st), &text);
+        odp_frame_add(&d, text.data ? text.data : "", text.len);
+        odp_buf_free(&text);
     }
     if (odp_frame_end(&d, at) == 0)
         send_all(d.data, d.len);

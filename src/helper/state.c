@@ -10,10 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define VALUE_MAX 256
 #define PATH_MAX_LEN 4096
+#define LEASE_LINE_MAX 256     /* bytes of a lease read, as the shell reads it */
+#define LEASES_MAX 256         /* leases listed, as the shell listed them (head -n 256) */
+#define LEASES_SCANNED_MAX 8192 /* entries of .odp/runs looked at */
 
 struct gather {
     const odp_state_opts *o;
@@ -290,4 +295,97 @@ int odp_state_gather(const odp_state_opts *o, odp_buf *out)
         command(&g, "battery", battery, 16384);
     }
     return g.oom ? -1 : 0;
+}
+
+/* A lease's first line, as `head -c 256 lease | head -n 1` reads it (a NUL ends it too: the shell drops it). */
+static size_t lease_line(const char *path, char *buf, size_t max)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    size_t got = 0;
+    while (got < max) {
+        ssize_t r = read(fd, buf + got, max - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    size_t len = 0;
+    while (len < got && buf[len] != '\n' && buf[len] != '\0')
+        len++;
+    return len;
+}
+
+/* A directory name the line format can carry: others_of reads it as one word. */
+static int plain_name(const char *s)
+{
+    if (!*s || *s == '.')
+        return 0;
+    for (; *s; s++)
+        if ((unsigned char)*s <= ' ' || *s == 0x7f)
+            return 0;
+    return 1;
+}
+
+int odp_leases_gather(const char *remote_dir, odp_buf *out)
+{
+    char path[PATH_MAX_LEN], line[LEASE_LINE_MAX + 1], text[PATH_MAX_LEN + 2 * LEASE_LINE_MAX];
+    int n = snprintf(text, sizeof text, "now %lld\n", (long long)time(NULL));
+    if (odp_buf_append(out, text, (size_t)n))
+        return -1;
+    snprintf(path, sizeof path, "%s/.odp/runs", remote_dir);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    size_t count = 0, cap = 0;
+    char **names = NULL;
+    struct dirent *e;
+    int oom = 0;
+    while ((e = readdir(d)) && count < LEASES_SCANNED_MAX) {
+        if (!plain_name(e->d_name))
+            continue;
+        if (count == cap) {
+            char **l = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof *names);
+            if (!l) {
+                oom = 1;
+                break;
+            }
+            names = l;
+        }
+        if (!(names[count] = strdup(e->d_name))) {
+            oom = 1;
+            break;
+        }
+        count++;
+    }
+    closedir(d);
+    if (count)
+        qsort(names, count, sizeof *names, by_name); /* as the shell's glob lists them */
+    size_t shown = 0;
+    for (size_t k = 0; k < count && shown < LEASES_MAX && !oom; k++) {
+        struct stat st;
+        if (snprintf(path, sizeof path, "%s/.odp/runs/%s/lease", remote_dir, names[k]) >= (int)sizeof path ||
+            stat(path, &st) || !S_ISREG(st.st_mode))
+            continue;
+        size_t len = lease_line(path, line, LEASE_LINE_MAX);
+        snprintf(path, sizeof path, "%s/.odp/runs/%s/waiting", remote_dir, names[k]);
+        struct stat w;
+        int waiting = stat(path, &w) == 0 && S_ISREG(w.st_mode);
+        snprintf(path, sizeof path, "%s/.odp/runs/%s", remote_dir, names[k]);
+        if (stat(path, &st) || !S_ISDIR(st.st_mode))
+            continue;
+        n = snprintf(text, sizeof text, "lease %lld %s %.*s%s\n", (long long)st.st_mtime, names[k], (int)len, line,
+                     waiting ? " waiting" : "");
+        /* whole lines only: past the buffer's bound the rest is left out, never a line cut in two */
+        if (n >= (int)sizeof text || (out->limit && out->len + (size_t)n > out->limit))
+            break;
+        if (odp_buf_append(out, text, (size_t)n))
+            oom = 1;
+        shown++;
+    }
+    for (size_t k = 0; k < count; k++)
+        free(names[k]);
+    free(names);
+    return oom ? -1 : 0;
 }

@@ -27,4 +27,12 @@ typedef struct {
 /* Appends the snapshot to out. -1 only when out of memory. */
 int odp_state_gather(const odp_state_opts *o, odp_buf *out);
 
+/* Appends the leases of the odps on a shared board (docs/devices.md "A shared board") in the line format
+ * lua/odp/target/shell.lua's others_of reads: "now SECONDS", then for each <remote_dir>/.odp/runs/NAME/lease
+ * (names in byte order, at most 256; a name with a space or a control byte is left out: it would not read back
+ * as one word) "lease MTIME-OF-THE-DIRECTORY NAME FIRST-LINE-OF-THE-LEASE[ waiting]" (at most 256 bytes of
+ * it; " waiting" when NAME/waiting exists, --exclusive). Whole lines only, within out's limit. -1 only when out
+ * of memory. */
+int odp_leases_gather(const char *remote_dir, odp_buf *out);
+
 #endif

@@ -98,15 +98,16 @@ T.test("adb over a link: each profile's round trips in its record; their sum is 
   end
   T.eq(recs[1].transport.connects, 1)
   -- adb acknowledges every WRTE with an OKAY before the next may leave: the request's OKAY, then the answer's
-  -- output and its end in two WRTEs, the second waiting for the first's OKAY (docs/helper-protocol.md); twice:
-  -- the run, then the end-of-run check of who else runs on the board (docs/devices.md "A shared board")
+  -- output and its end in two WRTEs, the second waiting for the first's OKAY (docs/helper-protocol.md); the
+  -- end-of-run check of who else runs on the board rides in the run's answer (docs/devices.md "A shared board")
   table.sort(per)
-  -- (the lease check's answer sometimes in two WRTEs: one more)
-  T.ok(per[#per] <= 5, ("adb: %d-%d round trips a point after the first"):format(per[1], per[#per]))
-  -- after the last record: the helper's stream closing (CLSE both ways), one turnaround; within one more a
-  -- point: a message of the device's crossing odp's on the link (the lease check's OKAY and its answer, two
-  -- streams a point now), which the relay sees as a turnaround and odp's socket does not
-  T.ok(wire and math.abs(wire.round_trips - (total + 1)) <= #recs, ("the relay counted %s round trips, the records %d")
+  -- the relay saw 1-2 more than odp's count in three runs of this sweep
+  local SLACK = 3
+  T.eq({ per[1], per[#per] }, { 2, 2 }, ("adb: %d-%d round trips a point after the first"):format(per[1], per[#per]))
+  -- after the last record: the helper's stream closing (CLSE both ways), one turnaround; within SLACK more:
+  -- a message of the device's crossing odp's on the link, which the relay sees as a turnaround and odp's socket
+  -- does not
+  T.ok(wire and math.abs(wire.round_trips - (total + 1)) <= SLACK, ("the relay counted %s round trips, the records %d")
     :format(wire and wire.round_trips, total))
   io.stderr:write(("adb over a link: per point %d-%d, first %d, records %d, wire %s\n"):format(per[1], per[#per],
     recs[1].transport.round_trips, total, wire and wire.round_trips))

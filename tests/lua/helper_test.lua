@@ -99,7 +99,10 @@ T.test("odp's client on 3000 mutated helper conversations: an answer or one erro
   local hello = codec.encode("H", { "odp-helper", tostring(codec.PROTO), "x86_64" })
   local good = hello .. codec.encode("O", { "I 00:00:00.000 executorch: Model loaded\n" }) ..
     codec.encode("E", { "err\n" }) .. codec.encode("D", { "0", RUSAGE_LINE, "TERM", "@v /proc/sys/kernel/hostname b\n",
-      "@v /proc/sys/kernel/hostname b\n@c /sys/devices/system/cpu/online\n0-3\n@e\n" }) ..
+      "@v /proc/sys/kernel/hostname b\n@c /sys/devices/system/cpu/online\n0-3\n@e\n",
+      -- the point's end on the board (rm=, leases=): the leases, a file that could not be removed
+      "now 1796533984\nlease 1796533980 h.ab12cd34.4026531836.77 host=h user=u pid=77 since=1796533900\n" ..
+      "lease 1796533981 g.1.2.3 host=g user=v pid=78 since=1796533901 waiting\nunremoved /r/x.etdump: Busy\n" }) ..
     codec.encode("A", { "2022980df2c53cc5c31a63f1b5d8a45fe0e373ae9f8792bfc07fe358e6424bbb" })
   -- a run with memory by phase: its timeline in 'T' frames among the output, at most 120 bytes asked for
   local memory_run = hello .. codec.encode("T", { "t_ms,rss_kb,anon_kb,file_kb\n1.000,316,44,272\n" }) ..
@@ -115,13 +118,17 @@ T.test("odp's client on 3000 mutated helper conversations: an answer or one erro
     local ok, err = pcall(function()
       local h, herr = helper.open(replay(bytes), { uri = "fuzz", timeout = 1 })
       if not h then return T.ok(type(herr) == "string" and not herr:find("\n"), herr) end
-      local r, report = h:run({ "x" }, { timeout = 1, memory = memory, state = { "", "online", "ro.a" } })
+      -- through the SSH and adb targets' own path: the answer's board text read as odp.target.shell reads it
+      local r, report = require("odp.target.shell").helper_exec({ remote_dir = "/r" }, h, { "x" }, { timeout = 1,
+        memory = memory, state = { "", "online", "ro.a" }, finish = { "/r/x.etdump" } })
       T.ok(r or (type(report) == "string" and not report:find("\n")), report)
+      if r and r.finish then
+        T.ok(type(r.finish.others) == "table" and type(r.finish.unremoved) == "table", "the board text read")
+      end
       if r and r.state_text then -- the device state in the answer: untrusted text, read as the 'S' answer is
         require("odp.target.device_state").from_text(r.state_text.before)
         require("odp.target.device_state").from_text(r.state_text.after)
       end
-      if r then require("odp.target.shell").apply_rusage(r, "odp-rusage", report) end
       local kept = memory and sys.read_file(dir .. "/m.csv")
       T.ok(not kept or (r and #kept <= 120), "a timeline only from a whole answer, within the bound asked")
       local hex, xerr = h:sha256("/x")
@@ -165,6 +172,7 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     codec.encode("R", { "memory=300", "mark=a=*x*", "--", "sh", "-c", "echo x; echo y" }) ..
     codec.encode("R", { "counters=basic", "--", "true" }) .. codec.encode("R", { "--", "/nonexistent/prog" }) ..
     codec.encode("R", { "state_root=", "state_cpu=online", "state_props=ro.a", "--", "true" }) ..
+    codec.encode("R", { "cwd=" .. dir, "rm=" .. dir .. "/gone", "rm=" .. dir .. "/f2", "leases=" .. dir, "--", "true" }) ..
     codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
   local rng = T.lcg(23)
   for i = 1, 400 do
@@ -228,6 +236,69 @@ T.test("the helper's own answers agree with independent tools (sha256sum, df, th
   T.eq(h.dead, nil, "error answers leave the helper usable")
   assert(h:mkdir(rdir .. "/d/e")); T.eq(sys.stat(rdir .. "/d/e").type, "dir")
   t:close()
+end)
+
+-- A point's end on a shared board in its run's answer (rm=, leases=): what finish_run's shell command did
+T.test("a run's answer removes its files and lists the board's leases as the shell does", function()
+  local shell = require("odp.target.shell")
+  local remote = rdir .. "/ends"
+  local t = assert(target_ssh.new(opts { remote_dir = remote }))
+  local runs = remote .. "/.odp/runs"
+  -- other odps: one running, one waiting (--exclusive), one whose lease expired (its directory unchanged for two
+  -- days), a directory without a lease
+  sshd.sh(("mkdir -p %s/host1.ab12cd34.4026531836.77 %s/host2.ab12cd34.4026531836.78 %s/old.1.2.3 %s/nolease " ..
+    "&& printf 'host=host1 user=u1 pid=77 since=1700000000\nsecond line\n' >%s/host1.ab12cd34.4026531836.77/lease && " ..
+    "printf 'host=host2 user=u2 pid=78 since=1700000001' >%s/host2.ab12cd34.4026531836.78/lease && " ..
+    ": >%s/host2.ab12cd34.4026531836.78/waiting && echo 'host=old user=o pid=1 since=1' >%s/old.1.2.3/lease && " ..
+    "touch -d '2 days ago' %s/old.1.2.3 && chown -R %s %s")
+    :format(runs, runs, runs, runs, runs, runs, runs, runs, runs, srv.user, remote))
+  local cwd = runs .. "/mine"
+  sshd.sh(("mkdir -p %s/adir && echo x >%s/a.etdump && chown -R %s %s"):format(cwd, cwd, srv.user, cwd))
+  local h = assert(shell.helper(t))
+  local r = assert(shell.helper_exec(t, h, { "true" }, { cwd = cwd,
+    finish = { cwd .. "/a.etdump", cwd .. "/absent", cwd .. "/adir" } }))
+  T.eq(r.ok, true)
+  T.eq(sys.stat(cwd .. "/a.etdump"), nil, "the run's file is gone")
+  T.eq(r.finish.removed, true)
+  T.eq(r.finish.unremoved, { cwd .. "/adir: Is a directory" }, "an absent file is no failure; a directory is one")
+  -- the oracle: the shell's listing of the same leases (odp.target.shell.others, the path without the helper's
+  -- answer), read by the same parser
+  local listed = assert(shell.others(t))
+  T.eq(r.finish.others, listed)
+  local names = {}
+  for _, o in ipairs(r.finish.others) do names[#names + 1] = o.name .. (o.waiting and " waiting" or "") end
+  T.eq(names, { "host1.ab12cd34.4026531836.77", "host2.ab12cd34.4026531836.78 waiting" },
+    "the expired lease is not counted; the directory without one is no odp")
+  T.eq({ r.finish.others[1].user, r.finish.others[1].pid, r.finish.others[1].since }, { "u1", 77, 1700000000 })
+  -- a program ended by a signal leaves its files (what a crash left is looked for): listed, not removed; a
+  -- directory whose name the line format could not carry as one word is left out (the shell's would misread it)
+  sshd.sh(("echo x >%s/b.etdump && mkdir '%s/sp ace' && echo 'host=sp user=s pid=2 since=2' >'%s/sp ace/lease'")
+    :format(cwd, runs, runs))
+  r = assert(shell.helper_exec(t, h, { "sh", "-c", "kill -9 $$" }, { cwd = cwd, finish = { cwd .. "/b.etdump" } }))
+  T.eq(r.signal, 9); T.eq(r.finish.removed, false)
+  T.ok(sys.stat(cwd .. "/b.etdump"), "a crashed run's file is kept")
+  T.eq(#r.finish.others, 2, "no odp named 'sp'")
+  t:close()
+  -- only files directly in the run's cwd, 16 at most: anything else is refused before the program starts
+  local exe = build .. "/odp-rusage-x86_64"
+  for _, bad in ipairs { { "cwd=" .. cwd, "rm=" .. runs .. "/host1.ab12cd34.4026531836.77/lease" },
+    { "cwd=" .. cwd, "rm=" .. cwd .. "/../x" }, { "cwd=" .. cwd, "rm=" .. cwd .. "/" }, { "rm=" .. cwd .. "/b.etdump" },
+    { "cwd=" .. cwd, "rm=" .. cwd .. "/b.etdump/" } } do
+    bad[#bad + 1], bad[#bad + 2] = "--", "true"
+    local out = assert(proc.run { argv = { exe, "--serve" }, stdin = codec.encode("R", bad), timeout = 20 }).stdout
+    local d = codec.decoder():feed(out)
+    T.eq(d:next(), "H")
+    local at, f = d:next()
+    T.eq({ at, f[1] }, { "!", "EUSAGE" }, table.concat(bad, " "))
+  end
+  local many = { "cwd=" .. cwd }
+  for i = 1, 17 do many[#many + 1] = ("rm=%s/f%d"):format(cwd, i) end
+  many[#many + 1], many[#many + 2] = "--", "true"
+  local d = codec.decoder():feed(assert(proc.run { argv = { exe, "--serve" }, stdin = codec.encode("R", many),
+    timeout = 20 }).stdout)
+  d:next()
+  T.eq(select(2, d:next())[1], "EUSAGE", "17 files")
+  T.ok(sys.stat(cwd .. "/b.etdump"), "nothing removed by a refused request")
 end)
 
 T.test("hashes are remembered across sessions, and a changed file is hashed again (same size and mtime)", function()

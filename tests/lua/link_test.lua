@@ -13,8 +13,9 @@ local tmp = T.tmpdir()
 local DELAY_MS = 20 -- each way: a round trip is 40 ms, far above this machine's own jitter between the two ends
 -- The round trips of a board session's start with its first point (docs/helper-protocol.md, "What a point costs
 -- on a link"): SSH's own handshake and authentication, the helper's channel, the preflight, the hash checks.
--- 13 for the round-trip work alone; the shared board's workdir and lease add 3 (docs/helper-protocol.md)
-local SESSION_START_MAX = 16
+-- 13 for the round-trip work alone; the shared board's workdir and lease add 2 (its lease check rides in the
+-- point's answer: docs/helper-protocol.md)
+local SESSION_START_MAX = 15
 
 local srv = sshd.start { log_level = "DEBUG3" }
 local HOSTNAME = sshd.sh("hostname"):match("%S+")
@@ -68,9 +69,9 @@ local function check_sweep(recs, wire, what, uploads)
     T.eq(rec.device_state.hostname, HOSTNAME, what .. ": the board's hostname in its state")
     total = total + rec.transport.round_trips
     if i > 1 then
-      -- the run (its device state in its answer), then the end-of-run check of who else runs on the board (a
-      -- shared board's lease listing, with the removal of the run's own files: docs/devices.md "A shared board")
-      T.eq(rec.transport.round_trips, 2, ("%s: point %d is the run and the board's lease check"):format(what, i))
+      -- the run: its device state, the removal of its own files and who else runs on the board (a shared
+      -- board's leases: docs/devices.md "A shared board") all in its one answer
+      T.eq(rec.transport.round_trips, 1, ("%s: point %d is one round trip"):format(what, i))
       T.eq(rec.transport.connects, 0, what .. ": no new connection")
     end
   end

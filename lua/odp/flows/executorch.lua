@@ -224,7 +224,15 @@ function M.finish(ctx, rec, err)
   -- stopped it): left there, one set a run would fill the board's remote_dir over a lab's weeks
   local files = {}
   for _, f in pairs(t.board_files or {}) do files[#files + 1] = f end
-  if t.target.finish_run then
+  local done = t.finished
+  if done and done.removed then
+    -- the last runner process's answer removed them and said who else runs on the board (a point is one request)
+    for _, u in ipairs(done.unremoved) do
+      rec.warnings[#rec.warnings + 1] = ("this run's files are left on the board: %s"):format(u)
+    end
+    M.overlap(rec, t.target.cache.others or {}, done.others)
+    t.target.cache.others = done.others
+  elseif t.target.finish_run then
     -- in the same command: the other odps on the board now; with those there when this run began, who it
     -- overlapped (one that came and went within the run is not seen)
     local before = t.target.cache.others or {}

@@ -320,7 +320,7 @@ local function exec_measured(self, argv, opts, method, prefix)
     local h, herr, hcode = shell.helper(self)
     if herr then return nil, herr, hcode end
     if h then
-      local r, err, code = shell.helper_exec(h, argv, opts)
+      local r, err, code = shell.helper_exec(self, h, argv, opts)
       -- a run cut short (Ctrl-C) or the device lost leave a direct connection unusable: drop it now, so adbd
       -- ends what ran
       if self.dev and self.dev:broken() then drop(self, err) end

@@ -255,10 +255,13 @@ end
 -- 'T' frames, at most timeline_max bytes (default and most M.TIMELINE_MAX), into csv, a file on THIS machine,
 -- which appears only whole), sample ("HZ,FILE": the sample stream written to FILE on the board,
 -- tools/sample.h), state ({root, cpu_files, props}: the device state, as Client:state, read just before the
--- program starts and just after it ended), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result shape
--- before the report is applied: {ok, status, stdout, stderr, wall_s, timed_out, canceled, stdout_dropped?,
+-- program starts and just after it ended), board ({rm = {paths directly in cwd, 16 at most}, leases = the
+-- remote dir}: once the program ended, its files removed (when it exited: not after a signal) and the leases on the
+-- board read, the point's end in its own answer), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result
+-- shape before the report is applied: {ok, status, stdout, stderr, wall_s, timed_out, canceled, stdout_dropped?,
 -- stderr_dropped?, timeline_error? (csv could not be written here: why), state_text? ({before, after}: with
--- state, when the program ran)}, report (the ODP-RUSAGE lines, "" when the program
+-- state, when the program ran), board_text? (with board, when the program ran: the leases' lines as
+-- odp.target.shell reads them, then "unremoved PATH: WHY" lines)}, report (the ODP-RUSAGE lines, "" when the program
 -- never ran) | nil, err, code (the helper or the channel failed: the client is dead).
 function Client:run(argv, opts)
   opts = opts or {}
@@ -281,6 +284,10 @@ function Client:run(argv, opts)
     if opts.memory.model then fields[#fields + 1] = "memory_file=" .. opts.memory.model end
   end
   if opts.sample then fields[#fields + 1] = "sample=" .. opts.sample end
+  if opts.board then
+    for _, p in ipairs(opts.board.rm or {}) do fields[#fields + 1] = "rm=" .. p end
+    if opts.board.leases then fields[#fields + 1] = "leases=" .. opts.board.leases end
+  end
   if opts.state then
     for i, k in ipairs { "state_root=", "state_cpu=", "state_props=" } do fields[#fields + 1] = k .. opts.state[i] end
   end
@@ -320,6 +327,7 @@ function Client:run(argv, opts)
       r.ok = r.status == 0 and not r.timed_out and not r.canceled
       r.signal_name = f[3] and f[3]:match("^%u[%u%d]*$")
       if opts.state and f[5] then r.state_text = { before = f[4], after = f[5] } end
+      if opts.board then r.board_text = f[6] end
       if r.canceled then sys.cancel_request() end -- lifted to stop the program; odp still ends with 130
       return r, f[2] or ""
     elseif t then

@@ -474,7 +474,9 @@ function M.others(target)
 end
 
 --- Removes a run's files on the board (rm -f) and, in the same command, lists the other odps running there
---- (M.others): who a run overlapped. A method: Target.finish_run = shell.finish_run. -> list | nil, err, code
+--- (M.others): who a run overlapped. Where the helper runs the run's own answer did this already (M.helper_exec's
+--- opts.finish); this is the path without it. A method: Target.finish_run = shell.finish_run.
+--- -> list | nil, err, code
 ---@param paths string[]
 function M.finish_run(target, paths)
   local words = {}
@@ -762,8 +764,12 @@ end
 --- applied (unless opts.rusage == false), with r.state_text when opts.state asked for the device state around
 --- it (odp.target.helper's Client:run). opts as Target:exec (cwd, env, timeout, capture_limit, on_stdout,
 --- on_stderr, helper_args: {"--cpus", LIST}, counters, memory: {csv = the timeline's path on THIS machine, marks,
---- model}: it comes back on the helper's channel). nil, err, code when the helper or its channel failed.
-function M.helper_exec(client, argv, opts)
+--- model}: it comes back on the helper's channel), finish: the run's files on the board (16 at most, in its cwd):
+--- once the program ended the helper removes them and reads the leases of the board's remote dir, so the end of
+--- a point on a shared board (M.finish_run) rides in its answer: r.finish = {others (as M.others), removed (false:
+--- a signal ended the program and its files are left for what looks at a crash), unremoved = {"PATH: WHY", ...}}.
+--- nil, err, code when the helper or its channel failed.
+function M.helper_exec(target, client, argv, opts)
   local cpus, hz, out
   local args = opts.helper_args or {}
   for i = 1, #args do
@@ -773,8 +779,15 @@ function M.helper_exec(client, argv, opts)
   end
   local r, report, code = client:run(argv, { cwd = opts.cwd, env = opts.env, timeout = opts.timeout, cpus = cpus,
     counters = opts.counters, memory = opts.memory, sample = hz and out and (hz .. "," .. out),
-    capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, state = opts.state })
+    capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, state = opts.state,
+    board = opts.finish and { rm = opts.finish, leases = target.remote_dir } })
   if not r then return nil, report, code end
+  if r.board_text then
+    local unremoved = {}
+    for line in r.board_text:gmatch("\nunremoved ([^\n]+)") do unremoved[#unremoved + 1] = line end
+    r.finish = { others = others_of(r.board_text), removed = r.signal_name == nil, unremoved = unremoved }
+    r.board_text = nil
+  end
   if opts.rusage == false then return r end
   M.apply_rusage(r, "odp-rusage", report ~= "" and report or nil)
   -- the helper sent its timeline whole, but it could not be written here: not the run's timeline

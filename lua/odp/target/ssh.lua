@@ -380,7 +380,8 @@ end
 
 --- Runs argv on the board: the odp.proc.run result table. rusage is filled through odp-rusage (or GNU time);
 -- its report is taken out of stderr (on_stderr callbacks see it go by). opts: timeout, cwd, env, stdin,
--- on_stdout, on_stderr, capture_limit, rusage (false: run bare). A timeout kills the remote process group.
+-- on_stdout, on_stderr, capture_limit, rusage (false: run bare), state and finish (through the helper only:
+-- odp.target.shell.helper_exec). A timeout kills the remote process group.
 function Target:exec(argv, opts)
   opts = opts or {}
   local method, prefix = false, nil
@@ -388,7 +389,7 @@ function Target:exec(argv, opts)
   if (method == "odp-rusage" or opts.rusage == false) and not opts.stdin then
     local h, herr, hcode = shell.helper(self)
     if herr then return nil, herr, hcode end
-    if h then return shell.helper_exec(h, argv, opts) end
+    if h then return shell.helper_exec(self, h, argv, opts) end
   end
   if opts.helper_args or opts.counters then
     local err, code

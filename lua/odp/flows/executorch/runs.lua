@@ -70,8 +70,10 @@ local function run_once(ctx, t, argv, label, files, sampled, pace)
   local r, err, code = t.target:exec(argv, { cwd = t.workdir, timeout = ctx.opts.timeout, runner_log = true,
     helper_args = helper_args, counters = ctx.opts.counters, memory = watch, on_stdout = sink.stdout,
     on_stderr = pace and function(data) if sink.stderr then sink.stderr(data) end pace(data) end or sink.stderr,
-    state = t.state_ask, capture_limit = M.CAPTURE_BYTES })
+    state = t.state_ask, finish = t.finish_in_run, capture_limit = M.CAPTURE_BYTES })
   if r and watch then r.memory_csv = watch.csv end
+  -- the last process's end on the board (its files removed, the leases), when its answer brought it
+  t.finished = r and r.finish
   if r and r.state_text then -- the device state came with the answer: before the first process, after the last
     t.state = t.state or device_state.from_text(r.state_text.before)
     t.state_after = device_state.from_text(r.state_text.after)

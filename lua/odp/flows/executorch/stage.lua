@@ -92,6 +92,12 @@ function M.step(ctx, rec, t)
   end
   table.move(ctx.args, 1, #ctx.args, #argv + 1, argv)
   t.argv = argv
+  -- none of them is fetched after the runner processes (its ETDump is written only because the runner has the
+  -- flag): the board's helper removes them as each process ends, in the process's own answer, and reads who
+  -- else runs on the board there too (odp.target.shell.helper_exec's finish): a point is one request
+  if not (t.fetch_etdump or o.llm or t.sample_remote or t.output_base) then
+    t.finish_in_run = { t.etdump_remote }
+  end
   if remote and not pushed_any then return "unchanged" end
 end
 
