@@ -316,7 +316,9 @@ T.test("a port where something else listens, a silent one, another protocol vers
 end)
 
 T.test("Ctrl-C through the server: exit 130, the command killed on the device, the server serves on", function()
-  local marker = "odp/fake_runne[r].*fake_mode=hang_tree" -- [r]: the pattern must not match the shell running pgrep
+  -- the runner as the device runs it, through its link in odp's own directory there (docs/devices.md "A shared
+  -- board"); [r]: the pattern must not match the shell running pgrep, nor odp's own command line
+  local marker = "[.]odp/runs/[^ ]*/fake_runne[r] .*fake_mode=hang_tree"
   local argv = { odp, "run", root .. "/scripts/x300pro.lua", "--runs-dir", dir .. "/runs", "--runner", fake,
     "--model", add, "--format", "json", "--", "--fake_mode=hang_tree" }
   local cmd = ("exec %s & p=$!; for i in $(seq 400); do pgrep -f '%s' >/dev/null && break; sleep 0.05; done; " ..
@@ -335,7 +337,9 @@ end)
 
 T.test("the server killed mid-run: waited for --reconnect-timeout, then one error naming it, exit 3, nothing left running", function()
   -- kill the server once the runner runs on the device (the test runner program hangs until killed)
-  local marker = "odp/fake_runne[r].*fake_mode=hang_tree" -- [r]: the pattern must not match the shell running pgrep
+  -- the runner as the device runs it, through its link in odp's own directory there (docs/devices.md "A shared
+  -- board"); [r]: the pattern must not match the shell running pgrep, nor odp's own command line
+  local marker = "[.]odp/runs/[^ ]*/fake_runne[r] .*fake_mode=hang_tree"
   sh(("(for i in $(seq 400); do pgrep -f '%s' >/dev/null && break; sleep 0.05; done; " ..
     "sleep 0.3; pkill -f 'adb -L tcp:%d fork-serve[r]') >/dev/null 2>&1 &"):format(marker, server_port))
   local r = odp_run({ "--runner", fake, "--model", add, "--timeout", "60", "--reconnect-timeout", "2", "--",
