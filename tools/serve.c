@@ -273,9 +273,10 @@ static void gather_state(const char *const state[3], odp_buf *text);
 static int directly_in(const char *path, const char *dir)
 {
     size_t n = strlen(dir);
+    if (!n || strncmp(path, dir, n) || path[n] != '/')
+        return 0;
     const char *name = path + n + 1;
-    return n && strncmp(path, dir, n) == 0 && path[n] == '/' && *name && !strchr(name, '/') && strcmp(name, ".") &&
-           strcmp(name, "..");
+    return *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..");
 }
 
 /* After a run, what a second request used to do (docs/devices.md "A shared board"): the leases on the board
