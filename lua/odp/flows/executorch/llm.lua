@@ -276,8 +276,15 @@ function M.record(ctx, rec, runs)
       "latency is from when its piece reached the runner's stdout, timed where it ran"
   end
   if source == "stdout" and left_out > 0 then
+    -- a process whose arrivals could not be read at all says why (its chunks past the bound, no helper)
+    local whys, seen = {}, {}
+    for _, x in ipairs(runs) do
+      local why = x.parsed.llm and x.parsed.llm.pieces_why
+      if why and not seen[why] then seen[why], whys[#whys + 1] = true, why end
+    end
     rec.warnings[#rec.warnings + 1] = ("llm: %d of %d processes' pieces did not reach stdout one chunk per token " ..
-      "%s: their token times are left out"):format(left_out, #runs, one_each)
+      "%s%s: their token times are left out"):format(left_out, #runs, one_each,
+      #whys > 0 and ("; " .. table.concat(whys, "; ")) or "")
   elseif not source then
     rec.warnings[#rec.warnings + 1] = ("llm: no per-token latency: %sno process's pieces reached stdout one chunk " ..
       "per token %s; the last one's stdout had %s%s"):format(o.token_times == "stdout" and "" or
