@@ -24,18 +24,19 @@ end
 --   after its forward, so the two differ only by when the reader woke for each piece; a late read lengthens one
 --   interval and shortens the next, which the median absorbs, but not a reader that lags for a stretch (the
 --   helper, sshd and odp share the 2 CPUs with the runner and the other suites): seen 17% over 23 tokens of one
---   process behind sshd, 5% with odp reading alone. 0.1 ms + 20%: a time in the wrong unit, a chunk of two pieces
---   taken for one token, or the prompt's chunk taken for a piece would each be well outside it;
--- - against the forwards' durations: an interval holds one whole forward, so not shorter (0.05 ms for a late read),
---   but longer by all a token costs outside Method::execute. That is 4-12% on an idle moment of this 2-CPU machine
---   and was seen at 2.6x under the other suites' load (the runner waiting for a CPU between forwards, which its
---   forwards' own durations leave out): no upper bound from the durations.
+--   process behind sshd, 5% with odp reading alone. 0.1 ms + 20%: times in the wrong unit, or intervals that are
+--   not one token each (pieces read together counted as one token all through) would be well outside it;
+-- - against the forwards' durations: an interval holds one whole forward, so not shorter but for late reads (one
+--   shortens the next interval by its lateness; the medians of two different sets only mostly absorb that: seen
+--   1.2% below with qemu-user's 21 ms tokens, so 0.1 ms + 5%), but longer by all a token costs outside
+--   Method::execute: 4-12% on an idle moment of this 2-CPU machine, seen at 2.6x under the other suites' load
+--   (the runner waiting for a CPU between forwards, which their own durations leave out): no upper bound there.
 function M.near_forward(T, stdout_p50, durations, gaps, what)
   local d50, g50 = stats.percentile(durations, 50), stats.percentile(gaps, 50)
   local msg = ("%s: stdout's per-token p50 %.3f ms; the ETDump's forward ends %.3f ms apart, forwards %.3f ms")
     :format(what, stdout_p50, g50, d50)
   T.ok(math.abs(stdout_p50 - g50) <= 0.1 + 0.2 * g50, msg)
-  T.ok(stdout_p50 >= d50 - 0.05, msg)
+  T.ok(stdout_p50 >= d50 - 0.1 - 0.05 * d50, msg)
 end
 
 -- TTFT from stdout (the prompt's arrival to the first piece's) against the runner's own (first_token_ms -
