@@ -89,7 +89,27 @@ static char **build_env(lua_State *L, int opts)
 
 static double tv_s(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6; }
 
-static void push_result(lua_State *L, const odp_proc_result *r)
+/* {t_us = {...}, ends = {...}, cut = N}: when each stdout chunk arrived (odp_chunk_times) */
+static void push_chunk_times(lua_State *L, const odp_chunk_times *c)
+{
+    lua_createtable(L, 0, 3);
+    lua_createtable(L, (int)c->n, 0);
+    for (size_t i = 0; i < c->n; i++) {
+        lua_pushinteger(L, c->t_us[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "t_us");
+    lua_createtable(L, (int)c->n, 0);
+    for (size_t i = 0; i < c->n; i++) {
+        lua_pushinteger(L, (lua_Integer)c->ends[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "ends");
+    lua_pushinteger(L, (lua_Integer)c->cut);
+    lua_setfield(L, -2, "cut");
+}
+
+static void push_result(lua_State *L, const odp_proc_result *r, int times)
 {
     odp_exec_view v = {r->status, r->signal, NULL, r->timed_out, r->canceled, r->aborted, &r->out, &r->err,
                        r->wall_s};
@@ -112,14 +132,19 @@ static void push_result(lua_State *L, const odp_proc_result *r)
     lua_pushinteger(L, r->ru.ru_nivcsw);
     lua_setfield(L, -2, "nivcsw");
     lua_setfield(L, -2, "rusage");
+    if (times) {
+        push_chunk_times(L, &r->out_times);
+        lua_setfield(L, -2, "stdout_times");
+    }
 }
 
 /* proc.run{argv=... | "prog", "arg", ...; cwd=, env=, stdin=, timeout=, kill_grace=, capture_limit=,
- *          on_stdout=, on_stderr=, lifeline=FD} -> result | nil, err, code */
+ *          on_stdout=, on_stderr=, lifeline=FD, stdout_times=N} -> result | nil, err, code
+ * stdout_times=N: result.stdout_times holds when each of the first N stdout chunks was read */
 static int l_run(lua_State *L)
 {
     static const char *const allowed[] = {"argv", "cwd", "env", "stdin", "timeout", "kill_grace",
-                                          "capture_limit", "on_stdout", "on_stderr", "lifeline", NULL};
+                                          "capture_limit", "on_stdout", "on_stderr", "lifeline", "stdout_times", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     odp_checkopts(L, 1, allowed);
@@ -132,6 +157,9 @@ static int l_run(lua_State *L)
     lua_Integer lifeline = odp_optinteger(L, 1, "lifeline", 0);
     luaL_argcheck(L, lifeline == 0 || (lifeline > 2 && lifeline < 64), 1, "option 'lifeline' must be a descriptor from 3 to 63");
     o.lifeline_fd = (int)lifeline;
+    lua_Integer times = odp_optinteger(L, 1, "stdout_times", 0);
+    luaL_argcheck(L, times >= 0 && times <= (1 << 20), 1, "option 'stdout_times' must be from 0 to 1048576 chunks");
+    o.out_times_max = (size_t)times;
     odp_exec_io io;
     odp_exec_opts(L, 1, &io);
     o.stdin_data = io.stdin_data;
@@ -146,7 +174,7 @@ static int l_run(lua_State *L)
     if (rc)
         odp_pushfail(L, &err);
     else {
-        push_result(L, &r);
+        push_result(L, &r, times > 0);
         odp_proc_result_free(&r);
     }
     /* Re-raises an error from a callback, now that nothing is left to clean up. */

@@ -241,8 +241,10 @@ static FILE *timeline_frames(void)
     return f;
 }
 
-/* Output of the run's pipe fd as frames of type t (its lines marking the memory phases first); 0 at its end. */
-static int relay(int fd, uint8_t t)
+/* Output of the run's pipe fd as frames of type t (its lines marking the memory phases first); 0 at its end.
+ * Each 'O' also says when it was read: CLOCK_MONOTONIC µs since the program's start (t0), taken here on the board,
+ * so the link's jitter never enters the times between an LLM runner's generated pieces (docs/llm.md). */
+static int relay(int fd, uint8_t t, double t0)
 {
     char buf[CHUNK];
     ssize_t n = read(fd, buf, sizeof buf);
@@ -250,8 +252,19 @@ static int relay(int fd, uint8_t t)
         return 1;
     if (n <= 0)
         return 0;
+    double at = now();
     memwatch_output(&watch, t == 'E', buf, (size_t)n);
-    answer_bytes(t, buf, (size_t)n);
+    odp_buf f = {0};
+    size_t start = odp_frame_begin(&f, t);
+    odp_frame_add(&f, buf, (size_t)n);
+    if (t == 'O') {
+        char us[24];
+        snprintf(us, sizeof us, "%lld", (long long)((at - t0) * 1e6));
+        odp_frame_add_str(&f, us);
+    }
+    if (odp_frame_end(&f, start) == 0)
+        send_all(f.data, f.len);
+    odp_buf_free(&f);
     return 1;
 }
 
@@ -477,9 +490,9 @@ static void serve_run(const odp_frame *f)
             memwatch_gone(&watch);
         }
         if (out_open && (p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-            out_open = relay(po[0], 'O');
+            out_open = relay(po[0], 'O', ch.t0);
         if (err_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
-            err_open = relay(pe[0], 'E');
+            err_open = relay(pe[0], 'E', ch.t0);
         if (reaped && pr == 0)
             break; /* the program is gone and its pipes stay quiet: what it left behind holds them */
         if (in_open && (p[3].revents & (POLLIN | POLLHUP | POLLERR))) {

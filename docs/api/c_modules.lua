@@ -34,7 +34,11 @@ return {
       "rusage?: odp.Rusage", "log?: string the runner's log when it went elsewhere (Android logcat)",
       "remote_pgid?: integer ssh: the remote process group the command led",
       "remote_killed?: boolean ssh: after a timeout or cancel, whether that group was killed",
-      "separate_stderr?: boolean adb: stderr came apart from stdout (shell,v2)" } },
+      "separate_stderr?: boolean adb: stderr came apart from stdout (shell,v2)",
+      "stdout_times?: odp.StdoutTimes proc.run with stdout_times, the host's exec, a board helper's run" } },
+    { "odp.StdoutTimes", "when each stdout chunk was read, where the program ran (docs/llm.md)", {
+      "t_us: integer[] CLOCK_MONOTONIC µs since the program's start", "ends: integer[] stdout bytes up to each chunk's end",
+      "cut: integer chunks past the bound, counted, not kept" } },
     { "odp.ExecOpts", "options every exec takes", {
       "timeout?: number seconds; then the process group is killed", "stdin?: string",
       "capture_limit?: integer bytes kept per stream (0 = all)",
@@ -53,8 +57,8 @@ return {
 
   modules = {
     { "odp.proc", "processes on this machine, without a shell, each leading its own process group", {
-      { "run(spec: odp.ExecOpts|{argv?: string[], cwd?: string, env?: table<string, string|false>, kill_grace?: number, lifeline?: integer, [integer]: string}) -> odp.ExecResult|nil result, " .. FAIL,
-        "runs argv[0] (PATH lookup) to its end; a timeout or Ctrl-C kills its whole group; lifeline: the child gets the read end of odp's lifeline pipe as that descriptor (docs/signals.md)" },
+      { "run(spec: odp.ExecOpts|{argv?: string[], cwd?: string, env?: table<string, string|false>, kill_grace?: number, lifeline?: integer, stdout_times?: integer, [integer]: string}) -> odp.ExecResult|nil result, " .. FAIL,
+        "runs argv[0] (PATH lookup) to its end; a timeout or Ctrl-C kills its whole group; lifeline: the child gets the read end of odp's lifeline pipe as that descriptor (docs/signals.md); stdout_times: keep when each of the first N stdout chunks was read" },
     } },
 
     { "odp.sys", "files, time, hashes, the terminal and Ctrl-C", {

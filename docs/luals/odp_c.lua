@@ -34,6 +34,13 @@
 ---@field remote_pgid? integer ssh: the remote process group the command led
 ---@field remote_killed? boolean ssh: after a timeout or cancel, whether that group was killed
 ---@field separate_stderr? boolean adb: stderr came apart from stdout (shell,v2)
+---@field stdout_times? odp.StdoutTimes proc.run with stdout_times, the host's exec, a board helper's run
+
+--- when each stdout chunk was read, where the program ran (docs/llm.md)
+---@class odp.StdoutTimes
+---@field t_us integer[] CLOCK_MONOTONIC µs since the program's start
+---@field ends integer[] stdout bytes up to each chunk's end
+---@field cut integer chunks past the bound, counted, not kept
 
 --- options every exec takes
 ---@class odp.ExecOpts
@@ -73,8 +80,8 @@
 --- processes on this machine, without a shell, each leading its own process group
 ---@class odp.proc
 local proc = {}
---- runs argv[0] (PATH lookup) to its end; a timeout or Ctrl-C kills its whole group; lifeline: the child gets the read end of odp's lifeline pipe as that descriptor (docs/signals.md)
----@param spec odp.ExecOpts|{argv?: string[], cwd?: string, env?: table<string, string|false>, kill_grace?: number, lifeline?: integer, [integer]: string}
+--- runs argv[0] (PATH lookup) to its end; a timeout or Ctrl-C kills its whole group; lifeline: the child gets the read end of odp's lifeline pipe as that descriptor (docs/signals.md); stdout_times: keep when each of the first N stdout chunks was read
+---@param spec odp.ExecOpts|{argv?: string[], cwd?: string, env?: table<string, string|false>, kill_grace?: number, lifeline?: integer, stdout_times?: integer, [integer]: string}
 ---@return odp.ExecResult|nil result
 ---@return string? err
 ---@return odp.ECode? code

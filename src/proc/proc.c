@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -101,14 +102,45 @@ static int spawn(const odp_proc_opts *o, int out[2], int errp[2], int in[2], pid
     return odp_fail_errno(err, rc == ENOENT ? ODP_ENOTFOUND : ODP_EIO, rc, "cannot start %s", o->argv[0]);
 }
 
+/* Keeps when a stdout chunk was read: o->out_times_max of them at most, the rest (or what memory refused)
+ * counted in cut, so a runner that floods stdout in tiny writes is bounded. */
+static void time_chunk(const odp_proc_opts *o, odp_proc_result *r, double t0, size_t n)
+{
+    odp_chunk_times *c = &r->out_times;
+    long long t = (long long)((odp_now() - t0) * 1e6);
+    if (c->n == c->cap && c->cap < o->out_times_max) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        if (cap > o->out_times_max)
+            cap = o->out_times_max;
+        long long *tt = realloc(c->t_us, cap * sizeof *tt);
+        if (tt)
+            c->t_us = tt;
+        unsigned long long *ee = tt ? realloc(c->ends, cap * sizeof *ee) : NULL;
+        if (ee) {
+            c->ends = ee;
+            c->cap = cap;
+        }
+    }
+    c->bytes += n;
+    if (c->n == c->cap) {
+        c->cut++;
+        return;
+    }
+    c->t_us[c->n] = t;
+    c->ends[c->n] = c->bytes;
+    c->n++;
+}
+
 /* Reads what is there; returns 1 at end of file. */
-static int pump(const odp_proc_opts *o, odp_proc_result *r, int *fd, int stream)
+static int pump(const odp_proc_opts *o, odp_proc_result *r, int *fd, int stream, double t0)
 {
     char chunk[65536];
     for (;;) {
         ssize_t n = read(*fd, chunk, sizeof chunk);
         if (n > 0) {
             odp_buf *b = stream == 1 ? &r->out : &r->err;
+            if (stream == 1 && o->out_times_max)
+                time_chunk(o, r, t0, (size_t)n);
             odp_buf_append(b, chunk, (size_t)n);
             if (o->on_output && !r->aborted && o->on_output(o->ctx, stream, chunk, (size_t)n))
                 r->aborted = 1;
@@ -254,9 +286,9 @@ int odp_proc_run(const odp_proc_opts *o, odp_proc_result *r, odp_err *err)
             wait4(pid, &wstatus, 0, &r->ru);
             r->wall_s = odp_now() - t0;
             if (out[0] >= 0)
-                pump(o, r, &out[0], 1);
+                pump(o, r, &out[0], 1, t0);
             if (errp[0] >= 0)
-                pump(o, r, &errp[0], 2);
+                pump(o, r, &errp[0], 2, t0);
             break;
         }
         if (!stopping && (r->aborted || odp_now() >= o->deadline)) {
@@ -292,9 +324,9 @@ int odp_proc_run(const odp_proc_opts *o, odp_proc_result *r, odp_err *err)
             goto done;
         }
         if (idx_out >= 0 && p[idx_out].revents)
-            pump(o, r, &out[0], 1);
+            pump(o, r, &out[0], 1, t0);
         if (idx_err >= 0 && p[idx_err].revents)
-            pump(o, r, &errp[0], 2);
+            pump(o, r, &errp[0], 2, t0);
         if (idx_in >= 0 && p[idx_in].revents) {
             ssize_t k = write(in[1], o->stdin_data + in_off, o->stdin_len - in_off);
             if (k > 0)
@@ -343,4 +375,8 @@ void odp_proc_result_free(odp_proc_result *r)
 {
     odp_buf_free(&r->out);
     odp_buf_free(&r->err);
+    free(r->out_times.t_us);
+    free(r->out_times.ends);
+    r->out_times.t_us = NULL;
+    r->out_times.ends = NULL;
 }

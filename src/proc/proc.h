@@ -27,7 +27,19 @@ typedef struct {
      * (the group is killed, result.aborted set). */
     int (*on_output)(void *ctx, int stream, const char *data, size_t n);
     void *ctx;
+    /* > 0: the arrival times of at most this many stdout chunks are kept (result.out_times): an LLM runner's
+     * generated pieces, timed in the read loop itself (docs/llm.md) */
+    size_t out_times_max;
 } odp_proc_opts;
+
+/* When each chunk of a stream was read: CLOCK_MONOTONIC µs since the spawn, and the stream's bytes up to the
+ * chunk's end. Chunks past the bound are counted in cut, not kept. */
+typedef struct {
+    long long *t_us;
+    unsigned long long *ends;
+    size_t n, cap, cut;
+    unsigned long long bytes; /* of the stream so far */
+} odp_chunk_times;
 
 typedef struct {
     int status;            /* exit status when the process exited, else 0 */
@@ -37,6 +49,7 @@ typedef struct {
     int aborted;           /* on_output asked to stop */
     int core_dumped;
     odp_buf out, err;      /* captured output; .dropped counts what capture_limit refused */
+    odp_chunk_times out_times; /* with opts.out_times_max */
     double wall_s;         /* spawn to reap */
     struct rusage ru;      /* from wait4: this child only (ru_maxrss in KiB) */
 } odp_proc_result;

@@ -213,6 +213,21 @@ T.test("--sample over adb, the kernel still refusing (security.perf_harden alrea
     end)
 end)
 
+T.with_real_llm("--llm on the device: every token's time from stdout, read and timed by the helper there", function(p)
+  -- the aarch64 llama_main under qemu-user on the emulated device: ~25 ms a token, a phone's pace (the x86 one's
+  -- 1 ms tokens are read two at a time by a helper that shares 2 busy CPUs)
+  local rec, r = json_run({ "--llm", "--runner", p.runner, "--allow-emulated", "--model", p.model,
+    "--tokenizer", p.tokenizer, "--prompt", "Once upon a time", "--max-new-tokens", "12", "-n", "4",
+    "--token-times", "stdout", "--format", "json" })
+  T.eq(r.status, 0, r.stderr)
+  T.eq(rec.ok, true)
+  T.match(rec.target, "^adb://")
+  T.eq(rec.llm.generated_tokens, 11)
+  local dumps = {}
+  for i = 1, 4 do dumps[i] = ("%s/run%d.etdump"):format(rec.artifacts.run_dir, i) end
+  require("llm_oracle").check_record(T, rec, 4, dumps, "adb", true)
+end, "aarch64")
+
 T.test("no device at that address: exit 3, one line naming the address once", function()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/x300pro.lua", "--adb", "tcp:127.0.0.1:1",
     "--runner", fake, "--model", add, "--runs-dir", dir .. "/runs", "--format", "json" }, cwd = dir, timeout = 60 })

@@ -97,7 +97,8 @@ local RUSAGE_LINE = "ODP-RUSAGE status=0 signal=0 core=0 maxrss_kb=4592 utime_s=
 
 T.test("odp's client on 3000 mutated helper conversations: an answer or one error, never a raise", function()
   local hello = codec.encode("H", { "odp-helper", tostring(codec.PROTO), "x86_64" })
-  local good = hello .. codec.encode("O", { "I 00:00:00.000 executorch: Model loaded\n" }) ..
+  local good = hello .. codec.encode("O", { "I 00:00:00.000 executorch: Model loaded\n", "1500" }) ..
+    codec.encode("O", { " the", "2750" }) ..
     codec.encode("E", { "err\n" }) .. codec.encode("D", { "0", RUSAGE_LINE, "TERM", "@v /proc/sys/kernel/hostname b\n",
       "@v /proc/sys/kernel/hostname b\n@c /sys/devices/system/cpu/online\n0-3\n@e\n",
       -- the point's end on the board (rm=, leases=): the leases, a file that could not be removed
@@ -106,7 +107,7 @@ T.test("odp's client on 3000 mutated helper conversations: an answer or one erro
     codec.encode("A", { "2022980df2c53cc5c31a63f1b5d8a45fe0e373ae9f8792bfc07fe358e6424bbb" })
   -- a run with memory by phase: its timeline in 'T' frames among the output, at most 120 bytes asked for
   local memory_run = hello .. codec.encode("T", { "t_ms,rss_kb,anon_kb,file_kb\n1.000,316,44,272\n" }) ..
-    codec.encode("O", { "out\n" }) .. codec.encode("T", { "2.000,1316,104,1212\n" }) ..
+    codec.encode("O", { "out\n", "0" }) .. codec.encode("T", { "2.000,1316,104,1212\n" }) ..
     codec.encode("D", { "0", "ODP-MEMORY samples=2 sample_ms=1.000 sampled_max_kb=1316 timeline=ok\n" .. RUSAGE_LINE }) ..
     codec.encode("A", {})
   local dir = T.tmpdir()
@@ -129,6 +130,12 @@ T.test("odp's client on 3000 mutated helper conversations: an answer or one erro
         require("odp.target.device_state").from_text(r.state_text.before)
         require("odp.target.device_state").from_text(r.state_text.after)
       end
+      if r and r.stdout_times then -- the stdout chunks' times: in order, each with the stdout bytes up to its end
+        local st = r.stdout_times
+        T.eq(#st.t_us, #st.ends)
+        for k = 2, #st.t_us do T.ok(st.t_us[k] >= st.t_us[k - 1] and st.ends[k] > st.ends[k - 1]) end
+        T.ok(#st.ends == 0 or st.ends[#st.ends] == #r.stdout + (r.stdout_dropped or 0))
+      end
       local kept = memory and sys.read_file(dir .. "/m.csv")
       T.ok(not kept or (r and #kept <= 120), "a timeline only from a whole answer, within the bound asked")
       local hex, xerr = h:sha256("/x")
@@ -137,6 +144,36 @@ T.test("odp's client on 3000 mutated helper conversations: an answer or one erro
     if not ok then error(("mutation %d raised: %s"):format(i, err), 0) end
   end
   T.eq(sys.readdir(dir), {}, "no partial timeline left behind")
+end)
+
+T.test("stdout chunk times (protocol 5): kept in order and bounded; a chunk without its time, or times that go " ..
+  "back, are EPROTO", function()
+  local hello = codec.encode("H", { "odp-helper", tostring(codec.PROTO), "x86_64" })
+  local done = codec.encode("D", { "0", RUSAGE_LINE })
+  local h = assert(helper.open(replay(hello .. codec.encode("O", { "ab", "10" }) .. codec.encode("O", { "c", "10" }) ..
+    codec.encode("O", { "de", "999999999999999" }) .. done), { uri = "fuzz", timeout = 1 }))
+  local r = assert(h:run({ "x" }, { timeout = 1 }))
+  T.eq(r.stdout, "abcde")
+  T.eq(r.stdout_times, { t_us = { 10, 10, 999999999999999 }, ends = { 2, 3, 5 }, cut = 0 })
+  for _, bad in ipairs({ { { "ab" }, "of 1 fields, not 2" }, { { "ab", "" }, "without the time" },
+    { { "ab", "-1" }, "without the time" }, { { "ab", "1e3" }, "without the time" },
+    { { "ab", "1000000000000000" }, "without the time" }, { { "ab", "5", "x" }, "of 3 fields" } }) do
+    h = assert(helper.open(replay(hello .. codec.encode("O", bad[1]) .. done), { uri = "fuzz", timeout = 1 }))
+    local _, err, code = h:run({ "x" }, { timeout = 1 })
+    T.eq(code, "EPROTO"); T.match(err, bad[2]); T.ok(h.dead, "the stream is lost")
+  end
+  h = assert(helper.open(replay(hello .. codec.encode("O", { "a", "20" }) .. codec.encode("O", { "b", "19" }) .. done),
+    { uri = "fuzz", timeout = 1 }))
+  local _, err, code = h:run({ "x" }, { timeout = 1 })
+  T.eq(code, "EPROTO"); T.match(err, "times that go back")
+  -- at most STDOUT_TIMES_MAX chunks kept, the rest counted
+  local saved = helper.STDOUT_TIMES_MAX
+  helper.STDOUT_TIMES_MAX = 2
+  h = assert(helper.open(replay(hello .. codec.encode("O", { "a", "1" }) .. codec.encode("O", { "b", "2" }) ..
+    codec.encode("O", { "c", "3" }) .. done), { uri = "fuzz", timeout = 1 }))
+  r = assert(h:run({ "x" }, { timeout = 1 }))
+  helper.STDOUT_TIMES_MAX = saved
+  T.eq(r.stdout_times, { t_us = { 1, 2 }, ends = { 1, 2 }, cut = 1 })
 end)
 
 T.test("a timeline beyond the bound asked, or for a run without memory: EPROTO, nothing kept", function()
@@ -442,6 +479,19 @@ T.test("a helper of another protocol on the board is refused and odp's own is pu
   T.eq(r.stdout, "ok\n")
   T.match(table.concat(said, "\n"), "speaks protocol 99; odp speaks " .. codec.PROTO .. "; pushing odp's own")
   T.eq(sys.sha256_file(dir .. "/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-" .. t.cache.helper_client.arch))
+  t:close()
+end)
+
+T.test("stdout chunk times on the board's clock: a program's pause between two writes, and its start", function()
+  local t = assert(target_ssh.new(opts()))
+  -- the oracle: the program's own sleeps (at least what it asked; well under a second more on a busy machine)
+  local r = assert(t:exec({ "sh", "-c", "sleep 0.3; printf a; sleep 0.2; printf bc" }))
+  T.eq(r.ok, true); T.eq(r.stdout, "abc")
+  local st = r.stdout_times
+  T.eq(st.ends, { 1, 3 }); T.eq(st.cut, 0)
+  T.ok(st.t_us[1] >= 300000 and st.t_us[1] < 1300000, "the first write after the program's start: " .. st.t_us[1])
+  local gap = st.t_us[2] - st.t_us[1]
+  T.ok(gap >= 200000 and gap < 1200000, "the pause between the writes: " .. gap .. " us")
   t:close()
 end)
 

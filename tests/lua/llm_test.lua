@@ -8,6 +8,9 @@ local sys = require("odp.sys")
 local llm = require("odp.parse.llm")
 local etdump = require("odp.parse.etdump")
 
+local stats = require("odp.core.stats")
+local oracle = require("llm_oracle")
+
 local root = T.root()
 local odp = os.getenv("ODP") or (root .. "/build/odp")
 local dir = T.tmpdir()
@@ -81,6 +84,79 @@ T.test("the observer line: garbage never raises, and says what is missing", func
   T.eq(llm.ended("nothing"), nil)
 end)
 
+T.test("stdout pieces: the prompt's chunk, the generated ones, the observer line left out; never raises", function()
+  local prompt = "Once upon a time"
+  local out = prompt .. " the tiny model" .. "\nPyTorchObserver {}\n"
+  local e = #prompt
+  -- echo, three pieces, the observer line at exit
+  local p = assert(llm.piece_times({ t_us = { 100, 900, 1900, 2950, 3100 }, ends = { e, e + 4, e + 9, e + 15, #out },
+    cut = 0 }, out, prompt))
+  T.eq(p, { echo_us = 100, pieces_us = { 900, 1900, 2950 } })
+  -- two pieces read as one chunk: one arrival for them (the count says so; the flow gives no per-token times)
+  p = assert(llm.piece_times({ t_us = { 100, 1900, 2950, 3100 }, ends = { e, e + 9, e + 15, #out } }, out, prompt))
+  T.eq(p.pieces_us, { 1900, 2950 })
+  -- the prompt read with the first piece: no echo time (no TTFT from stdout), the pieces still
+  p = assert(llm.piece_times({ t_us = { 900, 1900, 2950, 3100 }, ends = { e + 4, e + 9, e + 15, #out } }, out, prompt))
+  T.eq(p.echo_us, nil); T.eq(p.pieces_us, { 900, 1900, 2950 })
+  -- the last piece and the observer line in one chunk: the piece's arrival is that chunk's
+  p = assert(llm.piece_times({ t_us = { 100, 900, 1900, 3100 }, ends = { e, e + 4, e + 9, #out } }, out, prompt))
+  T.eq(p.pieces_us, { 900, 1900, 3100 })
+  -- chunks past the bound: the times are not all there
+  local _, why = llm.piece_times({ t_us = { 100, 900 }, ends = { e, e + 4 }, cut = 3 }, out, prompt)
+  T.match(why, "more than 2 chunks")
+  T.eq(select(2, llm.piece_times(nil, out, prompt)), "no stdout arrival times (no odp helper ran it)")
+  T.match(select(2, llm.piece_times({ t_us = { 1, 2 }, ends = { 9, 3 } }, out, prompt)), "out of order")
+  T.match(select(2, llm.piece_times({ t_us = { 1 }, ends = { e } }, prompt, prompt)), "no generated text")
+  local rnd = T.lcg(41)
+  for _ = 1, 300 do
+    local t = { t_us = {}, ends = {}, cut = rnd(3) }
+    for k = 1, rnd(8) do t.t_us[k], t.ends[k] = rnd(5000), rnd(80) end
+    if rnd(5) == 0 then t.ends[1] = "x" end
+    local r, w = llm.piece_times(t, T.mutate(out, rnd, "\nPyTorchObserver{} ab"), prompt)
+    T.ok(r or type(w) == "string")
+  end
+end)
+
+-- llama_main run directly by odp.proc (one read loop between the runner and the times), n processes: for each,
+-- its stdout pieces (odp.parse.llm), its observer line and its ETDump's forwards.
+local function direct_runs(p, n, tokens)
+  local out = {}
+  for i = 1, n do
+    local dump = ("%s/direct%d.etdump"):format(dir, i)
+    local r = assert(proc.run { argv = { p.runner, "--model_path", p.model, "--tokenizer_path", p.tokenizer,
+      "--prompt", "Once upon a time", "--temperature", "0", "--max_new_tokens", tostring(tokens),
+      "--etdump_path", dump }, timeout = 60, stdout_times = 4096 })
+    T.eq(r.status, 0, r.stderr)
+    local f = llm.figures(assert(llm.observer(r.stdout)))
+    out[i] = { pieces = assert(llm.piece_times(r.stdout_times, r.stdout, "Once upon a time")), figures = f,
+      durations = {}, gaps = {} }
+    oracle.decode_forwards(dump, f.prompt_tokens, out[i].durations, out[i].gaps)
+  end
+  return out
+end
+
+T.with_real_llm("stdout arrival times of llama_main's pieces against its ETDump's forwards and its own TTFT", function(p)
+  local runs = direct_runs(p, 5, 32)
+  local ttft_s, ttft_r, iv, durations, gaps = {}, {}, {}, {}, {}
+  for _, x in ipairs(runs) do
+    local made = x.figures.generated_tokens + 1
+    T.ok(#x.pieces.pieces_us <= made, "never more chunks than pieces")
+    if #x.pieces.pieces_us == made then -- one chunk per piece: per-token times
+      for k = 2, made do iv[#iv + 1] = (x.pieces.pieces_us[k] - x.pieces.pieces_us[k - 1]) / 1000 end
+      table.move(x.durations, 1, #x.durations, #durations + 1, durations)
+      table.move(x.gaps, 1, #x.gaps, #gaps + 1, gaps)
+    end
+    if x.pieces.echo_us then
+      ttft_s[#ttft_s + 1] = x.pieces.pieces_us[1] - x.pieces.echo_us
+      ttft_r[#ttft_r + 1] = x.figures.ttft_ms
+    end
+  end
+  T.ok(#iv >= 31, "at least one process of 5 read one chunk per piece")
+  oracle.near_forward(T, stats.percentile(iv, 50), durations, gaps, "direct")
+  T.ok(#ttft_s >= 3, "the prompt came in a chunk of its own")
+  oracle.near_ttft(T, ttft_s, ttft_r, "direct")
+end)
+
 T.test("usage: LLM options need --llm, --llm needs a tokenizer and one prompt, misspelt options", function()
   local r = odp_run({ "--runner", "/bin/true", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
     "--tokenizer", root .. "/README.md" })
@@ -97,6 +173,9 @@ T.test("usage: LLM options need --llm, --llm needs a tokenizer and one prompt, m
   r = odp_run({ "--llm", "--max-new-token", "3" })
   T.eq(r.status, 2)
   T.match(r.stderr, "did you mean %-%-max%-new%-tokens")
+  r = odp_run({ "--llm", "--token-times", "stdut" })
+  T.eq(r.status, 2)
+  T.match(r.stderr, "%-%-token%-times must be one of etdump|stdout, got 'stdut'; did you mean stdout%?")
 end)
 
 T.with_real_llm("llama_main on the host: tokens, TTFT and every token's latency against the runner's own report",
@@ -131,7 +210,7 @@ T.with_real_llm("llama_main on the host: tokens, TTFT and every token's latency 
     T.eq(rec.latency_ms.n, 3 * l.generated_tokens)
     T.eq(rec.latency_ms.source, "etdump")
     T.eq(#l.token_ms_by_position, l.generated_tokens)
-    T.eq(l.token_source, "etdump")
+    T.eq(l.token_times, "etdump", "the ETDump's forwards add up: they are the per-token times")
     -- odp's TTFT (ETDump clock, µs) is inside the runner's (whole ms, which also holds the prompt's tokenizing)
     table.sort(ttfts)
     T.ok(l.ttft_us > 0 and l.ttft_us <= (ttfts[#ttfts] + 1) * 1000,
@@ -245,6 +324,40 @@ T.with_real_llm("llama_main failures: a tokenizer that does not load, a model wi
     T.ok(not rec.error.message:find("tokenizer", 1, true), rec.error.message)
   end)
 
+T.with_real_llm("an ETDump that cannot be read: every token's time from stdout on the host, the record says so",
+  function(p)
+    -- the runner's ETDump emptied after it ran (a copy kept as the oracle): the dump is there, its forwards not
+    local keep = dir .. "/kept"
+    sys.mkdir_p(keep)
+    T.write(dir .. "/no-etdump.sh", ('#!/bin/sh\nfor a in "$@"; do [ "$prev" = --etdump_path ] && d="$a"; prev="$a"; ' ..
+      'done\n"%s" "$@"; rc=$?\nk=$(ls "%s" | wc -l)\ncp "$d" "%s/$((k + 1)).etdump"; : > "$d"\nexit $rc\n')
+      :format(p.runner, keep, keep))
+    assert(sys.chmod(dir .. "/no-etdump.sh", tonumber("755", 8)))
+    -- --no-memory: the runner's stdout straight into odp's read loop (with memory by phase it passes through
+    -- odp-rusage's relay, a second reader, and more pieces arrive together on a busy machine: the case below)
+    local r = odp_run({ "--llm", "--runner", dir .. "/no-etdump.sh", "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt", "Once upon a time", "--max-new-tokens", "24", "-n", "4", "--no-memory", "--format", "json" })
+    T.eq(r.status, 0, r.stderr)
+    local rec = assert(json.decode(r.stdout))
+    T.eq(#sys.readdir(keep), 4, "each process's ETDump kept aside")
+    local kept = {}
+    for i = 1, 4 do kept[i] = ("%s/%d.etdump"):format(keep, i) end
+    local said = false
+    for _, w in ipairs(rec.warnings) do said = said or w:find("ETDump's forwards do not match .* stdout") end
+    T.ok(said, "the fallback is said")
+    oracle.check_record(T, rec, 4, kept, "host, fallback", true)
+    -- asked for: stdout even with a good ETDump, and no fallback warning
+    r = odp_run({ "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt", "Once upon a time", "--max-new-tokens", "24", "-n", "4", "--token-times", "stdout",
+      "--format", "json" })
+    T.eq(r.status, 0, r.stderr)
+    rec = assert(json.decode(r.stdout))
+    for _, w in ipairs(rec.warnings) do T.ok(not w:find("ETDump's forwards do not match"), w) end
+    local dumps = {}
+    for i = 1, 4 do dumps[i] = ("%s/run%d.etdump"):format(rec.artifacts.run_dir, i) end
+    oracle.check_record(T, rec, 4, dumps, "host, asked")
+  end)
+
 T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like the model, each process's ETDump " ..
   "brought back, nothing left on the board", function(p)
   local sshd = require("sshd")
@@ -272,5 +385,25 @@ T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like 
   T.eq(left:match("%./%.odp/runs/[^\n]+"), nil, "no odp directory left: " .. left)
   T.eq(left:match("etdump"), nil, "no ETDump left: " .. left)
 end)
+
+T.with_real_llm("per-token times from stdout over SSH (loopback sshd), read and timed by the helper on the board: " ..
+  "against the ETDumps brought back", function(p)
+  -- the aarch64 runner under qemu-user: ~25 ms a token, a board's pace (the x86 one's 1 ms tokens are read two
+  -- at a time by a helper that shares 2 busy CPUs, and those processes give no per-token times)
+  local sshd = require("sshd")
+  local srv = sshd.start()
+  local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--remote-dir",
+    srv.remote_dir .. "/llm-times", "--llm", "--runner", p.runner, "--allow-emulated", "--model", p.model,
+    "--tokenizer", p.tokenizer, "--prompt", "Once upon a time", "--max-new-tokens", "12", "-n", "4",
+    "--token-times", "stdout", "--runs-dir", dir .. "/ssh-times-runs", "--format", "json" }, cwd = dir,
+    timeout = 180 })
+  T.eq(r.status, 0, r.stderr)
+  local rec = assert(json.decode(r.stdout))
+  T.match(rec.target, "^ssh://")
+  local dumps = {}
+  for i = 1, 4 do dumps[i] = ("%s/run%d.etdump"):format(rec.artifacts.run_dir, i) end
+  oracle.check_record(T, rec, 4, dumps, "ssh", true)
+end, "aarch64")
 
 T.done()

@@ -111,6 +111,24 @@ T.test("on_stdout sees every byte; capture_limit keeps memory bounded", function
   T.eq(r.stdout_dropped, 5000000 - 1000)
 end)
 
+T.test("stdout_times: when each stdout chunk was read, against the program's own sleeps; bounded", function()
+  local r = assert(proc.run { argv = { "sh", "-c", "sleep 0.3; printf a; sleep 0.2; printf bc; echo x >&2" },
+    stdout_times = 16, timeout = 10 })
+  local st = r.stdout_times
+  T.eq(st.ends, { 1, 3 }); T.eq(st.cut, 0); T.eq(#st.t_us, 2)
+  -- the oracle: at least the sleeps asked, from the spawn; well under a second more on a busy machine
+  T.ok(st.t_us[1] >= 300000 and st.t_us[1] < 1300000, "the first write after the spawn: " .. st.t_us[1])
+  local gap = st.t_us[2] - st.t_us[1]
+  T.ok(gap >= 200000 and gap < 1200000, "the pause between the writes: " .. gap .. " us")
+  -- a flood of tiny writes: the first N chunks kept, the rest counted, the bytes all there
+  r = assert(proc.run { argv = { "sh", "-c", "for i in 1 2 3 4 5; do printf x; sleep 0.05; done" },
+    stdout_times = 2, timeout = 10 })
+  T.eq(#r.stdout_times.t_us, 2); T.eq(r.stdout_times.ends, { 1, 2 }); T.eq(r.stdout_times.cut, 3)
+  T.eq(r.stdout, "xxxxx")
+  T.eq(assert(proc.run { argv = { "true" } }).stdout_times, nil, "only when asked")
+  T.raises(function() proc.run { argv = { "true" }, stdout_times = -1 } end, "stdout_times")
+end)
+
 T.test("an error in a callback stops the child and is raised after cleanup", function()
   local t0 = sys.now()
   T.raises(function()

@@ -194,7 +194,9 @@ local function convert(opt, raw)
     return v
   elseif typ == "choice" then
     for _, c in ipairs(opt.choices) do if c == raw then return raw end end
-    usage(("--%s must be one of %s, got '%s'"):format(name, table.concat(opt.choices, "|"), raw))
+    local near = M.closest(raw, opt.choices)
+    usage(("--%s must be one of %s, got '%s'%s"):format(name, table.concat(opt.choices, "|"), raw,
+      near and ("; did you mean " .. near .. "?") or ""))
   elseif typ == "file" then
     local f = io.open(raw, "rb")
     if not f then usage(("--%s: cannot read '%s'"):format(name, raw)) end

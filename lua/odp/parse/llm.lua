@@ -114,4 +114,32 @@ function M.forwards(doc)
   return ms, spans
 end
 
+--- When the generated pieces reached stdout, from the times its chunks were read (odp.proc.run's stdout_times:
+--- t_us, ends = the stdout bytes up to each chunk's end, cut) and the stdout itself: the runner prints the prompt,
+--- then each piece as it is produced (fflush after each), then at its exit a newline and the PyTorchObserver line.
+--- A chunk holding generated text is a piece's arrival; an empty or non-printable piece prints nothing, and pieces
+--- written close together can be read as one chunk, so the count need not be the tokens'. -> {echo_us (the
+--- prompt's chunk; nil when the prompt is not echoed alone), pieces_us = {...}} or nil and why.
+function M.piece_times(times, stdout, prompt)
+  if not (times and times.t_us and times.ends) then return nil, "no stdout arrival times (no odp helper ran it)" end
+  stdout = stdout or ""
+  local echo = prompt and prompt ~= "" and stdout:sub(1, #prompt) == prompt and #prompt or 0
+  local stop = #stdout -- the generated text ends where the observer line (and its newline) begins
+  for at in stdout:gmatch("()PyTorchObserver") do stop = at - 1 end
+  if stop < #stdout and stdout:sub(stop, stop) == "\n" then stop = stop - 1 end
+  local out, from = { pieces_us = {} }, 0
+  for i, t in ipairs(times.t_us) do
+    local to = times.ends[i]
+    if type(t) ~= "number" or type(to) ~= "number" or to < from then return nil, "stdout arrival times out of order" end
+    if to == echo and echo > 0 then out.echo_us = t end
+    if to > echo and from < stop then out.pieces_us[#out.pieces_us + 1] = t end
+    from = to
+  end
+  if (times.cut or 0) > 0 and from < stop then
+    return nil, ("the generation printed more than %d chunks: their times were not all kept"):format(#times.t_us)
+  end
+  if #out.pieces_us == 0 then return nil, "no generated text reached stdout" end
+  return out
+end
+
 return M

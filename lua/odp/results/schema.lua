@@ -90,7 +90,7 @@ M.FIELDS = {
     history = { value = "p50", ci = "ci95", n = "n", samples = true } },
   stats_fields("latency_ms", "latency"),
   { "latency_ms.total", "number", unit = "ms" },
-  { "latency_ms.source", "string" },     -- log | etdump | rtt | wall
+  { "latency_ms.source", "string" },     -- log | etdump | rtt | wall | stdout (--llm: pieces' arrivals)
   { "latency_ms.modelled", "boolean" },  -- the QEMU twin's modelled cycles
   { "latency_ms.emulated", "boolean" },  -- a virtual machine's timings
   { "latency_ms.ci95", "list", of = "number", unit = "ms" },
@@ -108,7 +108,8 @@ M.FIELDS = {
   { "peak_rss_kb", "integer", unit = "kB", metric = "peak_rss_kb", label = "peak RSS", format = "kB",
     group = "memory", history = true },
   -- --llm (docs/llm.md): a text generation by ExecuTorch's LLM runner; latency_ms is then every generated
-  -- token's own latency (its forward in the ETDump). Medians over the measured processes, each one generation.
+  -- token's own latency (its forward in the ETDump, or its piece's arrival on stdout: token_times). Medians over
+  -- the measured processes, each one generation.
   { "llm", "object" },
   { "llm.processes", "integer" },
   { "llm.max_new_tokens", "integer" },
@@ -122,7 +123,7 @@ M.FIELDS = {
     group = "llm", history = true },
   { "llm.ttft_ms_ci95", "list", of = "number", unit = "ms" },
   { "llm.ttft_ms_each", "list", of = "number", unit = "ms" },                -- each process's, in order
-  { "llm.ttft_us", "integer", unit = "us", metric = "ttft_us", label = "TTFT (ETDump)", format = "integer",
+  { "llm.ttft_us", "integer", unit = "us", metric = "ttft_us", label = "TTFT (odp)", format = "integer",
     group = "llm" },
   { "llm.prefill_ms", "number", unit = "ms" },
   { "llm.decode_ms", "number", unit = "ms" },
@@ -134,7 +135,8 @@ M.FIELDS = {
   { "llm.prefill_tokens_per_s_each", "list", of = "number", unit = "tokens/s" },
   { "llm.decode_tokens_per_s_each", "list", of = "number", unit = "tokens/s" },
   { "llm.sampling_share", "number", label = "sampling share", format = "%.3f", group = "llm" },
-  { "llm.token_source", "string" },                                             -- etdump
+  { "llm.token_times", "string", label = "token times from", group = "llm" },  -- etdump | stdout
+  { "llm.stdout_chunks", "integer" },  -- the last process's stdout chunks holding generated text (vs tokens made)
   { "llm.token_ms_by_position", "list", of = "number", unit = "ms" },          -- median over processes
   { "tokenizer", "object" },
   { "tokenizer.path", "string" },

@@ -19,6 +19,7 @@ local REQUEST_TIMEOUT = 60
 local STOP_GRACE = 5          -- after TERM: the helper sends KILL at 2 s; its answer must come by then
 M.CAPTURE_MAX = 64 << 20      -- bytes of a run's stdout (and of its stderr) kept; the rest is counted, not kept
 M.TIMELINE_MAX = 64 << 20     -- bytes of a run's memory timeline asked for (the helper's own bound too)
+M.STDOUT_TIMES_MAX = 1 << 16  -- stdout chunks of a run whose arrival times are kept (the host's bound too)
 
 local Client = {}
 Client.__index = Client
@@ -249,6 +250,24 @@ function M.timeline_sink(path, max)
   return sink
 end
 
+-- When each stdout chunk of a run was read on the board ('O''s second field: CLOCK_MONOTONIC µs since the program's
+-- start), as odp.proc.run's stdout_times: {t_us, ends (the stdout bytes up to each chunk's end), cut (chunks past
+-- M.STDOUT_TIMES_MAX, counted only)}. -> the table, and add(data, us) -> nil | why the field is not a time.
+local function stdout_times()
+  local c, bytes, last = { t_us = {}, ends = {}, cut = 0 }, 0, 0
+  return c, function(data, us)
+    local t = type(us) == "string" and #us <= 15 and us:match("^%d+$") and math.tointeger(us)
+    if not t then return "sent an output chunk without the time it was read" end
+    if t < last then return "sent output chunk times that go back" end
+    last, bytes = t, bytes + #data
+    if #c.t_us >= M.STDOUT_TIMES_MAX then
+      c.cut = c.cut + 1
+    else
+      c.t_us[#c.t_us + 1], c.ends[#c.ends + 1] = t, bytes
+    end
+  end
+end
+
 --- Runs argv on the board through the helper, measured like `odp-rusage [--cpus] [--counters] [--memory]
 -- [--sample] -- argv`. opts: cwd, env ({K = V | false}), timeout, cpus ("0-3"), counters ("basic"|"all"), memory
 -- ({csv, marks, model, timeline_max}: memory by phase, docs/memory.md; the timeline comes back in the helper's
@@ -259,7 +278,8 @@ end
 -- remote dir}: once the program ended, its files removed (when it exited: not after a signal) and the leases on the
 -- board read, the point's end in its own answer), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result
 -- shape before the report is applied: {ok, status, stdout, stderr, wall_s, timed_out, canceled, stdout_dropped?,
--- stderr_dropped?, timeline_error? (csv could not be written here: why), state_text? ({before, after}: with
+-- stderr_dropped?, stdout_times (when each stdout chunk was read, on the board's clock: as
+-- odp.proc.run's), timeline_error? (csv could not be written here: why), state_text? ({before, after}: with
 -- state, when the program ran), board_text? (with board, when the program ran: the leases' lines as
 -- odp.target.shell reads them, then "unremoved PATH: WHY" lines)}, report (the ODP-RUSAGE lines, "" when the program
 -- never ran) | nil, err, code (the helper or the channel failed: the client is dead).
@@ -305,12 +325,17 @@ function Client:run(argv, opts)
     M.CAPTURE_MAX)
   local put_out, got_out = sink(r, "stdout", limit, opts.on_stdout)
   local put_err, got_err = sink(r, "stderr", limit, opts.on_stderr)
+  local add_time
+  r.stdout_times, add_time = stdout_times()
   local deadline = opts.timeout and t0 + opts.timeout or math.huge
   local stopping
   while true do
     local t, f, fcode = self:frame(stopping or deadline)
     if t == "O" then
-      put_out(f[1] or "")
+      local terr = #f ~= 2 and ("sent an output chunk of %d fields, not 2 (its bytes, when it was read)"):format(#f)
+        or add_time(f[1], f[2])
+      if terr then return lost(self:lose(("EPROTO: the helper on %s %s"):format(self.uri, terr), "EPROTO")) end
+      put_out(f[1])
     elseif t == "E" then
       put_err(f[1] or "")
     elseif t == "T" then

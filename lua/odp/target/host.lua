@@ -4,6 +4,7 @@ local errors = require("odp.core.errors")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local helper_core = require("odp.helper")
+local helper_client = require("odp.target.helper")
 local shell = require("odp.target.shell")
 
 local M = { kind = "host", options = {} }
@@ -125,12 +126,14 @@ end
 --- own stderr, however long, cannot push it out), and rusage, status, signal and wall time are the
 --- command's own. opts.helper_args (e.g. {"--cpus", "0"}: CPU placement), opts.counters ("basic"|"all":
 --- perf counters, r.counters) and opts.memory (memory by phase, r.memory: odp.target.shell.memory_flags) are
---- passed to the helper.
+--- passed to the helper. r.stdout_times: when each stdout chunk was read here, as the board's helper times them
+--- (odp.target.helper), from odp's own read loop.
 function Host:exec(argv, opts)
   opts = opts or {}
   local flags = shell.helper_flags(opts.helper_args, opts.counters)
   local spec = { argv = argv, cwd = opts.cwd, env = opts.env, stdin = opts.stdin, timeout = opts.timeout,
-    on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit }
+    on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit,
+    stdout_times = helper_client.STDOUT_TIMES_MAX }
   local method = opts.rusage ~= false and self:rusage_method()
   if not method then
     -- placement cannot be done without the helper; counters are simply absent, as on a remote board

@@ -2,7 +2,9 @@
 -- (examples/models/llama/main.cpp over extension/llm/runner). Each runner process is one model load and one
 -- generation; -n counts processes under the stopping rule. What a process says of itself (its PyTorchObserver
 -- line: load, time to first token, prefill and decode rates, in whole ms) is kept per process; every token's own
--- latency comes from the process's ETDump, one `Method::execute` per forward (odp.parse.llm). docs/llm.md.
+-- latency comes from the process's ETDump, one `Method::execute` per forward, or, where the ETDump cannot give it
+-- (or --token-times stdout asks), from when each generated piece reached the runner's stdout, timed where it ran
+-- (the board's helper, or odp's own read loop on the host): odp.parse.llm. docs/llm.md.
 local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local stats = require("odp.core.stats")
@@ -26,6 +28,9 @@ M.options = {
   { "max-new-tokens", "With --llm: tokens to generate (--max_new_tokens)", 32, "posint" },
   { "temperature", "With --llm: sampling temperature; 0 (greedy) gives the same text every run, so runs compare",
     0, "number" },
+  { "token-times", "With --llm: where every token's latency comes from: the ETDump's forwards (falling back to " ..
+    "stdout\nwhen they do not match the runner's token counts) or when each piece reached stdout where the runner runs",
+    "etdump", "choice", choices = { "etdump", "stdout" } },
 }
 
 local LLM_ONLY = { "tokenizer", "prompt", "prompt_file", "prompt_tokens" }
@@ -99,11 +104,20 @@ end
 --- the same path on the board). files: the logs' prefix in the run dir (nil for a warmup: nothing kept).
 function M.process(ctx, t, r, files)
   local obs, why = llm.observer(r.stdout)
-  local p = { observer = obs, why = why, figures = obs and llm.figures(obs) or {}, ended = llm.ended(r.stderr) }
+  local p = { observer = obs, why = why, figures = obs and llm.figures(obs) or {}, ended = llm.ended(r.stderr),
+    want = ctx.opts.token_times }
   if not files or r.status ~= 0 then return p end
   local prompt = ctx.opts.prompt
   if ctx.opts.prompt_file then prompt = sys.read_file(ctx.opts.prompt_file) end
   p.text = llm.generated_text(r.stdout, prompt)
+  p.pieces, p.pieces_why = llm.piece_times(r.stdout_times, r.stdout, prompt)
+  -- the raw arrivals beside the process's stdout, whichever source the record takes: what the pieces are read from
+  local st = r.stdout_times
+  if st then
+    local rows = { "t_us,stdout_bytes\n" }
+    for i, t in ipairs(st.t_us) do rows[#rows + 1] = ("%d,%d\n"):format(t, st.ends[i]) end
+    errors.check(sys.write_file(files .. ".stdout_times.csv", table.concat(rows)))
+  end
   local dump = files .. ".etdump"
   local got = t.target:fetch(t.etdump_remote, dump)
   local doc = got and etdump.read(dump)
@@ -121,27 +135,63 @@ function M.process(ctx, t, r, files)
   return p
 end
 
--- Per-token latencies of one process: its decode forwards (each generated token after the first costs one; the
--- first comes out of the last prefill forward). nil when the ETDump's forwards do not add up to the observer's
--- tokens (a runner that prefills in one forward, or a dump cut short): then the process has no per-token times.
-local function decode_ms(p)
+-- Per-token latencies of one process, from the ETDump: its decode forwards (each generated token after the first
+-- costs one; the first comes out of the last prefill forward). nil when the ETDump's forwards do not add up to the
+-- observer's tokens (a runner that prefills in one forward, a dump missing or cut short).
+local function etdump_ms(p)
   local f, fw = p.figures, p.forwards_ms
   if not (fw and f.prompt_tokens and f.generated_tokens) then return nil end
   if #fw ~= f.prompt_tokens + f.generated_tokens then return nil end
   return table.move(fw, f.prompt_tokens + 1, #fw, 1, {})
 end
 
---- The measured processes' per-token latencies as the stopping rule and odp.results.measure take them (one
---- group per process), or nil when no process has them.
-function M.groups(runs)
-  local g = { groups = {}, source = "etdump", per_iteration = false, total = 0 }
-  for i, x in ipairs(runs) do
-    local d = x.parsed.llm and decode_ms(x.parsed.llm)
-    if not d then return nil end
-    g.groups[i] = d
+-- The same from stdout: the time from one piece's arrival to the next's, which holds the next token's forward,
+-- its sampling and its print. Only when every token made (generated_tokens + 1: the first is prefill's) reached
+-- stdout as a chunk of its own: otherwise which chunk carried which tokens is not known (a reader busy for a
+-- moment reads two pieces as one chunk), and the process gives no times.
+local function stdout_ms(p)
+  local at, made = p.pieces and p.pieces.pieces_us, p.figures.generated_tokens and p.figures.generated_tokens + 1
+  if not (at and made) or #at ~= made then return nil end
+  local ms = {}
+  for k = 2, #at do ms[k - 1] = (at[k] - at[k - 1]) / 1000 end
+  return ms
+end
+
+local BY_SOURCE = { etdump = etdump_ms, stdout = stdout_ms }
+
+-- Where the processes' per-token latencies come from, one source for all of them: the ETDump when every process's
+-- forwards add up (unless --token-times stdout asks), else stdout, from the processes whose pieces came one chunk
+-- each. -> "etdump" | "stdout" | nil, and how many processes have no times from it
+local function token_source(runs)
+  local function missing(f)
+    local n = 0
+    for _, x in ipairs(runs) do if not (x.parsed.llm and f(x.parsed.llm)) then n = n + 1 end end
+    return n
   end
-  if #g.groups == 0 then return nil end
+  local want = runs[1] and runs[1].parsed.llm and runs[1].parsed.llm.want
+  if #runs == 0 then return nil end
+  if want ~= "stdout" and missing(etdump_ms) == 0 then return "etdump", 0 end
+  local left_out = missing(stdout_ms)
+  if left_out < #runs then return "stdout", left_out end
+end
+
+--- The measured processes' per-token latencies as the stopping rule and odp.results.measure take them (one
+--- group per process; empty for a process without times), or nil when no process has them.
+function M.groups(runs)
+  local source = token_source(runs)
+  if not source then return nil end
+  local g = { groups = {}, source = source, per_iteration = false, total = 0 }
+  for i, x in ipairs(runs) do g.groups[i] = BY_SOURCE[source](x.parsed.llm) or {} end
   return g
+end
+
+-- odp's own time to first token in µs, from the same source as the per-token times: on the ETDump's clock (its
+-- figure, M.process), or from the prompt's arrival on stdout to the first piece's (both after the prompt is
+-- tokenized, as the ETDump's first forward is).
+local function ttft_us(p, source)
+  if source == "etdump" then return p.figures.ttft_us end
+  local at = p.pieces
+  return at and at.echo_us and at.pieces_us[1] - at.echo_us
 end
 
 local function median_of(runs, key)
@@ -184,9 +234,9 @@ function M.record(ctx, rec, runs)
       "tokens"):format(made, o.max_new_tokens)
   end
   for _, k in ipairs({ "load_ms", "ttft_ms", "prefill_ms", "decode_ms", "prefill_tokens_per_s",
-    "decode_tokens_per_s", "sampling_share", "ttft_us" }) do
+    "decode_tokens_per_s", "sampling_share" }) do
     local med, xs = median_of(runs, k)
-    out[k] = k == "ttft_us" and med and math.tointeger(med // 1) or med
+    out[k] = med
     if k == "ttft_ms" or k == "decode_tokens_per_s" then
       out[k .. "_ci95"] = #xs >= 6 and json.array({ stats.median_ci(xs) }) or nil
     end
@@ -195,11 +245,18 @@ function M.record(ctx, rec, runs)
       out[k .. "_each"] = json.array(xs)
     end
   end
+  local source, left_out = token_source(runs)
+  local tt = {}
+  for _, x in ipairs(runs) do
+    local v = x.parsed.llm and ttft_us(x.parsed.llm, source or "etdump")
+    if v then tt[#tt + 1] = v end
+  end
+  out.ttft_us = #tt > 0 and math.tointeger(stats.percentile(tt, 50) // 1) or nil
   -- every token's latency by its position after the prompt (the KV cache grows): the median over processes
   local by_pos = json.array({})
   local per, longest = {}, 0
   for _, x in ipairs(runs) do
-    per[#per + 1] = x.parsed.llm and decode_ms(x.parsed.llm) or {}
+    per[#per + 1] = source and x.parsed.llm and BY_SOURCE[source](x.parsed.llm) or {}
     longest = math.max(longest, #per[#per])
   end
   for pos = 1, longest do
@@ -208,10 +265,31 @@ function M.record(ctx, rec, runs)
     if #xs > 0 then by_pos[pos] = stats.percentile(xs, 50) end
   end
   out.token_ms_by_position = by_pos
-  out.token_source = runs[1].parsed.llm and decode_ms(runs[1].parsed.llm) and "etdump" or nil
-  if not out.token_source then
-    rec.warnings[#rec.warnings + 1] = "llm: no per-token latency: the ETDump's forwards do not match the " ..
-      "runner's token counts (a runner without the event tracer, or a model that prefills in one forward)"
+  out.token_times = source
+  out.stdout_chunks = last.pieces and #last.pieces.pieces_us
+  local chunks = ("%s chunks of generated text for %s tokens made"):format(tostring(out.stdout_chunks),
+    tostring(made))
+  local one_each = "(an empty or non-printable piece prints nothing; pieces close together are read as one chunk)"
+  if source == "stdout" and o.token_times ~= "stdout" then
+    rec.warnings[#rec.warnings + 1] = "llm: the ETDump's forwards do not match the runner's token counts (a " ..
+      "runner without the event tracer, a model that prefills in one forward, a dump cut short): every token's " ..
+      "latency is from when its piece reached the runner's stdout, timed where it ran"
+  end
+  if source == "stdout" and left_out > 0 then
+    -- a process whose arrivals could not be read at all says why (its chunks past the bound, no helper)
+    local whys, seen = {}, {}
+    for _, x in ipairs(runs) do
+      local why = x.parsed.llm and x.parsed.llm.pieces_why
+      if why and not seen[why] then seen[why], whys[#whys + 1] = true, why end
+    end
+    rec.warnings[#rec.warnings + 1] = ("llm: %d of %d processes' pieces did not reach stdout one chunk per token " ..
+      "%s%s: their token times are left out"):format(left_out, #runs, one_each,
+      #whys > 0 and ("; " .. table.concat(whys, "; ")) or "")
+  elseif not source then
+    rec.warnings[#rec.warnings + 1] = ("llm: no per-token latency: %sno process's pieces reached stdout one chunk " ..
+      "per token %s; the last one's stdout had %s%s"):format(o.token_times == "stdout" and "" or
+      "the ETDump's forwards do not match the runner's token counts, and ", one_each,
+      last.pieces and chunks or "no times", last.pieces_why and (": " .. last.pieces_why) or "")
   end
   if last.text then
     local path = ctx.run_dir .. "/generated.txt"
