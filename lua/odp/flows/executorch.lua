@@ -94,12 +94,12 @@ function M.record(ctx)
   if o.memory == false then rec.params.memory = false end -- no watcher beside the runner (said only when off)
   -- both hashes cached: even a 1 KB model's sha256 cost a sixth of a host run's instructions (libcrypto's
   -- loading and digest setup, bench/README.md "Precompiled Lua")
-  local hashes = o.runs_dir .. "/.sha256-cache.json"
-  rec.model = result.file_info(o.model, hashes)
-  rec.runner = result.file_info(o.runner, hashes)
+  ctx.file_cache = o.runs_dir .. "/.sha256-cache.json" -- and what the stage step asks of the runner's bytes
+  rec.model = result.file_info(o.model, ctx.file_cache)
+  rec.runner = result.file_info(o.runner, ctx.file_cache)
   if o.llm then
     llm.params(o, rec.params)
-    rec.tokenizer = result.file_info(o.tokenizer, hashes)
+    rec.tokenizer = result.file_info(o.tokenizer, ctx.file_cache)
   end
   rec.steps = json.array({})
   local emulated = ctx.preflight and ctx.preflight.emulated
