@@ -425,10 +425,14 @@ local root, by_path
 local function index()
   root, by_path = { children = {} }, {}
   for _, f in ipairs(M.FIELDS) do
-    local parent_path, name = f[1]:match("^(.*)%.([^.]+)$")
+    -- the path's last dot by plain finds: a backtracking "^(.*)%.([^.]+)$" per field cost 0.6 M of the 6.4 M
+    -- instructions of loading this module, which every run does
+    local dot, at = nil, 0
+    repeat at = f[1]:find(".", at + 1, true) if at then dot = at end until not at
+    local parent_path, name = dot and f[1]:sub(1, dot - 1), dot and f[1]:sub(dot + 1)
     local parent = root
     if parent_path then
-      local list_item = parent_path:match("^(.*)%[%]$")
+      local list_item = parent_path:sub(-2) == "[]" and parent_path:sub(1, -3) or nil
       parent = by_path[list_item or parent_path]
       if not parent then error(("schema: %s is declared before its parent %s"):format(f[1], parent_path), 0) end
       if list_item then parent = parent.item end
