@@ -20,7 +20,6 @@ local shell = require("odp.target.shell")
 local stage = require("odp.flows.executorch.stage")
 local runs_part = require("odp.flows.executorch.runs")
 local measure = require("odp.flows.executorch.measure")
-local fetch = require("odp.flows.executorch.fetch")
 local llm = require("odp.flows.executorch.llm")
 
 local M = { name = "executorch" }
@@ -118,6 +117,9 @@ function M.preflight_files(ctx)
     allow_emulated = ctx.opts.allow_emulated }
 end
 
+-- The fetch step's module: a host run without --etdump, --sample or a crash never fetches
+local function fetch() return require("odp.flows.executorch.fetch") end -- lazy: start-up
+
 -- The ops of the run's ETDump (t.etdump) into rec. A file cut short (its runner died writing it, or a full
 -- disk stopped it) is read as far as it goes: rec.etdump_partial says how much, a warning says why. -> the
 -- read ETDump, or nil.
@@ -151,11 +153,11 @@ end
 -- crash and before its failure is raised; what they find goes into the failed record.
 local function after_crash(ctx, rec, t)
   if t.etdump_remote and not ctx.opts.llm then
-    local fetched, ferr = pcall(run.step, rec, "fetch", function() return fetch.step(ctx, rec, t) end)
+    local fetched, ferr = pcall(run.step, rec, "fetch", function() return fetch().step(ctx, rec, t) end)
     if fetched and t.etdump then read_etdump(rec, t) end
     if not fetched then rec.warnings[#rec.warnings + 1] = "the crashed runner's ETDump: " .. tostring(ferr) end
   end
-  if t.failed.core_dumped then fetch.core(ctx, rec, t) end
+  if t.failed.core_dumped then fetch().core(ctx, rec, t) end
 end
 
 --- The steps, each traced in rec.steps: stage, run, fetch (with --etdump); then the measurements. Raises a
@@ -171,7 +173,7 @@ function M.steps(ctx, rec)
     error(rerr, 0)
   end
   -- --llm fetched each process's ETDump after it (odp.flows.executorch.llm): the last is the run's
-  if t.fetch_etdump and not o.llm then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
+  if t.fetch_etdump and not o.llm then run.step(rec, "fetch", function() return fetch().step(ctx, rec, t) end) end
   local kept
   if t.output_base then
     run.step(rec, "outputs", function()
@@ -190,7 +192,7 @@ function M.steps(ctx, rec)
     run.artifact(ctx, rec, "sustained", dir .. "/sustained.jsonl")
   end
   local doc = t.etdump and read_etdump(rec, t)
-  if t.samples then fetch.profile(ctx, rec, t, doc) end
+  if t.samples then fetch().profile(ctx, rec, t, doc) end
   -- the kept outputs join the printed ones (the last measured process's), then the reference's gates judge them
   if kept then tensors.judge(ctx.io, rec, kept, ctx.run_dir) end
 end
