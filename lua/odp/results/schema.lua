@@ -449,7 +449,10 @@ local function index()
   end
 end
 
-local function check_entry(f)
+--- Raises unless f is an entry of the shape above: what M.add checks of a script's field. odp's own M.FIELDS are
+--- checked by tests/lua/schema_test.lua, not at every start (1.4 M instructions of a host run's 35 M).
+---@param f table
+function M.check_entry(f)
   if type(f) ~= "table" or type(f[1]) ~= "string" or not TYPES[f[2]] then
     error("schema: an entry is {path, type, ...} with type one of string, integer, number, boolean, object, " ..
       "list, map, table, any, scalar", 3)
@@ -462,7 +465,6 @@ local function check_entry(f)
   end
 end
 
-for _, f in ipairs(M.FIELDS) do check_entry(f) end
 index()
 
 --- Declares one more field (a user script's or a test's; odp's own are in M.FIELDS above): after the entry
@@ -470,7 +472,7 @@ index()
 ---@param entry table {path, type, unit=, metric=, label=, format=, history=, group=}
 ---@param opts {after?: string}?
 function M.add(entry, opts)
-  check_entry(entry)
+  M.check_entry(entry)
   if by_path[entry[1]] then error(("schema: %s is declared already"):format(entry[1]), 2) end
   local at = #M.FIELDS + 1
   for i, f in ipairs(M.FIELDS) do if opts and f[1] == opts.after then at = i + 1 end end
