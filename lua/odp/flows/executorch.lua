@@ -14,7 +14,7 @@ local measuring = require("odp.results.measure")
 local run = require("odp.run")
 local tensors = require("odp.results.tensors")
 local device_state = require("odp.target.device_state")
-local etdump = require("odp.parse.etdump")
+local function etdump() return require("odp.parse.etdump") end -- lazy: start-up (no --etdump: none read)
 local rusage = require("odp.target.rusage")
 local shell = require("odp.target.shell")
 local stage = require("odp.flows.executorch.stage")
@@ -124,7 +124,7 @@ local function fetch() return require("odp.flows.executorch.fetch") end -- lazy:
 -- disk stopped it) is read as far as it goes: rec.etdump_partial says how much, a warning says why. -> the
 -- read ETDump, or nil.
 local function read_etdump(rec, t)
-  local doc, derr = etdump.read(t.etdump)
+  local doc, derr = etdump().read(t.etdump)
   local why
   if not doc or doc.partial then
     -- a runner stopped by a full disk leaves a short file: say that, not that the format is wrong
@@ -135,8 +135,8 @@ local function read_etdump(rec, t)
     if not why then rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr end
     return nil
   end
-  rec.ops = json.array(etdump.ops(doc))
-  rec.ops_summary = etdump.ops_summary(doc)
+  rec.ops = json.array(etdump().ops(doc))
+  rec.ops_summary = etdump().ops_summary(doc)
   local p = doc.partial
   if p then
     rec.etdump_partial = { bytes = p.bytes, expected_bytes = p.declared_bytes + 4, events_lost = p.events_lost,
