@@ -146,7 +146,9 @@ T.test("an unchanged runner of many MB is not read again: its sha256 and whether
     T.eq(r.status, 0, r.stderr)
     local bytes = 0
     for call in T.read(trace):gmatch("[^\n]+") do
-      if call:find("<" .. sys.realpath(big) .. ">", 1, true) then bytes = bytes + (tonumber(call:match("= (%d+)$")) or 0) end
+      if call:find("<" .. sys.realpath(big) .. ">", 1, true) then
+        bytes = bytes + (tonumber(call:match("= (%d+)$")) or 0)
+      end
     end
     os.remove(trace)
     T.match(r.stderr, "run: [^\n]*big_runner [^\n]*%-%-etdump_path ", "the runner gets its ETDump path")

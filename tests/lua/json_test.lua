@@ -264,7 +264,8 @@ T.test("result.file_fact: a file's facts share its cache entry, remembered until
     T.eq(result.file_info(f, cache).sha256, sys.sha256_file(f))
     -- ... and changed in place again (a clock tick later: ctime moves on), the flag back
     sys.sleep(0.05)
-    T.eq(proc.run { "sh", "-c", 'touch -r "$1" "$1.ref" && printf "ELF ... --etdump_path ..." > "$1" && touch -r "$1.ref" "$1"',
+    T.eq(proc.run { "sh", "-c",
+      'touch -r "$1" "$1.ref" && printf "ELF ... --etdump_path ..." > "$1" && touch -r "$1.ref" "$1"',
       "sh", f, timeout = 10 }.status, 0)
     T.eq(stage.takes_etdump_path(f, cache), true, "changed in place: asked again")
     -- a fact computed as nil is not remembered (nothing to say), false is

@@ -450,7 +450,7 @@ local function index()
 end
 
 --- Raises unless f is an entry of the shape above: what M.add checks of a script's field. odp's own M.FIELDS are
---- checked by tests/lua/schema_test.lua, not at every start (1.4 M instructions of a host run's 35 M).
+--- checked by tests/lua/schema_test.lua, not at every start (1.3 M instructions of a host run's 35 M).
 ---@param f table
 function M.check_entry(f)
   if type(f) ~= "table" or type(f[1]) ~= "string" or not TYPES[f[2]] then

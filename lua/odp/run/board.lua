@@ -17,8 +17,8 @@ local ui = require("odp.core.ui")
 
 local M = {}
 
--- A probe board's modules (odp.target.probe with odp.probe, odp.rtt and the stream core; odp.target.twin), loaded
--- by the first probe board: a host, SSH or adb run never needs them (0.5 M instructions of a host run's start)
+-- A probe board's modules (odp.target.probe with odp.probe, odp.rtt and the stream core; odp.target.twin),
+-- loaded by the first probe board: a host, SSH or adb run never needs them (0.5 M instructions of its start)
 local function probe_mod() return require("odp.target.probe") end -- lazy: start-up
 local function twin() return require("odp.target.twin") end -- lazy: start-up
 
