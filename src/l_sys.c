@@ -183,6 +183,21 @@ static int l_read_file(lua_State *L)
     return 1;
 }
 
+/* file_contains(path, bytes) -> boolean | nil, "ENOTFOUND: ...", code: without reading the file into memory */
+static int l_file_contains(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    size_t n;
+    const char *needle = luaL_checklstring(L, 2, &n);
+    luaL_argcheck(L, n >= 1 && n <= 4096, 2, "1 to 4096 bytes");
+    int found;
+    odp_err err;
+    if (odp_file_contains(path, needle, n, &found, &err))
+        return odp_pushfail(L, &err);
+    lua_pushboolean(L, found);
+    return 1;
+}
+
 static int l_write_file(lua_State *L)
 {
     static const char *const allowed[] = {"mode", "batch", NULL};
@@ -448,7 +463,8 @@ int luaopen_odp_sys(lua_State *L)
         {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode}, {"crc32", l_crc32},
         {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
         {"isatty", l_isatty}, {"term_width", l_term_width}, {"read_secret", l_read_secret},
-        {"read_file", l_read_file}, {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
+        {"read_file", l_read_file}, {"file_contains", l_file_contains},
+        {"write_file", l_write_file}, {"append_sync", l_append_sync}, {"mkdir_p", l_mkdir_p},
         {"rename", l_rename}, {"chmod", l_chmod}, {"stat", l_stat}, {"free_bytes", l_free_bytes}, {"realpath", l_realpath}, {"readdir", l_readdir},
         {"getpid", l_getpid}, {"fd_path", l_fd_path}, {"hostname", l_hostname}, {"cancel_requested", l_cancel_requested},
         {"cancel_clear", l_cancel_clear}, {"cancel_request", l_cancel_request}, {"terminating", l_terminating},

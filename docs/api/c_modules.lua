@@ -74,6 +74,8 @@ return {
       { 'term_width(fd?: "stdin"|"stdout"|"stderr"|integer) -> integer|nil columns', "the terminal's width" },
       { "read_secret() -> string|nil line, " .. FAIL, "one line from the terminal with echo off (restored afterwards and on Ctrl-C); the caller writes the prompt" },
       { "read_file(path: string) -> string|nil bytes, " .. FAIL, "the whole file" },
+      { "file_contains(path: string, bytes: string) -> boolean|nil found, " .. FAIL,
+        "whether the file holds those bytes (1 to 4096 of them), read in pieces: a many-MB file costs no memory" },
       { "write_file(path: string, data: string, opts?: {mode?: integer, batch?: boolean}) -> true|nil ok, " .. FAIL, "atomically: a temporary file, fsync, rename, fsync of the directory; batch: the data only written out and the directory not synced, made durable by the next write_file without batch in the same directory (one flush for a run's files: on ext4 and xfs a journal commit flushes the device's cache)" },
       { "append_sync(path: string, data: string) -> true|nil ok, " .. FAIL, "appends and fsyncs (JSONL records)" },
       { "mkdir_p(path: string, mode?: integer) -> true|nil ok, " .. FAIL, "with its parents" },

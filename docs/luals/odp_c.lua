@@ -146,6 +146,13 @@ function sys.read_secret() end
 ---@return string? err
 ---@return odp.ECode? code
 function sys.read_file(path) end
+--- whether the file holds those bytes (1 to 4096 of them), read in pieces: a many-MB file costs no memory
+---@param path string
+---@param bytes string
+---@return boolean|nil found
+---@return string? err
+---@return odp.ECode? code
+function sys.file_contains(path, bytes) end
 --- atomically: a temporary file, fsync, rename, fsync of the directory; batch: the data only written out and the directory not synced, made durable by the next write_file without batch in the same directory (one flush for a run's files: on ext4 and xfs a journal commit flushes the device's cache)
 ---@param path string
 ---@param data string

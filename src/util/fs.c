@@ -78,6 +78,41 @@ int odp_append_sync(const char *path, const void *data, size_t n, odp_err *err)
     return rc;
 }
 
+int odp_file_contains(const char *path, const void *needle, size_t n, int *found, odp_err *err)
+{
+    enum { PIECE = 64 * 1024, NEEDLE_MAX = 4096 };
+    if (n == 0 || n > NEEDLE_MAX)
+        return odp_fail(err, ODP_EIO, "a needle of %zu bytes (1 to %d)", n, NEEDLE_MAX);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return odp_fail_errno(err, odp_code_from_errno(errno), errno, "cannot open %s", path);
+    /* each piece after the previous one's last n - 1 bytes: a needle across two reads is seen whole */
+    char buf[NEEDLE_MAX - 1 + PIECE];
+    size_t kept = 0;
+    *found = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + kept, PIECE);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            return odp_fail_errno(err, ODP_EIO, e, "cannot read %s", path);
+        }
+        if (r == 0)
+            break;
+        size_t have = kept + (size_t)r;
+        if (memmem(buf, have, needle, n)) {
+            *found = 1;
+            break;
+        }
+        kept = have < n - 1 ? have : n - 1;
+        memmove(buf, buf + have - kept, kept);
+    }
+    close(fd);
+    return 0;
+}
+
 int odp_mkdir_p(const char *path, mode_t mode, odp_err *err)
 {
     char buf[PATH_MAX];

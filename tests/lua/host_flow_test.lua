@@ -132,6 +132,35 @@ T.test("a run's files are flushed once: samples.csv written out and batched, the
   T.eq(sys.sha256_file(rec.artifacts.run_dir .. "/samples.csv"), rec.artifacts.samples.sha256, "samples.csv whole")
 end)
 
+T.test("an unchanged runner of many MB is not read again: its sha256 and whether it takes --etdump_path are remembered", function()
+  -- the fake runner with 8 MiB after its ELF image (it still runs), old enough to be remembered (result.RACY_S)
+  local big = dir .. "/big_runner"
+  T.eq(sys.write_file(big, T.read(fake) .. ("\0"):rep(8 << 20), { mode = tonumber("755", 8) }), true)
+  sys.sleep(require("odp.results.result").RACY_S + 0.2)
+  -- bytes odp (and its children) read() from the runner, counted by strace from outside
+  local function run_traced()
+    local trace = dir .. "/read.trace"
+    local r = assert(proc.run { argv = { "strace", "-f", "-y", "-e", "trace=read,pread64", "-o", trace, odp, "run",
+      root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs-big", "--runner", big, "--model", add, "-n", "2",
+      "--no-history", "-v" }, cwd = dir, timeout = 60 })
+    T.eq(r.status, 0, r.stderr)
+    local bytes = 0
+    for call in T.read(trace):gmatch("[^\n]+") do
+      if call:find("<" .. sys.realpath(big) .. ">", 1, true) then
+        bytes = bytes + (tonumber(call:match("= (%d+)$")) or 0)
+      end
+    end
+    os.remove(trace)
+    T.match(r.stderr, "run: [^\n]*big_runner [^\n]*%-%-etdump_path ", "the runner gets its ETDump path")
+    return bytes
+  end
+  local first = run_traced()
+  T.ok(first >= 8 << 20, ("the first run hashes all of it (and looks for the flag): %d bytes read"):format(first))
+  local again = run_traced()
+  T.ok(again < 16 * 1024, ("the next run reads its ELF header only, not %d bytes"):format(again))
+  os.remove(big)
+end)
+
 T.test("an older file at --etdump does not pass for this run's ETDump", function()
   T.write(dir .. "/stale.etdump", T.read(etd))
   local rec = json_run({ "--runner", fake, "--model", add, "--etdump", dir .. "/stale.etdump", "--format", "json" })

@@ -236,6 +236,77 @@ T.test("result.file_info: sha256 cached by real path, device, inode, size, mtime
   assert(ok, err)
 end)
 
+T.test("result.file_fact: a file's facts share its cache entry, remembered until the file changes; a changed runner is asked again whether it takes --etdump_path", function()
+  local sys, proc = require("odp.sys"), require("odp.proc")
+  local stage = require("odp.flows.executorch.stage")
+  local dir = T.tmpdir()
+  local f, cache = dir .. "/runner", dir .. "/cache.json"
+  T.write(f, "ELF ... --etdump_path ...")
+  local racy = result.RACY_S
+  result.RACY_S = -1 -- remember every file, however recent
+  local ok, err = pcall(function()
+    local asked = 0
+    local function flag(path) asked = asked + 1 return sys.file_contains(path, "etdump_path") end
+    T.eq(result.file_fact(f, cache, "etdump_path", flag), true)
+    T.eq(result.file_fact(f, cache, "etdump_path", flag), true)
+    T.eq(asked, 1, "asked once, then remembered")
+    T.eq(stage.takes_etdump_path(f, cache), true)
+    local sha = result.file_info(f, cache).sha256
+    T.eq(sha, sys.sha256_file(f))
+    local entry = assert(json.decode(T.read(cache)))[sys.realpath(f)]
+    T.eq({ entry.etdump_path, entry.sha256 }, { true, sha }, "both facts in the file's one entry")
+    -- a runner rebuilt without the event tracer, its size and mtime kept, renamed into place: every fact asked again
+    T.write(dir .. "/other", "ELF ... --etdump_paht ...")
+    T.eq(proc.run { "touch", "-r", f, dir .. "/other", timeout = 10 }.status, 0)
+    T.eq(assert(os.rename(dir .. "/other", f)), true)
+    T.eq(stage.takes_etdump_path(f, cache), false, "the new runner's own answer")
+    T.eq(assert(json.decode(T.read(cache)))[sys.realpath(f)].sha256, nil, "the old runner's sha256 dropped with it")
+    T.eq(result.file_info(f, cache).sha256, sys.sha256_file(f))
+    -- ... and changed in place again (a clock tick later: ctime moves on), the flag back
+    sys.sleep(0.05)
+    T.eq(proc.run { "sh", "-c",
+      'touch -r "$1" "$1.ref" && printf "ELF ... --etdump_path ..." > "$1" && touch -r "$1.ref" "$1"',
+      "sh", f, timeout = 10 }.status, 0)
+    T.eq(stage.takes_etdump_path(f, cache), true, "changed in place: asked again")
+    -- a fact computed as nil is not remembered (nothing to say), false is
+    T.eq(result.file_fact(f, cache, "nothing", function() return nil end), nil)
+    T.eq(assert(json.decode(T.read(cache)))[sys.realpath(f)].nothing, nil)
+    T.eq(result.file_fact(dir .. "/none", cache, "etdump_path", flag), nil, "no such file")
+  end)
+  result.RACY_S = racy
+  assert(ok, err)
+end)
+
+T.test("sys.file_contains agrees with grep -F: across its 64 KiB reads, at either end, absent, a missing file", function()
+  local sys, proc = require("odp.sys"), require("odp.proc")
+  local dir = T.tmpdir()
+  local needle = "etdump_path"
+  local function grep(path)
+    local r = assert(proc.run { "grep", "-q", "-F", "-a", "--", needle, path, timeout = 10 })
+    return r.status == 0
+  end
+  local filler = ("x"):rep(200 * 1024)
+  local cases = {
+    { "absent", filler },
+    { "at the start", needle .. filler },
+    { "at the end", filler .. needle },
+    { "across the first 64 KiB read", filler:sub(1, 65536 - 5) .. needle .. filler },
+    { "across the second", filler:sub(1, 2 * 65536 - 1) .. needle .. filler },
+    { "all but its last byte", filler .. needle:sub(1, -2) },
+    { "empty file", "" },
+    { "the needle alone", needle },
+  }
+  for i, c in ipairs(cases) do
+    local f = ("%s/%d"):format(dir, i)
+    T.write(f, c[2])
+    T.eq(sys.file_contains(f, needle), grep(f), c[1])
+  end
+  T.eq(sys.file_contains(dir .. "/4", needle), true, "the oracle agrees with a case that holds it")
+  local found, err, code = sys.file_contains(dir .. "/none", needle)
+  T.eq({ found, code }, { nil, "ENOTFOUND" }, err)
+  T.ok(not pcall(sys.file_contains, dir .. "/1", ""), "an empty needle is misuse")
+end)
+
 T.test("an installed odp finds dkjson too (make install into a temporary prefix)", function()
   local proc = require("odp.proc")
   local prefix = T.tmpdir() .. "/usr"

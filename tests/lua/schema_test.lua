@@ -151,6 +151,16 @@ T.test("docs/SCRIPTING.md's record table lists every top-level field the schema 
   T.eq(documented, declared)
 end)
 
+T.test("odp's own fields are well formed (no run checks them again)", function()
+  T.ok(#schema.FIELDS > 300, "the whole declaration")
+  for _, f in ipairs(schema.FIELDS) do
+    local ok, err = pcall(schema.check_entry, f)
+    T.ok(ok, err)
+  end
+  -- the check itself: a bad entry slipped into the declaration is named
+  T.raises(function() schema.check_entry({ "latency_ms.p50", "number", unti = "ms" }) end, "unknown attribute 'unti'")
+end)
+
 T.test("declaring: misuse raises, one line", function()
   T.raises(function() schema.add({ "x", "float" }) end, "type one of")
   T.raises(function() schema.add({ "x", "number", lable = "x" }) end, "unknown attribute 'lable'")

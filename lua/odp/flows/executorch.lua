@@ -14,13 +14,12 @@ local measuring = require("odp.results.measure")
 local run = require("odp.run")
 local tensors = require("odp.results.tensors")
 local device_state = require("odp.target.device_state")
-local etdump = require("odp.parse.etdump")
+local function etdump() return require("odp.parse.etdump") end -- lazy: start-up (no --etdump: none read)
 local rusage = require("odp.target.rusage")
 local shell = require("odp.target.shell")
 local stage = require("odp.flows.executorch.stage")
 local runs_part = require("odp.flows.executorch.runs")
 local measure = require("odp.flows.executorch.measure")
-local fetch = require("odp.flows.executorch.fetch")
 local llm = require("odp.flows.executorch.llm")
 
 local M = { name = "executorch" }
@@ -94,12 +93,12 @@ function M.record(ctx)
   if o.memory == false then rec.params.memory = false end -- no watcher beside the runner (said only when off)
   -- both hashes cached: even a 1 KB model's sha256 cost a sixth of a host run's instructions (libcrypto's
   -- loading and digest setup, bench/README.md "Precompiled Lua")
-  local hashes = o.runs_dir .. "/.sha256-cache.json"
-  rec.model = result.file_info(o.model, hashes)
-  rec.runner = result.file_info(o.runner, hashes)
+  ctx.file_cache = o.runs_dir .. "/.sha256-cache.json" -- and what the stage step asks of the runner's bytes
+  rec.model = result.file_info(o.model, ctx.file_cache)
+  rec.runner = result.file_info(o.runner, ctx.file_cache)
   if o.llm then
     llm.params(o, rec.params)
-    rec.tokenizer = result.file_info(o.tokenizer, hashes)
+    rec.tokenizer = result.file_info(o.tokenizer, ctx.file_cache)
   end
   rec.steps = json.array({})
   local emulated = ctx.preflight and ctx.preflight.emulated
@@ -118,11 +117,14 @@ function M.preflight_files(ctx)
     allow_emulated = ctx.opts.allow_emulated }
 end
 
+-- The fetch step's module: a host run without --etdump, --sample or a crash never fetches
+local function fetch() return require("odp.flows.executorch.fetch") end -- lazy: start-up
+
 -- The ops of the run's ETDump (t.etdump) into rec. A file cut short (its runner died writing it, or a full
 -- disk stopped it) is read as far as it goes: rec.etdump_partial says how much, a warning says why. -> the
 -- read ETDump, or nil.
 local function read_etdump(rec, t)
-  local doc, derr = etdump.read(t.etdump)
+  local doc, derr = etdump().read(t.etdump)
   local why
   if not doc or doc.partial then
     -- a runner stopped by a full disk leaves a short file: say that, not that the format is wrong
@@ -133,8 +135,8 @@ local function read_etdump(rec, t)
     if not why then rec.warnings[#rec.warnings + 1] = "ETDump: " .. derr end
     return nil
   end
-  rec.ops = json.array(etdump.ops(doc))
-  rec.ops_summary = etdump.ops_summary(doc)
+  rec.ops = json.array(etdump().ops(doc))
+  rec.ops_summary = etdump().ops_summary(doc)
   local p = doc.partial
   if p then
     rec.etdump_partial = { bytes = p.bytes, expected_bytes = p.declared_bytes + 4, events_lost = p.events_lost,
@@ -151,11 +153,11 @@ end
 -- crash and before its failure is raised; what they find goes into the failed record.
 local function after_crash(ctx, rec, t)
   if t.etdump_remote and not ctx.opts.llm then
-    local fetched, ferr = pcall(run.step, rec, "fetch", function() return fetch.step(ctx, rec, t) end)
+    local fetched, ferr = pcall(run.step, rec, "fetch", function() return fetch().step(ctx, rec, t) end)
     if fetched and t.etdump then read_etdump(rec, t) end
     if not fetched then rec.warnings[#rec.warnings + 1] = "the crashed runner's ETDump: " .. tostring(ferr) end
   end
-  if t.failed.core_dumped then fetch.core(ctx, rec, t) end
+  if t.failed.core_dumped then fetch().core(ctx, rec, t) end
 end
 
 --- The steps, each traced in rec.steps: stage, run, fetch (with --etdump); then the measurements. Raises a
@@ -171,7 +173,7 @@ function M.steps(ctx, rec)
     error(rerr, 0)
   end
   -- --llm fetched each process's ETDump after it (odp.flows.executorch.llm): the last is the run's
-  if t.fetch_etdump and not o.llm then run.step(rec, "fetch", function() return fetch.step(ctx, rec, t) end) end
+  if t.fetch_etdump and not o.llm then run.step(rec, "fetch", function() return fetch().step(ctx, rec, t) end) end
   local kept
   if t.output_base then
     run.step(rec, "outputs", function()
@@ -190,7 +192,7 @@ function M.steps(ctx, rec)
     run.artifact(ctx, rec, "sustained", dir .. "/sustained.jsonl")
   end
   local doc = t.etdump and read_etdump(rec, t)
-  if t.samples then fetch.profile(ctx, rec, t, doc) end
+  if t.samples then fetch().profile(ctx, rec, t, doc) end
   -- the kept outputs join the printed ones (the last measured process's), then the reference's gates judge them
   if kept then tensors.judge(ctx.io, rec, kept, ctx.run_dir) end
 end

@@ -28,34 +28,49 @@ function M.new(fields)
   return r
 end
 
---- A file changed less than this many seconds ago is hashed but not remembered: a write within the same tick
---- of the file system's clock (1-2 s on some) would leave its mtime and ctime as they were (git's "racily
---- clean" entries).
+--- A file changed less than this many seconds ago is asked about (hashed) but not remembered: a write within
+--- the same tick of the file system's clock (1-2 s on some) would leave its mtime and ctime as they were (git's
+--- "racily clean" entries).
 M.RACY_S = 2
 
---- {path, sha256, bytes} of a local file, or nil. cache: a JSON file that remembers sha256s as git's index
---- does, by real path and the file's device, inode, size, mtime and ctime (ctime: no utime() sets it, so a
---- file made to look like another by size and mtime, or put in its place, is hashed again), so that an
---- unchanged runner of many MB is not hashed again on every run (hashing a 7.5 MB runner was a quarter of a
---- host run's overhead).
+--- A fact about a local file's bytes (named `name`: "sha256", or any the caller computes with `compute(path)`),
+--- remembered in `cache` (a JSON file) as git's index remembers sha256s: by real path and the file's device,
+--- inode, size, mtime and ctime (ctime: no utime() sets it, so a file made to look like another by size and mtime,
+--- or put in its place, is asked about again), so that an unchanged runner of many MB is not read again on every
+--- run (hashing a 7.5 MB runner was a quarter of a host run's overhead). A file's facts share one entry, which
+--- a change of the file drops whole. -> the fact (nil: compute said nil, or there is no such file), the file's
+--- stat.
 ---@param path string?
 ---@param cache string?
-function M.file_info(path, cache)
+---@param name string
+---@param compute fun(path: string): any
+function M.file_fact(path, cache, name, compute)
   local st = path and sys.stat(path)
   if not st then return nil end
   local known = cache and json.decode(sys.read_file(cache) or "") or {}
   local key = sys.realpath(path) or path
-  local hit = type(known[key]) == "table" and known[key]
-  if hit and hit.bytes == st.size and hit.mtime == st.mtime and hit.ctime == st.ctime and hit.dev == st.dev
-      and hit.ino == st.ino and type(hit.sha256) == "string" then
-    return { path = path, sha256 = hit.sha256, bytes = st.size }
+  local entry = type(known[key]) == "table" and known[key]
+  if not (entry and entry.bytes == st.size and entry.mtime == st.mtime and entry.ctime == st.ctime
+      and entry.dev == st.dev and entry.ino == st.ino) then
+    entry = { bytes = st.size, mtime = st.mtime, ctime = st.ctime, dev = st.dev, ino = st.ino }
   end
-  local sha = sys.sha256_file(path)
-  if cache and sha and sys.time() - math.max(st.mtime, st.ctime) > M.RACY_S then
-    known[key] = { bytes = st.size, mtime = st.mtime, ctime = st.ctime, dev = st.dev, ino = st.ino, sha256 = sha }
+  if entry[name] ~= nil then return entry[name], st end
+  local fact = compute(path)
+  if cache and fact ~= nil and sys.time() - math.max(st.mtime, st.ctime) > M.RACY_S then
+    entry[name] = fact
+    known[key] = entry
     sys.mkdir_p(cache:match("^(.*)/[^/]*$") or ".") -- a new runs dir is made after the record starts
     sys.write_file(cache, json.encode(known) .. "\n")
   end
+  return fact, st
+end
+
+--- {path, sha256, bytes} of a local file, or nil. cache: a JSON file that remembers the sha256 (file_fact).
+---@param path string?
+---@param cache string?
+function M.file_info(path, cache)
+  local sha, st = M.file_fact(path, cache, "sha256", sys.sha256_file)
+  if not st then return nil end
   return { path = path, sha256 = sha, bytes = st.size }
 end
 

@@ -12,12 +12,15 @@ local device = require("odp.target.device")
 local flows = require("odp.run.flows")
 local options = require("odp.core.options")
 local sys = require("odp.sys")
-local twin = require("odp.target.twin")
 local preflight = require("odp.target.preflight")
-local probe_mod = require("odp.target.probe")
 local ui = require("odp.core.ui")
 
 local M = {}
+
+-- A probe board's modules (odp.target.probe with odp.probe, odp.rtt and the stream core; odp.target.twin),
+-- loaded by the first probe board: a host, SSH or adb run never needs them (0.5 M instructions of its start)
+local function probe_mod() return require("odp.target.probe") end -- lazy: start-up
+local function twin() return require("odp.target.twin") end -- lazy: start-up
 
 -- Two kinds of board: a shell board (host, ssh, adb: a target, odp.target.*, that runs commands) and a probe
 -- board (J-Link, GDB, the twin: a core reached through a probe, with its RTT). Board holds what every board
@@ -265,7 +268,7 @@ function Board:profile(opts) return flow_verb(self, "profile", opts or {}) end
 
 function Board:close()
   if self._rtt then pcall(self._rtt.close, self._rtt) self._rtt = nil end
-  if self._probe then pcall(probe_mod.close, self._probe) self._probe = nil end
+  if self._probe then pcall(probe_mod().close, self._probe) self._probe = nil end
   if self._target then
     -- its own directory on a remote board goes with it (its lease: no other odp sees it running any more)
     if self._workdir and self._target.close_run_dir then pcall(self._target.close_run_dir, self._target) end
@@ -275,7 +278,7 @@ function Board:close()
   self._traffic_mark = nil -- a new target counts from zero
   self._staged, self._preflight, self._workdir = {}, {}, nil -- a new connection checks again
   if self._twin_started and not self.keep then
-    twin.stop(self.device.twin, self.twin_state)
+    twin().stop(self.device.twin, self.twin_state)
     self._twin_started = nil
   end
   open_boards[self] = nil
@@ -304,7 +307,7 @@ end
 -- of its own probe, RTT and plan (made again on the next probe verb).
 function ProbeBoard:_release_probe()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  if self._probe then probe_mod.close(self._probe) self._probe = nil end
+  if self._probe then probe_mod().close(self._probe) self._probe = nil end
   self._p = nil
 end
 
@@ -313,8 +316,8 @@ end
 function ProbeBoard:_twin()
   local tw = self.device.twin
   if not tw or self.twin_state then return end
-  local state = twin.state_dir(tw, self.opts)
-  if not twin.alive(state) then
+  local state = twin().state_dir(tw, self.opts)
+  if not twin().alive(state) then
     state = state or ((os.getenv("TMPDIR") or "/tmp") .. "/odp-board-" .. sys.getpid() .. "-" .. self.device.name)
     local image = self.opts.image
     if not image then
@@ -323,7 +326,7 @@ function ProbeBoard:_twin()
       image = rec.images.mram.path
     end
     -- a board that is not kept takes its twin with it when odp ends, however it ends (launch.sh -l)
-    twin.launch(tw, image, state, not self.keep)
+    twin().launch(tw, image, state, not self.keep)
     self._twin_started = true
   end
   self.twin_state = state
@@ -345,7 +348,7 @@ function ProbeBoard:probe()
   if not self._probe then
     self:_twin()
     local p = self:_plan()
-    self._probe = probe_mod.open(p, "app", self.opts)
+    self._probe = probe_mod().open(p, "app", self.opts)
     self.uri = p.probe_backend .. (self.twin_state and (":" .. self.twin_state) or "")
   end
   return self._probe
@@ -356,7 +359,7 @@ local function probe_verb(name, f) ProbeBoard[name] = f end
 probe_verb("attach", function(self, opts)
   local p = self:_plan()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  self._rtt = probe_mod.attach(self:probe(), p, p.rtt_ranges, (opts and opts.timeout) or 10, "attach")
+  self._rtt = probe_mod().attach(self:probe(), p, p.rtt_ranges, (opts and opts.timeout) or 10, "attach")
   return self._rtt
 end)
 
@@ -367,7 +370,7 @@ end)
 probe_verb("reset", function(self, opts)
   local probe, p = self:probe(), self:_plan()
   if self._rtt then self._rtt:close() self._rtt = nil end
-  probe_mod.fresh_reset(probe, p, p.rtt_ranges, self.ui)
+  probe_mod().fresh_reset(probe, p, p.rtt_ranges, self.ui)
   if opts and opts.halt then errors.check(probe:halt()) end
   return true
 end)

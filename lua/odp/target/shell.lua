@@ -6,9 +6,9 @@
 local errors = require("odp.core.errors")
 local ui = require("odp.core.ui")
 local sys = require("odp.sys")
-local gnutime = require("odp.parse.gnutime")
+local function gnutime() return require("odp.parse.gnutime") end -- lazy: start-up (boards without odp-rusage)
 local memparse = require("odp.parse.memory")
-local helper_mod = require("odp.target.helper")
+local function helper_mod() return require("odp.target.helper") end -- lazy: start-up (boards with a resident helper)
 local host = require("odp.host")
 local rusage = require("odp.target.rusage")
 
@@ -643,7 +643,7 @@ local function start_helper(target, path, probe)
   end
   local ch, err, code = target:open_channel(cmd)
   if not ch then return nil, err, code, "channel" end
-  local client, herr, hcode, why, rest = helper_mod.open(ch, { uri = target.uri,
+  local client, herr, hcode, why, rest = helper_mod().open(ch, { uri = target.uri,
     absent = probe and ABSENT })
   return client, herr, hcode, why, rest and rest:match("^%s*(%S+)")
 end
@@ -915,12 +915,12 @@ function M.apply_rusage(r, method, report)
       r.ok = rec.status == 0 and rec.signal == 0 and not r.timed_out and not r.canceled
     end
   elseif method then
-    local t = gnutime.parse(r.stderr)
+    local t = gnutime().parse(r.stderr)
     if t then
       r.rusage = { maxrss_kb = t.max_rss_kb, utime_s = t.user_s, stime_s = t.system_s, minflt = t.minor_faults,
         majflt = t.major_faults, nvcsw = t.voluntary_switches, nivcsw = t.involuntary_switches }
       if t.terminated_by_signal and t.terminated_by_signal > 0 then r.signal = t.terminated_by_signal end
-      r.stderr = M.strip_time_report(r.stderr, gnutime.labels)
+      r.stderr = M.strip_time_report(r.stderr, gnutime().labels)
     end
   end
   return r

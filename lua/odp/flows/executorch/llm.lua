@@ -9,7 +9,7 @@ local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
-local etdump = require("odp.parse.etdump")
+local function etdump() return require("odp.parse.etdump") end -- lazy: start-up (no --etdump: none read)
 local llm = require("odp.parse.llm")
 local run = require("odp.run")
 
@@ -120,7 +120,7 @@ function M.process(ctx, t, r, files)
   end
   local dump = files .. ".etdump"
   local got = t.target:fetch(t.etdump_remote, dump)
-  local doc = got and etdump.read(dump)
+  local doc = got and etdump().read(dump)
   if doc then
     p.etdump = dump
     local spans
@@ -129,7 +129,7 @@ function M.process(ctx, t, r, files)
     -- of the forward that produced the first token (tokenizing the prompt, before it, is not in it)
     local pt = p.figures.prompt_tokens
     local span = pt and spans[1] and spans[pt] and spans[1][1] and spans[pt][2] and
-      etdump.duration(spans[1][1], spans[pt][2])
+      etdump().duration(spans[1][1], spans[pt][2])
     if span then p.figures.ttft_us = span // 1000 end
   end
   return p

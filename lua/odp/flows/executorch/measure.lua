@@ -4,7 +4,7 @@ local errors = require("odp.core.errors")
 local json = require("odp.core.json")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
-local etdump = require("odp.parse.etdump")
+local function etdump() return require("odp.parse.etdump") end -- lazy: start-up (no --etdump: none read)
 local pte = require("odp.parse.pte")
 local measuring = require("odp.results.measure")
 local memory = require("odp.results.memory")
@@ -56,8 +56,8 @@ function M.measure(ctx, rec, runs, t)
   local g = ctx.opts.llm and llm.groups(runs) or measuring.log_groups(runs, n)
   if g and g.warning then rec.warnings[#rec.warnings + 1] = g.warning end
   if not g and t.etdump and not ctx.opts.llm then
-    local doc = etdump.read(t.etdump)
-    local samples = doc and etdump.latency(doc) or {}
+    local doc = etdump().read(t.etdump)
+    local samples = doc and etdump().latency(doc) or {}
     -- the ETDump is the last process's: one group
     if #samples > 0 then g = { groups = { samples }, source = "etdump", per_iteration = false } end
   end

@@ -6,25 +6,22 @@ local sys = require("odp.sys")
 local memparse = require("odp.parse.memory")
 local tensors = require("odp.results.tensors")
 local llm = require("odp.flows.executorch.llm")
+local result = require("odp.results.result")
 
 local M = {}
 
 local function basename(p) return (p:match("([^/]+)$")) end
 
-local takes = {}
-
 --- Whether a runner has the --etdump_path flag (an event-tracer build: elsewhere gflags refuses the flag, and
---- no ETDump is written), told by the flag's name among its bytes. Asked once per file, size and mtime.
+--- no ETDump is written), told by the flag's name among its bytes. Remembered in `cache` beside the runner's
+--- sha256 (odp.results.result.file_fact): reading a 7.5 MB runner on every run was half a host run's time.
 ---@param runner string  the runner on this machine
+---@param cache string?  the flow's file cache
 ---@return boolean
-function M.takes_etdump_path(runner)
-  local st = sys.stat(runner)
-  local key = ("%s\0%s\0%s"):format(runner, st and st.size, st and st.mtime)
-  if takes[key] == nil then
-    local bytes = sys.read_file(runner)
-    takes[key] = bytes ~= nil and bytes:find("etdump_path", 1, true) ~= nil
-  end
-  return takes[key]
+function M.takes_etdump_path(runner, cache)
+  return result.file_fact(runner, cache, "etdump_path", function(path)
+    return sys.file_contains(path, "etdump_path") or false
+  end) == true
 end
 
 -- The stage step: where the files are is the target's business (the host runs them in place; a remote target
@@ -60,7 +57,8 @@ function M.step(ctx, rec, t)
   -- --llm: every token's latency is in the ETDump, and llama_main writes etdump.in into its cwd without one.
   local prefix = t.workdir .. "/" .. basename(ctx.run_dir)
   t.fetch_etdump = (o.etdump or o.sample) and true
-  t.etdump_remote = (t.fetch_etdump or o.llm or M.takes_etdump_path(o.runner)) and (prefix .. ".etdump") or nil
+  t.etdump_remote = (t.fetch_etdump or o.llm or M.takes_etdump_path(o.runner, ctx.file_cache))
+    and (prefix .. ".etdump") or nil
   t.sample_remote = o.sample and (prefix .. ".samples")
   t.board_files = { t.etdump_remote, t.sample_remote }
   t.runner_remote = runner
