@@ -356,8 +356,54 @@ T.with_real_llm("llama_main failures: a tokenizer that does not load, a model wi
     rec = assert(json.decode(r.stdout))
     T.eq(rec.ok, false)
     T.match(rec.error.message, "runner killed by SIGKILL.*low%-memory killer")
+    -- its own kill is in no log: said so (or that the kernel log is closed to odp here), never a made-up killer
+    T.match(rec.error.message, "not odp's timeout; the board's (%a+) ")
     T.ok(not rec.error.message:find("tokenizer", 1, true), rec.error.message)
   end)
+
+-- A real OOM kill: the runner in a cgroup v1 memory cgroup limited to 256 KiB (it needs ~7 MB). The kernel kills
+-- it; odp names the killer from the host's kernel log. Oracles: the cgroup's own oom_kill count, and the pid in
+-- the kernel's line read here with a pattern of the test's. The cgroup is removed whatever happens.
+local CGROUP_V1 = "/sys/fs/cgroup/memory"
+local function cgroup_ok()
+  local probe = CGROUP_V1 .. "/odp-test-probe-" .. sys.getpid()
+  if not sys.mkdir_p(probe) then return false end
+  os.remove(probe)
+  return true
+end
+if not cgroup_ok() then
+  T.skip("a runner killed by a memory cgroup's OOM killer: named from the kernel log",
+    "no writable cgroup v1 memory controller at " .. CGROUP_V1)
+else
+  T.with_real_llm("a runner killed by a memory cgroup's OOM killer: named from the kernel log", function(p)
+    local cg = CGROUP_V1 .. "/odp-test-" .. sys.getpid()
+    assert(sys.mkdir_p(cg))
+    local ok, err = pcall(function()
+      T.write(cg .. "/memory.limit_in_bytes", "262144")
+      -- named llama_main, so that the kernel's name for the runner it execs is the name odp looks for
+      assert(sys.mkdir_p(dir .. "/cg"))
+      T.write(dir .. "/cg/llama_main", ('#!/bin/sh\necho $$ > %s/cgroup.procs\nexec "%s" "$@"\n'):format(cg, p.runner))
+      assert(sys.chmod(dir .. "/cg/llama_main", tonumber("755", 8)))
+      local r = odp_run({ "--llm", "--runner", dir .. "/cg/llama_main", "--model", p.model, "--tokenizer",
+        p.tokenizer, "--prompt", "hi", "--max-new-tokens", "4", "--format", "json" })
+      local rec = assert(json.decode(r.stdout))
+      T.eq(rec.ok, false)
+      T.eq(T.read(cg .. "/memory.oom_control"):match("oom_kill (%d+)"), "1", "the cgroup killed once")
+      local pid
+      local kernel = assert(proc.run { argv = { "dmesg" }, timeout = 30 }).stdout
+      for x in kernel:gmatch("Memory cgroup out of memory: Killed process (%d+) %(llama_main%)") do
+        pid = x
+      end
+      T.eq(rec.error.message:match("^runner killed by SIGKILL %(the kernel's OOM killer at its memory cgroup's limit " ..
+        "killed llama_main: pid (%d+), [%d.]+ MB resident; from the board's log%)$"),
+        pid, rec.error.message)
+      T.ok(not rec.error.message:find("\n"), "one line")
+    end)
+    os.remove(cg) -- rmdir: the cgroup is empty once its one process is dead
+    T.ok(not sys.stat(cg), "the cgroup removed")
+    assert(ok, err)
+  end)
+end
 
 T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like the model, each process's ETDump " ..
   "brought back, nothing left on the board", function(p)
