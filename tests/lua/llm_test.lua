@@ -244,6 +244,7 @@ T.with_real_llm("llama_main on the host: tokens, TTFT and every token's latency 
 -- Its generator must first rebuild the peer's own toy.pte byte for byte (the copy is faithful).
 local function eos_toy(p)
   local out = dir .. "/toy-eos"
+  if sys.stat(out .. "/toy-eos.pte") then return out .. "/toy-eos.pte" end
   local gen = { "/usr/bin/python3", root .. "/tests/fixtures/llm/gen_toy_pte.py", root .. "/tests/fixtures/pte/schema",
     out }
   local r = assert(proc.run { argv = gen, timeout = 120 })
@@ -431,6 +432,16 @@ T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like 
   local left = io.popen("cd " .. rd .. " && find . -mindepth 1 | sort"):read("a")
   T.eq(left:match("%./%.odp/runs/[^\n]+"), nil, "no odp directory left: " .. left)
   T.eq(left:match("etdump"), nil, "no ETDump left: " .. left)
+  -- EOS on a board: the same stop, the same count as the runner's own
+  r = assert(proc.run { argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--remote-dir", rd,
+    "--llm", "--runner", p.runner, "--model", eos_toy(p), "--tokenizer", p.tokenizer, "--prompt", "Once upon a time",
+    "--max-new-tokens", "32", "--runs-dir", dir .. "/ssh-runs", "--format", "json" }, cwd = dir, timeout = 180 })
+  T.eq(r.status, 0, r.stderr)
+  rec = assert(json.decode(r.stdout))
+  T.eq({ rec.llm.ended, rec.llm.generated_tokens }, { "eos", 7 })
+  T.eq(assert(llm.observer(T.read(rec.artifacts.run_dir .. "/runner.stdout"))).generated_tokens, 7)
+  T.match(table.concat(rec.warnings, "\n"), "EOS%) after 8 of %-%-max%-new%-tokens 32")
 end)
 
 T.done()

@@ -12,24 +12,29 @@ local MAX_CAUSES, MAX_CAUSE = 2, 160
 
 local function cut(text, n) return #text > n and (text:sub(1, n - 3) .. "...") or text end
 
--- What the board logs of the kills for want of memory: the kernel's uptime (its log's clock) and log, then lmkd's
--- lines on Android, the newest of each (bounded here and again by the parser).
-local KILL_LOG = "cat /proc/uptime; { dmesg 2>&1 | tail -n 400; logcat -d -b events -b main -t 2000 2>/dev/null; } " ..
-  "| cut -c1-4096; true"
+-- What the board logs of the kills for want of memory: the kernel's log, then lmkd's lines on Android, the newest
+-- of each, cut on the board to what the parser reads (its end: the newest kills), then the kernel's uptime (the
+-- kernel log's clock).
+local KILL_LOG = ("{ dmesg 2>&1 | tail -n 400; logcat -d -b events -b main -t 1000 2>/dev/null; } | cut -c1-4096 " ..
+  "| tail -c %d; cat /proc/uptime; true"):format(oomkill.MAX_TEXT)
 
 -- Who sent the SIGKILL odp did not: the board's log for a kill of the runner (the kernel's OOM killer, a memory
 -- cgroup's, Android's lmkd), else what could not be read and where to look.
 local function killer(target, runner, r)
-  local log = target and target:exec({ "sh", "-c", KILL_LOG }, { timeout = 30, rusage = false,
-    capture_limit = oomkill.MAX_TEXT })
+  local log, err = nil, "not asked"
+  if target then
+    log, err = target:exec({ "sh", "-c", KILL_LOG }, { timeout = 30, rusage = false,
+      capture_limit = oomkill.MAX_TEXT + 4096 })
+  end
   local text = log and log.stdout or ""
-  local uptime = tonumber(text:match("^(%d+%.?%d*)"))
+  local uptime = tonumber(text:sub(-64):match("(%d+%.?%d*) %d+%.?%d*%s*$")) -- (its line is the last, < 64 bytes)
   -- a kernel kill only from the runner's own time (the log keeps older kills of the same program)
   local since = uptime and uptime - (r.wall_s or 0) - 5
   local k = oomkill.find(oomkill.kills(text), runner, nil, since)
   if k then return oomkill.describe(k, runner) .. "; from the board's log" end
   local denied = text:match("dmesg: ([^\n]*)")
-  local where = denied and ("the board's kernel log is not readable here (dmesg: %s)"):format(denied:sub(1, 80))
+  local where = not log and ("the board's log could not be read (%s)"):format(tostring(err):sub(1, 80))
+    or denied and ("the board's kernel log is not readable here (dmesg: %s)"):format(denied:sub(1, 80))
     or "the board's log names no kill of it"
   return ("not odp's timeout; %s: on a phone or a small board, likely the low-memory killer (see dmesg, or " ..
     "logcat -b events for lmkd's killinfo)"):format(where)
