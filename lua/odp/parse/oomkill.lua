@@ -38,8 +38,8 @@ local function kill_of(line)
     local pid, comm = line:match("^(%d+) %(([^)]*)%)", at + #": Killed process ")
     if not (by and number(pid)) then return nil end
     local anon, file = number(line:match("anon%-rss:(%d+)kB")), number(line:match("file%-rss:(%d+)kB"))
-    return { by = by, pid = number(pid), name = comm:sub(1, COMM_LEN), uptime_s = tonumber(line:match("^%[%s*(%d+%.%d+)%]")),
-      rss_kb = anon and file and anon + file or anon,
+    return { by = by, pid = number(pid), name = comm:sub(1, COMM_LEN), rss_kb = anon and file and anon + file or anon,
+      uptime_s = tonumber(line:match("^%[%s*(%d+%.%d+)%]")),
       oom_score_adj = math.tointeger(tonumber(line:match("oom_score_adj:(%-?%d+)"))) }
   end
   local info = line:match("killinfo: %[([%d,%-]+)")
