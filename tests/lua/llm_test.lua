@@ -360,6 +360,19 @@ T.with_real_llm("llama_main failures: a tokenizer that does not load, a model wi
     -- its own kill is in no log: said so (or that the kernel log is closed to odp here), never a made-up killer
     T.match(rec.error.message, "not odp's timeout; the board's (%a+) ")
     T.ok(not rec.error.message:find("tokenizer", 1, true), rec.error.message)
+    -- a PyTorchObserver line with a refused value: the run goes on, with one warning that names it
+    T.write(dir .. "/negative.sh", ('#!/bin/sh\n"%s" "$@" | sed "s/\\"prompt_tokens\\":[0-9]*/\\"prompt_tokens\\":-1/"\n')
+      :format(p.runner))
+    assert(sys.chmod(dir .. "/negative.sh", tonumber("755", 8)))
+    r = odp_run({ "--llm", "--runner", dir .. "/negative.sh", "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt", "hi", "--max-new-tokens", "4", "--format", "json" })
+    rec = assert(json.decode(r.stdout))
+    T.eq(rec.ok, true, r.stderr)
+    T.eq(rec.llm.prompt_tokens, nil)
+    T.eq(rec.llm.generated_tokens, 3)
+    local said = {}
+    for _, w in ipairs(rec.warnings) do if w:find("PyTorchObserver", 1, true) then said[#said + 1] = w end end
+    T.eq(said, { "llm: its PyTorchObserver line has unusable prompt_tokens: figures from them are left out" })
   end)
 
 -- A real OOM kill: the runner in a cgroup v1 memory cgroup limited to 256 KiB (it needs ~7 MB). The kernel kills
@@ -442,6 +455,14 @@ T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like 
   T.eq({ rec.llm.ended, rec.llm.generated_tokens }, { "eos", 7 })
   T.eq(assert(llm.observer(T.read(rec.artifacts.run_dir .. "/runner.stdout"))).generated_tokens, 7)
   T.match(table.concat(rec.warnings, "\n"), "EOS%) after 8 of %-%-max%-new%-tokens 32")
+  -- a runner killed by SIGKILL on the board: its log read there, through the board's own exec
+  r = assert(proc.run { argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--remote-dir", rd,
+    "--llm", "--runner", dir .. "/killed.sh", "--model", p.model, "--tokenizer", p.tokenizer, "--prompt", "hi",
+    "--max-new-tokens", "4", "--runs-dir", dir .. "/ssh-runs", "--format", "json" }, cwd = dir, timeout = 180 })
+  rec = assert(json.decode(r.stdout))
+  T.eq(rec.ok, false)
+  T.match(rec.error.message, "^runner killed by SIGKILL %(not odp's timeout; the board's (%a+) ")
 end)
 
 T.done()
