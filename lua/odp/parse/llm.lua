@@ -1,9 +1,10 @@
 --- Parser for what ExecuTorch's LLM runner (`llama_main`, extension/llm/runner) prints, and for the per-forward
 -- times in its ETDump.
 -- - stdout: the prompt, each generated piece as it is produced, then one `PyTorchObserver {json}` line
---   (extension/llm/runner/stats.h, `stats_to_json_string`). Its keys changed across versions: release/0.6 has the
---   timestamps, token counts, `aggregate_sampling_time_ms` and `SCALING_FACTOR_UNITS_PER_SECOND`; later versions
---   add `prefill_token_per_sec`, `decode_token_per_sec`, `model_execution_*_ms` and `gpu_*`. Any key may be
+--   (extension/llm/runner/stats.h, `stats_to_json_string`). Its keys changed across versions: release/0.6 and 1.0
+--   have the timestamps, token counts, `aggregate_sampling_time_ms` and `SCALING_FACTOR_UNITS_PER_SECOND`; 1.4 adds
+--   `prefill_token_per_sec`, `decode_token_per_sec` and `gpu_*`, main `model_execution_*_ms` and
+--   `aggregate_model_execution_time_ms` (tests/fixtures/llm has a line of each). Any key may be
 --   missing and unknown keys are ignored; the derived figures are computed here from the timestamps, as stats.h
 --   prints them, so every version gives the same ones.
 -- - stderr: the runner's log lines (odp.parse.executorch reads those), among them "Max new tokens N reached!" or
