@@ -28,7 +28,9 @@ local function killer(target, runner, r)
   end
   local text = log and log.stdout or ""
   local uptime = tonumber(text:sub(-64):match("(%d+%.?%d*) %d+%.?%d*%s*$")) -- (its line is the last, < 64 bytes)
-  -- a kernel kill only from the runner's own time (the log keeps older kills of the same program)
+  -- a kernel kill only from the runner's own time (the log keeps older kills of the same program). The kernel log's
+  -- clock stops while the board sleeps and uptime's does not: on a board that slept since boot a kill reads as
+  -- older and the line says none was found (never a wrong killer)
   local since = uptime and uptime - (r.wall_s or 0) - 5
   local k = oomkill.find(oomkill.kills(text), runner, nil, since)
   if k then return oomkill.describe(k, runner) .. "; from the board's log" end
