@@ -1,15 +1,21 @@
--- odp's overhead on a text generation: the same llama_main generation run directly and under
--- `odp run scripts/host.lua --llm` (its helper, the 1 kHz memory watch, the ETDump path it gives), interleaved so
--- machine load hits both alike. The generation time is the runner's own (its PyTorchObserver line:
--- inference_end_ms - inference_start_ms, and the decode rate), so odp's start-up and report are not in it: the
--- question is whether odp disturbs what it measures. Goal (issue 41): at most 2%.
---   build/odp run bench/llm_bench.lua [PAIRS] [TOKENS]   (ODP_REAL_LLM: a folder with llama_main, toy.pte, tok.bin)
+-- odp's overhead on a text generation: the same llama_main generation run directly, under
+-- `odp run scripts/host.lua --llm` (its helper, the 1 kHz memory watch, the ETDump path it gives) and under it with
+-- --no-memory (which isolates the memory watch's cost), interleaved in a rotating order so machine load hits all
+-- three alike. The generation time is the runner's own, so odp's start-up and report are not in it: the question is
+-- whether odp disturbs what it measures. Goal (issue 41): at most 2%.
+-- The runner's clock is whole ms on a ~110 ms generation (its PyTorchObserver line: inference_end_ms -
+-- inference_start_ms), too coarse for 2% of it: the sum of the generation's forwards in its ETDump (ns ticks, one
+-- forward per token) is the fine figure. Each odp run is compared with the direct run of its own round (adjacent in
+-- time, so slow drifts of the load cancel): the median of those ratios, with its 95% CI.
+--   build/odp run bench/llm_bench.lua [RUNS] [TOKENS]   (ODP_REAL_LLM: a folder with llama_main, toy.pte, tok.bin)
+-- TOKENS defaults to 113, the longest generation the toy allows: its max_seq_len 128 less the prompt's 15 tokens.
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local stats = require("odp.core.stats")
 local llm = require("odp.parse.llm")
+local etdump = require("odp.parse.etdump")
 
-local PAIRS, TOKENS = tonumber(arg[1]) or 15, tonumber(arg[2]) or 100
+local RUNS, TOKENS = tonumber(arg[1]) or 30, tonumber(arg[2]) or 113
 local root = require("odp.host").root
 local odp = sys.realpath(require("odp.host").argv[0]) or require("odp.host").argv[0]
 local dir = os.getenv("ODP_REAL_LLM")
@@ -26,35 +32,62 @@ table.move({ "--etdump_path", tmp .. "/direct.etdump" }, 1, 2, #direct + 1, dire
 local under = { odp, "run", root .. "/scripts/host.lua", "--llm", "--runner", dir .. "/llama_main", "--model",
   dir .. "/toy.pte", "--tokenizer", dir .. "/tok.bin", "--prompt", "Once upon a time", "--max-new-tokens",
   tostring(TOKENS), "-q", "--no-history", "--runs-dir", tmp .. "/runs" }
+local no_memory = table.move(under, 1, #under, 1, {})
+no_memory[#no_memory + 1] = "--no-memory"
 
--- -> the generation's ms and decode tokens/s, as the runner says
-local function generation(stdout)
+-- -> the generation's ms as the runner says (whole ms), and the sum of its forwards in its ETDump
+local function generation(stdout, dump)
   local f = llm.figures(assert(llm.observer(stdout), "no PyTorchObserver line"))
-  return f.inference_ms, f.decode_tokens_per_s
+  local sum = 0
+  for _, ms in ipairs((llm.forwards(assert(etdump.read(dump))))) do sum = sum + ms end
+  return f.inference_ms, sum
 end
 
-local d_ms, o_ms, d_tps, o_tps = {}, {}, {}, {}
-for i = 1, PAIRS do
-  for _, which in ipairs(i % 2 == 1 and { "direct", "odp" } or { "odp", "direct" }) do
-    if which == "direct" then
-      local r = assert(proc.run { argv = direct, cwd = tmp })
-      assert(r.ok, r.stderr)
-      d_ms[#d_ms + 1], d_tps[#d_tps + 1] = generation(r.stdout)
+local arms = {
+  { name = "llama_main", argv = direct, ms = {}, fw = {} },
+  { name = "odp --llm", argv = under, ms = {}, fw = {}, odp = true },
+  { name = "--no-memory", argv = no_memory, ms = {}, fw = {}, odp = true },
+}
+for i = 1, RUNS do
+  for k = 0, #arms - 1 do
+    local arm = arms[(i + k - 1) % #arms + 1]
+    local r = assert(proc.run { argv = arm.argv, cwd = tmp })
+    assert(r.ok, r.stderr)
+    if arm.odp then
+      local run_dir
+      for _, name in ipairs(sys.readdir(tmp .. "/runs")) do
+        if not name:find("^%.") then run_dir = tmp .. "/runs/" .. name end -- (.sha256-cache.json beside it)
+      end
+      arm.ms[i], arm.fw[i] = generation(assert(sys.read_file(run_dir .. "/runner.stdout")), run_dir .. "/runner.etdump")
+      os.execute("rm -rf '" .. tmp .. "/runs'")
     else
-      local r = assert(proc.run { argv = under, cwd = tmp })
-      assert(r.ok, r.stderr)
-      local runs = sys.readdir(tmp .. "/runs")
-      table.sort(runs)
-      o_ms[#o_ms + 1], o_tps[#o_tps + 1] = generation(assert(sys.read_file(tmp .. "/runs/" .. runs[#runs] ..
-        "/runner.stdout")))
+      arm.ms[i], arm.fw[i] = generation(r.stdout, tmp .. "/direct.etdump")
     end
   end
 end
-local dm, om = stats.percentile(d_ms, 50), stats.percentile(o_ms, 50)
-local dt, ot = stats.percentile(d_tps, 50), stats.percentile(o_tps, 50)
-print(("llm generation, %d tokens, %d pairs (medians of the runner's own figures)"):format(TOKENS, PAIRS))
-print(("  generation ms    llama_main %8.1f   odp --llm %8.1f   odp/direct %.3f"):format(dm, om, om / dm))
-print(("  decode tokens/s  llama_main %8.1f   odp --llm %8.1f   odp/direct %.3f"):format(dt, ot, ot / dt))
-local _, lo, hi = stats.bootstrap_ratio(d_ms, o_ms) -- odp/direct
-if lo then print(("  generation odp/direct 95%% CI [%.3f, %.3f]"):format(lo, hi)) end
+
+-- the median of each run's ratio to the direct run of its round, and its 95% CI
+local function paired(arm, key)
+  local ratios = {}
+  for i = 1, RUNS do ratios[i] = arm[key][i] / arms[1][key][i] end
+  local lo, hi = stats.median_ci(ratios)
+  return stats.percentile(ratios, 50), lo, hi
+end
+
+local f = io.open("/proc/loadavg")
+local load = f and f:read("l"):match("^(%S+ %S+ %S+)") or "?"
+if f then f:close() end
+print(("llm generation, %d tokens, %d rounds; load average %s"):format(TOKENS, RUNS, load))
+for _, arm in ipairs(arms) do
+  print(("  %-12s generation (runner, whole ms) median %6.1f ms; forwards (ETDump) median %8.3f ms"):format(arm.name,
+    stats.percentile(arm.ms, 50), stats.percentile(arm.fw, 50)))
+  if arm ~= arms[1] then
+    local gm, glo, ghi = paired(arm, "ms")
+    local fm, flo, fhi = paired(arm, "fw")
+    -- (no CI under 6 rounds)
+    local function ci(lo, hi) return lo and ("[95%% CI %.4f, %.4f]"):format(lo, hi) or "" end
+    print(("  %-12s /direct, paired: generation %.3f %s, forwards %.4f %s"):format("", gm, ci(glo, ghi), fm,
+      ci(flo, fhi)))
+  end
+end
 os.execute("rm -rf '" .. tmp .. "'")

@@ -310,6 +310,14 @@ T.with_real_llm("--llm over adb: llama_main on the device, tokens and every toke
     local doc = assert(require("odp.parse.etdump").read(rec.artifacts.run_dir .. "/" .. rec.artifacts.etdump.file))
     T.eq(#require("odp.parse.llm").forwards(doc), rec.llm.prompt_tokens + rec.llm.generated_tokens)
     T.eq(sys.sha256_file(staged(p.tokenizer)), sys.sha256_file(p.tokenizer), "tokenizer staged")
+    -- a runner killed by SIGKILL on the device: the device's log read through adb (this emulator's logcat stand-in
+    -- has no event buffer and no lmkd: the line says what it found, never a killer it did not see)
+    T.write(dir .. "/killed.sh", "#!/bin/sh\nkill -KILL $$\n")
+    assert(sys.chmod(dir .. "/killed.sh", tonumber("755", 8)))
+    rec = json_run({ "--llm", "--runner", dir .. "/killed.sh", "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt", "hi", "--max-new-tokens", "4", "--format", "json" })
+    T.eq(rec.ok, false)
+    T.match(rec.error.message, "^runner killed by SIGKILL %(not odp's timeout; the board's (%a+) ")
   end)
 
 -- Ctrl-C at many moments of an adb run (issue 39: an interrupted adb exec was EIO, the connection given up): the

@@ -42,7 +42,7 @@ T.test("the observer line: the figures stats.h prints, from any version's keys",
   local old = REAL:gsub('"prefill_token_per_sec":[%d.]+,"decode_token_per_sec":[%d.]+,', "")
     :gsub('"model_execution_start_ms":%d+,"model_execution_end_ms":%d+,', "")
   T.eq(llm.figures(assert(llm.observer(old))), f)
-  local new = REAL:gsub("}$", ',"gpu_total_memory_mb":0,"gpu_free_before_load_mb":0,"future_key":"x"}')
+  local new = REAL:gsub("}$", ',"gpu_total_bytes":25769803776,"gpu_peak_usage_mb":1049.04,"future_key":"x"}')
   T.eq(llm.figures(assert(llm.observer(new))), f)
   -- missing timestamps leave their figures absent, never wrong
   local partial = llm.figures(assert(llm.observer('PyTorchObserver {"prompt_tokens":3,"first_token_ms":5}')))
@@ -51,18 +51,44 @@ T.test("the observer line: the figures stats.h prints, from any version's keys",
   T.eq(partial.decode_tokens_per_s, nil)
 end)
 
-T.test("the observer line in both print formats (tests/fixtures/llm): the figures stats.h prints", function()
-  local new = llm.figures(assert(llm.observer(T.read(root .. "/tests/fixtures/llm/observer-cff6f4dd.txt"))))
-  T.eq(new.prompt_tokens, 15); T.eq(new.generated_tokens, 31); T.eq(new.ttft_ms, 11)
-  T.near(new.decode_tokens_per_s, 1347.83, 0.01, "the runner's own decode_token_per_sec")
-  local old = llm.figures(assert(llm.observer(T.read(root .. "/tests/fixtures/llm/observer-0e701ee.txt"))))
-  T.eq(old.prompt_tokens, 6); T.eq(old.generated_tokens, 12)
-  T.eq(old.load_ms, 840); T.eq(old.ttft_ms, 50); T.eq(old.prefill_ms, 50); T.eq(old.decode_ms, 310)
-  T.near(old.prefill_tokens_per_s, 6 / 0.050, 1e-9); T.near(old.decode_tokens_per_s, 12 / 0.310, 1e-9)
-  T.near(old.sampling_share, 7 / 360, 1e-12)
-  T.eq(llm.generated_text(T.read(root .. "/tests/fixtures/llm/observer-0e701ee.txt"), "Once upon a time"),
-    ", there was a little girl named Lily.")
-end)
+-- One fixture per print format of stats.h (tests/fixtures/llm/README.md), with the figures worked out by hand from
+-- its timestamps and counts; the versions that print rates are checked against them too.
+local FORMATS = {
+  { "release-0.6", prompt = 6, generated = 12, load = 840, ttft = 50, prefill = 50, decode = 310, inference = 360,
+    sampling = 7 },
+  { "release-1.0", prompt = 27, generated = 127, load = 2315, ttft = 540, prefill = 540, decode = 5350,
+    inference = 5890, sampling = 41 },
+  { "release-1.4", prompt = 9, generated = 63, load = 731, ttft = 57, prefill = 57, decode = 830, inference = 887,
+    sampling = 3 },
+  { "main-cff6f4dd", prompt = 15, generated = 31, load = 0, ttft = 11, prefill = 11, decode = 23, inference = 34,
+    sampling = 0 },
+}
+
+T.test("the observer line of release/0.6, 1.0, 1.4 and main: the figures by hand, and the runner's own rates",
+  function()
+    for _, v in ipairs(FORMATS) do
+      local text = T.read(root .. "/tests/fixtures/llm/observer-" .. v[1] .. ".txt")
+      local obs, note = llm.observer(text)
+      T.ok(obs, v[1])
+      T.eq(note, nil, v[1] .. ": extra keys (gpu_*, the rates) are no note")
+      local f = llm.figures(obs)
+      T.eq({ f.prompt_tokens, f.generated_tokens, f.load_ms, f.ttft_ms, f.prefill_ms, f.decode_ms, f.inference_ms },
+        { v.prompt, v.generated, v.load, v.ttft, v.prefill, v.decode, v.inference }, v[1])
+      T.near(f.prefill_tokens_per_s, v.prompt / v.prefill * 1000, 1e-9, v[1])
+      T.near(f.decode_tokens_per_s, v.generated / v.decode * 1000, 1e-9, v[1])
+      T.near(f.sampling_share, v.sampling / v.inference, 1e-12, v[1])
+      -- the rates the runner printed (1.4 on; 6 significant digits), read with the JSON decoder, not the parser
+      local own = json.decode(text:match("PyTorchObserver (%b{})"))
+      if v[1] == "release-0.6" or v[1] == "release-1.0" then
+        T.eq(own.prefill_token_per_sec, nil, v[1] .. " prints no rates")
+      else
+        T.near(f.prefill_tokens_per_s, own.prefill_token_per_sec, 5e-6 * own.prefill_token_per_sec, v[1])
+        T.near(f.decode_tokens_per_s, own.decode_token_per_sec, 5e-6 * own.decode_token_per_sec, v[1])
+      end
+    end
+    T.eq(llm.generated_text(T.read(root .. "/tests/fixtures/llm/observer-release-0.6.txt"), "Once upon a time"),
+      ", there was a little girl named Lily.")
+  end)
 
 T.test("the observer line: garbage never raises, and says what is missing", function()
   for _, text in ipairs({ "", "no line here", "PyTorchObserver ", "PyTorchObserver {", "PyTorchObserver {]",
@@ -74,10 +100,51 @@ T.test("the observer line: garbage never raises, and says what is missing", func
       T.match(why, "PyTorchObserver")
     end
   end
+  -- refused values: one note naming them (bounded), the rest of the line still read
+  local obs, note = llm.observer(REAL:gsub('"prompt_tokens":15', '"prompt_tokens":"15"')
+    :gsub('"first_token_ms":%d+', '"first_token_ms":1e400'):gsub('"generated_tokens":31', '"generated_tokens":31.5'))
+  T.eq({ obs.prompt_tokens, obs.first_token_ms, obs.generated_tokens }, {})
+  T.eq(obs.inference_start_ms, 1796454710486)
+  T.eq(note, "its PyTorchObserver line has unusable prompt_tokens, generated_tokens, first_token_ms: figures " ..
+    "from them are left out")
+  obs, note = llm.observer(REAL:gsub("}$", ',"generated_tokens":5}'))
+  T.eq(obs.generated_tokens, nil, "a key given twice is neither value")
+  T.match(note, "generated_tokens %(given twice%)")
+  -- every number negative: 12 of the 13 keys refused (aggregate_sampling_time_ms's -0 is 0), four named
+  obs, note = llm.observer((REAL:gsub(":(%d+)", ":-%1")))
+  T.eq(obs.aggregate_sampling_time_ms, 0)
+  T.match(note, "^its PyTorchObserver line has unusable prompt_tokens, generated_tokens, model_load_start_ms, " ..
+    "model_load_end_ms and 8 more: ")
+  -- NaN and Infinity are no JSON (C++ streams print "nan", "inf"): the line is refused, with why
+  for _, bad in ipairs({ "nan", "NaN", "inf", "-inf", "Infinity" }) do
+    obs, note = llm.observer((REAL:gsub('"prefill_token_per_sec":[%d.]+', '"prefill_token_per_sec":' .. bad)))
+    T.eq(obs, nil, bad)
+    T.eq(note, "its PyTorchObserver line is not valid JSON")
+  end
+  -- every cut of every format (a runner killed mid-line), a huge line, a huge stdout of lines
+  for _, v in ipairs(FORMATS) do
+    local text = T.read(root .. "/tests/fixtures/llm/observer-" .. v[1] .. ".txt")
+    for n = 0, #text do
+      local o, why = llm.observer(text:sub(1, n))
+      T.ok(o or type(why) == "string", "a result or why")
+    end
+  end
+  obs, note = llm.observer("PyTorchObserver {" .. ('"k":1,'):rep(20000) .. '"prompt_tokens":3}')
+  T.eq({ obs, note }, { nil, "its PyTorchObserver line holds no JSON object" })
+  -- a 6 MB line (once quadratic to search: a pattern anchored on the line around the name)
+  T.eq(select(2, llm.observer(("token "):rep(1000000))), "the runner printed no PyTorchObserver line")
+  obs = llm.observer(("token "):rep(1000000) .. "\n" .. REAL)
+  T.eq(obs.prompt_tokens, 15)
   local rnd = T.lcg(41)
-  for _ = 1, 300 do
-    local obs = llm.observer(T.mutate(REAL, rnd, "{}[]\":,0123456789.-eE \n\0xyz"))
-    if obs then llm.figures(obs) end
+  for _ = 1, 2000 do
+    local o, why = llm.observer(T.mutate(REAL, rnd, "{}[]\":,0123456789.-eE \n\0xyz"))
+    T.ok(o or why, "a result or why")
+    if why then T.ok(#why < 300 and not why:find("\n"), "one bounded line: " .. why) end
+    if o then
+      for k, x in pairs(llm.figures(o)) do
+        T.ok(x == x and x >= 0 and x < math.huge, k .. " finite, non-negative")
+      end
+    end
   end
   T.eq(llm.ended("I 00:00:00.036106 executorch:text_llm_runner.cpp:264] Max new tokens 32 reached!"), "max")
   T.eq(llm.ended("I 00:00:00.02 executorch:text_token_generator.h:120] \nReached to the end of generation"), "eos")
@@ -251,6 +318,54 @@ T.with_real_llm("llama_main on the host: tokens, TTFT and every token's latency 
     T.match(h.stdout, "prefill %(pp%)")
   end)
 
+-- A variant of the toy whose get_eos_ids names "." (tests/fixtures/llm/gen_toy_pte.py's EOS_PIECE): greedy decoding
+-- makes " the tiny model says hello from executorch." and the runner stops there, 8 tokens into --max-new-tokens 32.
+-- Its generator must first rebuild the peer's own toy.pte byte for byte (the copy is faithful).
+local function eos_toy(p)
+  local out = dir .. "/toy-eos"
+  if sys.stat(out .. "/toy-eos.pte") then return out .. "/toy-eos.pte" end
+  local gen = { "/usr/bin/python3", root .. "/tests/fixtures/llm/gen_toy_pte.py", root .. "/tests/fixtures/pte/schema",
+    out }
+  local r = assert(proc.run { argv = gen, timeout = 120 })
+  T.eq(r.status, 0, r.stderr)
+  T.eq(sys.sha256_file(out .. "/toy.pte"), sys.sha256_file(p.model), "the generator rebuilds the peer's toy.pte")
+  gen[#gen + 1] = "."
+  r = assert(proc.run { argv = gen, timeout = 120 })
+  T.eq(r.status, 0, r.stderr)
+  return out .. "/toy-eos.pte"
+end
+
+T.with_real_llm("EOS before --max-new-tokens: the runner stops, odp says so with the count the runner reports",
+  function(p)
+    local model = eos_toy(p)
+    local r = odp_run({ "--llm", "--runner", p.runner, "--model", model, "--tokenizer", p.tokenizer,
+      "--prompt", "Once upon a time", "--max-new-tokens", "32", "-n", "2", "--format", "json" })
+    T.eq(r.status, 0, r.stderr)
+    local rec = assert(json.decode(r.stdout))
+    T.eq(rec.ok, true)
+    local run_dir = rec.artifacts.run_dir
+    for i = 1, 2 do
+      local out = T.read(("%s/run%d.stdout"):format(run_dir, i))
+      local obs = assert(llm.observer(out))
+      T.eq(obs.generated_tokens, rec.llm.generated_tokens, "the runner's own count")
+      T.match(T.read(("%s/run%d.stderr"):format(run_dir, i)), "Reached to the end of generation")
+    end
+    -- the first token, then 7 more: " the tiny model says hello from executorch" and the EOS "."
+    T.eq(rec.llm.generated_tokens, 7)
+    T.eq(rec.llm.ended, "eos")
+    T.eq(T.read(run_dir .. "/generated.txt"):match("^[^\n]*"), " the tiny model says hello from executorch.")
+    local said = {}
+    for _, w in ipairs(rec.warnings) do if w:find("EOS", 1, true) then said[#said + 1] = w end end
+    T.eq(said, { "llm: the model ended its text (EOS) after 8 of --max-new-tokens 32 tokens" })
+    -- per-token latency still adds up: the EOS token is sampled, never run through the model
+    T.eq(rec.latency_ms.n, 2 * 7)
+    local h = odp_run({ "--llm", "--runner", p.runner, "--model", model, "--tokenizer", p.tokenizer,
+      "--prompt", "Once upon a time", "--max-new-tokens", "32" })
+    T.eq(h.status, 0, h.stderr)
+    T.match(h.stdout, "ended at%s+eos")
+    T.match(h.stdout .. h.stderr, "EOS%) after 8 of %-%-max%-new%-tokens 32")
+  end)
+
 T.with_real_llm("odp compare of two --llm runs: time to first token and the rates per process; a rate that falls " ..
   "is slower", function(p)
   local dirs = {}
@@ -321,7 +436,22 @@ T.with_real_llm("llama_main failures: a tokenizer that does not load, a model wi
     rec = assert(json.decode(r.stdout))
     T.eq(rec.ok, false)
     T.match(rec.error.message, "runner killed by SIGKILL.*low%-memory killer")
+    -- its own kill is in no log: said so (or that the kernel log is closed to odp here), never a made-up killer
+    T.match(rec.error.message, "not odp's timeout; the board's (%a+) ")
     T.ok(not rec.error.message:find("tokenizer", 1, true), rec.error.message)
+    -- a PyTorchObserver line with a refused value: the run goes on, with one warning that names it
+    T.write(dir .. "/negative.sh", ('#!/bin/sh\n"%s" "$@" | sed "s/\\"prompt_tokens\\":[0-9]*/\\"prompt_tokens\\":-1/"\n')
+      :format(p.runner))
+    assert(sys.chmod(dir .. "/negative.sh", tonumber("755", 8)))
+    r = odp_run({ "--llm", "--runner", dir .. "/negative.sh", "--model", p.model, "--tokenizer", p.tokenizer,
+      "--prompt", "hi", "--max-new-tokens", "4", "--format", "json" })
+    rec = assert(json.decode(r.stdout))
+    T.eq(rec.ok, true, r.stderr)
+    T.eq(rec.llm.prompt_tokens, nil)
+    T.eq(rec.llm.generated_tokens, 3)
+    local said = {}
+    for _, w in ipairs(rec.warnings) do if w:find("PyTorchObserver", 1, true) then said[#said + 1] = w end end
+    T.eq(said, { "llm: its PyTorchObserver line has unusable prompt_tokens: figures from them are left out" })
   end)
 
 T.with_real_llm("an ETDump that cannot be read: every token's time from stdout on the host, the record says so",
@@ -358,6 +488,50 @@ T.with_real_llm("an ETDump that cannot be read: every token's time from stdout o
     oracle.check_record(T, rec, 4, dumps, "host, asked")
   end)
 
+-- A real OOM kill: the runner in a cgroup v1 memory cgroup limited to 256 KiB (it needs ~7 MB). The kernel kills
+-- it; odp names the killer from the host's kernel log. Oracles: the cgroup's own oom_kill count, and the pid in
+-- the kernel's line read here with a pattern of the test's. The cgroup is removed whatever happens.
+local CGROUP_V1 = "/sys/fs/cgroup/memory"
+local function cgroup_ok()
+  local probe = CGROUP_V1 .. "/odp-test-probe-" .. sys.getpid()
+  if not sys.mkdir_p(probe) then return false end
+  os.remove(probe)
+  return true
+end
+if not cgroup_ok() then
+  T.skip("a runner killed by a memory cgroup's OOM killer: named from the kernel log",
+    "no writable cgroup v1 memory controller at " .. CGROUP_V1)
+else
+  T.with_real_llm("a runner killed by a memory cgroup's OOM killer: named from the kernel log", function(p)
+    local cg = CGROUP_V1 .. "/odp-test-" .. sys.getpid()
+    assert(sys.mkdir_p(cg))
+    local ok, err = pcall(function()
+      T.write(cg .. "/memory.limit_in_bytes", "262144")
+      -- named llama_main, so that the kernel's name for the runner it execs is the name odp looks for
+      assert(sys.mkdir_p(dir .. "/cg"))
+      T.write(dir .. "/cg/llama_main", ('#!/bin/sh\necho $$ > %s/cgroup.procs\nexec "%s" "$@"\n'):format(cg, p.runner))
+      assert(sys.chmod(dir .. "/cg/llama_main", tonumber("755", 8)))
+      local r = odp_run({ "--llm", "--runner", dir .. "/cg/llama_main", "--model", p.model, "--tokenizer",
+        p.tokenizer, "--prompt", "hi", "--max-new-tokens", "4", "--format", "json" })
+      local rec = assert(json.decode(r.stdout))
+      T.eq(rec.ok, false)
+      T.eq(T.read(cg .. "/memory.oom_control"):match("oom_kill (%d+)"), "1", "the cgroup killed once")
+      local pid
+      local kernel = assert(proc.run { argv = { "dmesg" }, timeout = 30 }).stdout
+      for x in kernel:gmatch("Memory cgroup out of memory: Killed process (%d+) %(llama_main%)") do
+        pid = x
+      end
+      T.eq(rec.error.message:match("^runner killed by SIGKILL %(the kernel's OOM killer at its memory cgroup's limit " ..
+        "killed llama_main: pid (%d+), [%d.]+ MB resident; from the board's log%)$"),
+        pid, rec.error.message)
+      T.ok(not rec.error.message:find("\n"), "one line")
+    end)
+    os.remove(cg) -- rmdir: the cgroup is empty once its one process is dead
+    T.ok(not sys.stat(cg), "the cgroup removed")
+    assert(ok, err)
+  end)
+end
+
 T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like the model, each process's ETDump " ..
   "brought back, nothing left on the board", function(p)
   local sshd = require("sshd")
@@ -384,6 +558,24 @@ T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like 
   local left = io.popen("cd " .. rd .. " && find . -mindepth 1 | sort"):read("a")
   T.eq(left:match("%./%.odp/runs/[^\n]+"), nil, "no odp directory left: " .. left)
   T.eq(left:match("etdump"), nil, "no ETDump left: " .. left)
+  -- EOS on a board: the same stop, the same count as the runner's own
+  r = assert(proc.run { argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--remote-dir", rd,
+    "--llm", "--runner", p.runner, "--model", eos_toy(p), "--tokenizer", p.tokenizer, "--prompt", "Once upon a time",
+    "--max-new-tokens", "32", "--runs-dir", dir .. "/ssh-runs", "--format", "json" }, cwd = dir, timeout = 180 })
+  T.eq(r.status, 0, r.stderr)
+  rec = assert(json.decode(r.stdout))
+  T.eq({ rec.llm.ended, rec.llm.generated_tokens }, { "eos", 7 })
+  T.eq(assert(llm.observer(T.read(rec.artifacts.run_dir .. "/runner.stdout"))).generated_tokens, 7)
+  T.match(table.concat(rec.warnings, "\n"), "EOS%) after 8 of %-%-max%-new%-tokens 32")
+  -- a runner killed by SIGKILL on the board: its log read there, through the board's own exec
+  r = assert(proc.run { argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--remote-dir", rd,
+    "--llm", "--runner", dir .. "/killed.sh", "--model", p.model, "--tokenizer", p.tokenizer, "--prompt", "hi",
+    "--max-new-tokens", "4", "--runs-dir", dir .. "/ssh-runs", "--format", "json" }, cwd = dir, timeout = 180 })
+  rec = assert(json.decode(r.stdout))
+  T.eq(rec.ok, false)
+  T.match(rec.error.message, "^runner killed by SIGKILL %(not odp's timeout; the board's (%a+) ")
 end)
 
 T.with_real_llm("per-token times from stdout over SSH (loopback sshd), read and timed by the helper on the board: " ..

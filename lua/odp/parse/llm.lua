@@ -1,9 +1,10 @@
 --- Parser for what ExecuTorch's LLM runner (`llama_main`, extension/llm/runner) prints, and for the per-forward
 -- times in its ETDump.
 -- - stdout: the prompt, each generated piece as it is produced, then one `PyTorchObserver {json}` line
---   (extension/llm/runner/stats.h, `stats_to_json_string`). Its keys changed across versions: release/0.6 has the
---   timestamps, token counts, `aggregate_sampling_time_ms` and `SCALING_FACTOR_UNITS_PER_SECOND`; later versions
---   add `prefill_token_per_sec`, `decode_token_per_sec`, `model_execution_*_ms` and `gpu_*`. Any key may be
+--   (extension/llm/runner/stats.h, `stats_to_json_string`). Its keys changed across versions: release/0.6 and 1.0
+--   have the timestamps, token counts, `aggregate_sampling_time_ms` and `SCALING_FACTOR_UNITS_PER_SECOND`; 1.4 adds
+--   `prefill_token_per_sec`, `decode_token_per_sec` and `gpu_*`, main `model_execution_*_ms` and
+--   `aggregate_model_execution_time_ms` (tests/fixtures/llm has a line of each). Any key may be
 --   missing and unknown keys are ignored; the derived figures are computed here from the timestamps, as stats.h
 --   prints them, so every version gives the same ones.
 -- - stderr: the runner's log lines (odp.parse.executorch reads those), among them "Max new tokens N reached!" or
@@ -20,29 +21,51 @@ local MAX_OBSERVER = 64 * 1024
 -- beyond this are garbage, and a span is trusted only when both ends are present and in order.
 local MAX_MS = 2 ^ 53
 
--- The keys odp reads, as stats.h names them.
+-- The keys odp reads, as stats.h names them. The counts are integers (int64_t), the rest whole ms (long).
+local COUNT_KEYS = { prompt_tokens = true, generated_tokens = true }
 local INTEGER_KEYS = { "prompt_tokens", "generated_tokens", "model_load_start_ms", "model_load_end_ms",
   "inference_start_ms", "inference_end_ms", "prompt_eval_end_ms", "first_token_ms", "aggregate_sampling_time_ms",
   "SCALING_FACTOR_UNITS_PER_SECOND", "model_execution_start_ms", "model_execution_end_ms",
   "aggregate_model_execution_time_ms" }
+-- A note names at most this many refused keys: a garbage line must not make a garbage-sized warning.
+local MAX_NAMED = 4
 
 --- The `PyTorchObserver {json}` line's object from a runner's stdout (the last one, when a runner printed
---- several), with only the known keys that are finite non-negative numbers. -> table, or nil and why.
+--- several), with only the known keys that are finite non-negative numbers (the counts whole). -> table and, when
+--- it refused known keys (not such a number, or given twice: stats.h prints each once), one note naming them;
+--- or nil and why.
 function M.observer(text)
   text = text or ""
-  local last
-  for line in text:gmatch("[^\n]*PyTorchObserver[^\n]*") do last = line end
-  if not last then return nil, "the runner printed no PyTorchObserver line" end
+  -- the last occurrence, found by plain search: a pattern anchored on the line around it is quadratic in a long
+  -- line without one (a runner's garbage)
+  local at, from = nil, 1
+  while true do
+    local i = text:find("PyTorchObserver", from, true)
+    if not i then break end
+    at, from = i, i + 1
+  end
+  if not at then return nil, "the runner printed no PyTorchObserver line" end
+  local last = text:sub(at, (text:find("\n", at, true) or #text + 1) - 1)
   local body = last:match("PyTorchObserver%s+(%b{})")
   if not body or #body > MAX_OBSERVER then return nil, "its PyTorchObserver line holds no JSON object" end
   local ok, obj = pcall(json.decode, body)
   if not ok or type(obj) ~= "table" then return nil, "its PyTorchObserver line is not valid JSON" end
-  local out = {}
+  local out, refused = {}, {}
   for _, k in ipairs(INTEGER_KEYS) do
     local v = obj[k]
-    if type(v) == "number" and v == v and v >= 0 and v < MAX_MS then out[k] = v end
+    local _, seen = body:gsub('"' .. k .. '"%s*:', "")
+    if seen > 1 then
+      refused[#refused + 1] = k .. " (given twice)"
+    elseif type(v) == "number" and v == v and v >= 0 and v < MAX_MS and (not COUNT_KEYS[k] or math.tointeger(v)) then
+      out[k] = v
+    elseif v ~= nil then
+      refused[#refused + 1] = k
+    end
   end
-  return out
+  if #refused == 0 then return out end
+  local named = table.concat(refused, ", ", 1, math.min(#refused, MAX_NAMED))
+  if #refused > MAX_NAMED then named = named .. (" and %d more"):format(#refused - MAX_NAMED) end
+  return out, ("its PyTorchObserver line has unusable %s: figures from them are left out"):format(named)
 end
 
 -- b - a when both are present and a <= b.

@@ -1,5 +1,6 @@
 --- The ExecuTorch flow, its failures: one line that says why a runner process failed, from its exit, its own
 -- error lines and what odp knows of the model (a backend it delegates to, external weights, missing kernels).
+local oomkill = require("odp.parse.oomkill")
 local pte = require("odp.parse.pte")
 local sys = require("odp.sys")
 
@@ -11,8 +12,38 @@ local MAX_CAUSES, MAX_CAUSE = 2, 160
 
 local function cut(text, n) return #text > n and (text:sub(1, n - 3) .. "...") or text end
 
+-- What the board logs of the kills for want of memory: the kernel's log, then lmkd's lines on Android, the newest
+-- of each, cut on the board to what the parser reads (its end: the newest kills), then the kernel's uptime (the
+-- kernel log's clock).
+local KILL_LOG = ("{ dmesg 2>&1 | tail -n 400; logcat -d -b events -b main -t 1000 2>/dev/null; } | cut -c1-4096 " ..
+  "| tail -c %d; cat /proc/uptime; true"):format(oomkill.MAX_TEXT)
+
+-- Who sent the SIGKILL odp did not: the board's log for a kill of the runner (the kernel's OOM killer, a memory
+-- cgroup's, Android's lmkd), else what could not be read and where to look.
+local function killer(target, runner, r)
+  local log, err = nil, "not asked"
+  if target then
+    log, err = target:exec({ "sh", "-c", KILL_LOG }, { timeout = 30, rusage = false,
+      capture_limit = oomkill.MAX_TEXT + 4096 })
+  end
+  local text = log and log.stdout or ""
+  local uptime = tonumber(text:sub(-64):match("(%d+%.?%d*) %d+%.?%d*%s*$")) -- (its line is the last, < 64 bytes)
+  -- a kernel kill only from the runner's own time (the log keeps older kills of the same program). The kernel log's
+  -- clock stops while the board sleeps and uptime's does not: on a board that slept since boot a kill reads as
+  -- older and the line says none was found (never a wrong killer)
+  local since = uptime and uptime - (r.wall_s or 0) - 5
+  local k = oomkill.find(oomkill.kills(text), runner, nil, since)
+  if k then return oomkill.describe(k, runner) .. "; from the board's log" end
+  local denied = text:match("dmesg: ([^\n]*)")
+  local where = not log and ("the board's log could not be read (%s)"):format(tostring(err):sub(1, 80))
+    or denied and ("the board's kernel log is not readable here (dmesg: %s)"):format(denied:sub(1, 80))
+    or "the board's log names no kill of it"
+  return ("not odp's timeout; %s: on a phone or a small board, likely the low-memory killer (see dmesg, or " ..
+    "logcat -b events for lmkd's killinfo)"):format(where)
+end
+
 -- What odp knows that explains a runner's failure, from its lines and the model's .pte; nil when nothing.
-local function explain(ctx, parsed, r)
+local function explain(ctx, parsed, r, target)
   local o = ctx.opts
   local texts = {}
   for _, e in ipairs(parsed.errors or {}) do texts[#texts + 1] = e.text end
@@ -20,10 +51,7 @@ local function explain(ctx, parsed, r)
   if o.llm then
     -- ExecuTorch's LLM runner (extension/llm/runner): it tries every tokenizer format it knows, printing each
     -- failure as an E line, and says "Loaded ... tokenizer" once one succeeds
-    if r.signal_name == "KILL" or r.signal == 9 then
-      return "SIGKILL with no timeout of odp's: on a phone or a small board, the low-memory killer (see the " ..
-        "kernel log: dmesg, or logcat -b events for lmkd)"
-    end
+    if r.signal_name == "KILL" or r.signal == 9 then return killer(target, o.runner, r) end
     local err = r.stderr or ""
     if err:find("tokenizer", 1, true) and not err:find("Loaded %S+ tokenizer") then
       return ("the tokenizer %s did not load in any format this runner knows (HF tokenizer.json, tiktoken, " ..
@@ -68,7 +96,8 @@ end
 
 -- One line that says why a runner process failed, from its exit, its own error lines and odp's explanation.
 --- -> the error code and the line, or nothing when the process succeeded.
-function M.message(ctx, r, parsed)
+--- target: the board, whose log says who killed a runner (nil: not asked).
+function M.message(ctx, r, parsed, target)
   local causes, final = {}, nil
   for _, e in ipairs(parsed.errors or {}) do
     local text = e.text:gsub("%.$", "") .. (e.status_name and (" [" .. e.status_name .. "]") or "")
@@ -86,7 +115,7 @@ function M.message(ctx, r, parsed)
   end
   local why = #causes > 0 and table.concat(causes, "; ") or nil
   local function with_why(head)
-    local note = explain(ctx, parsed, r)
+    local note = explain(ctx, parsed, r, target)
     return head .. (why and (": " .. why) or "") .. (note and (" (" .. note .. ")") or "")
   end
   if r.timed_out then

@@ -226,7 +226,9 @@ function M.record(ctx, rec, runs)
     rec.warnings[#rec.warnings + 1] = ("llm: --prompt-tokens %d made a prompt of %d tokens with this tokenizer " ..
       "(the runner's count): give the prompt itself with --prompt"):format(o.prompt_tokens, out.prompt_tokens)
   end
-  if not last.observer then rec.warnings[#rec.warnings + 1] = "llm: " .. (last.why or "no PyTorchObserver line") end
+  if not last.observer or last.why then
+    rec.warnings[#rec.warnings + 1] = "llm: " .. (last.why or "no PyTorchObserver line")
+  end
   -- generated_tokens counts the tokens after the first (stats.h): the run made generated_tokens + 1
   local made = out.generated_tokens and out.generated_tokens + 1
   if last.ended == "eos" and made and made < o.max_new_tokens then

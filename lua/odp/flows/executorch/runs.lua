@@ -152,7 +152,7 @@ local function overhead_runs(ctx, rec, t)
       end
       -- its memory timeline was the cost both sides paid alike, not a result: not kept beside the run's
       if r.memory_csv and device.kind(ctx.target_kind).runs_in_place then os.remove(r.memory_csv) end
-      local code, msg = failure.message(ctx, r, parsed)
+      local code, msg = failure.message(ctx, r, parsed, t.target)
       if code then errors.fail(code, label .. ": " .. msg) end
       local g = measuring.log_groups({ { r = r, parsed = parsed } }, o.num_executions)
       local list = groups[sampled]
@@ -177,7 +177,7 @@ function M.step(ctx, rec, t)
 
   for i = 1, o.warmup do
     local r, parsed = run_once(ctx, t, argv, ("warmup %d/%d"):format(i, o.warmup))
-    local code, msg = failure.message(ctx, r, parsed)
+    local code, msg = failure.message(ctx, r, parsed, t.target)
     if code then
       rec.status, rec.signal, t.failed = r.status, r.signal, r
       errors.fail(code, "warmup: " .. msg)
@@ -205,7 +205,7 @@ function M.step(ctx, rec, t)
     note_cut(rec, r, label)
     if cooler then cooler:after(i) end
     rec.status, rec.signal = r.status, r.signal
-    local code, msg = failure.message(ctx, r, parsed)
+    local code, msg = failure.message(ctx, r, parsed, t.target)
     local measured = #(parsed.iterations_ms or {})
     if r.timed_out and measured > 0 then
       -- --timeout ended a long process: the iterations it measured are the measurement, said so
