@@ -78,7 +78,7 @@ local function requires(src)
         else site.name, site.computed = "", true end
         local why = (comments[tk.line] or ""):match("%-%- lazy: ([^\n]*)") or
           (comments[tk.line - 1] or ""):match("%-%- lazy: ([^\n]*)")
-        site.reason = why
+        site.reason = why and why:gsub("%s*%(.*%)%s*$", "") -- a reason may say more in parentheses
         out[#out + 1] = site
       end
     end
@@ -87,8 +87,9 @@ local function requires(src)
 end
 
 -- The reasons a require may sit inside a function (the comment `-- lazy: <reason>` on its line or the line
--- above): start-up (the module stays out of what every odp process loads: tests/lua/startup_test.lua holds
--- that set, bench/README.md "Startup" measures it; or a C library / grammar only some runs need), run-time name
+-- above; a parenthesis after it says more): start-up (the module stays out of what every odp process loads:
+-- tests/lua/startup_test.lua holds that set, bench/README.md "Startup" measures it; or a C library / grammar only
+-- some runs need), run-time name
 -- (the module is chosen by a name known only then: through a registry below) and optional (a library that
 -- may be absent). Anything else -- a cycle it hides, a module every process has loaded -- goes at the top.
 local REASONS = { ["start-up"] = true, ["run-time name"] = true, ["optional"] = true }
