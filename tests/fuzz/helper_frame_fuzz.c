@@ -4,7 +4,7 @@
  * its payload; re-encoding a decoded frame gives back its bytes; once malformed, the decoder stays so; memory
  * held never exceeds one frame plus the last piece. Seeds: a hello, requests (a run with memory by phase:
  * memory=BYTES, marks), answers (output, a run's memory timeline in 'T' frames as a real helper sent it, its
- * end), an error.
+ * end), an error, an upload (two 'P' chunks and an 'L') and its answers.
  * sources: src/helper/frame.c src/util/buf.c
  * seeds: tests/fuzz/corpus/helper_frame
  * max_len: 70000 */

@@ -165,6 +165,10 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     codec.encode("R", { "memory=300", "mark=a=*x*", "--", "sh", "-c", "echo x; echo y" }) ..
     codec.encode("R", { "counters=basic", "--", "true" }) .. codec.encode("R", { "--", "/nonexistent/prog" }) ..
     codec.encode("R", { "state_root=", "state_cpu=online", "state_props=ro.a", "--", "true" }) ..
+    codec.encode("P", { dir .. "/up", "644", "0", "", "first " }) ..
+    codec.encode("P", { dir .. "/up", "644", "6", sys.sha256("first second"), "second" }) ..
+    codec.encode("L", { dir .. "/up", dir .. "/up.link" }) ..
+    codec.encode("P", { dir .. "/bad", "600", "0", ("0"):rep(64), "x" }) ..
     codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
   local rng = T.lcg(23)
   for i = 1, 400 do
@@ -179,6 +183,55 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     T.eq(f, nil, ("mutation %d: the helper's answers are well-formed frames"):format(i))
     T.eq(d:pending(), 0, "nothing cut short")
   end
+end)
+
+T.test("uploads in chunks: one answer at the last, the file only whole and with the sha256 sent", function()
+  local exe = build .. "/odp-rusage-x86_64"
+  local dir = tmp .. "/up"
+  sys.mkdir_p(dir)
+  local a, b = ("a"):rep(70000), ("b\0"):rep(40000)
+  local whole = sys.sha256(a .. b)
+  local function serve(frames)
+    local r = assert(proc.run { argv = { exe, "--serve" }, stdin = frames, cwd = dir, timeout = 20 })
+    local d, got = codec.decoder():feed(r.stdout), {}
+    T.eq((d:next()), "H")
+    while true do
+      local t, f = d:next()
+      if not t then break end
+      got[#got + 1] = { t, f[1], f[2] }
+    end
+    return got
+  end
+  local function P(path, mode, off, sha, bytes) return codec.encode("P", { dir .. "/" .. path, mode, off, sha, bytes }) end
+  -- two chunks and a link: two answers (the upload's and the link's)
+  T.eq(serve(P("f", "640", "0", "", a) .. P("f", "640", tostring(#a), whole, b) ..
+    codec.encode("L", { dir .. "/f", dir .. "/g" })), { { "A" }, { "A" } })
+  T.eq(sys.sha256_file(dir .. "/f"), sys.sha256_file(dir .. "/g"))
+  T.eq(sys.sha256_file(dir .. "/f"), whole, "the bytes sent"); T.eq(sys.stat(dir .. "/f").size, #a + #b)
+  T.eq(proc.run { argv = { "stat", "-c", "%h %i", dir .. "/f" } }.stdout,
+    proc.run { argv = { "stat", "-c", "%h %i", dir .. "/g" } }.stdout, "g is f: one inode")
+  T.match(proc.run { argv = { "stat", "-c", "%h", dir .. "/f" } }.stdout, "^2\n", "with two links")
+  T.eq(sys.stat(dir .. "/f").mode & tonumber("777", 8), tonumber("640", 8))
+  -- the hash the board computed, remembered: a hash request answers it (same as sha256sum's)
+  T.eq(serve(codec.encode("X", { dir .. "/f" })), { { "A", whole } })
+  -- a chunk lost on the way (the second starts past the first's end): refused at the last, nothing under the name
+  local got = serve(P("h", "644", "0", "", a) .. P("h", "644", tostring(#a + 1), whole, b))
+  T.eq(#got, 1, "one answer for the upload"); T.eq(got[1][1], "!"); T.eq(got[1][2], "EPROTO")
+  T.eq(sys.stat(dir .. "/h"), nil)
+  -- the bytes are not the ones hashed: ECRC, nothing under the name
+  got = serve(P("h", "644", "0", "", a) .. P("h", "644", tostring(#a), whole, b:upper() .. "x"))
+  T.eq(got[1][1], "!"); T.eq(got[1][2], "ECRC"); T.eq(sys.stat(dir .. "/h"), nil)
+  -- a malformed chunk (mode not octal, sha256 not hex): answered at once
+  T.eq(serve(P("h", "9", "0", whole, "x"))[1][2], "EPROTO"); T.eq(serve(P("h", "644", "0", "XYZ", "x"))[1][2], "EPROTO")
+  -- a link to nothing: ENOTFOUND, the helper usable after it
+  got = serve(codec.encode("L", { dir .. "/none", dir .. "/l" }) .. P("e", "644", "0", sys.sha256(""), ""))
+  T.eq({ got[1][1], got[1][2], got[2] }, { "!", "ENOTFOUND", { "A" } })
+  T.eq(sys.stat(dir .. "/e").size, 0, "an empty file is one chunk")
+  -- stdin closed in the middle of an upload: the part goes with the helper
+  serve(P("k", "644", "0", "", a))
+  local left = 0
+  for _, name in ipairs(sys.readdir(dir)) do if name:find("odp-part", 1, true) then left = left + 1 end end
+  T.eq(left, 0, "no partial file left"); T.eq(sys.stat(dir .. "/k"), nil)
 end)
 
 -- a private sshd whose DEBUG1 log names every connection and every session channel

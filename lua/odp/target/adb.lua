@@ -266,8 +266,6 @@ function Target:push(src, dst, opts)
   local skipped, st, err, code = shell.push_skip(self, src, dst, opts)
   if skipped then return skipped end
   if not st then return nil, err, code end
-  local r, herr, hcode = shell.helper_push(self, src, dst, opts, st)
-  if r ~= false then return r, herr, hcode end
   local tmp = dst .. ".odp-part-" .. sys.getpid() -- odp's one partial name (docs/signals.md)
   local popts = { mode = opts.mode, on_progress = opts.on_progress, timeout = opts.timeout }
   local ok, perr, pcode = call(self, "push", src, tmp, popts)

@@ -536,28 +536,33 @@ function M.close_run_dir(target)
 end
 
 -- M.stage through the helper h: the link to the blob made and its hash checked in one flight (two requests
--- sent together); when the board lacks the bytes, they go up in 'P' chunks followed, in the same flight, by
--- the link that makes the upload the blob. -> link, pushed? | nil, err, code
-local function stage_through(h, path, sha, blob, link, opts)
-  local size = sys.stat(path).size
+-- sent together); when the board lacks the bytes, target:push uploads them (through the helper on SSH) and a
+-- link makes the upload the blob. -> link, pushed? | nil, err, code
+local function stage_through(target, h, path, sha, blob, link, opts)
   local got, err, code = h:pipeline({ { "L", { blob, link } }, { "X", { link, opts.mode and ("%o"):format(opts.mode) } } })
   if not got then return nil, err, code end
   -- the link fails when there is no blob yet (ENOTFOUND): the upload below makes it
   if got[1][2] and got[1][3] ~= "ENOTFOUND" then return nil, got[1][2], got[1][3] end
   if got[2][2] then return nil, got[2][2], got[2][3] end
+  local size = sys.stat(path).size
   local bar = opts.ui and opts.ui:progress("push " .. path:match("([^/]+)$"), size, "bytes")
   local function progress(d) if bar then bar:update(d) end end
-  if got[2][1][1] == sha then
+  local pushed = got[2][1][1] ~= sha
+  local r, perr, pcode = true, nil, nil
+  if pushed then
+    r, perr, pcode = target:push(path, link, { mode = opts.mode, sha256 = sha, fresh = true, on_progress = progress })
+  else
     progress(size)
-    if bar then bar:finish() end
-    return link, false
   end
-  local ok, after, acode = h:put(path, link, { mode = opts.mode, sha256 = sha, on_progress = progress,
-    after = { { "L", { link, blob } } } })
   if bar then bar:finish() end
-  if not ok then return nil, after, acode end
-  if after[1][2] then return nil, after[1][2], after[1][3] end
-  return link, true
+  if not r then return nil, perr, pcode end
+  if pushed then
+    h, err, code = M.helper(target)
+    if not h then return nil, err or "EIO: the helper is gone", code or "EIO" end
+    local ok, lerr, lcode = h:request("L", { link, blob })
+    if not ok then return nil, lerr, lcode end
+  end
+  return link, pushed
 end
 
 --- Makes a local file available on the board, content-addressed: its bytes are kept once in the board's
@@ -576,7 +581,7 @@ function M.stage(target, path, opts)
     local function through_helper()
       local h, herr, hcode = M.helper(target)
       if not h then return nil, herr or "EIO: the helper is gone", hcode or "EIO" end
-      return stage_through(h, path, sha, blob, link, opts)
+      return stage_through(target, h, path, sha, blob, link, opts)
     end
     if target.request then return target:request("staging " .. name, true, through_helper) end
     return through_helper()
@@ -627,14 +632,20 @@ function M.push_skip(target, src, dst, opts)
 end
 
 --- Uploads src to dst through the board's resident helper (its 'P' frames, sent without waiting: no SFTP
---- subsystem or adb sync: service, a login shell or a round trip per chunk each), once M.push_skip found the
---- board lacks it (st: M.push_skip's stat, with src's sha256, which the board checks). opts: mode, on_progress.
+--- subsystem, which costs a login shell and a round trip per few chunks), once M.push_skip found the board
+--- lacks it (st: M.push_skip's stat, with src's sha256, which the board checks). opts: mode, on_progress. The
+--- SSH target's; adb keeps its sync: service, whose chunks stream without waiting already (and adbd KILLs the
+--- helper with its stream, which would leave a part an interrupted upload made).
 --- -> the push result | false: no helper runs (the caller uploads its own way) | nil, err, code
 function M.helper_push(target, src, dst, opts, st)
   local h, herr, hcode = M.helper(target)
   if herr then return nil, herr, hcode end
   if not h then return false end
   local ok, err, code = h:put(src, dst, { mode = opts.mode, sha256 = st.sha256, on_progress = opts.on_progress })
+  if code == "ENOSPC" then
+    err, code = M.space_cause(target, dst:match("^(.*)/[^/]*$") or ".", st.size, "uploading " .. src:match("[^/]*$"),
+      err, code)
+  end
   if not ok then return nil, err, code end
   return { bytes = st.size, skipped = false }
 end
@@ -698,8 +709,8 @@ end
 --- The one command a board session starts with (docs/helper-protocol.md, "Bring-up"): the helper at path starts
 --- when its sha256 is that of odp's build for the board's `uname -m`; otherwise the command says ABSENT and the
 --- arch, and, when odp has a build for it, reads that many bytes from its stdin into a partial file, checks
---- their sha256, and only then renames it into place and starts it. A stale or half-written helper never runs,
---- and the board's login shell is paid once either way.
+--- their sha256 and that it starts there (a noexec mount: then nothing is left), and only then renames it into
+--- place and starts it. A stale or half-written helper never runs, and the board's login shell is paid once.
 function M.start_command(path)
   local cases, arches = {}, {}
   for arch in pairs(own_helpers()) do arches[#arches + 1] = arch end
@@ -709,9 +720,11 @@ function M.start_command(path)
   end
   return ("mkdir -p %s 2>/dev/null; h=%s; s=; case $(uname -m) in %s esac; x=$(sha256sum <\"$h\" 2>/dev/null); " ..
     "[ -n \"$s\" ] && [ \"${x%%%% *}\" = \"$s\" ] && exec \"$h\" --serve; echo %s; uname -m; [ -n \"$s\" ] || exit 0; " ..
-    "p=\"$h.odp-part-$$\"; head -c \"$n\" >\"$p\"; x=$(sha256sum <\"$p\"); [ \"${x%%%% *}\" = \"$s\" ] && " ..
-    "chmod 755 \"$p\" && mv -f \"$p\" \"$h\" && exec \"$h\" --serve; rm -f \"$p\"; " ..
-    "echo \"odp: the helper did not arrive whole in $p\" >&2; exit 1"):format(q(path:match("^(.*)/[^/]*$")),
+    "p=\"$h.odp-part-$$\"; head -c \"$n\" >\"$p\"; x=$(sha256sum <\"$p\"); if [ \"${x%%%% *}\" != \"$s\" ]; then " ..
+    "rm -f \"$p\"; echo \"odp: the helper did not arrive whole in $p\" >&2; exit 1; fi; chmod 755 \"$p\"; " ..
+    "if ! \"$p\" --serve </dev/null >/dev/null 2>&1; then rm -f \"$p\"; echo \"odp: the helper cannot start from $h " ..
+    "(a file system mounted without exec?)\" >&2; exit 1; fi; mv -f \"$p\" \"$h\" && exec \"$h\" --serve"):format(
+    q(path:match("^(.*)/[^/]*$")),
     q(path), table.concat(cases, " "), ABSENT)
 end
 
