@@ -650,15 +650,19 @@ function M.helper_push(target, src, dst, opts, st)
   return { bytes = st.size, skipped = false }
 end
 
+-- Where odp's helpers are on this machine, in order: $ODP_BUILD_DIR, the build tree, an install's helpers/.
+local function helper_dirs()
+  local dirs = { host.root .. "/build", host.root .. "/helpers" }
+  if os.getenv("ODP_BUILD_DIR") then table.insert(dirs, 1, os.getenv("ODP_BUILD_DIR")) end
+  return dirs
+end
+
 --- Where the odp-rusage helper for an architecture lives on this machine: $ODP_BUILD_DIR, the build
 -- tree, or an install's helpers/ directory. nil when there is none for that arch.
 ---@param arch string  `uname -m` of the board ("aarch64", "x86_64", ...)
 ---@return string?
 function M.local_helper(arch)
-  local root = host.root
-  local dirs = { root .. "/build", root .. "/helpers" }
-  if os.getenv("ODP_BUILD_DIR") then table.insert(dirs, 1, os.getenv("ODP_BUILD_DIR")) end
-  for _, dir in ipairs(dirs) do
+  for _, dir in ipairs(helper_dirs()) do
     local p = dir .. "/odp-rusage-" .. arch
     if sys.stat(p) then return p end
   end
@@ -693,8 +697,7 @@ local own
 local function own_helpers()
   if not own then
     own = {}
-    local root = host.root
-    for _, dir in ipairs { os.getenv("ODP_BUILD_DIR") or root .. "/build", root .. "/build", root .. "/helpers" } do
+    for _, dir in ipairs(helper_dirs()) do
       for _, name in ipairs(sys.readdir(dir) or {}) do
         local arch = name:match("^odp%-rusage%-([%w_]+)$")
         local path = arch and not own[arch] and M.local_helper(arch)
