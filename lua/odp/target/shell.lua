@@ -536,8 +536,8 @@ function M.close_run_dir(target)
 end
 
 -- M.stage through the helper h: the link to the blob made and its hash checked in one flight (two requests
--- sent together); when the board lacks the bytes, target:push uploads them (through the helper on SSH) and a
--- link makes the upload the blob. -> link, pushed? | nil, err, code
+-- sent together); when the board lacks the bytes, target:push uploads them and a link makes the upload the blob
+-- (on SSH in the upload's own flight). -> link, pushed? | nil, err, code
 local function stage_through(target, h, path, sha, blob, link, opts)
   local got, err, code = h:pipeline({ { "L", { blob, link } }, { "X", { link, opts.mode and ("%o"):format(opts.mode) } } })
   if not got then return nil, err, code end
@@ -550,13 +550,14 @@ local function stage_through(target, h, path, sha, blob, link, opts)
   local pushed = got[2][1][1] ~= sha
   local r, perr, pcode = true, nil, nil
   if pushed then
-    r, perr, pcode = target:push(path, link, { mode = opts.mode, sha256 = sha, fresh = true, on_progress = progress })
+    r, perr, pcode = target:push(path, link, { mode = opts.mode, sha256 = sha, fresh = true, on_progress = progress,
+      link = blob })
   else
     progress(size)
   end
   if bar then bar:finish() end
   if not r then return nil, perr, pcode end
-  if pushed then
+  if pushed and not r.linked then
     h, err, code = M.helper(target)
     if not h then return nil, err or "EIO: the helper is gone", code or "EIO" end
     local ok, lerr, lcode = h:request("L", { link, blob })
@@ -633,7 +634,8 @@ end
 
 --- Uploads src to dst through the board's resident helper (its 'P' frames, sent without waiting: no SFTP
 --- subsystem, which costs a login shell and a round trip per few chunks), once M.push_skip found the board
---- lacks it (st: M.push_skip's stat, with src's sha256, which the board checks). opts: mode, on_progress. The
+--- lacks it (st: M.push_skip's stat, with src's sha256, which the board checks). opts: mode, on_progress, link
+--- (a path made a hard link of dst once it is up, in the same flight: the result then says linked). The
 --- SSH target's; adb keeps its sync: service, whose chunks stream without waiting already (and adbd KILLs the
 --- helper with its stream, which would leave a part an interrupted upload made).
 --- -> the push result | false: no helper runs (the caller uploads its own way) | nil, err, code
@@ -641,13 +643,15 @@ function M.helper_push(target, src, dst, opts, st)
   local h, herr, hcode = M.helper(target)
   if herr then return nil, herr, hcode end
   if not h then return false end
-  local ok, err, code = h:put(src, dst, { mode = opts.mode, sha256 = st.sha256, on_progress = opts.on_progress })
+  local ok, err, code = h:put(src, dst, { mode = opts.mode, sha256 = st.sha256, on_progress = opts.on_progress,
+    after = opts.link and { { "L", { dst, opts.link } } } })
+  if ok and opts.link and err[1][2] then return nil, err[1][2], err[1][3] end
   if code == "ENOSPC" then
     err, code = M.space_cause(target, dst:match("^(.*)/[^/]*$") or ".", st.size, "uploading " .. src:match("[^/]*$"),
       err, code)
   end
   if not ok then return nil, err, code end
-  return { bytes = st.size, skipped = false }
+  return { bytes = st.size, skipped = false, linked = opts.link ~= nil }
 end
 
 -- Where odp's helpers are on this machine, in order: $ODP_BUILD_DIR, the build tree, an install's helpers/.

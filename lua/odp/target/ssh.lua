@@ -340,7 +340,9 @@ function Target:free_bytes(path)
 end
 
 --- Uploads unless the board already has the same bytes (sha256): through the resident helper, else over SFTP
--- (where the helper cannot run). -> {bytes=, skipped=} | nil, err, code
+-- (where the helper cannot run). opts: mode, on_progress, timeout, fresh, sha256 (odp.target.shell.push_skip),
+-- link (through the helper: a path made a hard link of dst in the upload's flight; the result says linked).
+-- -> {bytes=, skipped=, linked=} | nil, err, code
 function Target:push(src, dst, opts)
   opts = opts or {}
   -- Boards of one host in one process (--boards) may stage the same file (the helper) at once: one upload per
