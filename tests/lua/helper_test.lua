@@ -435,6 +435,22 @@ T.test("a helper of another build on the board never runs: odp's own replaces it
   T.eq(parts(dir .. "/.odp"), 0, "no partial file left")
 end)
 
+T.test("a board without sha256sum: the bring-up says why on stderr and neither installs nor starts a helper", function()
+  local dir = srv.remote_dir .. "/nosum"
+  sshd.sh(("mkdir -p %s && chown -R %s %s"):format(dir, srv.user, dir))
+  local t = assert(target_ssh.new(opts { remote_dir = dir }))
+  local shell = require("odp.target.shell")
+  -- the bring-up's own command with a PATH that has no sha256sum (sh's builtins and uname are what it needs first)
+  local bin = tmp .. "/nosum-bin"
+  sys.mkdir_p(bin)
+  sshd.sh(("ln -sf $(command -v uname) %s/uname && chmod 755 %s"):format(bin, bin))
+  local r = assert(t.session:exec("PATH=" .. bin .. "; " .. shell.start_command(shell.helper_path(t)), { timeout = 30 }))
+  T.eq(r.status, 1); T.eq(r.stdout, "")
+  T.match(r.stderr, "no sha256sum on the board: its helper cannot be checked, so it is not started")
+  T.eq(sys.stat(dir .. "/.odp/odp-rusage"), nil, "nothing installed")
+  t:close()
+end)
+
 T.test("a helper cut short on its way (the exec's stdin closed early) never runs, and nothing of it is left", function()
   local dir = srv.remote_dir .. "/cut"
   sshd.sh(("mkdir -p %s && chown -R %s %s"):format(dir, srv.user, dir))

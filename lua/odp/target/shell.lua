@@ -725,7 +725,9 @@ function M.start_command(path)
   for _, arch in ipairs(arches) do
     cases[#cases + 1] = ("%s) s=%s n=%d;;"):format(arch, own[arch].sha256, own[arch].size)
   end
-  return ("mkdir -p %s 2>/dev/null; h=%s; s=; case $(uname -m) in %s esac; x=$(sha256sum <\"$h\" 2>/dev/null); " ..
+  return ("command -v sha256sum >/dev/null 2>&1 || { echo 'odp: no sha256sum on the board: its helper cannot be " ..
+    "checked, so it is not started' >&2; exit 1; }; " ..
+    "mkdir -p %s 2>/dev/null; h=%s; s=; case $(uname -m) in %s esac; x=$(sha256sum <\"$h\" 2>/dev/null); " ..
     "[ -n \"$s\" ] && [ \"${x%%%% *}\" = \"$s\" ] && exec \"$h\" --serve; echo %s; uname -m; [ -n \"$s\" ] || exit 0; " ..
     "p=\"$h.odp-part-$$\"; head -c \"$n\" >\"$p\"; x=$(sha256sum <\"$p\"); if [ \"${x%%%% *}\" != \"$s\" ]; then " ..
     "rm -f \"$p\"; echo \"odp: the helper did not arrive whole in $p\" >&2; exit 1; fi; chmod 755 \"$p\"; " ..
