@@ -651,7 +651,7 @@ function M.helper_push(target, src, dst, opts, st)
       err, code)
   end
   if not ok then return nil, err, code end
-  return { bytes = st.size, skipped = false, linked = opts.link ~= nil }
+  return { bytes = st.size, skipped = false, linked = opts.link and true or nil }
 end
 
 -- Where odp's helpers are on this machine, in order: $ODP_BUILD_DIR, the build tree, an install's helpers/.
