@@ -852,51 +852,175 @@ static void serve_read(char **a, int n)
     free(buf);
 }
 
+/* ---- uploads ----
+ * 'P' path, mode (octal), offset, sha256, bytes: one chunk of a file. Offset 0 starts the file (an upload left
+ * unfinished is dropped); every later chunk must name the same path and start where the file so far ends. The
+ * bytes go to path.odp-part-PID (the helper's PID), hashed as they come; the chunk with a sha256 is the last:
+ * the whole file must have that hash, then it is fsync'd, given its mode and renamed, so a partial or corrupted
+ * file never appears under the path. An upload is one request: only its last chunk is answered, with the
+ * first failure of any of its chunks (the part is dropped at once, the later chunks ignored). odp sends all the
+ * chunks of a file without waiting: a file costs about one round trip, not one a chunk. */
+static struct {
+    int fd; /* -1: no part open */
+    char path[PATH_MAX], part[PATH_MAX + 32];
+    unsigned long long size;
+    sha256_ctx c;
+    int failed; /* the upload of path failed: code and msg are its answer */
+    char code[16], msg[768];
+} up = {.fd = -1};
+
+static void upload_drop(void)
+{
+    if (up.fd >= 0) {
+        close(up.fd);
+        unlink(up.part);
+    }
+    up.fd = -1;
+}
+
+/* The upload of path failed: answered now when this is its last chunk, else remembered for that one (the first
+ * failure is kept). */
+static void upload_fail(const char *path, int last, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void upload_fail(const char *path, int last, const char *code, const char *fmt, ...)
+{
+    upload_drop();
+    if (!up.failed || strcmp(up.path, path)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(up.msg, sizeof up.msg, fmt, ap);
+        va_end(ap);
+        snprintf(up.code, sizeof up.code, "%s", code);
+        snprintf(up.path, sizeof up.path, "%s", path);
+        up.failed = 1;
+    }
+    if (last) {
+        answer('!', up.code, up.msg);
+        up.failed = 0;
+    }
+}
+
+/* An unsigned decimal or octal number filling s, at most max: 0 and *v set, else -1. */
+static int parse_num(const char *s, int base, unsigned long long max, unsigned long long *v)
+{
+    char *end;
+    if (*s < '0' || *s > (base == 8 ? '7' : '9'))
+        return -1;
+    errno = 0;
+    *v = strtoull(s, &end, base);
+    return *end || errno || *v > max ? -1 : 0;
+}
+
+static int is_sha256(const char *s)
+{
+    return strspn(s, "0123456789abcdef") == 64 && !s[64];
+}
+
 static void serve_write(const odp_frame *f)
 {
-    char *a[3];
-    int n = fields(f, a, 3, 1);
-    if (n != 3) {
-        fail("EPROTO", "write: path, mode (octal), bytes");
+    char *a[5];
+    int n = fields(f, a, 5, 1);
+    unsigned long long mode = 0, offset = 0;
+    if (n != 5 || parse_num(a[1], 8, 07777, &mode) || parse_num(a[2], 10, ULLONG_MAX, &offset) ||
+        (a[3][0] && !is_sha256(a[3]))) {
+        /* which upload it belonged to cannot be trusted: answered at once */
+        upload_drop();
+        up.failed = 0;
+        fail("EPROTO", "write: path, mode (octal), offset, sha256 (64 lowercase hex, or empty), bytes");
         if (n > 0)
             free_fields(a, n);
         return;
     }
+    int last = a[3][0] != 0;
     uint32_t pos = 0, len = 0;
     const uint8_t *data = NULL;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 5; k++)
         odp_frame_field(f, &pos, &data, &len);
-    char tmp[PATH_MAX];
-    mode_t mode = (mode_t)strtol(a[1], NULL, 8) & 07777;
-    if (snprintf(tmp, sizeof tmp, "%s.odp-part-%ld", a[0], (long)getpid()) >= (int)sizeof tmp) {
-        fail("EUSAGE", "write: path too long");
+    if (offset == 0) {
+        upload_drop();
+        up.failed = 0;
+        if (strlen(a[0]) >= sizeof up.path ||
+            snprintf(up.part, sizeof up.part, "%s.odp-part-%ld", a[0], (long)getpid()) >= (int)sizeof up.part) {
+            upload_fail(a[0], last, "EUSAGE", "write: path too long");
+            goto out;
+        }
+        strcpy(up.path, a[0]);
+        up.fd = open(up.part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (up.fd < 0) {
+            upload_fail(a[0], last, errno_code(errno), "write %s: %s", a[0], strerror(errno));
+            goto out;
+        }
+        up.size = 0;
+        sha256_init(&up.c);
+    } else if (up.failed && !strcmp(up.path, a[0])) {
+        if (last)
+            upload_fail(a[0], 1, up.code, "%s", up.msg); /* its failure, said at its end */
+        goto out;
+    } else if (up.fd < 0 || strcmp(up.path, a[0]) || offset != up.size) {
+        /* a chunk lost or out of order: the file cannot be whole */
+        upload_fail(a[0], last, "EPROTO", "write %s: a chunk at %llu of no upload in progress there", a[0], offset);
         goto out;
     }
-    /* a temporary name, renamed when complete: a partial file never looks like the file */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode ? mode : 0644);
-    if (fd < 0) {
-        fail(errno_code(errno), "write %s: %s", a[0], strerror(errno));
-        goto out;
-    }
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, data + done, len - done);
+    for (size_t done = 0; done < len;) {
+        ssize_t w = write(up.fd, data + done, len - done);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
-            break;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            upload_fail(a[0], last, e == ENOSPC ? "ENOSPC" : "EIO", "write %s: %s", a[0], strerror(e));
+            goto out;
+        }
         done += (size_t)w;
     }
-    int e = errno;
-    if (done < len || fsync(fd) || (mode && fchmod(fd, mode)) || close(fd) || rename(tmp, a[0])) {
-        e = errno ? errno : e;
-        unlink(tmp);
+    sha256_update(&up.c, data, len);
+    up.size += len;
+    if (!last)
+        goto out;
+    char hex[65];
+    sha256_hex(&up.c, hex);
+    if (strcmp(hex, a[3])) {
+        upload_fail(a[0], 1, "ECRC", "write %s: the %llu bytes received have sha256 %s, not %s", a[0], up.size, hex,
+                    a[3]);
+        goto out;
+    }
+    int fd = up.fd;
+    up.fd = -1;
+    if (fsync(fd) || fchmod(fd, (mode_t)mode) || close(fd) || rename(up.part, a[0])) {
+        int e = errno;
+        close(fd); /* EBADF when it was closed already: nothing else to undo */
+        unlink(up.part);
         fail(e == ENOSPC ? "ENOSPC" : "EIO", "write %s: %s", a[0], strerror(e));
         goto out;
     }
+    /* its hash is known: the hash check of the next session need not read it back */
+    struct stat st;
+    char identity[160];
+    if (strchr(a[0], '\n') == NULL && stat(a[0], &st) == 0) {
+        file_identity(&st, identity, sizeof identity);
+        cache_use(a[0], identity, hex, 1);
+    }
     answer('A', NULL, NULL);
 out:
-    free_fields(a, 3);
+    free_fields(a, 5);
+}
+
+/* Link request: source, destination: the destination becomes a hard link to the source (as `ln -f`, through a
+ * temporary name renamed over it: the destination is never missing on the way). */
+static void serve_link(char **a, int n)
+{
+    char tmp[PATH_MAX + 32];
+    if (n != 2 || snprintf(tmp, sizeof tmp, "%s.odp-part-%ld", a[1], (long)getpid()) >= (int)sizeof tmp) {
+        fail("EPROTO", "link: source, destination (not too long)");
+        return;
+    }
+    unlink(tmp);
+    if (link(a[0], tmp) || rename(tmp, a[1])) {
+        int e = errno;
+        unlink(tmp);
+        fail(errno_code(e), "link %s %s: %s", a[0], a[1], strerror(e));
+        return;
+    }
+    answer('A', NULL, NULL);
 }
 
 static void serve_kill(char **a, int n)
@@ -981,6 +1105,8 @@ int rusage_serve(void)
     for (;;) {
         odp_frame f;
         int r = next_request(&f);
+        if (r <= 0)
+            upload_drop(); /* odp is gone: the upload it left unfinished too */
         if (r == 0)
             return 0;
         if (r < 0) {
@@ -1009,6 +1135,7 @@ int rusage_serve(void)
         case 'K': serve_kill(a, n); break;
         case 'M': serve_mkdir(a, n); break;
         case 'C': serve_chmod(a, n); break;
+        case 'L': serve_link(a, n); break;
         default: fail("EPROTO", "unknown request type 0x%02x", f.type);
         }
         free_fields(a, n);

@@ -4,8 +4,9 @@
  * its payload; re-encoding a decoded frame gives back its bytes; once malformed, the decoder stays so; memory
  * held never exceeds one frame plus the last piece. Seeds: a hello, requests (a run with memory by phase:
  * memory=BYTES, marks), answers (output, a run's memory timeline in 'T' frames as a real helper sent it, its
- * end; an LLM runner's pieces in 'O' frames with the µs each was read, protocol 5), an error. The 'O' time
- * field's own checks are odp's client's (tests/lua/helper_test.lua: 3000 mutated conversations).
+ * end; an LLM runner's pieces in 'O' frames with the µs each was read, protocol 5), an error, an upload (two
+ * 'P' chunks and an 'L') and its answers. The 'O' time field's own checks are odp's client's
+ * (tests/lua/helper_test.lua: 3000 mutated conversations).
  * sources: src/helper/frame.c src/util/buf.c
  * seeds: tests/fuzz/corpus/helper_frame
  * max_len: 70000 */

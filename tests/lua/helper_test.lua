@@ -210,6 +210,10 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     codec.encode("R", { "counters=basic", "--", "true" }) .. codec.encode("R", { "--", "/nonexistent/prog" }) ..
     codec.encode("R", { "state_root=", "state_cpu=online", "state_props=ro.a", "--", "true" }) ..
     codec.encode("R", { "cwd=" .. dir, "rm=" .. dir .. "/gone", "rm=" .. dir .. "/f2", "leases=" .. dir, "--", "true" }) ..
+    codec.encode("P", { dir .. "/up", "644", "0", "", "first " }) ..
+    codec.encode("P", { dir .. "/up", "644", "6", sys.sha256("first second"), "second" }) ..
+    codec.encode("L", { dir .. "/up", dir .. "/up.link" }) ..
+    codec.encode("P", { dir .. "/bad", "600", "0", ("0"):rep(64), "x" }) ..
     codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
   local rng = T.lcg(23)
   for i = 1, 400 do
@@ -224,6 +228,55 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     T.eq(f, nil, ("mutation %d: the helper's answers are well-formed frames"):format(i))
     T.eq(d:pending(), 0, "nothing cut short")
   end
+end)
+
+T.test("uploads in chunks: one answer at the last, the file only whole and with the sha256 sent", function()
+  local exe = build .. "/odp-rusage-x86_64"
+  local dir = tmp .. "/up"
+  sys.mkdir_p(dir)
+  local a, b = ("a"):rep(70000), ("b\0"):rep(40000)
+  local whole = sys.sha256(a .. b)
+  local function serve(frames)
+    local r = assert(proc.run { argv = { exe, "--serve" }, stdin = frames, cwd = dir, timeout = 20 })
+    local d, got = codec.decoder():feed(r.stdout), {}
+    T.eq((d:next()), "H")
+    while true do
+      local t, f = d:next()
+      if not t then break end
+      got[#got + 1] = { t, f[1], f[2] }
+    end
+    return got
+  end
+  local function P(path, mode, off, sha, bytes) return codec.encode("P", { dir .. "/" .. path, mode, off, sha, bytes }) end
+  -- two chunks and a link: two answers (the upload's and the link's)
+  T.eq(serve(P("f", "640", "0", "", a) .. P("f", "640", tostring(#a), whole, b) ..
+    codec.encode("L", { dir .. "/f", dir .. "/g" })), { { "A" }, { "A" } })
+  T.eq(sys.sha256_file(dir .. "/f"), sys.sha256_file(dir .. "/g"))
+  T.eq(sys.sha256_file(dir .. "/f"), whole, "the bytes sent"); T.eq(sys.stat(dir .. "/f").size, #a + #b)
+  T.eq(proc.run { argv = { "stat", "-c", "%h %i", dir .. "/f" } }.stdout,
+    proc.run { argv = { "stat", "-c", "%h %i", dir .. "/g" } }.stdout, "g is f: one inode")
+  T.match(proc.run { argv = { "stat", "-c", "%h", dir .. "/f" } }.stdout, "^2\n", "with two links")
+  T.eq(sys.stat(dir .. "/f").mode & tonumber("777", 8), tonumber("640", 8))
+  -- the hash the board computed, remembered: a hash request answers it (same as sha256sum's)
+  T.eq(serve(codec.encode("X", { dir .. "/f" })), { { "A", whole } })
+  -- a chunk lost on the way (the second starts past the first's end): refused at the last, nothing under the name
+  local got = serve(P("h", "644", "0", "", a) .. P("h", "644", tostring(#a + 1), whole, b))
+  T.eq(#got, 1, "one answer for the upload"); T.eq(got[1][1], "!"); T.eq(got[1][2], "EPROTO")
+  T.eq(sys.stat(dir .. "/h"), nil)
+  -- the bytes are not the ones hashed: ECRC, nothing under the name
+  got = serve(P("h", "644", "0", "", a) .. P("h", "644", tostring(#a), whole, b:upper() .. "x"))
+  T.eq(got[1][1], "!"); T.eq(got[1][2], "ECRC"); T.eq(sys.stat(dir .. "/h"), nil)
+  -- a malformed chunk (mode not octal, sha256 not hex): answered at once
+  T.eq(serve(P("h", "9", "0", whole, "x"))[1][2], "EPROTO"); T.eq(serve(P("h", "644", "0", "XYZ", "x"))[1][2], "EPROTO")
+  -- a link to nothing: ENOTFOUND, the helper usable after it
+  got = serve(codec.encode("L", { dir .. "/none", dir .. "/l" }) .. P("e", "644", "0", sys.sha256(""), ""))
+  T.eq({ got[1][1], got[1][2], got[2] }, { "!", "ENOTFOUND", { "A" } })
+  T.eq(sys.stat(dir .. "/e").size, 0, "an empty file is one chunk")
+  -- stdin closed in the middle of an upload: the part goes with the helper
+  serve(P("k", "644", "0", "", a))
+  local left = 0
+  for _, name in ipairs(sys.readdir(dir)) do if name:find("odp-part", 1, true) then left = left + 1 end end
+  T.eq(left, 0, "no partial file left"); T.eq(sys.stat(dir .. "/k"), nil)
 end)
 
 -- a private sshd whose DEBUG1 log names every connection and every session channel
@@ -254,7 +307,8 @@ T.test("the helper's own answers agree with independent tools (sha256sum, df, th
   T.eq(h:sha256(rdir .. "/none"), nil); T.eq(h:sha256(rdir), nil, "a directory has no hash")
   local df = tonumber(sshd.sh(("df -Pk %s | tail -1"):format(rdir)):match("^%S+%s+%d+%s+%d+%s+(%d+)")) * 1024
   T.near(h:free(rdir .. "/not/there"), df, 64 << 20, "free bytes vs df")
-  assert(h:write(rdir .. "/small", "a\0b", tonumber("600", 8)))
+  T.write(tmp .. "/small", "a\0b")
+  assert(h:put(tmp .. "/small", rdir .. "/small", { mode = tonumber("600", 8) }))
   T.eq(T.read(rdir .. "/small"), "a\0b"); T.eq(sys.stat(rdir .. "/small").mode & tonumber("777", 8), tonumber("600", 8))
   T.eq(h:read(rdir .. "/small", 2), "a\0")
   -- a hash with a mode: the file gets it in the same request, and keeps its ctime when it had it already (the
@@ -364,7 +418,7 @@ T.test("hashes are remembered across sessions, and a changed file is hashed agai
   T.eq(session_hash(f), sshd.sh("sha256sum " .. f):match("^%x+"))
 end)
 
-T.test("counts (sshd's DEBUG1 log): a sweep is one connection; 10 points open as many channels as 3", function()
+T.test("counts (sshd's DEBUG1 log): a sweep is one connection and one channel, on a fresh board too", function()
   local odp = os.getenv("ODP") or (build .. "/odp")
   local fake = build .. "/tests/fake_runner"
   local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
@@ -372,7 +426,7 @@ T.test("counts (sshd's DEBUG1 log): a sweep is one connection; 10 points open as
   local function sweep(points, remote)
     runs = runs + 1
     local c0, n0 = srv:count("Accepted publickey for "), srv:count("server_input_channel_open: ctype session")
-    local s0 = srv:count("Starting session: subsystem 'sftp'")
+    local s0, x0 = srv:count("Starting session: subsystem 'sftp'"), srv:count("Starting session: command")
     local r = proc.run { argv = { odp, "run", T.root() .. "/scripts/sweep.lua", "--flow", T.root() .. "/scripts/rpi5.lua",
       "--host", srv.user .. "@127.0.0.1", "--port", tostring(srv.port), "--identity", srv.identity,
       "--known-hosts", srv.known_hosts, "--remote-dir", remote, "--runner", fake, "--model", model,
@@ -381,23 +435,22 @@ T.test("counts (sshd's DEBUG1 log): a sweep is one connection; 10 points open as
     T.eq(r.status, 0, r.stderr)
     sys.sleep(0.3) -- sshd logs a moment after the client has gone
     return srv:count("Accepted publickey for ") - c0, srv:count("server_input_channel_open: ctype session") - n0,
-      srv:count("Starting session: subsystem 'sftp'") - s0
+      srv:count("Starting session: subsystem 'sftp'") - s0, srv:count("Starting session: command") - x0
   end
   local ten = "1,2,3,4,5,6,7,8,9,10"
-  -- first on a board without the helper (it is pushed), then on one that has it
-  local c3, n3, fresh_sftp = sweep("1,2,3", srv.remote_dir .. "/c3")
-  T.ok(fresh_sftp > 0, "the log names SFTP sessions (the pushes to a fresh board): their count below can fail")
+  -- first on a board without the helper (it is installed), then on one that has it
+  local c3, n3, fresh_sftp, fresh_cmds = sweep("1,2,3", srv.remote_dir .. "/c3")
+  T.eq(fresh_cmds, 1, "the log names the sessions it starts (the helper's one command): the counts below can fail")
+  T.eq(fresh_sftp, 0, "a fresh board: no SFTP session; the helper, runner and model go up through the helper's exec")
   local c10, n10 = sweep(ten, srv.remote_dir .. "/c10")
   T.eq(c3, 1, "one connection for 3 points"); T.eq(c10, 1, "one connection for 10 points")
-  T.eq(n10, n3, "a fresh board: channels do not grow with points")
+  T.eq({ n3, n10 }, { 1, 1 }, "a fresh board: one channel, the helper's, however many points")
   local c3b, n3b = sweep("1,2,3", srv.remote_dir .. "/c3")
   local c10b, n10b, sweeps_sftp = sweep(ten, srv.remote_dir .. "/c10")
   T.eq({ c3b, c10b }, { 1, 1 })
-  T.eq(n10b, n3b, "a board with the helper: channels do not grow with points")
-  -- the helper's own and the shell's before it runs: memory by phase (on by default) brings each point's
-  -- timeline back in the run's answer on the helper's channel, so a point costs one round trip with it too
-  T.ok(n10b <= 2, ("%d channels for 10 points with memory by phase on a board that has the helper (its own and " ..
-    "the shell's)"):format(n10b))
+  -- memory by phase (on by default) brings each point's timeline back in the run's answer on the helper's
+  -- channel, so a point costs one round trip with it too
+  T.eq({ n3b, n10b }, { 1, 1 }, "a board with the helper: one channel, the helper's, however many points")
   T.eq(sweeps_sftp, 0, "no SFTP session: nothing is brought back apart from the helper's answers")
 end)
 
@@ -461,24 +514,69 @@ T.test("malformed and oversized answers from the board: EPROTO, the channel clos
   t:close()
 end)
 
-T.test("a helper of another protocol on the board is refused and odp's own is pushed", function()
+-- partial files in dir
+local function parts(dir)
+  local n = 0
+  for _, name in ipairs(sys.readdir(dir) or {}) do if name:find("odp-part", 1, true) then n = n + 1 end end
+  return n
+end
+
+T.test("a helper of another build on the board never runs: odp's own replaces it in the same exec", function()
   local dir = srv.remote_dir .. "/v"
   sshd.sh(("mkdir -p %s/.odp && chown -R %s %s"):format(dir, srv.user, dir))
-  -- hello of protocol 99, then it serves nothing
+  -- a stale helper (another protocol's hello) that leaves a mark when it runs
   local hello = frame("H", { "odp-helper", "99", "x86_64" })
   local f = assert(io.open(dir .. "/.odp/odp-rusage", "wb"))
-  f:write("#!/bin/sh\nprintf '" .. hello:gsub(".", function(ch) return ("\\%03o"):format(ch:byte()) end) ..
+  f:write("#!/bin/sh\ntouch " .. dir .. "/ran\nprintf '" .. hello:gsub(".", function(ch) return ("\\%03o"):format(ch:byte()) end) ..
     "'\nsleep 5\n")
   f:close()
   sshd.sh(("chmod 755 %s/.odp/odp-rusage && chown %s %s/.odp/odp-rusage"):format(dir, srv.user, dir))
-  local said = {}
-  local ui = require("odp.core.ui").new { quiet = true }
-  ui.info = function(_, fmt, ...) said[#said + 1] = fmt:format(...) end
-  local t = assert(target_ssh.new(opts { remote_dir = dir, ui = ui }))
+  local n0 = srv:count("server_input_channel_open: ctype session")
+  local t = assert(target_ssh.new(opts { remote_dir = dir }))
   local r = assert(t:exec({ "echo", "ok" }))
   T.eq(r.stdout, "ok\n")
-  T.match(table.concat(said, "\n"), "speaks protocol 99; odp speaks " .. codec.PROTO .. "; pushing odp's own")
+  T.eq(sys.stat(dir .. "/ran"), nil, "the stale helper never ran")
   T.eq(sys.sha256_file(dir .. "/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-" .. t.cache.helper_client.arch))
+  t:close()
+  sys.sleep(0.3)
+  T.eq(srv:count("server_input_channel_open: ctype session") - n0, 1, "one channel: checked, replaced and started")
+  T.eq(parts(dir .. "/.odp"), 0, "no partial file left")
+end)
+
+T.test("a board without sha256sum: the bring-up says why on stderr and neither installs nor starts a helper", function()
+  local dir = srv.remote_dir .. "/nosum"
+  sshd.sh(("mkdir -p %s && chown -R %s %s"):format(dir, srv.user, dir))
+  local t = assert(target_ssh.new(opts { remote_dir = dir }))
+  local shell = require("odp.target.shell")
+  -- the bring-up's own command with a PATH that has no sha256sum (sh's builtins and uname are what it needs first)
+  local bin = tmp .. "/nosum-bin"
+  sys.mkdir_p(bin)
+  sshd.sh(("ln -sf $(command -v uname) %s/uname && chmod 755 %s"):format(bin, bin))
+  local r = assert(t.session:exec("PATH=" .. bin .. "; " .. shell.start_command(shell.helper_path(t)), { timeout = 30 }))
+  T.eq(r.status, 1); T.eq(r.stdout, "")
+  T.match(r.stderr, "no sha256sum on the board: its helper cannot be checked, so it is not started")
+  T.eq(sys.stat(dir .. "/.odp/odp-rusage"), nil, "nothing installed")
+  t:close()
+end)
+
+T.test("a helper cut short on its way (the exec's stdin closed early) never runs, and nothing of it is left", function()
+  local dir = srv.remote_dir .. "/cut"
+  sshd.sh(("mkdir -p %s && chown -R %s %s"):format(dir, srv.user, dir))
+  local t = assert(target_ssh.new(opts { remote_dir = dir }))
+  -- the bring-up's own command, its stdin given half the helper's bytes and then closed
+  local shell = require("odp.target.shell")
+  local cmd = shell.start_command(shell.helper_path(t))
+  local arch = sshd.sh("uname -m"):match("%S+")
+  local bytes = T.read(build .. "/odp-rusage-" .. arch)
+  local r = assert(t.session:exec(cmd, { stdin = bytes:sub(1, #bytes // 2), timeout = 30 }))
+  T.match(r.stdout, "^ODP%-NO%-HELPER\n" .. arch .. "\n$", "it said there was none, and named the arch")
+  T.eq(r.status, 1); T.match(r.stderr, "did not arrive whole")
+  T.eq(sys.stat(dir .. "/.odp/odp-rusage"), nil, "no helper under its name")
+  T.eq(parts(dir .. "/.odp"), 0, "no partial file left")
+  -- the whole bytes: installed and started (its hello), in the same command
+  r = assert(t.session:exec(cmd, { stdin = bytes, timeout = 30 }))
+  T.match(r.stdout, "^ODP%-NO%-HELPER\n" .. arch .. "\nOH", "installed, then it greeted")
+  T.eq(sys.sha256_file(dir .. "/.odp/odp-rusage"), sys.sha256_file(build .. "/odp-rusage-" .. arch))
   t:close()
 end)
 

@@ -12,10 +12,14 @@ local odp = os.getenv("ODP") or (build .. "/odp")
 local tmp = T.tmpdir()
 local DELAY_MS = 20 -- each way: a round trip is 40 ms, far above this machine's own jitter between the two ends
 -- The round trips of a board session's start with its first point (docs/helper-protocol.md, "What a point costs
--- on a link"): SSH's own handshake and authentication, the helper's channel, the preflight, the hash checks.
--- 13 for the round-trip work alone; the shared board's workdir and lease add 2 (its lease check rides in the
--- point's answer: docs/helper-protocol.md)
-local SESSION_START_MAX = 15
+-- on a link"): SSH's own handshake and authentication 6, the helper's channel 2, the preflight, this odp's
+-- directory and lease, runner and model each linked to its blob and hash-checked in one flight, the point (its
+-- lease check rides in its answer: docs/helper-protocol.md)
+local SESSION_START_MAX = 13
+-- A fresh board's 10-point sweep on the wire (the relay's count): the session start, the helper installed in its
+-- one exec, the runner and model uploaded through it (8.6 MB in a few round trips of sshd's 2 MB window; over
+-- SFTP they cost ~55, the sweep 94), the points; the relay too counts some window adjusts as turnarounds
+local FRESH_SWEEP_MAX = 50
 
 local srv = sshd.start { log_level = "DEBUG3" }
 local HOSTNAME = sshd.sh("hostname"):match("%S+")
@@ -77,13 +81,19 @@ local function check_sweep(recs, wire, what, uploads)
   end
   T.eq(recs[1].transport.connects, 1, what .. ": one connection, made by the first point")
   T.ok(recs[1].transport.connect_ms >= 4 * 2 * DELAY_MS, what .. ": connecting took at least 4 round trips' time")
-  -- odp counts turnarounds at its socket, the relay DELAY ms away: where both directions flow at once (SFTP's
-  -- pipelined writes and their acks, an upload) the two places see the directions interleave differently, so
-  -- an upload's count may differ by a few in a hundred; a sweep without one (requests and answers in turn)
-  -- by at most one (a packet of the board's crossing odp's on the link)
-  local slack = uploads and math.max(1, wire.round_trips * 3 // 100) or 1
-  T.ok(math.abs(wire.round_trips - (total + AFTER_LAST_RECORD)) <= slack, ("%s: the relay counted %d round trips, " ..
-    "the records %d and the close %d (slack %d)"):format(what, wire.round_trips, total, AFTER_LAST_RECORD, slack))
+  -- odp counts turnarounds at its socket, the relay DELAY ms away. A sweep without uploads (requests and answers
+  -- in turn): the two agree within one (a packet of the board's crossing odp's on the link). An upload streams
+  -- into the helper's channel while sshd sends a window adjust every ~100 KB it passes on: libssh2 reads each as
+  -- it comes, between the packets it sends, and odp counts each (how many depends on the moment each arrives:
+  -- 11 to 26 more than the wire in runs of this test); the relay sees them arrive in bursts. Then the relay's
+  -- count is the wire's (FRESH_SWEEP_MAX bounds it), and odp's is at least that.
+  if uploads then
+    T.ok(total + AFTER_LAST_RECORD >= wire.round_trips - 1, ("%s: the relay counted %d round trips, the records " ..
+      "%d and the close %d"):format(what, wire.round_trips, total, AFTER_LAST_RECORD))
+  else
+    T.ok(math.abs(wire.round_trips - (total + AFTER_LAST_RECORD)) <= 1, ("%s: the relay counted %d round trips, " ..
+      "the records %d and the close %d"):format(what, wire.round_trips, total, AFTER_LAST_RECORD))
+  end
   local up, down = 0, 0
   for _, rec in ipairs(recs) do up, down = up + rec.transport.bytes_up, down + rec.transport.bytes_down end
   -- the bytes after the last record: the channel close and the disconnect, a few hundred
@@ -99,9 +109,12 @@ T.with_real_runner("round trips: odp's count of each point equals the relay's on
   local remote = srv.remote_dir .. "/link"
   local recs, wire, requests = sweep(rel, kh, remote, 10, runner)
   check_sweep(recs, wire, "a fresh board", true)
-  -- the probe (no helper), the free-space query, SFTP (the helper, runner and model) and the helper: the uploads
-  -- through the helper's own write frames would make it 2 (issue 38, not done)
-  T.ok(requests <= 4, ("a fresh board: %d exec/subsystem requests in sshd's log (the helper is installed)"):format(requests))
+  T.ok(wire.round_trips <= FRESH_SWEEP_MAX, ("a fresh board: %d round trips on the wire for 10 points"):format(
+    wire.round_trips))
+  io.stderr:write(("a fresh board, 10 points: %d round trips on the wire\n"):format(wire.round_trips))
+  -- one exec: it installs the helper (its bytes on the exec's stdin, checked by their sha256) and starts it;
+  -- the preflight, the uploads and the points go through it (no SFTP subsystem)
+  T.eq(requests, 1, "a fresh board: one exec request in sshd's log, the helper installed in it")
   recs, wire, requests = sweep(rel, kh, remote, 10, runner)
   local start = check_sweep(recs, wire, "a board with the helper")
   T.eq(requests, 1, "a board with the helper: one exec request in sshd's log for the whole sweep")
@@ -138,7 +151,8 @@ T.with_real_runner("a login shell that takes 0.3 s (~/.bashrc): a 10-point sweep
   local _, _, requests = sweep(rel, kh, remote, 10, runner, user)
   local fresh = shells()
   T.ok(fresh >= 1, "the account's ~/.bashrc ran (bash read it for sshd's commands): the counts below can fail")
-  T.eq(fresh, requests, "a fresh board: one login shell per exec request")
+  T.eq(requests, 1, "a fresh board: one exec request")
+  T.eq(fresh, 1, "a fresh board: the sweep, the helper's install included, ran ~/.bashrc once")
   local recs
   recs, _, requests = sweep(rel, kh, remote, 10, runner, user)
   T.eq(#recs, 10)

@@ -69,28 +69,42 @@ end
 
 --- Starts a client on a channel whose command is `odp-rusage --serve`: waits for its hello.
 -- -> client | nil, err, code, "version" (the helper speaks another protocol: push odp's own and start again)
--- opts.absent: a line the channel's command prints instead of starting the helper (a probe that found none):
--- then nil, "ENOTFOUND: ...", "ENOTFOUND", "absent", and what the command printed after that line (4 KiB at most).
+-- opts.absent: a line the channel's command prints instead of starting the helper, followed by a line naming the
+-- board's arch (a bring-up that found no helper, or another build): with opts.install(arch) -> bytes, those bytes
+-- are written to the command's stdin (it installs them as the helper and starts it) and the hello is waited
+-- for; without (or when install returns nil) nil, "ENOTFOUND: ...", "ENOTFOUND", "absent", and what the command
+-- printed after that line (4 KiB at most).
 function M.open(channel, opts)
   opts = opts or {}
   local self = setmetatable({ ch = channel, dec = codec.decoder(), uri = opts.uri or "the board" }, Client)
   local deadline = sys.now() + (opts.timeout or M.HELLO_TIMEOUT)
   if opts.absent then
     local head = ""
-    while #head < 2 do
-      local chunk, err, code = channel:read(4096, { timeout = math.max(0, deadline - sys.now()) })
-      if not chunk or chunk == "" then break end
+    local function more()
+      local chunk = channel:read(4096, { timeout = math.max(0, deadline - sys.now()) })
+      if not chunk or chunk == "" then return false end
       head = head .. chunk
+      return true
     end
+    while #head < 2 and more() do end
     if head:sub(1, #opts.absent + 1) == opts.absent .. "\n" then
-      while #head < 4096 do
-        local chunk = channel:read(4096, { timeout = math.max(0, deadline - sys.now()) })
-        if not chunk or chunk == "" then break end
-        head = head .. chunk
+      -- the arch line; the command then waits for the helper's bytes, or has ended
+      while #head < 4096 and not head:find("\n", #opts.absent + 2, true) and more() do end
+      local rest = head:sub(#opts.absent + 2, 4096)
+      local bytes = opts.install and head:find("\n", #opts.absent + 2, true) and opts.install(rest:match("^%s*(%S+)"))
+      if not bytes then
+        while #head < 4096 and more() do end
+        self:lose("absent")
+        return nil, ("ENOTFOUND: no helper on %s"):format(self.uri), "ENOTFOUND", "absent",
+          head:sub(#opts.absent + 2, 4096)
       end
-      self:lose("absent")
-      return nil, ("ENOTFOUND: no helper on %s"):format(self.uri), "ENOTFOUND", "absent",
-        head:sub(#opts.absent + 2, 4096)
+      local ok, err, code = channel:write(bytes, { timeout = REQUEST_TIMEOUT })
+      if not ok then
+        self:lose(err, code)
+        return nil, err, code
+      end
+      head = head:sub(head:find("\n", #opts.absent + 2, true) + 1)
+      deadline = sys.now() + (opts.timeout or M.HELLO_TIMEOUT) -- the board checks the bytes, then starts them
     end
     self.dec:feed(head)
   end
@@ -113,10 +127,9 @@ function M.open(channel, opts)
   return self
 end
 
---- One small request: the answer's fields | nil, err, code. An error answer leaves the client usable.
-function Client:request(t, fields, timeout)
-  local ok, err, code = self:send(t, fields)
-  if not ok then return nil, err, code end
+-- The answer to the oldest request sent and not yet answered: its fields | nil, err, code (an error answer
+-- leaves the client usable).
+function Client:answer(timeout)
   local at, f, fcode = self:frame(sys.now() + (timeout or REQUEST_TIMEOUT))
   if not at then
     -- an answer that may still come would be taken for the next one's: the stream is out of step
@@ -130,6 +143,35 @@ function Client:request(t, fields, timeout)
   end
   return self:lose(("EPROTO: unexpected answer '%s' from the helper on %s"):format(at:byte() < 32 and "?" or at,
     self.uri), "EPROTO")
+end
+
+--- One small request: the answer's fields | nil, err, code. An error answer leaves the client usable.
+function Client:request(t, fields, timeout)
+  local ok, err, code = self:send(t, fields)
+  if not ok then return nil, err, code end
+  return self:answer(timeout)
+end
+
+-- The answers to the k oldest requests sent: a list with {fields} or {nil, err, code} each | nil, err, code
+-- (the channel failed: the client is lost).
+function Client:answers(k, timeout)
+  local out = {}
+  for i = 1, k do
+    local f, err, code = self:answer(timeout)
+    if not f and self.dead then return nil, err, code end
+    out[i] = f and { f } or { nil, err, code }
+  end
+  return out
+end
+
+--- Small requests ({type, fields} each) sent one after the other, then their answers read: one round trip for
+-- all of them (the helper answers in order). -> Client:answers' list | nil, err, code
+function Client:pipeline(reqs, timeout)
+  for _, r in ipairs(reqs) do
+    local ok, err, code = self:send(r[1], r[2])
+    if not ok then return nil, err, code end
+  end
+  return self:answers(#reqs, timeout)
 end
 
 --- The device-state snapshot's text (odp.target.device_state.parse).
@@ -163,11 +205,45 @@ function Client:read(path, max)
   return f[1] or ""
 end
 
---- Writes a small file (under a temporary name, renamed when complete); mode: an integer, default 0644.
-function Client:write(path, data, mode)
-  local f, err, code = self:request("P", { path, ("%o"):format(mode or tonumber("644", 8)), data })
-  if not f then return nil, err, code end
-  return true
+--- Bytes of a file per 'P' frame: the frame's bound (1 MiB) less room for the other fields (a path is at most
+-- PATH_MAX_BYTES).
+M.CHUNK = (1 << 20) - 8192
+local PATH_MAX_BYTES = 4096
+
+--- Uploads the local file src to path on the board in 'P' chunks sent one after the other (the helper answers
+-- only the last), followed in the same flight by opts.after ({type, fields}
+-- requests, e.g. a link of the file): a file costs a round trip or so, not one a chunk. The board checks the
+-- whole file's sha256 before it appears under path (docs/helper-protocol.md). opts: mode (an integer, default
+-- 0644), sha256 (src's, when known), on_progress(done, total) as chunks go. -> true, the answers to opts.after
+-- (as Client:pipeline's) | nil, err, code (ENOSPC, ECRC: the bytes arrived changed, or src changed meanwhile)
+function Client:put(src, path, opts)
+  opts = opts or {}
+  if #path > PATH_MAX_BYTES then return fail("EUSAGE", "a path on the board longer than %d bytes", PATH_MAX_BYTES) end
+  local f, ferr = io.open(src, "rb")
+  if not f then return fail("EIO", "cannot read %s", tostring(ferr)) end
+  local size = f:seek("end")
+  f:seek("set")
+  local sha = opts.sha256 or sys.sha256_file(src)
+  local mode = ("%o"):format(opts.mode or tonumber("644", 8))
+  local sent, last = 0, false
+  repeat
+    local data = f:read(M.CHUNK) or ""
+    last = #data < M.CHUNK or sent + #data >= size -- a file cut short meanwhile ends here (its hash then differs)
+    local ok, err, code = self:send("P", { path, mode, tostring(sent), last and sha or "", data })
+    if not ok then f:close() return nil, err, code end
+    sent = sent + #data
+    if opts.on_progress then opts.on_progress(sent, size) end
+  until last
+  f:close()
+  for _, r in ipairs(opts.after or {}) do
+    local ok, err, code = self:send(r[1], r[2])
+    if not ok then return nil, err, code end
+  end
+  -- an upload is answered once, at its last chunk (with the first failure of any)
+  local got, err, code = self:answers(1 + #(opts.after or {}))
+  if not got then return nil, err, code end
+  if got[1][2] then return nil, got[1][2], got[1][3] end
+  return true, table.move(got, 2, #got, 1, {})
 end
 
 function Client:mkdir(path)

@@ -143,7 +143,7 @@ function M.check(target, opts)
     if not e then errors.fail("EPROTO", ("runner %s is not a Linux program: %s"):format(opts.runner, err)) end
     facts.runner = e
   end
-  -- Space first, before anything (the helper included) is uploaded; what an earlier odp left half-uploaded
+  -- Space first, before the runner and the model are uploaded; what an earlier odp left half-uploaded
   -- there is removed first, so it is not counted against it.
   local dir = opts.remote_dir or target.remote_dir
   local space_needed
@@ -155,9 +155,10 @@ function M.check(target, opts)
       if st then need = need + st.size end
     end
     local free, removed, code
-    -- the helper already on the board answers the free space (and the glibc version) in one round trip: no
-    -- exec of its own; none there is pushed after the space is known to be there (odp.target.shell.helper)
-    if target.open_channel then shell.helper(target, { present_only = true }) end
+    -- the helper answers the free space (and the glibc version) in one round trip: no exec of its own. It is
+    -- started (or installed: about 1 MB) by the board session's one exec (odp.target.shell.helper) before the
+    -- space is known; the runner and the model are uploaded only once it is.
+    if target.open_channel then shell.helper(target) end
     if target.space then free, removed, code = target:space(dir) else free, removed, code = target:free_bytes(dir) end
     if free == nil and code == "ENODEV" then errors.fail(code, errors.text(removed)) end -- a noexec mount
     if free == nil then unanswered("the free space in " .. dir, target, removed, code) end

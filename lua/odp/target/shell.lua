@@ -349,7 +349,7 @@ local function others_of(out)
   return list
 end
 
---- The board's remote dir surveyed before anything (the helper too) is uploaded, in one exec, and cleaned of
+--- The board's remote dir surveyed before the runner and the model are uploaded, in one request, and cleaned of
 --- what is provably dead (docs/devices.md "A shared board"): the directories of odps no longer running
 --- (M.run_dir: this machine's, boot's and PID namespace's odp whose pid is gone, or anyone's unchanged for
 --- M.LEASE_S), with their half-uploads and unfetched files; staged blobs no run links (link count 1) and nobody
@@ -359,8 +359,8 @@ end
 --- target:free_bytes once the helper runs), the paths removed | nil, err, code: the board could not be asked,
 --- or (ENODEV) dir is on a noexec mount, where no runner could start. A method: Target.space = shell.space.
 function M.space(target, dir)
-  -- the helper, when the preflight found it on the board, answers in one round trip, and so does the glibc
-  -- version asked with it (libc_version's own query, after a line of its own): no exec of its own (a login shell)
+  -- the helper, started by the preflight, answers in one round trip, and so does the glibc version asked with
+  -- it (libc_version's own query, after a line of its own): no exec of its own (a login shell)
   local h = target.cache.helper_client
   local run = h and not h.dead and M.run or target.exec_command
   local out, err, code = run(target, survey_text(dir) .. "; echo ODP-LIBC; " .. LIBC_QUERY)
@@ -537,6 +537,37 @@ function M.close_run_dir(target)
   return true
 end
 
+-- M.stage through the helper h: the link to the blob made and its hash checked in one flight (two requests
+-- sent together); when the board lacks the bytes, target:push uploads them and a link makes the upload the blob
+-- (on SSH in the upload's own flight). -> link, pushed? | nil, err, code
+local function stage_through(target, h, path, sha, blob, link, opts)
+  local got, err, code = h:pipeline({ { "L", { blob, link } }, { "X", { link, opts.mode and ("%o"):format(opts.mode) } } })
+  if not got then return nil, err, code end
+  -- the link fails when there is no blob yet (ENOTFOUND): the upload below makes it
+  if got[1][2] and got[1][3] ~= "ENOTFOUND" then return nil, got[1][2], got[1][3] end
+  if got[2][2] then return nil, got[2][2], got[2][3] end
+  local size = sys.stat(path).size
+  local bar = opts.ui and opts.ui:progress("push " .. path:match("([^/]+)$"), size, "bytes")
+  local function progress(d) if bar then bar:update(d) end end
+  local pushed = got[2][1][1] ~= sha
+  local r, perr, pcode = true, nil, nil
+  if pushed then
+    r, perr, pcode = target:push(path, link, { mode = opts.mode, sha256 = sha, fresh = true, on_progress = progress,
+      link = blob })
+  else
+    progress(size)
+  end
+  if bar then bar:finish() end
+  if not r then return nil, perr, pcode end
+  if pushed and not r.linked then
+    h, err, code = M.helper(target)
+    if not h then return nil, err or "EIO: the helper is gone", code or "EIO" end
+    local ok, lerr, lcode = h:request("L", { link, blob })
+    if not ok then return nil, lerr, lcode end
+  end
+  return link, pushed
+end
+
 --- Makes a local file available on the board, content-addressed: its bytes are kept once in the board's
 --- <remote_dir>/.odp/blobs/<sha256> (M.blob_path), and the run reads them through a hard link of its own,
 --- <M.run_dir>/<name>. The link is checked by its sha256, never trusted by name: a blob another odp left with
@@ -549,6 +580,15 @@ function M.stage(target, path, opts)
   local sha = opts.sha256 or sys.sha256_file(path)
   if not sha then return nil, ("EIO: cannot read %s"):format(path), "EIO" end
   local blob, link = M.blob_path(target, sha), M.run_dir(target) .. "/" .. name
+  if M.helper(target) then
+    local function through_helper()
+      local h, herr, hcode = M.helper(target)
+      if not h then return nil, herr or "EIO: the helper is gone", hcode or "EIO" end
+      return stage_through(target, h, path, sha, blob, link, opts)
+    end
+    if target.request then return target:request("staging " .. name, true, through_helper) end
+    return through_helper()
+  end
   -- ln fails when there is no blob yet: the push below uploads it
   local _, err, code = target:run(("ln -f %s %s 2>/dev/null || true"):format(q(blob), q(link)))
   if err then return nil, err, code end
@@ -572,11 +612,12 @@ end
 
 --- The hash-skip of a push: when the board already has src's bytes at dst (sha256), sets opts.mode on it,
 --- reports the whole size to opts.on_progress and returns the push result {bytes=, skipped=true}.
---- Otherwise nil and the stat of src (the caller uploads), or nil, nil, err, code when src cannot be read.
+--- Otherwise nil and the stat of src with its sha256 (the caller uploads), or nil, nil, err, code when src
+--- cannot be read.
 ---@param target odp.target.shell.Target
 ---@param src string  local file
 ---@param dst string  path on the board
----@param opts {mode: integer?, on_progress: fun(done: integer, total: integer)?, fresh: boolean?} fresh: dst is known to be absent (no hash check)
+---@param opts {mode: integer?, on_progress: fun(done: integer, total: integer)?, fresh: boolean?, sha256: string?} fresh: dst is known to be absent (no hash check); sha256: src's, when known
 ---@return {bytes: integer, skipped: true}? skipped
 ---@return table? stat
 ---@return string? err
@@ -584,13 +625,42 @@ end
 function M.push_skip(target, src, dst, opts)
   local st, err, code = sys.stat(src)
   if not st then return nil, nil, err, code end
+  st.sha256 = opts.sha256 or sys.sha256_file(src)
   if opts.fresh then return nil, st end -- the caller knows dst is not there
-  local here = sys.sha256_file(src)
-  if here and here == target:sha256(dst, opts.mode) then -- the mode set in the same request
+  if st.sha256 and st.sha256 == target:sha256(dst, opts.mode) then -- the mode set in the same request
     if opts.on_progress then opts.on_progress(st.size, st.size) end
     return { bytes = st.size, skipped = true }
   end
   return nil, st
+end
+
+--- Uploads src to dst through the board's resident helper (its 'P' frames, sent without waiting: no SFTP
+--- subsystem, which costs a login shell and a round trip per few chunks), once M.push_skip found the board
+--- lacks it (st: M.push_skip's stat, with src's sha256, which the board checks). opts: mode, on_progress, link
+--- (a path made a hard link of dst once it is up, in the same flight: the result then says linked). The
+--- SSH target's; adb keeps its sync: service, whose chunks stream without waiting already (and adbd KILLs the
+--- helper with its stream, which would leave a part an interrupted upload made).
+--- -> the push result | false: no helper runs (the caller uploads its own way) | nil, err, code
+function M.helper_push(target, src, dst, opts, st)
+  local h, herr, hcode = M.helper(target)
+  if herr then return nil, herr, hcode end
+  if not h then return false end
+  local ok, err, code = h:put(src, dst, { mode = opts.mode, sha256 = st.sha256, on_progress = opts.on_progress,
+    after = opts.link and { { "L", { dst, opts.link } } } })
+  if ok and opts.link and err[1][2] then return nil, err[1][2], err[1][3] end
+  if code == "ENOSPC" then
+    err, code = M.space_cause(target, dst:match("^(.*)/[^/]*$") or ".", st.size, "uploading " .. src:match("[^/]*$"),
+      err, code)
+  end
+  if not ok then return nil, err, code end
+  return { bytes = st.size, skipped = false, linked = opts.link and true or nil }
+end
+
+-- Where odp's helpers are on this machine, in order: $ODP_BUILD_DIR, the build tree, an install's helpers/.
+local function helper_dirs()
+  local dirs = { host.root .. "/build", host.root .. "/helpers" }
+  if os.getenv("ODP_BUILD_DIR") then table.insert(dirs, 1, os.getenv("ODP_BUILD_DIR")) end
+  return dirs
 end
 
 --- Where the odp-rusage helper for an architecture lives on this machine: $ODP_BUILD_DIR, the build
@@ -598,10 +668,7 @@ end
 ---@param arch string  `uname -m` of the board ("aarch64", "x86_64", ...)
 ---@return string?
 function M.local_helper(arch)
-  local root = host.root
-  local dirs = { root .. "/build", root .. "/helpers" }
-  if os.getenv("ODP_BUILD_DIR") then table.insert(dirs, 1, os.getenv("ODP_BUILD_DIR")) end
-  for _, dir in ipairs(dirs) do
+  for _, dir in ipairs(helper_dirs()) do
     local p = dir .. "/odp-rusage-" .. arch
     if sys.stat(p) then return p end
   end
@@ -631,96 +698,99 @@ end
 
 local ABSENT = "ODP-NO-HELPER"
 
--- Starts the helper at path on the board: client | nil, err, code, why ("version": another protocol;
--- "channel": no channel could be opened, the connection is gone; "absent": no helper there, and then the
--- board's `uname -m` as a fifth value). probe: the same channel makes the helper's directory and, when there
--- is no helper to start, says so with the arch: one round trip instead of three.
-local function start_helper(target, path, probe)
-  local cmd = "exec " .. q(path) .. " --serve"
-  if probe then
-    cmd = ("mkdir -p %s 2>/dev/null; [ -x %s ] && %s; echo %s; uname -m"):format(q(path:match("^(.*)/[^/]*$")),
-      q(path), cmd, ABSENT)
+-- The helpers this odp has (M.local_helper), by `uname -m`: {path, sha256, size}; read once.
+local own
+local function own_helpers()
+  if not own then
+    own = {}
+    for _, dir in ipairs(helper_dirs()) do
+      for _, name in ipairs(sys.readdir(dir) or {}) do
+        local arch = name:match("^odp%-rusage%-([%w_]+)$")
+        local path = arch and not own[arch] and M.local_helper(arch)
+        local st = path and sys.stat(path)
+        if st then own[arch] = { path = path, sha256 = sys.sha256_file(path), size = st.size } end
+      end
+    end
   end
-  local ch, err, code = target:open_channel(cmd)
-  if not ch then return nil, err, code, "channel" end
-  local client, herr, hcode, why, rest = helper_mod().open(ch, { uri = target.uri,
-    absent = probe and ABSENT })
-  return client, herr, hcode, why, rest and rest:match("^%s*(%S+)")
+  return own
+end
+
+--- The one command a board session starts with (docs/helper-protocol.md, "Bring-up"): the helper at path starts
+--- when its sha256 is that of odp's build for the board's `uname -m`; otherwise the command says ABSENT and the
+--- arch, and, when odp has a build for it, reads that many bytes from its stdin into a partial file, checks
+--- their sha256 and that it starts there (a noexec mount: then nothing is left), and only then renames it into
+--- place and starts it. A stale or half-written helper never runs, and the board's login shell is paid once.
+function M.start_command(path)
+  local cases, arches = {}, {}
+  for arch in pairs(own_helpers()) do arches[#arches + 1] = arch end
+  table.sort(arches)
+  for _, arch in ipairs(arches) do
+    cases[#cases + 1] = ("%s) s=%s n=%d;;"):format(arch, own[arch].sha256, own[arch].size)
+  end
+  return ("command -v sha256sum >/dev/null 2>&1 || { echo 'odp: no sha256sum on the board: its helper cannot be " ..
+    "checked, so it is not started' >&2; exit 1; }; " ..
+    "mkdir -p %s 2>/dev/null; h=%s; s=; case $(uname -m) in %s esac; x=$(sha256sum <\"$h\" 2>/dev/null); " ..
+    "[ -n \"$s\" ] && [ \"${x%%%% *}\" = \"$s\" ] && exec \"$h\" --serve; echo %s; uname -m; [ -n \"$s\" ] || exit 0; " ..
+    "p=\"$h.odp-part-$$\"; head -c \"$n\" >\"$p\"; x=$(sha256sum <\"$p\"); if [ \"${x%%%% *}\" != \"$s\" ]; then " ..
+    "rm -f \"$p\"; echo \"odp: the helper did not arrive whole in $p\" >&2; exit 1; fi; chmod 755 \"$p\"; " ..
+    "if ! \"$p\" --serve </dev/null >/dev/null 2>&1; then rm -f \"$p\"; echo \"odp: the helper cannot start from $h " ..
+    "(a file system mounted without exec?)\" >&2; exit 1; fi; mv -f \"$p\" \"$h\" && exec \"$h\" --serve"):format(
+    q(path:match("^(.*)/[^/]*$")),
+    q(path), table.concat(cases, " "), ABSENT)
 end
 
 -- Whether a started helper is this odp's own build for its arch (the sha256 of its file: its hello says it).
-local function current(client, path)
-  local mine = client.arch and M.local_helper(client.arch)
-  return mine ~= nil and (client.self_sha256 or client:sha256(path)) == sys.sha256_file(mine)
+local function current(client)
+  local mine = client.arch and own_helpers()[client.arch]
+  return mine ~= nil and client.self_sha256 == mine.sha256
 end
 
 --- The board's resident helper (odp.target.helper; docs/helper-protocol.md), started once per target session
 --- over target:open_channel and kept in target.cache.helper_client; a dead one (killed, its channel lost) is
---- replaced by a new one on the next call. The helper already on the board is used when it is this odp's own
---- build; one of another protocol or build is refused and odp's own is pushed. nil where it cannot run (no
---- helper for the arch, no exec permission, a noexec remote dir), said once: the caller takes the
---- one-exec-per-command path; nil, unsaid, for this call only when the transport has no connection to spare
+--- replaced by a new one on the next call. One command (start_command) starts the helper on the board when it
+--- is this odp's own build and otherwise installs odp's build for the board's arch and starts that. nil where
+--- it cannot run (no helper for the arch, no exec permission, a noexec remote dir), said once: the caller takes
+--- the one-exec-per-command path; nil, unsaid, for this call only when the transport has no connection to spare
 --- for a channel (EBUSY: odp.target.adb's --adb-connections). nil, err, code when not even a channel opens (the
---- connection is lost). opts.present_only: start the one already there, never push (the preflight's, which
---- checks the free space first): nil when there is none or another build (the next call pushes without probing).
+--- connection is lost).
 ---@param target odp.target.shell.Target
 ---@return table? client
 ---@return string? err
 ---@return string? code
-function M.helper(target, opts)
+function M.helper(target)
   local c = target.cache
   if c.helper_client and not c.helper_client.dead then return c.helper_client end
   if c.helper_off or c.helper_starting or not target.open_channel then return nil end
-  if c.helper_missing and opts and opts.present_only then return nil end
   c.helper_starting = true
   local path = M.helper_path(target)
-  local client, err, code, why, arch
-  if c.helper_missing then -- this session's probe found none, or another build: pushed without asking again
-    why, c.helper_missing = c.helper_missing, nil
-  else
-    client, err, code, why, arch = start_helper(target, path, true)
-  end
-  if why == "absent" and arch then target.cache.arch = arch end
-  if why == "channel" and code == "EBUSY" then
-    c.helper_starting = nil
-    return nil -- no connection to spare for it now (odp.target.adb's limit): this call goes without, the next tries
-  elseif why == "channel" and code ~= "EPROTO" and code ~= "ENOTFOUND" then
-    c.helper_starting = nil
-    return nil, err, code -- the connection is gone: that is no reason to give up the helper
-  elseif why == "channel" then
-    c.helper_starting, c.helper_off = nil, true -- the transport has no such channel (adb without shell_v2)
-    say_fallback(target, errors.text(err))
-    return nil
-  end
-  if client and not current(client, path) then
-    client:close()
-    client, err, code, why = nil, "EPROTO: another build", "EPROTO", "build"
-  end
-  if not client and opts and opts.present_only then
-    c.helper_starting, c.helper_missing = nil, why
-    return nil
-  end
-  if not client then
-    if why == "version" and target.ui then target.ui:info("%s; pushing odp's own", err) end
-    local arch = target:arch()
-    local mine = arch and M.local_helper(arch)
-    if not mine then
-      c.helper_starting, c.helper_off = nil, true
-      say_fallback(target, ("no odp-rusage helper built for %s"):format(arch or "its architecture"))
-      return nil
-    end
-    local pushed, perr = true, nil
-    if why ~= "absent" then pushed, perr = target:mkdir(target.remote_dir .. "/.odp") end
-    -- none there: no hash to compare first
-    if pushed then pushed, perr = target:push(mine, path, { mode = tonumber("755", 8), fresh = why == "absent" }) end
-    if pushed then client, err, code = start_helper(target, path) end
-    if not client then
-      c.helper_starting, c.helper_off = nil, true
-      say_fallback(target, errors.text(perr or err or "?"))
-      return nil
-    end
+  local ch, err, code = target:open_channel(M.start_command(path))
+  local client, why, arch, installed
+  if ch then
+    client, err, code, why, arch = helper_mod().open(ch, { uri = target.uri, absent = ABSENT, install = function(a)
+      local mine = own_helpers()[a]
+      installed = mine and a
+      return mine and sys.read_file(mine.path)
+    end })
   end
   c.helper_starting = nil
+  if not ch and code == "EBUSY" then
+    return nil -- no connection to spare for it now (odp.target.adb's limit): this call goes without, the next tries
+  elseif not ch and code ~= "EPROTO" and code ~= "ENOTFOUND" then
+    return nil, err, code -- the connection is gone: that is no reason to give up the helper
+  end
+  arch = arch and arch:match("^%s*(%S+)")
+  if why == "absent" and arch then c.arch = arch end
+  if client and not current(client) then
+    client:close()
+    client, err = nil, ("the helper started on %s is not odp's build for %s"):format(target.uri, tostring(client.arch))
+  end
+  if not client then
+    c.helper_off = true -- the transport has no such channel (adb without shell_v2), or the helper cannot run
+    say_fallback(target, why == "absent" and ("no odp-rusage helper built for %s"):format(arch or
+      "its architecture") or errors.text(err or "?"))
+    return nil
+  end
+  if installed and target.ui then target.ui:debug("odp's helper for %s installed on %s", installed, target.uri) end
   c.helper_client = client
   c.rusage, c.helper = "odp-rusage", path
   c.arch = c.arch or client.arch -- its hello said `uname -m`

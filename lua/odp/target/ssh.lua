@@ -339,7 +339,10 @@ function Target:free_bytes(path)
   return shell.df_free(self, path)
 end
 
---- Uploads unless the board already has the same bytes (sha256). -> {bytes=, skipped=} | nil, err, code
+--- Uploads unless the board already has the same bytes (sha256): through the resident helper, else over SFTP
+-- (where the helper cannot run). opts: mode, on_progress, timeout, fresh, sha256 (odp.target.shell.push_skip),
+-- link (through the helper: a path made a hard link of dst in the upload's flight; the result says linked).
+-- -> {bytes=, skipped=, linked=} | nil, err, code
 function Target:push(src, dst, opts)
   opts = opts or {}
   -- Boards of one host in one process (--boards) may stage the same file (the helper) at once: one upload per
@@ -348,6 +351,8 @@ function Target:push(src, dst, opts)
     local skipped, st, err, code = shell.push_skip(self, src, dst, opts)
     if skipped then return skipped end
     if not st then return nil, err, code end
+    local r, herr, hcode = shell.helper_push(self, src, dst, opts, st)
+    if r ~= false then return r, herr, hcode end
     local n, perr, pcode = self.session:put(src, dst, { mode = opts.mode, on_progress = opts.on_progress,
       timeout = opts.timeout })
     if not n and pcode == "EIO" and not self.session:lost() then
