@@ -34,13 +34,11 @@ static void put(struct gather *g, const void *p, size_t n)
 
 static void puts_(struct gather *g, const char *s) { put(g, s, strlen(s)); }
 
-/* Reads at most max bytes of root+path into buf; the count, or -1 when it cannot be opened. */
-static ssize_t read_head(struct gather *g, const char *path, char *buf, size_t max)
+/* Reads at most max bytes of the file at path into buf (O_NONBLOCK: a FIFO put there never blocks the helper);
+ * the count, or -1 when it cannot be opened. */
+static ssize_t read_upto(const char *path, char *buf, size_t max)
 {
-    char full[PATH_MAX_LEN];
-    if (snprintf(full, sizeof full, "%s%s", g->o->root, path) >= (int)sizeof full)
-        return -1;
-    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -1;
     size_t got = 0;
@@ -52,6 +50,15 @@ static ssize_t read_head(struct gather *g, const char *path, char *buf, size_t m
     }
     close(fd);
     return (ssize_t)got;
+}
+
+/* read_upto of root+path. */
+static ssize_t read_head(struct gather *g, const char *path, char *buf, size_t max)
+{
+    char full[PATH_MAX_LEN];
+    if (snprintf(full, sizeof full, "%s%s", g->o->root, path) >= (int)sizeof full)
+        return -1;
+    return read_upto(full, buf, max);
 }
 
 /* @v: the first line, when there is one and it is not empty. */
@@ -300,19 +307,9 @@ int odp_state_gather(const odp_state_opts *o, odp_buf *out)
 /* A lease's first line, as `head -c 256 lease | head -n 1` reads it (a NUL ends it too: the shell drops it). */
 static size_t lease_line(const char *path, char *buf, size_t max)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return 0;
-    size_t got = 0;
-    while (got < max) {
-        ssize_t r = read(fd, buf + got, max - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
+    ssize_t got = read_upto(path, buf, max);
     size_t len = 0;
-    while (len < got && buf[len] != '\n' && buf[len] != '\0')
+    while ((ssize_t)len < got && buf[len] != '\n' && buf[len] != '\0')
         len++;
     return len;
 }

@@ -308,6 +308,7 @@ T.with_real_llm("llama_main on the host: tokens, TTFT and every token's latency 
     local page = T.read(run_dir .. "/report.html")
     T.match(page, 'id="sec%-llm"')
     T.match(page, "Latency by token position")
+    T.match(page, "its forward in the ETDump")
     T.match(page, "decode %(tg%)")
     -- the terminal shows the names users know
     local h = odp_run({ "--llm", "--runner", p.runner, "--model", p.model, "--tokenizer", p.tokenizer,
@@ -486,6 +487,10 @@ T.with_real_llm("an ETDump that cannot be read: every token's time from stdout o
     local dumps = {}
     for i = 1, 4 do dumps[i] = ("%s/run%d.etdump"):format(rec.artifacts.run_dir, i) end
     oracle.check_record(T, rec, 4, dumps, "host, asked")
+    -- the report's chart says which clock timed the tokens
+    local rep = assert(proc.run { argv = { odp, "report", rec.artifacts.run_dir }, cwd = dir, timeout = 60 })
+    T.eq(rep.status, 0, rep.stderr)
+    T.match(T.read(rec.artifacts.run_dir .. "/report.html"), "when its piece arrived on stdout")
   end)
 
 -- A real OOM kill: the runner in a cgroup v1 memory cgroup limited to 256 KiB (it needs ~7 MB). The kernel kills

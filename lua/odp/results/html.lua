@@ -634,8 +634,11 @@ local function llm_section(rec)
       ylabel = "ms", width = 1000, height = 360 })
     local alt = {}
     for i, v in ipairs(pos) do alt[i] = { i = i, v = v } end
-    o[#o + 1] = M.figure("llm-tokens", svg, ("Each generated token's own latency (its forward in the ETDump), the " ..
-      "median over %d process(es), by its position after the prompt."):format(l.processes or 1),
+    -- which clock timed the tokens (llm.token_times): a reader comparing two reports must know
+    local source = l.token_times == "stdout" and "when its piece arrived on stdout, timed where the runner ran"
+      or "its forward in the ETDump"
+    o[#o + 1] = M.figure("llm-tokens", svg, ("Each generated token's own latency (%s), the " ..
+      "median over %d process(es), by its position after the prompt."):format(source, l.processes or 1),
       M.table(alt, { { key = "i", title = "token", num = true, text = function(v) return tostring(v) end },
         { key = "v", title = "ms", num = true } }), #pos)
   end
