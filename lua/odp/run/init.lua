@@ -245,6 +245,10 @@ local function execute(ctx)
   -- was interrupted all the same, and its record says so, with all it measured
   if ok and sys.cancel_requested() then
     ok, err = false, errors.failure("ECANCELED", "interrupted; what the steps measured is kept")
+  elseif not ok and sys.cancel_requested() and errors.is_failure(err) and err.code ~= "ECANCELED" then
+    -- one that cut an operation short, which reported it as its own failure (a transfer's EIO when the signal
+    -- ended its read): the run was interrupted, and the line names the step as any interruption's does
+    err = errors.failure("ECANCELED", "interrupted: " .. err.message)
   end
   if not ok then err = interrupted_in(ctx.where, err) end
   -- each traced step its own part; the rest of the flow's steps (reading the logs, statistics) one
