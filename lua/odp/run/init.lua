@@ -157,6 +157,11 @@ end
 -- An interruption names where it cut the run: "run: interrupted; runner killed". The innermost step names it
 -- (e.step); other failures pass as they are.
 local function interrupted_in(where, e)
+  if errors.is_failure(e) and e.code ~= "ECANCELED" and sys.cancel_requested() then
+    -- a signal that cut an operation short, which reported it as its own failure (a transfer's EIO when the
+    -- signal ended its read, an adb connection lost as adb was stopped): the run was interrupted
+    e = errors.failure("ECANCELED", "interrupted: " .. e.message)
+  end
   if not errors.is_failure(e) or e.code ~= "ECANCELED" or e.step then return e end
   local said = e.message:sub(1, #where + 1) == where .. ":"
   local named = errors.failure("ECANCELED", said and e.message or (where .. ": " .. e.message))
@@ -245,10 +250,6 @@ local function execute(ctx)
   -- was interrupted all the same, and its record says so, with all it measured
   if ok and sys.cancel_requested() then
     ok, err = false, errors.failure("ECANCELED", "interrupted; what the steps measured is kept")
-  elseif not ok and sys.cancel_requested() and errors.is_failure(err) and err.code ~= "ECANCELED" then
-    -- one that cut an operation short, which reported it as its own failure (a transfer's EIO when the signal
-    -- ended its read): the run was interrupted, and the line names the step as any interruption's does
-    err = errors.failure("ECANCELED", "interrupted: " .. err.message)
   end
   if not ok then err = interrupted_in(ctx.where, err) end
   -- each traced step its own part; the rest of the flow's steps (reading the logs, statistics) one
@@ -331,7 +332,9 @@ function M.once(ctx, spec)
   ctx.flow = M.flow(spec.flow)
   local bopts = options.merge({}, ctx.opts)
   bopts.ui = ctx.ui
-  ctx.board = M.open_board(spec, bopts)
+  local opened, board = xpcall(M.open_board, trace, spec, bopts)
+  if not opened then error(interrupted_in("connect", board), 0) end
+  ctx.board = board
   ctx.clock:lap("board")
   local ok, rec = pcall(M.execute, ctx)
   ctx.board:close()
