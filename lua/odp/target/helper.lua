@@ -60,12 +60,18 @@ function Client:frame(deadline)
   end
 end
 
-function Client:send(t, fields)
+-- Requests ({type, fields} each) in one write: one message on adb, where each write waits for the device's OKAY
+-- before the next may leave (a flight of requests written one by one would cost a round trip each there).
+function Client:send_all(reqs)
   if self.dead then return nil, self.dead, "EIO" end
-  local ok, err, code = self.ch:write(codec.encode(t, fields), { timeout = REQUEST_TIMEOUT })
+  local frames = {}
+  for i, r in ipairs(reqs) do frames[i] = codec.encode(r[1], r[2]) end
+  local ok, err, code = self.ch:write(table.concat(frames), { timeout = REQUEST_TIMEOUT })
   if not ok then return self:lose(err, code) end
   return true
 end
+
+function Client:send(t, fields) return self:send_all({ { t, fields } }) end
 
 --- Starts a client on a channel whose command is `odp-rusage --serve`: waits for its hello.
 -- -> client | nil, err, code, "version" (the helper speaks another protocol: push odp's own and start again)
@@ -164,13 +170,11 @@ function Client:answers(k, timeout)
   return out
 end
 
---- Small requests ({type, fields} each) sent one after the other, then their answers read: one round trip for
--- all of them (the helper answers in order). -> Client:answers' list | nil, err, code
+--- Small requests ({type, fields} each) written together, then their answers read: one round trip for all of
+-- them (the helper answers in order). -> Client:answers' list | nil, err, code
 function Client:pipeline(reqs, timeout)
-  for _, r in ipairs(reqs) do
-    local ok, err, code = self:send(r[1], r[2])
-    if not ok then return nil, err, code end
-  end
+  local ok, err, code = self:send_all(reqs)
+  if not ok then return nil, err, code end
   return self:answers(#reqs, timeout)
 end
 
@@ -359,6 +363,9 @@ end
 -- state, when the program ran), board_text? (with board, when the program ran: the leases' lines as
 -- odp.target.shell reads them, then "unremoved PATH: WHY" lines)}, report (the ODP-RUSAGE lines, "" when the program
 -- never ran) | nil, err, code (the helper or the channel failed: the client is dead).
+-- opts.ahead: small requests ({type, fields} each) written in the run's own flight before it, one round trip for
+-- them and the run (the helper answers them before it starts the program); their answers, as Client:answers', are
+-- the result's `ahead`.
 function Client:run(argv, opts)
   opts = opts or {}
   local fields = {}
@@ -390,12 +397,18 @@ function Client:run(argv, opts)
   fields[#fields + 1] = "--"
   for _, a in ipairs(argv) do fields[#fields + 1] = tostring(a) end
   local t0 = sys.now()
-  local ok, err, code = self:send("R", fields)
+  local reqs = table.move(opts.ahead or {}, 1, #(opts.ahead or {}), 1, {})
+  reqs[#reqs + 1] = { "R", fields }
+  local ok, err, code = self:send_all(reqs)
   if not ok then return nil, err, code end
   local r = { timed_out = false, canceled = false }
   local function lost(...)
     if timeline then timeline:abandon() end
     return ...
+  end
+  if opts.ahead then
+    r.ahead, err, code = self:answers(#opts.ahead)
+    if not r.ahead then return lost(nil, err, code) end
   end
   local limit = math.min(opts.capture_limit and opts.capture_limit > 0 and opts.capture_limit or M.CAPTURE_MAX,
     M.CAPTURE_MAX)
