@@ -74,6 +74,7 @@ end)
 
 -- Issue 38 on adb: the emulator behind tests/c/delay_relay (20 ms each way). odp counts the adb messages' turnarounds
 -- (the record's transport); the relay counts them on the wire, independently.
+local SESSION_START_MAX = 7
 T.test("adb over a link: each profile's round trips in its record; their sum is the relay's count", function()
   local rel = require("relay").start(20, "127.0.0.1", tonumber(port), dir)
   local function ten(remote)
@@ -101,6 +102,10 @@ T.test("adb over a link: each profile's round trips in its record; their sum is 
   -- output and its end in two WRTEs, the second waiting for the first's OKAY (docs/helper-protocol.md); the
   -- end-of-run check of who else runs on the board rides in the run's answer (docs/devices.md "A shared board")
   table.sort(per)
+  -- the session's start with its first point: the connection and the helper's stream, then one flight for this
+  -- odp's directory and lease and the runner's and model's checks (docs/helper-protocol.md), then the point
+  T.ok(recs[1].transport.round_trips <= SESSION_START_MAX, ("adb: %d round trips for the session's start with its " ..
+    "first point"):format(recs[1].transport.round_trips))
   -- the relay saw 1-2 more than odp's count in three runs of this sweep
   local SLACK = 3
   T.eq({ per[1], per[#per] }, { 2, 2 }, ("adb: %d-%d round trips a point after the first"):format(per[1], per[#per]))

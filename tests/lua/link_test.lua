@@ -12,10 +12,10 @@ local odp = os.getenv("ODP") or (build .. "/odp")
 local tmp = T.tmpdir()
 local DELAY_MS = 20 -- each way: a round trip is 40 ms, far above this machine's own jitter between the two ends
 -- The round trips of a board session's start with its first point (docs/helper-protocol.md, "What a point costs
--- on a link"): SSH's own handshake and authentication 6, the helper's channel 2, the preflight, this odp's
--- directory and lease, runner and model each linked to its blob and hash-checked in one flight, the point (its
--- lease check rides in its answer: docs/helper-protocol.md)
-local SESSION_START_MAX = 13
+-- on a link"): SSH's own handshake and authentication 6, the helper's channel 2, one flight for the preflight,
+-- this odp's directory and lease and the runner and model each linked to its blob and hash-checked, the point
+-- (its lease check rides in its answer: docs/helper-protocol.md)
+local SESSION_START_MAX = 10
 -- A fresh board's 10-point sweep on the wire (the relay's count): the session start, the helper installed in its
 -- one exec, the runner and model uploaded through it (8.6 MB in a few round trips of sshd's 2 MB window; over
 -- SFTP they cost ~55, the sweep 94), the points; the relay too counts some window adjusts as turnarounds
@@ -121,6 +121,23 @@ T.with_real_runner("round trips: odp's count of each point equals the relay's on
   -- the session start (connection, preflight, the helper's start, the hash checks) and the first point's run
   T.ok(start <= SESSION_START_MAX, ("session start and first point: %d round trips"):format(start))
   io.stderr:write(("session start and first point: %d round trips\n"):format(start))
+end)
+
+T.with_real_runner("a single run (odp run scripts/rpi5.lua -n 1) on a set-up board costs a session's start", function(runner)
+  local rel, kh = relay()
+  local remote = srv.remote_dir .. "/single"
+  sweep(rel, kh, remote, 1, runner) -- the helper, the runner and the model onto the board
+  local out = tmp .. "/single.jsonl"
+  local r = proc.run { argv = { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
+    "--port", tostring(rel.port), "--identity", srv.identity, "--known-hosts", kh, "--remote-dir", remote,
+    "--runner", runner, "--model", T.root() .. "/tests/fixtures/pte/add_arduino.pte", "-n", "1", "--out", out,
+    "--runs-dir", tmp .. "/runs", "-q" }, timeout = 600 }
+  T.eq(r.status, 0, r.stderr)
+  local rec = records(out)[1]
+  T.ok(rec and rec.ok and rec.transport, "its record, with its transport")
+  T.ok(rec.transport.round_trips <= SESSION_START_MAX, ("a single run: %d round trips"):format(
+    rec.transport.round_trips))
+  io.stderr:write(("a single run: %d round trips\n"):format(rec.transport.round_trips))
 end)
 
 T.with_real_runner("-v prints each point's transport: the numbers its record has", function(runner)

@@ -80,6 +80,10 @@ function M.validate(ctx)
   ctx.io = tensors.validate(o, ctx.args)
 end
 
+-- The flow's file cache (odp.results.result.file_fact) under the runs dir of o (none without one: a script's
+-- own options).
+local function file_cache(o) return o.runs_dir and (o.runs_dir .. "/.sha256-cache.json") end
+
 --- The record, with what is known before anything runs (odp.run calls record, then steps, then finish).
 function M.record(ctx)
   local o, board = ctx.opts, ctx.board
@@ -93,7 +97,7 @@ function M.record(ctx)
   if o.memory == false then rec.params.memory = false end -- no watcher beside the runner (said only when off)
   -- both hashes cached: even a 1 KB model's sha256 cost a sixth of a host run's instructions (libcrypto's
   -- loading and digest setup, bench/README.md "Precompiled Lua")
-  ctx.file_cache = o.runs_dir .. "/.sha256-cache.json" -- and what the stage step asks of the runner's bytes
+  ctx.file_cache = file_cache(o) -- and what the stage step asks of the runner's bytes
   rec.model = result.file_info(o.model, ctx.file_cache)
   rec.runner = result.file_info(o.runner, ctx.file_cache)
   if o.llm then
@@ -113,8 +117,9 @@ end
 
 --- The files preflight checks against the board (odp.run, for scripts declared with preflight = true).
 function M.preflight_files(ctx)
-  return { runner = ctx.opts.runner, model = ctx.opts.model, data = ctx.opts.data,
-    allow_emulated = ctx.opts.allow_emulated }
+  local o = ctx.opts
+  return { runner = o.runner, model = o.model, data = o.data, allow_emulated = o.allow_emulated,
+    stage = stage.files(o, file_cache(o)) }
 end
 
 -- The fetch step's module: a host run without --etdump, --sample or a crash never fetches

@@ -232,16 +232,18 @@ function ShellBoard:stage(path, opts)
 end
 
 --- Where a run's files go on the board (the target's workdir: the run dir itself on the host, the remote dir
--- elsewhere, made once per board). run_dir: the run's directory on this machine.
-function ShellBoard:workdir(run_dir)
+-- elsewhere, made once per board). run_dir: the run's directory on this machine; files: what the run is about to
+-- stage ({path, mode?, sha256} each), checked on a remote board in the same flight (odp.target.shell.workdir).
+function ShellBoard:workdir(run_dir, files)
   local t = self:target()
   if device.kind(self.transport).runs_in_place then return (errors.check(t:workdir(run_dir))) end
-  self._workdir = self._workdir or errors.check(t:workdir(run_dir))
+  self._workdir = self._workdir or errors.check(t:workdir(run_dir, files))
   return self._workdir
 end
 
 --- The preflight checks (odp.target.preflight: ELF machine, glibc, free space) for files = {runner=, model=,
--- data=, allow_emulated=}, made once per board and set of files (same paths, sizes and mtimes) -> the facts.
+-- data=, allow_emulated=, stage= (what the run stages: ShellBoard:workdir's files, checked on the board in the
+-- preflight's own flight)}, made once per board and set of files (same paths, sizes and mtimes) -> the facts.
 function ShellBoard:preflight(files)
   local parts = {}
   for _, k in ipairs({ "runner", "model", "data" }) do
@@ -252,7 +254,8 @@ function ShellBoard:preflight(files)
   if not self._preflight[key] then
     local t = self:target()
     self._preflight[key] = preflight.check(t, { runner = files.runner, model = files.model,
-      data = files.data, device = self.device, remote_dir = t.remote_dir, allow_emulated = files.allow_emulated })
+      data = files.data, device = self.device, remote_dir = t.remote_dir, allow_emulated = files.allow_emulated,
+      stage = files.stage })
     local removed = self._preflight[key].removed_partials
     if removed then
       self.ui:info("removed %d file(s) an earlier odp left on %s (partial uploads, unfetched run files): %s",
@@ -271,7 +274,8 @@ function Board:close()
   if self._probe then pcall(probe_mod().close, self._probe) self._probe = nil end
   if self._target then
     -- its own directory on a remote board goes with it (its lease: no other odp sees it running any more)
-    if self._workdir and self._target.close_run_dir then pcall(self._target.close_run_dir, self._target) end
+    -- (made by a preflight that then failed, too: odp.target.shell.close_run_dir knows)
+    if self._target.close_run_dir then pcall(self._target.close_run_dir, self._target) end
     self._target:close()
     self._target = nil
   end

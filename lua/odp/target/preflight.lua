@@ -1,6 +1,7 @@
 --- Preflight: checks that need the board, made before anything is uploaded or run, on every kind of board
 -- that runs a Linux program (this host, SSH, adb). Each failure is one line
--- and exit code 3 (errors.fail). check(target, {runner=, model=, data=, device=, remote_dir=, need_bytes=})
+-- and exit code 3 (errors.fail). check(target, {runner=, model=, data=, device=, remote_dir=, need_bytes=,
+-- stage= (the files the run stages, {path, mode?, sha256} each: odp.target.shell.space)})
 -- -> facts. odp.run makes them once per board (board:preflight) for scripts declared with preflight = true.
 --   * the remote dir on a mount that allows exec, and free space in it for runner, model, odp's helper (+ margin
 --     for the ETDump), first: before anything is uploaded; what provably dead odps left there removed before
@@ -159,7 +160,9 @@ function M.check(target, opts)
     -- started (or installed: about 1 MB) by the board session's one exec (odp.target.shell.helper) before the
     -- space is known; the runner and the model are uploaded only once it is.
     if target.open_channel then shell.helper(target) end
-    if target.space then free, removed, code = target:space(dir) else free, removed, code = target:free_bytes(dir) end
+    -- what the run stages rides in the same flight (odp.target.shell.space): checked, nothing uploaded
+    if target.space then free, removed, code = target:space(dir, opts.stage)
+    else free, removed, code = target:free_bytes(dir) end
     if free == nil and code == "ENODEV" then errors.fail(code, errors.text(removed)) end -- a noexec mount
     if free == nil then unanswered("the free space in " .. dir, target, removed, code) end
     if type(removed) == "table" and #removed > 0 then facts.removed_partials = removed end

@@ -291,6 +291,58 @@ local function leases_text(remote_dir)
     "echo ' waiting')\"; done | head -n 256"):format(q(remote_dir))
 end
 
+-- The shell text making this odp's directory on the board and the blobs' (M.run_dir, M.blob_path), writing its
+-- lease there and printing it. since: the board's clock, the one every odp there compares (two machines' clocks
+-- may disagree).
+local function lease_text(target)
+  local dir = M.run_dir(target)
+  local function word(v) return (tostring(v or "?"):gsub("[^%w%.%-_@]", "_")) end
+  return ("mkdir -p %s %s && printf 'host=%s user=%s pid=%d since=%%s\\n' \"$(date +%%s)\" >%s/lease && cat %s/lease")
+    :format(q(dir), q(target.remote_dir .. "/.odp/blobs"), word(sys.hostname()), word(os.getenv("USER") or
+    os.getenv("LOGNAME") or ("uid" .. ((sys.read_file("/proc/self/status") or ""):match("\nUid:%s*(%d+)") or "?"))),
+    sys.getpid(), q(dir), q(dir))
+end
+
+-- This odp's directory made, as the lease it printed says (lease_text's output): kept for the target session.
+-- -> the directory | nil (no lease printed)
+local function made_workdir(target, out)
+  local since = tonumber(out:match("since=(%d+)"))
+  if not since then return nil end
+  target.cache.since, target.cache.workdir, target.cache.run_dir = since, M.run_dir(target), true
+  return target.cache.workdir
+end
+
+-- The two requests that stage a file through the helper (M.stage): its link in this odp's directory made to its
+-- blob, and the link's hash checked (and its mode set).
+local function check_requests(blob, link, mode)
+  return { "L", { blob, link } }, { "X", { link, mode and ("%o"):format(mode) } }
+end
+
+-- What the session's first flight sends ahead of the lease's command (M.workdir, M.space) for files ({path, mode?,
+-- sha256} each: what it is about to stage): this odp's directory made, then each file's check_requests. Their
+-- answers are kept in target.cache.checks for M.stage, which then asks nothing more of a file the board has.
+-- -> M.run's ahead
+local function stage_ahead(target, files)
+  local dir = M.run_dir(target)
+  local reqs, links = { { "M", { dir } } }, {}
+  for _, f in ipairs(files) do
+    if f.sha256 then
+      local c = { blob = M.blob_path(target, f.sha256), link = dir .. "/" .. f.path:match("([^/]+)$"), mode = f.mode }
+      reqs[#reqs + 1], reqs[#reqs + 2] = check_requests(c.blob, c.link, c.mode)
+      links[#links + 1] = c
+    end
+  end
+  target.cache.run_dir = true -- made from here on, whatever comes: M.close_run_dir removes it
+  return { requests = reqs, keep = function(got)
+    if got[1][2] then return end -- no directory: the links are not there either (M.stage makes them)
+    target.cache.checks = target.cache.checks or {}
+    for i, c in ipairs(links) do
+      c.got = { got[2 * i], got[2 * i + 1] }
+      target.cache.checks[c.link] = c
+    end
+  end }
+end
+
 -- The shell text surveying dir for M.space: the board's clock, the odp directories under .odp/runs (their
 -- mtime, their files), the staged blobs (links, atime, size), parts of the helper's own upload in .odp/, the
 -- mount table and the real path of dir (or its nearest existing parent), the candidates for another dir, then
@@ -357,17 +409,30 @@ end
 --- count against the free space. The odps running there are kept in target.cache.others (M.others).
 --- -> free bytes (false: the board's `df` gave no answer, e.g. busybox without a mount table: ask
 --- target:free_bytes once the helper runs), the paths removed | nil, err, code: the board could not be asked,
---- or (ENODEV) dir is on a noexec mount, where no runner could start. A method: Target.space = shell.space.
-function M.space(target, dir)
+--- or (ENODEV) dir is on a noexec mount, where no runner could start. files: what the session is about to stage
+--- ({path, mode?, sha256} each): where the helper runs and dir is the remote dir, this odp's directory there is
+--- made (M.workdir) and each file checked (M.stage) in the survey's own flight. A method: Target.space = shell.space.
+function M.space(target, dir, files)
   -- the helper, started by the preflight, answers in one round trip, and so does the glibc version asked with
   -- it (libc_version's own query, after a line of its own): no exec of its own (a login shell)
   local h = target.cache.helper_client
-  local run = h and not h.dead and M.run or target.exec_command
-  local out, err, code = run(target, survey_text(dir) .. "; echo ODP-LIBC; " .. LIBC_QUERY)
+  local helped = h and not h.dead
+  local run = helped and M.run or target.exec_command
+  local cmd, ahead = survey_text(dir) .. "; echo ODP-LIBC; " .. LIBC_QUERY, nil
+  if helped and files and dir == target.remote_dir and not target.cache.workdir then
+    -- the lease's own failure is not the survey's: M.workdir makes it again and says why
+    cmd = cmd .. "; echo ODP-LEASE; { " .. lease_text(target) .. "; } 2>/dev/null || true"
+    ahead = stage_ahead(target, files)
+  end
+  local out, err, code = run(target, cmd, nil, ahead)
   if not out then return nil, err, code end
-  local libc_out
+  local libc_out, lease
   out, libc_out = out:match("^(.-)ODP%-LIBC\n(.*)$")
-  if not out then return nil, ("EPROTO: the free-space query on %s printed no end"):format(target.uri), "EPROTO" end
+  if ahead and out then libc_out, lease = libc_out:match("^(.-)ODP%-LEASE\n(.*)$") end
+  if not libc_out then
+    return nil, ("EPROTO: the free-space query on %s printed no end"):format(target.uri), "EPROTO"
+  end
+  if lease then made_workdir(target, lease) end
   if target.cache.libc == nil then target.cache.libc = libc_from(libc_out) end
   local head, dfout = out:match("^(.-)\ndf\n(.*)$")
   head, dfout = head or out, dfout or ""
@@ -451,18 +516,15 @@ function M.sha256(target, path, mode)
 end
 
 --- Where a flow's files go on a remote board: this odp's own directory there (M.run_dir, created), holding its
---- lease: `host=H user=U pid=P since=UNIX-TIME` (who is running here). A method: Target.workdir = shell.workdir.
-function M.workdir(target)
-  local dir = M.run_dir(target)
-  local function word(v) return (tostring(v or "?"):gsub("[^%w%.%-_@]", "_")) end
-  -- since: the board's clock, the one every odp there compares (two machines' clocks may disagree)
-  local out, err, code = target:run(("mkdir -p %s %s && printf 'host=%s user=%s pid=%d since=%%s\\n' " ..
-    "\"$(date +%%s)\" >%s/lease && cat %s/lease"):format(q(dir), q(target.remote_dir .. "/.odp/blobs"),
-    word(sys.hostname()), word(os.getenv("USER") or os.getenv("LOGNAME") or ("uid" ..
-    ((sys.read_file("/proc/self/status") or ""):match("\nUid:%s*(%d+)") or "?"))), sys.getpid(), q(dir), q(dir)))
+--- lease: `host=H user=U pid=P since=UNIX-TIME` (who is running here), made once per target session (in the
+--- preflight's flight where it ran: M.space). files: what the session is about to stage ({path, mode?, sha256}
+--- each), checked in the same flight where the helper runs (M.stage). A method: Target.workdir = shell.workdir
+--- (its second argument is the host target's: the run's directory on this machine).
+function M.workdir(target, _, files)
+  if target.cache.workdir then return target.cache.workdir end
+  local out, err, code = target:run(lease_text(target), nil, files and stage_ahead(target, files))
   if not out then return nil, err, code end
-  target.cache.since = tonumber(out:match("since=(%d+)"))
-  return dir
+  return made_workdir(target, out) or M.run_dir(target)
 end
 
 --- The other odps running on the board now (their leases: docs/devices.md "A shared board"), oldest first:
@@ -530,18 +592,31 @@ function M.wait_board(target, ui)
 end
 
 --- Removes this odp's own directory on the board (M.run_dir) as its board closes: the links to the staged files
---- go with it (the blobs stay for the next odp), and with them the lease. -> true | nil, err, code
+--- go with it (the blobs stay for the next odp), and with them the lease. Nothing to do when this target session
+--- made none (a preflight that failed before it). -> true | nil, err, code
 function M.close_run_dir(target)
+  if not target.cache.run_dir then return true end
   local _, err, code = target:run("rm -rf -- " .. q(M.run_dir(target)))
   if err then return nil, err, code end
   return true
 end
 
+-- The answers to link's check_requests sent in the session's first flight (stage_ahead), taken once: a later
+-- stage of the file asks again. nil when none were sent for this blob and mode.
+local function checked(target, link, blob, mode)
+  local c = target.cache.checks and target.cache.checks[link]
+  if not c then return nil end
+  target.cache.checks[link] = nil
+  if c.blob == blob and c.mode == mode then return c.got end
+end
+
 -- M.stage through the helper h: the link to the blob made and its hash checked in one flight (two requests
--- sent together); when the board lacks the bytes, target:push uploads them and a link makes the upload the blob
--- (on SSH in the upload's own flight). -> link, pushed? | nil, err, code
+-- sent together; in the session's first flight for the files it named: stage_ahead); when the board lacks the
+-- bytes, target:push uploads them and a link makes the upload the blob (on SSH in the upload's own flight).
+-- -> link, pushed? | nil, err, code
 local function stage_through(target, h, path, sha, blob, link, opts)
-  local got, err, code = h:pipeline({ { "L", { blob, link } }, { "X", { link, opts.mode and ("%o"):format(opts.mode) } } })
+  local got, err, code = checked(target, link, blob, opts.mode), nil, nil
+  if not got then got, err, code = h:pipeline({ check_requests(blob, link, opts.mode) }) end
   if not got then return nil, err, code end
   -- the link fails when there is no blob yet (ENOTFOUND): the upload below makes it
   if got[1][2] and got[1][3] ~= "ENOTFOUND" then return nil, got[1][2], got[1][3] end
@@ -866,13 +941,16 @@ function M.helper_exec(target, client, argv, opts)
 end
 
 --- Target:run(cmd) through the helper when it runs (`sh -c cmd`, no new session), else target:exec_command.
+--- ahead (through the helper only): {requests = small requests written before cmd in its flight, keep =
+--- function given their answers once they came} (odp.target.helper's Client:run).
 --- -> stdout | nil, err, code (a non-zero status is a failure).
-function M.run(target, cmd, timeout)
+function M.run(target, cmd, timeout, ahead)
   local h, herr, hcode = M.helper(target)
   if herr then return nil, herr, hcode end
   if not h then return target:exec_command(cmd, timeout) end
-  local r, err, code = h:run({ "sh", "-c", cmd }, { timeout = timeout or 60 })
+  local r, err, code = h:run({ "sh", "-c", cmd }, { timeout = timeout or 60, ahead = ahead and ahead.requests })
   if not r then return nil, err, code end
+  if ahead then ahead.keep(r.ahead) end
   if r.canceled then return nil, "ECANCELED: interrupted", "ECANCELED" end
   if not r.ok then
     local why = r.stderr:match("[^\n]+") or (r.timed_out and "timed out") or ("status " .. r.status)

@@ -24,12 +24,22 @@ function M.takes_etdump_path(runner, cache)
   end) == true
 end
 
+--- The files every run stages, the runner and the model ({path, mode?, sha256} each; cache: the flow's file
+-- cache, which the record's hashes fill): the stage step's, and the preflight's, which has the board check them
+-- in its own flight (odp.target.shell.space), so that the stage step finds them checked.
+function M.files(o, cache)
+  local files = { { path = o.runner, mode = tonumber("755", 8) }, { path = o.model } }
+  for _, f in ipairs(files) do f.sha256 = (result.file_info(f.path, cache) or {}).sha256 end
+  return files
+end
+
 -- The stage step: where the files are is the target's business (the host runs them in place; a remote target
 -- pushes them into its remote dir, hash-skipped; the board remembers what it staged). -> the runner's argv,
 -- and "unchanged" when a remote board had every file already.
 function M.step(ctx, rec, t)
   local o, ui, board = ctx.opts, ctx.ui, ctx.board
-  t.workdir = board:workdir(ctx.run_dir)
+  local files = M.files(o, ctx.file_cache)
+  t.workdir = board:workdir(ctx.run_dir, files)
   -- --exclusive: the board to itself before anything of this run is staged
   if o.exclusive and t.target.wait_board then errors.check(t.target:wait_board(ui)) end
   local pushed_any, remote = false, false
@@ -41,7 +51,7 @@ function M.step(ctx, rec, t)
     end
     return where
   end
-  local runner, model = stage(o.runner, tonumber("755", 8), rec.runner), stage(o.model, nil, rec.model)
+  local runner, model = stage(o.runner, files[1].mode, files[1]), stage(o.model, nil, files[2])
   if o.memory then
     -- each measured process's timeline goes into the run dir (written there on this machine; from a board it
     -- comes back on the helper's channel with the run's answer), the record's becomes memory.csv (memory_step);
