@@ -418,7 +418,7 @@ function M.space(target, dir, files)
   local h = target.cache.helper_client
   local helped = h and not h.dead
   local run = helped and M.run or target.exec_command
-  local cmd, ahead = survey_text(dir) .. "; echo ODP-LIBC; " .. LIBC_QUERY, nil
+  local cmd, ahead = survey_text(dir) .. "; echo ODP-LIBC; " .. LIBC_QUERY
   if helped and files and dir == target.remote_dir and not target.cache.workdir then
     -- the lease's own failure is not the survey's: M.workdir makes it again and says why
     cmd = cmd .. "; echo ODP-LEASE; { " .. lease_text(target) .. "; } 2>/dev/null || true"
@@ -615,7 +615,7 @@ end
 -- bytes, target:push uploads them and a link makes the upload the blob (on SSH in the upload's own flight).
 -- -> link, pushed? | nil, err, code
 local function stage_through(target, h, path, sha, blob, link, opts)
-  local got, err, code = checked(target, link, blob, opts.mode), nil, nil
+  local got, err, code = checked(target, link, blob, opts.mode)
   if not got then got, err, code = h:pipeline({ check_requests(blob, link, opts.mode) }) end
   if not got then return nil, err, code end
   -- the link fails when there is no blob yet (ENOTFOUND): the upload below makes it
