@@ -119,7 +119,11 @@ end
 function M.preflight_files(ctx)
   local o = ctx.opts
   return { runner = o.runner, model = o.model, data = o.data, allow_emulated = o.allow_emulated,
-    stage = stage.files(o, file_cache(o)) }
+    stage = function()
+      -- the cache only where it is already: a preflight that fails makes no runs dir
+      local cache = file_cache(o)
+      return stage.files(o, cache and sys.stat(cache) and cache)
+    end }
 end
 
 -- The fetch step's module: a host run without --etdump, --sample or a crash never fetches

@@ -242,8 +242,9 @@ function ShellBoard:workdir(run_dir, files)
 end
 
 --- The preflight checks (odp.target.preflight: ELF machine, glibc, free space) for files = {runner=, model=,
--- data=, allow_emulated=, stage= (what the run stages: ShellBoard:workdir's files, checked on the board in the
--- preflight's own flight)}, made once per board and set of files (same paths, sizes and mtimes) -> the facts.
+-- data=, allow_emulated=, stage= (a function: what the run stages, ShellBoard:workdir's files, which a remote
+-- board checks in the preflight's own flight)}, made once per board and set of files (same paths, sizes and
+-- mtimes) -> the facts.
 function ShellBoard:preflight(files)
   local parts = {}
   for _, k in ipairs({ "runner", "model", "data" }) do
@@ -255,7 +256,7 @@ function ShellBoard:preflight(files)
     local t = self:target()
     self._preflight[key] = preflight.check(t, { runner = files.runner, model = files.model,
       data = files.data, device = self.device, remote_dir = t.remote_dir, allow_emulated = files.allow_emulated,
-      stage = files.stage })
+      stage = files.stage and not device.kind(self.transport).runs_in_place and files.stage() or nil })
     local removed = self._preflight[key].removed_partials
     if removed then
       self.ui:info("removed %d file(s) an earlier odp left on %s (partial uploads, unfetched run files): %s",
