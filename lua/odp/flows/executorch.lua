@@ -122,7 +122,8 @@ function M.preflight_files(ctx)
     stage = function()
       -- the cache only where it is already: a preflight that fails makes no runs dir
       local cache = file_cache(o)
-      return stage.files(o, cache and sys.stat(cache) and cache)
+      cache = cache and sys.stat(cache) and cache
+      return stage.files(o, result.file_info(o.runner, cache), result.file_info(o.model, cache))
     end }
 end
 

@@ -24,13 +24,12 @@ function M.takes_etdump_path(runner, cache)
   end) == true
 end
 
---- The files every run stages, the runner and the model ({path, mode?, sha256} each; cache: the flow's file
--- cache, which the record's hashes fill): the stage step's, and the preflight's, which has the board check them
--- in its own flight (odp.target.shell.space), so that the stage step finds them checked.
-function M.files(o, cache)
-  local files = { { path = o.runner, mode = tonumber("755", 8) }, { path = o.model } }
-  for _, f in ipairs(files) do f.sha256 = (result.file_info(f.path, cache) or {}).sha256 end
-  return files
+--- The files every run stages, the runner and the model ({path, mode?, sha256} each; runner, model: their
+-- odp.results.result.file_info): the stage step's, and the preflight's, which has the board check them in its own
+-- flight (odp.target.shell.space), so that the stage step finds them checked.
+function M.files(o, runner, model)
+  return { { path = o.runner, mode = tonumber("755", 8), sha256 = runner and runner.sha256 },
+    { path = o.model, sha256 = model and model.sha256 } }
 end
 
 -- The stage step: where the files are is the target's business (the host runs them in place; a remote target
@@ -38,7 +37,7 @@ end
 -- and "unchanged" when a remote board had every file already.
 function M.step(ctx, rec, t)
   local o, ui, board = ctx.opts, ctx.ui, ctx.board
-  local files = M.files(o, ctx.file_cache)
+  local files = M.files(o, rec.runner, rec.model)
   t.workdir = board:workdir(ctx.run_dir, files)
   -- --exclusive: the board to itself before anything of this run is staged
   if o.exclusive and t.target.wait_board then errors.check(t.target:wait_board(ui)) end
