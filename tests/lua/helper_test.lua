@@ -279,6 +279,47 @@ T.test("uploads in chunks: one answer at the last, the file only whole and with 
   T.eq(left, 0, "no partial file left"); T.eq(sys.stat(dir .. "/k"), nil)
 end)
 
+T.test("runs queued behind the one going (protocol 6): answered in order, a Z drops the queued ones (EAGAIN), " ..
+  "a fifth queued one is a protocol violation", function()
+  local exe = build .. "/odp-rusage-x86_64"
+  local dir = tmp .. "/queue"
+  sys.mkdir_p(dir)
+  -- the helper's stdin a pipe odp's tests write in steps: the parts, with pauses between them, and held open after
+  local function serve(parts)
+    local script = {}
+    for i, part in ipairs(parts) do
+      if type(part) == "number" then
+        script[#script + 1] = ("sleep %g"):format(part)
+      else
+        T.write(("%s/part%d"):format(dir, i), part)
+        script[#script + 1] = ("cat part%d"):format(i)
+      end
+    end
+    local t0 = sys.now()
+    local r = assert(proc.run { argv = { "sh", "-c", ("{ %s; } | %s --serve"):format(table.concat(script, "; "), exe) },
+      cwd = dir, timeout = 30 })
+    local d, got = codec.decoder():feed(r.stdout), {}
+    T.eq((d:next()), "H")
+    while true do
+      local t, f = d:next()
+      if not t then break end
+      got[#got + 1] = t == "O" and ("O " .. f[1]) or t == "D" and ("D " .. f[1]) or t == "!" and ("! " .. f[1]) or t
+    end
+    return got, sys.now() - t0
+  end
+  local function R(cmd) return codec.encode("R", { "--", "sh", "-c", cmd }) end
+  -- two runs sent back to back: the second starts once the first's D is written, each answer in its turn
+  T.eq((serve { R("sleep 0.3; echo one") .. R("echo two"), 1.5 }), { "O one\n", "D 0", "O two\n", "D 0" })
+  -- a Z while one runs and one is queued: the one going ends by the signal, the queued one is not run; a run
+  -- sent after the Z is queued as usual
+  T.eq((serve { R("sleep 5") .. R("echo dropped"), 0.3, codec.encode("Z", { "15" }) .. R("echo after"), 1.5 }),
+    { "D 143", "! EAGAIN", "O after\n", "D 0" })
+  -- at most 4 queued: a fifth ends the run and the helper, unanswered
+  local got, took = serve { R("sleep 5") .. R("true"):rep(5), 1 }
+  T.eq(got, {}, "no answer to a violation")
+  T.ok(took < 4, "the run was killed, not waited for")
+end)
+
 -- a private sshd whose DEBUG1 log names every connection and every session channel
 local srv = sshd.start { log_level = "DEBUG1" }
 local rdir = srv.remote_dir .. "/h"
