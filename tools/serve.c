@@ -43,9 +43,13 @@ static int sigchld_pipe[2] = {-1, -1};
 static struct {
     uint8_t *payload; /* a copy: the decoder's buffer moves on */
     uint32_t len, nfields;
+    unsigned long number;
     int dropped;
 } queued[QUEUED_RUNS_MAX];
 static int nqueued;
+/* Runs are numbered in the order they arrive (1, 2, ...: odp counts the same), and a 'Z' names the run it stops:
+ * one that comes as its run ends, when the next one has started, must not stop that one. */
+static unsigned long runs_received, run_going;
 
 static void on_sigchld(int sig)
 {
@@ -280,8 +284,20 @@ static int relay(int fd, uint8_t t, double t0)
     return 1;
 }
 
-/* A frame taken while a run is going: 'Z' signals its group (and drops the runs queued so far), 'R' is queued.
- * -1 for anything else, or one run too many: odp broke the protocol. */
+/* A 'Z' {signal, run number}: -1 when malformed; 0 with *sig set, 0 for a number that is not the run going's
+ * (its run ended as the Z crossed its answer: nothing to stop). */
+static int stop_request(const odp_frame *z, int *sig)
+{
+    char *sf[2];
+    if (fields(z, sf, 2, 0) != 2)
+        return -1;
+    *sig = strtoul(sf[1], NULL, 10) == run_going && run_going ? atoi(sf[0]) : 0;
+    free_fields(sf, 2);
+    return 0;
+}
+
+/* A frame taken while a run is going: 'Z' for it signals its group (and drops the runs queued so far), 'R' is
+ * queued. -1 for anything else, or one run too many: odp broke the protocol. */
 static int take_during_run(const odp_frame *z, pid_t group, int reaped, double *kill_at)
 {
     if (z->type == 'R') {
@@ -290,14 +306,15 @@ static int take_during_run(const odp_frame *z, pid_t group, int reaped, double *
         memcpy(queued[nqueued].payload, z->payload, z->len);
         queued[nqueued].len = z->len;
         queued[nqueued].nfields = z->nfields;
+        queued[nqueued].number = ++runs_received;
         queued[nqueued++].dropped = 0;
         return 0;
     }
-    char *sf[1];
-    if (z->type != 'Z' || fields(z, sf, 1, 0) != 1)
+    int sig;
+    if (z->type != 'Z' || stop_request(z, &sig))
         return -1;
-    int sig = atoi(sf[0]);
-    free(sf[0]);
+    if (!sig)
+        return 0;
     for (int k = 0; k < nqueued; k++)
         queued[k].dropped = 1;
     if (sig > 0 && sig < 65 && !reaped) {
@@ -325,7 +342,7 @@ static int take_held(pid_t group, int reaped, double *kill_at)
  * MEMWATCH_TIMELINE_MAX at most) as it goes, then 'D' {status, report[, signal name, state before, state
  * after[, board]]}: the ODP-MEMORY/ODP-COUNTERS/ODP-RUSAGE lines of exec mode (status: what exec mode would exit
  * with when the program never ran, 127 or 125, else its own); board with rm= or leases= (board_after_run).
- * While it runs, stdin may carry 'Z' {signal}: sent to the program's process group, and further 'R's: queued
+ * While it runs, stdin may carry 'Z' {signal, run number}: sent to the program's process group, and further 'R's: queued
  * (take_during_run). */
 static void gather_state(const char *const state[3], odp_buf *text);
 /* each of a run's two device states, and what it says of the board after it (the files it removed, the leases):
@@ -1148,11 +1165,13 @@ int rusage_serve(void)
             odp_frame q = {'R', queued[0].nfields, queued[0].payload, queued[0].len};
             int dropped = queued[0].dropped;
             uint8_t *payload = queued[0].payload;
+            run_going = queued[0].number;
             memmove(queued, queued + 1, (size_t)--nqueued * sizeof *queued);
             if (dropped)
                 fail("EAGAIN", "run: not run, dropped by the signal to the run before it: send it again");
             else
                 serve_run(&q);
+            run_going = 0;
             free(payload);
             continue;
         }
@@ -1167,9 +1186,14 @@ int rusage_serve(void)
             return 2;
         }
         if (f.type == 'R') {
+            run_going = ++runs_received;
             serve_run(&f);
+            run_going = 0;
             continue;
         }
+        int sig;
+        if (f.type == 'Z' && stop_request(&f, &sig) == 0)
+            continue; /* its run ended as it came: nothing to stop, nothing to answer */
         if (f.type == 'P') {
             serve_write(&f);
             continue;

@@ -516,7 +516,7 @@ function Client:settle(ticket)
         self:lose(("ETIMEDOUT: the helper on %s did not end a run nobody waits for"):format(self.uri), fcode)
         break
       end
-      if not stopping then stopping = self:send("Z", { tostring(TERM) }) end
+      if not stopping then stopping = self:send("Z", { tostring(TERM), tostring(t) }) end
     end
     self.answered = t
   end
@@ -534,14 +534,14 @@ function Client:read_run(ticket, opts, timeline)
     return nil, err, code
   end
   self.reader = sched.current()
-  local res = table.pack(pcall(self.read_frames, self, opts, timeline))
+  local res = table.pack(pcall(self.read_frames, self, ticket, opts, timeline))
   self:settle(ticket)
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
 end
 
 -- The frames of the run being read, to its end: Client:run's results, or read_run's "again".
-function Client:read_frames(opts, timeline)
+function Client:read_frames(ticket, opts, timeline)
   local t0 = sys.now() -- the run starts on the board about now: the one before it just ended
   local r = { timed_out = false, canceled = false }
   local function lost(...)
@@ -599,7 +599,8 @@ function Client:read_frames(opts, timeline)
       -- stop the program's whole group on the board (TERM, the helper KILLs 2 s later), then take its answer
       if fcode == "ECANCELED" then r.canceled = true sys.cancel_clear() else r.timed_out = true end
       stopping = sys.now() + STOP_GRACE
-      local sent, serr, scode = self:send("Z", { tostring(TERM) })
+      -- the Z names its run: one that crosses this run's answer must not stop the next run, started meanwhile
+      local sent, serr, scode = self:send("Z", { tostring(TERM), tostring(ticket) })
       if not sent then
         if r.canceled then sys.cancel_request() end
         return lost(nil, serr, scode)
