@@ -189,7 +189,9 @@ return {
         out = ctx.opts.out, ["repeat"] = ctx.opts["repeat"], ui = ctx.ui })
     else
       -- points on the same board overlap: the next one's run is queued behind this one's on the board
-      local overlap = flow.flow and not ctx.opts.no_pipeline and function(a, b) return key_of(a) == key_of(b) end
+      local overlap = flow.flow and not ctx.opts.no_pipeline and function(a, b)
+        return key_of(a) == key_of(b) and board ~= nil and board:pipelines()
+      end
       ok, res = pcall(sweep.run, { points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out,
         ui = ctx.ui, run_point = run_point, overlap = overlap or nil })
     end

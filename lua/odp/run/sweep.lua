@@ -270,24 +270,26 @@ function M.run(opts)
         :format(n, total))
     end
   end
-  if opts.overlap and total > 1 and not sched.current() then
-    M.pipelined(todo, run_point, record, opts.overlap)
-  else
-    for n, item in ipairs(todo) do record(n, item, xpcall(run_point, bug_traceback, item.params, item.rep)) end
+  -- the first point starts the board's session (connection, preflight, uploads) as an unpipelined sweep does
+  -- (its Ctrl-C included): the points after it overlap
+  local plain = opts.overlap and not sched.current() and 1 or total
+  for n = 1, math.min(plain, total) do
+    record(n, todo[n], xpcall(run_point, bug_traceback, todo[n].params, todo[n].rep))
   end
+  if plain < total then M.pipelined(todo, run_point, record, opts.overlap, plain) end
   if bar then bar:finish(("%d run, %d skipped, %d failed"):format(total, skipped, failed)) end
   return { records = records, skipped = skipped, failed = failed, total = total }
 end
 
---- M.run's points, two at once on one board: point n+1 starts (a task of odp.run.sched) once point n's run
+--- M.run's points after the first `recorded`, two at once on one board: point n+1 starts (a task of odp.run.sched) once point n's run
 -- request is sent (the task's on_run_sent, told by odp.target.shell's helper_exec: the point's measured run, not
 -- its preflight's) and point n-1 is recorded, or once point n
 -- is recorded; may_overlap(params, next_params) says whether it may start that early. Outcomes are recorded
 -- (record(n, item, ok, rec)) in point order as they come; a record that raises (a bug, Ctrl-C) stops the sweep
 -- with that error once the point still going has ended.
-function M.pipelined(todo, run_point, record, may_overlap)
+function M.pipelined(todo, run_point, record, may_overlap, recorded)
   local s = sched.new()
-  local outcome, sent, recorded, started = {}, {}, 0, 0
+  local outcome, sent, started = {}, {}, recorded
   local stop
   local start
   local function next_may_start()

@@ -528,7 +528,10 @@ end
 function Client:read_run(ticket, opts, timeline)
   local ok, err, code = self:wait_until(function(c) return c.answered == ticket - 1 end)
   if not ok or self.dead then
-    if self.dead then return nil, self.dead, "EIO" end
+    -- queued behind a run the channel was lost under: never started, or started as that one ended and killed
+    -- with the helper (its stdin closed): nothing of it was measured, and the transports run it again
+    -- (odp.target.ssh's request: EAGAIN, never shown)
+    if self.dead then return nil, self.dead, "EAGAIN" end
     self.abandoned = self.abandoned or {}
     self.abandoned[ticket] = true
     return nil, err, code
