@@ -7,7 +7,8 @@
 --   local r = h:run({ "./executor_runner", "--num_executions", "10" }, { cwd = dir, timeout = 600 })
 --   local text = h:state(root, cpu_files, props); h:sha256(path); h:free(path); h:close()
 -- Any transport failure or malformed answer leaves the client dead (h.dead says why): the caller starts a new
--- helper for its next request.
+-- helper for its next request. Runs of two scheduler tasks may be in flight at once (protocol 6: the helper
+-- queues the second; "Turns" below): a pipelined sweep's points.
 local codec = require("odp.helper")
 local sys = require("odp.sys")
 local wait = require("odp.wait")
@@ -151,7 +152,7 @@ end
 function M.open(channel, opts)
   opts = opts or {}
   local self = setmetatable({ ch = channel, dec = codec.decoder(), uri = opts.uri or "the board",
-    line = setmetatable({}, Line), sent = 0, answered = 0 }, Client)
+    line = setmetatable({}, Line), sent = 0, answered = 0, abandoned = {} }, Client)
   local deadline = sys.now() + (opts.timeout or M.HELLO_TIMEOUT)
   if opts.absent then
     local head = ""
@@ -505,7 +506,7 @@ end
 -- for it (canceled) is read to its end here, its run stopped, so the stream stays in step for those after it.
 function Client:settle(ticket)
   self.answered, self.reader = ticket, nil
-  while self.abandoned and self.abandoned[self.answered + 1] and not self.dead do
+  while self.abandoned[self.answered + 1] and not self.dead do
     local t = self.answered + 1
     self.abandoned[t] = nil
     local deadline, stopping = sys.now() + 2 * STOP_GRACE, false
@@ -532,7 +533,6 @@ function Client:read_run(ticket, opts, timeline)
     -- with the helper (its stdin closed): nothing of it was measured, and the transports run it again
     -- (odp.target.ssh's request: EAGAIN, never shown)
     if self.dead then return nil, self.dead, "EAGAIN" end
-    self.abandoned = self.abandoned or {}
     self.abandoned[ticket] = true
     return nil, err, code
   end
