@@ -1,8 +1,9 @@
 /* odp-rusage --serve: the resident helper on a board (docs/helper-protocol.md). One request at a time from stdin
- * (runs may queue behind the one going), its answer on stdout; the frames are src/helper/frame.c, the device state src/helper/state.c, both shared with
- * odp. Every length is checked; an unknown or malformed request gets an error answer; a frame odp could not
- * have sent (bad magic, over 1 MiB) ends the helper, since the stream can no longer be trusted. When stdin
- * closes the helper kills what it runs and exits: nothing it started outlives odp's channel. */
+ * (runs may queue behind the one going), its answer on stdout; the frames are src/helper/frame.c, the device
+ * state src/helper/state.c, both shared with odp. Every length is checked; an unknown or malformed request gets
+ * an error answer; a frame odp could not have sent (bad magic, over 1 MiB) ends the helper, since the stream can
+ * no longer be trusted. When stdin closes the helper kills what it runs and exits: nothing it started outlives
+ * odp's channel. */
 #include "odp-rusage.h"
 #include "memwatch.h"
 #include "sample.h"
@@ -342,8 +343,8 @@ static int take_held(pid_t group, int reaped, double *kill_at)
  * MEMWATCH_TIMELINE_MAX at most) as it goes, then 'D' {status, report[, signal name, state before, state
  * after[, board]]}: the ODP-MEMORY/ODP-COUNTERS/ODP-RUSAGE lines of exec mode (status: what exec mode would exit
  * with when the program never ran, 127 or 125, else its own); board with rm= or leases= (board_after_run).
- * While it runs, stdin may carry 'Z' {signal, run number}: sent to the program's process group, and further 'R's: queued
- * (take_during_run). */
+ * While it runs, stdin may carry 'Z' {signal, run number}: sent to the program's process group, and further
+ * 'R's: queued (take_during_run). */
 static void gather_state(const char *const state[3], odp_buf *text);
 /* each of a run's two device states, and what it says of the board after it (the files it removed, the leases):
  * all three, the report and the status fit one frame (ODP_FRAME_MAX) */

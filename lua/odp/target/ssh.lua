@@ -322,7 +322,7 @@ end
 
 -- Two tasks may have runs in flight at once (odp.run.sweep's pipelined points: odp.target.helper queues the
 -- second in the helper): a drop is reconnected once for both (Target:reconnect). adb's target does not say so:
--- its direct connection multiplexes streams whose acknowledgements one task's wait would take from another's.
+-- its drops and reconnection are kept for one operation at a time.
 Target.pipelines = true
 
 --- A channel running cmd, its stdin and stdout a byte stream (an odp.Stream): the resident helper's.
