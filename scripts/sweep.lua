@@ -26,6 +26,9 @@ local OWN = {
     short = "p", ["repeat"] = true, metavar = "NAME=V1,V2" },
   { "repeat", "Records per point, each a separate run of the flow (the flow's own --repeat, if it has one, is\n" ..
     "set with -p repeat=N)", 1, "posint" },
+  { "no-pipeline", "Run each point only once the one before it is recorded (default on an SSH board: the next\n" ..
+    "point's run is sent while the one before it runs, so the board does not wait on the link;\n" ..
+    "docs/helper-protocol.md)", false, "bool" },
   { "reference-runner", "With --reference host: the executor_runner that runs on this machine for each point's\n" ..
     "reference (default: --runner, when it runs here; docs/outputs.md)", nil, "file", metavar = "FILE" },
 }
@@ -185,8 +188,12 @@ return {
         timeout = ctx.opts.board_timeout, cli = ctx.opts, opts_for = flow_opts, args = ctx.args, points = points,
         out = ctx.opts.out, ["repeat"] = ctx.opts["repeat"], ui = ctx.ui })
     else
+      -- points on the same board overlap: the next one's run is queued behind this one's on the board
+      local overlap = flow.flow and not ctx.opts.no_pipeline and function(a, b)
+        return key_of(a) == key_of(b) and board ~= nil and board:pipelines()
+      end
       ok, res = pcall(sweep.run, { points = points, ["repeat"] = ctx.opts["repeat"], out = ctx.opts.out,
-        ui = ctx.ui, run_point = run_point })
+        ui = ctx.ui, run_point = run_point, overlap = overlap or nil })
     end
     if board then run.close(board) end
     if not ok then error(res, 0) end

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <poll.h>
+
 #include "l_util.h"
 #include "util/fiber.h"
 #include "util/wait.h"
@@ -66,12 +68,18 @@ static int l_poll(lua_State *L)
     return 1;
 }
 
-/* wake(wait, "ECANCELED" | "ETIMEDOUT"): the parked wait ends that way when its coroutine is resumed. */
+/* wake(wait, "ECANCELED" | "ETIMEDOUT" | "ready"): the parked wait ends that way when its coroutine is resumed.
+ * "ready" says every descriptor it waits on is ready, so the core looks again: another task used the same
+ * connection meanwhile (a write on the same SSH session may have taken in what this wait was waiting for),
+ * and its nonblocking calls find out what is really there. */
 static int l_wake(lua_State *L)
 {
     odp_fiber *f = check_fiber(L, 1);
-    static const char *const names[] = {"ECANCELED", "ETIMEDOUT", NULL};
-    f->outcome = luaL_checkoption(L, 2, NULL, names) == 0 ? ODP_ECANCELED : ODP_ETIMEDOUT;
+    static const char *const names[] = {"ECANCELED", "ETIMEDOUT", "ready", NULL};
+    static const int outcomes[] = {ODP_ECANCELED, ODP_ETIMEDOUT, 0};
+    f->outcome = outcomes[luaL_checkoption(L, 2, NULL, names)];
+    for (nfds_t j = 0; f->outcome == 0 && j < f->nfds; j++)
+        f->fds[j].revents = f->fds[j].events ? f->fds[j].events : POLLIN;
     return 0;
 }
 

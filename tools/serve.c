@@ -1,8 +1,9 @@
-/* odp-rusage --serve: the resident helper on a board (docs/helper-protocol.md). One request at a time from stdin,
- * its answer on stdout; the frames are src/helper/frame.c, the device state src/helper/state.c, both shared with
- * odp. Every length is checked; an unknown or malformed request gets an error answer; a frame odp could not
- * have sent (bad magic, over 1 MiB) ends the helper, since the stream can no longer be trusted. When stdin
- * closes the helper kills what it runs and exits: nothing it started outlives odp's channel. */
+/* odp-rusage --serve: the resident helper on a board (docs/helper-protocol.md). One request at a time from stdin
+ * (runs may queue behind the one going), its answer on stdout; the frames are src/helper/frame.c, the device
+ * state src/helper/state.c, both shared with odp. Every length is checked; an unknown or malformed request gets
+ * an error answer; a frame odp could not have sent (bad magic, over 1 MiB) ends the helper, since the stream can
+ * no longer be trusted. When stdin closes the helper kills what it runs and exits: nothing it started outlives
+ * odp's channel. */
 #include "odp-rusage.h"
 #include "memwatch.h"
 #include "sample.h"
@@ -34,6 +35,22 @@
 
 static odp_frame_dec in;
 static int sigchld_pipe[2] = {-1, -1};
+
+/* Runs asked for while one is going (protocol 6): they start in order, each as soon as the one before it has
+ * its 'D', so odp's next request need not wait for that answer to cross the link. A 'Z' drops those asked
+ * for before it: each is answered '!' EAGAIN (not run: send it again) in its turn, since a point stopped by a
+ * timeout must not cancel the next one. */
+#define QUEUED_RUNS_MAX 4
+static struct {
+    uint8_t *payload; /* a copy: the decoder's buffer moves on */
+    uint32_t len, nfields;
+    unsigned long number;
+    int dropped;
+} queued[QUEUED_RUNS_MAX];
+static int nqueued;
+/* Runs are numbered in the order they arrive (1, 2, ...: odp counts the same), and a 'Z' names the run it stops:
+ * one that comes as its run ends, when the next one has started, must not stop that one. */
+static unsigned long runs_received, run_going;
 
 static void on_sigchld(int sig)
 {
@@ -268,13 +285,66 @@ static int relay(int fd, uint8_t t, double t0)
     return 1;
 }
 
+/* A 'Z' {signal, run number}: -1 when malformed; 0 with *sig set, 0 for a number that is not the run going's
+ * (its run ended as the Z crossed its answer: nothing to stop). */
+static int stop_request(const odp_frame *z, int *sig)
+{
+    char *sf[2];
+    if (fields(z, sf, 2, 0) != 2)
+        return -1;
+    *sig = strtoul(sf[1], NULL, 10) == run_going && run_going ? atoi(sf[0]) : 0;
+    free_fields(sf, 2);
+    return 0;
+}
+
+/* A frame taken while a run is going: 'Z' for it signals its group (and drops the runs queued so far), 'R' is
+ * queued. -1 for anything else, or one run too many: odp broke the protocol. */
+static int take_during_run(const odp_frame *z, pid_t group, int reaped, double *kill_at)
+{
+    if (z->type == 'R') {
+        if (nqueued == QUEUED_RUNS_MAX || !(queued[nqueued].payload = malloc(z->len ? z->len : 1)))
+            return -1;
+        memcpy(queued[nqueued].payload, z->payload, z->len);
+        queued[nqueued].len = z->len;
+        queued[nqueued].nfields = z->nfields;
+        queued[nqueued].number = ++runs_received;
+        queued[nqueued++].dropped = 0;
+        return 0;
+    }
+    int sig;
+    if (z->type != 'Z' || stop_request(z, &sig))
+        return -1;
+    if (!sig)
+        return 0;
+    for (int k = 0; k < nqueued; k++)
+        queued[k].dropped = 1;
+    if (sig > 0 && sig < 65 && !reaped) {
+        kill(-group, sig);
+        if (sig != SIGKILL && *kill_at == 0)
+            *kill_at = now() + KILL_GRACE_S;
+    }
+    return 0;
+}
+
+/* The frames the decoder holds now, taken as take_during_run says; 0 when odp broke the protocol. */
+static int take_held(pid_t group, int reaped, double *kill_at)
+{
+    odp_frame z;
+    int r;
+    while ((r = odp_frame_next(&in, &z)) != 0)
+        if (r < 0 || take_during_run(&z, group, reaped, kill_at))
+            return 0;
+    return 1;
+}
+
 /* Run request: options ("cwd=DIR", "env=K=V", "unset=K", "cpus=LIST", "counters=LEVEL", "memory=BYTES",
  * "mark=EVENT=GLOB", "memory_file=MODEL", "sample=HZ,FILE", "state_*=", "rm=PATH", "leases=DIR"), "--", argv.
  * Answers: 'O'/'E' output frames and, with memory=BYTES, 'T' timeline frames (at most BYTES in all,
  * MEMWATCH_TIMELINE_MAX at most) as it goes, then 'D' {status, report[, signal name, state before, state
  * after[, board]]}: the ODP-MEMORY/ODP-COUNTERS/ODP-RUSAGE lines of exec mode (status: what exec mode would exit
  * with when the program never ran, 127 or 125, else its own); board with rm= or leases= (board_after_run).
- * While it runs, stdin may carry 'Z' {signal}: sent to the program's process group. */
+ * While it runs, stdin may carry 'Z' {signal, run number}: sent to the program's process group, and further
+ * 'R's: queued (take_during_run). */
 static void gather_state(const char *const state[3], odp_buf *text);
 /* each of a run's two device states, and what it says of the board after it (the files it removed, the leases):
  * all three, the report and the status fit one frame (ODP_FRAME_MAX) */
@@ -466,10 +536,14 @@ static void serve_run(const odp_frame *f)
     pid_t dog = watchdog(ch.pid, po[0], pe[0]);
     fcntl(po[0], F_SETFL, O_NONBLOCK);
     fcntl(pe[0], F_SETFL, O_NONBLOCK);
-    int out_open = 1, err_open = 1, in_open = 1, reaped = 0, st = 0;
+    int out_open = 1, err_open = 1, reaped = 0, st = 0;
     double kill_at = 0;
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
+    /* frames that came with this run's own, in one read: a 'Z' among them must not wait for more bytes */
+    int in_open = take_held(ch.pid, 0, &kill_at);
+    if (!in_open)
+        kill(-ch.pid, SIGKILL); /* odp broke the protocol: end the run and the helper */
     while (!reaped || out_open || err_open) {
         struct pollfd p[4] = {{po[0], out_open ? POLLIN : 0, 0}, {pe[0], err_open ? POLLIN : 0, 0},
                               {sigchld_pipe[0], POLLIN, 0}, {0, in_open ? POLLIN : 0, 0}};
@@ -496,28 +570,12 @@ static void serve_run(const odp_frame *f)
         if (reaped && pr == 0)
             break; /* the program is gone and its pipes stay quiet: what it left behind holds them */
         if (in_open && (p[3].revents & (POLLIN | POLLHUP | POLLERR))) {
-            odp_frame z;
             char buf[CHUNK];
             ssize_t k = read(0, buf, sizeof buf);
-            if (k <= 0 || odp_frame_dec_feed(&in, buf, (size_t)k)) {
-                in_open = 0; /* odp is gone: nothing may outlive it */
+            /* odp gone (nothing may outlive it), or odp broke the protocol: end the run and the helper */
+            if (k <= 0 || odp_frame_dec_feed(&in, buf, (size_t)k) || !take_held(ch.pid, reaped, &kill_at)) {
+                in_open = 0;
                 kill(-ch.pid, SIGKILL);
-            }
-            int r;
-            while (in_open && (r = odp_frame_next(&in, &z)) != 0) {
-                char *sf[1];
-                if (r < 0 || z.type != 'Z' || fields(&z, sf, 1, 0) != 1) {
-                    in_open = 0; /* odp broke the protocol: end the run and the helper */
-                    kill(-ch.pid, SIGKILL);
-                    break;
-                }
-                int sig = atoi(sf[0]);
-                free(sf[0]);
-                if (sig > 0 && sig < 65 && !reaped) {
-                    kill(-ch.pid, sig);
-                    if (sig != SIGKILL && kill_at == 0)
-                        kill_at = now() + KILL_GRACE_S;
-                }
             }
         }
         if (kill_at > 0 && now() >= kill_at && !reaped) {
@@ -1103,6 +1161,21 @@ int rusage_serve(void)
     send_all(h.data, h.len);
     odp_buf_free(&h);
     for (;;) {
+        if (nqueued) {
+            /* the oldest run queued behind the one that just ended: its turn */
+            odp_frame q = {'R', queued[0].nfields, queued[0].payload, queued[0].len};
+            int dropped = queued[0].dropped;
+            uint8_t *payload = queued[0].payload;
+            run_going = queued[0].number;
+            memmove(queued, queued + 1, (size_t)--nqueued * sizeof *queued);
+            if (dropped)
+                fail("EAGAIN", "run: not run, dropped by the signal to the run before it: send it again");
+            else
+                serve_run(&q);
+            run_going = 0;
+            free(payload);
+            continue;
+        }
         odp_frame f;
         int r = next_request(&f);
         if (r <= 0)
@@ -1114,9 +1187,14 @@ int rusage_serve(void)
             return 2;
         }
         if (f.type == 'R') {
+            run_going = ++runs_received;
             serve_run(&f);
+            run_going = 0;
             continue;
         }
+        int sig;
+        if (f.type == 'Z' && stop_request(&f, &sig) == 0)
+            continue; /* its run ended as it came: nothing to stop, nothing to answer */
         if (f.type == 'P') {
             serve_write(&f);
             continue;

@@ -98,7 +98,7 @@ return {
     { "odp.wait", "what the scheduler (odp.run.sched, docs/many-boards.md) needs from the one waiting point; also SENTINEL, the first value of every scheduler yield", {
       { "poll(waits: lightuserdata[], deadline?: number) -> integer[]|nil ready, " .. FAIL,
         "waits for every parked wait at once (in odp_wait: ECANCELED on Ctrl-C); deadline: an absolute sys.now() time; ready: the indices whose wait is over" },
-      { 'wake(wait: lightuserdata, how: "ECANCELED"|"ETIMEDOUT")', "the parked wait ends that way when its task is resumed" },
+      { 'wake(wait: lightuserdata, how: "ECANCELED"|"ETIMEDOUT"|"ready")', "the parked wait ends that way when its task is resumed; \"ready\": as if what it waits on were ready, so the core looks again (another task used the same connection)" },
       { "scheduling(on?: boolean) -> boolean? running", "a scheduler starts (true) or stops (false) running tasks; without on: whether one runs" },
       { "interrupted() -> boolean", "whether Ctrl-C (or SIGHUP/SIGTERM) asked the whole process to stop" },
       { "interrupt()", "asks it again (the scheduler lifts a Ctrl-C while its tasks stop, then raises it for the code around)" },

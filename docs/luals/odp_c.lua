@@ -251,9 +251,9 @@ local wait = {}
 ---@return string? err
 ---@return odp.ECode? code
 function wait.poll(waits, deadline) end
---- the parked wait ends that way when its task is resumed
+--- the parked wait ends that way when its task is resumed; "ready": as if what it waits on were ready, so the core looks again (another task used the same connection)
 ---@param wait lightuserdata
----@param how "ECANCELED"|"ETIMEDOUT"
+---@param how "ECANCELED"|"ETIMEDOUT"|"ready"
 function wait.wake(wait, how) end
 --- a scheduler starts (true) or stops (false) running tasks; without on: whether one runs
 ---@param on? boolean

@@ -5,7 +5,8 @@
  * held never exceeds one frame plus the last piece. Seeds: a hello, requests (a run with memory by phase:
  * memory=BYTES, marks), answers (output, a run's memory timeline in 'T' frames as a real helper sent it, its
  * end; an LLM runner's pieces in 'O' frames with the µs each was read, protocol 5), an error, an upload (two
- * 'P' chunks and an 'L') and its answers. The 'O' time field's own checks are odp's client's
+ * 'P' chunks and an 'L') and its answers, runs queued behind one going with the 'Z' that drops them and the
+ * answers to that (protocol 6: a 'D', then '!' EAGAIN for each dropped run). The 'O' time field's own checks are odp's client's
  * (tests/lua/helper_test.lua: 3000 mutated conversations).
  * sources: src/helper/frame.c src/util/buf.c
  * seeds: tests/fuzz/corpus/helper_frame

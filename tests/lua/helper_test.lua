@@ -230,6 +230,37 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
   end
 end)
 
+T.test("the helper on 60 mutated streams of runs queued behind one going (protocol 6), stdin held open: " ..
+  "well-formed answers, never more than one per request, never a crash", function()
+  local exe = build .. "/odp-rusage-x86_64"
+  local dir = tmp .. "/mutq"
+  sys.mkdir_p(dir)
+  local good = codec.encode("R", { "--", "sh", "-c", "sleep 0.1; echo one" }) .. codec.encode("R", { "--", "echo", "two" }) ..
+    codec.encode("R", { "counters=basic", "--", "true" }) .. codec.encode("Z", { "15", "1" }) ..
+    codec.encode("R", { "cwd=" .. dir, "--", "/nonexistent/prog" }) .. codec.encode("R", { "--", "echo", "after" })
+  local rng = T.lcg(61)
+  for i = 1, 60 do
+    local stream = mutate(good, rng, 3)
+    T.write(dir .. "/stream", stream)
+    local r = assert(proc.run { argv = { "sh", "-c", ("{ cat stream; sleep 0.4; } | %s --serve"):format(exe) },
+      cwd = dir, timeout = 20 })
+    T.ok(r.signal == nil and (r.status == 0 or r.status == 2),
+      ("mutation %d: status %s signal %s"):format(i, r.status, tostring(r.signal)))
+    local d = codec.decoder():feed(r.stdout)
+    local t, f = d:next()
+    T.eq(t, "H", "hello first")
+    local terminal = 0
+    repeat
+      t, f = d:next()
+      if t == "D" or t == "!" or t == "A" then terminal = terminal + 1 end
+    until not t
+    T.eq(f, nil, ("mutation %d: the helper's answers are well-formed frames"):format(i))
+    local sent = 0
+    for _ in stream:gmatch("OH[^%z]%z") do sent = sent + 1 end
+    T.ok(terminal <= sent, ("mutation %d: %d answers to at most %d requests"):format(i, terminal, sent))
+  end
+end)
+
 T.test("uploads in chunks: one answer at the last, the file only whole and with the sha256 sent", function()
   local exe = build .. "/odp-rusage-x86_64"
   local dir = tmp .. "/up"
@@ -277,6 +308,51 @@ T.test("uploads in chunks: one answer at the last, the file only whole and with 
   local left = 0
   for _, name in ipairs(sys.readdir(dir)) do if name:find("odp-part", 1, true) then left = left + 1 end end
   T.eq(left, 0, "no partial file left"); T.eq(sys.stat(dir .. "/k"), nil)
+end)
+
+T.test("runs queued behind the one going (protocol 6): answered in order, a Z drops the queued ones (EAGAIN), " ..
+  "a fifth queued one is a protocol violation", function()
+  local exe = build .. "/odp-rusage-x86_64"
+  local dir = tmp .. "/queue"
+  sys.mkdir_p(dir)
+  -- the helper's stdin a pipe odp's tests write in steps: the parts, with pauses between them, and held open after
+  local function serve(parts)
+    local script = {}
+    for i, part in ipairs(parts) do
+      if type(part) == "number" then
+        script[#script + 1] = ("sleep %g"):format(part)
+      else
+        T.write(("%s/part%d"):format(dir, i), part)
+        script[#script + 1] = ("cat part%d"):format(i)
+      end
+    end
+    local t0 = sys.now()
+    local r = assert(proc.run { argv = { "sh", "-c", ("{ %s; } | %s --serve"):format(table.concat(script, "; "), exe) },
+      cwd = dir, timeout = 30 })
+    local d, got = codec.decoder():feed(r.stdout), {}
+    T.eq((d:next()), "H")
+    while true do
+      local t, f = d:next()
+      if not t then break end
+      got[#got + 1] = t == "O" and ("O " .. f[1]) or t == "D" and ("D " .. f[1]) or t == "!" and ("! " .. f[1]) or t
+    end
+    return got, sys.now() - t0
+  end
+  local function R(cmd) return codec.encode("R", { "--", "sh", "-c", cmd }) end
+  -- two runs sent back to back: the second starts once the first's D is written, each answer in its turn
+  T.eq((serve { R("sleep 0.3; echo one") .. R("echo two"), 1.5 }), { "O one\n", "D 0", "O two\n", "D 0" })
+  -- a Z while one runs and one is queued: the one going ends by the signal, the queued one is not run; a run
+  -- sent after the Z is queued as usual
+  T.eq((serve { R("sleep 5") .. R("echo dropped"), 0.3, codec.encode("Z", { "15", "1" }) .. R("echo after"), 1.5 }),
+    { "D 143", "! EAGAIN", "O after\n", "D 0" })
+  -- a Z naming a run that has ended (it crossed that run's answer) stops nothing: not the run going, not a queued
+  -- one, and it is not answered
+  T.eq((serve { R("echo one") .. R("sleep 0.5; echo two") .. R("echo three"), 0.2, codec.encode("Z", { "15", "1" }),
+    1.2, codec.encode("Z", { "15", "3" }), 0.5 }), { "O one\n", "D 0", "O two\n", "D 0", "O three\n", "D 0" })
+  -- at most 4 queued: a fifth ends the run and the helper, unanswered
+  local got, took = serve { R("sleep 5") .. R("true"):rep(5), 1 }
+  T.eq(got, {}, "no answer to a violation")
+  T.ok(took < 4, "the run was killed, not waited for")
 end)
 
 -- a private sshd whose DEBUG1 log names every connection and every session channel

@@ -33,19 +33,20 @@ end
 local records = T.records
 
 local sweeps, used = 0, {} -- used: the connections each relay served so far
--- A sweep of points (num_executions=1..points) through the relay. -> its records, the relay's count for its
--- connection, the exec/subsystem requests sshd logged for it
-local function sweep(rel, kh, remote, points, runner, user, verbose)
+-- A sweep of points (num_executions=1..points, or base+1..base+points) through the relay, one point at a time
+-- unless pipelined. -> its records, the relay's count for its connection, the exec/subsystem requests sshd
+-- logged for it
+local function sweep(rel, kh, remote, points, runner, user, verbose, pipelined, base)
   sweeps = sweeps + 1
   local n = {}
-  for i = 1, points do n[i] = tostring(i) end
+  for i = 1, points do n[i] = tostring((base or 0) + i) end
   local before = srv:count("server_input_channel_req: channel %d+ request exec") +
     srv:count("server_input_channel_req: channel %d+ request subsystem")
   local out = ("%s/sweep%d.jsonl"):format(tmp, sweeps)
   local r = proc.run { argv = { odp, "run", T.root() .. "/scripts/sweep.lua", "--flow", T.root() .. "/scripts/rpi5.lua",
     "--host", (user or srv.user) .. "@127.0.0.1", "--port", tostring(rel.port), "--identity", srv.identity, "--known-hosts", kh,
     "--remote-dir", remote, "--runner", runner, "--model", T.root() .. "/tests/fixtures/pte/add_arduino.pte",
-    "-p", "num_executions=" .. table.concat(n, ","), "--out", out, "--runs-dir", tmp .. "/runs", verbose and "-v" or "-q" },
+    "-p", "num_executions=" .. table.concat(n, ","), "--out", out, "--runs-dir", tmp .. "/runs", verbose and "-v" or "-q", not pipelined and "--no-pipeline" or nil },
     timeout = 600 }
   T.eq(r.status, 0, r.stderr)
   used[rel] = (used[rel] or 0) + 1
@@ -138,6 +139,41 @@ T.with_real_runner("a single run (odp run scripts/rpi5.lua -n 1) on a set-up boa
   T.ok(rec.transport.round_trips <= SESSION_START_MAX, ("a single run: %d round trips"):format(
     rec.transport.round_trips))
   io.stderr:write(("a single run: %d round trips\n"):format(rec.transport.round_trips))
+end)
+
+T.with_real_runner("a pipelined sweep: the same records as one point at a time, the board not waiting on the link " ..
+  "between points", function(runner)
+  local rel, kh = relay()
+  local remote = srv.remote_dir .. "/pipe"
+  -- runs of ~0.1 s (4000 executions of the tiny model): longer than what odp does between two points here, so
+  -- each next request can leave while the run before it goes
+  local N, BASE = 20, 4000
+  sweep(rel, kh, remote, 1, runner) -- the board gets the helper, the runner and the model: both sweeps start warm
+  local t0 = sys.now()
+  local one, wire_one = sweep(rel, kh, remote, N, runner, nil, nil, false, BASE)
+  local t1 = sys.now()
+  local piped, wire_piped = sweep(rel, kh, remote, N, runner, nil, nil, true, BASE)
+  local t2 = sys.now()
+  local function points(recs)
+    local list = {}
+    for i, rec in ipairs(recs) do
+      T.ok(rec.ok, rec.error and rec.error.message)
+      list[i] = { rec.sweep.point, rec.params.num_executions, rec.result and rec.result.n or rec.n }
+    end
+    return list
+  end
+  T.eq(points(piped), points(one), "the same points, in order, with the same parameters")
+  -- counted on the wire by the relay: fewer turnarounds pipelined (20 points: 43 one at a time, 33 pipelined in
+  -- one run; each answer still follows a request out, the next one's, so a point is not free of them)
+  io.stderr:write(("%d points on the wire: %d round trips one at a time, %d pipelined\n"):format(N,
+    wire_one.round_trips, wire_piped.round_trips))
+  T.ok(wire_piped.round_trips < wire_one.round_trips, ("the relay counted %d round trips pipelined, %d one at a " ..
+    "time"):format(wire_piped.round_trips, wire_one.round_trips))
+  -- one point at a time, the board waits a round trip (2 x DELAY_MS) between points; pipelined it does not
+  local saved = (t1 - t0) - (t2 - t1)
+  io.stderr:write(("%d points: %.2f s one at a time, %.2f s pipelined\n"):format(N, t1 - t0, t2 - t1))
+  T.ok(saved > 0.5 * (N - 1) * 2 * DELAY_MS / 1000, ("pipelining saved %.2f s of %d round trips of %d ms"):format(
+    saved, N - 1, 2 * DELAY_MS))
 end)
 
 T.with_real_runner("-v prints each point's transport: the numbers its record has", function(runner)

@@ -101,6 +101,12 @@ end
 Board.__close = function(self) self:close() end
 Board.__gc = function(self) self:close() end
 
+--- Whether two runs may be in flight on this board at once (a pipelined sweep, odp.run.sweep): its target shares
+-- its connection and its reconnection between tasks (odp.target.ssh's `pipelines`).
+function Board:pipelines()
+  return self._target ~= nil and self._target.pipelines == true
+end
+
 ------------------------------------------------------------------------------------------------ shell boards
 
 --- The target (host, ssh, adb), connected on first use.

@@ -293,14 +293,22 @@ end
 -- or nil when the flow records nothing (a dry run). Failures of the board or the measurement become a
 -- failed record (ok = false, error = {code, message, exit}); a failed preflight raises (nothing ran).
 function M.execute(ctx)
-  local board, shared = ctx.board, ctx.board.ui
+  local board = ctx.board
   ctx.clock = ctx.clock or timings.new() -- a ctx made without M.context
   -- this run's warnings, whatever else shares the ui; what the board's transport says meanwhile (an ssh_config
-  -- warning as it connects) is this run's too
+  -- warning as it connects) is this run's too. Two runs of a pipelined sweep (odp.run.sweep) share the board:
+  -- the transport speaks to the one started last while it goes, then to the one still going.
   ctx.ui = ui_mod.scope(ctx.ui)
+  local going = board._runs_going or { shared = board.ui }
+  board._runs_going = going
+  going[#going + 1] = ctx.ui
   board.ui = ctx.ui
   local ok, rec = xpcall(execute, trace, ctx)
-  board.ui = shared
+  for i = #going, 1, -1 do
+    if going[i] == ctx.ui then table.remove(going, i) break end
+  end
+  board.ui = going[#going] or going.shared
+  if #going == 0 then board._runs_going = nil end
   if not ok then error(interrupted_in(ctx.where or "start", rec), 0) end
   return rec
 end

@@ -160,6 +160,17 @@ function Scheduler:cancel(t, why)
   end
 end
 
+---Makes a task waiting in a C call look again at what it waits on (odp.wait.wake's "ready"): another task used
+---the same connection meanwhile (odp.target.helper's runs sent while one is read) and may have taken in what it
+---waits for. Does nothing to a task not waiting in C.
+---@param t odp.Task
+function Scheduler:nudge(t)
+  if t.status ~= "waiting" then return end
+  wait.wake(t.wait, "ready")
+  t.status = "ready"
+  self.runq[#self.runq + 1] = t
+end
+
 local function live(self)
   for _, t in ipairs(self.tasks) do
     if t.status ~= "done" then return true end

@@ -197,6 +197,51 @@ local function failed_record(e)
       exit = type(e) == "table" and e.exit or errors.exit_status(code) } }
 end
 
+-- M.run's points after the first `recorded`, two at once on one board: point n+1 starts (a task of odp.run.sched)
+-- once point n's run request is sent (the task's on_run_sent, told by odp.target.shell's helper_exec: the point's
+-- measured run, not its preflight's) and point n-1 is recorded, or once point n is recorded; may_overlap(params,
+-- next_params) says whether it may start that early. Outcomes are recorded (record(n, item, ok, rec)) in point
+-- order as they come; a record that raises (a bug, Ctrl-C) stops the sweep with that error once the point still
+-- going has ended.
+local function pipelined(todo, run_point, record, may_overlap, recorded)
+  local s = sched.new()
+  local outcome, sent, started = {}, {}, recorded
+  local stop
+  local start
+  local function next_may_start()
+    local n = started + 1
+    if stop or n > #todo then return false end
+    return recorded >= n - 1 or (sent[n - 1] and recorded >= n - 2 and may_overlap(todo[n - 1].params, todo[n].params))
+  end
+  local function advance()
+    while next_may_start() do start(started + 1) end
+  end
+  function start(n)
+    started = n
+    local item = todo[n]
+    s:spawn(function()
+      sched.current().on_run_sent = function()
+        sent[n] = true
+        advance()
+      end
+      outcome[n] = table.pack(xpcall(run_point, bug_traceback, item.params, item.rep))
+      sched.current().on_run_sent = nil
+      while not stop and outcome[recorded + 1] do
+        local k = recorded + 1
+        local done, err = pcall(record, k, todo[k], table.unpack(outcome[k], 1, outcome[k].n))
+        outcome[k] = nil
+        recorded = k
+        if not done then stop = err end
+      end
+      advance()
+    end, { name = "point " .. n })
+  end
+  advance()
+  local ok, err = pcall(s.run, s)
+  if stop then error(stop, 0) end
+  if not ok then error(err, 0) end
+end
+
 --- Runs every point `repeat` times. opts:
 --   points     list from sweep.points (required)
 --   repeat     records per point (default 1)
@@ -209,9 +254,15 @@ end
 --              records already written stay; a rerun resumes after them).
 --   on_progress function(done, total, eta_s, params) after each record (ETA from the mean time per record)
 --   ui         an odp.core.ui: draws a progress line with ETA
+--   overlap    function(params, next_params) -> whether the next point may start while this one's run is going
+--              (the same board: odp.target.helper queues its run behind this one's, docs/helper-protocol.md
+--              "What a point costs on a link"). With it two points run at once as scheduler tasks (the first
+--              alone: it starts the board's session): the next starts once this one's run request is sent;
+--              records are still written in point order.
 -- Returns {records = {...} (this run's), skipped = n (found in the file), failed = n, total = n}.
 function M.run(opts)
-  check_opts(opts, { points = true, ["repeat"] = true, out = true, run_point = true, on_progress = true, ui = true })
+  check_opts(opts, { points = true, ["repeat"] = true, out = true, run_point = true, on_progress = true, ui = true,
+    overlap = true })
   local points = assert(opts.points, "sweep.run: points is required")
   local out = assert(opts.out, "sweep.run: out is required")
   local run_point = assert(opts.run_point, "sweep.run: run_point is required")
@@ -232,8 +283,8 @@ function M.run(opts)
   local bar = opts.ui and opts.ui:progress("sweep", total)
   if opts.ui and skipped > 0 then opts.ui:info("sweep: %d record(s) already in %s, skipped", skipped, out) end
   local records, failed = {}, 0
-  for n, item in ipairs(todo) do
-    local ok, rec = xpcall(run_point, bug_traceback, item.params, item.rep)
+  -- point n's outcome (run_point's, through xpcall) becomes its record, written at once
+  local function record(n, item, ok, rec)
     if not ok then
       if type(rec) == "table" and rec.code == "ECANCELED" then error(rec, 0) end
       -- a bug (in the user's run_point or in odp) stops the sweep with its traceback; the points already run
@@ -265,6 +316,13 @@ function M.run(opts)
         :format(n, total))
     end
   end
+  -- the first point starts the board's session (connection, preflight, uploads) as an unpipelined sweep does
+  -- (its Ctrl-C included): the points after it overlap
+  local plain = opts.overlap and not sched.current() and 1 or total
+  for n = 1, math.min(plain, total) do
+    record(n, todo[n], xpcall(run_point, bug_traceback, todo[n].params, todo[n].rep))
+  end
+  if plain < total then pipelined(todo, run_point, record, opts.overlap, plain) end
   if bar then bar:finish(("%d run, %d skipped, %d failed"):format(total, skipped, failed)) end
   return { records = records, skipped = skipped, failed = failed, total = total }
 end

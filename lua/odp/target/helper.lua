@@ -7,9 +7,12 @@
 --   local r = h:run({ "./executor_runner", "--num_executions", "10" }, { cwd = dir, timeout = 600 })
 --   local text = h:state(root, cpu_files, props); h:sha256(path); h:free(path); h:close()
 -- Any transport failure or malformed answer leaves the client dead (h.dead says why): the caller starts a new
--- helper for its next request.
+-- helper for its next request. Runs of two scheduler tasks may be in flight at once (protocol 6: the helper
+-- queues the second; "Turns" below): a pipelined sweep's points.
 local codec = require("odp.helper")
 local sys = require("odp.sys")
+local wait = require("odp.wait")
+local sched = require("odp.run.sched")
 
 local M = { PROTO = codec.PROTO }
 
@@ -21,8 +24,73 @@ M.CAPTURE_MAX = 64 << 20      -- bytes of a run's stdout (and of its stderr) kep
 M.TIMELINE_MAX = 64 << 20     -- bytes of a run's memory timeline asked for (the helper's own bound too)
 M.STDOUT_TIMES_MAX = 1 << 16  -- stdout chunks of a run whose arrival times are kept (the host's bound too)
 
+M.QUEUED_RUNS_MAX = 4 -- runs the helper queues behind the one going (protocol 6; tools/serve.c's bound)
+
 local Client = {}
 Client.__index = Client
+
+-- Turns (protocol 6): runs may be sent while others are in flight, each a ticket (its number in sending
+-- order); the helper answers strictly in order, so only the oldest unanswered ticket reads the channel. Any
+-- other request waits until no run is in flight and has the channel to itself. Inside a scheduler task a wait
+-- for one's turn yields (as odp.core.lock's); outside one nothing else can hold a turn, so none is waited for.
+local Line = {}
+Line.__index = Line
+
+-- The scheduler drops a canceled task's place in line (odp.run.sched's lock waits).
+function Line:drop(place)
+  for i, q in ipairs(self) do
+    if q == place then table.remove(self, i) return end
+  end
+end
+
+-- Waits until ready(self) holds: nil, "ECANCELED: ..." when the task is canceled meanwhile.
+function Client:wait_until(ready)
+  while not ready(self) and not self.dead do
+    if not (wait.scheduling() and coroutine.isyieldable()) then
+      return nil, "EBUSY: the helper on " .. self.uri .. " is busy (outside a scheduled task nothing would free it)",
+        "EBUSY"
+    end
+    local place = { lock = self.line }
+    self.line[#self.line + 1] = place
+    coroutine.yield(wait.SENTINEL, "lock", place)
+    if not place.granted then return nil, "ECANCELED: interrupted while waiting for the helper on " .. self.uri,
+      "ECANCELED" end
+  end
+  return true
+end
+
+-- Something changed (a run sent or answered, the channel free): every task in line looks again.
+function Client:wake_line()
+  local line = self.line
+  self.line = setmetatable({}, Line)
+  for _, place in ipairs(line) do
+    place.granted = true
+    place.wake()
+  end
+end
+
+-- What a run may be sent on: no other request is out, nobody is sending, the helper's queue has room.
+local function may_send_run(self)
+  return not self.exclusive and not self.sending and self.sent - self.answered <= M.QUEUED_RUNS_MAX
+end
+
+-- What any other request needs: the channel to itself.
+local function may_use_alone(self)
+  return not self.exclusive and not self.sending and self.sent == self.answered
+end
+
+-- Runs fn(...) with the channel to itself (no run in flight): the small requests.
+function Client:alone(fn, ...)
+  local ok, err, code = self:wait_until(may_use_alone)
+  if not ok then return nil, err, code end
+  if self.dead then return nil, self.dead, "EIO" end
+  self.exclusive = true
+  local res = table.pack(pcall(fn, self, ...))
+  self.exclusive = false
+  self:wake_line()
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
 
 local function fail(code, fmt, ...)
   return nil, ("%s: " .. fmt):format(code, ...), code
@@ -33,6 +101,7 @@ function Client:lose(err, code)
   if not self.dead then
     self.dead = err
     self.ch:close()
+    self:wake_line()
   end
   return nil, err, code
 end
@@ -61,13 +130,19 @@ function Client:frame(deadline)
 end
 
 -- Requests ({type, fields} each) in one write: one message on adb, where each write waits for the device's OKAY
--- before the next may leave (a flight of requests written one by one would cost a round trip each there).
+-- before the next may leave (a flight of requests written one by one would cost a round trip each there). One
+-- write at a time on the channel: a run's Z and the next run's R may be written by two tasks.
 function Client:send_all(reqs)
+  local ok, err, code = self:wait_until(function(c) return not c.writing end)
+  if not ok then return nil, err, code end
   if self.dead then return nil, self.dead, "EIO" end
   local frames = {}
   for i, r in ipairs(reqs) do frames[i] = codec.encode(r[1], r[2]) end
-  local ok, err, code = self.ch:write(table.concat(frames), { timeout = REQUEST_TIMEOUT })
+  self.writing = true
+  ok, err, code = self.ch:write(table.concat(frames), { timeout = REQUEST_TIMEOUT })
+  self.writing = false
   if not ok then return self:lose(err, code) end
+  if #self.line > 0 then self:wake_line() end
   return true
 end
 
@@ -82,7 +157,8 @@ function Client:send(t, fields) return self:send_all({ { t, fields } }) end
 -- printed after that line (4 KiB at most).
 function M.open(channel, opts)
   opts = opts or {}
-  local self = setmetatable({ ch = channel, dec = codec.decoder(), uri = opts.uri or "the board" }, Client)
+  local self = setmetatable({ ch = channel, dec = codec.decoder(), uri = opts.uri or "the board",
+    line = setmetatable({}, Line), sent = 0, answered = 0, abandoned = {} }, Client)
   local deadline = sys.now() + (opts.timeout or M.HELLO_TIMEOUT)
   if opts.absent then
     local head = ""
@@ -153,9 +229,11 @@ end
 
 --- One small request: the answer's fields | nil, err, code. An error answer leaves the client usable.
 function Client:request(t, fields, timeout)
-  local ok, err, code = self:send(t, fields)
-  if not ok then return nil, err, code end
-  return self:answer(timeout)
+  return self:alone(function()
+    local ok, err, code = self:send(t, fields)
+    if not ok then return nil, err, code end
+    return self:answer(timeout)
+  end)
 end
 
 -- The answers to the k oldest requests sent: a list with {fields} or {nil, err, code} each | nil, err, code
@@ -173,9 +251,11 @@ end
 --- Small requests ({type, fields} each) written together, then their answers read: one round trip for all of
 -- them (the helper answers in order). -> Client:answers' list | nil, err, code
 function Client:pipeline(reqs, timeout)
-  local ok, err, code = self:send_all(reqs)
-  if not ok then return nil, err, code end
-  return self:answers(#reqs, timeout)
+  return self:alone(function()
+    local ok, err, code = self:send_all(reqs)
+    if not ok then return nil, err, code end
+    return self:answers(#reqs, timeout)
+  end)
 end
 
 --- The device-state snapshot's text (odp.target.device_state.parse).
@@ -220,7 +300,7 @@ local PATH_MAX_BYTES = 4096
 -- whole file's sha256 before it appears under path (docs/helper-protocol.md). opts: mode (an integer, default
 -- 0644), sha256 (src's, when known), on_progress(done, total) as chunks go. -> true, the answers to opts.after
 -- (as Client:pipeline's) | nil, err, code (ENOSPC, ECRC: the bytes arrived changed, or src changed meanwhile)
-function Client:put(src, path, opts)
+local function upload(self, src, path, opts)
   opts = opts or {}
   if #path > PATH_MAX_BYTES then return fail("EUSAGE", "a path on the board longer than %d bytes", PATH_MAX_BYTES) end
   local f, ferr = io.open(src, "rb")
@@ -248,6 +328,10 @@ function Client:put(src, path, opts)
   if not got then return nil, err, code end
   if got[1][2] then return nil, got[1][2], got[1][3] end
   return true, table.move(got, 2, #got, 1, {})
+end
+
+function Client:put(src, path, opts)
+  return self:alone(upload, src, path, opts)
 end
 
 function Client:mkdir(path)
@@ -356,7 +440,8 @@ end
 -- tools/sample.h), state ({root, cpu_files, props}: the device state, as Client:state, read just before the
 -- program starts and just after it ended), board ({rm = {paths directly in cwd, 16 at most}, leases = the
 -- remote dir}: once the program ended, its files removed (when it exited: not after a signal) and the leases on the
--- board read, the point's end in its own answer), capture_limit, on_stdout, on_stderr. -> the odp.proc.run result
+-- board read, the point's end in its own answer), capture_limit, on_stdout, on_stderr, on_sent (called once the
+-- request is sent: other runs may be sent behind it, protocol 6). -> the odp.proc.run result
 -- shape before the report is applied: {ok, status, stdout, stderr, wall_s, timed_out, canceled, stdout_dropped?,
 -- stderr_dropped?, stdout_times (when each stdout chunk was read, on the board's clock: as
 -- odp.proc.run's), timeline_error? (csv could not be written here: why), state_text? ({before, after}: with
@@ -396,20 +481,93 @@ function Client:run(argv, opts)
   end
   fields[#fields + 1] = "--"
   for _, a in ipairs(argv) do fields[#fields + 1] = tostring(a) end
-  local t0 = sys.now()
-  local reqs = table.move(opts.ahead or {}, 1, #(opts.ahead or {}), 1, {})
-  reqs[#reqs + 1] = { "R", fields }
-  local ok, err, code = self:send_all(reqs)
+  local ahead = opts.ahead
+  while true do
+    local ticket, err, code = self:send_run(fields, opts.on_sent, ahead)
+    if not ticket then return nil, err, code end
+    local r, report, rcode = self:read_run(ticket, opts, timeline, ahead)
+    if r ~= "again" then return r, report, rcode end
+    ahead = nil -- answered before the run was dropped
+  end
+end
+
+-- Sends a run once it may go (may_send_run; with requests ahead of it in its flight, may_use_alone, so that their
+-- answers come next): its ticket | nil, err, code. on_sent (odp.run.sweep's next point) is told: from here on the
+-- board need not wait for the link.
+function Client:send_run(fields, on_sent, ahead)
+  local ok, err, code = self:wait_until(ahead and may_use_alone or may_send_run)
   if not ok then return nil, err, code end
+  if self.dead then return nil, self.dead, "EIO" end
+  self.sending = true
+  local ticket = self.sent + 1
+  self.sent = ticket
+  local reqs = table.move(ahead or {}, 1, #(ahead or {}), 1, {})
+  reqs[#reqs + 1] = { "R", fields }
+  ok, err, code = self:send_all(reqs)
+  self.sending = false
+  if not ok then return nil, err, code end -- the client is lost (and the line woken)
+  -- the reader, parked on the same connection, looks again: the write may have taken in what it waits for
+  local reader, task = self.reader, sched.current()
+  if reader and reader ~= task then reader.scheduler:nudge(reader) end
+  self:wake_line()
+  if on_sent then on_sent() end
+  return ticket
+end
+
+-- A ticket's terminal frame is read (or the client lost): the next one's turn. One whose task gave up waiting
+-- for it (canceled) is read to its end here, its run stopped, so the stream stays in step for those after it.
+function Client:settle(ticket)
+  self.answered, self.reader = ticket, nil
+  while self.abandoned[self.answered + 1] and not self.dead do
+    local t = self.answered + 1
+    self.abandoned[t] = nil
+    local deadline, stopping = sys.now() + 2 * STOP_GRACE, false
+    while true do
+      local at, _, fcode = self:frame(deadline)
+      if at == "D" or at == "!" then break end
+      if not at then
+        self:lose(("ETIMEDOUT: the helper on %s did not end a run nobody waits for"):format(self.uri), fcode)
+        break
+      end
+      if not stopping then stopping = self:send("Z", { tostring(TERM), tostring(t) }) end
+    end
+    self.answered = t
+  end
+  self:wake_line()
+end
+
+-- Reads ticket's run, once its turn came: Client:run's results | "again" (the helper dropped it, a Z to the run
+-- before it: it goes again).
+function Client:read_run(ticket, opts, timeline, ahead)
+  local ok, err, code = self:wait_until(function(c) return c.answered == ticket - 1 end)
+  if not ok or self.dead then
+    -- queued behind a run the channel was lost under: never started, or started as that one ended and killed
+    -- with the helper (its stdin closed): nothing of it was measured, and the transports run it again
+    -- (odp.target.ssh's request: EAGAIN, never shown)
+    if self.dead then return nil, self.dead, "EAGAIN" end
+    self.abandoned[ticket] = true
+    return nil, err, code
+  end
+  self.reader = sched.current()
+  local res = table.pack(pcall(self.read_frames, self, ticket, opts, timeline, ahead))
+  self:settle(ticket)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+-- The frames of the run being read, to its end: Client:run's results, or read_run's "again".
+function Client:read_frames(ticket, opts, timeline, ahead)
   local r = { timed_out = false, canceled = false }
   local function lost(...)
     if timeline then timeline:abandon() end
     return ...
   end
-  if opts.ahead then
-    r.ahead, err, code = self:answers(#opts.ahead)
+  if ahead then
+    local err, code
+    r.ahead, err, code = self:answers(#ahead)
     if not r.ahead then return lost(nil, err, code) end
   end
+  local t0 = sys.now() -- the run starts on the board about now: the one before it (or its flight's requests) ended
   local limit = math.min(opts.capture_limit and opts.capture_limit > 0 and opts.capture_limit or M.CAPTURE_MAX,
     M.CAPTURE_MAX)
   local put_out, got_out = sink(r, "stdout", limit, opts.on_stdout)
@@ -444,6 +602,8 @@ function Client:run(argv, opts)
       if opts.board then r.board_text = f[6] end
       if r.canceled then sys.cancel_request() end -- lifted to stop the program; odp still ends with 130
       return r, f[2] or ""
+    elseif t == "!" and f[1] == "EAGAIN" and not r.canceled and not r.timed_out then
+      return "again" -- dropped, never run: a Z stopped the run before it
     elseif t then
       local what = ("unexpected frame '%s' from the helper on %s during a run"):format(t:byte() < 32 and "?" or t,
         self.uri)
@@ -459,7 +619,8 @@ function Client:run(argv, opts)
       -- stop the program's whole group on the board (TERM, the helper KILLs 2 s later), then take its answer
       if fcode == "ECANCELED" then r.canceled = true sys.cancel_clear() else r.timed_out = true end
       stopping = sys.now() + STOP_GRACE
-      local sent, serr, scode = self:send("Z", { tostring(TERM) })
+      -- the Z names its run: one that crosses this run's answer must not stop the next run, started meanwhile
+      local sent, serr, scode = self:send("Z", { tostring(TERM), tostring(ticket) })
       if not sent then
         if r.canceled then sys.cancel_request() end
         return lost(nil, serr, scode)

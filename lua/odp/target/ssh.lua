@@ -261,17 +261,28 @@ end
 --- Waits for a board whose connection dropped (why: the cause) to come back (odp.target.shell.reconnect: with
 -- backoff until --reconnect-timeout, the host key checked as on the first connection). -> true | nil, err,
 -- "ECONNLOST" (the target is given up)
-function Target:reconnect(why)
+-- lost: the session that dropped. Two tasks of a pipelined sweep (odp.run.sweep) share the board and may both see
+-- it drop: the second waits for the first's reconnection and takes its outcome. The session that dropped is left
+-- to the garbage collector, not closed: the other task may still hold it, and asking a closed session raises.
+function Target:reconnect(why, lost)
+  self.reconnecting = self.reconnecting or lock.new(1, "reconnecting " .. self.uri)
+  local held, lerr, lcode = self.reconnecting:acquire()
+  if not held then return nil, lerr, lcode end
+  if self.gone or (lost and self.session ~= lost) then
+    self.reconnecting:release()
+    if self.gone then return nil, self.gone, self.gone_code end
+    return true
+  end
   if self.cache.helper_client then pcall(self.cache.helper_client.close, self.cache.helper_client) end
   self.cache.helper_client = nil
   keep_traffic(self)
-  pcall(self.session.close, self.session)
   local ok, err, code = shell.reconnect(self, why, function(timeout)
     local session, cerr, ccode = connect_chain(self.settings, self.opts, { self.settings.alias:lower() },
       math.max(1, math.min(timeout, self.settings.connect_timeout or CONNECT_TIMEOUT)))
     if session then self.session, self.connects = session, (self.connects or 1) + 1 end
     return session, cerr, ccode
   end)
+  self.reconnecting:release()
   if not ok then return give_up(self, err, code) end
   return true
 end
@@ -285,6 +296,10 @@ function Target:request(what, replay, fn)
   for try = 1, 2 do
     local session = self.session
     local r, err, code = fn()
+    -- a run queued in the helper behind one the connection dropped under (odp.target.helper): run again
+    local queued = code == "EAGAIN"
+    if queued then code = "EIO" end
+    if self.gone then return nil, self.gone, self.gone_code end -- given up meanwhile (its session closed)
     local why = session:lost()
     local h = self.cache.helper_client
     if not why and r == nil and h and h.dead and session == self.session then
@@ -297,13 +312,18 @@ function Target:request(what, replay, fn)
       if r ~= nil then self.last_ok, self.last_ok_at = what, sys.now() end
       return r, err, code
     end
-    if session == self.session then -- not already reconnected by a request inside fn
-      local ok, rerr, rcode = self:reconnect(why)
+    if session == self.session then -- not already reconnected by a request inside fn (or another task)
+      local ok, rerr, rcode = self:reconnect(why, session)
       if not ok then return nil, rerr, rcode end
     end
-    if not replay or try == 2 then return nil, shell.not_run_again(self, what, why), "ECONNLOST" end
+    if (not replay and not queued) or try == 2 then return nil, shell.not_run_again(self, what, why), "ECONNLOST" end
   end
 end
+
+-- Two tasks may have runs in flight at once (odp.run.sweep's pipelined points: odp.target.helper queues the
+-- second in the helper): a drop is reconnected once for both (Target:reconnect). adb's target does not say so:
+-- its drops and reconnection are kept for one operation at a time.
+Target.pipelines = true
 
 --- A channel running cmd, its stdin and stdout a byte stream (an odp.Stream): the resident helper's.
 function Target:open_channel(cmd)
