@@ -348,7 +348,7 @@ static int l_hostname(lua_State *L)
     return 1;
 }
 
-/* Inside a task of the scheduler (odp.run.sched: a coroutine while it runs), a cancel raised or lifted from Lua is
+/* Inside a task of the scheduler (odp.core.sched: a coroutine while it runs), a cancel raised or lifted from Lua is
  * the task's own (a board's cleanup lifts and raises it), kept per coroutine; the process's Ctrl-C still shows.
  * Returns the flag's table on the stack (weak keys: the coroutines), or 0 outside a task. */
 static int task_cancels(lua_State *L)

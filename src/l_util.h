@@ -48,7 +48,7 @@ int odp_luacb_call(odp_luacb *cb, int nargs);
 void odp_luacb_release(odp_luacb *cb);
 
 /* Waiting functions (NSE's model). A binding whose C core may wait registers those functions with
- * odp_waiting: called from a scheduled coroutine (odp.run.sched) the function runs on a fiber
+ * odp_waiting: called from a scheduled coroutine (odp.core.sched) the function runs on a fiber
  * (util/fiber.h), and a wait inside it yields the coroutine with lua_yieldk (values: odp_yield_sentinel(), the
  * fiber as a light userdata, the number of this call) to be continued when the scheduler's poll says the wait is over. Called anywhere
  * else it runs as it always did, blocking. names: NULL-terminated fields of the table at idx. */

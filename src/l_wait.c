@@ -1,4 +1,4 @@
-/* odp.wait: what the scheduler (lua/odp/run/sched.lua) needs from the one waiting point. Waiting functions
+/* odp.wait: what the scheduler (lua/odp/core/sched.lua) needs from the one waiting point. Waiting functions
  * called from its coroutines yield (odp_yield_sentinel(), fiber) instead of blocking (l_util.c); poll waits for
  * all their parked waits at once, in odp_wait, so Ctrl-C and deadlines keep working. */
 #include <stdlib.h>

@@ -90,12 +90,12 @@ return {
       { "hostname() -> string", "gethostname(2)" },
       { "cancel_requested() -> boolean", "a Ctrl-C (or SIGHUP/SIGTERM) is pending: every wait returns ECANCELED until it is lifted" },
       { "cancel_clear()", "lifts it (the REPL does after each statement)" },
-      { "cancel_request()", "raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md); in a task of odp.run.sched, cancel_request, cancel_clear and cancel_requested act on that task's own flag (docs/many-boards.md)" },
+      { "cancel_request()", "raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md); in a task of odp.core.sched, cancel_request, cancel_clear and cancel_requested act on that task's own flag (docs/many-boards.md)" },
       { "terminating() -> integer|nil signal", "SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)" },
       { "lock(path: string) -> odp.sys.Lock|nil lock, string? err, odp.ECode? code, integer? holder_pid", "an exclusive flock on the file at path itself (created if absent; opened for writing, so NFS excludes other clients too); EBUSY with the holder's pid, 0 when this machine does not see it" },
     } },
 
-    { "odp.wait", "what the scheduler (odp.run.sched, docs/many-boards.md) needs from the one waiting point; also SENTINEL, the first value of every scheduler yield", {
+    { "odp.wait", "what the scheduler (odp.core.sched, docs/many-boards.md) needs from the one waiting point; also SENTINEL, the first value of every scheduler yield", {
       { "poll(waits: lightuserdata[], deadline?: number) -> integer[]|nil ready, " .. FAIL,
         "waits for every parked wait at once (in odp_wait: ECANCELED on Ctrl-C); deadline: an absolute sys.now() time; ready: the indices whose wait is over" },
       { 'wake(wait: lightuserdata, how: "ECANCELED"|"ETIMEDOUT"|"ready")', "the parked wait ends that way when its task is resumed; \"ready\": as if what it waits on were ready, so the core looks again (another task used the same connection)" },

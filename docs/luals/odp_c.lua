@@ -228,7 +228,7 @@ function sys.hostname() end
 function sys.cancel_requested() end
 --- lifts it (the REPL does after each statement)
 function sys.cancel_clear() end
---- raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md); in a task of odp.run.sched, cancel_request, cancel_clear and cancel_requested act on that task's own flag (docs/many-boards.md)
+--- raises it again, after a cleanup that lifted it to wait (stopping a run on a board: docs/helper-protocol.md); in a task of odp.core.sched, cancel_request, cancel_clear and cancel_requested act on that task's own flag (docs/many-boards.md)
 function sys.cancel_request() end
 --- SIGHUP (1) or SIGTERM (15) once odp has been asked to end (docs/signals.md)
 ---@return integer|nil signal
@@ -241,7 +241,7 @@ function sys.terminating() end
 ---@return integer? holder_pid
 function sys.lock(path) end
 
---- what the scheduler (odp.run.sched, docs/many-boards.md) needs from the one waiting point; also SENTINEL, the first value of every scheduler yield
+--- what the scheduler (odp.core.sched, docs/many-boards.md) needs from the one waiting point; also SENTINEL, the first value of every scheduler yield
 ---@class odp.wait
 local wait = {}
 --- waits for every parked wait at once (in odp_wait: ECANCELED on Ctrl-C); deadline: an absolute sys.now() time; ready: the indices whose wait is over

@@ -1,5 +1,5 @@
 -- Many boards at once over SSH: four OpenSSH sshd on 127.0.0.1 (tests/lib/sshd.lua), a lab file naming them,
--- odp.target.lab and odp.run.sweep.run_boards on odp.run.sched. Oracles: the wall clock against the sum of the
+-- odp.target.lab and odp.run.sweep.run_boards on odp.core.sched. Oracles: the wall clock against the sum of the
 -- boards' work, the JSONL file read back, the kernel (kill -0) for remote processes that must be gone.
 local T = require("t")
 local sshd = require("sshd")
@@ -303,7 +303,7 @@ T.test("odp devices --boards: every board checked at once, one line each; hung b
 end)
 
 T.test("two boards of one host pushing the same file at once: one upload, the other finds its bytes", function()
-  local sched = require("odp.run.sched")
+  local sched = require("odp.core.sched")
   local target_ssh = require("odp.target.ssh")
   local src = tmp .. "/payload"
   local f = assert(io.open(src, "wb"))

@@ -1,10 +1,10 @@
--- odp.run.sched: coroutines over the one waiting point. Real waits throughout (child processes, sleeps,
+-- odp.core.sched: coroutines over the one waiting point. Real waits throughout (child processes, sleeps,
 -- pipes); the oracle for "in parallel" is the wall clock against the sum of the waits, and for "killed" the
 -- kernel (kill -0 on the child's pid).
 local T = require("t")
 -- what odp installed at start-up, before anything here loads the scheduler
 local resume_at_start, wrap_at_start = coroutine.resume, coroutine.wrap
-local sched = require("odp.run.sched")
+local sched = require("odp.core.sched")
 local lock_mod = require("odp.core.lock")
 local wait = require("odp.wait")
 local proc = require("odp.proc")
@@ -74,7 +74,7 @@ T.test("coroutine.resume and wrap are odp's from start-up: loading the scheduler
   local raw = require("odp.core.coroutines").raw
   T.ok(resume_at_start ~= raw.resume, "start-up installed the pass-through resume")
   T.ok(coroutine.resume == resume_at_start and coroutine.wrap == wrap_at_start,
-    "coroutine.resume and wrap are the same before and after require('odp.run.sched')")
+    "coroutine.resume and wrap are the same before and after require('odp.core.sched')")
 end)
 
 T.test("nested user coroutines: resume and wrap pass the scheduler's yields through", function()

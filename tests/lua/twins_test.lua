@@ -142,7 +142,7 @@ T.test("a J-Link DLL that crashes its helper: one line with the signal; odp goes
 end)
 
 T.test("a hung J-Link call yields to the other boards' tasks; cancelling its task kills its helper", function()
-  local sched = require("odp.run.sched")
+  local sched = require("odp.core.sched")
   local s = sched.new()
   local hung = s:spawn(function()
     local p = assert(probe.open { backend = "jlink", lib = dll, env = { ODP_TWIN_STATE = tmp .. "/twin-a",

@@ -1,7 +1,7 @@
 --- Coroutines that pass the scheduler's yields through, installed once when odp starts (odp.cli.main) so that
 -- `coroutine.resume` and `coroutine.wrap` are the same functions for the whole life of the process.
 --
--- odp.run.sched runs each board as a task; a C call that would block yields the task with odp.wait.SENTINEL
+-- odp.core.sched runs each board as a task; a C call that would block yields the task with odp.wait.SENTINEL
 -- (nmap's NSE does the same). A user's own coroutine inside a task would catch that yield as if it were its
 -- own: resume and wrap here hand it on to the scheduler and resume the inner coroutine with what comes back.
 -- Outside a task no SENTINEL is ever yielded, and they behave exactly as Lua's.

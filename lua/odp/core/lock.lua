@@ -1,6 +1,6 @@
 --- odp.core.lock: counted locks, for what many boards in one process cannot use freely (one host's staging
 -- directory, one adb server's connections). lock:acquire() takes a unit; when none is free, a task of the
--- scheduler (odp.run.sched) waits in line, first come first served, while the other tasks run; outside a
+-- scheduler (odp.core.sched) waits in line, first come first served, while the other tasks run; outside a
 -- task nothing could release it, so it fails at once (EBUSY).
 --   local lock = require("odp.core.lock")
 --   local staging = lock.named("stage " .. uri .. path, 1)

@@ -1,5 +1,5 @@
 --- Many open boards as one value (`boards` in `odp repl --boards LAB`): boards["pi-2"] is that Board, and a
--- verb called on the collection runs on every board at once (odp.run.sched), each result under its name:
+-- verb called on the collection runs on every board at once (odp.core.sched), each result under its name:
 --   local boards = require("odp.run.boards").open(require("odp.target.lab").load("lab.lua:pi5").boards)
 --   local out = boards:exec("uname -r")   -- {["pi-1"] = result, ["pi-2"] = result | {error = ...}}
 --   boards:each(function(board, name) return board:push("m.pte", "/tmp/m.pte") end, {timeout = 60})
@@ -53,7 +53,7 @@ end
 --- Runs fn(board, name) on every board at once; returns {name = fn's first value | {error = {code, message}}}.
 -- opts.timeout: seconds each board may take.
 function Boards:each(fn, opts)
-  local s = require("odp.run.sched").new() -- lazy: start-up
+  local s = require("odp.core.sched").new() -- lazy: start-up
   for _, name in ipairs(ordered(self)) do
     s:spawn(fn, { name = name, timeout = opts and opts.timeout }, self._by[name], name)
   end

@@ -8,7 +8,7 @@
 local errors = require("odp.core.errors")
 local result = require("odp.results.result")
 local sys = require("odp.sys")
-local sched = require("odp.run.sched")
+local sched = require("odp.core.sched")
 local run = require("odp.run")
 
 local M = {}
@@ -197,7 +197,7 @@ local function failed_record(e)
       exit = type(e) == "table" and e.exit or errors.exit_status(code) } }
 end
 
--- M.run's points after the first `recorded`, two at once on one board: point n+1 starts (a task of odp.run.sched)
+-- M.run's points after the first `recorded`, two at once on one board: point n+1 starts (a task of odp.core.sched)
 -- once point n's run request is sent (the task's on_run_sent, told by odp.target.shell's helper_exec: the point's
 -- measured run, not its preflight's) and point n-1 is recorded, or once point n is recorded; may_overlap(params,
 -- next_params) says whether it may start that early. Outcomes are recorded (record(n, item, ok, rec)) in point
@@ -339,7 +339,7 @@ local function out_reason(rec)
   end
 end
 
---- Runs every point on many boards at once: one task per board (odp.run.sched), all in this process. opts:
+--- Runs every point on many boards at once: one task per board (odp.core.sched), all in this process. opts:
 --   points, repeat, out   as M.run (out may be nil: no file, no resume); records carry `board`
 --   boards     list of {name = ...} (lab entries, odp.target.lab)
 --   spread     "each" (every board runs every point; resume counts per board) or "pool" (the boards share

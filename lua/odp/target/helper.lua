@@ -12,7 +12,7 @@
 local codec = require("odp.helper")
 local sys = require("odp.sys")
 local wait = require("odp.wait")
-local sched = require("odp.run.sched")
+local sched = require("odp.core.sched")
 
 local M = { PROTO = codec.PROTO }
 
@@ -36,7 +36,7 @@ Client.__index = Client
 local Line = {}
 Line.__index = Line
 
--- The scheduler drops a canceled task's place in line (odp.run.sched's lock waits).
+-- The scheduler drops a canceled task's place in line (odp.core.sched's lock waits).
 function Line:drop(place)
   for i, q in ipairs(self) do
     if q == place then table.remove(self, i) return end

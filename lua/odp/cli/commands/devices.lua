@@ -166,13 +166,13 @@ function M.collect(opts)
   return rows, warnings, notes
 end
 
---- Checks every board of a lab at once (one task each, odp.run.sched), each within timeout seconds.
+--- Checks every board of a lab at once (one task each, odp.core.sched), each within timeout seconds.
 -- Returns rows {board, device, transport, state = ok|timeout|error, uri, os, arch, libc, cpus, hint} in the
 -- lab's order.
 function M.check_boards(spec, timeout)
   local lab_mod = require("odp.target.lab") -- lazy: start-up
   local lab = lab_mod.load(spec)
-  local sched = require("odp.run.sched") -- lazy: start-up
+  local sched = require("odp.core.sched") -- lazy: start-up
   local board_mod = require("odp.run.board") -- lazy: start-up
   local ui = ui_mod.new { quiet = true }
   local s, rows = sched.new(), {}

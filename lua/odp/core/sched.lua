@@ -1,4 +1,4 @@
---- odp.run.sched: many tasks (boards) in one process, as coroutines over the one waiting point.
+--- odp.core.sched: many tasks (boards) in one process, as coroutines over the one waiting point.
 --
 -- nmap's NSE is the model. A task is a coroutine. A C function that may wait (ssh exec, proc.run, a stream
 -- read, sys.sleep: every binding registered with odp_waiting) runs, inside a task, on its own C stack; where it
