@@ -58,7 +58,8 @@ end
 
 -- Appends v's JSON text to buf, in dkjson's layout (its pretty printer's: an object's pairs one a line, two
 -- spaces a level, arrays on one line) and with its string escapes, in one pass: building a copy of v with
--- dkjson's markers on every value for dkjson to encode cost a host run 1.7 ms for its 7 KB record (now 1.25).
+-- dkjson's markers on every value for dkjson to encode cost a host run 1.5 ms for its 7 KB record (now 0.86).
+-- rank: key -> its place in the caller's keyorder (the other keys follow, sorted).
 local function put(buf, v, rank, indent, level)
   local t = type(v)
   if t == "number" then
@@ -91,7 +92,6 @@ local function put(buf, v, rank, indent, level)
         names[name] = k
       end
     end
-    rank = rank or {}
     table.sort(keys, function(a, b)
       local ra, rb = rank[a], rank[b]
       if ra and rb then return ra < rb end
@@ -112,7 +112,8 @@ local function put(buf, v, rank, indent, level)
   end
 end
 
--- keyorder lists are turned into rank tables once
+-- keyorder lists are turned into rank tables once (without one, every key sorts by name)
+local NO_RANK = {}
 local ranks = setmetatable({}, { __mode = "k" })
 
 --- Encodes v. opts.indent = true pretty-prints (two spaces a level); opts.keyorder: a list of keys written first, in
@@ -122,7 +123,7 @@ local ranks = setmetatable({}, { __mode = "k" })
 ---@return string
 function M.encode(v, opts)
   opts = opts or {}
-  local rank
+  local rank = NO_RANK
   if opts.keyorder then
     rank = ranks[opts.keyorder]
     if not rank then
