@@ -58,13 +58,21 @@ quiet[#quiet] = tmp .. "/runs-unrecorded" -- the runs whose records' timings are
 quiet[#quiet + 1] = "--no-history"
 local other = table.move(flow, 1, #flow, 1, {})
 other[#other] = tmp .. "/runs-other" -- the other tree's runs, and its own sha256 cache
-local gnu, mine, theirs, unrecorded = {}, {}, {}, {}
+local other_quiet = table.move(other, 1, #other, 1, {})
+other_quiet[#other_quiet + 1] = "--no-history"
+local gnu, mine, theirs, unrecorded, theirs_unrecorded = {}, {}, {}, {}, {}
 for i = 1, N do
   gnu[i] = wall { "/usr/bin/time", "-v", table.unpack(run) }
   mine[i] = wall(flow)
   unrecorded[i] = wall(quiet)
-  if before then theirs[i] = wall(other, { ODP_PATH = before }) end -- ODP_PATH's modules come before lua/'s
-  if before_bin then theirs[i] = wall({ before_bin, table.unpack(other, 2) }) end
+  if before then -- ODP_PATH's modules come before lua/'s
+    theirs[i] = wall(other, { ODP_PATH = before })
+    theirs_unrecorded[i] = wall(other_quiet, { ODP_PATH = before })
+  end
+  if before_bin then
+    theirs[i] = wall({ before_bin, table.unpack(other, 2) })
+    theirs_unrecorded[i] = wall({ before_bin, table.unpack(other_quiet, 2) })
+  end
 end
 local g, o = stats.percentile(gnu, 50), stats.percentile(mine, 50)
 print(("whole command, -n 10 on add_arduino.pte: odp host flow %.1f ms, /usr/bin/time -v %.1f ms, ratio %.1fx")
@@ -74,6 +82,8 @@ print(("  with --no-history (no row added to the run history): %.1f ms, ratio %.
 if before or before_bin then
   local b = stats.percentile(theirs, 50)
   print(("  with %s: %.1f ms, ratio %.1fx; this tree / that one %.2f"):format(before or before_bin, b, b / g, o / b))
+  local bu = stats.percentile(theirs_unrecorded, 50)
+  print(("    its --no-history: %.1f ms, ratio %.1fx; this tree / that one %.2f"):format(bu, bu / g, u / bu))
 end
 
 -- where it goes, as each run's record says (record.timings: odp's own time by part, from its main() to the

@@ -133,20 +133,19 @@ static void add_odp_path(lua_State *L, luaL_Buffer *b, const char *templ)
     free(copy);
 }
 
-/* The whole of a file in a malloc'd buffer (NULL when it cannot be read). */
-/* A whole file in one read where it can (its size from fstat): odp reads every module's source and chunk at
- * start, and stdio's 4 KB reads were ~150 read calls of a host run. */
-static char *read_whole(const char *path, size_t *len)
+/* The whole of an open file in a malloc'd buffer (NULL when it cannot be read), in one read where it can:
+ * odp reads every module's source and chunk at start, and stdio's 4 KB reads were ~150 read calls of a host
+ * run. A read that brings the size fstat gave is the end (no second read to see it): a syscall costs ~1 us
+ * on the VMs odp is measured on, and a host run reads ~100 files. */
+static char *read_fd(int fd, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
     struct stat st;
-    size_t n = 0, cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 16384;
+    size_t n = 0, size = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size : 0;
+    size_t cap = size ? size + 1 : 16384;
     char *data = malloc(cap);
     if (!data)
-        goto fail;
-    for (;;) {
+        return NULL;
+    while (!size || n < size) {
         if (n == cap) {
             char *more = realloc(data, cap *= 2);
             if (!more)
@@ -162,13 +161,51 @@ static char *read_whole(const char *path, size_t *len)
             break;
         n += (size_t)got;
     }
-    close(fd);
     *len = n;
     return data;
 fail:
     free(data);
-    close(fd);
     return NULL;
+}
+
+static char *read_whole(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char *data = read_fd(fd, len);
+    close(fd);
+    return data;
+}
+
+/* package.searchpath(name, package.path) that keeps the file it found open: the first of package.path's
+ * templates whose file opens for reading (as searchpath's own test, fopen "r"). Pushes that path and returns
+ * the descriptor, or pushes nothing and returns -1: a module's source is opened once, not probed and opened
+ * again. */
+static int open_on_path(lua_State *L, const char *name)
+{
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    const char *path = lua_tostring(L, -1);
+    const char *file_name = luaL_gsub(L, name, ".", LUA_DIRSEP);
+    for (const char *t = path; t;) {
+        const char *end = strchr(t, *LUA_PATH_SEP);
+        size_t n = end ? (size_t)(end - t) : strlen(t);
+        if (n > 0) {
+            lua_pushlstring(L, t, n);
+            const char *candidate = luaL_gsub(L, lua_tostring(L, -1), LUA_PATH_MARK, file_name);
+            int fd = open(candidate, O_RDONLY | O_CLOEXEC);
+            if (fd >= 0) {
+                lua_replace(L, -5); /* the path in package's place; template, name and package.path popped */
+                lua_pop(L, 3);
+                return fd;
+            }
+            lua_pop(L, 2);
+        }
+        t = end ? end + 1 : NULL;
+    }
+    lua_pop(L, 3);
+    return -1;
 }
 
 /* The precompiled chunk's key (tools/luac.lua computes the same): FNV-1a's 64-bit step over the source taken
@@ -199,14 +236,10 @@ static int search_bytecode(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
     const char *cache = lua_tostring(L, lua_upvalueindex(1));
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "searchpath");
-    lua_pushstring(L, name);
-    lua_getfield(L, -3, "path");
-    lua_call(L, 2, 1);
-    const char *src = lua_tostring(L, -1);
-    if (!src)
+    int fd = open_on_path(L, name);
+    if (fd < 0)
         return 0;
+    const char *src = lua_tostring(L, -1);
     const char *under = NULL, *area = NULL;
     for (int i = 2; i <= 3 && !under; i++) {
         size_t n;
@@ -217,12 +250,14 @@ static int search_bytecode(lua_State *L)
         }
     }
     size_t src_len, chunk_len;
-    if (!under || strlen(under) < 5 || strcmp(under + strlen(under) - 4, ".lua") != 0)
-        return 0;
-    char *chunk = read_whole(lua_pushfstring(L, "%s/%s%sc", cache, area, under), &chunk_len);
+    char *chunk = NULL, *source = NULL;
+    if (under && strlen(under) >= 5 && strcmp(under + strlen(under) - 4, ".lua") == 0)
+        chunk = read_whole(lua_pushfstring(L, "%s/%s%sc", cache, area, under), &chunk_len);
+    if (chunk)
+        source = read_fd(fd, &src_len);
+    close(fd);
     if (!chunk)
         return 0;
-    char *source = read_whole(src, &src_len);
     int found = 0;
     if (source) {
         /* header: "odp-bytecode 1 PATH SIZE SOURCE-HASH CHUNK-HASH\n"; the chunk's own hash keeps a damaged

@@ -109,6 +109,29 @@ T.test("a truncated, damaged or foreign chunk falls back to the source, without 
   end
 end)
 
+T.test("a module's source and chunk are each opened once and read in one read (strace)", function()
+  local dir = T.tmpdir()
+  T.write(dir .. "/s.lua", 'require("odp.core.stats")')
+  local trace = dir .. "/open.trace"
+  local r = assert(proc.run { argv = { "strace", "-y", "-e", "trace=openat,read", "-o", trace, odp, "run",
+    dir .. "/s.lua" }, timeout = 60 })
+  T.eq(r.status, 0, r.stderr)
+  local text = T.read(trace)
+  local count, seen = {}, {}
+  for line in text:gmatch("[^\n]+") do
+    local call = line:match("^(%w+)%(")
+    local file = line:match('^openat%(AT_FDCWD[^,]*, "([^"]+)"') or line:match("^read%(%d+<([^>]+)>")
+    local name = file and not line:find(" = %-1 ") and file:match("/(stats%.luac?)$") -- ODP_PATH's misses aside
+    if name then
+      count[call .. " " .. name] = (count[call .. " " .. name] or 0) + 1
+      seen[#seen + 1] = line
+    end
+  end
+  -- no probe of the source before it is read (package.searchpath's), no read to see the end fstat gave
+  T.eq(count, { ["openat stats.lua"] = 1, ["read stats.lua"] = 1, ["openat stats.luac"] = 1,
+    ["read stats.luac"] = 1 }, table.concat(seen, "\n"))
+end)
+
 -- make install with the flags of the build under test (make asan: ODP_MAKEFLAGS), so its objects stay as built
 local function make_install(build, ...)
   local argv = { "sh", "-c", 'eval "make -s ${ODP_MAKEFLAGS:-} BUILD=\\"$0\\" install $*"', build, ... }

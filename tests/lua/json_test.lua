@@ -97,6 +97,26 @@ local function rnd_string()
   end
   return utf8.char(table.unpack(cps))
 end
+T.test("the encoder writes dkjson's own text (its pretty layout, its escapes) where dkjson writes a value alike", function()
+  local dkjson = require("dkjson")
+  local empty_object = setmetatable({}, { __jsontype = "object" })
+  local v = { name = "x", n = 3, list = { 1, 2, { a = true, b = json.null } }, none = json.array(), obj = empty_object,
+    nested = { deep = { deeper = { false, "y" } }, z = -7 }, [5] = "five",
+    text = "quote\" back\\ nl\n tab\t ctl\1 del\127 u2028\226\128\168 bom\239\187\191 shy\194\173 é ✓ 😀" }
+  local keys = { "5", "deep", "deeper", "list", "n", "name", "nested", "none", "obj", "text", "a", "b", "z" }
+  table.sort(keys)
+  local marked = {} -- dkjson's keys are as given: the integer key as the string odp writes it
+  for k, x in pairs(v) do marked[tostring(k)] = x end
+  for _, indent in ipairs { true, false } do
+    T.eq(json.encode(v, { indent = indent }), dkjson.encode(marked, { indent = indent, keyorder = keys }))
+  end
+  math.randomseed(FIXED_SEED)
+  for _ = 1, 300 do
+    local str = rnd_string()
+    T.eq(json.encode(str), dkjson.encode(str), ("%q"):format(str))
+  end
+end)
+
 local function rnd_float()
   local pick = math.random(6)
   if pick == 1 then return 1.0 elseif pick == 2 then return 1e-300 elseif pick == 3 then return -0.0 end

@@ -14,7 +14,7 @@ local lpeg = require("lpeg")
 local json = require("odp.core.json")
 local scan = require("odp.scan")
 
-local P, R, S, C, Cc, Ct = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cc, lpeg.Ct
+local P, R, S, C, Cc, Ct, V = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cc, lpeg.Ct, lpeg.V
 local tonumber, tointeger, type, find, match, sub = tonumber, math.tointeger, type,
   string.find, string.match, string.sub
 
@@ -119,14 +119,18 @@ local out_nt = "Output[" * int * "]:" * sp^0 * "Not Tensor"
 
 -- Known messages (after the prefix, or bare): kind, values...
 local function K(kind, p) return Cc(kind) * p end
--- Ordered choice of a list, built as a balanced tree: PEG choice is associative, so the match is that of
--- p1 + p2 + ... + pn, but each `+` copies both operand trees, and a left-leaning chain of these ~30 patterns
--- copied ~30 times over cost ~3 ms at every start (most of this module's load time).
-local function choice(ps, i, j)
-  i, j = i or 1, j or #ps
-  if i == j then return ps[i] end
-  local mid = (i + j) // 2
-  return choice(ps, i, mid) + choice(ps, mid + 1, j)
+-- Ordered choice of a list, as a grammar whose rules are the list's patterns: it matches as p1 + p2 + ... + pn,
+-- but each `+` copies both operand trees (a left-leaning chain of these ~30 patterns copied them ~30 times over,
+-- ~3 ms at every start; a balanced one still log2(n) times), while a grammar copies each rule once and chooses
+-- between references to them: building this module allocates 130 KB less (of 580 KB), ~35 fewer fresh pages.
+local function choice(ps)
+  local g, alt = {}, V(2)
+  for i, p in ipairs(ps) do
+    g[i + 1] = p
+    if i > 1 then alt = alt + V(i + 1) end
+  end
+  g[1] = alt
+  return P(g)
 end
 local perinf = sp^0 * "(" * num * " per inference)" + Cc(false)
 -- (`Iteration i of N: f ms` is not here: odp.scan takes those lines before the grammar sees them.)
@@ -163,11 +167,11 @@ local KNOWN = choice {
 
 -- Bare lines (logcat text without prefix, RTT output) are looked at only when they start like a known
 -- message or a known failure; anything else (noise, GNU time's block, a shell prompt) is skipped fast.
-local FAIL_HEAD = P"Failed to " + "Missing operator" + "Loading of method" + "Execution of method" + "In function "
-  + "File size is too small" + "Program identifier" + "FileDataLoader"
-local HEAD = P"Model " + "Using method " + "Setting up " + "ETDump written" + "Resetting threadpool"
-  + "Method loaded" + "PTD file " + "Inference" + digit^1 * " outputs:" + "NPU " + "ethos" + "Operator(s) total"
-  + "cpu_wait_for_npu" + "Ethos-U PMU" + "Reading file " + FAIL_HEAD
+local FAIL_HEAD = choice { P"Failed to ", P"Missing operator", P"Loading of method", P"Execution of method",
+  P"In function ", P"File size is too small", P"Program identifier", P"FileDataLoader" }
+local HEAD = choice { P"Model ", P"Using method ", P"Setting up ", P"ETDump written", P"Resetting threadpool",
+  P"Method loaded", P"PTD file ", P"Inference", digit^1 * " outputs:", P"NPU ", P"ethos", P"Operator(s) total",
+  P"cpu_wait_for_npu", P"Ethos-U PMU", P"Reading file ", FAIL_HEAD }
 
 ---------------------------------------------------------------------------------------------------------
 -- State and handlers (the grammar's function captures call these; they return nothing)
@@ -366,7 +370,7 @@ local OUT_ALL_LINE = out_all * eol / on_all
 local OUT_NT_LINE = out_nt * eol / on_notensor
 local BARE_LINE = #HEAD * C((1 - S"\r\n")^1) * eol / on_bare
 local SKIP_LINE = notnl^1 * nl^-1 + nl
-local ALL_LINES = (LOG_LINE + OUT_ALL_LINE + OUT_NT_LINE + OUT_SUMMARY_LINE + BARE_LINE + SKIP_LINE)^0
+local ALL_LINES = choice { LOG_LINE, OUT_ALL_LINE, OUT_NT_LINE, OUT_SUMMARY_LINE, BARE_LINE, SKIP_LINE }^0
 
 -- The message entry of the iteration line at linestart (its time is already in iterations_ms).
 local PREFIX_REST = PREFIX * rest
