@@ -27,6 +27,7 @@ M.CODES = {
   { "ENOTFOUND", 3, "something odp needs is not there: a file on the board, a probe, a tool, an RTT block" },
   { "EIO", 3, "an I/O error: a read, write or transfer failed" },
   { "ECONNLOST", 3, "the board's connection dropped and did not come back, or dropped under a program that may have started" },
+  { "EAGAIN", 3, "a run queued on the board never started (its connection was lost before its turn): odp sends it again where it can" },
   { "ENOSPC", 3, "no space left on the board (or this machine)" },
   { "ENOTSUP", 3, "the board, its kernel or this odp cannot do what was asked" },
 }
