@@ -85,6 +85,12 @@ T.test("latency: ci95, cv, first_ms, warm, drift; samples.csv round trip", funct
   T.eq(assert(measure.read_samples(path)), groups)
   T.write(path, "process,iteration,ms\n1,1,x\n")
   T.match(select(2, measure.read_samples(path)), "bad line")
+  -- a process with no samples (an LLM runner whose pieces all reached stdout together) writes no lines: read
+  -- back, the processes that have samples, in order
+  assert(measure.write_samples(path, { { 1, 2 }, {}, { 3 } }))
+  T.eq(assert(measure.read_samples(path)), { { 1, 2 }, { 3 } })
+  T.write(path, "process,iteration,ms\n2,1,1\n1,1,1\n")
+  T.match(select(2, measure.read_samples(path)), "process 1 out of order")
 end)
 
 T.test("drift: a last third 20% slower is a warning with pct and p", function()

@@ -413,12 +413,13 @@ function M.samples_path(rec, dir)
   return nil, "no samples.csv beside the record"
 end
 
---- Reads a samples.csv back -> groups (per process, in order) | nil, err.
+--- Reads a samples.csv back -> groups (per process that has samples, in order: a process with none, such as an
+--- LLM runner whose pieces all reached stdout together, has no lines and no group) | nil, err.
 function M.read_samples(path)
   local text, err = sys.read_file(path)
   if not text then return nil, err end
   local groups = {}
-  local first = true
+  local first, last = true, 0
   for line in text:gmatch("[^\n]+") do
     if first then
       first = false
@@ -428,9 +429,9 @@ function M.read_samples(path)
       local v = tonumber(ms)
       if not p or not v or v ~= v then return nil, ("%s: bad line '%s'"):format(path, line) end
       p = tonumber(p)
-      if p > #groups + 1 or p < #groups then return nil, ("%s: process %d out of order"):format(path, p) end
-      groups[p] = groups[p] or {}
-      table.insert(groups[p], v)
+      if p < last then return nil, ("%s: process %d out of order"):format(path, p) end
+      if p > last then groups[#groups + 1], last = {}, p end
+      table.insert(groups[#groups], v)
     end
   end
   return groups
