@@ -109,8 +109,9 @@ static void send_all(const void *p, size_t n)
         release_held();
 }
 
-/* Milliseconds until the held frames must go (-1: none held); at 0 they are written. */
-static int held_due_ms(void)
+/* Writes the held frames once HOLD_MS has passed since the oldest came. -> milliseconds until they must go, for
+ * the run's poll (-1: none held, or just written). */
+static int release_held_when_due(void)
 {
     if (!held.len)
         return -1;
@@ -596,7 +597,7 @@ static void serve_run(const odp_frame *f)
         int timeout = kill_at > 0 ? 100 : reaped ? 50 : -1, due = reaped ? -1 : memwatch_timeout_ms(&watch);
         if (due >= 0 && (timeout < 0 || due < timeout))
             timeout = due;
-        due = held_due_ms();
+        due = release_held_when_due();
         if (due >= 0 && (timeout < 0 || due < timeout))
             timeout = due;
         int pr = poll(p, 4, timeout);
