@@ -216,6 +216,7 @@ end)
 T.with_real_llm("--llm on the device: every token's time from stdout, read and timed by the helper there", function(p)
   -- the aarch64 llama_main under qemu-user on the emulated device: ~25 ms a token, a phone's pace (the x86 one's
   -- 1 ms tokens are read two at a time by a helper that shares 2 busy CPUs)
+  T.binfmt_aarch64() -- not left to another suite's registration
   local rec, r = json_run({ "--llm", "--runner", p.runner, "--allow-emulated", "--model", p.model,
     "--tokenizer", p.tokenizer, "--prompt", "Once upon a time", "--max-new-tokens", "12", "-n", "4",
     "--token-times", "stdout", "--format", "json" })

@@ -152,16 +152,7 @@ end)
 
 T.with_real_runner("the runner's ELF machine against the device's: the aarch64 runner refused on the x86_64 device (exit 3, " ..
   "naming both), measured with --allow-emulated and recorded as emulated", function(runner64)
-  -- the kernel would run it through qemu-user (binfmt_misc, flag F: usable in the emulator's chroot)
-  local reg = assert(proc.run { "sh", root .. "/tests/lib/aarch64_user.sh", "binfmt", timeout = 60 })
-  T.eq(reg.status, 0, "binfmt_misc registration (the rig): " .. reg.stderr)
-  -- a registration this test made is the machine's state: it goes again at the end (one that was there stays)
-  if reg.stdout:match("^registered:") then
-    T.at_done(function()
-      local f = io.open("/proc/sys/fs/binfmt_misc/qemu-aarch64", "w")
-      if f then f:write("-1") f:close() end
-    end)
-  end
+  T.binfmt_aarch64() -- the kernel would run it through qemu-user (flag F: usable in the emulator's chroot)
   local name = runner64:match("[^/]+$")
   local args = { "--runner", runner64, "--model", add, "-n", "2", "--adb", "server", "--serial", serial,
     "--format", "json" }

@@ -183,6 +183,21 @@ function T.tmpdir()
   return d
 end
 
+--- The kernel made to run aarch64 programs through qemu-aarch64-static (binfmt_misc; tests/lib/aarch64_user.sh),
+--- as a suite that runs the aarch64 runner on an x86_64 device needs: registered here when it was not, and then
+--- removed again as the suite ends (a registration that was there stays: the machine's state).
+function T.binfmt_aarch64()
+  local proc = require("odp.proc")
+  local reg = assert(proc.run { "sh", T.root() .. "/tests/lib/aarch64_user.sh", "binfmt", timeout = 60 })
+  T.eq(reg.status, 0, "binfmt_misc registration (the rig): " .. reg.stderr)
+  if reg.stdout:match("^registered:") then
+    T.at_done(function()
+      local f = io.open("/proc/sys/fs/binfmt_misc/qemu-aarch64", "w")
+      if f then f:write("-1") f:close() end
+    end)
+  end
+end
+
 function T.read(path)
   local f = assert(io.open(path, "rb"))
   local s = f:read("a")

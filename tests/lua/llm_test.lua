@@ -587,6 +587,7 @@ T.with_real_llm("per-token times from stdout over SSH (loopback sshd), read and 
   "against the ETDumps brought back", function(p)
   -- the aarch64 runner under qemu-user: ~25 ms a token, a board's pace (the x86 one's 1 ms tokens are read two
   -- at a time by a helper that shares 2 busy CPUs, and those processes give no per-token times)
+  T.binfmt_aarch64() -- not left to another suite's registration
   local sshd = require("sshd")
   local srv = sshd.start()
   local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1",
