@@ -5,7 +5,8 @@
 
 /* odp-rusage [options] [--] PROGRAM [ARGS...]: one program measured, its report printed (tools/exec.c) */
 int rusage_exec(int argc, char **argv);
-/* odp-rusage --serve: the resident helper (tools/serve.c, docs/helper-protocol.md) */
-int rusage_serve(void);
+/* odp-rusage --serve [FIRST]: the resident helper (tools/serve.c, docs/helper-protocol.md); first_hex: the
+ * session's first requests, in hex, served before those on stdin (NULL: none) */
+int rusage_serve(const char *first_hex);
 
 #endif

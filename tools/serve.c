@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -41,6 +42,8 @@ static int sigchld_pipe[2] = {-1, -1};
  * for before it: each is answered '!' EAGAIN (not run: send it again) in its turn, since a point stopped by a
  * timeout must not cancel the next one. */
 #define QUEUED_RUNS_MAX 4
+/* bytes of requests on the command line (`--serve FIRST`, hex): one argument stays far below Linux's 128 KiB */
+#define FIRST_MAX 16384
 static struct {
     uint8_t *payload; /* a copy: the decoder's buffer moves on */
     uint32_t len, nfields;
@@ -1169,6 +1172,62 @@ static void serve_mkdir(char **a, int n)
     answer('A', NULL, NULL);
 }
 
+/* 'U' remove a board session's own directory (`<remote dir>/.odp/runs/<owner>`) as the session ends. Only a
+ * directory directly in a `.odp/runs`, no link followed, no other file system entered: a confused request cannot
+ * take more than a run directory with it. odp need not wait for the answer: the helper reads its stdin to the
+ * end, so a `U` written just before the channel closes is still done (docs/helper-protocol.md). */
+static int remove_errno;
+static char remove_failed[PATH_MAX];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if ((flag == FTW_DP ? rmdir(path) : unlink(path)) && errno != ENOENT && !remove_errno) {
+        remove_errno = errno;
+        snprintf(remove_failed, sizeof remove_failed, "%s", path);
+    }
+    return 0;
+}
+
+static int is_run_dir(const char *p)
+{
+    const char *name = strrchr(p, '/');
+    if (p[0] != '/' || strstr(p, "/../") || strstr(p, "/./") || !name[1] || strcmp(name, "/.") == 0 ||
+        strcmp(name, "/..") == 0)
+        return 0;
+    return name - p >= 10 && memcmp(name - 10, "/.odp/runs", 10) == 0;
+}
+
+static void serve_remove_run_dir(char **a, int n)
+{
+    if (n != 1 || !is_run_dir(a[0])) {
+        fail("EPROTO", "remove: one absolute path of a directory directly in a .odp/runs");
+        return;
+    }
+    struct stat st;
+    if (lstat(a[0], &st)) {
+        if (errno == ENOENT)
+            answer('A', NULL, NULL);
+        else
+            fail(errno_code(errno), "remove %s: %s", a[0], strerror(errno));
+        return;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fail("EPROTO", "remove %s: not a directory", a[0]);
+        return;
+    }
+    remove_errno = 0;
+    if (nftw(a[0], remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) && !remove_errno) {
+        remove_errno = errno;
+        snprintf(remove_failed, sizeof remove_failed, "%s", a[0]);
+    }
+    if (remove_errno)
+        fail(errno_code(remove_errno), "remove %s: %s", remove_failed, strerror(remove_errno));
+    else
+        answer('A', NULL, NULL);
+}
+
 static void serve_chmod(char **a, int n)
 {
     if (n != 2) {
@@ -1181,7 +1240,35 @@ static void serve_chmod(char **a, int n)
         answer('A', NULL, NULL);
 }
 
-int rusage_serve(void)
+/* The requests odp put in the helper's command line (hex, as `--serve FIRST`), fed to the decoder ahead of stdin:
+ * a board session's first flight leaves with its exec request, and its answers come back behind the hello, with
+ * no round trip of their own (docs/helper-protocol.md, "Bring-up"). Malformed hex is a malformed request. */
+static int feed_first(const char *hex)
+{
+    size_t len = strlen(hex);
+    if (len % 2 || len / 2 > FIRST_MAX)
+        return -1;
+    unsigned char buf[256];
+    for (size_t i = 0; i < len;) {
+        size_t k = 0;
+        for (; k < sizeof buf && i < len; k++, i += 2) {
+            int v = 0;
+            for (int j = 0; j < 2; j++) {
+                char c = hex[i + (size_t)j];
+                int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+                if (d < 0)
+                    return -1;
+                v = v * 16 + d;
+            }
+            buf[k] = (unsigned char)v;
+        }
+        if (odp_frame_dec_feed(&in, buf, k))
+            return -1;
+    }
+    return 0;
+}
+
+int rusage_serve(const char *first_hex)
 {
     signal(SIGPIPE, SIG_IGN);
     if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK))
@@ -1212,6 +1299,11 @@ int rusage_serve(void)
     odp_frame_end(&h, at);
     send_all(h.data, h.len);
     odp_buf_free(&h);
+    if (first_hex && feed_first(first_hex)) {
+        fail("EPROTO", "malformed request: the first flight on the command line is not hex of at most %d bytes",
+             FIRST_MAX);
+        return 2;
+    }
     for (;;) {
         if (nqueued) {
             /* the oldest run queued behind the one that just ended: its turn */
@@ -1264,6 +1356,7 @@ int rusage_serve(void)
         case 'G': serve_read(a, n); break;
         case 'K': serve_kill(a, n); break;
         case 'M': serve_mkdir(a, n); break;
+        case 'U': serve_remove_run_dir(a, n); break;
         case 'C': serve_chmod(a, n); break;
         case 'L': serve_link(a, n); break;
         default: fail("EPROTO", "unknown request type 0x%02x", f.type);

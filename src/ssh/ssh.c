@@ -735,6 +735,19 @@ void odp_ssh_close(odp_ssh *s)
 static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
 {
     double dl = odp_now() + CLOSE_GRACE_S;
+    /* A session's end waits for no answer from the board: each channel's EOF and close are sent, and the socket
+     * is shut, so that the frees below find it closed and wait for nothing (a channel's close would wait a round
+     * trip for the board's own). No SSH disconnect message: sshd exits as it reads one, dropping channel data it
+     * read with it, where the end of the connection lets it first pass that data on, so the last request odp
+     * wrote to the helper is still done (odp.target.shell.close_run_dir). The helper ends as its stdin closes. */
+    if (s->session)
+        for (odp_ssh_channel *c = s->channels; c; c = c->next)
+            while (libssh2_channel_close(c->ch) == LIBSSH2_ERROR_EAGAIN &&
+                   (libssh2_session_block_directions(s->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
+                if (wait_socket(s, dl, NULL))
+                    break;
+    if (s->fd >= 0)
+        shutdown(s->fd, SHUT_RDWR);
     while (s->channels) {
         odp_ssh_channel *c = s->channels;
         s->channels = c->next;
@@ -750,14 +763,10 @@ static void close_session(odp_ssh *s, odp_ssh *tunnel_via)
                 break;
     }
     if (s->session) {
-        while (libssh2_session_disconnect(s->session, "odp done") == LIBSSH2_ERROR_EAGAIN)
+        /* the socket is shut: libssh2_session_free's sends fail at once, so it completes */
+        for (int tries = 0; libssh2_session_free(s->session) == LIBSSH2_ERROR_EAGAIN && tries < 1000; tries++)
             if (wait_socket(s, dl, NULL))
                 break;
-        /* libssh2_session_free also says EAGAIN while it cannot send (a silent peer, a full tunnel); once the
-         * grace is over, a shut-down socket makes its sends fail instead, so it always completes. */
-        for (int tries = 0; libssh2_session_free(s->session) == LIBSSH2_ERROR_EAGAIN && tries < 1000; tries++)
-            if (wait_socket(s, dl, NULL) && s->fd >= 0)
-                shutdown(s->fd, SHUT_RDWR);
     }
     if (s->fd >= 0)
         close(s->fd);

@@ -183,6 +183,20 @@ function T.tmpdir()
   return d
 end
 
+--- fn() once it holds (a truthy value), asked every 20 ms for at most timeout_s (default 10): what a board does
+--- just after odp has gone (an SSH board's helper removes odp's directory there once odp closed the session:
+--- odp.target.shell.close_run_dir). -> fn's last value
+function T.settles(fn, timeout_s)
+  local sys = require("odp.sys")
+  local deadline = sys.now() + (timeout_s or 10)
+  local v = fn()
+  while not v and sys.now() < deadline do
+    sys.sleep(0.02)
+    v = fn()
+  end
+  return v
+end
+
 --- The kernel made to run aarch64 programs through qemu-aarch64-static (binfmt_misc; tests/lib/aarch64_user.sh),
 --- as a suite that runs the aarch64 runner on an x86_64 device needs: registered here when it was not, and then
 --- removed again as the suite ends (a registration that was there stays: the machine's state).

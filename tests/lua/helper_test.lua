@@ -214,6 +214,7 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     codec.encode("P", { dir .. "/up", "644", "6", sys.sha256("first second"), "second" }) ..
     codec.encode("L", { dir .. "/up", dir .. "/up.link" }) ..
     codec.encode("P", { dir .. "/bad", "600", "0", ("0"):rep(64), "x" }) ..
+    codec.encode("U", { dir .. "/.odp/runs/gone" }) ..
     codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
   local rng = T.lcg(23)
   for i = 1, 400 do
@@ -228,6 +229,87 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     T.eq(f, nil, ("mutation %d: the helper's answers are well-formed frames"):format(i))
     T.eq(d:pending(), 0, "nothing cut short")
   end
+end)
+
+-- The hex of bytes, as odp.target.shell puts a session's first flight in the helper's command line.
+local function hex(b) return (b:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
+
+T.test("a first flight on the command line (--serve FIRST): answered behind the hello, before stdin's requests; " ..
+  "300 mutated ones: an exit of 0 or 2, never a crash", function()
+  local exe = build .. "/odp-rusage-x86_64"
+  local dir = tmp .. "/first"
+  sys.mkdir_p(dir)
+  T.write(dir .. "/f", "first\n")
+  local flight = codec.encode("X", { dir .. "/f" }) .. codec.encode("R", { "--", "sh", "-c", "echo from-first" })
+  T.write(dir .. "/stream", codec.encode("G", { dir .. "/f", "3" }))
+  -- stdin held open while the run goes (its end would stop the run)
+  local r = assert(proc.run { argv = { "sh", "-c", ("{ sleep 0.3; cat stream; sleep 0.3; } | %s --serve %s"):format(
+    exe, hex(flight)) }, cwd = dir, timeout = 20 })
+  T.eq(r.status, 0, r.stderr)
+  local d = codec.decoder():feed(r.stdout)
+  local got = {}
+  repeat
+    local t, f = d:next()
+    if t then got[#got + 1] = { t, f } end
+  until not t
+  T.eq(got[1][1], "H", "the hello first")
+  T.eq(got[2], { "A", { sys.sha256("first\n") } }, "the flight's hash")
+  T.eq(got[3], { "O", { "from-first\n", got[3][2][2] } }, "its run's output")
+  T.eq(got[4][1], "D"); T.eq(got[4][2][1], "0", "its run's end")
+  T.eq(got[5], { "A", { "fir" } }, "then stdin's request")
+  -- hex that is not (odd, not hex, too long): the one error answer, exit 2, before any request is served
+  for _, bad in ipairs { "abc", "zz", hex(flight):upper(), ("00"):rep(16385) } do
+    r = assert(proc.run { argv = { exe, "--serve", bad }, stdin = "", timeout = 20 })
+    T.eq(r.status, 2, "malformed first flight: exit 2")
+    d = codec.decoder():feed(r.stdout)
+    T.eq(d:next(), "H")
+    local t, f = d:next()
+    T.eq(t, "!"); T.eq(f[1], "EPROTO"); T.match(f[2], "first flight")
+  end
+  local rng = T.lcg(41)
+  for i = 1, 300 do
+    local first = mutate(flight, rng, 3)
+    r = assert(proc.run { argv = { exe, "--serve", hex(first) }, stdin = "", cwd = dir, timeout = 20 })
+    T.ok(r.signal == nil and (r.status == 0 or r.status == 2),
+      ("mutation %d: status %s signal %s"):format(i, r.status, tostring(r.signal)))
+    d = codec.decoder():feed(r.stdout)
+    T.eq(d:next(), "H", "hello first")
+    local t, f
+    repeat t, f = d:next() until not t
+    T.eq(f, nil, ("mutation %d: the helper's answers are well-formed frames"):format(i))
+  end
+end)
+
+T.test("U removes a run directory (.odp/runs/NAME) whole, follows no link out of it, and refuses anything else",
+  function()
+  local exe = build .. "/odp-rusage-x86_64"
+  local base = tmp .. "/rmtree"
+  local runs = base .. "/.odp/runs"
+  local mine = runs .. "/me.1.2.3"
+  sys.mkdir_p(mine .. "/a/b")
+  sys.mkdir_p(base .. "/outside")
+  T.write(base .. "/outside/keep", "k")
+  T.write(mine .. "/a/b/f", "x"); T.write(mine .. "/lease", "host=h")
+  assert(os.execute(("ln -s %s/outside %s/link && ln -s %s/outside/keep %s/a/filelink"):format(base, mine, base,
+    mine)))
+  local reqs = codec.encode("U", { mine }) .. codec.encode("U", { mine }) ..
+    codec.encode("U", { base .. "/outside" }) .. codec.encode("U", { runs }) ..
+    codec.encode("U", { runs .. "/../runs/x" }) .. codec.encode("U", { "rel/.odp/runs/x" }) ..
+    codec.encode("U", { runs .. "/.." })
+  local r = assert(proc.run { argv = { exe, "--serve" }, stdin = reqs, timeout = 20 })
+  T.eq(r.status, 0, r.stderr)
+  local d = codec.decoder():feed(r.stdout)
+  T.eq(d:next(), "H")
+  local answers = {}
+  repeat
+    local t, f = d:next()
+    if t then answers[#answers + 1] = t == "A" and "A" or f[1] end
+  until not t
+  T.eq(answers, { "A", "A", "EPROTO", "EPROTO", "EPROTO", "EPROTO", "EPROTO" },
+    "removed; already gone is no error; only a directory directly in .odp/runs")
+  T.eq(sys.stat(mine), nil, "the run directory is gone")
+  T.eq(T.read(base .. "/outside/keep"), "k", "what its links pointed at is kept")
+  T.eq(sys.readdir(runs), {}, "nothing else in .odp/runs touched (there was nothing else)")
 end)
 
 T.test("the helper on 60 mutated streams of runs queued behind one going (protocol 6), stdin held open: " ..

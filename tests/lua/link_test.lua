@@ -12,10 +12,11 @@ local odp = os.getenv("ODP") or (build .. "/odp")
 local tmp = T.tmpdir()
 local DELAY_MS = 20 -- each way: a round trip is 40 ms, far above this machine's own jitter between the two ends
 -- The round trips of a board session's start with its first point (docs/helper-protocol.md, "What a point costs
--- on a link"): SSH's own handshake and authentication 6, the helper's channel 2, one flight for the preflight,
--- this odp's directory and lease and the runner and model each linked to its blob and hash-checked, the point
--- (its lease check rides in its answer: docs/helper-protocol.md)
-local SESSION_START_MAX = 10
+-- on a link"): SSH's own handshake and authentication 6, the helper's channel 2 (its open, then its exec, whose
+-- command line carries the session's first flight: the preflight, this odp's directory and lease and the runner
+-- and model each linked to its blob and hash-checked, answered behind the helper's hello), the point (its lease
+-- check rides in its answer: docs/helper-protocol.md)
+local SESSION_START_MAX = 9
 -- A fresh board's 10-point sweep on the wire (the relay's count): the session start, the helper installed in its
 -- one exec, the runner and model uploaded through it (8.6 MB in a few round trips of sshd's 2 MB window; over
 -- SFTP they cost ~55, the sweep 94), the points; the relay too counts some window adjusts as turnarounds
@@ -57,9 +58,10 @@ local function sweep(rel, kh, remote, points, runner, user, verbose, pipelined, 
   return records(out), conns[used[rel]], requests, r.stdout .. r.stderr
 end
 
--- What the link carries after a sweep's last record: the helper's channel closing (odp sends its close and
--- waits for the board's), one turnaround on the wire that no point's record holds.
-local AFTER_LAST_RECORD = 1
+-- What the link carries after a sweep's last record: the removal of odp's directory on the board and the
+-- helper's channel closing, written as the session ends and waited for by nobody (odp.target.shell.close_run_dir,
+-- odp_ssh_close): no turnaround on the wire.
+local AFTER_LAST_RECORD = 0
 
 -- Checks a sweep's records against the wire. -> the first point's round trips (the session start with its run)
 local function check_sweep(recs, wire, what, uploads)
@@ -97,7 +99,7 @@ local function check_sweep(recs, wire, what, uploads)
   end
   local up, down = 0, 0
   for _, rec in ipairs(recs) do up, down = up + rec.transport.bytes_up, down + rec.transport.bytes_down end
-  -- the bytes after the last record: the channel close and the disconnect, a few hundred
+  -- the bytes after the last record: the directory's removal and the channel's close, a few hundred
   T.ok(wire.bytes_up >= up and wire.bytes_up - up < 1024, ("%s: bytes up %d on the wire, %d in the records"):format(
     what, wire.bytes_up, up))
   T.ok(wire.bytes_down >= down and wire.bytes_down - down < 1024, ("%s: bytes down %d on the wire, %d in the records")

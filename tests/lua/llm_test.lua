@@ -560,7 +560,11 @@ T.with_real_llm("llama_main over SSH (loopback sshd): the tokenizer staged like 
   T.eq(#llm.forwards(doc), rec.llm.prompt_tokens + rec.llm.generated_tokens)
   -- the run's own files are gone from the board, and the runner's default etdump.in was never written
   -- (odp's own directory there went with it: docs/devices.md "A shared board")
-  local left = io.popen("cd " .. rd .. " && find . -mindepth 1 | sort"):read("a")
+  local left
+  T.settles(function() -- it goes just after odp (odp.target.shell.close_run_dir)
+    left = io.popen("cd " .. rd .. " && find . -mindepth 1 | sort"):read("a")
+    return not left:match("%./%.odp/runs/[^\n]+")
+  end)
   T.eq(left:match("%./%.odp/runs/[^\n]+"), nil, "no odp directory left: " .. left)
   T.eq(left:match("etdump"), nil, "no ETDump left: " .. left)
   -- EOS on a board: the same stop, the same count as the runner's own

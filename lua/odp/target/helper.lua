@@ -148,6 +148,49 @@ end
 
 function Client:send(t, fields) return self:send_all({ { t, fields } }) end
 
+-- A run's 'R' fields (docs/helper-protocol.md) for argv and Client:run's opts; the timeline's bound with memory.
+local function run_fields(argv, opts)
+  local fields = {}
+  if opts.cwd then fields[#fields + 1] = "cwd=" .. opts.cwd end
+  local names = {}
+  for k in pairs(opts.env or {}) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    local v = opts.env[k]
+    fields[#fields + 1] = v == false and ("unset=" .. k) or ("env=" .. k .. "=" .. tostring(v))
+  end
+  if opts.cpus then fields[#fields + 1] = "cpus=" .. opts.cpus end
+  if opts.counters and opts.counters ~= "none" then fields[#fields + 1] = "counters=" .. opts.counters end
+  local timeline_max
+  if opts.memory then
+    timeline_max = math.min(opts.memory.timeline_max or M.TIMELINE_MAX, M.TIMELINE_MAX)
+    fields[#fields + 1] = "memory=" .. timeline_max
+    for _, m in ipairs(opts.memory.marks or {}) do fields[#fields + 1] = "mark=" .. m end
+    if opts.memory.model then fields[#fields + 1] = "memory_file=" .. opts.memory.model end
+  end
+  if opts.sample then fields[#fields + 1] = "sample=" .. opts.sample end
+  if opts.board then
+    for _, p in ipairs(opts.board.rm or {}) do fields[#fields + 1] = "rm=" .. p end
+    if opts.board.leases then fields[#fields + 1] = "leases=" .. opts.board.leases end
+  end
+  if opts.state then
+    for i, k in ipairs { "state_root=", "state_cpu=", "state_props=" } do fields[#fields + 1] = k .. opts.state[i] end
+  end
+  fields[#fields + 1] = "--"
+  for _, a in ipairs(argv) do fields[#fields + 1] = tostring(a) end
+  return fields, timeline_max
+end
+
+--- A run's whole flight as bytes, as Client:run would write it (its opts.ahead requests, then its 'R'): a board
+-- session's first, which odp.target.shell puts in the helper's command line (`--serve FIRST`, its hex) to leave
+-- with the exec request; M.open's opts.first.
+function M.run_flight(argv, opts)
+  local frames = {}
+  for i, r in ipairs(opts.ahead or {}) do frames[i] = codec.encode(r[1], r[2]) end
+  frames[#frames + 1] = codec.encode("R", (run_fields(argv, opts)))
+  return table.concat(frames)
+end
+
 --- Starts a client on a channel whose command is `odp-rusage --serve`: waits for its hello.
 -- -> client | nil, err, code, "version" (the helper speaks another protocol: push odp's own and start again)
 -- opts.absent: a line the channel's command prints instead of starting the helper, followed by a line naming the
@@ -155,11 +198,16 @@ function Client:send(t, fields) return self:send_all({ { t, fields } }) end
 -- are written to the command's stdin (it installs them as the helper and starts it) and the hello is waited
 -- for; without (or when install returns nil) nil, "ENOTFOUND: ...", "ENOTFOUND", "absent", and what the command
 -- printed after that line (4 KiB at most).
+-- opts.first = {flight = M.run_flight(argv, run_opts), opts = run_opts}: a run the channel's command already holds
+-- (the helper's `--serve FIRST`), answered behind the hello; where the command installs the helper instead, the
+-- flight is written once the installed helper greets (not behind its bytes: a `head -c` that reads its pipe in
+-- blocks, as busybox's may, would swallow it). The caller then runs it (client:run(argv, run_opts), that same
+-- table) before any other request.
 function M.open(channel, opts)
   opts = opts or {}
   local self = setmetatable({ ch = channel, dec = codec.decoder(), uri = opts.uri or "the board",
     line = setmetatable({}, Line), sent = 0, answered = 0, abandoned = {} }, Client)
-  local deadline = sys.now() + (opts.timeout or M.HELLO_TIMEOUT)
+  local deadline, installed = sys.now() + (opts.timeout or M.HELLO_TIMEOUT), false
   if opts.absent then
     local head = ""
     local function more()
@@ -186,6 +234,7 @@ function M.open(channel, opts)
         return nil, err, code
       end
       head = head:sub(head:find("\n", #opts.absent + 2, true) + 1)
+      installed = true
       deadline = sys.now() + (opts.timeout or M.HELLO_TIMEOUT) -- the board checks the bytes, then starts them
     end
     self.dec:feed(head)
@@ -206,6 +255,16 @@ function M.open(channel, opts)
   end
   self.arch = f[3]
   self.self_sha256 = f[4] and f[4]:match("^%x+$") -- its own file's, as its 'X' would answer (protocol 4)
+  if opts.first then
+    if installed then
+      local ok, err, code = channel:write(opts.first.flight, { timeout = REQUEST_TIMEOUT })
+      if not ok then
+        self:lose(err, code)
+        return nil, err, code
+      end
+    end
+    self.sent, self.first = 1, opts.first.opts -- in flight: Client:run reads it
+  end
   return self
 end
 
@@ -453,37 +512,19 @@ end
 -- the result's `ahead`.
 function Client:run(argv, opts)
   opts = opts or {}
-  local fields = {}
-  if opts.cwd then fields[#fields + 1] = "cwd=" .. opts.cwd end
-  local names = {}
-  for k in pairs(opts.env or {}) do names[#names + 1] = k end
-  table.sort(names)
-  for _, k in ipairs(names) do
-    local v = opts.env[k]
-    fields[#fields + 1] = v == false and ("unset=" .. k) or ("env=" .. k .. "=" .. tostring(v))
-  end
-  if opts.cpus then fields[#fields + 1] = "cpus=" .. opts.cpus end
-  if opts.counters and opts.counters ~= "none" then fields[#fields + 1] = "counters=" .. opts.counters end
-  local timeline
-  if opts.memory then
-    timeline = M.timeline_sink(opts.memory.csv, math.min(opts.memory.timeline_max or M.TIMELINE_MAX, M.TIMELINE_MAX))
-    fields[#fields + 1] = "memory=" .. timeline.max
-    for _, m in ipairs(opts.memory.marks or {}) do fields[#fields + 1] = "mark=" .. m end
-    if opts.memory.model then fields[#fields + 1] = "memory_file=" .. opts.memory.model end
-  end
-  if opts.sample then fields[#fields + 1] = "sample=" .. opts.sample end
-  if opts.board then
-    for _, p in ipairs(opts.board.rm or {}) do fields[#fields + 1] = "rm=" .. p end
-    if opts.board.leases then fields[#fields + 1] = "leases=" .. opts.board.leases end
-  end
-  if opts.state then
-    for i, k in ipairs { "state_root=", "state_cpu=", "state_props=" } do fields[#fields + 1] = k .. opts.state[i] end
-  end
-  fields[#fields + 1] = "--"
-  for _, a in ipairs(argv) do fields[#fields + 1] = tostring(a) end
+  local fields, timeline_max = run_fields(argv, opts)
+  local timeline = timeline_max and M.timeline_sink(opts.memory.csv, timeline_max)
   local ahead = opts.ahead
+  local first = self.first == opts
+  self.first = nil
   while true do
-    local ticket, err, code = self:send_run(fields, opts.on_sent, ahead)
+    local ticket, err, code
+    if first then
+      ticket, first = 1, false -- sent with the helper's start (M.open's opts.first)
+      if opts.on_sent then opts.on_sent() end
+    else
+      ticket, err, code = self:send_run(fields, opts.on_sent, ahead)
+    end
     if not ticket then return nil, err, code end
     local r, report, rcode = self:read_run(ticket, opts, timeline, ahead)
     if r ~= "again" then return r, report, rcode end

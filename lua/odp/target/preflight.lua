@@ -156,11 +156,10 @@ function M.check(target, opts)
       if st then need = need + st.size end
     end
     local free, removed, code
-    -- the helper answers the free space (and the glibc version) in one round trip: no exec of its own. It is
-    -- started (or installed: about 1 MB) by the board session's one exec (odp.target.shell.helper) before the
-    -- space is known; the runner and the model are uploaded only once it is.
-    if target.open_channel then shell.helper(target) end
-    -- what the run stages rides in the same flight (odp.target.shell.space): checked, nothing uploaded
+    -- the helper answers the free space (and the glibc version): no exec of its own. Its start (or install:
+    -- about 1 MB) by the board session's one exec (odp.target.shell.helper) carries the question, so the answer
+    -- comes behind its hello; the runner and the model are uploaded only once the space is known. What the run
+    -- stages rides in the same flight (odp.target.shell.space): checked, nothing uploaded
     if target.space then free, removed, code = target:space(dir, opts.stage)
     else free, removed, code = target:free_bytes(dir) end
     if free == nil and code == "ENODEV" then errors.fail(code, errors.text(removed)) end -- a noexec mount

@@ -414,10 +414,11 @@ end
 --- ({path, mode?, sha256} each): where the helper runs and dir is the remote dir, this odp's directory there is
 --- made (M.workdir) and each file checked (M.stage) in the survey's own flight. A method: Target.space = shell.space.
 function M.space(target, dir, files)
-  -- the helper, started by the preflight, answers in one round trip, and so does the glibc version asked with
-  -- it (libc_version's own query, after a line of its own): no exec of its own (a login shell)
+  -- through the helper, in one round trip, and so is the glibc version asked with it (libc_version's own query,
+  -- after a line of its own): no exec of its own (a login shell). Where the helper is not running yet, this
+  -- flight goes in the command that starts it (M.helper's first).
   local h = target.cache.helper_client
-  local helped = h and not h.dead
+  local helped = (h and not h.dead) or (target.open_channel and not target.cache.helper_off)
   local run = helped and M.run or target.exec_command
   local cmd, ahead = survey_text(dir) .. "; echo ODP-LIBC; " .. LIBC_QUERY
   if helped and files and dir == target.remote_dir and not target.cache.workdir then
@@ -594,10 +595,20 @@ end
 
 --- Removes this odp's own directory on the board (M.run_dir) as its board closes: the links to the staged files
 --- go with it (the blobs stay for the next odp), and with them the lease. Nothing to do when this target session
---- made none (a preflight that failed before it). -> true | nil, err, code
+--- made none (a preflight that failed before it). Through the helper where it runs ('U'), and where the target
+--- says its helper reads its stdin to the end after odp closed the channel (target.helper_reads_to_eof: SSH's
+--- does, adbd KILLs it with its stream), without waiting for the answer: the board's session ends in no round
+--- trip. A removal that failed unseen leaves a directory whose owner is gone, which the next odp's survey
+--- removes (M.space). -> true | nil, err, code
 function M.close_run_dir(target)
   if not target.cache.run_dir then return true end
-  local _, err, code = target:run("rm -rf -- " .. q(M.run_dir(target)))
+  local dir = M.run_dir(target)
+  local h = target.cache.helper_client
+  if h and not h.dead then
+    if target.helper_reads_to_eof then return h:alone(function() return h:send("U", { dir }) end) end
+    return h:request("U", { dir })
+  end
+  local _, err, code = target:run("rm -rf -- " .. q(dir))
   if err then return nil, err, code end
   return true
 end
@@ -773,6 +784,7 @@ local function say_fallback(target, why)
 end
 
 local ABSENT = "ODP-NO-HELPER"
+local FIRST_MAX = 16384 -- bytes of a first flight in the helper's command line (tools/serve.c's FIRST_MAX)
 
 -- The helpers this odp has (M.local_helper), by `uname -m`: {path, sha256, size}; read once.
 local own
@@ -796,7 +808,9 @@ end
 --- arch, and, when odp has a build for it, reads that many bytes from its stdin into a partial file, checks
 --- their sha256 and that it starts there (a noexec mount: then nothing is left), and only then renames it into
 --- place and starts it. A stale or half-written helper never runs, and the board's login shell is paid once.
-function M.start_command(path)
+--- first_hex: the session's first requests (odp.target.helper's run_flight, in hex) for the helper's command line
+--- (`--serve FIRST`): they leave with the exec request and are answered behind the hello.
+function M.start_command(path, first_hex)
   local cases, arches = {}, {}
   for arch in pairs(own_helpers()) do arches[#arches + 1] = arch end
   table.sort(arches)
@@ -806,13 +820,14 @@ function M.start_command(path)
   return ("command -v sha256sum >/dev/null 2>&1 || { echo 'odp: no sha256sum on the board: its helper cannot be " ..
     "checked, so it is not started' >&2; exit 1; }; " ..
     "mkdir -p %s 2>/dev/null; h=%s; s=; case $(uname -m) in %s esac; x=$(sha256sum <\"$h\" 2>/dev/null); " ..
-    "[ -n \"$s\" ] && [ \"${x%%%% *}\" = \"$s\" ] && exec \"$h\" --serve; echo %s; uname -m; [ -n \"$s\" ] || exit 0; " ..
+    "[ -n \"$s\" ] && [ \"${x%%%% *}\" = \"$s\" ] && exec \"$h\" --serve%s; " ..
+    "echo %s; uname -m; [ -n \"$s\" ] || exit 0; " ..
     "p=\"$h.odp-part-$$\"; head -c \"$n\" >\"$p\"; x=$(sha256sum <\"$p\"); if [ \"${x%%%% *}\" != \"$s\" ]; then " ..
     "rm -f \"$p\"; echo \"odp: the helper did not arrive whole in $p\" >&2; exit 1; fi; chmod 755 \"$p\"; " ..
     "if ! \"$p\" --serve </dev/null >/dev/null 2>&1; then rm -f \"$p\"; echo \"odp: the helper cannot start from $h " ..
     "(a file system mounted without exec?)\" >&2; exit 1; fi; mv -f \"$p\" \"$h\" && exec \"$h\" --serve"):format(
     q(path:match("^(.*)/[^/]*$")),
-    q(path), table.concat(cases, " "), ABSENT)
+    q(path), table.concat(cases, " "), first_hex and (" " .. first_hex) or "", ABSENT)
 end
 
 -- Whether a started helper is this odp's own build for its arch (the sha256 of its file: its hello says it).
@@ -829,24 +844,31 @@ end
 --- the one-exec-per-command path; nil, unsaid, for this call only when the transport has no connection to spare
 --- for a channel (EBUSY: odp.target.adb's --adb-connections). nil, err, code when not even a channel opens (the
 --- connection is lost).
+--- first ({argv, opts}, a run as the client's run takes it): when this call starts the helper, it goes in the
+--- helper's command line (start_command) and costs no round trip of its own; the caller then runs it
+--- (client:run(argv, opts), the same opts table) before anything else.
 ---@param target odp.target.shell.Target
+---@param first table?
 ---@return table? client
 ---@return string? err
 ---@return string? code
-function M.helper(target)
+function M.helper(target, first)
   local c = target.cache
   if c.helper_client and not c.helper_client.dead then return c.helper_client end
   if c.helper_off or c.helper_starting or not target.open_channel then return nil end
   c.helper_starting = true
   local path = M.helper_path(target)
-  local ch, err, code = target:open_channel(M.start_command(path))
+  local flight = first and helper_mod().run_flight(first[1], first[2])
+  if flight and #flight > FIRST_MAX then flight = nil end -- sent on its own once the helper greets
+  local ch, err, code = target:open_channel(M.start_command(path, flight and
+    (flight:gsub(".", function(b) return ("%02x"):format(b:byte()) end))))
   local client, why, arch, installed
   if ch then
     client, err, code, why, arch = helper_mod().open(ch, { uri = target.uri, absent = ABSENT, install = function(a)
       local mine = own_helpers()[a]
       installed = mine and a
       return mine and sys.read_file(mine.path)
-    end })
+    end, first = flight and { flight = flight, opts = first[2] } })
   end
   c.helper_starting = nil
   if not ch and code == "EBUSY" then
@@ -947,10 +969,11 @@ end
 --- function given their answers once they came} (odp.target.helper's Client:run).
 --- -> stdout | nil, err, code (a non-zero status is a failure).
 function M.run(target, cmd, timeout, ahead)
-  local h, herr, hcode = M.helper(target)
+  local argv, opts = { "sh", "-c", cmd }, { timeout = timeout or 60, ahead = ahead and ahead.requests }
+  local h, herr, hcode = M.helper(target, { argv, opts }) -- a helper started here gets it with its start
   if herr then return nil, herr, hcode end
   if not h then return target:exec_command(cmd, timeout) end
-  local r, err, code = h:run({ "sh", "-c", cmd }, { timeout = timeout or 60, ahead = ahead and ahead.requests })
+  local r, err, code = h:run(argv, opts)
   if not r then return nil, err, code end
   if ahead then ahead.keep(r.ahead) end
   if r.canceled then return nil, "ECANCELED: interrupted", "ECANCELED" end

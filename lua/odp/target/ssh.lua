@@ -325,6 +325,10 @@ end
 -- its drops and reconnection are kept for one operation at a time.
 Target.pipelines = true
 
+-- sshd passes on what odp wrote before its channel closed, then closes the helper's stdin, and does not kill a
+-- command without a terminal: the helper does the last request odp left it (odp.target.shell.close_run_dir).
+Target.helper_reads_to_eof = true
+
 --- A channel running cmd, its stdin and stdout a byte stream (an odp.Stream): the resident helper's.
 function Target:open_channel(cmd)
   return self:request("opening a channel", true, function()
@@ -446,7 +450,9 @@ for name, replay in pairs { run = true, exec_command = true, mkdir = true, sha25
 end
 
 function Target:close()
-  if self.cache.helper_client then self.cache.helper_client:close() end
+  -- the session's close ends the helper's channel too, without waiting for the board's answer (odp_ssh_close):
+  -- the helper ends as its stdin closes
+  self.cache.helper_client = nil
   if self.session then
     self.session:close()
     self.session = nil
