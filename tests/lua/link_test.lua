@@ -147,9 +147,10 @@ T.with_real_runner("a pipelined sweep: the same records as one point at a time, 
   "between points", function(runner)
   local rel, kh = relay()
   local remote = srv.remote_dir .. "/pipe"
-  -- runs of ~0.1 s (4000 executions of the tiny model): longer than what odp does between two points here, so
-  -- each next request can leave while the run before it goes
-  local N, BASE = 20, 4000
+  -- runs of ~0.2 s (8000 executions of the tiny model): longer than what odp does with a point's answer here, even
+  -- on a loaded machine (at 4000 a loaded CI machine's odp sometimes took longer than the run it overlapped, and
+  -- the board then waited for odp, not the link), so each next request is queued on the board before it is due
+  local N, BASE = 20, 8000
   sweep(rel, kh, remote, 1, runner) -- the board gets the helper, the runner and the model: both sweeps start warm
   local t0 = sys.now()
   local one, wire_one = sweep(rel, kh, remote, N, runner, nil, nil, false, BASE)
