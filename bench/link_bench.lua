@@ -8,6 +8,9 @@
 -- Wall time = fixed + points x per-point. Fitted over the points at each delay, then over the delays: the slope of
 -- each part over the round-trip time (2 D) is its cost in round trips beyond what the runner itself takes.
 -- Also odp's own counted round trips (the records' transport). ROUNDS= (default 3) rounds per cell, medians.
+-- And a single run, what a user types once: `odp run scripts/rpi5.lua -n 1` on the set-up board against one
+-- `ssh host /usr/bin/time -v ./executor_runner ...` (its own connection), each in round trips of wall time
+-- (the slope over the RTT).
 -- Prints the table bench/README.md quotes.
 local sshd = require("sshd")
 local sys = require("odp.sys")
@@ -85,7 +88,29 @@ local function loop_sweep(relay, ldir, points)
   return s, nil, on_wire(relay)
 end
 
+-- odp run -n 1 on a board set up by a sweep: its wall time
+local function odp_single(relay, rdir)
+  runs = runs + 1
+  return timed(function()
+    local r = assert(proc.run { argv = { odp, "run", root .. "/scripts/rpi5.lua", "--host", dest, "--port",
+      tostring(relay.port), "--identity", srv.identity, "--known-hosts", relay.known_hosts, "--remote-dir", rdir,
+      "--runner", runner, "--model", model, "-n", "1", "--out", ("%s/one%d.jsonl"):format(dir, runs), "--runs-dir",
+      dir .. "/runs", "-q" }, timeout = 300 })
+    assert(r.ok, "odp run failed: " .. r.stderr)
+  end)
+end
+
+-- the same by hand: one ssh command (no ControlMaster) into the directory a loop sweep left
+local function ssh_single(relay, ldir)
+  local base = ("-o BatchMode=yes -o UserKnownHostsFile=%s -i %s"):format(relay.known_hosts, srv.identity)
+  return timed(function()
+    sh(("ssh %s -p %d %s 'cd %s && /usr/bin/time -v ./%s --model_path add_arduino.pte --num_executions 1 " ..
+      ">/dev/null 2>&1'"):format(base, relay.port, dest, ldir, runner:match("[^/]+$")))
+  end)
+end
+
 local ok, err = pcall(function()
+  local single = { odp = {}, ssh = {} } -- [delay] = median wall time of one run
   local kinds = { "odp fresh", "odp again", "loop" }
   -- wall[kind][delay][points] (s); counted[kind][delay][points]: odp's round trips (its records); wire[...]: the
   -- relay's count of the sweep's connection (the last round's)
@@ -105,6 +130,12 @@ local ok, err = pcall(function()
       end
       for _, k in ipairs(kinds) do wall[k][d][p] = stats.percentile(got[k], 50) end
     end
+    local one = { odp = {}, ssh = {} }
+    for round = 1, ROUNDS do
+      one.odp[round] = odp_single(relay, ("%s/odp-%d-%d-1"):format(srv.remote_dir, d, POINTS[1]))
+      one.ssh[round] = ssh_single(relay, ("%s/loop-%d-%d-1"):format(srv.remote_dir, d, POINTS[1]))
+    end
+    single.odp[d], single.ssh[d] = stats.percentile(one.odp, 50), stats.percentile(one.ssh, 50)
     relay.close()
   end
   print(("SSH sweep over a delaying relay, real runner; one-way delays %s ms, sweeps of %s points, medians of " ..
@@ -134,6 +165,16 @@ local ok, err = pcall(function()
     print(("  %-10s on the wire: %5.1f round trips fixed, %4.2f per point; from wall times: %5.1f fixed, %5.2f " ..
       "per point\n      %s"):format(k, wfixed, wper, fixed_rt, per_rt, table.concat(cells, "; ")))
   end
+  local xs, os_, ss = {}, {}, {}
+  for i, d in ipairs(DELAYS) do xs[i], os_[i], ss[i] = rtt[i], single.odp[d], single.ssh[d] end
+  local _, odp_rt = fit(xs, os_)
+  local _, ssh_rt = fit(xs, ss)
+  local cells = {}
+  for _, d in ipairs(DELAYS) do
+    cells[#cells + 1] = ("%g ms: odp %.2f s, ssh %.2f s"):format(d, single.odp[d], single.ssh[d])
+  end
+  print(("  a single run on the set-up board: odp run -n 1 %.1f round trips of wall time, one ssh + time -v " ..
+    "%.1f\n      %s"):format(odp_rt, ssh_rt, table.concat(cells, "; ")))
   local big, last = POINTS[#POINTS], DELAYS[#DELAYS]
   print(("  %d points at %g ms RTT: the loop takes %.2fx odp fresh, %.2fx odp again"):format(big, 2 * last,
     wall.loop[last][big] / wall["odp fresh"][last][big], wall.loop[last][big] / wall["odp again"][last][big]))
