@@ -34,11 +34,12 @@ end
 local before, before_bin = os.getenv("ODP_BEFORE_LUA"), os.getenv("ODP_BEFORE")
 
 -- every odp run adds a row to the run history (odp.results.history) as a user's would, into a history of the
--- bench's own rather than the user's
+-- bench's own rather than the user's; the other build's into one of its own (a history's WAL is paid by
+-- every writer of it, so a shared one would give one build's cost to the other)
 local history_db = tmp .. "/history.db"
 local function wall(argv, env)
   env = env or {}
-  env.ODP_HISTORY = history_db
+  env.ODP_HISTORY = env.ODP_HISTORY or history_db
   local t0 = sys.now()
   local r = assert(proc.run { argv = argv, cwd = tmp, env = env }) -- the runner leaves model.etdump in its cwd
   assert(r.ok, table.concat(argv, " ") .. " failed: " .. r.stderr)
@@ -60,17 +61,18 @@ local other = table.move(flow, 1, #flow, 1, {})
 other[#other] = tmp .. "/runs-other" -- the other tree's runs, and its own sha256 cache
 local other_quiet = table.move(other, 1, #other, 1, {})
 other_quiet[#other_quiet + 1] = "--no-history"
+local other_history_db = tmp .. "/history-other.db"
 local gnu, mine, theirs, unrecorded, theirs_unrecorded = {}, {}, {}, {}, {}
 for i = 1, N do
   gnu[i] = wall { "/usr/bin/time", "-v", table.unpack(run) }
   mine[i] = wall(flow)
   unrecorded[i] = wall(quiet)
   if before then -- ODP_PATH's modules come before lua/'s
-    theirs[i] = wall(other, { ODP_PATH = before })
+    theirs[i] = wall(other, { ODP_PATH = before, ODP_HISTORY = other_history_db })
     theirs_unrecorded[i] = wall(other_quiet, { ODP_PATH = before })
   end
   if before_bin then
-    theirs[i] = wall({ before_bin, table.unpack(other, 2) })
+    theirs[i] = wall({ before_bin, table.unpack(other, 2) }, { ODP_HISTORY = other_history_db })
     theirs_unrecorded[i] = wall({ before_bin, table.unpack(other_quiet, 2) })
   end
 end
