@@ -283,7 +283,8 @@ return {
       { "encode(type: string, fields: (string|number)[]) -> string", "one frame; a type is one character; over 1 MiB raises" },
       { "decoder() -> odp.helper.Decoder", "a decoder of one byte stream's frames" },
       { "state(root: string, cpu_files: string, props: string) -> string", "the @v/@f/@c snapshot odp.target.device_state.parse reads, read here in-process (src/helper/state.c)" },
-    }, fields = { "PROTO: integer the protocol version", "FRAME_MAX: integer payload bytes of one frame" } },
+    }, fields = { "PROTO: integer the protocol version", "FRAME_MAX: integer payload bytes of one frame",
+      "STDOUT_TIMES_MAX: integer stdout chunks of a run whose arrival times are kept (the helper's client and the host target)" } },
     { "odp.helper.Decoder", "frames out of a byte stream, every length checked", {
       { "feed(bytes: string) -> odp.helper.Decoder", "takes more of the stream" },
       { "next() -> string|nil type, string[]|string|nil fields, odp.ECode? code", "a whole frame's type and fields; nil alone when more bytes are needed; nil, \"EPROTO: ...\", \"EPROTO\" once malformed (for good)" },

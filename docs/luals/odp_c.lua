@@ -896,6 +896,7 @@ function scan.iterations(text, pos, times, max) end
 ---@class odp.helper
 ---@field PROTO integer the protocol version
 ---@field FRAME_MAX integer payload bytes of one frame
+---@field STDOUT_TIMES_MAX integer stdout chunks of a run whose arrival times are kept (the helper's client and the host target)
 local helper = {}
 --- one frame; a type is one character; over 1 MiB raises
 ---@param type string

@@ -4,7 +4,6 @@ local errors = require("odp.core.errors")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local helper_core = require("odp.helper")
-local helper_client = require("odp.target.helper")
 local shell = require("odp.target.shell")
 
 local M = { kind = "host", options = {} }
@@ -133,7 +132,7 @@ function Host:exec(argv, opts)
   local flags = shell.helper_flags(opts.helper_args, opts.counters)
   local spec = { argv = argv, cwd = opts.cwd, env = opts.env, stdin = opts.stdin, timeout = opts.timeout,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit,
-    stdout_times = helper_client.STDOUT_TIMES_MAX }
+    stdout_times = helper_core.STDOUT_TIMES_MAX }
   local method = opts.rusage ~= false and self:rusage_method()
   if not method then
     -- placement cannot be done without the helper; counters are simply absent, as on a remote board
