@@ -143,9 +143,9 @@ function Host:exec(argv, opts)
     if r then r.rusage.maxrss_kb = nil end
     return r, err, code
   end
-  -- the helper's report goes into a file with no name (io.tmpfile) that it opens through odp's descriptor:
-  -- whatever ends odp, a SIGKILL too, nothing is left in /tmp
-  local report, terr = io.tmpfile()
+  -- the helper's report goes into a file with no name in memory (sys.memfile) that it opens through odp's
+  -- descriptor: whatever ends odp, a SIGKILL too, nothing is left in /tmp
+  local report, terr = sys.memfile()
   if not report then return nil, "EIO: a temporary file for odp-rusage's report: " .. tostring(terr), "EIO" end
   local helper_argv = { local_helper(), "-g", "-o", sys.fd_path(report) }
   table.move(flags, 1, #flags, #helper_argv + 1, helper_argv)
