@@ -84,7 +84,7 @@ static int on_busy(void *ctx, int attempt)
 }
 
 /* Frames a commit may leave in the WAL before its connection checkpoints them into the database and
- * truncates the WAL: ~12 runs' rows (a run's record and points write ~10 pages). */
+ * truncates the WAL: ~20 host runs' rows (a run's row and its points write ~6 pages). */
 #define WAL_TRUNCATE_FRAMES 128
 
 /* After each commit in WAL mode (it replaces SQLite's own autocheckpoint). Every process that opens the
