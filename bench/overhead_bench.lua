@@ -2,6 +2,7 @@
 -- command, and where odp's extra time goes (median of N, the two commands interleaved so machine load
 -- hits both alike).
 --   build/odp run bench/overhead_bench.lua [N]     (ODP_REAL_RUNNER: a real executor_runner)
+-- ODP_BENCH_HISTORY_RUNS=K: the histories hold K runs of each build before the timing (default: empty).
 -- ODP_BEFORE_LUA=DIR also times the same command with the Lua modules of DIR (another checkout's lua/, e.g.
 -- `git archive main lua | tar -x -C /tmp/main`), interleaved with the others: before/after in one run.
 -- ODP_BEFORE=BIN does the same with another build's odp binary (and so its own lua/ and build/luac/), e.g.
@@ -34,11 +35,12 @@ end
 local before, before_bin = os.getenv("ODP_BEFORE_LUA"), os.getenv("ODP_BEFORE")
 
 -- every odp run adds a row to the run history (odp.results.history) as a user's would, into a history of the
--- bench's own rather than the user's
+-- bench's own rather than the user's; the other build's into one of its own (a history's WAL is paid by
+-- every writer of it, so a shared one would give one build's cost to the other)
 local history_db = tmp .. "/history.db"
 local function wall(argv, env)
   env = env or {}
-  env.ODP_HISTORY = history_db
+  env.ODP_HISTORY = env.ODP_HISTORY or history_db
   local t0 = sys.now()
   local r = assert(proc.run { argv = argv, cwd = tmp, env = env }) -- the runner leaves model.etdump in its cwd
   assert(r.ok, table.concat(argv, " ") .. " failed: " .. r.stderr)
@@ -60,17 +62,25 @@ local other = table.move(flow, 1, #flow, 1, {})
 other[#other] = tmp .. "/runs-other" -- the other tree's runs, and its own sha256 cache
 local other_quiet = table.move(other, 1, #other, 1, {})
 other_quiet[#other_quiet + 1] = "--no-history"
+local other_history_db = tmp .. "/history-other.db"
+-- ODP_BENCH_HISTORY_RUNS=K: each build first writes K runs into its history, as a user's history has them (a
+-- history's cost grew with its WAL before it was bounded: src/l_sqlite.c on_wal_commit)
+for _ = 1, tonumber(os.getenv("ODP_BENCH_HISTORY_RUNS") or "0") do
+  wall(flow)
+  if before then wall(other, { ODP_PATH = before, ODP_HISTORY = other_history_db }) end
+  if before_bin then wall({ before_bin, table.unpack(other, 2) }, { ODP_HISTORY = other_history_db }) end
+end
 local gnu, mine, theirs, unrecorded, theirs_unrecorded = {}, {}, {}, {}, {}
 for i = 1, N do
   gnu[i] = wall { "/usr/bin/time", "-v", table.unpack(run) }
   mine[i] = wall(flow)
   unrecorded[i] = wall(quiet)
   if before then -- ODP_PATH's modules come before lua/'s
-    theirs[i] = wall(other, { ODP_PATH = before })
+    theirs[i] = wall(other, { ODP_PATH = before, ODP_HISTORY = other_history_db })
     theirs_unrecorded[i] = wall(other_quiet, { ODP_PATH = before })
   end
   if before_bin then
-    theirs[i] = wall({ before_bin, table.unpack(other, 2) })
+    theirs[i] = wall({ before_bin, table.unpack(other, 2) }, { ODP_HISTORY = other_history_db })
     theirs_unrecorded[i] = wall({ before_bin, table.unpack(other_quiet, 2) })
   end
 end

@@ -83,6 +83,30 @@ static int on_busy(void *ctx, int attempt)
     return odp_sleep_until(now + step, &err) == 0;
 }
 
+/* Frames a commit may leave in the WAL before its connection checkpoints them into the database and
+ * truncates the WAL: ~20 host runs' rows (a run's row and its points write ~6 pages). */
+#define WAL_TRUNCATE_FRAMES 128
+
+/* After each commit in WAL mode (it replaces SQLite's own autocheckpoint). Every process that opens the
+ * history first reads the whole WAL to rebuild its index (the last connection closed without a checkpoint),
+ * and that rebuilt index counts no frame as checkpointed, so SQLite's own PASSIVE autocheckpoint copied the
+ * WAL again and again and never restarted it: a run's history row cost 17 ms against 3.5 after 360 runs,
+ * with a 13 MB WAL (bench/README.md). A TRUNCATE checkpoint empties it; one that other readers hold up is
+ * not waited for (a run must not stall on `odp history`), and the next commit tries again. */
+static int on_wal_commit(void *ctx, sqlite3 *db, const char *name, int frames)
+{
+    Db *d = ctx;
+    if (frames < WAL_TRUNCATE_FRAMES)
+        return SQLITE_OK;
+    double timeout = d->timeout;
+    d->timeout = 0; /* on_busy gives up at once */
+    d->busy_since = -1;
+    sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    d->timeout = timeout;
+    d->busy_since = -1;
+    return SQLITE_OK;
+}
+
 static Db *check_db(lua_State *L)
 {
     Db *d = luaL_checkudata(L, 1, DB_TYPE);
@@ -137,8 +161,9 @@ static int l_open(lua_State *L)
     sqlite3_busy_handler(d->db, on_busy, d);
     /* A process's last connection neither checkpoints nor deletes the WAL when it closes: one run's history
      * write then costs no fsync of its own (WAL with synchronous=NORMAL; the record file is the durable copy,
-     * `odp history import` its way back), and SQLite checkpoints the WAL as it grows, during later writes. */
+     * `odp history import` its way back). The WAL is bounded by truncating it instead (on_wal_commit). */
     sqlite3_db_config(d->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+    sqlite3_wal_hook(d->db, on_wal_commit, d);
     return 1;
 }
 

@@ -216,10 +216,15 @@ function sys.readdir(path) end
 --- odp's pid
 ---@return integer
 function sys.getpid() end
---- /proc/PID/fd/N: the path by which a child opens this open file, also one without a name (io.tmpfile()); the host target's helper writes its report so
+--- /proc/PID/fd/N: the path by which a child opens this open file, also one without a name (memfile()); the host target's helper writes its report so
 ---@param file file*
 ---@return string
 function sys.fd_path(file) end
+--- an io file with no name that lives in memory (memfd_create(2)): io.tmpfile() without a file system
+---@return file*|nil file
+---@return string? err
+---@return odp.ECode? code
+function sys.memfile() end
 --- gethostname(2)
 ---@return string
 function sys.hostname() end
@@ -896,6 +901,7 @@ function scan.iterations(text, pos, times, max) end
 ---@class odp.helper
 ---@field PROTO integer the protocol version
 ---@field FRAME_MAX integer payload bytes of one frame
+---@field STDOUT_TIMES_MAX integer stdout chunks of a run whose arrival times are kept (the helper's client and the host target)
 local helper = {}
 --- one frame; a type is one character; over 1 MiB raises
 ---@param type string

@@ -132,6 +132,36 @@ T.test("a run's files are flushed once: samples.csv written out and batched, the
   T.eq(sys.sha256_file(rec.artifacts.run_dir .. "/samples.csv"), rec.artifacts.samples.sha256, "samples.csv whole")
 end)
 
+
+-- Every module a host run loads is paid on every run (bench/README.md "Host flow overhead"): what only some runs
+-- use is required where it is used. The run goes through a script that returns scripts/host.lua's declaration
+-- with its run wrapped, so package.loaded is read after the run, report and history row included.
+T.test("a plain host run loads no module only other runs use (--llm's parser, the OOM log, the board's helper client)", function()
+  local wrapper = dir .. "/loaded_after.lua"
+  T.write(wrapper, ([[
+local spec = dofile(%q)
+local run = spec.run
+spec.run = function(ctx)
+  local records = run(ctx)
+  local out = {}
+  for name in pairs(package.loaded) do out[#out + 1] = name end
+  table.sort(out)
+  io.stderr:write("LOADED ", table.concat(out, " "), "\n")
+  return records
+end
+return spec
+]]):format(root .. "/scripts/host.lua"))
+  local r = assert(proc.run { argv = { odp, "run", wrapper, "--runs-dir", dir .. "/runs", "--runner", fake, "--model",
+    add, "-n", "3", "-q" }, cwd = dir, timeout = 60 })
+  T.eq(r.status, 0, r.stderr)
+  local loaded = {}
+  for name in (r.stderr:match("LOADED ([^\n]*)") or ""):gmatch("%S+") do loaded[name] = true end
+  T.ok(loaded["odp.parse.executorch"] and loaded["odp.results.history"], "the list is the run's: " .. r.stderr)
+  for _, name in ipairs { "odp.parse.llm", "odp.parse.oomkill", "odp.target.helper", "odp.parse.etdump",
+    "odp.flows.executorch.fetch", "odp.target.probe", "odp.target.lab", "odp.core.stream", "odp.results.html" } do
+    T.ok(not loaded[name], name .. " is not loaded by a plain host run")
+  end
+end)
 T.test("an unchanged runner of many MB is not read again: its sha256 and whether it takes --etdump_path are remembered", function()
   -- the fake runner with 8 MiB after its ELF image (it still runs), old enough to be remembered (result.RACY_S)
   local big = dir .. "/big_runner"

@@ -161,4 +161,18 @@ T.test("an orphan odp adopted (a child subreaper) is reaped once it exits: no zo
   T.eq(stat_of(pid), nil, "the next run reaped it")
 end)
 
+-- The host target's helper writes its report so (odp.target.host): a file in memory, named nowhere.
+T.test("sys.memfile: a child writes it through fd_path, odp reads it back; it is no file of any directory", function()
+  local f = assert(sys.memfile())
+  local path = sys.fd_path(f)
+  T.match(proc.run { "readlink", path, timeout = 10 }.stdout, "^/memfd:odp ", "in memory, its name no path")
+  T.eq(proc.run { "sh", "-c", 'printf "report\\n" > "$0"', path, timeout = 10 }.status, 0)
+  T.eq(f:seek("set", 0), 0)
+  T.eq(f:read("a"), "report\n")
+  T.eq(f:write("more"), f, "an io file: written as any other")
+  T.eq(f:close(), true)
+  T.eq(io.type(f), "closed file")
+  T.eq(sys.stat(path), nil, "closed: gone")
+end)
+
 T.done()

@@ -423,31 +423,45 @@ local TYPES = { string = true, integer = true, number = true, boolean = true, ob
   map = true, table = true, any = true, scalar = true }
 
 local root, by_path
+local find, sub = string.find, string.sub
 
 local function index()
   root, by_path = { children = {} }, {}
-  for _, f in ipairs(M.FIELDS) do
-    -- the path's last dot by plain finds: a backtracking "^(.*)%.([^.]+)$" per field cost 0.6 M of the 6.4 M
-    -- instructions of loading this module, which every run does
-    local dot, at = nil, 0
-    repeat at = f[1]:find(".", at + 1, true) if at then dot = at end until not at
-    local parent_path, name = dot and f[1]:sub(1, dot - 1), dot and f[1]:sub(dot + 1)
-    local parent = root
-    if parent_path then
-      local list_item = parent_path:sub(-2) == "[]" and parent_path:sub(1, -3) or nil
-      parent = by_path[list_item or parent_path]
-      if not parent then error(("schema: %s is declared before its parent %s"):format(f[1], parent_path), 0) end
-      if list_item then parent = parent.item end
-      if not parent or not parent.children then
-        error(("schema: %s: its parent is not an object"):format(f[1]), 0)
-      end
+  local fields = M.FIELDS
+  -- a field is most often declared right after a sibling: its parent is the previous one's when its path is
+  -- that one's parent path and a dot (prefix) followed by a name, found by two plain finds (the index cost 2.8
+  -- M instructions, 2.0 M so, of a host run's 32 M)
+  local prefix, prefix_parent = nil, root
+  for i = 1, #fields do
+    local f = fields[i]
+    local path, kind = f[1], f[2]
+    local parent, name
+    if prefix and find(path, prefix, 1, true) == 1 and not find(path, ".", #prefix + 1, true) then
+      parent, name = prefix_parent, sub(path, #prefix + 1)
     else
-      name = f[1]
+      -- the path's last dot by plain finds: a backtracking "^(.*)%.([^.]+)$" per field cost 0.6 M of the 6.4 M
+      -- instructions of loading this module, which every run does
+      local dot, at = nil, 0
+      repeat at = find(path, ".", at + 1, true) if at then dot = at end until not at
+      if dot then
+        local parent_path = sub(path, 1, dot - 1)
+        name = sub(path, dot + 1)
+        local list_item = sub(parent_path, -2) == "[]" and sub(parent_path, 1, -3) or nil
+        parent = by_path[list_item or parent_path]
+        if not parent then error(("schema: %s is declared before its parent %s"):format(path, parent_path), 0) end
+        if list_item then parent = parent.item end
+        if not parent or not parent.children then
+          error(("schema: %s: its parent is not an object"):format(path), 0)
+        end
+        prefix, prefix_parent = sub(path, 1, dot), parent
+      else
+        parent, name, prefix = root, path, nil
+      end
     end
-    local node = { f = f, path = f[1], children = f[2] == "object" and {} or nil }
-    if f[2] == "list" and f.of == "object" then node.item = { children = {}, path = f[1] .. "[]" } end
+    local node = { f = f, path = path, children = kind == "object" and {} or nil }
+    if kind == "list" and f.of == "object" then node.item = { children = {}, path = path .. "[]" } end
     parent.children[name] = node
-    by_path[f[1]] = node
+    by_path[path] = node
   end
 end
 

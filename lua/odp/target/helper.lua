@@ -22,7 +22,7 @@ local REQUEST_TIMEOUT = 60
 local STOP_GRACE = 5          -- after TERM: the helper sends KILL at 2 s; its answer must come by then
 M.CAPTURE_MAX = 64 << 20      -- bytes of a run's stdout (and of its stderr) kept; the rest is counted, not kept
 M.TIMELINE_MAX = 64 << 20     -- bytes of a run's memory timeline asked for (the helper's own bound too)
-M.STDOUT_TIMES_MAX = 1 << 16  -- stdout chunks of a run whose arrival times are kept (the host's bound too)
+M.STDOUT_TIMES_MAX = codec.STDOUT_TIMES_MAX -- stdout chunks of a run whose arrival times are kept (the host's bound too)
 
 M.QUEUED_RUNS_MAX = 4 -- runs the helper queues behind the one going (protocol 6; tools/serve.c's bound)
 

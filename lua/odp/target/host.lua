@@ -4,7 +4,6 @@ local errors = require("odp.core.errors")
 local proc = require("odp.proc")
 local sys = require("odp.sys")
 local helper_core = require("odp.helper")
-local helper_client = require("odp.target.helper")
 local shell = require("odp.target.shell")
 
 local M = { kind = "host", options = {} }
@@ -133,7 +132,7 @@ function Host:exec(argv, opts)
   local flags = shell.helper_flags(opts.helper_args, opts.counters)
   local spec = { argv = argv, cwd = opts.cwd, env = opts.env, stdin = opts.stdin, timeout = opts.timeout,
     on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, capture_limit = opts.capture_limit,
-    stdout_times = helper_client.STDOUT_TIMES_MAX }
+    stdout_times = helper_core.STDOUT_TIMES_MAX }
   local method = opts.rusage ~= false and self:rusage_method()
   if not method then
     -- placement cannot be done without the helper; counters are simply absent, as on a remote board
@@ -144,9 +143,9 @@ function Host:exec(argv, opts)
     if r then r.rusage.maxrss_kb = nil end
     return r, err, code
   end
-  -- the helper's report goes into a file with no name (io.tmpfile) that it opens through odp's descriptor:
-  -- whatever ends odp, a SIGKILL too, nothing is left in /tmp
-  local report, terr = io.tmpfile()
+  -- the helper's report goes into a file with no name in memory (sys.memfile) that it opens through odp's
+  -- descriptor: whatever ends odp, a SIGKILL too, nothing is left in /tmp
+  local report, terr = sys.memfile()
   if not report then return nil, "EIO: a temporary file for odp-rusage's report: " .. tostring(terr), "EIO" end
   local helper_argv = { local_helper(), "-g", "-o", sys.fd_path(report) }
   table.move(flags, 1, #flags, #helper_argv + 1, helper_argv)

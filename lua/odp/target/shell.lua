@@ -8,7 +8,7 @@ local ui = require("odp.core.ui")
 local sys = require("odp.sys")
 local function gnutime() return require("odp.parse.gnutime") end -- lazy: start-up (boards without odp-rusage)
 local memparse = require("odp.parse.memory")
-local sched = require("odp.core.sched")
+local function sched() return require("odp.core.sched") end -- lazy: start-up (a pipelined sweep's tasks: boards with a resident helper)
 local function helper_mod() return require("odp.target.helper") end -- lazy: start-up (boards with a resident helper)
 local host = require("odp.host")
 local rusage = require("odp.target.rusage")
@@ -948,7 +948,7 @@ function M.helper_exec(target, client, argv, opts)
   local r, report, code = client:run(argv, { cwd = opts.cwd, env = opts.env, timeout = opts.timeout, cpus = cpus,
     counters = opts.counters, memory = opts.memory, sample = hz and out and (hz .. "," .. out),
     capture_limit = opts.capture_limit, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, state = opts.state,
-    on_sent = sched.current() and sched.current().on_run_sent, -- a pipelined sweep's next point (odp.run.sweep)
+    on_sent = sched().current() and sched().current().on_run_sent, -- a pipelined sweep's next point (odp.run.sweep)
     board = opts.finish and { rm = opts.finish, leases = target.remote_dir } })
   if not r then return nil, report, code end
   if r.board_text then

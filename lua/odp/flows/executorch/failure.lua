@@ -1,6 +1,6 @@
 --- The ExecuTorch flow, its failures: one line that says why a runner process failed, from its exit, its own
 -- error lines and what odp knows of the model (a backend it delegates to, external weights, missing kernels).
-local oomkill = require("odp.parse.oomkill")
+local function oomkill() return require("odp.parse.oomkill") end -- lazy: start-up (only a runner killed by SIGKILL)
 local pte = require("odp.parse.pte")
 local sys = require("odp.sys")
 
@@ -15,16 +15,16 @@ local function cut(text, n) return #text > n and (text:sub(1, n - 3) .. "...") o
 -- What the board logs of the kills for want of memory: the kernel's log, then lmkd's lines on Android, the newest
 -- of each, cut on the board to what the parser reads (its end: the newest kills), then the kernel's uptime (the
 -- kernel log's clock).
-local KILL_LOG = ("{ dmesg 2>&1 | tail -n 400; logcat -d -b events -b main -t 1000 2>/dev/null; } | cut -c1-4096 " ..
-  "| tail -c %d; cat /proc/uptime; true"):format(oomkill.MAX_TEXT)
+local KILL_LOG = "{ dmesg 2>&1 | tail -n 400; logcat -d -b events -b main -t 1000 2>/dev/null; } | cut -c1-4096 " ..
+  "| tail -c %d; cat /proc/uptime; true"
 
 -- Who sent the SIGKILL odp did not: the board's log for a kill of the runner (the kernel's OOM killer, a memory
 -- cgroup's, Android's lmkd), else what could not be read and where to look.
 local function killer(target, runner, r)
   local log, err = nil, "not asked"
   if target then
-    log, err = target:exec({ "sh", "-c", KILL_LOG }, { timeout = 30, rusage = false,
-      capture_limit = oomkill.MAX_TEXT + 4096 })
+    log, err = target:exec({ "sh", "-c", KILL_LOG:format(oomkill().MAX_TEXT) }, { timeout = 30, rusage = false,
+      capture_limit = oomkill().MAX_TEXT + 4096 })
   end
   local text = log and log.stdout or ""
   local uptime = tonumber(text:sub(-64):match("(%d+%.?%d*) %d+%.?%d*%s*$")) -- (its line is the last, < 64 bytes)
@@ -32,8 +32,8 @@ local function killer(target, runner, r)
   -- clock stops while the board sleeps and uptime's does not: on a board that slept since boot a kill reads as
   -- older and the line says none was found (never a wrong killer)
   local since = uptime and uptime - (r.wall_s or 0) - 5
-  local k = oomkill.find(oomkill.kills(text), runner, nil, since)
-  if k then return oomkill.describe(k, runner) .. "; from the board's log" end
+  local k = oomkill().find(oomkill().kills(text), runner, nil, since)
+  if k then return oomkill().describe(k, runner) .. "; from the board's log" end
   local denied = text:match("dmesg: ([^\n]*)")
   local where = not log and ("the board's log could not be read (%s)"):format(tostring(err):sub(1, 80))
     or denied and ("the board's kernel log is not readable here (dmesg: %s)"):format(denied:sub(1, 80))

@@ -10,7 +10,7 @@ local json = require("odp.core.json")
 local stats = require("odp.core.stats")
 local sys = require("odp.sys")
 local function etdump() return require("odp.parse.etdump") end -- lazy: start-up (no --etdump: none read)
-local llm = require("odp.parse.llm")
+local function parse_llm() return require("odp.parse.llm") end -- lazy: start-up (only --llm runs parse it)
 local run = require("odp.run")
 
 local M = {}
@@ -103,6 +103,7 @@ end
 --- One process's generation, from its logs and its ETDump (fetched here, beside its logs: the next process writes
 --- the same path on the board). files: the logs' prefix in the run dir (nil for a warmup: nothing kept).
 function M.process(ctx, t, r, files)
+  local llm = parse_llm()
   local obs, why = llm.observer(r.stdout)
   local p = { observer = obs, why = why, figures = obs and llm.figures(obs) or {}, ended = llm.ended(r.stderr),
     want = ctx.opts.token_times }
