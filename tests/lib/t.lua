@@ -252,11 +252,22 @@ end
 local at_done = {}
 function T.at_done(fn) at_done[#at_done + 1] = fn end
 
-function T.done()
+-- What a suite started goes as it ends (servers stopped, temp dirs removed), once.
+local cleaned = false
+local function clean_up()
+  if cleaned then return end
+  cleaned = true
   for i = #at_done, 1, -1 do pcall(at_done[i]) end
   if not os.getenv("ODP_KEEP_TMP") then
     for _, d in ipairs(tmpdirs) do os.execute("rm -rf '" .. d .. "'") end
   end
+end
+-- A suite that never reaches T.done (an error outside T.test, the TERM of tests/run.sh's timeout) is cleaned up
+-- too: odp's exit closes the Lua state, which runs this finalizer.
+T._cleanup_at_exit = setmetatable({}, { __gc = clean_up })
+
+function T.done()
+  clean_up()
   print(("1..%d"):format(n))
   io.stdout:flush()
   os.exit(failed == 0 and 0 or 1)

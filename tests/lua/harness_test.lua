@@ -105,4 +105,19 @@ T.test("a suite that starts an sshd and never stops it leaves no listener and no
   T.eq(require("odp.sys").stat(sdir), nil, sdir .. " is removed")
 end)
 
+T.test("a suite that fails outside any test, with an sshd and a temp dir: both go as it exits", function()
+  local suite = dir .. "/broken_test.lua"
+  T.write(suite, 'local T = require("t")\nlocal srv = require("sshd").start()\nlocal d = T.tmpdir()\n' ..
+    'print("# " .. srv.pid .. " " .. srv.dir .. " " .. d)\nio.stdout:flush()\nerror("the suite breaks here")\n')
+  local r = proc.run { os.getenv("ODP") or (root .. "/build/odp"), "run", suite, timeout = 60 }
+  T.ok(r.status ~= 0, "it fails")
+  T.match(r.stderr, "the suite breaks here")
+  local pid, sdir, tdir = r.stdout:match("# (%d+) (%S+) (%S+)")
+  T.ok(pid, r.stdout)
+  local stat = require("odp.sys").read_file("/proc/" .. pid .. "/stat")
+  T.ok(not stat or stat:match("^%d+ %b() Z"), "sshd " .. pid .. " is stopped: " .. tostring(stat))
+  T.eq(require("odp.sys").stat(sdir), nil, sdir .. " is removed")
+  T.eq(require("odp.sys").stat(tdir), nil, tdir .. " is removed")
+end)
+
 T.done()
