@@ -424,6 +424,11 @@ Target.state_in_exec = shell.state_in_exec
 -- Every request on the device goes through odp.target.outage.request.
 outage.wrap(Target)
 
+-- Two tasks may have runs in flight at once (odp.run.sweep's pipelined points: odp.target.helper queues the
+-- second in the helper): one connection carries both (src/adb/conn.c), and a drop is waited for once for both
+-- (odp.target.outage).
+Target.pipelines = true
+
 function Target:close()
   local conn = self.conn
   if conn then self:let_go(conn) end
