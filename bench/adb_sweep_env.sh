@@ -1,6 +1,6 @@
-# Sourced by the adb sweep benches (helper_adb_bench.sh, helper_memory_adb_bench.sh), after `top` is set: the real
-# runner (skipped without it or Debian's adb), the adb device emulator (bench/adbemu_env.sh) held by a private adb
-# server at $serial, ROUNDS and POINTS ($points: 1,...,POINTS), and the now/median helpers.
+# Sourced by the adb sweep benches (helper_adb_bench.sh, helper_memory_adb_bench.sh, adb_pipeline_bench.sh), after
+# `top` is set: the real runner (skipped without it or Debian's adb), the adb device emulator (bench/adbemu_env.sh)
+# held by a private adb server at $serial, ROUNDS and POINTS ($points: 1,...,POINTS), and the now/median helpers.
 ODP=${ODP:-$top/build/odp}
 out=${ODP_BUILD_DIR:-$top/build}/tests
 RUNNER=${ODP_REAL_RUNNER:-$(cd "$top/.." && pwd)/shared/peers/executorch/executor_runner}

@@ -26,8 +26,8 @@ local OWN = {
     short = "p", ["repeat"] = true, metavar = "NAME=V1,V2" },
   { "repeat", "Records per point, each a separate run of the flow (the flow's own --repeat, if it has one, is\n" ..
     "set with -p repeat=N)", 1, "posint" },
-  { "no-pipeline", "Run each point only once the one before it is recorded (default on an SSH board: the next\n" ..
-    "point's run is sent while the one before it runs, so the board does not wait on the link;\n" ..
+  { "no-pipeline", "Run each point only once the one before it is recorded (default on an SSH or adb board: the\n" ..
+    "next point's run is sent while the one before it runs, so the board does not wait on the link;\n" ..
     "docs/helper-protocol.md)", false, "bool" },
   { "reference-runner", "With --reference host: the executor_runner that runs on this machine for each point's\n" ..
     "reference (default: --runner, when it runs here; docs/outputs.md)", nil, "file", metavar = "FILE" },

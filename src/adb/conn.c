@@ -5,11 +5,15 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "auth.h"
+#include "../util/fiber.h"
 #include "../util/wait.h"
 
 #define HOST_BANNER "host::features=shell_v2,cmd,stat_v2,ls_v2,fixed_push_mkdir"
@@ -24,28 +28,49 @@ struct adb_conn {
     uint32_t next_id;
     struct adb_traffic traffic;
     int sent_since_rx; /* messages went out since one last came in: the next one in ends a round trip */
+    /* One connection, several calls (see "Many calls on one connection" below) */
+    int receiving, sending; /* a call is reading a message / writing one */
+    int waiters;            /* calls waiting on the bell */
+    int bell;               /* eventfd rung when the receiver or the sender is done */
+    struct stream *streams; /* the open streams: where received messages are kept */
 };
 
 struct stream {
     uint32_t local, remote;
-    int closed;
+    int closed;          /* CLSE received, or sent */
+    int okays;           /* OKAYs received and not yet taken: the OPEN's, then one for each WRTE of odp's */
+    uint32_t okay_from;  /* the device's id for the stream, from an OKAY */
+    int wrtes;           /* the device's WRTEs kept, each owed an OKAY (adb's flow control: one at a time) */
+    odp_buf data;        /* their payloads, in order */
+    struct stream *next;
 };
+
+static int bell_wait(struct adb_conn *c, double deadline, odp_err *e);
+static void ring(struct adb_conn *c);
 
 /* ---------- messages ---------- */
 
 static int send_msg(struct adb_conn *c, uint32_t cmd, uint32_t a0, uint32_t a1, const void *data, size_t len,
                     double deadline, odp_err *e)
 {
+    /* a message leaves whole: a call whose send parks mid-message keeps the others off the transport */
+    while (c->sending && !c->broken)
+        if (bell_wait(c, deadline, e) != 0)
+            return -1;
     if (c->broken) {
         odp_fail(e, ODP_EIO, "the adb connection was lost: connect again");
         return -1;
     }
     uint8_t h[ADB_HDR_SIZE];
     adb_hdr_pack(h, cmd, a0, a1, data, (uint32_t)len, c->checksum || cmd == ADB_CNXN || cmd == ADB_AUTH);
-    if (c->t.send(c->t.ctx, h, data, len, deadline, e) != 0) {
+    c->sending = 1;
+    int rc = c->t.send(c->t.ctx, h, data, len, deadline, e);
+    c->sending = 0;
+    if (rc != 0)
         c->broken = 1;
+    ring(c);
+    if (rc != 0)
         return -1;
-    }
     c->traffic.bytes_up += ADB_HDR_SIZE + len;
     c->sent_since_rx = 1;
     return 0;
@@ -99,15 +124,19 @@ struct adb_conn *adb_conn_open(struct adb_transport *t, const struct adb_conn_op
 {
     struct adb_conn *c = calloc(1, sizeof *c);
     uint8_t *buf = malloc(ADB_CNXN_MAX); /* grown to maxdata once it is negotiated */
-    if (!c || !buf) {
+    int bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!c || !buf || bell < 0) {
         free(c);
         free(buf);
+        if (bell >= 0)
+            close(bell);
         t->close(t->ctx);
         odp_fail(e, ODP_EIO, "out of memory");
         return NULL;
     }
     c->t = *t;
     c->buf = buf;
+    c->bell = bell;
     if (send_msg(c, ADB_CNXN, ADB_VERSION, ADB_MAXDATA, HOST_BANNER, sizeof HOST_BANNER, deadline, e) != 0)
         goto fail;
     int key = 0, pub_sent = 0;
@@ -193,6 +222,7 @@ void adb_conn_close(struct adb_conn *c)
     if (!c)
         return;
     c->t.close(c->t.ctx);
+    close(c->bell);
     free(c->buf);
     free(c);
 }
@@ -202,33 +232,146 @@ uint32_t adb_conn_maxdata(const struct adb_conn *c) { return c->maxdata; }
 uint32_t adb_conn_version(const struct adb_conn *c) { return c->version; }
 int adb_conn_broken(const struct adb_conn *c) { return c->broken; }
 
-/* ---------- streams ---------- */
+/* ---------- Many calls on one connection ----------
+ * Two scheduled tasks may use one connection at once (a pipelined sweep: one reads the helper's stream while the
+ * next writes its run on it, docs/helper-protocol.md), each call parking in its own waits (util/fiber.h). A
+ * message must never be read or written in part by two of them: one call at a time receives (c->receiving) and
+ * one sends (c->sending). What the receiver reads for an open stream is kept in that stream (its OKAYs counted,
+ * its WRTEs' bytes held, its CLSE noted) for whichever call uses it; the others wait on c->bell, an eventfd rung
+ * whenever the receiver or the sender is done, and look again. */
+
+static void ring(struct adb_conn *c)
+{
+    uint64_t one = 1;
+    if (c->waiters && write(c->bell, &one, sizeof one) < 0 && errno != EAGAIN)
+        c->broken = 1; /* nothing would wake the waiters: they see the connection lost instead of hanging */
+}
+
+/* Waits until the bell rings (every call parked on it then looks again, the first one clears it). */
+static int bell_wait(struct adb_conn *c, double deadline, odp_err *e)
+{
+    /* outside a task nothing can finish the receiver's or the sender's message meanwhile */
+    if (!odp_fiber_current())
+        return odp_fail(e, ODP_EBUSY, "the adb connection is in use by another task");
+    struct pollfd p = {.fd = c->bell, .events = POLLIN};
+    c->waiters++;
+    int rc = odp_wait(&p, 1, deadline, e);
+    c->waiters--;
+    uint64_t n;
+    if (read(c->bell, &n, sizeof n) < 0 && errno != EAGAIN)
+        c->broken = 1;
+    return rc;
+}
+
+static struct stream *stream_of(struct adb_conn *c, uint32_t local)
+{
+    for (struct stream *s = c->streams; s; s = s->next)
+        if (s->local == local)
+            return s;
+    return NULL;
+}
+
+static void stream_forget(struct adb_conn *c, struct stream *s)
+{
+    for (struct stream **pp = &c->streams; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    odp_buf_free(&s->data);
+}
+
+/* Keeps a received message (payload in c->buf) in its stream; late messages of closed streams are dropped. */
+static int keep(struct adb_conn *c, const struct adb_hdr *h, odp_err *e)
+{
+    struct stream *s = stream_of(c, h->arg1);
+    if (!s)
+        return 0;
+    if (h->cmd == ADB_OKAY) {
+        s->okays++;
+        s->okay_from = h->arg0;
+    } else if (h->cmd == ADB_WRTE) {
+        if (odp_buf_append(&s->data, c->buf, h->len) != 0) {
+            c->broken = 1;
+            return odp_fail(e, ODP_EIO, "out of memory");
+        }
+        s->wrtes++;
+    } else if (h->cmd == ADB_CLSE) {
+        s->closed = 1;
+    } else {
+        c->broken = 1;
+        return odp_fail(e, ODP_EPROTO, "unexpected %s on a stream", adb_cmd_name(h->cmd));
+    }
+    return 0;
+}
+
+/* Waits for the next message on the connection (received here when no other call receives, else waited for on
+ * the bell): 0 when the caller should look at its stream again, -1 with e set. */
+static int stream_wait(struct adb_conn *c, double deadline, odp_err *e)
+{
+    if (c->broken)
+        return odp_fail(e, ODP_EIO, "the adb connection was lost: connect again");
+    if (c->receiving)
+        return bell_wait(c, deadline, e) ? -1 : 0;
+    struct adb_hdr h;
+    c->receiving = 1;
+    int rc = recv_msg(c, &h, deadline, e);
+    c->receiving = 0;
+    if (rc == 0)
+        rc = keep(c, &h, e);
+    ring(c);
+    return rc;
+}
+
+/* Hands the WRTEs kept for s to on_data (NULL: dropped), then acknowledges each: the device sends its next one
+ * only then. */
+static int stream_take(struct adb_conn *c, struct stream *s, adb_data_fn on_data, void *ud, double deadline,
+                       odp_err *e)
+{
+    int n = s->wrtes, rc = 0;
+    s->wrtes = 0;
+    if (on_data && s->data.len)
+        rc = on_data(ud, (const uint8_t *)s->data.data, s->data.len, e);
+    s->data.len = 0;
+    for (int i = 0; i < n; i++) {
+        odp_err ae;
+        if (send_msg(c, ADB_OKAY, s->local, s->remote, NULL, 0, deadline, rc ? &ae : e) != 0)
+            return -1;
+    }
+    return rc ? -1 : 0;
+}
 
 static int stream_open(struct adb_conn *c, struct stream *s, const char *svc, double deadline, odp_err *e)
 {
     memset(s, 0, sizeof *s);
     s->local = ++c->next_id;
+    s->next = c->streams;
+    c->streams = s;
     if (send_msg(c, ADB_OPEN, s->local, 0, svc, strlen(svc) + 1, deadline, e) != 0)
-        return -1;
+        goto fail;
     for (;;) {
-        struct adb_hdr h;
-        if (recv_msg(c, &h, deadline, e) != 0)
-            return -1;
-        if (h.arg1 != s->local)
-            continue; /* late messages of closed streams */
-        if (h.cmd == ADB_OKAY) {
-            s->remote = h.arg0;
+        if (s->okays) {
+            s->okays--;
+            s->remote = s->okay_from;
             return 0;
         }
-        if (h.cmd == ADB_CLSE) {
-            odp_fail(e, ODP_ENOTFOUND, "the device refused the service '%.*s'", 64, svc);
-            s->closed = 1;
-            return -1;
+        if (s->wrtes) {
+            odp_fail(e, ODP_EPROTO, "WRTE before OKAY of OPEN");
+            c->broken = 1;
+            ring(c);
+            goto fail;
         }
-        odp_fail(e, ODP_EPROTO, "%s before OKAY of OPEN", adb_cmd_name(h.cmd));
-        c->broken = 1;
-        return -1;
+        if (s->closed) {
+            odp_fail(e, ODP_ENOTFOUND, "the device refused the service '%.*s'", 64, svc);
+            goto fail;
+        }
+        if (stream_wait(c, deadline, e) != 0)
+            goto fail;
     }
+fail:
+    stream_forget(c, s);
+    s->closed = 1;
+    return -1;
 }
 
 static void stream_close(struct adb_conn *c, struct stream *s, double deadline)
@@ -237,33 +380,7 @@ static void stream_close(struct adb_conn *c, struct stream *s, double deadline)
     if (!s->closed && !c->broken)
         send_msg(c, ADB_CLSE, s->local, s->remote, NULL, 0, deadline, &e);
     s->closed = 1;
-}
-
-/* Next message for stream s (WRTE with payload in c->buf, OKAY or CLSE). A WRTE is
- * acknowledged by the caller with stream_ack once consumed. */
-static int stream_next(struct adb_conn *c, struct stream *s, struct adb_hdr *h, double deadline,
-                       odp_err *e)
-{
-    for (;;) {
-        if (recv_msg(c, h, deadline, e) != 0)
-            return -1;
-        if (h->arg1 != s->local)
-            continue;
-        if (h->cmd == ADB_WRTE || h->cmd == ADB_OKAY)
-            return 0;
-        if (h->cmd == ADB_CLSE) {
-            s->closed = 1;
-            return 0;
-        }
-        odp_fail(e, ODP_EPROTO, "unexpected %s on a stream", adb_cmd_name(h->cmd));
-        c->broken = 1;
-        return -1;
-    }
-}
-
-static int stream_ack(struct adb_conn *c, struct stream *s, double deadline, odp_err *e)
-{
-    return send_msg(c, ADB_OKAY, s->local, s->remote, NULL, 0, deadline, e);
+    stream_forget(c, s);
 }
 
 /* ---------- a stream as a service's byte stream (services.h) ---------- */
@@ -279,42 +396,38 @@ static int svc_write(void *ctx, const uint8_t *p, size_t n, adb_data_fn on_data,
 {
     struct conn_svc *x = ctx;
     struct adb_conn *c = x->c;
-    if (x->s.closed)
+    struct stream *s = &x->s;
+    if (s->closed)
         return odp_fail(e, ODP_EIO, "the device closed the stream");
-    if (send_msg(c, ADB_WRTE, x->s.local, x->s.remote, p, n, deadline, e) != 0)
+    if (send_msg(c, ADB_WRTE, s->local, s->remote, p, n, deadline, e) != 0)
         return -1;
     for (;;) {
-        struct adb_hdr h;
-        if (stream_next(c, &x->s, &h, deadline, e) != 0)
-            return -1;
-        if (h.cmd == ADB_OKAY)
+        if (s->okays) {
+            s->okays--;
             return 0;
-        if (x->s.closed)
+        }
+        if (s->wrtes) {
+            if (stream_take(c, s, on_data, ud, deadline, e) != 0)
+                return -1;
+            continue;
+        }
+        if (s->closed)
             return odp_fail(e, ODP_EIO, "the device closed the stream");
-        if (on_data && on_data(ud, c->buf, h.len, e) != 0)
-            return -1;
-        if (stream_ack(c, &x->s, deadline, e) != 0)
+        if (stream_wait(c, deadline, e) != 0)
             return -1;
     }
 }
 
+/* What the device sent on the stream to on_data: 0 (also when nothing came for it: another call on the stream,
+ * its writer, may have taken it, so the caller looks again), 1 when the device ended the stream. */
 static int svc_read(void *ctx, adb_data_fn on_data, void *ud, double deadline, odp_err *e)
 {
     struct conn_svc *x = ctx;
-    for (;;) {
-        if (x->s.closed)
-            return 1;
-        struct adb_hdr h;
-        if (stream_next(x->c, &x->s, &h, deadline, e) != 0)
-            return -1;
-        if (h.cmd != ADB_WRTE)
-            continue; /* OKAY of our last WRTE, or CLSE */
-        /* acknowledge first: the device prepares its next WRTE while this one is handled
-         * (c->buf is not reused before on_data returns) */
-        if (stream_ack(x->c, &x->s, deadline, e) != 0)
-            return -1;
-        return on_data(ud, x->c->buf, h.len, e) != 0 ? -1 : 0;
-    }
+    if (x->s.wrtes)
+        return stream_take(x->c, &x->s, on_data, ud, deadline, e);
+    if (x->s.closed)
+        return 1;
+    return stream_wait(x->c, deadline, e);
 }
 
 static void svc_close(void *ctx)

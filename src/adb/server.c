@@ -242,12 +242,18 @@ static int sock_write(void *ctx, const uint8_t *p, size_t n, adb_data_fn on_data
     return 0;
 }
 
+/* What arrived to on_data: 0 (also when nothing did once the socket was waited on: another call on the stream,
+ * its writer, may have read it, so the caller looks again), 1 when the server ended the stream. */
 static int sock_read(void *ctx, adb_data_fn on_data, void *ud, double deadline, odp_err *e)
 {
     struct sock_svc *x = ctx;
-    ssize_t r = odp_fd_read(x->fd, x->buf, sizeof x->buf, deadline, e);
-    if (r < 0)
-        return e->code == ODP_EIO ? sock_gone(x, errno, e) : (int)r;
+    ssize_t r = read(x->fd, x->buf, sizeof x->buf);
+    if (r < 0 && errno != EAGAIN && errno != EINTR)
+        return sock_gone(x, errno, e);
+    if (r < 0) {
+        struct pollfd pf = {.fd = x->fd, .events = POLLIN};
+        return odp_wait(&pf, 1, deadline, e);
+    }
     if (r == 0)
         return 1;
     quick_ack(x->fd);

@@ -49,6 +49,8 @@ run drop --drop-push 1000000
 run droptarget --drop-push 1000000
 # the resident helper: services counted from the emulator's own log (-v: every OPEN)
 SCRIPT=count run count -v
+# a pipelined sweep against one point at a time, behind the delaying relay (issue 38)
+SCRIPT=pipeline run pipeline
 
 if [ -z "$only" ] || [ "$only" = flow ]; then
 # The Android flow with the test runner program on the device (logcat stand-in installed).

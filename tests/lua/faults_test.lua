@@ -5,8 +5,9 @@
 -- And on adb boards (tests/lib/adbemu.lua: the project's adb device emulator, directly over TCP and behind
 -- Debian's adb server): the device crashed and started again on the same port, gone from the adb server
 -- (`adb disconnect`) and back, a connection dropped in the middle of an upload, a tmpfs that fills.
--- Each case checks the records (none lost or run twice), the cause printed, what is left on the board and how
--- long it took. A CI suite: each case is bounded to seconds; the long random soak is bench/soak.sh.
+-- The sweeps pipeline on both (two points in flight: docs/helper-protocol.md), so an outage also catches a run queued
+-- behind the one going. Each case checks the records (none lost or run twice), the cause printed, what is left on
+-- the board and how long it took. A CI suite: each case is bounded to seconds; the long random soak is bench/soak.sh.
 local T = require("t")
 local sshd = require("sshd")
 local json = require("odp.core.json")

@@ -102,7 +102,7 @@ Board.__close = function(self) self:close() end
 Board.__gc = function(self) self:close() end
 
 --- Whether two runs may be in flight on this board at once (a pipelined sweep, odp.run.sweep): its target shares
--- its connection and its reconnection between tasks (odp.target.ssh's `pipelines`).
+-- its connection and its reconnection between tasks (the `pipelines` of odp.target.ssh and odp.target.adb).
 function Board:pipelines()
   return self._target ~= nil and self._target.pipelines == true
 end

@@ -12,6 +12,7 @@
 local adb = require("odp.adb")
 local sys = require("odp.sys")
 local lock = require("odp.core.lock")
+local outage = require("odp.target.outage")
 local shell = require("odp.target.shell")
 local errors = require("odp.core.errors")
 local ui_mod = require("odp.core.ui")
@@ -52,15 +53,63 @@ local function held(self, fn, ...)
   return self.conns:with(fn, ...)
 end
 
+-- A connection to the device (an odp.adb Device) or a channel on it: two tasks of a pipelined sweep use them at
+-- once (one reads a run's answer on the helper's stream while the next writes its run, src/adb/conn.c), so each
+-- call inside counts (`local _ <close> = enter(obj)`) and one given up is closed once the last call left: closing
+-- frees what a call waiting inside still uses.
+local function enter(obj)
+  obj.users = obj.users + 1
+  return obj
+end
+local function leave(obj)
+  obj.users = obj.users - 1
+  if obj.users == 0 and obj.closing then obj:close_now() end
+end
+local function close_when_unused(obj)
+  obj.closing = true
+  if obj.users == 0 then obj:close_now() end
+end
+
+local Conn = { __close = leave }
+Conn.__index = Conn
+
+function Conn:close_now()
+  if not self.closed then
+    self.closed = true
+    self.dev:close()
+  end
+end
+
+-- Why the connection is lost (see Target:device), or nil.
+function Conn:lost_why()
+  if not self.lost and not self.closed and self.dev:broken() then self.lost = "the connection was left unusable" end
+  return self.lost
+end
+
+-- dev[method](dev, ...) on this connection; hold (the target): take one of its adb server's connections for it. A
+-- failed call, or one cut short by Ctrl-C, can leave the transport unusable: the connection is then lost.
+function Conn:call(hold, method, ...)
+  if self.closed then return nil, "EIO: the adb connection was closed", "EIO" end
+  local _ <close> = enter(self)
+  local dev = self.dev
+  local r, e, c
+  if hold then r, e, c = held(hold, dev[method], dev, ...) else r, e, c = dev[method](dev, ...) end
+  if not self.lost and (dev:broken() or (r == nil and c == "ENODEV" and dev:info().transport == "server")) then
+    self.lost = e or "the connection was left unusable"
+  end
+  return r, e, c
+end
+
 local function connect(self, timeout)
   local t0 = sys.now()
   local dev, err, code = held(self, adb.connect, { transport = self.transport, serial = self.serial,
     timeout = timeout or self.timeout, auth_timeout = self.auth_timeout, on_auth_prompt = self.on_auth_prompt })
   if not dev then return nil, err, code end
   if dev:info().transport ~= "server" then self.conns = nil end -- auto found no server: direct
-  self.dev = dev
+  if self.conn then self:let_go(self.conn) end
+  self.conn = setmetatable({ dev = dev, users = 0 }, Conn)
   self.connects, self.connect_ms = (self.connects or 0) + 1, (self.connect_ms or 0) + (sys.now() - t0) * 1000
-  return dev
+  return self.conn
 end
 
 local TRAFFIC = { "round_trips", "bytes_up", "bytes_down" }
@@ -69,7 +118,8 @@ local TRAFFIC = { "round_trips", "bytes_up", "bytes_down" }
 -- bytes both ways) with the time spent connecting, summed over reconnects; connects: how many connections. nil
 -- through the adb server (its link to the device is not odp's to count).
 function Target:traffic()
-  local live = self.dev and self.dev:traffic()
+  local conn = self.conn
+  local live = conn and conn ~= self.traffic_kept and not conn.closed and conn.dev:traffic()
   if not live and not self.traffic_before then return nil end
   local sum, before = { connects = self.connects or 0, connect_ms = self.connect_ms or 0 }, self.traffic_before or {}
   for _, k in ipairs(TRAFFIC) do sum[k] = (before[k] or 0) + ((live or {})[k] or 0) end
@@ -85,7 +135,7 @@ function M.new(opts)
     errors.fail("EUSAGE", ("--adb must be auto, server, usb or tcp:HOST:PORT, not '%s'"):format(how))
   end
   local self = setmetatable({
-    kind = "adb", ui = opts.ui, opts = opts, drops = 0,
+    kind = "adb", ui = opts.ui, opts = opts,
     transport = opts.adb or "auto",
     serial = opts.serial or (os.getenv("ANDROID_SERIAL") ~= "" and os.getenv("ANDROID_SERIAL") or nil),
     remote_dir = opts.remote_dir or "/data/local/tmp/odp",
@@ -108,103 +158,103 @@ function M.new(opts)
     ui = ui or ui_mod.new {}
     ui:info("%s", msg)
   end
-  local dev, err, code = connect(self)
-  if not dev then return nil, err, code end
-  local info = dev:info()
+  local conn, err, code = connect(self)
+  if not conn then return nil, err, code end
+  local info = conn.dev:info()
   self.info = info
   self.uri = "adb://" .. info.serial
   return self
 end
 
--- An operation that lost the device marks the target (drop): a direct connection broken, or, through the adb
--- server, the device no longer listed or offline there, or the server gone (ENODEV). The next operation waits
--- for the device to come back (adbd restarts on root:, usb:, reboot, a cable wiggle: docs/sources.md §3), with
--- backoff until --reconnect-timeout (odp.target.shell.reconnect), on every outage; a device that stays away
--- is given up: every later operation fails at once with ECONNLOST and the cause.
+-- An operation that lost the device marks its connection lost: a direct connection broken, or, through the adb
+-- server, the device no longer listed or offline there, or the server gone (ENODEV). The next request waits for
+-- the device to come back (adbd restarts on root:, usb:, reboot, a cable wiggle: docs/sources.md §3), with backoff
+-- until --reconnect-timeout (odp.target.outage), on every outage, once for all the tasks that use it; a device
+-- that stays away is given up: every later operation fails at once with ECONNLOST and the cause.
+-- -> the connection in use | nil, err, code
 function Target:device()
-  if self.dev then return self.dev end
-  if self.gone then return nil, self.gone, "ECONNLOST" end
-  if not self.dropped then return connect(self) end
-  local ok, err, code = shell.reconnect(self, self.dropped, function() return connect(self) end)
-  if not ok then
-    -- Ctrl-C while waiting ends this wait, not the board: the next operation waits again
-    if code ~= "ECANCELED" then self.gone, self.dropped = err, nil end
-    return nil, err, code
-  end
-  self.dropped = nil
-  return self.dev
+  if self.gone then return nil, self.gone, self.gone_code end
+  local conn = self.conn
+  if not conn then return connect(self) end -- closed, not lost: connected afresh
+  local why = conn:lost_why()
+  if not why then return conn end
+  local ok, err, code = outage.reconnect(self, why, conn)
+  if not ok then return nil, err, code end
+  return self.conn
 end
 
--- Drops the connection (its helper channel with it), why: the cause: the next operation waits for it.
-local function drop(self, why)
-  if self.cache.helper_client then self.cache.helper_client:close() end
-  if self.dev then
-    self.traffic_before = self:traffic() -- kept: the connection goes
-    self.dev:close()
-    self.dev = nil
-  end
-  why = why or "the connection was left unusable"
-  self.dropped, self.last_drop, self.drops = self.dropped or why, why, self.drops + 1
+-- What odp.target.outage asks of the transport.
+function Target:connection() return self.conn end
+function Target:lost_why(conn) return conn:lost_why() end
+function Target:connect_again(timeout) return connect(self, math.min(timeout, self.timeout)) end
+
+-- The helper ended and the connection says nothing: ask the device (through the adb server the helper's end can
+-- come before the server stops listing the device).
+function Target:ask_lost(conn) conn:call(self, "stat", "/") end
+
+-- The connection given up (its helper channel with it): closed once no call is inside it, so that adbd ends what
+-- ran on it; its traffic is kept.
+function Target:let_go(conn)
+  if conn == self.conn and conn ~= self.traffic_kept then self.traffic_before, self.traffic_kept = self:traffic(), conn end
+  local h = self.cache.helper_client
+  if h and h.ch.conn == conn then h:close() end
+  close_when_unused(conn)
 end
 
--- Whether a call that failed with code lost the device (see Target:device).
-local function lost(dev, code)
-  return dev:broken() or (code == "ENODEV" and dev:info().transport == "server")
+-- Ctrl-C while waiting ends this wait, not the board: the next operation waits again.
+function Target:give_up(err, code)
+  if code ~= "ECANCELED" then self.gone, self.gone_code = err, code end
+  return nil, err, code
 end
 
--- dev[method](dev, ...) on the connected device; hold: take one of the server's connections for the call.
+--- Runs fn() (a request on the device: what names it) with the connection's health in mind
+-- (odp.target.outage.request). -> fn's results | nil, err, code
+Target.request = outage.request
+
+-- Whether the connection in use can be asked something now (the best-effort cleanups after a failure).
+local function usable(self)
+  return self.conn ~= nil and not self.conn.closed and not self.conn:lost_why()
+end
+
+-- dev[method](dev, ...) on the device's connection; hold: take one of the server's connections for the call.
 local function call_on(self, hold, method, ...)
-  local dev, err, code = self:device()
-  if not dev then return nil, err, code end
-  local r, e, c
-  if hold then r, e, c = held(self, dev[method], dev, ...) else r, e, c = dev[method](dev, ...) end
-  -- a failed call, or one cut short by Ctrl-C, can leave the transport unusable: reconnect next time
-  if dev:broken() or (r == nil and lost(dev, c)) then drop(self, e)
-  elseif r ~= nil then self.last_ok, self.last_ok_at = method, sys.now() end
-  return r, e, c
+  local conn, err, code = self:device()
+  if not conn then return nil, err, code end
+  return conn:call(hold and self, method, ...)
 end
 
 local function call(self, method, ...) return call_on(self, true, method, ...) end
 
--- Runs fn() (a request on the device: what names it) with the connection's health in mind, as
--- odp.target.ssh's Target:request: on a device given up, ECONNLOST at once; when the device was lost under it,
--- waits for it to come back (Target:device) and runs fn once more if replay (nothing on the device can have
--- started), else fails with ECONNLOST saying it is not run again. A failure under Ctrl-C is not waited for.
-local function request(self, what, replay, fn)
-  for try = 1, 2 do
-    if self.gone then return nil, self.gone, "ECONNLOST" end
-    local drops, h = self.drops, self.cache.helper_client
-    local r, err, code = fn()
-    if r == nil and code ~= "ECANCELED" and h and h.dead and self.drops == drops then
-      -- the helper ended: killed on the device, or its channel went with the device (through the adb server its
-      -- end can come before the server stops listing the device): ask the device
-      call(self, "stat", "/")
-    end
-    -- a call Ctrl-C cut short may leave a direct connection unusable: that is no outage to wait for now
-    if r ~= nil or code == "ECANCELED" or self.drops == drops or sys.cancel_requested() then return r, err, code end
-    if not self.dev then -- not already back through a request inside fn
-      local dev, derr, dcode = self:device()
-      if not dev then return nil, derr, dcode end
-    end
-    if not replay or try == 2 then return nil, shell.not_run_again(self, what, self.last_drop), "ECONNLOST" end
-  end
-end
+-- The resident helper's channel: a stream on one connection, which it keeps in use while a call is inside it
+-- (enter), and, through an adb server, one of the server's connections, given back when it closes.
+local Channel = { __close = leave }
+Channel.__index = Channel
 
--- A resident channel holding one of the adb server's connections: it goes back when the channel closes.
-local HeldChannel = {}
-HeldChannel.__index = HeldChannel
-function HeldChannel:read(n, opts) return self.stream:read(n, opts) end
-function HeldChannel:write(bytes, opts) return self.stream:write(bytes, opts) end
-function HeldChannel:stderr() return self.stream:stderr() end
-function HeldChannel:close()
+-- A call on the stream; one that failed on a transport it broke marks the connection lost.
+local function on_stream(self, method, ...)
+  if self.closed then return nil, "EIO: the helper's channel on the device was closed", "EIO" end
+  local _ <close> = enter(self)
+  local _c <close> = enter(self.conn)
+  local r, err, code = self.stream[method](self.stream, ...)
+  if r == nil then self.conn:lost_why() end
+  return r, err, code
+end
+function Channel:read(n, opts) return on_stream(self, "read", n, opts) end
+function Channel:write(bytes, opts) return on_stream(self, "write", bytes, opts) end
+function Channel:stderr() return self.stream:stderr() end
+function Channel:close_now()
+  if self.closed then return end
+  self.closed = true
   self.stream:close()
   if self.conns then
     self.conns:release()
     self.conns = nil
   end
 end
+-- Another task may be reading or writing it: closed once it left.
+function Channel:close() close_when_unused(self) end
 -- never closed (dropped by a script): its stream closes itself when collected
-function HeldChannel:__gc()
+function Channel:__gc()
   if self.conns then self.conns:release() end
 end
 
@@ -219,15 +269,18 @@ function Target:open_channel(cmd)
     return nil, ("EBUSY: all but one of the %d connections to the adb server are in use (--adb-connections)")
       :format(conns.n), "EBUSY"
   end
-  local ch, err, code = request(self, "opening a channel", true, function()
-    return call_on(self, false, "open_channel", cmd, { timeout = 30 })
+  local conn
+  local ch, err, code = self:request("opening a channel", true, function()
+    local c, cerr, ccode = self:device()
+    if not c then return nil, cerr, ccode end
+    conn = c
+    return c:call(false, "open_channel", cmd, { timeout = 30 })
   end)
-  if not conns then return ch, err, code end
   if not ch then
-    conns:release()
+    if conns then conns:release() end
     return nil, err, code
   end
-  return setmetatable({ stream = ch, conns = conns }, HeldChannel)
+  return setmetatable({ stream = ch, conn = conn, conns = conns, users = 0 }, Channel)
 end
 
 --- One shell command line: through the resident helper (no new service), else its own shell service.
@@ -275,11 +328,11 @@ function Target:push(src, dst, opts)
     -- direct connection it cut short is made once more for it.
     local canceled = pcode == "ECANCELED"
     if canceled then sys.cancel_clear() end
-    if canceled and not self.dev and not self.gone and connect(self, 3) then self.dropped = nil end
-    if self.dev then call(self, "shell", "rm -f " .. q(tmp), { timeout = canceled and 3 or 10 }) end
+    if canceled and not usable(self) and not self.gone then connect(self, 3) end
+    if usable(self) then call(self, "shell", "rm -f " .. q(tmp), { timeout = canceled and 3 or 10 }) end
     if canceled then sys.cancel_request() end
   end
-  if not ok and pcode == "EIO" and self.dev then
+  if not ok and pcode == "EIO" and usable(self) then
     perr, pcode = shell.space_cause(self, dst:match("^(.*)/[^/]*$") or ".", st.size, "uploading " ..
       src:match("[^/]*$"), perr, pcode)
   end
@@ -294,7 +347,7 @@ function Target:pull(src, dst, opts)
   opts = opts or {}
   local popts = { on_progress = opts.on_progress, timeout = opts.timeout }
   local ok, err, code = call(self, "pull", src, dst, popts)
-  if not ok and self.dev then err, code = shell.pull_space_cause(self, src, dst, err, code) end
+  if not ok and usable(self) then err, code = shell.pull_space_cause(self, src, dst, err, code) end
   if not ok then return nil, err, code end
   return true
 end
@@ -321,9 +374,10 @@ local function exec_measured(self, argv, opts, method, prefix)
     if herr then return nil, herr, hcode end
     if h then
       local r, err, code = shell.helper_exec(self, h, argv, opts)
-      -- a run cut short (Ctrl-C) or the device lost leave a direct connection unusable: drop it now, so adbd
-      -- ends what ran
-      if self.dev and self.dev:broken() then drop(self, err) end
+      -- a run cut short (Ctrl-C) or the device lost leave a direct connection unusable: let it go now, so adbd
+      -- ends what ran (once no other task's call is inside it)
+      local conn = h.ch.conn
+      if conn and not conn.closed and conn:lost_why() then self:let_go(conn) end
       return r, err, code
     end
   end
@@ -367,22 +421,18 @@ end
 Target.state_text = shell.state_text
 Target.state_in_exec = shell.state_in_exec
 
--- Every request on the device goes through request(): what it is called in the line that says the device
--- dropped, and whether it is run again once the device is back (all but exec: a program may have started).
-for name, replay in pairs { run = true, exec_command = true, mkdir = true, sha256 = true, libc_version = true,
-  free_bytes = true, push = true, pull = true, state_text = true, exec = false } do
-  local f = Target[name]
-  Target[name] = function(self, first, ...)
-    local rest = table.pack(...)
-    return request(self, shell.request_name(name, first), replay, function()
-      return f(self, first, table.unpack(rest, 1, rest.n))
-    end)
-  end
-end
+-- Every request on the device goes through odp.target.outage.request.
+outage.wrap(Target)
+
+-- Two tasks may have runs in flight at once (odp.run.sweep's pipelined points: odp.target.helper queues the
+-- second in the helper): one connection carries both (src/adb/conn.c), and a drop is waited for once for both
+-- (odp.target.outage).
+Target.pipelines = true
 
 function Target:close()
-  drop(self)
-  self.dropped = nil -- closed, not lost: a later use connects afresh
+  local conn = self.conn
+  if conn then self:let_go(conn) end
+  self.conn = nil -- closed, not lost: a later use connects afresh
 end
 
 return M

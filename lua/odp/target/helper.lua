@@ -584,7 +584,7 @@ function Client:read_run(ticket, opts, timeline, ahead)
   if not ok or self.dead then
     -- queued behind a run the channel was lost under: never started, or started as that one ended and killed
     -- with the helper (its stdin closed): nothing of it was measured, and the transports run it again
-    -- (odp.target.ssh's request: EAGAIN, never shown)
+    -- (odp.target.outage's request: EAGAIN, never shown)
     if self.dead then return nil, self.dead, "EAGAIN" end
     self.abandoned[ticket] = true
     return nil, err, code

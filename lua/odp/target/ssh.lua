@@ -6,6 +6,7 @@ local ssh = require("odp.ssh")
 local errors = require("odp.core.errors")
 local core_ui = require("odp.core.ui")
 local lock = require("odp.core.lock")
+local outage = require("odp.target.outage")
 local shell = require("odp.target.shell")
 local ssh_config = require("odp.target.ssh_config")
 local sys = require("odp.sys")
@@ -258,71 +259,27 @@ local function give_up(self, msg, code)
   return nil, msg, code
 end
 
---- Waits for a board whose connection dropped (why: the cause) to come back (odp.target.shell.reconnect: with
--- backoff until --reconnect-timeout, the host key checked as on the first connection). -> true | nil, err,
--- "ECONNLOST" (the target is given up)
--- lost: the session that dropped. Two tasks of a pipelined sweep (odp.run.sweep) share the board and may both see
--- it drop: the second waits for the first's reconnection and takes its outcome. The session that dropped is left
--- to the garbage collector, not closed: the other task may still hold it, and asking a closed session raises.
-function Target:reconnect(why, lost)
-  self.reconnecting = self.reconnecting or lock.new(1, "reconnecting " .. self.uri)
-  local held, lerr, lcode = self.reconnecting:acquire()
-  if not held then return nil, lerr, lcode end
-  if self.gone or (lost and self.session ~= lost) then
-    self.reconnecting:release()
-    if self.gone then return nil, self.gone, self.gone_code end
-    return true
-  end
-  if self.cache.helper_client then pcall(self.cache.helper_client.close, self.cache.helper_client) end
-  self.cache.helper_client = nil
-  keep_traffic(self)
-  local ok, err, code = shell.reconnect(self, why, function(timeout)
-    local session, cerr, ccode = connect_chain(self.settings, self.opts, { self.settings.alias:lower() },
-      math.max(1, math.min(timeout, self.settings.connect_timeout or CONNECT_TIMEOUT)))
-    if session then self.session, self.connects = session, (self.connects or 1) + 1 end
-    return session, cerr, ccode
-  end)
-  self.reconnecting:release()
-  if not ok then return give_up(self, err, code) end
-  return true
+-- What odp.target.outage asks of the transport: the connection is the odp.ssh session. One that dropped is left
+-- to the garbage collector, not closed: another task may still hold it, and asking a closed session raises.
+function Target:connection() return self.session end
+function Target:lost_why(session) return session:lost() end
+function Target:ask_lost(session) session:exec("true", { timeout = 10 }) end
+function Target:let_go() keep_traffic(self) end
+Target.give_up = give_up
+
+function Target:connect_again(timeout)
+  local session, err, code = connect_chain(self.settings, self.opts, { self.settings.alias:lower() },
+    math.max(1, math.min(timeout, self.settings.connect_timeout or CONNECT_TIMEOUT)))
+  if session then self.session, self.connects = session, (self.connects or 1) + 1 end
+  return session, err, code
 end
 
---- Runs fn() (a request on the board: what names it) with the connection's health in mind: on a target given
--- up, ECONNLOST at once; when the connection dropped under it, waits for the board (Target:reconnect) and
--- runs fn once more if replay (nothing on the board can have started), else fails with ECONNLOST saying it
--- is not run again. A result is never taken from a dropped connection. -> fn's results | nil, err, code
-function Target:request(what, replay, fn)
-  if self.gone then return nil, self.gone, self.gone_code end
-  for try = 1, 2 do
-    local session = self.session
-    local r, err, code = fn()
-    -- a run queued in the helper behind one the connection dropped under (odp.target.helper): run again
-    local queued = code == "EAGAIN"
-    if queued then code = "EIO" end
-    if self.gone then return nil, self.gone, self.gone_code end -- given up meanwhile (its session closed)
-    local why = session:lost()
-    local h = self.cache.helper_client
-    if not why and r == nil and h and h.dead and session == self.session then
-      -- the helper ended: killed on the board, or its connection went (its EOF can come before the reset)
-      session:exec("true", { timeout = 10 })
-      why = session:lost()
-    end
-    if self.gone then return nil, self.gone, self.gone_code end -- a request inside fn gave up
-    if not why or (r ~= nil and err == nil) then
-      if r ~= nil then self.last_ok, self.last_ok_at = what, sys.now() end
-      return r, err, code
-    end
-    if session == self.session then -- not already reconnected by a request inside fn (or another task)
-      local ok, rerr, rcode = self:reconnect(why, session)
-      if not ok then return nil, rerr, rcode end
-    end
-    if (not replay and not queued) or try == 2 then return nil, shell.not_run_again(self, what, why), "ECONNLOST" end
-  end
-end
+--- Runs fn() (a request on the board: what names it) with the connection's health in mind
+-- (odp.target.outage.request). -> fn's results | nil, err, code
+Target.request = outage.request
 
 -- Two tasks may have runs in flight at once (odp.run.sweep's pipelined points: odp.target.helper queues the
--- second in the helper): a drop is reconnected once for both (Target:reconnect). adb's target does not say so:
--- its drops and reconnection are kept for one operation at a time.
+-- second in the helper): a drop is reconnected once for both (odp.target.outage).
 Target.pipelines = true
 
 -- sshd passes on what odp wrote before its channel closed, then closes the helper's stdin, and does not kill a
@@ -436,18 +393,8 @@ end
 Target.state_text = shell.state_text
 Target.state_in_exec = shell.state_in_exec
 
--- Every request on the board goes through Target:request: what it is called in the line that says the board
--- dropped, and whether it is run again once the board is back (all but exec: a program may have started).
-for name, replay in pairs { run = true, exec_command = true, mkdir = true, sha256 = true, libc_version = true,
-  free_bytes = true, push = true, pull = true, state_text = true, exec = false } do
-  local f = Target[name]
-  Target[name] = function(self, first, ...)
-    local rest = table.pack(...)
-    return self:request(shell.request_name(name, first), replay, function()
-      return f(self, first, table.unpack(rest, 1, rest.n))
-    end)
-  end
-end
+-- Every request on the board goes through odp.target.outage.request.
+outage.wrap(Target)
 
 function Target:close()
   -- the session's close ends the helper's channel too, without waiting for the board's answer (odp_ssh_close):

@@ -1,0 +1,77 @@
+-- Issue 38's pipelined sweep on adb: the emulator behind tests/c/delay_relay (100 ms each way), the same sweep one
+-- point at a time (--no-pipeline) and pipelined. The records are the same points in the same order; and the board's
+-- own clock (tests/adb/timed_runner.sh prints it as each run starts and ends) counts the points it did not wait on
+-- the link for: one point at a time, a run can start only a round trip after the one before ended (its end
+-- crosses the link, the next request comes back); pipelined, the next request waits on the board already. Run by
+-- test_odp_adb.sh (ADBEMU_PORT, ADBEMU_ROOT).
+local T = require("t")
+local proc = require("odp.proc")
+
+local root = T.root()
+local odp = os.getenv("ODP") or (root .. "/build/odp")
+local build = os.getenv("ODP_BUILD_DIR") or (root .. "/build")
+local port = assert(os.getenv("ADBEMU_PORT"))
+local sbx = assert(os.getenv("ADBEMU_ROOT"))
+local dir = T.tmpdir()
+
+local DELAY_MS = 100
+local POINTS = 8
+
+os.execute(("mkdir -p '%s/data/local/tmp/bin' && cp '%s/tests/fake_runner' '%s/data/local/tmp/bin/'"):format(sbx, build,
+  sbx))
+
+local rel = require("relay").start(DELAY_MS, "127.0.0.1", tonumber(port), dir)
+
+-- The sweep of points 1..n (num_executions), pipelined unless pipeline is false. -> its records
+local function sweep(n, out, pipeline)
+  local v = {}
+  for i = 1, n do v[i] = tostring(i) end
+  local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/x300pro.lua",
+    "--adb", "tcp:127.0.0.1:" .. rel.port, "--runner", root .. "/tests/adb/timed_runner.sh",
+    "--model", root .. "/tests/fixtures/pte/add_arduino.pte", "--runs-dir", dir .. "/runs", "--no-memory",
+    "-p", "num_executions=" .. table.concat(v, ","), "--out", out, "-q", timeout = 120 }
+  if pipeline == false then argv[#argv + 1] = "--no-pipeline" end
+  local r = assert(proc.run(argv))
+  T.eq(r.status, 0, r.stderr)
+  return T.records(out)
+end
+
+-- How many points started less than a round trip after the one before ended, on the board's clock.
+local function unwaited(recs)
+  local n, last_end = 0, nil
+  for _, rec in ipairs(recs) do
+    local said = T.read(rec.artifacts.run_dir .. "/runner.stderr")
+    local start, stop = said:match("board%-clock start (%d+)"), said:match("board%-clock end (%d+)")
+    T.ok(start and stop, "the board's clock in the runner's stderr: " .. said)
+    if last_end and (tonumber(start) - last_end) / 1e6 < 2 * DELAY_MS then n = n + 1 end
+    last_end = tonumber(stop)
+  end
+  return n
+end
+
+local function points(recs)
+  local list = {}
+  for i, rec in ipairs(recs) do
+    T.ok(rec.ok, rec.error and rec.error.message)
+    list[i] = { rec.sweep.point, rec.params.num_executions, rec.result and rec.result.n or rec.n }
+  end
+  return list
+end
+
+T.test("adb: a pipelined sweep has the same records as one point at a time, and the board waits on the link " ..
+  "between none of its points after the second", function()
+  sweep(1, dir .. "/warm.jsonl") -- the helper, the runner and the model on the device: both sweeps start warm
+  local one = sweep(POINTS, dir .. "/one.jsonl", false)
+  local piped = sweep(POINTS, dir .. "/piped.jsonl")
+  T.eq(points(piped), points(one), "the same points, in order, with the same parameters")
+  -- the first point starts the board's session alone and the second starts once it is recorded
+  -- (odp.run.sweep): from the third on, each point's run request is queued on the board before the one
+  -- before it ends
+  local waited_one, waited_piped = unwaited(one), unwaited(piped)
+  io.stderr:write(("adb, %d points at RTT %d ms: %d started within a round trip of the one before one at a time, " ..
+    "%d pipelined\n"):format(POINTS, 2 * DELAY_MS, waited_one, waited_piped))
+  T.eq(waited_one, 0, "one point at a time: every point waited a round trip on the link")
+  T.eq(waited_piped, POINTS - 2, "pipelined: no point after the second waited on the link")
+end)
+
+T.done()
