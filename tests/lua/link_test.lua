@@ -144,19 +144,21 @@ T.with_real_runner("a single run (odp run scripts/rpi5.lua -n 1) on a set-up boa
 end)
 
 T.with_real_runner("a pipelined sweep: the same records as one point at a time, the board not waiting on the link " ..
-  "between points", function(runner)
-  local rel, kh = relay()
+  "between points (counted on the board's clock)", function(runner)
+  -- a relay of its own with a round trip far above this machine's jitter between a run's end and the next
+  -- one's start, and the runner in a script that prints the board's clock (ns) on stderr as it starts and ends
+  local PIPE_DELAY_MS, N = 100, 8
+  local rel = srv:relay(PIPE_DELAY_MS, tmp)
+  local timed = tmp .. "/timed_runner.sh"
+  -- the run lasts 0.3 s more than the runner: longer than what odp does with a point's answer, even on a loaded
+  -- machine, so each next request is queued on the board before the run before it ends
+  T.write(timed, ("#!/bin/sh\necho \"board-clock start $(date +%%s%%N)\" >&2\n%s \"$@\"\nrc=$?\nsleep 0.3\n" ..
+    "echo \"board-clock end $(date +%%s%%N)\" >&2\nexit \"$rc\"\n"):format(runner))
+  assert(os.execute("chmod 755 " .. timed))
   local remote = srv.remote_dir .. "/pipe"
-  -- runs of ~0.2 s (8000 executions of the tiny model): longer than what odp does with a point's answer here, even
-  -- on a loaded machine (at 4000 a loaded CI machine's odp sometimes took longer than the run it overlapped, and
-  -- the board then waited for odp, not the link), so each next request is queued on the board before it is due
-  local N, BASE = 20, 8000
-  sweep(rel, kh, remote, 1, runner) -- the board gets the helper, the runner and the model: both sweeps start warm
-  local t0 = sys.now()
-  local one, wire_one = sweep(rel, kh, remote, N, runner, nil, nil, false, BASE)
-  local t1 = sys.now()
-  local piped, wire_piped = sweep(rel, kh, remote, N, runner, nil, nil, true, BASE)
-  local t2 = sys.now()
+  sweep(rel, rel.known_hosts, remote, 1, timed) -- the board gets the helper, the runner and the model: both start warm
+  local one = sweep(rel, rel.known_hosts, remote, N, timed, nil, nil, false)
+  local piped = sweep(rel, rel.known_hosts, remote, N, timed, nil, nil, true)
   local function points(recs)
     local list = {}
     for i, rec in ipairs(recs) do
@@ -166,17 +168,30 @@ T.with_real_runner("a pipelined sweep: the same records as one point at a time, 
     return list
   end
   T.eq(points(piped), points(one), "the same points, in order, with the same parameters")
-  -- the relay's turnarounds do not tell the two apart: it counts one whenever the board's bytes follow odp's, and
-  -- a pipelined request that leaves while the run before it goes makes its own (20 points: 31 one at a time, 33
-  -- pipelined, once the helper wrote each run's last output with its end; 43 and 33 before). What pipelining
-  -- saves is the board's wait for the link between points: the wall time below, in round trips of the relay.
-  io.stderr:write(("%d points on the wire: %d round trips one at a time, %d pipelined\n"):format(N,
-    wire_one.round_trips, wire_piped.round_trips))
-  -- one point at a time, the board waits a round trip (2 x DELAY_MS) between points; pipelined it does not
-  local saved = (t1 - t0) - (t2 - t1)
-  io.stderr:write(("%d points: %.2f s one at a time, %.2f s pipelined\n"):format(N, t1 - t0, t2 - t1))
-  T.ok(saved > 0.5 * (N - 1) * 2 * DELAY_MS / 1000, ("pipelining saved %.2f s of %d round trips of %d ms"):format(
-    saved, N - 1, 2 * DELAY_MS))
+  -- How many points started less than a round trip after the one before ended, on the board's clock: one point
+  -- at a time a run can start only a round trip after the one before ended (its end crosses the link, the next
+  -- request comes back); pipelined the next request waits on the board already. (The relay's turnarounds cannot
+  -- tell the two apart: it counts one whenever the board's bytes follow odp's, and a request that leaves while
+  -- the run before it goes makes its own.)
+  local function unwaited(recs)
+    local n, last_end = 0, nil
+    for _, rec in ipairs(recs) do
+      local said = T.read(rec.artifacts.run_dir .. "/runner.stderr")
+      local start, stop = said:match("board%-clock start (%d+)"), said:match("board%-clock end (%d+)")
+      T.ok(start and stop, "the board's clock in the runner's stderr: " .. said)
+      if last_end and (tonumber(start) - last_end) / 1e6 < 2 * PIPE_DELAY_MS then n = n + 1 end
+      last_end = tonumber(stop)
+    end
+    return n
+  end
+  local waited_one, waited_piped = unwaited(one), unwaited(piped)
+  io.stderr:write(("%d points at RTT %d ms: %d started within a round trip of the one before one at a time, %d " ..
+    "pipelined\n"):format(N, 2 * PIPE_DELAY_MS, waited_one, waited_piped))
+  T.eq(waited_one, 0, "one point at a time: every point waited a round trip on the link")
+  -- the first point starts the board's session alone and the second starts once it is recorded (odp.run.sweep):
+  -- from the third on, each point's request is queued on the board before the one before it ends
+  T.eq(waited_piped, N - 2, "pipelined: no point after the second waited on the link")
+  rel.close()
 end)
 
 T.with_real_runner("-v prints each point's transport: the numbers its record has", function(runner)
