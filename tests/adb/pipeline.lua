@@ -36,38 +36,18 @@ local function sweep(n, out, pipeline)
   return T.records(out)
 end
 
--- How many points started less than a round trip after the one before ended, on the board's clock.
-local function unwaited(recs)
-  local n, last_end = 0, nil
-  for _, rec in ipairs(recs) do
-    local said = T.read(rec.artifacts.run_dir .. "/runner.stderr")
-    local start, stop = said:match("board%-clock start (%d+)"), said:match("board%-clock end (%d+)")
-    T.ok(start and stop, "the board's clock in the runner's stderr: " .. said)
-    if last_end and (tonumber(start) - last_end) / 1e6 < 2 * DELAY_MS then n = n + 1 end
-    last_end = tonumber(stop)
-  end
-  return n
-end
-
-local function points(recs)
-  local list = {}
-  for i, rec in ipairs(recs) do
-    T.ok(rec.ok, rec.error and rec.error.message)
-    list[i] = { rec.sweep.point, rec.params.num_executions, rec.result and rec.result.n or rec.n }
-  end
-  return list
-end
+local clock = require("board_clock")
 
 T.test("adb: a pipelined sweep has the same records as one point at a time, and the board waits on the link " ..
   "between none of its points after the second", function()
   sweep(1, dir .. "/warm.jsonl") -- the helper, the runner and the model on the device: both sweeps start warm
   local one = sweep(POINTS, dir .. "/one.jsonl", false)
   local piped = sweep(POINTS, dir .. "/piped.jsonl")
-  T.eq(points(piped), points(one), "the same points, in order, with the same parameters")
+  T.eq(clock.points(piped), clock.points(one), "the same points, in order, with the same parameters")
   -- the first point starts the board's session alone and the second starts once it is recorded
   -- (odp.run.sweep): from the third on, each point's run request is queued on the board before the one
   -- before it ends
-  local waited_one, waited_piped = unwaited(one), unwaited(piped)
+  local waited_one, waited_piped = clock.unwaited(one, 2 * DELAY_MS), clock.unwaited(piped, 2 * DELAY_MS)
   io.stderr:write(("adb, %d points at RTT %d ms: %d started within a round trip of the one before one at a time, " ..
     "%d pipelined\n"):format(POINTS, 2 * DELAY_MS, waited_one, waited_piped))
   T.eq(waited_one, 0, "one point at a time: every point waited a round trip on the link")

@@ -6,6 +6,7 @@ local T = require("t")
 local sshd = require("sshd")
 local sys = require("odp.sys")
 local proc = require("odp.proc")
+local clock = require("board_clock")
 
 local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")
 local odp = os.getenv("ODP") or (build .. "/odp")
@@ -159,32 +160,10 @@ T.with_real_runner("a pipelined sweep: the same records as one point at a time, 
   sweep(rel, rel.known_hosts, remote, 1, timed) -- the board gets the helper, the runner and the model: both start warm
   local one = sweep(rel, rel.known_hosts, remote, N, timed, nil, nil, false)
   local piped = sweep(rel, rel.known_hosts, remote, N, timed, nil, nil, true)
-  local function points(recs)
-    local list = {}
-    for i, rec in ipairs(recs) do
-      T.ok(rec.ok, rec.error and rec.error.message)
-      list[i] = { rec.sweep.point, rec.params.num_executions, rec.result and rec.result.n or rec.n }
-    end
-    return list
-  end
-  T.eq(points(piped), points(one), "the same points, in order, with the same parameters")
-  -- How many points started less than a round trip after the one before ended, on the board's clock: one point
-  -- at a time a run can start only a round trip after the one before ended (its end crosses the link, the next
-  -- request comes back); pipelined the next request waits on the board already. (The relay's turnarounds cannot
-  -- tell the two apart: it counts one whenever the board's bytes follow odp's, and a request that leaves while
-  -- the run before it goes makes its own.)
-  local function unwaited(recs)
-    local n, last_end = 0, nil
-    for _, rec in ipairs(recs) do
-      local said = T.read(rec.artifacts.run_dir .. "/runner.stderr")
-      local start, stop = said:match("board%-clock start (%d+)"), said:match("board%-clock end (%d+)")
-      T.ok(start and stop, "the board's clock in the runner's stderr: " .. said)
-      if last_end and (tonumber(start) - last_end) / 1e6 < 2 * PIPE_DELAY_MS then n = n + 1 end
-      last_end = tonumber(stop)
-    end
-    return n
-  end
-  local waited_one, waited_piped = unwaited(one), unwaited(piped)
+  T.eq(clock.points(piped), clock.points(one), "the same points, in order, with the same parameters")
+  -- The relay's turnarounds cannot tell the two apart: it counts one whenever the board's bytes follow odp's, and
+  -- a request that leaves while the run before it goes makes its own. The board's clock can (board_clock.lua).
+  local waited_one, waited_piped = clock.unwaited(one, 2 * PIPE_DELAY_MS), clock.unwaited(piped, 2 * PIPE_DELAY_MS)
   io.stderr:write(("%d points at RTT %d ms: %d started within a round trip of the one before one at a time, %d " ..
     "pipelined\n"):format(N, 2 * PIPE_DELAY_MS, waited_one, waited_piped))
   T.eq(waited_one, 0, "one point at a time: every point waited a round trip on the link")

@@ -1,0 +1,34 @@
+--- A pipelined sweep, counted on the board's own clock (tests/lua/link_test.lua over SSH, tests/adb/pipeline.lua
+-- over adb): the runner runs in a script that prints `board-clock start NS` and `board-clock end NS` on stderr
+-- as it starts and ends, which the flow keeps in each run's runner.stderr.
+local T = require("t")
+
+local M = {}
+
+--- How many of a sweep's points started less than rtt_ms after the one before ended, on the board's clock: one
+-- point at a time a run can start only a round trip after the one before ended (its end crosses the link, the
+-- next request comes back); pipelined, the next request waits on the board already.
+function M.unwaited(recs, rtt_ms)
+  local n, last_end = 0, nil
+  for _, rec in ipairs(recs) do
+    local said = T.read(rec.artifacts.run_dir .. "/runner.stderr")
+    local start, stop = said:match("board%-clock start (%d+)"), said:match("board%-clock end (%d+)")
+    T.ok(start and stop, "the board's clock in the runner's stderr: " .. said)
+    if last_end and (tonumber(start) - last_end) / 1e6 < rtt_ms then n = n + 1 end
+    last_end = tonumber(stop)
+  end
+  return n
+end
+
+--- A sweep's points as its records say them, each checked ok: {point, num_executions, n} each, to compare two
+-- sweeps of the same points.
+function M.points(recs)
+  local list = {}
+  for i, rec in ipairs(recs) do
+    T.ok(rec.ok, rec.error and rec.error.message)
+    list[i] = { rec.sweep.point, rec.params.num_executions, rec.result and rec.result.n or rec.n }
+  end
+  return list
+end
+
+return M
