@@ -59,26 +59,29 @@ T.test("ssh: peak RSS of 0.5/4/50/200 MB programs is their own VmHWM (odp-rusage
   t:close()
 end)
 
--- The runner's own peak varies by a few % from process to process (4490..4700 kB here), so the ceiling is
--- the highest of five time -v runs and odp's figure the median of five odp runs. Before odp-rusage, odp
--- reported at least odp's own peak (~3 MB more).
-T.with_real_runner("real runner: peak_rss_kb never above GNU time -v's figure + 1%", function(runner)
+-- The runner's own peak varies by a few % from process to process (4490..4704 kB here, the same for both
+-- measurers), so odp's figure and time -v's are each the median of five runs, interleaved. (The highest of five
+-- time -v runs as the ceiling failed once in CI: five low ones, 4624 kB, against odp's median 4692.) Before
+-- odp-rusage, odp reported at least odp's own peak (~3 MB more).
+T.with_real_runner("real runner: peak_rss_kb never above GNU time -v's figure + 2% (medians of five)", function(runner)
   local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
   local dir = T.tmpdir()
-  local gnu, mine = 0, {}
+  local gnu, mine = {}, {}
   for _ = 1, 5 do
     local ref = assert(proc.run { argv = { "/usr/bin/time", "-v", runner, "--model_path", model,
       "--num_executions", "10" }, cwd = dir, timeout = 60 })
-    gnu = math.max(gnu, assert(tonumber(ref.stderr:match("Maximum resident set size %(kbytes%): (%d+)"))))
+    gnu[#gnu + 1] = assert(tonumber(ref.stderr:match("Maximum resident set size %(kbytes%): (%d+)")))
     local r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/host.lua", "--runner", runner, "--model",
       model, "-n", "10", "--runs-dir", dir .. "/runs", "--format", "json" }, timeout = 60 })
     T.eq(r.status, 0, r.stderr)
     mine[#mine + 1] = assert(json.decode(r.stdout)).peak_rss_kb
   end
   table.sort(mine)
-  local median = mine[3]
-  T.ok(median <= gnu * 1.01, ("odp %s kB vs time -v %d kB"):format(median, gnu))
-  T.ok(median > gnu * 0.8, ("odp %s kB is the runner's, not a fraction (time -v %d kB)"):format(median, gnu))
+  table.sort(gnu)
+  local median, ref = mine[3], gnu[3]
+  T.ok(median <= ref * 1.02, ("odp %s kB vs time -v %d kB (medians; odp's %s, time -v's %s)"):format(median, ref,
+    table.concat(mine, " "), table.concat(gnu, " ")))
+  T.ok(median > ref * 0.8, ("odp %s kB is the runner's, not a fraction (time -v %d kB)"):format(median, ref))
 end)
 
 T.done()
