@@ -538,7 +538,9 @@ end
 function Client:send_run(fields, on_sent, ahead)
   local ok, err, code = self:wait_until(ahead and may_use_alone or may_send_run)
   if not ok then return nil, err, code end
-  if self.dead then return nil, self.dead, "EIO" end
+  -- lost while this run waited for its turn to be sent: nothing of it reached the board, so it goes again as a
+  -- queued one does (EAGAIN), never failed as one that may have started
+  if self.dead then return nil, self.dead, "EAGAIN" end
   self.sending = true
   local ticket = self.sent + 1
   self.sent = ticket
