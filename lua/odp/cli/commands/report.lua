@@ -106,10 +106,13 @@ local function write_trace(rec, record_dir, out, quiet)
       local_modules = type(rec.target) == "string" and rec.target:match("^local:") ~= nil })
     if more then table.move(more, 1, #more, #tr.traceEvents + 1, tr.traceEvents) end
   end
+  -- the phases are drawn without a timeline too: a runner that exits within a millisecond or two of a loaded
+  -- machine can leave the 1 kHz sampler no row, while its phases were read at their boundaries
   local rows = memory_rows(rec, record_dir)
-  if rows then
+  local phases = type(rec.memory) == "table" and type(rec.memory.phases) == "table" and rec.memory.phases or nil
+  if rows or (phases and #phases > 0) then
     tr = tr or { traceEvents = json.array({}), displayTimeUnit = "ms", otherData = { source = "odp" } }
-    trace.add_memory(tr, rows, rec.memory.phases)
+    trace.add_memory(tr, rows or {}, phases)
   end
   if not tr then return nil end
   -- what a trace viewer draws: every event but the metadata that names processes and threads
