@@ -84,8 +84,8 @@ static int recv_msg(struct adb_conn *c, struct adb_hdr *h, double deadline, odp_
     }
     uint8_t raw[ADB_HDR_SIZE];
     if (c->t.recv(c->t.ctx, raw, sizeof raw, deadline, e) != 0) {
-        /* a timeout or a Ctrl-C before the first byte leaves the framing intact: the stop that follows a
-         * Ctrl-C (the helper's kill request) goes over this connection */
+        /* a timeout or a Ctrl-C leaves the framing intact (the transport keeps a message's bytes that had
+         * arrived): the stop that follows a Ctrl-C (the helper's kill request) goes over this connection */
         if (e->code != ODP_ETIMEDOUT && e->code != ODP_ECANCELED)
             c->broken = 1;
         return -1;

@@ -20,7 +20,9 @@ struct adb_transport {
     /* Send one message: the header, then the payload (USB: separate transfers, ZLP rule). */
     int (*send)(void *ctx, const uint8_t hdr[ADB_HDR_SIZE], const uint8_t *payload, size_t len,
                 double deadline, odp_err *e);
-    /* Read exactly n bytes. */
+    /* Read exactly n bytes. ODP_ETIMEDOUT and ODP_ECANCELED mean none of the n was consumed (bytes that had
+     * arrived are kept for the next call), so the caller may stop and read the same message later; a stop that
+     * cannot keep them is another code (the framing is lost). */
     int (*recv)(void *ctx, uint8_t *buf, size_t n, double deadline, odp_err *e);
     void (*close)(void *ctx);
 };

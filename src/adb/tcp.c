@@ -36,6 +36,7 @@ static int tcp_send(void *ctx, const uint8_t hdr[ADB_HDR_SIZE], const uint8_t *p
 static int tcp_recv(void *ctx, uint8_t *buf, size_t n, double deadline, odp_err *e)
 {
     tcp_ctx *t = ctx;
+    uint8_t *start = buf;
     while (n) {
         if (t->rlen) {
             size_t take = t->rlen < n ? t->rlen : n;
@@ -49,8 +50,21 @@ static int tcp_recv(void *ctx, uint8_t *buf, size_t n, double deadline, odp_err 
         /* large payloads go straight to the caller's buffer */
         uint8_t *dst = n >= RBUF_SIZE ? buf : t->rbuf;
         ssize_t r = odp_fd_read(t->fd, dst, n >= RBUF_SIZE ? n : RBUF_SIZE, deadline, e);
-        if (r < 0)
+        if (r < 0) {
+            /* a timeout or Ctrl-C partway through (a header split across TCP segments): what this call took
+             * goes back to the read-ahead buffer, empty whenever a read waits, so the next call reads the
+             * message whole and the framing holds */
+            size_t got = (size_t)(buf - start);
+            if (got && (e->code == ODP_ETIMEDOUT || e->code == ODP_ECANCELED)) {
+                if (got > RBUF_SIZE)
+                    return odp_fail(e, ODP_EIO, "stopped %zu bytes into a %zu-byte adb read: the framing is lost",
+                                    got, got + n);
+                memmove(t->rbuf, start, got);
+                t->roff = 0;
+                t->rlen = got;
+            }
             return (int)r;
+        }
         if (r == 0)
             return odp_fail(e, ODP_EIO, "the device closed the adb connection");
         if (dst == buf) {

@@ -211,8 +211,13 @@ static int usb_send(void *ctx, const uint8_t hdr[ADB_HDR_SIZE], const uint8_t *p
 static int usb_recv(void *ctx, uint8_t *buf, size_t n, double deadline, odp_err *e)
 {
     usb_ctx *u = ctx;
+    size_t want = n;
     while (n) {
         int rc = bulk(u, u->ep_in, buf, (int)n, deadline, e);
+        /* a bulk transfer cannot be put back: a stop after part of the read has lost the framing */
+        if (rc < 0 && n < want && (e->code == ODP_ETIMEDOUT || e->code == ODP_ECANCELED))
+            return odp_fail(e, ODP_EIO, "stopped %zu bytes into a %zu-byte adb read: the framing is lost",
+                            want - n, want);
         if (rc < 0)
             return rc;
         buf += rc;
