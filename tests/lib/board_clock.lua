@@ -5,6 +5,16 @@ local T = require("t")
 
 local M = {}
 
+--- Writes that runner script at path: program (on the board) with the runner's arguments, then `more_s` seconds
+-- more, so a run outlasts what odp does with a point's answer and each next request is queued on the board before
+-- the run before it ends. -> path
+function M.runner(path, program, more_s)
+  T.write(path, ("#!/bin/sh\necho \"board-clock start $(date +%%s%%N)\" >&2\n'%s' \"$@\"\nrc=$?\nsleep %g\n" ..
+    "echo \"board-clock end $(date +%%s%%N)\" >&2\nexit \"$rc\"\n"):format(program, more_s))
+  assert(os.execute("chmod 755 '" .. path .. "'"))
+  return path
+end
+
 --- How many of a sweep's points started less than rtt_ms after the one before ended, on the board's clock: one
 -- point at a time a run can start only a round trip after the one before ended (its end crosses the link, the
 -- next request comes back); pipelined, the next request waits on the board already.

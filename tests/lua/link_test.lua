@@ -89,11 +89,16 @@ local function check_sweep(recs, wire, what, uploads)
   -- in turn): the two agree within one (a packet of the board's crossing odp's on the link). An upload streams
   -- into the helper's channel while sshd sends a window adjust every ~100 KB it passes on: libssh2 reads each as
   -- it comes, between the packets it sends, and odp counts each (how many depends on the moment each arrives:
-  -- 11 to 26 more than the wire in runs of this test); the relay sees them arrive in bursts. Then the relay's
-  -- count is the wire's (FRESH_SWEEP_MAX bounds it), and odp's is at least that.
+  -- 11 to 26 more than the wire in runs of this test); the relay sees them arrive in bursts. A slow odp (ASan)
+  -- reads several at once between its packets, and then counts fewer than the relay (44 against 48). Each adjust
+  -- is one turnaround at most that one side counts and the other does not: the two differ by no more than the
+  -- adjusts (sshd's ~100 KB each); FRESH_SWEEP_MAX bounds the wire's count.
   if uploads then
-    T.ok(total + AFTER_LAST_RECORD >= wire.round_trips - 1, ("%s: the relay counted %d round trips, the records " ..
-      "%d and the close %d"):format(what, wire.round_trips, total, AFTER_LAST_RECORD))
+    local up = 0
+    for _, rec in ipairs(recs) do up = up + rec.transport.bytes_up end
+    T.ok(math.abs(wire.round_trips - (total + AFTER_LAST_RECORD)) <= 1 + up // (100 * 1000), ("%s: the relay " ..
+      "counted %d round trips, the records %d and the close %d, with %d bytes up"):format(what, wire.round_trips,
+      total, AFTER_LAST_RECORD, up))
   else
     T.ok(math.abs(wire.round_trips - (total + AFTER_LAST_RECORD)) <= 1, ("%s: the relay counted %d round trips, " ..
       "the records %d and the close %d"):format(what, wire.round_trips, total, AFTER_LAST_RECORD))
@@ -150,12 +155,9 @@ T.with_real_runner("a pipelined sweep: the same records as one point at a time, 
   -- one's start, and the runner in a script that prints the board's clock (ns) on stderr as it starts and ends
   local PIPE_DELAY_MS, N = 100, 8
   local rel = srv:relay(PIPE_DELAY_MS, tmp)
-  local timed = tmp .. "/timed_runner.sh"
   -- the run lasts 0.3 s more than the runner: longer than what odp does with a point's answer, even on a loaded
-  -- machine, so each next request is queued on the board before the run before it ends
-  T.write(timed, ("#!/bin/sh\necho \"board-clock start $(date +%%s%%N)\" >&2\n%s \"$@\"\nrc=$?\nsleep 0.3\n" ..
-    "echo \"board-clock end $(date +%%s%%N)\" >&2\nexit \"$rc\"\n"):format(runner))
-  assert(os.execute("chmod 755 " .. timed))
+  -- machine
+  local timed = clock.runner(tmp .. "/timed_runner.sh", runner, 0.3)
   local remote = srv.remote_dir .. "/pipe"
   sweep(rel, rel.known_hosts, remote, 1, timed) -- the board gets the helper, the runner and the model: both start warm
   local one = sweep(rel, rel.known_hosts, remote, N, timed, nil, nil, false)
