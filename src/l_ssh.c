@@ -1,4 +1,5 @@
-/* odp.ssh: SSH sessions (exec, SFTP put/get) over libssh2; the C core is src/ssh/ssh.h. */
+/* odp.ssh: SSH sessions (exec, SFTP put/get) over libssh2, and sessions through a running OpenSSH ControlMaster;
+ * the C cores are src/ssh/ssh.h and src/ssh/mux.h. */
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,10 +7,12 @@
 
 #include "l_streamdeps.h"
 #include "l_util.h"
+#include "ssh/mux.h"
 #include "ssh/ssh.h"
 #include "util/wait.h"
 
 #define SESSION "odp.ssh.Session"
+#define MUX "odp.ssh.Mux"
 #define DEFAULT_CONNECT_TIMEOUT_S 30.0
 
 typedef struct {
@@ -361,6 +364,104 @@ static int session_tostring(lua_State *L)
     return 1;
 }
 
+/* ---------- ControlMaster ---------- */
+
+typedef struct {
+    odp_ssh_mux *m;
+} mux_ud;
+
+static mux_ud *check_mux(lua_State *L)
+{
+    mux_ud *u = luaL_checkudata(L, 1, MUX);
+    if (!u->m)
+        luaL_error(L, "attempt to use a closed odp.ssh.Mux");
+    return u;
+}
+
+/* ssh.mux(control_path, {timeout=}) -> the master there (an odp.ssh.Mux), its pid | nil, err, code (ENODEV: no
+ * master there, or a socket that is not this user's) */
+static int l_mux(lua_State *L)
+{
+    static const char *const allowed[] = {"timeout", NULL};
+    const char *path = luaL_checkstring(L, 1);
+    odp_checkopts(L, 2, allowed);
+    double deadline = odp_optdeadline(L, 2, 10);
+    mux_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->m = NULL;
+    luaL_setmetatable(L, MUX);
+    long pid = 0;
+    odp_err err;
+    if (odp_ssh_mux_open(path, deadline, &u->m, &pid, &err))
+        return odp_pushfail(L, &err);
+    lua_pushinteger(L, pid);
+    return 2;
+}
+
+/* ssh.mux_clear_stale(control_path) -> true when a socket of this user's that nobody listens on was removed */
+static int l_mux_clear_stale(lua_State *L)
+{
+    lua_pushboolean(L, odp_ssh_mux_clear_stale(luaL_checkstring(L, 1)));
+    return 1;
+}
+
+/* mux:open_channel(command, {timeout=}) -> an odp.Stream of the command's stdout/stdin (its stderr:
+ * stream:stderr()) | nil, err, code */
+static int l_mux_open_channel(lua_State *L)
+{
+    static const char *const allowed[] = {"timeout", NULL};
+    mux_ud *u = check_mux(L);
+    const char *cmd = luaL_checkstring(L, 2);
+    odp_checkopts(L, 3, allowed);
+    double deadline = odp_optdeadline(L, 3, 30);
+    odp_require_stream(L);
+    odp_stream *st;
+    odp_err err;
+    if (odp_ssh_mux_channel_open(u->m, cmd, deadline, &st, &err))
+        return odp_pushfail(L, &err);
+    odp_pushstream_owned(L, st, 1);
+    return 1;
+}
+
+/* mux:alive({timeout=}) -> the master's pid | nil, err, code */
+static int l_mux_alive(lua_State *L)
+{
+    static const char *const allowed[] = {"timeout", NULL};
+    mux_ud *u = check_mux(L);
+    odp_checkopts(L, 2, allowed);
+    double deadline = odp_optdeadline(L, 2, 10);
+    long pid = 0;
+    odp_err err;
+    if (odp_ssh_mux_alive(u->m, deadline, &pid, &err))
+        return odp_pushfail(L, &err);
+    lua_pushinteger(L, pid);
+    return 1;
+}
+
+/* mux:traffic() -> {round_trips=, bytes_up=, bytes_down=, connect_ms=}: see odp_ssh_mux_traffic_get */
+static int l_mux_traffic(lua_State *L)
+{
+    odp_ssh_traffic t;
+    odp_ssh_mux_traffic_get(check_mux(L)->m, &t);
+    odp_pushtraffic(L, t.round_trips, t.bytes_up, t.bytes_down);
+    lua_pushnumber(L, t.connect_ms);
+    lua_setfield(L, -2, "connect_ms");
+    return 1;
+}
+
+static int l_mux_path(lua_State *L)
+{
+    lua_pushstring(L, odp_ssh_mux_path(check_mux(L)->m));
+    return 1;
+}
+
+static int mux_close(lua_State *L)
+{
+    mux_ud *u = luaL_checkudata(L, 1, MUX);
+    odp_ssh_mux_close(u->m);
+    u->m = NULL;
+    return 0;
+}
+
 static int l_libssh2_version(lua_State *L)
 {
     lua_pushstring(L, odp_ssh_libssh2_version());
@@ -390,11 +491,19 @@ int luaopen_odp_ssh(lua_State *L)
     static const luaL_Reg meta[] = {{"__gc", session_close}, {"__close", session_close},
                                     {"__tostring", session_tostring}, {NULL, NULL}};
     odp_newclass(L, SESSION, methods, meta);
-    static const luaL_Reg funcs[] = {{"connect", l_connect}, {"libssh2_version", l_libssh2_version},
+    static const luaL_Reg mux_methods[] = {{"open_channel", l_mux_open_channel}, {"alive", l_mux_alive},
+                                           {"traffic", l_mux_traffic}, {"path", l_mux_path},
+                                           {"close", mux_close}, {NULL, NULL}};
+    static const luaL_Reg mux_meta[] = {{"__gc", mux_close}, {"__close", mux_close}, {NULL, NULL}};
+    odp_newclass(L, MUX, mux_methods, mux_meta);
+    static const char *const mux_waiting[] = {"open_channel", "alive", NULL};
+    odp_waiting_methods(L, MUX, mux_waiting);
+    static const luaL_Reg funcs[] = {{"connect", l_connect}, {"mux", l_mux}, {"mux_clear_stale", l_mux_clear_stale},
+                                     {"libssh2_version", l_libssh2_version},
                                      {"rsa_sha2", l_rsa_sha2}, {"backend_version", l_backend_version},
                                      {NULL, NULL}};
     static const char *const waiting_methods[] = {"exec", "put", "get", "open_channel", "close", NULL};
-    static const char *const waiting[] = {"connect", NULL};
+    static const char *const waiting[] = {"connect", "mux", NULL};
     odp_waiting_methods(L, SESSION, waiting_methods);
     luaL_newlib(L, funcs);
     odp_waiting(L, -1, waiting);

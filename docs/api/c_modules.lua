@@ -124,6 +124,8 @@ return {
     { "odp.ssh", "SSH sessions (libssh2, loaded on first use); host keys always verified", {
       { "connect(opts: {host: string, port?: integer, user?: string, identity?: string, keys?: string[], passphrase?: string, known_hosts?: string, known_hosts_also?: string[], host_key_alias?: string, accept_new?: boolean, agent?: boolean|string, timeout?: number, proxy_command?: string, via?: odp.ssh.Session, alive_interval?: integer, alive_count_max?: integer}) -> odp.ssh.Session|nil session, " .. FAIL,
         "one TCP connection (or a ProxyCommand, or a direct-tcpip channel of via), host key checked against known_hosts, then public-key auth" },
+      { "mux(control_path: string, opts?: {timeout?: number}) -> odp.ssh.Mux|nil mux, integer|string pid_or_err, odp.ECode? code", "the ControlMaster at control_path (a socket this user owns, a master answering): it and its pid; ENODEV with why otherwise" },
+      { "mux_clear_stale(control_path: string) -> boolean", "removes control_path when it is a socket of this user's that nobody listens on (a killed master's), as ssh does before it becomes the master" },
       { "libssh2_version() -> string", "the linked libssh2's version" },
       { "rsa_sha2() -> boolean", "the linked libssh2 signs RSA keys with rsa-sha2-256/512 (>= 1.11)" },
       { "backend_version() -> string", "one line for `odp version -v`" },
@@ -138,6 +140,13 @@ return {
       { "traffic() -> {round_trips: integer, bytes_up: integer, bytes_down: integer, connect_ms: number}", "what the connection carried so far: round_trips the turnarounds odp waited on (bytes in after bytes out: a request and its answer, the handshake's steps), the bytes on the wire both ways, connect_ms how long connecting took (the record's transport, docs/helper-protocol.md)" },
       { "open_channel(command: string, opts?: {timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "a long-lived exec channel as a stream: its stdout read, its stdin written, its stderr in stream:stderr(); closing it sends EOF (the resident helper's channel, docs/helper-protocol.md)" },
       { "close()", "idempotent (also __close, __gc)" },
+    }, class = true },
+    { "odp.ssh.Mux", "a running OpenSSH ControlMaster (its control socket, OpenSSH's mux protocol 4): sessions on its connection, no handshake of odp's own", {
+      { "open_channel(command: string, opts?: {timeout?: number}) -> odp.Stream|nil stream, " .. FAIL, "a session running command through the master as a stream: its stdout read, its stdin written, its stderr in stream:stderr(); closing it ends its stdin (the master passes on what was written first)" },
+      { "alive(opts?: {timeout?: number}) -> integer|nil pid, " .. FAIL, "the master's pid while it runs (a local exchange, nothing on the link); ENODEV once it is gone" },
+      { "traffic() -> {round_trips: integer, bytes_up: integer, bytes_down: integer, connect_ms: number}", "what its sessions carried, counted at their sockets: a session's open one round trip, its exec's answer another, then every read that brings bytes after odp wrote some; bytes are payload (the master adds SSH's framing on the wire); connect_ms the local exchange with the master" },
+      { "path() -> string", "the control socket's path" },
+      { "close()", "idempotent (also __close, __gc); open streams keep what they need" },
     }, class = true },
 
     { "odp.adb", "Android devices over adb: through Google's adb server when one runs, else directly (USB, TCP)", {

@@ -330,6 +330,17 @@ local ssh = {}
 ---@return string? err
 ---@return odp.ECode? code
 function ssh.connect(opts) end
+--- the ControlMaster at control_path (a socket this user owns, a master answering): it and its pid; ENODEV with why otherwise
+---@param control_path string
+---@param opts? {timeout?: number}
+---@return odp.ssh.Mux|nil mux
+---@return integer|string pid_or_err
+---@return odp.ECode? code
+function ssh.mux(control_path, opts) end
+--- removes control_path when it is a socket of this user's that nobody listens on (a killed master's), as ssh does before it becomes the master
+---@param control_path string
+---@return boolean
+function ssh.mux_clear_stale(control_path) end
 --- the linked libssh2's version
 ---@return string
 function ssh.libssh2_version() end
@@ -387,6 +398,31 @@ function ssh_Session:traffic() end
 function ssh_Session:open_channel(command, opts) end
 --- idempotent (also __close, __gc)
 function ssh_Session:close() end
+
+--- a running OpenSSH ControlMaster (its control socket, OpenSSH's mux protocol 4): sessions on its connection, no handshake of odp's own
+---@class odp.ssh.Mux
+local ssh_Mux = {}
+--- a session running command through the master as a stream: its stdout read, its stdin written, its stderr in stream:stderr(); closing it ends its stdin (the master passes on what was written first)
+---@param command string
+---@param opts? {timeout?: number}
+---@return odp.Stream|nil stream
+---@return string? err
+---@return odp.ECode? code
+function ssh_Mux:open_channel(command, opts) end
+--- the master's pid while it runs (a local exchange, nothing on the link); ENODEV once it is gone
+---@param opts? {timeout?: number}
+---@return integer|nil pid
+---@return string? err
+---@return odp.ECode? code
+function ssh_Mux:alive(opts) end
+--- what its sessions carried, counted at their sockets: a session's open one round trip, its exec's answer another, then every read that brings bytes after odp wrote some; bytes are payload (the master adds SSH's framing on the wire); connect_ms the local exchange with the master
+---@return {round_trips: integer, bytes_up: integer, bytes_down: integer, connect_ms: number}
+function ssh_Mux:traffic() end
+--- the control socket's path
+---@return string
+function ssh_Mux:path() end
+--- idempotent (also __close, __gc); open streams keep what they need
+function ssh_Mux:close() end
 
 --- Android devices over adb: through Google's adb server when one runs, else directly (USB, TCP)
 ---@class odp.adb

@@ -363,6 +363,18 @@ local function process_line(st, file, n, line, active, never, depth, user_conf)
     local v = a1:match("^%d+$") and tonumber(a1)
     if not v then fail(file, n, "integer value invalid") end
     if on then set1(o, "server_alive_count_max", v) end
+  elseif kw == "controlpath" then
+    if on then set1(o, "control_path", a1) end
+  elseif kw == "controlmaster" then
+    local norm = ({ yes = "yes", ["true"] = "yes", no = "no", ["false"] = "no", ask = "ask", auto = "auto",
+      autoask = "autoask" })[a1:lower()]
+    if not norm then fail(file, n, ("unsupported option \"%s\""):format(a1)) end
+    if on then set1(o, "control_master", norm) end
+  elseif kw == "controlpersist" then
+    local v = a1:lower()
+    local norm = (v == "yes" or v == "true") and "yes" or (v == "no" or v == "false") and "no" or conv_time(a1)
+    if not norm then fail(file, n, "invalid time value") end
+    if on then set1(o, "control_persist", norm == 0 and "yes" or norm) end
   elseif kw == "proxycommand" then
     -- The rest of the line as written (not split into arguments).
     if on and o.proxy_command == nil and (o.proxy_jump == nil or o.proxy_jump == "none") then
@@ -405,7 +417,9 @@ end
 --   (as written), proxy_command_line (%h %p %r %n filled in), known_hosts_files (expanded),
 --   global_known_hosts_files (as written), strict_host_key_checking
 --   ("yes"|"ask"|"accept-new"|"no"), connect_timeout (seconds or nil), server_alive_interval (0 = off),
---   server_alive_count_max, host_key_alias, files (read), warnings (one line each)
+--   server_alive_count_max, host_key_alias, control_path (as written; nil for none), control_master
+--   ("no"|"yes"|"ask"|"auto"|"autoask"), control_persist ("no"|"yes"|seconds), files (read), warnings (one line
+--   each)
 -- or nil, "EUSAGE: file line N: why", "EUSAGE" for a file OpenSSH would refuse too.
 function M.resolve(host, opts)
   opts = opts or {}
@@ -471,6 +485,10 @@ function M.resolve(host, opts)
     s.server_alive_interval = o.server_alive_interval or 0
     s.server_alive_count_max = o.server_alive_count_max or 3
     s.host_key_alias = o.host_key_alias and o.host_key_alias:lower()
+    -- as written: ssh expands its tokens (%C is its own hash; odp.target.ssh asks `ssh -G`)
+    s.control_path = o.control_path ~= "none" and o.control_path or nil
+    s.control_master = o.control_master or "no"
+    s.control_persist = o.control_persist or "no"
   end)
   if not ok2 then
     if type(err2) == "table" and err2.ssh_config_error then
