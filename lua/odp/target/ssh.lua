@@ -234,6 +234,8 @@ local function start_master(st, opts, timeout)
   if opts.identity then table.move({ "-i", opts.identity, "-o", "IdentitiesOnly=yes" }, 1, 4, #extra + 1, extra) end
   if opts.known_hosts then extra[#extra + 1] = "-oUserKnownHostsFile=" .. opts.known_hosts end
   if opts.accept_new_host_key then extra[#extra + 1] = "-oStrictHostKeyChecking=accept-new" end
+  -- odp's keepalives where ssh_config asks for none (ALIVE_INTERVAL): the master's connection is the board's now
+  if st.server_alive_interval == 0 then extra[#extra + 1] = "-oServerAliveInterval=" .. ALIVE_INTERVAL end
   local err_file = os.tmpname()
   -- the master keeps no pipe of odp's open (odp.proc would wait for it to close)
   local argv = { "/bin/sh", "-c", 'e=$1; shift; exec "$@" </dev/null >/dev/null 2>"$e"', "sh", err_file }
