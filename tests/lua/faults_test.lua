@@ -144,7 +144,12 @@ local function once_each(recs, n, outages, err)
       T.eq(r.error.code, "ECONNLOST", r.error.message); T.match(r.error.message, "not run again")
     end
   end
-  T.ok(failed <= outages, failed .. " points failed: at most the one in flight at each outage")
+  local which = {}
+  for _, r in ipairs(recs) do
+    if r.ok == false then which[#which + 1] = r.params.num_executions .. ": " .. r.error.message end
+  end
+  T.ok(failed <= outages, failed .. " points failed: at most the one in flight at each outage; " ..
+    table.concat(which, " | ") .. "; stderr: " .. err)
   return failed
 end
 

@@ -612,6 +612,30 @@ T.test("counts (sshd's DEBUG1 log): a sweep is one connection and one channel, o
   T.eq(sweeps_sftp, 0, "no SFTP session: nothing is brought back apart from the helper's answers")
 end)
 
+T.test("two tasks that need the helper at once (a pipelined sweep's points, both sent again after a reconnect): " ..
+  "one starts it, the other waits for it; one channel, one program at a time", function()
+  local t = assert(target_ssh.new(opts { remote_dir = srv.remote_dir .. "/two" }))
+  T.eq(t.cache.helper_client, nil, "a target without its helper yet")
+  local n0 = srv:count("server_input_channel_open: ctype session")
+  local s = require("odp.core.sched").new()
+  local spans = {}
+  for i = 1, 2 do
+    s:spawn(function()
+      local r = assert(t:exec({ "sh", "-c", "date +%s%N; sleep 0.3; date +%s%N" }))
+      spans[i] = { r.stdout:match("^(%d+)\n(%d+)") }
+      return r.rusage ~= nil
+    end, { name = "point " .. i })
+  end
+  s:run()
+  for i = 1, 2 do T.eq({ s.tasks[i].ok, s.tasks[i].values[1] }, { true, true }, tostring(s.tasks[i].error)) end
+  sys.sleep(0.3) -- sshd logs a moment after
+  T.eq(srv:count("server_input_channel_open: ctype session") - n0, 1, "one channel: the helper's")
+  local a, b = spans[1], spans[2]
+  T.ok(tonumber(a[2]) <= tonumber(b[1]) or tonumber(b[2]) <= tonumber(a[1]),
+    "on the board's clock the two programs did not overlap: " .. table.concat(a, "-") .. " " .. table.concat(b, "-"))
+  t:close()
+end)
+
 T.test("helper killed mid-run: that run fails with one line, the next starts a new helper", function()
   local t = assert(target_ssh.new(opts()))
   assert(t:exec({ "true" }))

@@ -855,22 +855,39 @@ end
 function M.helper(target, first)
   local c = target.cache
   if c.helper_client and not c.helper_client.dead then return c.helper_client end
-  if c.helper_off or c.helper_starting or not target.open_channel then return nil end
-  c.helper_starting = true
+  if c.helper_off or not target.open_channel then return nil end
+  local task = sched().current()
+  if c.helper_starting then
+    -- the start's own requests go without it; another task (a pipelined sweep's other point, both sent again
+    -- after a reconnect) waits for that start's outcome: going around the helper would run its program beside
+    -- the one the helper runs
+    if not task or c.helper_starting == task then return nil end
+    local held, err, code = c.helper_started:acquire()
+    if not held then return nil, err, code end
+    c.helper_started:release()
+    return M.helper(target, first)
+  end
+  c.helper_starting = task or true
+  c.helper_started = c.helper_started or require("odp.core.lock").new(1, "the helper's start on " .. target.uri)
+  assert(c.helper_started:acquire()) -- free: only a start holds it, and none is under way
   local path = M.helper_path(target)
   local flight = first and helper_mod().run_flight(first[1], first[2])
   if flight and #flight > FIRST_MAX then flight = nil end -- sent on its own once the helper greets
-  local ch, err, code = target:open_channel(M.start_command(path, flight and
-    (flight:gsub(".", function(b) return ("%02x"):format(b:byte()) end))))
-  local client, why, arch, installed
-  if ch then
-    client, err, code, why, arch = helper_mod().open(ch, { uri = target.uri, absent = ABSENT, install = function(a)
-      local mine = own_helpers()[a]
-      installed = mine and a
-      return mine and sys.read_file(mine.path)
-    end, first = flight and { flight = flight, opts = first[2] } })
-  end
+  local ch, err, code, client, why, arch, installed
+  local ok, raised = pcall(function()
+    ch, err, code = target:open_channel(M.start_command(path, flight and
+      (flight:gsub(".", function(b) return ("%02x"):format(b:byte()) end))))
+    if ch then
+      client, err, code, why, arch = helper_mod().open(ch, { uri = target.uri, absent = ABSENT, install = function(a)
+        local mine = own_helpers()[a]
+        installed = mine and a
+        return mine and sys.read_file(mine.path)
+      end, first = flight and { flight = flight, opts = first[2] } })
+    end
+  end)
   c.helper_starting = nil
+  c.helper_started:release()
+  if not ok then error(raised, 0) end
   if not ch and code == "EBUSY" then
     return nil -- no connection to spare for it now (odp.target.adb's limit): this call goes without, the next tries
   elseif not ch and code ~= "EPROTO" and code ~= "ENOTFOUND" then
