@@ -868,6 +868,7 @@ function M.helper(target, first)
     return M.helper(target, first)
   end
   c.helper_starting = task or true
+  -- lazy: start-up (boards with a resident helper)
   c.helper_started = c.helper_started or require("odp.core.lock").new(1, "the helper's start on " .. target.uri)
   assert(c.helper_started:acquire()) -- free: only a start holds it, and none is under way
   local path = M.helper_path(target)

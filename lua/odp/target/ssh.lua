@@ -3,13 +3,13 @@
 -- every step; files are hash-skipped (sha256sum on the board); rusage comes from the odp-rusage helper, pushed
 -- once per board into <remote_dir>/.odp/ (hash-skipped too), else from GNU `time -v` when the board has it.
 local ssh = require("odp.ssh")
-local proc = require("odp.proc")
 local errors = require("odp.core.errors")
 local core_ui = require("odp.core.ui")
 local lock = require("odp.core.lock")
 local outage = require("odp.target.outage")
 local shell = require("odp.target.shell")
 local ssh_config = require("odp.target.ssh_config")
+local ssh_master = require("odp.target.ssh_master")
 local sys = require("odp.sys")
 
 local M = { kind = "ssh" }
@@ -201,156 +201,11 @@ local function connect_chain(st, opts, path, timeout)
   return session, err, code
 end
 
--- ---------- through ssh's ControlMaster (docs/devices.md, "Through ssh's ControlMaster") ----------
-
--- ssh's own arguments for st's board: the config file and the command line's overrides odp was given.
-local function ssh_args(st, opts, extra)
-  local argv = { "ssh" }
-  if opts.ssh_config then table.move({ "-F", opts.ssh_config }, 1, 2, #argv + 1, argv) end
-  table.move({ "-l", st.user, "-p", tostring(st.port) }, 1, 4, #argv + 1, argv)
-  table.move(extra, 1, #extra, #argv + 1, argv)
-  argv[#argv + 1] = st.alias
-  return argv
-end
-
--- The ControlPath as ssh expands it (`ssh -G`: %C is ssh's hash, which its versions compute differently).
--- -> path | nil, why
-local function control_path(st, opts)
-  local r = proc.run { argv = ssh_args(st, opts, { "-G" }), timeout = 10 }
-  if not r or r.status ~= 0 then
-    return nil, ("`ssh -G %s` failed: %s"):format(st.alias, r and (r.stderr:match("[^\n]+") or r.status) or "not run")
-  end
-  local path = r.stdout:match("\ncontrolpath ([^\n]+)")
-  if not path or path == "none" then return nil, "ssh -G names no controlpath" end
-  return path
-end
-
--- Starts ssh's master for st as `ssh HOST` would with this config (ControlMaster auto or yes, and ControlPersist:
--- it stays when odp ends): -fN returns once it has authenticated. BatchMode: it never prompts (a key that needs
--- its passphrase makes it fail, and odp connects itself). -> seconds it took | nil, why
-local function start_master(st, opts, timeout)
-  local extra = { "-o", "ControlMaster=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=" .. math.ceil(timeout),
-    "-fN" }
-  if opts.identity then table.move({ "-i", opts.identity, "-o", "IdentitiesOnly=yes" }, 1, 4, #extra + 1, extra) end
-  if opts.known_hosts then extra[#extra + 1] = "-oUserKnownHostsFile=" .. opts.known_hosts end
-  if opts.accept_new_host_key then extra[#extra + 1] = "-oStrictHostKeyChecking=accept-new" end
-  -- odp's keepalives where ssh_config asks for none (ALIVE_INTERVAL): the master's connection is the board's now
-  if st.server_alive_interval == 0 then extra[#extra + 1] = "-oServerAliveInterval=" .. ALIVE_INTERVAL end
-  local err_file = os.tmpname()
-  -- the master keeps no pipe of odp's open (odp.proc would wait for it to close)
-  local argv = { "/bin/sh", "-c", 'e=$1; shift; exec "$@" </dev/null >/dev/null 2>"$e"', "sh", err_file }
-  for _, a in ipairs(ssh_args(st, opts, extra)) do argv[#argv + 1] = a end
-  local t0 = sys.now()
-  local r = proc.run { argv = argv, timeout = timeout + 5 }
-  local said = sys.read_file(err_file) or ""
-  os.remove(err_file)
-  if not r or r.status ~= 0 then
-    -- ssh's last line says why (its first may be a banner of @s)
-    local last
-    for line in said:gmatch("[^\r\n]+") do last = line end
-    return nil, ("ssh did not start a ControlMaster: %s"):format(last or (r and ("status " .. r.status) or "not run"))
-  end
-  return sys.now() - t0
-end
-
--- A board session through a master (odp.ssh mux): the helper's channel and what needs no SFTP go through it;
--- exec, put and get (the paths without the helper) through a session of odp's own, connected when first needed.
-local MuxSession = {}
-MuxSession.__index = MuxSession
-
-function MuxSession:open_channel(cmd, o)
-  local stream, err, code = self.mux:open_channel(cmd, o)
-  if stream then self.streams[stream] = true end
-  return stream, err, code
-end
-
-function MuxSession:traffic()
-  local t = self.mux:traffic()
-  t.connect_ms = t.connect_ms + self.started_ms
-  if self.direct then
-    for k, v in pairs(self.direct:traffic()) do t[k] = t[k] + v end
-  end
-  return t
-end
-
-function MuxSession:lost()
-  local pid, err = self.mux:alive { timeout = 5 }
-  if pid then return self.direct and self.direct:lost() or nil end
-  return ("the ControlMaster at %s is gone (%s)"):format(self.mux:path(), err)
-end
-
-function MuxSession:uri() return self.uri_text end
-
--- odp's own connection, for what the master does not carry here (SFTP, a command's exit status).
-function MuxSession:own()
-  if not self.direct then
-    local session, err, code = self.connect_direct()
-    if not session then return nil, err, code end
-    self.direct = session
-  end
-  return self.direct
-end
-
-for _, verb in ipairs { "exec", "put", "get" } do
-  MuxSession[verb] = function(self, ...)
-    local s, err, code = self:own()
-    if not s then return nil, err, code end
-    return s[verb](s, ...)
-  end
-end
-
-function MuxSession:close()
-  -- each stream's close ends the session's stdin: the master passes on what was written before it (the helper
-  -- does the last request odp left it, as over odp's own connection)
-  for stream in pairs(self.streams) do pcall(stream.close, stream) end
-  self.streams = {}
-  self.mux:close()
-  if self.direct then self.direct:close() end
-end
-
--- The master for st when its ssh_config has one: running (`ssh -O check` would say so) or, with ControlMaster
--- auto|yes and ControlPersist, started (a killed master's socket removed first, as ssh does). Two odp processes
--- never start two: the second would find the first's socket and run on as a plain connection no one stops.
--- -> a MuxSession | nil (none: connect as usual), and why for the ui when one was meant to be used and is not
-local function through_master(st, opts, timeout, connect_direct)
-  if not st.control_path then return nil end
-  local path, why = control_path(st, opts)
-  if not path then return nil, why end
-  local mux, pid = ssh.mux(path, { timeout = 5 })
-  local started = 0
-  if not mux then
-    if not ((st.control_master == "auto" or st.control_master == "yes") and st.control_persist ~= "no") then
-      return nil -- ssh would connect without a master too
-    end
-    local deadline, held = sys.now() + timeout, nil
-    repeat
-      held = sys.lock(path .. ".odp-lock")
-      if not held then sys.sleep(0.05) end
-    until held or sys.now() > deadline
-    if not held then return nil, ("another odp holds %s.odp-lock"):format(path) end
-    mux, pid = ssh.mux(path, { timeout = 5 }) -- the holder before may have started one
-    if not mux then
-      ssh.mux_clear_stale(path)
-      if sys.stat(path) then
-        held:release()
-        return nil, pid -- there, and no master of this user's: another user's socket, a file, ...
-      end
-      started, why = start_master(st, opts, timeout)
-      if started then mux, pid = ssh.mux(path, { timeout = 5 }) end
-    end
-    held:release()
-    if not started and not mux then return nil, why end
-    if not mux then return nil, ("the ControlMaster ssh started does not answer: %s"):format(pid) end
-  end
-  return setmetatable({ mux = mux, pid = pid, started_ms = started * 1000, streams = setmetatable({}, { __mode = "k" }),
-    uri_text = ("%s@%s:%d"):format(st.user, st.hostname, st.port), connect_direct = connect_direct,
-    started = started > 0 }, MuxSession)
-end
-
 -- Connects st: through its ControlMaster where ssh_config has one, else odp's own connection.
 local function connect(st, opts, timeout, ui)
   local function direct() return connect_chain(st, opts, { st.alias:lower() }, timeout) end
-  local ms, why = through_master(st, opts, timeout or st.connect_timeout or CONNECT_TIMEOUT, direct)
+  local ms, why = ssh_master.session(st, opts, { timeout = timeout or st.connect_timeout or CONNECT_TIMEOUT,
+    alive_interval = ALIVE_INTERVAL, connect_direct = direct })
   if ms then
     if ui then
       ui:debug("ssh %s: through the ControlMaster at %s (pid %d%s)", st.alias, ms.mux:path(), ms.pid,
@@ -428,7 +283,7 @@ end
 function Target:connection() return self.session end
 function Target:lost_why(session) return session:lost() end
 function Target:ask_lost(session)
-  if getmetatable(session) == MuxSession then return session:lost() end -- the master answers locally
+  if ssh_master.is_session(session) then return session:lost() end -- the master answers locally
   session:exec("true", { timeout = 10 })
 end
 function Target:let_go() keep_traffic(self) end
