@@ -234,22 +234,40 @@ static int l_exec(lua_State *L)
     return rc ? 3 : 1;
 }
 
-/* session:open_channel(command, {timeout=}) -> an odp.Stream of the command's stdout/stdin (its stderr:
- * stream:stderr()) | nil, err, code. The stream keeps its session alive. */
-static int l_open_channel(lua_State *L)
+typedef int (*channel_opener)(void *owner, const char *command, double deadline, odp_stream **out, odp_err *err);
+
+/* The open_channel methods' one body: (command, {timeout=}) at 2 and 3 -> an odp.Stream that keeps its owner (at 1)
+ * alive | nil, err, code */
+static int push_channel(lua_State *L, channel_opener open, void *owner)
 {
     static const char *const allowed[] = {"timeout", NULL};
-    session_ud *u = check_session(L);
     const char *cmd = luaL_checkstring(L, 2);
     odp_checkopts(L, 3, allowed);
     double deadline = odp_optdeadline(L, 3, 30);
     odp_require_stream(L);
     odp_stream *st;
     odp_err err;
-    if (odp_ssh_channel_open(u->s, cmd, deadline, &st, &err))
+    if (open(owner, cmd, deadline, &st, &err))
         return odp_pushfail(L, &err);
     odp_pushstream_owned(L, st, 1);
     return 1;
+}
+
+static int session_channel(void *s, const char *cmd, double deadline, odp_stream **out, odp_err *err)
+{
+    return odp_ssh_channel_open(s, cmd, deadline, out, err);
+}
+
+/* session:open_channel(command, {timeout=}) -> an odp.Stream of the command's stdout/stdin (its stderr:
+ * stream:stderr()) | nil, err, code. The stream keeps its session alive. */
+static int l_open_channel(lua_State *L) { return push_channel(L, session_channel, check_session(L)->s); }
+
+/* {round_trips=, bytes_up=, bytes_down=, connect_ms=} */
+static void push_traffic(lua_State *L, const odp_ssh_traffic *t)
+{
+    odp_pushtraffic(L, t->round_trips, t->bytes_up, t->bytes_down);
+    lua_pushnumber(L, t->connect_ms);
+    lua_setfield(L, -2, "connect_ms");
 }
 
 typedef struct {
@@ -330,9 +348,7 @@ static int l_traffic(lua_State *L)
 {
     odp_ssh_traffic t;
     odp_ssh_traffic_get(check_session(L)->s, &t);
-    odp_pushtraffic(L, t.round_trips, t.bytes_up, t.bytes_down);
-    lua_pushnumber(L, t.connect_ms);
-    lua_setfield(L, -2, "connect_ms");
+    push_traffic(L, &t);
     return 1;
 }
 
@@ -404,23 +420,14 @@ static int l_mux_clear_stale(lua_State *L)
     return 1;
 }
 
+static int mux_channel(void *m, const char *cmd, double deadline, odp_stream **out, odp_err *err)
+{
+    return odp_ssh_mux_channel_open(m, cmd, deadline, out, err);
+}
+
 /* mux:open_channel(command, {timeout=}) -> an odp.Stream of the command's stdout/stdin (its stderr:
  * stream:stderr()) | nil, err, code */
-static int l_mux_open_channel(lua_State *L)
-{
-    static const char *const allowed[] = {"timeout", NULL};
-    mux_ud *u = check_mux(L);
-    const char *cmd = luaL_checkstring(L, 2);
-    odp_checkopts(L, 3, allowed);
-    double deadline = odp_optdeadline(L, 3, 30);
-    odp_require_stream(L);
-    odp_stream *st;
-    odp_err err;
-    if (odp_ssh_mux_channel_open(u->m, cmd, deadline, &st, &err))
-        return odp_pushfail(L, &err);
-    odp_pushstream_owned(L, st, 1);
-    return 1;
-}
+static int l_mux_open_channel(lua_State *L) { return push_channel(L, mux_channel, check_mux(L)->m); }
 
 /* mux:alive({timeout=}) -> the master's pid | nil, err, code */
 static int l_mux_alive(lua_State *L)
@@ -442,9 +449,7 @@ static int l_mux_traffic(lua_State *L)
 {
     odp_ssh_traffic t;
     odp_ssh_mux_traffic_get(check_mux(L)->m, &t);
-    odp_pushtraffic(L, t.round_trips, t.bytes_up, t.bytes_down);
-    lua_pushnumber(L, t.connect_ms);
-    lua_setfield(L, -2, "connect_ms");
+    push_traffic(L, &t);
     return 1;
 }
 
