@@ -20,8 +20,9 @@ local DELAY_MS = 20 -- each way: a round trip is 40 ms, far above this machine's
 local SESSION_START_MAX = 9
 -- A fresh board's 10-point sweep on the wire (the relay's count): the session start, the helper installed in its
 -- one exec, the runner and model uploaded through it (8.6 MB in a few round trips of sshd's 2 MB window; over
--- SFTP they cost ~55, the sweep 94), the points; the relay too counts some window adjusts as turnarounds
-local FRESH_SWEEP_MAX = 50
+-- SFTP they cost ~55, the sweep 94), the points; the relay too counts some window adjusts as turnarounds, more
+-- of them as the machine is busier (41 to 51 seen, the 51 in a CI run): well under the SFTP path's 94
+local FRESH_SWEEP_MAX = 64
 
 local srv = sshd.start { log_level = "DEBUG3" }
 local HOSTNAME = sshd.sh("hostname"):match("%S+")

@@ -184,11 +184,13 @@ T.test("stdout pieces: the prompt's chunk, the generated ones, the observer line
   end
 end)
 
--- llama_main run directly by odp.proc (one read loop between the runner and the times), n processes: for each,
--- its stdout pieces (odp.parse.llm), its observer line and its ETDump's forwards.
-local function direct_runs(p, n, tokens)
-  local out = {}
-  for i = 1, n do
+-- llama_main run directly by odp.proc (one read loop between the runner and the times), n processes, and more up
+-- to max_n while none read one chunk per piece (on a loaded machine pieces come together): for each, its stdout
+-- pieces (odp.parse.llm), its observer line and its ETDump's forwards.
+local function direct_runs(p, n, tokens, max_n)
+  local out, whole = {}, false
+  for i = 1, max_n or n do
+    if i > n and whole then break end
     local dump = ("%s/direct%d.etdump"):format(dir, i)
     local r = assert(proc.run { argv = { p.runner, "--model_path", p.model, "--tokenizer_path", p.tokenizer,
       "--prompt", "Once upon a time", "--temperature", "0", "--max_new_tokens", tostring(tokens),
@@ -199,12 +201,13 @@ local function direct_runs(p, n, tokens)
       durations = {}, gaps = {} }
     oracle.decode_forwards(dump, f.prompt_tokens, out[i].durations, out[i].gaps)
     out[i].prefill_ms = oracle.prefill_ms(dump, f.prompt_tokens)
+    whole = whole or #out[i].pieces.pieces_us == f.generated_tokens + 1
   end
   return out
 end
 
 T.with_real_llm("stdout arrival times of llama_main's pieces against its ETDump's forwards and its own TTFT", function(p)
-  local runs = direct_runs(p, 5, 32)
+  local runs = direct_runs(p, 5, 32, 12)
   local ttft_s, ttft_r, prefill, iv, durations, gaps = {}, {}, {}, {}, {}, {}
   for _, x in ipairs(runs) do
     local made = x.figures.generated_tokens + 1
@@ -220,7 +223,7 @@ T.with_real_llm("stdout arrival times of llama_main's pieces against its ETDump'
       prefill[#prefill + 1] = x.prefill_ms
     end
   end
-  T.ok(#iv >= 31, "at least one process of 5 read one chunk per piece")
+  T.ok(#iv >= 31, ("at least one process of %d read one chunk per piece"):format(#runs))
   oracle.near_forward(T, stats.percentile(iv, 50), durations, gaps, "direct")
   T.ok(#ttft_s >= 3, "the prompt came in a chunk of its own")
   oracle.near_ttft(T, ttft_s, ttft_r, prefill, "direct")
@@ -492,7 +495,11 @@ T.with_real_llm("an ETDump that cannot be read: every token's time from stdout o
     -- the report's chart says which clock timed the tokens
     local rep = assert(proc.run { argv = { odp, "report", rec.artifacts.run_dir }, cwd = dir, timeout = 60 })
     T.eq(rep.status, 0, rep.stderr)
-    T.match(T.read(rec.artifacts.run_dir .. "/report.html"), "when its piece arrived on stdout")
+    -- (on a loaded machine no process's pieces may have come one chunk each: then there are no token times, said
+    -- in the record, and the page claims none)
+    local page = T.read(rec.artifacts.run_dir .. "/report.html")
+    T.eq(page:find("when its piece arrived on stdout", 1, true) ~= nil, rec.llm.token_times == "stdout",
+      "the page says stdout timed the tokens exactly when the record has stdout's token times")
   end)
 
 -- A real OOM kill: the runner in a cgroup v1 memory cgroup limited to 256 KiB (it needs ~7 MB). The kernel kills
