@@ -41,4 +41,18 @@ function M.points(recs)
   return list
 end
 
+--- The check both pipelining tests make of a sweep run one point at a time (one) and the same sweep pipelined
+-- (piped), on a link of rtt_ms: the same records, in order; one point at a time every point waited a round trip
+-- on the link; pipelined none after the second did (the first starts the board's session alone and the second
+-- starts once it is recorded, odp.run.sweep: from the third on, each point's request is queued on the board
+-- before the one before it ends). what names the transport in the line printed.
+function M.check(one, piped, rtt_ms, what)
+  T.eq(M.points(piped), M.points(one), "the same points, in order, with the same parameters")
+  local waited_one, waited_piped = M.unwaited(one, rtt_ms), M.unwaited(piped, rtt_ms)
+  io.stderr:write(("%s, %d points at RTT %d ms: %d started within a round trip of the one before one at a time, " ..
+    "%d pipelined\n"):format(what, #piped, rtt_ms, waited_one, waited_piped))
+  T.eq(waited_one, 0, "one point at a time: every point waited a round trip on the link")
+  T.eq(waited_piped, #piped - 2, "pipelined: no point after the second waited on the link")
+end
+
 return M
