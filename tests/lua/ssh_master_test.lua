@@ -182,6 +182,15 @@ T.with_real_runner("a ControlPath that is no socket of this user's: never used o
   T.eq(auths() - a0, 1, "odp's own connection authenticated")
 end)
 
+T.with_real_runner("ControlMaster autoask and no master running: odp starts none, and -v says why", function(runner)
+  local cfg = config("  ControlMaster autoask\n  ControlPath " .. tmp .. "/ask-%C\n  ControlPersist 60\n")
+  local rec, said = run(cfg, runner)
+  T.eq(rec.ok, true, said)
+  T.match(said, "no ControlMaster at [^\n]*/ask%-%x+, and odp starts none with ControlMaster autoask, ControlPersist 60")
+  T.ok(ssh_o(cfg, "check").status ~= 0, "no master")
+  T.eq(rec.transport.connects, 1, "odp's own connection")
+end)
+
 T.with_real_runner("a master ssh cannot start (the board's host key is not the one known): odp's own connection " ..
   "refuses the key too, one error line", function(runner)
   local wrong = tmp .. "/wrong_known_hosts"

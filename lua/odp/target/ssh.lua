@@ -204,7 +204,7 @@ end
 -- Connects st: through its ControlMaster where ssh_config has one, else odp's own connection.
 local function connect(st, opts, timeout, ui)
   local function direct() return connect_chain(st, opts, { st.alias:lower() }, timeout) end
-  local ms, why = ssh_master.session(st, opts, { timeout = timeout or st.connect_timeout or CONNECT_TIMEOUT,
+  local ms, why, note = ssh_master.session(st, opts, { timeout = timeout or st.connect_timeout or CONNECT_TIMEOUT,
     alive_interval = ALIVE_INTERVAL, connect_direct = direct })
   if ms then
     if ui then
@@ -213,6 +213,7 @@ local function connect(st, opts, timeout, ui)
     end
     return ms
   end
+  if note and ui then ui:debug("ssh %s: %s", st.alias, note) end
   local session, err, code = direct()
   -- why the master is not used, where odp's own connection works (else its error says all)
   if session and why and ui then ui:warn("ssh %s: %s: odp connects itself", st.alias, why) end

@@ -121,7 +121,8 @@ end
 -- o: timeout (seconds), alive_interval (keepalives of a master started here where ssh_config sets none),
 -- connect_direct (odp's own connection, for what the master does not carry: a function -> session | nil, err, code)
 -- -> a session (as odp.ssh's: open_channel, exec, put, get, traffic, lost, uri, close) | nil (none: connect as
--- usual), and why for the ui when one was meant to be used and is not
+-- usual), and why for the ui when one was meant to be used and is not (a warning), or a note for -v when none
+-- runs and odp is not to start one
 function M.session(st, opts, o)
   local timeout, connect_direct = o.timeout, o.connect_direct
   if not st.control_path then return nil end
@@ -131,7 +132,9 @@ function M.session(st, opts, o)
   local started = 0
   if not mux then
     if not ((st.control_master == "auto" or st.control_master == "yes") and st.control_persist ~= "no") then
-      return nil -- ssh would connect without a master too
+      -- ssh would connect without a master too, or (ask, autoask) start one that asks ssh-askpass for each use
+      return nil, nil, ("no ControlMaster at %s, and odp starts none with ControlMaster %s, ControlPersist %s"):format(
+        path, st.control_master, st.control_persist)
     end
     local deadline, held = sys.now() + timeout, nil
     repeat
