@@ -2,7 +2,7 @@
 -- (/proc/self/status) before exiting; odp's figure for it must be within max(2%, 256 kB) on the host
 -- target (odp-rusage -g) and the ssh target (odp-rusage pushed to the loopback sshd "board"). The adb
 -- target's check is in tests/adb/flow.lua (it needs the device emulator). And for the real runner, odp's
--- peak_rss_kb never exceeds GNU time -v's figure by more than 1%.
+-- peak_rss_kb never exceeds GNU time -v's figure by more than max(2%, 256 kB).
 local T = require("t")
 local sshd = require("sshd")
 local proc = require("odp.proc")
@@ -62,8 +62,10 @@ end)
 -- The runner's own peak varies by a few % from process to process (4490..4704 kB here, the same for both
 -- measurers), so odp's figure and time -v's are each the median of five runs, interleaved. (The highest of five
 -- time -v runs as the ceiling failed once in CI: five low ones, 4624 kB, against odp's median 4692.) Before
--- odp-rusage, odp reported at least odp's own peak (~3 MB more).
-T.with_real_runner("real runner: peak_rss_kb never above GNU time -v's figure + 2% (medians of five)", function(runner)
+-- odp-rusage, odp reported at least odp's own peak (~3 MB more). The bound is this file's max(2%, 256 kB): odp's run
+-- also writes an ETDump, which the bare time -v run does not (medians 4732 against 4612 kB, 2.6%, in one CI run).
+T.with_real_runner("real runner: peak_rss_kb never above GNU time -v's figure + max(2%, 256 kB) (medians of five)",
+  function(runner)
   local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
   local dir = T.tmpdir()
   local gnu, mine = {}, {}
@@ -79,7 +81,7 @@ T.with_real_runner("real runner: peak_rss_kb never above GNU time -v's figure + 
   table.sort(mine)
   table.sort(gnu)
   local median, ref = mine[3], gnu[3]
-  T.ok(median <= ref * 1.02, ("odp %s kB vs time -v %d kB (medians; odp's %s, time -v's %s)"):format(median, ref,
+  T.ok(median <= ref + math.max(ref * 0.02, 256), ("odp %s kB vs time -v %d kB (medians; odp's %s, time -v's %s)"):format(median, ref,
     table.concat(mine, " "), table.concat(gnu, " ")))
   T.ok(median > ref * 0.8, ("odp %s kB is the runner's, not a fraction (time -v %d kB)"):format(median, ref))
 end)
