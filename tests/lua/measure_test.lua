@@ -239,6 +239,43 @@ T.test("a long measurement says up front what it will take: its pace, --timeout,
     .. "go on until it is met")
 end)
 
+T.test("the pace is the runner's own: not the wait before it started (a pipelined point, a run re-sent after an "
+  .. "outage)", function()
+  local now = 1000
+  local clock = { now = function() return now end }
+  local o = { timeout = 600, ["repeat"] = 1 }
+  local function lines(from, to, at_s)
+    local out = {}
+    for i = from, to do
+      out[#out + 1] = ("I 00:00:%09.6f executorch:executor_runner.cpp:779] Iteration %d of 1000: 10.000000 ms\n")
+        :format(at_s, i)
+    end
+    return table.concat(out)
+  end
+  local said = {}
+  local pace = measure.pacer(o, 1000, function(l) said[#said + 1] = l end, { clock = clock })
+  now = now + 300 -- made, then 5 min behind the point before it (or an outage) before its first output
+  pace("I 00:00:00.000512 executorch:executor_runner.cpp:476] Model file m.pte is loaded.\n")
+  T.eq(#said, 0, "its first output starts the wait for a pace, not the pacer's making")
+  now = now + 1
+  pace(lines(1, 100, 1.0))
+  T.eq(#said, 0, "1 s after its first output: too early to tell")
+  now = now + 1.5
+  pace(lines(101, 250, 2.5))
+  T.eq(said, { "250 of 1000 iterations in 2.5 s: a process would take about 10 s at this pace; --timeout 600 s" },
+    "the runner's clock says 2.5 s for 250 iterations: 10 s a process, not the 300 s it waited")
+  pace(lines(251, 300, 3.0))
+  T.eq(#said, 1, "said once")
+  -- a runner whose lines carry no time: the time since its first output
+  said = {}
+  pace = measure.pacer(o, 100, function(l) said[#said + 1] = l end, { clock = clock })
+  now = now + 300
+  pace("Iteration 1 of 100: 100.0 ms\n")
+  now = now + 2
+  pace("Iteration 2 of 100: 100.0 ms\nIteration 3 of 100: 100.0 ms\n")
+  T.eq(said, { "3 of 100 iterations in 2.0 s: a process would take about 1.1 min at this pace; --timeout 600 s" })
+end)
+
 T.with_real_runner("real runner: a process --timeout ends keeps the iterations it measured (said up front and after), "
   .. "each warning once", function(runner)
   local r, rec = host { "--runner", runner, "-n", "10000000", "--target-ci", "2", "--timeout", "4", "--etdump",

@@ -196,19 +196,26 @@ end
 
 --- A watcher of a measured process's stderr (the chunks as they come) that says M.estimate's line once, through
 --- say, when the process has run 2 s and printed an iteration (or printed 256 kB) and would take long. n: its
---- iterations.
-function M.pacer(o, n, say)
-  local t0, text, done = sys.now(), {}, false
+--- iterations. How long it has run is the runner's own clock where its lines carry one (ExecuTorch's log: the
+--- time since its start, which no link, queue or outage adds to), else the time since its first output: the
+--- pacer may be made long before the process starts (a pipelined sweep's next point waits behind the one
+--- running, a run re-sent after an outage waits for the board). opts.clock: {now=} in place of odp.sys's (tests).
+function M.pacer(o, n, say, opts)
+  local clock = opts and opts.clock or sys
+  local t0, text, done = nil, {}, false
   local size = 0
   return function(data)
     if done then return end
+    t0 = t0 or clock.now()
     if size < 256 * 1024 then text[#text + 1] = data; size = size + #data end
-    local elapsed, full = sys.now() - t0, size >= 256 * 1024
+    local elapsed, full = clock.now() - t0, size >= 256 * 1024
     if elapsed < 2 and not full then return end
-    local k = #require("odp.parse.executorch").parse(table.concat(text), "").iterations_ms -- lazy: start-up
+    local parsed = require("odp.parse.executorch").parse(table.concat(text), "") -- lazy: start-up
+    local k = #parsed.iterations_ms
     if k == 0 and not full then return end -- no iteration yet (a slow load): the next chunk may tell
     done = true
-    local line = M.estimate(o, k, n, elapsed)
+    local last = parsed.messages[#parsed.messages]
+    local line = M.estimate(o, k, n, last and last.time_s or elapsed)
     if line then say(line) end
   end
 end
