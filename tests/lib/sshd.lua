@@ -131,13 +131,65 @@ function M.start(opts)
   return self
 end
 
+--- Dropbear (Debian's dropbear-bin), the SSH server of many embedded boards, in place of OpenSSH: the same Server
+-- (port, user, identity, known_hosts, remote_dir, count, stop, close, relay) with Dropbear's own ed25519 host key.
+-- Dropbear has no AuthorizedKeysFile: it reads the login user's ~/.ssh/authorized_keys, so it gets a user of its
+-- own (opts.user, default "odpdropbear", created if absent; OpenSSH's suites use another) whose authorized_keys
+-- is this server's while it runs and removed by close. Its log (-E: stderr) has one "Pubkey auth succeeded" line
+-- per authenticated connection. opts.window: its receive window in bytes (-W; Dropbear's default is 24576).
+function M.dropbear(opts)
+  opts = opts or {}
+  local p = io.popen("mktemp -d /tmp/odp-dropbear.XXXXXX"); local dir = p:read("l"); p:close()
+  local self = setmetatable({ dir = dir, owns_dir = true, user = M.ensure_user(opts.user or "odpdropbear"),
+    host = "127.0.0.1", dropbear = true }, Server)
+  require("t").at_done(function() self:close() end)
+  sh("chmod 755 " .. q(dir))
+  local host_key = dir .. "/host_ed25519"
+  local pub = sh("dropbearkey -t ed25519 -f " .. q(host_key) .. " 2>/dev/null"):match("(ssh%-ed25519 %S+)")
+  assert(pub, "dropbearkey printed no public key")
+  self.host_keys = { ed25519 = host_key }
+  self.host_pub = { ed25519 = pub }
+  self.identity = M.keygen(dir .. "/id_ed25519")
+  local home = sh("getent passwd " .. q(self.user)):match("^[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:([^:]*):")
+  self.authorized_keys = home .. "/.ssh/authorized_keys"
+  sh(("mkdir -p %s/.ssh && cp %s.pub %s && chown -R %s %s/.ssh && chmod 700 %s/.ssh && chmod 600 %s"):format(
+    q(home), q(self.identity), q(self.authorized_keys), q(self.user), q(home), q(home), q(self.authorized_keys)))
+  self.remote_dir = dir .. "/remote"
+  sh(("mkdir -p %s && chown %s %s"):format(q(self.remote_dir), q(self.user), q(self.remote_dir)))
+  self.log = dir .. "/dropbear.log"
+  for attempt = 1, 5 do
+    self.port = free_port() + attempt
+    -- -F: in the foreground (its PID is the listener's), -E: log to stderr, -s: no passwords, -P: its pid file
+    -- in the temp dir (not /var/run), -r: this host key only
+    local pid = sh(("dropbear -F -E -s -r %s -P %s/dropbear.pid -p %s:%d %s >%s 2>&1 & echo $!"):format(q(host_key),
+      q(dir), self.host, self.port, opts.window and ("-W " .. math.tointeger(opts.window)) or "", q(self.log)))
+    self.pid = tonumber(pid:match("%d+"))
+    local up = wait_for(function()
+      return proc.run { "sh", "-c", ("ss -Htln 'sport = :%d' | grep -q ."):format(self.port) }.ok or not self:alive()
+    end, 10)
+    if up and self:alive() then break end
+    self:stop()
+    self.pid = nil
+    if attempt == 5 then error("dropbear did not start:\n" .. io.open(self.log):read("a")) end
+  end
+  self.known_hosts = dir .. "/known_hosts"
+  self:write_known_hosts("ed25519")
+  return self
+end
+
 --- Writes known_hosts holding the server's key of the given type (or the key file given as `pub`).
 function Server:write_known_hosts(kind, path, pub)
-  local key = sh("cat " .. q(pub or (self.host_keys[kind] .. ".pub"))):match("^(%S+ %S+)")
+  local key = pub and sh("cat " .. q(pub)):match("^(%S+ %S+)") or self:host_key_line(kind)
   local f = assert(io.open(path or self.known_hosts, "w"))
   f:write(string.format("[%s]:%d %s\n", self.host, self.port, key))
   f:close()
   return path or self.known_hosts
+end
+
+--- The server's public host key of a type, "TYPE BASE64" as known_hosts holds it.
+function Server:host_key_line(kind)
+  if self.host_pub then return self.host_pub[kind] end
+  return sh("cat " .. q(self.host_keys[kind] .. ".pub")):match("^(%S+ %S+)")
 end
 
 --- How many lines of sshd's own log match a Lua pattern (connections, channels: see log_level).
@@ -170,6 +222,7 @@ end
 -- does by itself (T.done), and what a bench, which has no T.done, calls.
 function Server:close()
   self:stop()
+  if self.authorized_keys then os.remove(self.authorized_keys) self.authorized_keys = nil end
   if self.owns_dir and self.dir then os.execute("rm -rf " .. q(self.dir)) end
   self.dir = nil
 end
@@ -200,7 +253,7 @@ end
 function Server:relay(delay_ms, dir)
   local relay = require("relay").start(delay_ms, self.host, self.port, dir)
   relay.known_hosts = ("%s/relay-%d.known_hosts"):format(dir, relay.port)
-  local key = sh("cat " .. q(self.host_keys.ed25519 .. ".pub")):match("^(%S+ %S+)")
+  local key = self:host_key_line("ed25519")
   local f = assert(io.open(relay.known_hosts, "w"))
   f:write(("[%s]:%d %s\n"):format(self.host, relay.port, key))
   f:close()

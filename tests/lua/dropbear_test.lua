@@ -1,0 +1,124 @@
+-- A board whose SSH server is Dropbear (Debian's dropbear-bin), as on many embedded Linux boards, instead of
+-- OpenSSH: Dropbear on 127.0.0.1 behind tests/c/delay_relay (it counts the turnarounds on the wire), the real
+-- runner. What odp's helper protocol asks of the server holds there too: one exec a session, the session's first
+-- flight in its command line, a point one round trip, and `U` (this odp's directory removed) written with the
+-- channel's end and the connection's close, waited for by nobody: Dropbear must pass it to the helper before it
+-- ends the session. The oracles: the relay's count, the runner's own log, the board's file system and process
+-- table, Dropbear's own log.
+local T = require("t")
+local sshd = require("sshd")
+local sys = require("odp.sys")
+local proc = require("odp.proc")
+
+local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")
+local odp = os.getenv("ODP") or (build .. "/odp")
+local model = T.root() .. "/tests/fixtures/pte/add_arduino.pte"
+local tmp = T.tmpdir()
+local DELAY_MS = 20
+
+local srv = sshd.dropbear()
+local rel = srv:relay(DELAY_MS, tmp)
+local used = 0
+
+-- What this odp left in the board's remote dir: its own directories under .odp/runs (each session's, removed by
+-- `U` as the session ends) and its helper processes.
+local function left_on_board(remote)
+  local runs = sys.readdir(remote .. "/.odp/runs") or {}
+  local procs = proc.run { "pgrep", "-u", srv.user }.stdout
+  return runs, procs
+end
+
+-- Each record's iterations against the runner's own log (its `Iteration i of N` lines in the run dir).
+local function check_against_log(rec, n, what)
+  T.ok(rec.ok, what .. ": " .. tostring(rec.error and rec.error.message))
+  T.eq(rec.latency_ms and rec.latency_ms.n, n, what .. ": its iterations")
+  local log = T.read(rec.artifacts.run_dir .. "/" .. rec.artifacts.runner_stderr.file)
+  local _, lines = log:gsub("Iteration %d+ of %d+: [%d.]+ ms", "")
+  T.eq(lines, n, what .. ": the runner's own log has as many")
+end
+
+-- A sweep of points num_executions=1..points through the relay. -> records, the relay's count, stderr
+local function sweep(remote, points, runner, extra)
+  local n = {}
+  for i = 1, points do n[i] = tostring(i) end
+  local out = ("%s/sweep-%d.jsonl"):format(tmp, used + 1)
+  local argv = { odp, "run", T.root() .. "/scripts/sweep.lua", "--flow", T.root() .. "/scripts/rpi5.lua",
+    "--host", srv.user .. "@127.0.0.1", "--port", tostring(rel.port), "--identity", srv.identity,
+    "--known-hosts", rel.known_hosts, "--remote-dir", remote, "--runner", runner, "--model", model,
+    "-p", "num_executions=" .. table.concat(n, ","), "--out", out, "--runs-dir", tmp .. "/runs", "-q",
+    "--no-history" }
+  table.move(extra or {}, 1, #(extra or {}), #argv + 1, argv)
+  local r = assert(proc.run { argv = argv, timeout = 600 })
+  T.eq(r.status, 0, r.stderr)
+  used = used + 1
+  return T.records(out), rel.connections(used)[used], r.stderr
+end
+
+T.with_real_runner("Dropbear: a fresh board's sweep installs the helper in its one exec and uploads through it; "
+  .. "each later point is one round trip; the session's directory goes with its end", function(runner)
+  local remote = srv.remote_dir .. "/fresh"
+  local recs, wire = sweep(remote, 3, runner, { "--no-pipeline" })
+  T.eq(#recs, 3, "three records")
+  for i, rec in ipairs(recs) do
+    check_against_log(rec, i, ("point %d"):format(i))
+    if i > 1 then T.eq(rec.transport.round_trips, 1, ("point %d: one round trip through Dropbear"):format(i)) end
+  end
+  T.eq(recs[1].transport.connects, 1, "one connection, made by the first point")
+  T.ok(sys.stat(remote .. "/.odp/odp-rusage"), "the helper installed on the board")
+  print(("# Dropbear, fresh board: round trips by point %d,%d,%d; the relay %d"):format(recs[1].transport.round_trips,
+    recs[2].transport.round_trips, recs[3].transport.round_trips, wire.round_trips))
+  -- `U` and the channel's close were written as the session ended, the connection closed at once: Dropbear
+  -- passed U to the helper (the directory is gone) and the helper then saw its stdin end (no process left)
+  local runs, procs
+  T.ok(sshd.wait_for(function()
+    runs, procs = left_on_board(remote)
+    return #runs == 0 and procs == ""
+  end, 5), ("nothing of the session left: dirs %s, processes %q"):format(table.concat(runs, " "), procs))
+end)
+
+T.with_real_runner("Dropbear: a repeat sweep is one exec and pipelined, one round trip a point on the wire, and "
+  .. "leaves nothing behind", function(runner)
+  local remote = srv.remote_dir .. "/repeat"
+  sweep(remote, 1, runner) -- the helper, runner and model on the board
+  local auths = srv:count("Pubkey auth succeeded")
+  local recs, wire = sweep(remote, 5, runner)
+  T.eq(#recs, 5, "five records, in order")
+  local total = 0
+  for i, rec in ipairs(recs) do
+    check_against_log(rec, i, ("point %d"):format(i))
+    T.eq(rec.params.num_executions, i, "in order")
+    total = total + rec.transport.round_trips
+  end
+  T.eq(srv:count("Pubkey auth succeeded") - auths, 1, "one authentication for the sweep")
+  -- the relay's count, independent of odp's: the records' sum (no uploads), within one packet crossing another
+  T.ok(math.abs(wire.round_trips - total) <= 1, ("the relay counted %d round trips, the records %d"):format(
+    wire.round_trips, total))
+  print(("# Dropbear, a repeat sweep of 5 points: the records %d round trips, the relay %d"):format(total,
+    wire.round_trips))
+  T.ok(wire.round_trips <= 9 + 4, ("the session's start (9) and a round trip per later point: %d"):format(
+    wire.round_trips))
+  local runs, procs
+  T.ok(sshd.wait_for(function()
+    runs, procs = left_on_board(remote)
+    return #runs == 0 and procs == ""
+  end, 5), ("nothing of the session left: dirs %s, processes %q"):format(table.concat(runs, " "), procs))
+end)
+
+T.test("Dropbear: another host key under the board's name is refused before anything is sent, exit 3", function()
+  local kh = tmp .. "/wrong_known_hosts"
+  local other = sshd.keygen(tmp .. "/other_host_key")
+  srv:write_known_hosts("ed25519", kh, other .. ".pub")
+  local auths = srv:count("Pubkey auth succeeded")
+  local r = assert(proc.run { argv = { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host",
+    srv.user .. "@127.0.0.1", "--port", tostring(srv.port), "--identity", srv.identity, "--known-hosts", kh,
+    "--remote-dir", srv.remote_dir .. "/refused", "--runner", build .. "/odp-rusage-x86_64",
+    "--model", model, "--runs-dir", tmp .. "/runs", "--no-history" }, timeout = 60 })
+  T.eq(r.status, 3, r.stderr)
+  local _, lines = r.stderr:gsub("\n", "")
+  T.match(r.stderr, "host key")
+  T.ok(lines <= 2, "a short error: " .. r.stderr)
+  T.eq(srv:count("Pubkey auth succeeded"), auths, "no authentication")
+  T.eq(sys.stat(srv.remote_dir .. "/refused"), nil, "nothing made on the board")
+end)
+
+T.done()
