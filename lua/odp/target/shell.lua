@@ -728,10 +728,28 @@ end
 --- SSH target's; adb keeps its sync: service, whose chunks stream without waiting already (and adbd KILLs the
 --- helper with its stream, which would leave a part an interrupted upload made).
 --- -> the push result | false: no helper runs (the caller uploads its own way) | nil, err, code
+-- An upload that took long in many round trips of little each says why, once per board: the board's SSH server
+-- opened the channel with a small window (Dropbear's default is 24 KB, its -W; OpenSSH's 2 MB), and each window's
+-- worth waits a round trip for the next adjust (docs/helper-protocol.md). before: the session's traffic before it.
+M.SMALL_WINDOW = { seconds = 2, round_trips = 100, bytes = 64 * 1024 }
+local function say_small_window(target, name, bytes, before, seconds)
+  if target.cache.small_window_said or not before then return end
+  local rts = target.session:traffic().round_trips - before.round_trips
+  local w = M.SMALL_WINDOW
+  if seconds < w.seconds or rts < w.round_trips or bytes / rts > w.bytes then return end
+  target.cache.small_window_said = true
+  local shown = target.ui or ui.new()
+  shown:info("hint: uploading %s (%s) to %s took %.1f s in %d round trips, %s each: the board's SSH server opens " ..
+    "a small channel window (Dropbear's default is 24576 bytes; `dropbear -W 2097152` gives 2 MB, as OpenSSH's " ..
+    "sshd does)",
+    name, ui.human_bytes(bytes), target.uri, seconds, rts, ui.human_bytes(bytes // rts))
+end
+
 function M.helper_push(target, src, dst, opts, st)
   local h, herr, hcode = M.helper(target)
   if herr then return nil, herr, hcode end
   if not h then return false end
+  local before, t0 = target.session and target.session.traffic and target.session:traffic(), sys.now()
   local ok, err, code = h:put(src, dst, { mode = opts.mode, sha256 = st.sha256, on_progress = opts.on_progress,
     after = opts.link and { { "L", { dst, opts.link } } } })
   if ok and opts.link and err[1][2] then return nil, err[1][2], err[1][3] end
@@ -740,6 +758,7 @@ function M.helper_push(target, src, dst, opts, st)
       err, code)
   end
   if not ok then return nil, err, code end
+  say_small_window(target, src:match("[^/]*$"), st.size, before, sys.now() - t0)
   return { bytes = st.size, skipped = false, linked = opts.link and true or nil }
 end
 
