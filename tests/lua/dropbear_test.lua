@@ -113,6 +113,51 @@ T.with_real_runner("Dropbear: a repeat sweep is one exec and pipelined, one roun
   end, 5), ("nothing of the session left: dirs %s, processes %q"):format(table.concat(runs, " "), procs))
 end)
 
+-- odp run in the background on the board behind Dropbear (directly, no relay), its output and exit status in dir.
+-- -> {pid, dir}
+local function background(remote, runner, dir)
+  local argv = { odp, "run", T.root() .. "/scripts/rpi5.lua", "--host", srv.user .. "@127.0.0.1", "--port",
+    tostring(srv.port), "--identity", srv.identity, "--known-hosts", srv.known_hosts, "--remote-dir", remote,
+    "--runner", runner, "--model", model, "-n", "100000000", "--runs-dir", dir .. "/runs", "--no-history", "-q" }
+  for i, a in ipairs(argv) do argv[i] = sshd.quote(a) end
+  sshd.sh(("( %s >%s/out 2>%s/err & echo $! >%s/pid; wait $!; echo $? >%s/rc ) >/dev/null 2>&1 &"):format(
+    table.concat(argv, " "), dir, dir, dir, dir))
+  local pid
+  T.ok(sshd.wait_for(function() pid = tonumber((io.open(dir .. "/pid") or io.tmpfile()):read("a"):match("%d+"))
+    return pid end, 10), "odp started")
+  return { pid = pid, dir = dir }
+end
+
+T.with_real_runner("Dropbear: Ctrl-C or SIGKILL of odp mid-run ends the runner on the board; Ctrl-C also removes "
+  .. "the session's directory", function(runner)
+  for _, sig in ipairs({ { "INT", 130 }, { "KILL", 137 } }) do
+    local dir = T.tmpdir()
+    local remote = srv.remote_dir .. "/sig" .. sig[1]
+    local job = background(remote, runner, dir)
+    T.ok(sshd.wait_for(function()
+      return proc.run { "pgrep", "-u", srv.user, "-f", "executor_runner" }.ok
+    end, 60), "the runner runs on the board")
+    sshd.sh("kill -" .. sig[1] .. " " .. job.pid)
+    local rc
+    T.ok(sshd.wait_for(function() rc = tonumber((io.open(dir .. "/rc") or io.tmpfile()):read("a"):match("%d+"))
+      return rc end, 30), "odp ended")
+    T.eq(rc, sig[2], T.read(dir .. "/err"))
+    if sig[1] == "INT" then
+      local _, lines = T.read(dir .. "/err"):gsub("\n", "")
+      T.eq(lines, 1, "one line: " .. T.read(dir .. "/err"))
+    end
+    -- the channel's end reached the helper through Dropbear: it KILLed the runner's group and ended
+    local procs
+    T.ok(sshd.wait_for(function()
+      procs = proc.run { "pgrep", "-a", "-u", srv.user }.stdout
+      return procs == ""
+    end, 10), ("SIG%s: no process left on the board: %q"):format(sig[1], procs))
+    if sig[1] == "INT" then
+      T.eq(sys.readdir(remote .. "/.odp/runs"), {}, "Ctrl-C: the session's directory removed as it ended")
+    end
+  end
+end)
+
 T.test("Dropbear: another host key under the board's name is refused before anything is sent, exit 3", function()
   local kh = tmp .. "/wrong_known_hosts"
   local other = sshd.keygen(tmp .. "/other_host_key")
