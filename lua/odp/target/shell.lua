@@ -721,13 +721,6 @@ function M.push_skip(target, src, dst, opts)
   return nil, st
 end
 
---- Uploads src to dst through the board's resident helper (its 'P' frames, sent without waiting: no SFTP
---- subsystem, which costs a login shell and a round trip per few chunks), once M.push_skip found the board
---- lacks it (st: M.push_skip's stat, with src's sha256, which the board checks). opts: mode, on_progress, link
---- (a path made a hard link of dst once it is up, in the same flight: the result then says linked). The
---- SSH target's; adb keeps its sync: service, whose chunks stream without waiting already (and adbd KILLs the
---- helper with its stream, which would leave a part an interrupted upload made).
---- -> the push result | false: no helper runs (the caller uploads its own way) | nil, err, code
 -- An upload that took long in many round trips of little each says why, once per board: the board's SSH server
 -- opened the channel with a small window (Dropbear's default is 24 KB, its -W; OpenSSH's 2 MB), and each window's
 -- worth waits a round trip for the next adjust (docs/helper-protocol.md). before: the session's traffic before it.
@@ -745,6 +738,13 @@ local function say_small_window(target, name, bytes, before, seconds)
     name, ui.human_bytes(bytes), target.uri, seconds, rts, ui.human_bytes(bytes // rts))
 end
 
+--- Uploads src to dst through the board's resident helper (its 'P' frames, sent without waiting: no SFTP
+--- subsystem, which costs a login shell and a round trip per few chunks), once M.push_skip found the board
+--- lacks it (st: M.push_skip's stat, with src's sha256, which the board checks). opts: mode, on_progress, link
+--- (a path made a hard link of dst once it is up, in the same flight: the result then says linked). The
+--- SSH target's; adb keeps its sync: service, whose chunks stream without waiting already (and adbd KILLs the
+--- helper with its stream, which would leave a part an interrupted upload made).
+--- -> the push result | false: no helper runs (the caller uploads its own way) | nil, err, code
 function M.helper_push(target, src, dst, opts, st)
   local h, herr, hcode = M.helper(target)
   if herr then return nil, herr, hcode end
