@@ -20,12 +20,15 @@ local srv = sshd.dropbear()
 local rel = srv:relay(DELAY_MS, tmp)
 local used = 0
 
--- What this odp left in the board's remote dir: its own directories under .odp/runs (each session's, removed by
--- `U` as the session ends) and its helper processes.
-local function left_on_board(remote)
-  local runs = sys.readdir(remote .. "/.odp/runs") or {}
-  local procs = proc.run { "pgrep", "-u", srv.user }.stdout
-  return runs, procs
+-- Checks that nothing of a session is left on the board within 5 s of its end: no directory under the remote dir's
+-- .odp/runs (each session's own, removed by `U` as it ends) and no process of the board's user (the helper, which
+-- ends when its stdin does, and the runners it KILLs then).
+local function nothing_left(remote)
+  local runs, procs
+  T.ok(sshd.wait_for(function()
+    runs, procs = sys.readdir(remote .. "/.odp/runs") or {}, proc.run { "pgrep", "-a", "-u", srv.user }.stdout
+    return #runs == 0 and procs == ""
+  end, 5), ("nothing of the session left: dirs %s, processes %q"):format(table.concat(runs, " "), procs))
 end
 
 -- Each record's iterations against the runner's own log (its `Iteration i of N` lines in the run dir).
@@ -73,11 +76,7 @@ T.with_real_runner("Dropbear: a fresh board's sweep installs the helper in its o
     recs[2].transport.round_trips, recs[3].transport.round_trips, wire.round_trips))
   -- `U` and the channel's close were written as the session ended, the connection closed at once: Dropbear
   -- passed U to the helper (the directory is gone) and the helper then saw its stdin end (no process left)
-  local runs, procs
-  T.ok(sshd.wait_for(function()
-    runs, procs = left_on_board(remote)
-    return #runs == 0 and procs == ""
-  end, 5), ("nothing of the session left: dirs %s, processes %q"):format(table.concat(runs, " "), procs))
+  nothing_left(remote)
 end)
 
 T.with_real_runner("Dropbear: a repeat sweep is one exec and pipelined, one round trip a point on the wire, and "
@@ -106,11 +105,7 @@ T.with_real_runner("Dropbear: a repeat sweep is one exec and pipelined, one roun
     "with %d bytes up"):format(wire.round_trips, total, up))
   T.ok(wire.round_trips <= 9 + 4, ("the session's start (9) and a round trip per later point: %d"):format(
     wire.round_trips))
-  local runs, procs
-  T.ok(sshd.wait_for(function()
-    runs, procs = left_on_board(remote)
-    return #runs == 0 and procs == ""
-  end, 5), ("nothing of the session left: dirs %s, processes %q"):format(table.concat(runs, " "), procs))
+  nothing_left(remote)
 end)
 
 -- odp run in the background on the board behind Dropbear (directly, no relay), its output and exit status in dir.
