@@ -212,6 +212,14 @@ function T.binfmt_aarch64()
   end
 end
 
+--- Under `make asan` (ASAN_OPTIONS set): proc.run's env for a program with further ASan options, e.g.
+--- "detect_leaks=0" for one a test traces with strace (LeakSanitizer cannot work under ptrace: it stops the
+--- process's threads with it, and fails the program at its exit); nil otherwise.
+function T.asan_env(options)
+  local asan = os.getenv("ASAN_OPTIONS")
+  return asan and { ASAN_OPTIONS = asan .. ":" .. options } or nil
+end
+
 function T.read(path)
   local f = assert(io.open(path, "rb"))
   local s = f:read("a")

@@ -15,6 +15,10 @@ local odp = os.getenv("ODP") or (root .. "/build/odp")
 local fake = (os.getenv("ODP_BUILD_DIR") or (root .. "/build")) .. "/tests/fake_runner"
 local add = root .. "/tests/fixtures/pte/add_arduino.pte"
 local FLOOD_MB, N = 100, 5
+-- odp's peak RSS bound. Under `make asan` odp runs with an 8 MB quarantine (ASan's default 256 MB of freed memory
+-- kept unreused would be most of the peak) and its redzones and shadow on top: 78 MB measured for 53 MB plain
+local ASAN = T.asan_env("quarantine_size_mb=8")
+local RSS_MAX_KB = (ASAN and 96 or 64) * 1024
 
 local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
@@ -28,7 +32,7 @@ local function flooded(dir, script, args)
   local words = {}
   for i, a in ipairs(argv) do words[i] = q(a) end
   local r = assert(proc.run { argv = { "sh", "-c", ("/usr/bin/time -v -o %s %s"):format(q(dir .. "/time.txt"),
-    table.concat(words, " ")) }, cwd = dir, timeout = 600, capture_limit = 1 << 20 })
+    table.concat(words, " ")) }, cwd = dir, env = ASAN, timeout = 600, capture_limit = 1 << 20 })
   local rec = json.decode(r.stdout)
   if not rec then error(("not JSON; stdout:\n%s\nstderr:\n%s"):format(r.stdout:sub(1, 2000), r.stderr), 0) end
   local rss = tonumber(T.read(dir .. "/time.txt"):match("Maximum resident set size %(kbytes%): (%d+)"))
@@ -71,7 +75,8 @@ local function check(rec, r, rss, what)
     end
     T.ok(said, what .. ": a warning says so: " .. json.encode(rec.warnings))
   end
-  T.ok(rss and rss < 64 * 1024, ("%s: odp's peak RSS %s kB, under 64 MB"):format(what, tostring(rss)))
+  T.ok(rss and rss < RSS_MAX_KB, ("%s: odp's peak RSS %s kB, under %d MB"):format(what, tostring(rss),
+    RSS_MAX_KB // 1024))
 end
 
 T.test("host target: 100 MiB per stream, then the timing lines", function()

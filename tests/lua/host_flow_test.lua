@@ -117,7 +117,7 @@ T.test("a run's files are flushed once: samples.csv written out and batched, the
   local trace = dir .. "/fsync.trace"
   local r = assert(proc.run { argv = { "strace", "-f", "-e", "trace=fsync,fdatasync,sync_file_range,rename", "-o", trace,
     odp, "run", root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs", "--runner", fake, "--model", add, "-n", "10",
-    "--no-history", "--format", "json" }, cwd = dir, timeout = 60 })
+    "--no-history", "--format", "json" }, cwd = dir, env = T.asan_env("detect_leaks=0"), timeout = 60 })
   T.eq(r.status, 0, r.stderr)
   local rec = assert(json.decode(r.stdout))
   local text = T.read(trace)
@@ -172,7 +172,7 @@ T.test("an unchanged runner of many MB is not read again: its sha256 and whether
     local trace = dir .. "/read.trace"
     local r = assert(proc.run { argv = { "strace", "-f", "-y", "-e", "trace=read,pread64", "-o", trace, odp, "run",
       root .. "/scripts/host.lua", "--runs-dir", dir .. "/runs-big", "--runner", big, "--model", add, "-n", "2",
-      "--no-history", "-v" }, cwd = dir, timeout = 60 })
+      "--no-history", "-v" }, cwd = dir, env = T.asan_env("detect_leaks=0"), timeout = 60 })
     T.eq(r.status, 0, r.stderr)
     local bytes = 0
     for call in T.read(trace):gmatch("[^\n]+") do

@@ -12,6 +12,7 @@ local sys = require("odp.sys")
 local servers = {}
 for i = 1, 4 do servers[i] = sshd.start() end
 local tmp = T.tmpdir()
+local build = os.getenv("ODP_BUILD_DIR") or (T.root() .. "/build")
 
 local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
 
@@ -339,7 +340,7 @@ T.test("the commands: a sweep of the real flow on three boards, one dead; resume
   local out = tmp .. "/cli.jsonl"
   local function sweep_cmd(extra)
     local argv = { odp, "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua", "--boards", path,
-      "--runner", root .. "/build/tests/fake_runner", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+      "--runner", build .. "/tests/fake_runner", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
       "--runs-dir", tmp .. "/runs", "-p", "num_executions=1,3", "--out", out }
     for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
     argv.timeout = 300
@@ -376,7 +377,7 @@ T.test("the commands: a sweep of the real flow on three boards, one dead; resume
   T.ok(doc.boards["pi-1"] and doc.boards["pi-2"] and not doc.boards.dead, "one comparison per live board")
   -- odp run SCRIPT --boards: one run on each board, reported together
   local one = assert(proc.run { odp, "run", root .. "/scripts/rpi5.lua", "--boards", path .. ":pi-1,pi-2",
-    "--runner", root .. "/build/tests/fake_runner", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+    "--runner", build .. "/tests/fake_runner", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
     "--runs-dir", tmp .. "/runs", "-n", "2", "--format", "jsonl", timeout = 300 })
   T.eq(one.status, 0, one.stderr)
   local names = {}
@@ -392,7 +393,7 @@ T.test("command-line transport options reach every board of --boards (over the l
   local path = write_lab(tmp .. "/prec.lua", { board_line("pi-1", servers[1]) })
   -- a directory the boards' login user may write, named only on the command line
   local cli_dir = servers[1].remote_dir .. "/cli-remote"
-  local common = { "--runner", root .. "/build/tests/fake_runner", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
+  local common = { "--runner", build .. "/tests/fake_runner", "--model", root .. "/tests/fixtures/pte/add_arduino.pte",
     "--runs-dir", tmp .. "/runs", "--format", "jsonl", "--no-history" }
   local function odp_run(argv)
     local a = { odp, "run" }
@@ -403,7 +404,7 @@ T.test("command-line transport options reach every board of --boards (over the l
   end
   local r = odp_run { root .. "/scripts/rpi5.lua", "--boards", path, "--remote-dir", cli_dir }
   T.eq(r.status, 0, r.stderr)
-  local blob = cli_dir .. "/.odp/blobs/" .. sys.sha256_file(root .. "/build/tests/fake_runner")
+  local blob = cli_dir .. "/.odp/blobs/" .. sys.sha256_file(build .. "/tests/fake_runner")
   T.ok(sys.stat(blob), "the runner was staged in --remote-dir, not the lab file's remote_dir")
   -- the sweep takes them the same way
   os.remove(blob)
@@ -437,7 +438,7 @@ T.test("on a terminal: one status line per board while the sweep runs", function
   local sock = tmp .. "/tmux.sock"
   T.at_done(function() proc.run { "tmux", "-S", sock, "kill-server", timeout = 10 } end) -- also when it fails first
   local cmd = table.concat({ sshd.quote(odp), "run", root .. "/scripts/sweep.lua", "--flow", root .. "/scripts/rpi5.lua",
-    "--boards", sshd.quote(path), "--runner", root .. "/build/tests/fake_runner", "--model",
+    "--boards", sshd.quote(path), "--runner", build .. "/tests/fake_runner", "--model",
     root .. "/tests/fixtures/pte/add_arduino.pte", "--runs-dir", sshd.quote(tmp .. "/runs"), "-p", "num_executions=1,2",
     "--out", sshd.quote(tmp .. "/tty.jsonl"), "--", "--fake_wait_us=1500000" }, " ")
   assert(proc.run { "tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "odp", "-x", "150", "-y", "40",

@@ -191,7 +191,7 @@ T.test("a J-Link helper does not outlive odp, even one killed by SIGKILL while i
     os.execute(("(sleep 0.5; kill -KILL %%d) >/dev/null 2>&1 &"):format(me))
     p:read(0x60000000, 4, { timeout = 30 })
   ]]):format(dll, tmp .. "/twin-a", pidfile))
-  local r = proc.run { argv = { root .. "/build/odp", "run", script }, timeout = 30 }
+  local r = proc.run { argv = { os.getenv("ODP") or (root .. "/build/odp"), "run", script }, timeout = 30 }
   T.eq(r.signal, 9, "odp was killed")
   local pid = T.read(pidfile)
   T.ok(pid and pid:match("^%d+$"), "the helper's pid was seen")
