@@ -15,6 +15,9 @@
 -- whose ControlMaster odp starts once per delay and then rides, against one `ssh ... time -v` through the same
 -- master (what a user with ControlMaster types). The master's connection carries many sweeps, so their counts are
 -- odp's own (the records'), not the relay's.
+-- SERVER=dropbear: the board's server is Dropbear (tests/lib/sshd.lua's sshd.dropbear) instead of OpenSSH, its
+-- receive window DROPBEAR_W bytes (-W; Dropbear's default 24576): what a fresh board's upload costs there, odp
+-- and the scp loop alike (docs/helper-protocol.md).
 -- Prints the table bench/README.md quotes.
 local sshd = require("sshd")
 local sys = require("odp.sys")
@@ -35,7 +38,9 @@ local runner = os.getenv("ODP_REAL_RUNNER")
 if not runner or not sys.stat(runner) then print("skipped: set ODP_REAL_RUNNER to a real executor_runner") return end
 local model = root .. "/tests/fixtures/pte/add_arduino.pte"
 
-local srv = sshd.start()
+local SERVER = os.getenv("SERVER") or "openssh"
+assert(SERVER == "openssh" or SERVER == "dropbear", "SERVER: openssh or dropbear")
+local srv = SERVER == "dropbear" and sshd.dropbear { window = tonumber(os.getenv("DROPBEAR_W") or "") } or sshd.start()
 local dir = sshd.sh("mktemp -d /tmp/odp-bench.XXXXXX"):match("%S+")
 local sh = sshd.sh
 local dest = srv.user .. "@127.0.0.1"
@@ -174,8 +179,9 @@ local ok, err = pcall(function()
     sh(("ssh -F %s -O exit board 2>/dev/null || true"):format(config))
     relay.close()
   end
-  print(("SSH sweep over a delaying relay, real runner; one-way delays %s ms, sweeps of %s points, medians of " ..
-    "%d rounds"):format(table.concat(DELAYS, "/"), table.concat(POINTS, "/"), ROUNDS))
+  print(("SSH sweep over a delaying relay (%s), real runner; one-way delays %s ms, sweeps of %s points, medians of " ..
+    "%d rounds"):format(SERVER == "dropbear" and ("Dropbear, window " .. (os.getenv("DROPBEAR_W") or "24576 (its default)"))
+    or "OpenSSH", table.concat(DELAYS, "/"), table.concat(POINTS, "/"), ROUNDS))
   local rtt = {}
   for i, d in ipairs(DELAYS) do rtt[i] = 2 * d / 1000 end
   for _, k in ipairs(kinds) do
