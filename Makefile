@@ -73,8 +73,8 @@ ifeq ($(AARCH64_FOUND),)
 	@echo "odp: note: no $(AARCH64_CC) (Debian's gcc-aarch64-linux-gnu: make deps), so no aarch64 odp-rusage helper: runs on aarch64 boards (Pi 5, Graviton) fall back to one exec per command" >&2
 endif
 
-# the frame codec and the device-state gatherer are odp's own (src/helper/), compiled into both
-HELPER_SRCS   := tools/odp-rusage.c tools/exec.c tools/serve.c tools/spawn.c tools/memwatch.c tools/sample.c src/util/sha256.c src/helper/frame.c src/helper/state.c src/util/buf.c
+# the frame codec, the LZ4 decoder of uploads and the device-state gatherer are odp's own (src/helper/), compiled into both
+HELPER_SRCS   := tools/odp-rusage.c tools/exec.c tools/serve.c tools/spawn.c tools/memwatch.c tools/sample.c src/util/sha256.c src/helper/frame.c src/helper/lz4.c src/helper/state.c src/util/buf.c
 $(BUILD)/odp-rusage-x86_64: $(HELPER_SRCS) $(wildcard tools/*.h src/helper/*.h) src/util/sha256.h src/sample/stream.h
 	@mkdir -p $(dir $@)
 	$(HELPER_CC) $(HELPER_CFLAGS) -o $@ $(HELPER_SRCS)

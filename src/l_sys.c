@@ -81,6 +81,40 @@ static int l_crc32(lua_State *L)
     return 1;
 }
 
+/* lz4_compress(s) -> an LZ4 block of s (liblz4's LZ4_compress_default, opened on the first call, not linked),
+ * or nil when that would not be shorter than s or liblz4 (liblz4.so.1) is missing: the caller then sends s as it
+ * is. The helper's upload chunks (docs/helper-protocol.md 'P'); src/helper/lz4.c decodes them on the board. */
+static int l_lz4_compress(lua_State *L)
+{
+    typedef int bound_fn(int);
+    typedef int compress_fn(const char *, char *, int, int);
+    static bound_fn *bound;
+    static compress_fn *compress;
+    static int tried;
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    if (!tried) {
+        tried = 1;
+        void *h = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
+        bound = h ? (bound_fn *)dlsym(h, "LZ4_compressBound") : NULL;
+        compress = h ? (compress_fn *)dlsym(h, "LZ4_compress_default") : NULL;
+    }
+    if (!bound || !compress || n == 0 || n > (1u << 30)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    int cap = bound((int)n);
+    luaL_Buffer b;
+    char *out = luaL_buffinitsize(L, &b, (size_t)cap);
+    int got = compress(s, out, (int)n, cap);
+    if (got <= 0 || (size_t)got >= n) {
+        lua_pushnil(L);
+        return 1;
+    }
+    luaL_pushresultsize(&b, (size_t)got);
+    return 1;
+}
+
 /* base64_decode(s) -> bytes | nil, "EPROTO: ...", "EPROTO" (malformed input is data from a device). */
 static int l_base64_decode(lua_State *L)
 {
@@ -491,6 +525,7 @@ int luaopen_odp_sys(lua_State *L)
     static const luaL_Reg funcs[] = {
         {"sha256", l_sha256}, {"sha256_file", l_sha256_file},
         {"base64_encode", l_base64_encode}, {"base64_decode", l_base64_decode}, {"crc32", l_crc32},
+        {"lz4_compress", l_lz4_compress},
         {"now", l_now}, {"time", l_time}, {"sleep", l_sleep},
         {"isatty", l_isatty}, {"term_width", l_term_width}, {"read_secret", l_read_secret},
         {"read_file", l_read_file}, {"file_contains", l_file_contains},

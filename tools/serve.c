@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../src/helper/frame.h"
+#include "../src/helper/lz4.h"
 #include "../src/helper/state.h"
 #include "../src/util/sha256.h"
 
@@ -966,7 +967,9 @@ static void serve_read(char **a, int n)
 }
 
 /* ---- uploads ----
- * 'P' path, mode (octal), offset, sha256, bytes: one chunk of a file. Offset 0 starts the file (an upload left
+ * 'P' path, mode (octal), offset, sha256, raw, bytes: one chunk of a file; raw is "" when bytes are the file's
+ * own, else the decimal length of what bytes decode to as an LZ4 block (src/helper/lz4.c: odp compresses with
+ * liblz4 where that saves; at most UPLOAD_RAW_MAX). Offsets and the sha256 are of the file's own bytes. Offset 0 starts the file (an upload left
  * unfinished is dropped); every later chunk must name the same path and start where the file so far ends. The
  * bytes go to path.odp-part-PID (the helper's PID), hashed as they come; the chunk with a sha256 is the last:
  * the whole file must have that hash, then it is fsync'd, given its mode and renamed, so a partial or corrupted
@@ -1029,17 +1032,21 @@ static int is_sha256(const char *s)
     return strspn(s, "0123456789abcdef") == 64 && !s[64];
 }
 
+#define UPLOAD_RAW_MAX (1u << 20) /* a compressed chunk's decoded bytes: odp's chunks are under 1 MiB */
+static uint8_t upload_raw[UPLOAD_RAW_MAX];
+
 static void serve_write(const odp_frame *f)
 {
-    char *a[5];
-    int n = fields(f, a, 5, 1);
-    unsigned long long mode = 0, offset = 0;
-    if (n != 5 || parse_num(a[1], 8, 07777, &mode) || parse_num(a[2], 10, ULLONG_MAX, &offset) ||
-        (a[3][0] && !is_sha256(a[3]))) {
+    char *a[6];
+    int n = fields(f, a, 6, 1);
+    unsigned long long mode = 0, offset = 0, raw = 0;
+    if (n != 6 || parse_num(a[1], 8, 07777, &mode) || parse_num(a[2], 10, ULLONG_MAX, &offset) ||
+        (a[3][0] && !is_sha256(a[3])) || (a[4][0] && parse_num(a[4], 10, UPLOAD_RAW_MAX, &raw))) {
         /* which upload it belonged to cannot be trusted: answered at once */
         upload_drop();
         up.failed = 0;
-        fail("EPROTO", "write: path, mode (octal), offset, sha256 (64 lowercase hex, or empty), bytes");
+        fail("EPROTO", "write: path, mode (octal), offset, sha256 (64 lowercase hex, or empty), raw length (decimal, "
+                       "at most %u, or empty), bytes", UPLOAD_RAW_MAX);
         if (n > 0)
             free_fields(a, n);
         return;
@@ -1047,7 +1054,7 @@ static void serve_write(const odp_frame *f)
     int last = a[3][0] != 0;
     uint32_t pos = 0, len = 0;
     const uint8_t *data = NULL;
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 6; k++)
         odp_frame_field(f, &pos, &data, &len);
     if (offset == 0) {
         upload_drop();
@@ -1073,6 +1080,16 @@ static void serve_write(const odp_frame *f)
         /* a chunk lost or out of order: the file cannot be whole */
         upload_fail(a[0], last, "EPROTO", "write %s: a chunk at %llu of no upload in progress there", a[0], offset);
         goto out;
+    }
+    if (a[4][0]) {
+        long got = odp_lz4_decode(data, len, upload_raw, (size_t)raw);
+        if (got < 0 || (unsigned long long)got != raw) {
+            upload_fail(a[0], last, "EPROTO", "write %s: the chunk at %llu is not an LZ4 block of %llu bytes", a[0],
+                        offset, raw);
+            goto out;
+        }
+        data = upload_raw;
+        len = (uint32_t)got;
     }
     for (size_t done = 0; done < len;) {
         ssize_t w = write(up.fd, data + done, len - done);

@@ -65,6 +65,7 @@ return {
       { "sha256(data: string) -> string hex", "SHA-256 of bytes, in plain C (for short texts: keys, build inputs)" },
       { "sha256_file(path: string) -> string|nil hex, " .. FAIL, "SHA-256 of a file, streamed: up to 1 MiB in plain C, larger files through libcrypto (opened on first use; ENOTFOUND when it is missing)" },
       { "crc32(data: string, crc?: integer) -> integer", "CRC-32 (zlib's, opened on first use), continuing from crc" },
+      { "lz4_compress(data: string) -> string|nil block", "an LZ4 block of data (liblz4's, opened on first use); nil when it would not be shorter, or without liblz4.so.1: send data as it is (the helper's upload chunks)" },
       { "base64_encode(data: string) -> string", "standard alphabet, padded" },
       { "base64_decode(text: string) -> string|nil bytes, " .. FAIL, "whitespace ignored; anything else off the alphabet is EPROTO" },
       { "now() -> number seconds", "monotonic clock" },

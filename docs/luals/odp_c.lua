@@ -105,6 +105,10 @@ function sys.sha256_file(path) end
 ---@param crc? integer
 ---@return integer
 function sys.crc32(data, crc) end
+--- an LZ4 block of data (liblz4's, opened on first use); nil when it would not be shorter, or without liblz4.so.1: send data as it is (the helper's upload chunks)
+---@param data string
+---@return string|nil block
+function sys.lz4_compress(data) end
 --- standard alphabet, padded
 ---@param data string
 ---@return string

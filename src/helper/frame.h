@@ -12,7 +12,7 @@
 
 #include "../util/buf.h"
 
-#define ODP_HELPER_PROTO 7               /* bumped on any change to frames or requests */
+#define ODP_HELPER_PROTO 8               /* bumped on any change to frames or requests */
 #define ODP_FRAME_HDR 8
 #define ODP_FRAME_MAX (1u << 20)         /* payload bytes of one frame */
 #define ODP_FRAME_FIELDS_MAX 4096

@@ -62,10 +62,11 @@ T.with_real_runner("Dropbear: a fresh board's sweep installs the helper in its o
   local recs, wire, stderr = sweep(remote, 3, runner, { "--no-pipeline" })
   T.eq(#recs, 3, "three records")
   -- why the upload took long, said once: Dropbear's 24 KB window, a round trip each (docs/helper-protocol.md)
-  local _, hints = stderr:gsub("hint: uploading [^\n]+ took [%d.]+ s in %d+ round trips, [^\n]+ each: the board's " ..
-    "SSH server opens a small channel window %(Dropbear's default is 24576 bytes; `dropbear %-W 2097152` gives 2 MB, " ..
-    "as OpenSSH's sshd does%)\n", "")
+  local _, hints = stderr:gsub("hint: uploading [^\n]+ on the link%) to [^\n]+ took [%d.]+ s in %d+ round trips, " ..
+    "[^\n]+ each: the board's SSH server opens a small channel window %(Dropbear's default is 24576 bytes; " ..
+    "`dropbear %-W 2097152` gives 2 MB, as OpenSSH's sshd does%)\n", "")
   T.eq(hints, 1, "the small window said once: " .. stderr)
+  print("# " .. (stderr:match("hint: uploading [^\n]+") or ""))
   for i, rec in ipairs(recs) do
     check_against_log(rec, i, ("point %d"):format(i))
     if i > 1 then T.eq(rec.transport.round_trips, 1, ("point %d: one round trip through Dropbear"):format(i)) end

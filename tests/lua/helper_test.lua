@@ -210,10 +210,10 @@ T.test("the helper on 400 mutated request streams: well-formed answers, an exit 
     codec.encode("R", { "counters=basic", "--", "true" }) .. codec.encode("R", { "--", "/nonexistent/prog" }) ..
     codec.encode("R", { "state_root=", "state_cpu=online", "state_props=ro.a", "--", "true" }) ..
     codec.encode("R", { "cwd=" .. dir, "rm=" .. dir .. "/gone", "rm=" .. dir .. "/f2", "leases=" .. dir, "--", "true" }) ..
-    codec.encode("P", { dir .. "/up", "644", "0", "", "first " }) ..
-    codec.encode("P", { dir .. "/up", "644", "6", sys.sha256("first second"), "second" }) ..
+    codec.encode("P", { dir .. "/up", "644", "0", "", "", "first " }) ..
+    codec.encode("P", { dir .. "/up", "644", "6", sys.sha256("first second"), "", "second" }) ..
     codec.encode("L", { dir .. "/up", dir .. "/up.link" }) ..
-    codec.encode("P", { dir .. "/bad", "600", "0", ("0"):rep(64), "x" }) ..
+    codec.encode("P", { dir .. "/bad", "600", "0", ("0"):rep(64), "", "x" }) ..
     codec.encode("U", { dir .. "/.odp/runs/gone" }) ..
     codec.encode("?", {}) .. codec.encode("X", { "a", "b" })
   local rng = T.lcg(23)
@@ -360,7 +360,9 @@ T.test("uploads in chunks: one answer at the last, the file only whole and with 
     end
     return got
   end
-  local function P(path, mode, off, sha, bytes) return codec.encode("P", { dir .. "/" .. path, mode, off, sha, bytes }) end
+  local function P(path, mode, off, sha, bytes, raw)
+    return codec.encode("P", { dir .. "/" .. path, mode, off, sha, raw or "", bytes })
+  end
   -- two chunks and a link: two answers (the upload's and the link's)
   T.eq(serve(P("f", "640", "0", "", a) .. P("f", "640", tostring(#a), whole, b) ..
     codec.encode("L", { dir .. "/f", dir .. "/g" })), { { "A" }, { "A" } })
@@ -379,8 +381,25 @@ T.test("uploads in chunks: one answer at the last, the file only whole and with 
   -- the bytes are not the ones hashed: ECRC, nothing under the name
   got = serve(P("h", "644", "0", "", a) .. P("h", "644", tostring(#a), whole, b:upper() .. "x"))
   T.eq(got[1][1], "!"); T.eq(got[1][2], "ECRC"); T.eq(sys.stat(dir .. "/h"), nil)
-  -- a malformed chunk (mode not octal, sha256 not hex): answered at once
+  -- a malformed chunk (mode not octal, sha256 not hex, a raw length not decimal or over 1 MiB): answered at once
   T.eq(serve(P("h", "9", "0", whole, "x"))[1][2], "EPROTO"); T.eq(serve(P("h", "644", "0", "XYZ", "x"))[1][2], "EPROTO")
+  T.eq(serve(P("h", "644", "0", whole, "x", "1x"))[1][2], "EPROTO")
+  T.eq(serve(P("h", "644", "0", whole, "x", tostring((1 << 20) + 1)))[1][2], "EPROTO")
+  -- chunks as LZ4 blocks (protocol 8: liblz4 compresses, the helper decodes), mixed with a plain one: the file is
+  -- the bytes they decode to, offsets and the sha256 of those
+  local za, zb = assert(sys.lz4_compress(a)), assert(sys.lz4_compress(b))
+  T.ok(#za < #a // 10 and #zb < #b // 10, ("compressed: %d of %d, %d of %d bytes"):format(#za, #a, #zb, #b))
+  T.eq(serve(P("z", "644", "0", "", za, tostring(#a)) .. P("z", "644", tostring(#a), "", "tail") ..
+    P("z", "644", tostring(#a + 4), sys.sha256(a .. "tail" .. b), zb, tostring(#b))), { { "A" } })
+  T.eq(T.read(dir .. "/z"), a .. "tail" .. b, "the decoded bytes, in order")
+  T.eq(sys.lz4_compress("not shorter"), nil, "a chunk LZ4 would not shorten goes as it is")
+  -- a block that decodes to another length than it says, or is no block at all: EPROTO at the upload's end,
+  -- nothing under the name, no part left
+  for _, bad in ipairs({ { za, tostring(#a - 1) }, { za:sub(1, -2), tostring(#a) }, { "\x1f\x00\x00\x00", "40" } }) do
+    got = serve(P("y", "644", "0", "", bad[1], bad[2]) .. P("y", "644", bad[2], sys.sha256(a .. "x"), "x"))
+    T.eq({ #got, got[1][1], got[1][2] }, { 1, "!", "EPROTO" }, got[1][3])
+    T.eq(sys.stat(dir .. "/y"), nil)
+  end
   -- a link to nothing: ENOTFOUND, the helper usable after it
   got = serve(codec.encode("L", { dir .. "/none", dir .. "/l" }) .. P("e", "644", "0", sys.sha256(""), ""))
   T.eq({ got[1][1], got[1][2], got[2] }, { "!", "ENOTFOUND", { "A" } })

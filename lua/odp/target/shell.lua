@@ -727,15 +727,16 @@ end
 M.SMALL_WINDOW = { seconds = 2, round_trips = 100, bytes = 64 * 1024 }
 local function say_small_window(target, name, bytes, before, seconds)
   if target.cache.small_window_said or not before then return end
-  local rts = target.session:traffic().round_trips - before.round_trips
+  local now = target.session:traffic()
+  local rts, sent = now.round_trips - before.round_trips, now.bytes_up - before.bytes_up -- sent: compressed
   local w = M.SMALL_WINDOW
-  if seconds < w.seconds or rts < w.round_trips or bytes / rts > w.bytes then return end
+  if seconds < w.seconds or rts < w.round_trips or sent / rts > w.bytes then return end
   target.cache.small_window_said = true
   local shown = target.ui or ui.new()
-  shown:info("hint: uploading %s (%s) to %s took %.1f s in %d round trips, %s each: the board's SSH server opens " ..
-    "a small channel window (Dropbear's default is 24576 bytes; `dropbear -W 2097152` gives 2 MB, as OpenSSH's " ..
-    "sshd does)",
-    name, ui.human_bytes(bytes), target.uri, seconds, rts, ui.human_bytes(bytes // rts))
+  shown:info("hint: uploading %s (%s, %s on the link) to %s took %.1f s in %d round trips, %s each: the board's " ..
+    "SSH server opens a small channel window (Dropbear's default is 24576 bytes; `dropbear -W 2097152` gives 2 MB, " ..
+    "as OpenSSH's sshd does)", name, ui.human_bytes(bytes), ui.human_bytes(sent), target.uri, seconds, rts,
+    ui.human_bytes(sent // rts))
 end
 
 --- Uploads src to dst through the board's resident helper (its 'P' frames, sent without waiting: no SFTP
