@@ -93,7 +93,10 @@ local function odp_sweep(relay, rdir, points, config)
       "--out", out, "--runs-dir", dir .. "/runs", "-q" }
     for _, a in ipairs(board_args(relay, config)) do argv[#argv + 1] = a end
     local r = assert(proc.run { argv = argv, timeout = 900 })
-    assert(r.ok, "odp sweep failed: " .. r.stderr)
+    if not r.ok then -- the first failed point's record says why
+      local first = io.open(out) and json.decode(io.open(out):read("l") or "null")
+      error(("odp sweep failed: %s%s"):format(r.stderr, first and first.error and first.error.message or ""), 0)
+    end
   end)
   local rt = 0
   for line in io.lines(out) do rt = rt + json.decode(line).transport.round_trips end

@@ -134,8 +134,9 @@ end
 --- Dropbear (Debian's dropbear-bin), the SSH server of many embedded boards, in place of OpenSSH: the same Server
 -- (port, user, identity, known_hosts, remote_dir, count, stop, close, relay) with Dropbear's own ed25519 host key.
 -- Dropbear has no AuthorizedKeysFile: it reads the login user's ~/.ssh/authorized_keys, so it gets a user of its
--- own (opts.user, default "odpdropbear", created if absent; OpenSSH's suites use another) whose authorized_keys
--- is this server's while it runs and removed by close. Its log (-E: stderr) has one "Pubkey auth succeeded" line
+-- own (opts.user, default "odpdropbear", created if absent; OpenSSH's suites use another). This server's key is a
+-- line added to that file while it runs and taken out by close, both under flock(1) on ~/.ssh: two servers at
+-- once (a suite and a bench, two checkouts' suites) each keep their own key, and the last one out removes the file. Its log (-E: stderr) has one "Pubkey auth succeeded" line
 -- per authenticated connection. opts.window: its receive window in bytes (-W; Dropbear's default is 24576).
 function M.dropbear(opts)
   opts = opts or {}
@@ -152,8 +153,9 @@ function M.dropbear(opts)
   self.identity = M.keygen(dir .. "/id_ed25519")
   local home = sh("getent passwd " .. q(self.user)):match("^[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:([^:]*):")
   self.authorized_keys = home .. "/.ssh/authorized_keys"
-  sh(("mkdir -p %s/.ssh && cp %s.pub %s && chown -R %s %s/.ssh && chmod 700 %s/.ssh && chmod 600 %s"):format(
-    q(home), q(self.identity), q(self.authorized_keys), q(self.user), q(home), q(home), q(self.authorized_keys)))
+  sh(("mkdir -p %s/.ssh && chown %s %s/.ssh && chmod 700 %s/.ssh && flock %s/.ssh sh -c %s"):format(q(home),
+    q(self.user), q(home), q(home), q(home), q(("cat %s.pub >>%s && chown %s %s && chmod 600 %s"):format(
+    q(self.identity), q(self.authorized_keys), q(self.user), q(self.authorized_keys), q(self.authorized_keys)))))
   self.remote_dir = dir .. "/remote"
   sh(("mkdir -p %s && chown %s %s"):format(q(self.remote_dir), q(self.user), q(self.remote_dir)))
   self.log = dir .. "/dropbear.log"
@@ -222,7 +224,13 @@ end
 -- does by itself (T.done), and what a bench, which has no T.done, calls.
 function Server:close()
   self:stop()
-  if self.authorized_keys then os.remove(self.authorized_keys) self.authorized_keys = nil end
+  if self.authorized_keys then -- Dropbear's: this server's line out, the file gone with the last one
+    local ak = q(self.authorized_keys)
+    sh(("flock %s sh -c %s"):format(q(self.authorized_keys:match("^(.*)/[^/]*$")), q(("grep -vxF -f %s.pub %s " ..
+      ">%s.tmp; if [ -s %s.tmp ]; then chmod 600 %s.tmp && chown --reference=%s %s.tmp && mv %s.tmp %s; " ..
+      "else rm -f %s %s.tmp; fi"):format(q(self.identity), ak, ak, ak, ak, ak, ak, ak, ak, ak, ak))))
+    self.authorized_keys = nil
+  end
   if self.owns_dir and self.dir then os.execute("rm -rf " .. q(self.dir)) end
   self.dir = nil
 end

@@ -138,14 +138,19 @@ local function odp_run(argv, timeout, merged)
 end
 
 -- What the examples before have made, for the placeholders of the ones after.
+-- state.runs: the run directories in the order the examples made them (new ones appended after each example, by
+-- name among themselves). Not all of them by name: a run dir's name starts with its second, so two examples'
+-- runs in one second would sort by flow name (an Ethos-U twin run's "alif_e8" before the host run's "host").
 local state = { runs = {} }
 local function refresh_runs()
-  local dirs = {}
+  local seen, new = {}, {}
+  for _, d in ipairs(state.runs) do seen[d] = true end
   for _, d in ipairs(sys.readdir(work .. "/runs") or {}) do
-    if sys.stat(work .. "/runs/" .. d .. "/result.json") then dirs[#dirs + 1] = "runs/" .. d .. "/" end
+    local rel = "runs/" .. d .. "/"
+    if not seen[rel] and sys.stat(work .. "/" .. rel .. "result.json") then new[#new + 1] = rel end
   end
-  table.sort(dirs)
-  state.runs = dirs
+  table.sort(new)
+  table.move(new, 1, #new, #state.runs + 1, state.runs)
 end
 
 -- --llm examples: ExecuTorch's LLM runner and its tiny model ($ODP_REAL_LLM)
