@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -1033,7 +1034,6 @@ static int is_sha256(const char *s)
 }
 
 #define UPLOAD_RAW_MAX (1u << 20) /* a compressed chunk's decoded bytes: odp's chunks are under 1 MiB */
-static uint8_t upload_raw[UPLOAD_RAW_MAX];
 
 static void serve_write(const odp_frame *f)
 {
@@ -1054,6 +1054,10 @@ static void serve_write(const odp_frame *f)
     int last = a[3][0] != 0;
     uint32_t pos = 0, len = 0;
     const uint8_t *data = NULL;
+    /* a compressed chunk is decoded into pages mapped for it and unmapped once written: the helper's resident size
+     * is every program's peak RSS until it execs (a forked child's high-water mark starts at its parent's), so it
+     * keeps none of an upload's memory */
+    uint8_t *decoded = NULL;
     for (int k = 0; k < 6; k++)
         odp_frame_field(f, &pos, &data, &len);
     if (offset == 0) {
@@ -1082,13 +1086,21 @@ static void serve_write(const odp_frame *f)
         goto out;
     }
     if (a[4][0]) {
-        long got = odp_lz4_decode(data, len, upload_raw, (size_t)raw);
+        if (raw) {
+            void *m = mmap(NULL, (size_t)raw, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (m == MAP_FAILED) {
+                upload_fail(a[0], last, "EIO", "write %s: %s", a[0], strerror(errno));
+                goto out;
+            }
+            decoded = m;
+        }
+        long got = odp_lz4_decode(data, len, decoded, (size_t)raw);
         if (got < 0 || (unsigned long long)got != raw) {
             upload_fail(a[0], last, "EPROTO", "write %s: the chunk at %llu is not an LZ4 block of %llu bytes", a[0],
                         offset, raw);
             goto out;
         }
-        data = upload_raw;
+        data = decoded;
         len = (uint32_t)got;
     }
     for (size_t done = 0; done < len;) {
@@ -1131,7 +1143,9 @@ static void serve_write(const odp_frame *f)
     }
     answer('A', NULL, NULL);
 out:
-    free_fields(a, 5);
+    if (decoded)
+        munmap(decoded, (size_t)raw);
+    free_fields(a, 6);
 }
 
 /* Link request: source, destination: the destination becomes a hard link to the source (as `ln -f`, through a
