@@ -970,11 +970,11 @@ static void serve_read(char **a, int n)
 /* ---- uploads ----
  * 'P' path, mode (octal), offset, sha256, raw, bytes: one chunk of a file; raw is "" when bytes are the file's
  * own, else the decimal length of what bytes decode to as an LZ4 block (src/helper/lz4.c: odp compresses with
- * liblz4 where that saves; at most UPLOAD_RAW_MAX). Offsets and the sha256 are of the file's own bytes. Offset 0 starts the file (an upload left
- * unfinished is dropped); every later chunk must name the same path and start where the file so far ends. The
- * bytes go to path.odp-part-PID (the helper's PID), hashed as they come; the chunk with a sha256 is the last:
- * the whole file must have that hash, then it is fsync'd, given its mode and renamed, so a partial or corrupted
- * file never appears under the path. An upload is one request: only its last chunk is answered, with the
+ * liblz4 where that saves; at most UPLOAD_RAW_MAX). Offsets and the sha256 are of the file's own bytes.
+ * Offset 0 starts the file (an upload left unfinished is dropped); every later chunk must name the same path and
+ * start where the file so far ends. The bytes go to path.odp-part-PID (the helper's PID), hashed as they come;
+ * the chunk with a sha256 is the last: the whole file must have that hash, then it is fsync'd, given its mode and
+ * renamed, so a partial or corrupted file never appears under the path. An upload is one request: only its last chunk is answered, with the
  * first failure of any of its chunks (the part is dropped at once, the later chunks ignored). odp sends all the
  * chunks of a file without waiting: a file costs about one round trip, not one a chunk. */
 static struct {

@@ -136,8 +136,9 @@ end
 -- Dropbear has no AuthorizedKeysFile: it reads the login user's ~/.ssh/authorized_keys, so it gets a user of its
 -- own (opts.user, default "odpdropbear", created if absent; OpenSSH's suites use another). This server's key is a
 -- line added to that file while it runs and taken out by close, both under flock(1) on ~/.ssh: two servers at
--- once (a suite and a bench, two checkouts' suites) each keep their own key, and the last one out removes the file. Its log (-E: stderr) has one "Pubkey auth succeeded" line
--- per authenticated connection. opts.window: its receive window in bytes (-W; Dropbear's default is 24576).
+-- once (a suite and a bench, two checkouts' suites) each keep their own key, and the last one out removes the file.
+-- Its log (-E: stderr) has one "Pubkey auth succeeded" line per authenticated connection. opts.window: its receive
+-- window in bytes (-W; Dropbear's default is 24576). Not restartable (Server:restart is sshd's).
 function M.dropbear(opts)
   opts = opts or {}
   local p = io.popen("mktemp -d /tmp/odp-dropbear.XXXXXX"); local dir = p:read("l"); p:close()
@@ -241,6 +242,7 @@ function Server:crash() self:stop("KILL") end
 --- Starts the server again after stop/crash: the same config, port and host keys (a board back from a reboot).
 function Server:restart()
   assert(not self.pid, "sshd:restart: still running")
+  assert(not self.dropbear, "sshd:restart: a Dropbear server is not restarted (start another)")
   local mark = #(io.open(self.log):read("a"))
   for _ = 1, 50 do
     local pid = sh(string.format("/usr/sbin/sshd -D -e -f %s >>%s 2>&1 & echo $!", q(self.config), q(self.log)))

@@ -109,6 +109,14 @@ T.with_real_runner("Dropbear: a repeat sweep is one exec and pipelined, one roun
   nothing_left(remote)
 end)
 
+-- The number a file holds (a pid, an exit status the background shell wrote), or nil while it holds none.
+local function number_in(path)
+  local f = io.open(path)
+  local n = f and tonumber(f:read("a"):match("%d+"))
+  if f then f:close() end
+  return n
+end
+
 -- odp run in the background on the board behind Dropbear (directly, no relay), its output and exit status in dir.
 -- -> {pid, dir}
 local function background(remote, runner, dir)
@@ -119,8 +127,7 @@ local function background(remote, runner, dir)
   sshd.sh(("( %s >%s/out 2>%s/err & echo $! >%s/pid; wait $!; echo $? >%s/rc ) >/dev/null 2>&1 &"):format(
     table.concat(argv, " "), dir, dir, dir, dir))
   local pid
-  T.ok(sshd.wait_for(function() pid = tonumber((io.open(dir .. "/pid") or io.tmpfile()):read("a"):match("%d+"))
-    return pid end, 10), "odp started")
+  T.ok(sshd.wait_for(function() pid = number_in(dir .. "/pid") return pid end, 10), "odp started")
   return { pid = pid, dir = dir }
 end
 
@@ -135,8 +142,7 @@ T.with_real_runner("Dropbear: Ctrl-C or SIGKILL of odp mid-run ends the runner o
     end, 60), "the runner runs on the board")
     sshd.sh("kill -" .. sig[1] .. " " .. job.pid)
     local rc
-    T.ok(sshd.wait_for(function() rc = tonumber((io.open(dir .. "/rc") or io.tmpfile()):read("a"):match("%d+"))
-      return rc end, 30), "odp ended")
+    T.ok(sshd.wait_for(function() rc = number_in(dir .. "/rc") return rc end, 30), "odp ended")
     T.eq(rc, sig[2], T.read(dir .. "/err"))
     if sig[1] == "INT" then
       local _, lines = T.read(dir .. "/err"):gsub("\n", "")
