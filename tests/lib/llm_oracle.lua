@@ -28,7 +28,9 @@ end
 --   not one token each (pieces read together counted as one token all through) would be well outside it;
 -- - against the forwards' durations: an interval holds one whole forward, so not shorter but for late reads (one
 --   shortens the next interval by its lateness; the medians of two different sets only mostly absorb that: seen
---   1.2% below with qemu-user's 21 ms tokens, so 0.1 ms + 5%), but longer by all a token costs outside
+--   1.2% below with qemu-user's 21 ms tokens, and 0.22 ms below with the host's 2.2 ms ones in a CI run, where a
+--   reader's lateness is a tenth of a token; so 0.3 ms + 5%: an interval of half a token, two pieces counted
+--   where one came, still fails), but longer by all a token costs outside
 --   Method::execute: 4-12% on an idle moment of this 2-CPU machine, seen at 2.6x under the other suites' load
 --   (the runner waiting for a CPU between forwards, which their own durations leave out): no upper bound there.
 function M.near_forward(T, stdout_p50, durations, gaps, what)
@@ -36,7 +38,7 @@ function M.near_forward(T, stdout_p50, durations, gaps, what)
   local msg = ("%s: stdout's per-token p50 %.3f ms; the ETDump's forward ends %.3f ms apart, forwards %.3f ms")
     :format(what, stdout_p50, g50, d50)
   T.ok(math.abs(stdout_p50 - g50) <= 0.1 + 0.2 * g50, msg)
-  T.ok(stdout_p50 >= d50 - 0.1 - 0.05 * d50, msg)
+  T.ok(stdout_p50 >= d50 - 0.3 - 0.05 * d50, msg)
 end
 
 --- The prefill in a process's ETDump, on the runner's clock: from the first forward's start to the end of the
